@@ -1,0 +1,79 @@
+"""The Ray host's environment: real time, actor calls as messages, a real file system."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from typing import Any, Callable, TypeVar
+
+from runtime import codec
+from runtime.dfs import Dfs
+from runtime.env import Env, WaitTimeout
+from runtime.metrics import Metrics
+from runtime.trace import Tracer
+
+T = TypeVar("T")
+
+
+def to_wire(msg: Any) -> Any:
+    """Control messages travel as msgpack bytes; data (Arrow batches) as Ray objects."""
+    if dataclasses.is_dataclass(msg) and type(msg).__name__ in codec._REGISTRY:
+        return codec.encode(msg)
+    return msg
+
+
+def from_wire(payload: Any) -> Any:
+    return codec.decode(payload) if isinstance(payload, bytes) else payload
+
+
+class RayEnv(Env):
+    def __init__(self, role: str, dfs: Dfs, *, seed: int = 0, trace: bool = True) -> None:
+        self.role = role
+        self.dfs = dfs
+        self.rng = random.Random(seed)
+        self.tracer = Tracer(role, enabled=trace, clock=time.time)
+        self.metrics = Metrics()
+        self.handles: dict[str, Any] = {}
+        self._pending_sends: set[asyncio.Task] = set()
+        self.send_errors: list[str] = []
+
+    def now(self) -> float:
+        # wall-clock seconds: comparable across processes and nodes, so traces line up
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def _handle(self, dest: str) -> Any:
+        try:
+            return self.handles[dest]
+        except KeyError:
+            raise LookupError(f"{self.role} has no handle for {dest!r}; known: {sorted(self.handles)}") from None
+
+    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        self.metrics.rpc(method)
+        ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
+        try:
+            reply = await (asyncio.wait_for(ref, timeout) if timeout else ref)
+        except asyncio.TimeoutError as exc:
+            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
+        return from_wire(reply)
+
+    def send(self, dest: str, method: str, msg: Any = None) -> None:
+        self.metrics.rpc(method)
+        ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
+
+        async def watch() -> None:
+            try:
+                await ref
+            except Exception as exc:  # a one-way message that failed: remember, never raise here
+                self.send_errors.append(f"{dest}.{method}: {type(exc).__name__}: {exc}"[:500])
+
+        task = asyncio.get_running_loop().create_task(watch())
+        self._pending_sends.add(task)
+        task.add_done_callback(self._pending_sends.discard)
+
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(fn, *args)

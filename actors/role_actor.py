@@ -1,0 +1,123 @@
+"""One Ray actor class hosts any role: it gives the role a process, a name and an RPC face.
+
+The actor is async, so while a write task's mailbox coroutine is blocked the actor still answers
+``deliver`` (operator events, notifications queue as mails) and ``dump`` (introspection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ray
+
+from actors.ray_env import RayEnv, from_wire, to_wire
+from runtime import codec
+from runtime.config import JobConfig
+from runtime.coordinator import Coordinator
+from runtime.dfs import DfsCounters, open_dfs
+from runtime.job_manager import JobManager
+from runtime.messages import TaskState
+from runtime.protocols import get_protocol
+from runtime.source import InMemoryShard, Source
+from runtime.table import HudiTable, TableProps
+from runtime.write_task import WriteTask
+
+# method name -> (role kind -> attribute of the role object that handles it)
+_HANDLERS = {
+    "coordinator": ("write_metadata", "checkpoint_coordinator", "notify_checkpoint_complete",
+                    "notify_checkpoint_aborted"),
+    "job-manager": ("ack_checkpoint", "round_emitted", "task_failed"),
+    "writer": ("push_input", "operator_event", "notify_checkpoint_complete",
+               "notify_checkpoint_aborted"),
+    "source": ("trigger_barrier", "finish"),
+}
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class RoleActor:
+    def __init__(self, kind: str, name: str, config: bytes, props: dict[str, str],
+                 extra: dict[str, Any] | None = None) -> None:
+        self.kind = kind
+        self.name = name
+        self.config: JobConfig = codec.decode(config, JobConfig)
+        self.extra = extra or {}
+        counters = DfsCounters()
+        dfs, base = open_dfs(self.config.table, role=kind, counters=counters)
+        self.env = RayEnv(name, dfs, seed=self.config.seed, trace=self.extra.get("trace", True))
+        self.table = HudiTable(dfs, base, TableProps(**props))
+        self.role: Any = None
+        self._task: asyncio.Task | None = None
+
+    async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str],
+                    restored: bytes | None = None) -> str:
+        self.env.handles = {k: v for k, v in handles.items() if k != self.name}
+        protocol = get_protocol(self.config.protocol)
+        if self.kind == "coordinator":
+            self.role = Coordinator(self.env, self.config, self.table, protocol, task_names,
+                                    schema_json=self.extra.get("schema_json", ""))
+            await self.role.start()
+        elif self.kind == "job-manager":
+            self.role = JobManager(self.env, self.config, task_names, source_names)
+        elif self.kind == "writer":
+            task_id = int(self.extra["task_id"])
+            data_table = self.table.with_dfs(self.env.dfs.for_role("writer.data"))
+            self.role = WriteTask(self.env, self.config, task_id, self.table, protocol,
+                                  data_table=data_table)
+            state = codec.decode(restored, TaskState) if restored else None
+            await self.role.start(state)
+        elif self.kind == "source":
+            task_id = int(self.extra["task_id"])
+            self.role = Source(self.env, self.config, task_id, InMemoryShard(self.extra["rounds"]),
+                               writer=self.extra["writer"])
+            self._task = asyncio.get_running_loop().create_task(self.role.run())
+        else:
+            raise ValueError(f"unknown role kind {self.kind!r}")
+        return self.name
+
+    async def deliver(self, method: str, payload: Any, sender: str = "") -> Any:
+        if method not in _HANDLERS.get(self.kind, ()):
+            raise ValueError(f"{self.name} ({self.kind}) has no handler for {method!r}")
+        if self.role is None:
+            raise RuntimeError(f"{self.name} received {method} before it started")
+        result = getattr(self.role, method)(from_wire(payload))
+        if asyncio.iscoroutine(result):
+            result = await result
+        return to_wire(result)
+
+    async def run(self) -> Any:
+        """The job manager's main loop (only for kind job-manager)."""
+        return await self.role.run()
+
+    async def dump(self) -> dict[str, Any]:
+        if self.role is None:
+            return {"role": self.name, "state": "not started"}
+        if hasattr(self.role, "dump"):
+            return self.role.dump()
+        return self.role.describe()
+
+    async def describe(self) -> dict[str, Any]:
+        return self.role.describe() if hasattr(self.role, "describe") else await self.dump()
+
+    async def metrics(self) -> dict[str, Any]:
+        snap = self.env.metrics.snapshot()
+        snap["dfs_ops"] = self.env.dfs.counters.snapshot()
+        snap["send_errors"] = list(self.env.send_errors)
+        return snap
+
+    async def trace_events(self) -> list[dict[str, Any]]:
+        return self.env.tracer.drain()
+
+    async def source_done(self, timeout: float) -> str:
+        """Waits (bounded) for a source's loop to end; returns its state."""
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout)
+            except asyncio.TimeoutError:
+                pass
+            except Exception:
+                pass
+        return self.role.state if self.role is not None else "not started"
+
+    async def ping(self) -> float:
+        return self.env.now()

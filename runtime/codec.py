@@ -1,0 +1,91 @@
+"""Wire and state encoding: small dataclasses to msgpack bytes and back.
+
+Every control message, task state and bus record is a dataclass registered with :func:`message`.
+The bytes are the same on Ray and in the simulator, so a trace or a state file from one host
+replays in the other. Nested registered dataclasses and lists of them are supported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, TypeVar
+
+import msgpack
+
+_REGISTRY: dict[str, type] = {}
+T = TypeVar("T")
+
+_TYPE_KEY = "@t"
+
+
+class CodecError(ValueError):
+    """Bytes that are not a known message, or a message with missing/unknown fields."""
+
+
+def message(cls: type[T]) -> type[T]:
+    """Class decorator: makes ``cls`` a frozen-by-convention dataclass known to the codec."""
+    if not dataclasses.is_dataclass(cls):
+        cls = dataclasses.dataclass(cls)  # type: ignore[assignment]
+    name = cls.__name__
+    if name in _REGISTRY and _REGISTRY[name] is not cls:
+        raise TypeError(f"two message classes are named {name}")
+    _REGISTRY[name] = cls
+    return cls
+
+
+def _to_plain(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {_TYPE_KEY: type(obj).__name__}
+        for f in dataclasses.fields(obj):
+            out[f.name] = _to_plain(getattr(obj, f.name))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_to_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _from_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if _TYPE_KEY in obj:
+            name = obj[_TYPE_KEY]
+            cls = _REGISTRY.get(name)
+            if cls is None:
+                raise CodecError(f"unknown message type {name!r}")
+            kwargs = {k: _from_plain(v) for k, v in obj.items() if k != _TYPE_KEY}
+            known = {f.name for f in dataclasses.fields(cls)}
+            unknown = set(kwargs) - known
+            if unknown:
+                raise CodecError(f"{name} has no fields {sorted(unknown)}")
+            try:
+                return cls(**kwargs)
+            except TypeError as exc:
+                raise CodecError(f"cannot build {name}: {exc}") from exc
+        return {k: _from_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_from_plain(x) for x in obj]
+    return obj
+
+
+def encode(obj: Any) -> bytes:
+    """Encodes a registered dataclass (or plain data containing them) to msgpack bytes."""
+    return msgpack.packb(_to_plain(obj), use_bin_type=True)
+
+
+def decode(data: bytes, expected: type[T] | None = None) -> T:
+    """Decodes bytes from :func:`encode`; with ``expected``, checks the type."""
+    try:
+        plain = msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except (msgpack.UnpackException, ValueError, TypeError) as exc:
+        raise CodecError(f"not a msgpack message ({len(data)} bytes): {exc}") from exc
+    obj = _from_plain(plain)
+    if expected is not None and not isinstance(obj, expected):
+        raise CodecError(f"expected {expected.__name__}, got {type(obj).__name__}")
+    return typing.cast(T, obj)
+
+
+def roundtrip(obj: T) -> T:
+    """Encode then decode: what a message looks like after crossing any host boundary."""
+    return decode(encode(obj))

@@ -1,0 +1,126 @@
+"""Job configuration: one dataclass, validated once, shipped to every role.
+
+Hudi's and Flink's defaults (1 s wait tick, 10 min checkpoint timeout, 256 MB buckets) are scaled
+down here so a run takes seconds; every value is a field, so a study can set Hudi's real numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.codec import message
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the option and what is allowed."""
+
+
+@message
+@dataclass
+class Schedule:
+    """Deterministic schedule knobs: what each round holds and how the job manager behaves.
+
+    ``rounds`` gives the number of records each round carries (round k = the records before
+    barrier k); ``None`` spreads ``records`` evenly over the checkpoints.
+    """
+
+    rounds: list[int] | None = None
+    abort_checkpoints: list[int] = field(default_factory=list)
+    # checkpoint id -> seconds the job manager waits before notifying completion
+    notify_delay_s: dict[int, float] = field(default_factory=dict)
+
+
+@message
+@dataclass
+class JobConfig:
+    protocol: str = "message-bus"
+    writers: int = 2
+    checkpoints: int = 5
+    records: int = 10_000
+    source: str = "generator"
+    table: str = "./commitlab-table"
+    table_name: str = "commitlab"
+    # workload (generator source)
+    keys: int = 0  # distinct keys; 0 means records // 2
+    partitions: int = 4
+    payload_bytes: int = 32
+    seed: int = 42
+    # layout
+    buckets: int = 0  # buckets per partition; 0 means 2 per writer
+    # data flow
+    source_batch_rows: int = 1_000  # records per batch a source emits
+    bucket_flush_rows: int = 20_000  # Hudi write.batch.size, in rows
+    task_buffer_rows: int = 100_000  # Hudi write.task.max.size, in rows
+    input_queue_batches: int = 8  # bounded input queue of a write task (back-pressure)
+    # timing (Hudi/Flink defaults in comments)
+    checkpoint_interval_s: float = 0.2  # Flink: user-set
+    checkpoint_timeout_s: float = 30.0  # Flink: 10 min
+    wait_tick_s: float = 0.05  # Hudi: 1 s
+    instant_wait_timeout_s: float = 0.0  # Hudi: = checkpoint timeout; 0 means that
+    commit_ack_timeout_s: float = 10.0  # Hudi write.commit.ack.timeout (P1)
+    deadlock_threshold_s: float = 2.0  # blocked this long on a mail in its own mailbox: deadlock
+    rpc_timeout_s: float = 10.0  # Hudi/Flink RPC ask timeout
+    job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
+    schedule: Schedule = field(default_factory=Schedule)
+
+    # -- derived -------------------------------------------------------------------------------
+
+    @property
+    def num_keys(self) -> int:
+        return self.keys or max(1, self.records // 2)
+
+    @property
+    def num_buckets(self) -> int:
+        return self.buckets or 2 * self.writers
+
+    @property
+    def instant_wait_timeout(self) -> float:
+        return self.instant_wait_timeout_s or self.checkpoint_timeout_s
+
+    def rounds(self) -> list[int]:
+        """Records per round; round k (1-based) is emitted before barrier k."""
+        if self.schedule.rounds is not None:
+            return list(self.schedule.rounds)
+        base, extra = divmod(self.records, self.checkpoints)
+        return [base + (1 if i < extra else 0) for i in range(self.checkpoints)]
+
+    def replace(self, **changes: Any) -> "JobConfig":
+        return dataclasses.replace(self, **changes)
+
+    def validate(self, known_protocols: list[str] | None = None) -> "JobConfig":
+        """Raises ConfigError naming the first bad option; returns self for chaining."""
+        positive_ints = ("writers", "checkpoints", "partitions", "source_batch_rows",
+                         "bucket_flush_rows", "task_buffer_rows", "input_queue_batches")
+        for name in positive_ints:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.records < 0:
+            raise ConfigError(f"--records must not be negative, got {self.records}")
+        for name in ("checkpoint_interval_s", "wait_tick_s", "deadlock_threshold_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.checkpoint_timeout_s <= 0 or self.job_timeout_s <= 0:
+            raise ConfigError("timeouts must be positive")
+        if self.buckets < 0 or self.keys < 0:
+            raise ConfigError("--buckets and --keys must not be negative")
+        if self.num_buckets < self.writers:
+            raise ConfigError(
+                f"--buckets {self.num_buckets} is less than --writers {self.writers}: "
+                "some write task would own no file group; use at least one bucket per writer")
+        if self.schedule.rounds is not None:
+            if len(self.schedule.rounds) != self.checkpoints:
+                raise ConfigError(
+                    f"schedule.rounds has {len(self.schedule.rounds)} entries but --checkpoints is "
+                    f"{self.checkpoints}: give one record count per checkpoint")
+            if sum(self.schedule.rounds) != self.records:
+                raise ConfigError("schedule.rounds must add up to --records")
+        if known_protocols is not None and self.protocol not in known_protocols:
+            raise ConfigError(
+                f"unknown protocol {self.protocol!r}; choose one of {', '.join(known_protocols)}")
+        if self.source not in ("generator", "spark"):
+            raise ConfigError(f"unknown source {self.source!r}; choose generator or spark")
+        if not self.table_name.strip():
+            raise ConfigError("--table-name must not be empty")
+        return self

@@ -1,0 +1,188 @@
+"""The coordinator: Hudi's StreamWriteOperatorCoordinator.
+
+It owns the instants on the table's timeline (requested -> inflight -> completed), buffers each
+task's write metadata, and when a checkpoint completes commits the instant if every task reported
+its last batch, then starts the next one. A round with no data reuses the instant; an abort leaves
+it pending. What writers are told, and how, is the protocol's coordinator side.
+
+Handlers are serialized by one lock, as Hudi runs them on a single-thread executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime import codec
+from runtime.config import JobConfig
+from runtime.env import Env
+from runtime.messages import BOOTSTRAP_INSTANT, CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
+from runtime.protocols.base import CoordinatorSide, Protocol
+from runtime.table import HudiTable, TableError
+
+
+class CommitError(RuntimeError):
+    pass
+
+
+@codec.message
+@dataclass
+class CommitRecord:
+    instant: str
+    checkpoint: int
+    rows: int
+    files: int
+    committed_at: float = 0.0
+
+
+@codec.message
+@dataclass
+class CoordinatorState:
+    """The coordinator's checkpointed state (taken when a checkpoint is triggered)."""
+
+    checkpoint_id: int
+    instant: str
+    events: list[WriteMetadataEvent] = field(default_factory=list)
+
+
+class Coordinator:
+    def __init__(self, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol],
+                 task_names: list[str], *, schema_json: str = "") -> None:
+        self.env = env
+        self.config = config
+        self.table = table
+        self.task_names = task_names
+        self.protocol: CoordinatorSide = protocol.coordinator_side(self)
+        self.instant: str = BOOTSTRAP_INSTANT
+        self.events: dict[int, list[WriteMetadataEvent]] = {}
+        self.bootstrapped: set[int] = set()
+        self.commits: list[CommitRecord] = []
+        self.empty_rounds: list[int] = []
+        self.aborted: list[int] = []
+        self.schema_json = schema_json
+        self.started = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self.error: str | None = None
+
+    async def start(self) -> None:
+        await self.protocol.open()
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    async def write_metadata(self, event: WriteMetadataEvent) -> None:
+        async with self._lock:
+            if event.bootstrap:
+                await self._handle_bootstrap(event)
+                return
+            self.events.setdefault(event.task_id, []).append(event)
+
+    async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
+        self.bootstrapped.add(event.task_id)
+        if event.write_stats:
+            self.events.setdefault(event.task_id, []).append(event)
+        if len(self.bootstrapped) == len(self.task_names):
+            await self._init_instant()
+
+    async def _init_instant(self) -> None:
+        """All tasks bootstrapped: recommit what a restored checkpoint left uncommitted, then
+        start the first instant of this run (message 0 for the message bus)."""
+        recover = [e for evs in self.events.values() for e in evs if e.write_stats]
+        if recover:
+            instant = recover[0].instant
+            committed = await self.env.io(self.table.is_committed, instant)
+            if not committed:
+                await self._commit(instant, recover[0].checkpoint_id, recover)
+            self.events.clear()
+        await self._start_instant(0, committed="")
+        self.started.set()
+
+    async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
+        """The coordinator's snapshot, taken before the barriers are injected."""
+        async with self._lock:
+            state = CoordinatorState(trigger.checkpoint_id, self.instant,
+                                     [e for evs in self.events.values() for e in evs])
+            return codec.encode(state)
+
+    async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> dict[str, Any]:
+        ckp = notice.checkpoint_id
+        async with self._lock:
+            if not self._all_events_received():
+                missing = [t for t in range(len(self.task_names)) if not self._has_last_batch(t)]
+                self.env.tracer.instant(f"ckp {ckp}: not all events received", thread="coordinator",
+                                        args={"missing_tasks": missing})
+                return {"committed": False, "reason": f"tasks {missing} sent no last batch"}
+            all_events = [e for evs in self.events.values() for e in evs]
+            if not any(e.write_stats for e in all_events):
+                # No data this round: reuse the instant and tell the writers.
+                self.events.clear()
+                self.empty_rounds.append(ckp)
+                self.env.tracer.instant(f"ckp {ckp}: empty round, reuse {self.instant}",
+                                        thread="coordinator")
+                await self.protocol.on_empty_round(ckp, self.instant)
+                return {"committed": False, "reason": "empty round", "instant": self.instant}
+            instant = self.instant
+            await self._commit(instant, ckp, all_events)
+            self.events.clear()
+            await self._start_instant(ckp, committed=instant)
+            return {"committed": True, "instant": instant}
+
+    async def notify_checkpoint_aborted(self, notice: CheckpointNotice) -> None:
+        async with self._lock:
+            self.aborted.append(notice.checkpoint_id)
+            if self.instant != BOOTSTRAP_INSTANT:
+                await self.protocol.on_checkpoint_aborted(notice.checkpoint_id, self.instant)
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _has_last_batch(self, task: int) -> bool:
+        return any(e.last_batch for e in self.events.get(task, []))
+
+    def _all_events_received(self) -> bool:
+        return all(self._has_last_batch(t) for t in range(len(self.task_names)))
+
+    async def _start_instant(self, checkpoint_id: int, committed: str) -> None:
+        start = self.env.now()
+
+        def create() -> str:
+            timeline = self.table.timeline()
+            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
+            self.table.start_instant(instant)
+            return instant
+
+        new = await self.env.io(create)
+        await self.protocol.on_instant_started(checkpoint_id, committed, new)
+        self.instant = new
+        self.env.tracer.complete(f"start instant {new}", start, self.env.now(), thread="coordinator",
+                                 cat="instant", args={"checkpoint": checkpoint_id})
+
+    async def _commit(self, instant: str, checkpoint_id: int, events: list[WriteMetadataEvent]) -> None:
+        """Writes the commit file; on failure rolls the instant back and fails (the job fails over)."""
+        start = self.env.now()
+        latest: dict[str, WriteStat] = {}
+        for e in events:
+            if e.instant != instant:
+                continue
+            for s in e.write_stats:
+                latest[s.file_id] = s  # a later flush of the same file group supersedes
+        stats = list(latest.values())
+        extra = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id)}
+        try:
+            await self.env.io(self.table.commit, instant, stats, extra)
+        except (OSError, TableError) as exc:
+            paths = [s.path for s in stats]
+            await self.env.io(self.table.rollback, instant, paths)
+            self.error = f"commit of {instant} failed and was rolled back: {exc}"
+            raise CommitError(self.error) from exc
+        rows = sum(s.keys_written for s in stats)
+        rec = CommitRecord(instant, checkpoint_id, rows, len(stats), self.env.wall_time())
+        self.commits.append(rec)
+        self.env.tracer.complete(f"commit {instant}", start, self.env.now(), thread="coordinator",
+                                 cat="commit", args={"checkpoint": checkpoint_id, "rows": rows})
+
+    def describe(self) -> dict[str, Any]:
+        return {"instant": self.instant, "commits": [codec._to_plain(c) for c in self.commits],
+                "empty_rounds": self.empty_rounds, "aborted": self.aborted,
+                "bootstrapped": sorted(self.bootstrapped), "error": self.error,
+                "buffered_events": {t: len(v) for t, v in self.events.items()}}
+

@@ -1,0 +1,86 @@
+"""The environment a role talks to: clock, waits, DFS, messaging, randomness, trace, metrics.
+
+Roles (job manager, coordinator, write task, source) are plain asyncio code that never imports Ray.
+A host gives each role an :class:`Env`: the Ray host (``actors/``) with real time, actor calls and
+a real file system; a simulation host with virtual time and seeded delivery. Same role code, both.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar
+
+from runtime.dfs import Dfs
+from runtime.metrics import Metrics
+from runtime.trace import Tracer
+
+T = TypeVar("T")
+
+
+class WaitTimeout(TimeoutError):
+    """A bounded wait gave up. The message says what was awaited, for how long, and from whom."""
+
+
+@dataclass
+class BlockedWait:
+    """What a role's mailbox thread is blocked on right now (for introspection and the
+    deadlock watchdog).
+
+    ``releasing_mail`` names the kind of mail that would end the wait if it could run, when the
+    wait can be ended by a mail at all (P1's ``CommitAckEvent``); ``waiting_on`` says in words what
+    else would end it ("a new pending instant on the timeline").
+    """
+
+    what: str
+    waiting_on: str
+    since: float
+    releasing_mail: str | None = None
+    checkpoint_id: int = -1
+
+
+class Env(abc.ABC):
+    """What a role may use of the outside world."""
+
+    role: str
+    dfs: Dfs
+    rng: random.Random
+    tracer: Tracer
+    metrics: Metrics
+
+    @abc.abstractmethod
+    def now(self) -> float:
+        """Seconds on this host's clock (monotonic on Ray, virtual in the simulator)."""
+
+    def wall_time(self) -> float:
+        """Seconds since the epoch (instant times are derived from it)."""
+        import time
+
+        return time.time()
+
+    @abc.abstractmethod
+    async def sleep(self, seconds: float) -> None: ...
+
+    @abc.abstractmethod
+    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        """Request/response to another role; raises WaitTimeout naming ``dest.method``."""
+
+    @abc.abstractmethod
+    def send(self, dest: str, method: str, msg: Any = None) -> None:
+        """One-way message; delivered in order per (sender, destination)."""
+
+    @abc.abstractmethod
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """Runs blocking I/O (DFS, parquet) without stalling the role's other coroutines."""
+
+    def spawn(self, coro: Awaitable[Any], name: str) -> "asyncio.Task[Any]":
+        return asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+
+    async def wait_for(self, aw: Awaitable[T], timeout: float, what: str) -> T:
+        """Awaits with a bound; on timeout raises WaitTimeout("<role> waited <t>s for <what>")."""
+        try:
+            return await asyncio.wait_for(aw, timeout)
+        except asyncio.TimeoutError as exc:
+            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for {what}") from exc

@@ -1,0 +1,99 @@
+"""The protocol interface: how a write task learns the instant to write, and what the
+coordinator publishes when an instant starts, a round is empty or a checkpoint is aborted.
+
+Each protocol has a writer side (on the task's mailbox thread) and a coordinator side. The rest of
+the write path (buffering, flushing, events, commit) is shared and knows nothing of protocols.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any, Protocol as _TypingProtocol
+
+from runtime.config import JobConfig
+from runtime.env import BlockedWait, Env
+from runtime.table import HudiTable
+
+if TYPE_CHECKING:
+    pass
+
+
+class InstantWaitTimeout(TimeoutError):
+    """The writer waited past its bound for an instant (Hudi: 'Timeout while waiting for
+    instant initialize'); the task fails and the job fails over."""
+
+
+class WriterContext(_TypingProtocol):
+    """What a writer-side protocol may see of its task."""
+
+    env: Env
+    config: JobConfig
+    table: HudiTable
+    task_id: int
+    current_instant: str | None
+    last_checkpoint_id: int
+
+    def set_blocked(self, wait: BlockedWait | None) -> None: ...
+
+
+class CoordinatorContext(_TypingProtocol):
+    env: Env
+    config: JobConfig
+    table: HudiTable
+    task_names: list[str]
+
+
+class WriterSide(abc.ABC):
+    def __init__(self, ctx: WriterContext) -> None:
+        self.ctx = ctx
+
+    async def open(self) -> None:
+        """Called once when the task initializes its state, before the bootstrap event."""
+
+    def initial_instant(self) -> str | None:
+        """The task's current instant after (re)start; None until it writes."""
+        return None
+
+    @abc.abstractmethod
+    async def instant_to_write(self, *, eager: bool, has_data: bool) -> str | None:
+        """Blocks the mailbox thread until the instant to write is known. ``eager`` is True for
+        a flush before the barrier; ``has_data`` whether the task buffers records."""
+
+    def on_snapshot(self, checkpoint_id: int) -> None:
+        """After the barrier flush: the next flush must confirm a new instant."""
+
+    def on_operator_event(self, event: Any) -> None:
+        """An operator event from the coordinator, run as a lowest-priority mail."""
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+
+class CoordinatorSide(abc.ABC):
+    def __init__(self, ctx: CoordinatorContext) -> None:
+        self.ctx = ctx
+
+    async def open(self) -> None:
+        """Called when the coordinator starts, before the first instant."""
+
+    async def on_instant_started(self, checkpoint_id: int, committed: str, new_instant: str) -> None:
+        """A new instant is inflight; ``checkpoint_id`` is the checkpoint whose completion
+        started it (0 for the first), ``committed`` the instant just committed ('' if none)."""
+
+    async def on_empty_round(self, checkpoint_id: int, instant: str) -> None:
+        """Checkpoint completed with no data written: ``instant`` is reused."""
+
+    async def on_checkpoint_aborted(self, checkpoint_id: int, instant: str) -> None:
+        """Checkpoint aborted: ``instant`` stays pending and is reused."""
+
+    async def close(self) -> None:
+        pass
+
+
+class Protocol:
+    """A named pair of sides."""
+
+    name: str = ""
+    description: str = ""
+    writer_side: type[WriterSide]
+    coordinator_side: type[CoordinatorSide]
