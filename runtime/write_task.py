@@ -95,6 +95,7 @@ class WriteTask:
         self.error: str | None = None
         self.rows_in = 0
         self.flushes = {"bucket": 0, "buffer": 0, "barrier": 0}
+        self.step = ""  # what the current default-action step is doing, for introspection
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -178,12 +179,15 @@ class WriteTask:
         """Introspection, answered even while the mailbox thread is blocked."""
         now = self.env.now()
         blocked = None
+        running = self.processor.current
+        if running and running.get("what") == "default action" and self.step:
+            running["description"] = self.step
         if self.blocked is not None:
             blocked = dataclasses.asdict(self.blocked)
             blocked["blocked_s"] = round(now - self.blocked.since, 3)
         return {
             "role": self.env.role, "task_id": self.task_id, "state": self.state, "error": self.error,
-            "running": self.processor.current, "blocked": blocked,
+            "running": running, "blocked": blocked,
             "mailbox": self.mailbox.snapshot(), "input_queue": len(self._inputs),
             "buffered_rows": self.buffered_rows, "current_instant": self.current_instant,
             "last_checkpoint_id": self.last_checkpoint_id, "rows_in": self.rows_in,
@@ -212,8 +216,10 @@ class WriteTask:
         async with self._input_space:
             self._input_space.notify_all()
         if isinstance(item, DataBatch):
+            self.step = f"processElement(batch of {item.records.num_rows} rows, round {item.round})"
             await self.process_batch(item.records)
         elif isinstance(item, Barrier):
+            self.step = f"snapshotState(checkpoint {item.checkpoint_id})"
             await self.snapshot_state(item.checkpoint_id)
         elif isinstance(item, EndOfInput):
             controller.all_actions_completed()
@@ -240,7 +246,10 @@ class WriteTask:
 
     async def flush_bucket(self, key: tuple[str, int]) -> None:
         """An eager flush of one bucket (before the barrier)."""
+        outer = self.step
+        self.step = f"{outer} -> flushBucket({key[0]}/{key[1]}) -> instantToWrite(eager)"
         instant = await self.protocol.instant_to_write(eager=True, has_data=True)
+        self.step = outer
         if instant is None:
             raise FlushError(f"{self.env.role}: no inflight instant for an eager flush")
         self.current_instant = instant

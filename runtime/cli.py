@@ -1,0 +1,159 @@
+"""The ``commitlab`` command line (also ``python -m runtime``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from runtime.config import ConfigError, JobConfig, Schedule
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
+
+
+def _protocol_names() -> list[str]:
+    from runtime.protocols import PROTOCOLS
+
+    return list(PROTOCOLS)
+
+
+def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None:
+    g = p.add_argument_group("workload")
+    g.add_argument("--writers", type=int, default=defaults.writers, help="write tasks (and sources)")
+    g.add_argument("--checkpoints", type=int, default=defaults.checkpoints)
+    g.add_argument("--records", type=int, default=defaults.records)
+    g.add_argument("--keys", type=int, default=defaults.keys, help="distinct keys (0: records/2)")
+    g.add_argument("--partitions", type=int, default=defaults.partitions)
+    g.add_argument("--buckets", type=int, default=defaults.buckets,
+                   help="buckets per partition (0: 2 per writer)")
+    g.add_argument("--payload-bytes", type=int, default=defaults.payload_bytes)
+    g.add_argument("--seed", type=int, default=defaults.seed)
+    g.add_argument("--source", choices=["generator", "spark"], default=defaults.source)
+    g.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
+    g.add_argument("--table-name", default=defaults.table_name)
+    t = p.add_argument_group("write path and timing")
+    t.add_argument("--source-batch-rows", type=int, default=defaults.source_batch_rows)
+    t.add_argument("--bucket-flush-rows", type=int, default=defaults.bucket_flush_rows,
+                   help="Hudi write.batch.size, in rows")
+    t.add_argument("--task-buffer-rows", type=int, default=defaults.task_buffer_rows,
+                   help="Hudi write.task.max.size, in rows")
+    t.add_argument("--checkpoint-interval", type=float, default=defaults.checkpoint_interval_s)
+    t.add_argument("--checkpoint-timeout", type=float, default=defaults.checkpoint_timeout_s)
+    t.add_argument("--wait-tick", type=float, default=defaults.wait_tick_s,
+                   help="a writer's poll interval while waiting for an instant (Hudi: 1 s)")
+    t.add_argument("--commit-ack-timeout", type=float, default=defaults.commit_ack_timeout_s)
+    t.add_argument("--deadlock-threshold", type=float, default=defaults.deadlock_threshold_s)
+    t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
+    t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
+
+
+def _config_from(args: argparse.Namespace, out: str) -> JobConfig:
+    aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()] if args.abort_checkpoints else []
+    return JobConfig(
+        protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
+        records=args.records, keys=args.keys, partitions=args.partitions, buckets=args.buckets,
+        payload_bytes=args.payload_bytes, seed=args.seed, source=args.source,
+        table=args.table or os.path.join(out, "table"), table_name=args.table_name,
+        source_batch_rows=args.source_batch_rows, bucket_flush_rows=args.bucket_flush_rows,
+        task_buffer_rows=args.task_buffer_rows, checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_timeout_s=args.checkpoint_timeout, wait_tick_s=args.wait_tick,
+        commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
+        job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
+    )
+
+
+def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
+                    trace: str | None, label: str) -> dict[str, Any]:
+    from actors.job import run_job
+    from runtime.report import checkpoint_progress, summary_table
+
+    with checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
+        result = run_job(cfg, out, on_progress=progress, trace_path=trace)
+    console.print(summary_table(result))
+    if result.get("deadlock"):
+        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    console.print(f"result: {os.path.join(out, 'result.json')}" + (f"; trace: {trace}" if trace else ""))
+    return result
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    out = os.path.abspath(args.out)
+    cfg = _config_from(args, out).validate(_protocol_names())
+    result = _run_and_report(cfg, out, console, quiet=args.quiet, trace=args.trace,
+                             label=f"{cfg.protocol}: {cfg.records:,} records")
+    if result["status"] == "deadlocked":
+        return EXIT_DEADLOCK
+    eo = result.get("exactly_once")
+    return EXIT_OK if result["status"] == "finished" and eo and eo["verified"] else EXIT_FAILED
+
+
+def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
+    from runtime.scenarios import deadlock_config
+
+    out = os.path.abspath(args.out)
+    base = JobConfig(protocol=args.protocol, writers=args.writers,
+                     table=args.table or os.path.join(out, "table"),
+                     deadlock_threshold_s=args.deadlock_threshold,
+                     commit_ack_timeout_s=args.commit_ack_timeout)
+    cfg = deadlock_config(base).validate(_protocol_names())
+    console.print(f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
+                  f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)")
+    result = _run_and_report(cfg, out, console, quiet=args.quiet, trace=args.trace,
+                             label=f"deadlock schedule: {cfg.protocol}")
+    if result["status"] == "deadlocked":
+        return EXIT_OK if args.expect != "commits" else EXIT_FAILED
+    ok = result["status"] == "finished" and bool(result["commits"])
+    if args.expect == "deadlock":
+        return EXIT_FAILED
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    defaults = JobConfig()
+    parser = argparse.ArgumentParser(
+        prog="commitlab",
+        description="Runs Hudi's Flink-writer commit protocols on Ray and checks what they commit.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a streaming write job and verify exactly-once")
+    run.add_argument("--protocol", default=defaults.protocol, choices=_protocol_names())
+    run.add_argument("--out", default="commitlab-out", help="directory for result.json and the table")
+    run.add_argument("--trace", default=None, help="write a Chrome trace-event file (Perfetto)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_job_options(run, defaults=defaults)
+    run.set_defaults(func=cmd_run)
+
+    dl = sub.add_parser("deadlock", help="run the schedule that deadlocks P1 (operator events)")
+    dl.add_argument("--protocol", default="operator-event", choices=_protocol_names())
+    dl.add_argument("--writers", type=int, default=2)
+    dl.add_argument("--out", default="commitlab-deadlock")
+    dl.add_argument("--table", default=None)
+    dl.add_argument("--trace", default=None)
+    dl.add_argument("--quiet", action="store_true")
+    dl.add_argument("--deadlock-threshold", type=float, default=2.0)
+    dl.add_argument("--commit-ack-timeout", type=float, default=20.0)
+    dl.add_argument("--expect", choices=["any", "deadlock", "commits"], default="any",
+                    help="exit non-zero unless the run deadlocks / commits")
+    dl.set_defaults(func=cmd_deadlock)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console(stderr=False)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args, console)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Creates .venv in the repository root and installs commitlab with its pinned dependencies.
+# Idempotent: a second run only checks. Java 17+ is required by PySpark/RayDP.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+java_major() {
+  java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
+}
+
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: Java 17+ not found; installing openjdk-17-jre-headless with apt-get" >&2
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+  else
+    echo "setup: PySpark and RayDP need Java 17 or newer, and 'java' is missing or older." >&2
+    echo "       Install it (Debian/Ubuntu: sudo apt-get install openjdk-17-jre-headless;" >&2
+    echo "       macOS: brew install openjdk@17) or set JAVA_HOME, then run this again." >&2
+    exit 1
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 12) else 1)'; then
+  echo "setup: commitlab needs Python 3.10 or 3.11 (Ray 2.50 and PySpark 3.5); $("$PY" --version) found." >&2
+  echo "       Set PYTHON=/path/to/python3.11 and run this again." >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv" >&2
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.commitlab-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing commitlab and its pinned dependencies into .venv (about a minute)" >&2
+  .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+  .venv/bin/python -m pip install -q -e ".[test]"
+  touch "$stamp"
+fi
