@@ -43,7 +43,8 @@ def _to_plain(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_to_plain(x) for x in obj]
     if isinstance(obj, dict):
-        return {k: _to_plain(v) for k, v in obj.items()}
+        # sorted keys: equal messages are equal bytes, whatever order a dict was filled in
+        return {k: _to_plain(obj[k]) for k in sorted(obj, key=lambda k: (str(type(k)), k))}
     return obj
 
 

@@ -101,8 +101,12 @@ class JobConfig:
         for name in ("checkpoint_interval_s", "wait_tick_s", "deadlock_threshold_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.checkpoint_timeout_s <= 0 or self.job_timeout_s <= 0:
-            raise ConfigError("timeouts must be positive")
+        for name in ("checkpoint_timeout_s", "job_timeout_s", "commit_ack_timeout_s", "rpc_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.instant_wait_timeout_s < 0:
+            raise ConfigError(f"instant_wait_timeout_s must not be negative (0 means the checkpoint "
+                              f"timeout), got {self.instant_wait_timeout_s}")
         if self.buckets < 0 or self.keys < 0:
             raise ConfigError("--buckets and --keys must not be negative")
         if self.num_buckets < self.writers:

@@ -76,6 +76,9 @@ def find_stalls(dumps: dict[str, dict[str, Any]], threshold_s: float) -> list[di
     out = []
     for name in sorted(dumps):
         blocked = dumps[name].get("blocked")
+        releasing = blocked.get("releasing_mail") if blocked else None
+        if releasing and any(m.get("kind") == releasing for m in dumps[name].get("mailbox") or []):
+            continue  # that is a deadlock, not a stall
         if blocked and blocked.get("blocked_s", 0.0) >= threshold_s:
             out.append({"task": name, "what": blocked["what"], "waiting_on": blocked["waiting_on"],
                         "blocked_s": blocked["blocked_s"]})

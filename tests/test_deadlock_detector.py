@@ -1,0 +1,142 @@
+"""Tests of runtime.deadlock on hand-built task dumps (the shape of WriteTask.dump()).
+
+A deadlock is a task blocked, at least the threshold, on a wait whose releasing mail sits in its
+own mailbox. A long wait for something outside is a stall; a short one is nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runtime.deadlock import DeadlockReport, explain, find_deadlock, find_stalls
+
+
+def mailbox(*kinds: str) -> list[dict[str, Any]]:
+    return [{"position": i, "seq": 10 + i, "kind": k, "description": f"{k} #{10 + i}",
+             "priority": 0, "waited_s": 1.0} for i, k in enumerate(kinds)]
+
+
+def dump(*, blocked_s: float | None = 3.0, releasing: str | None = "CommitAckEvent",
+         mails: list[dict[str, Any]] | None = None, running: dict | None = None,
+         input_queue: int = 0, ckp: int = 4, what: str = "instant initialize",
+         waiting_on: str = "a new pending instant on the timeline or a CommitAckEvent") -> dict:
+    blocked = None if blocked_s is None else {
+        "what": what, "waiting_on": waiting_on, "since": 100.0, "releasing_mail": releasing,
+        "checkpoint_id": ckp, "blocked_s": blocked_s}
+    return {
+        "role": "writer-0", "task_id": 0, "state": "running", "error": None,
+        "running": running if running is not None else
+        {"what": "default action", "description": "process batch of 500 rows"},
+        "blocked": blocked,
+        "mailbox": mails if mails is not None else mailbox("CheckpointNotice", "CommitAckEvent"),
+        "input_queue": input_queue, "buffered_rows": 500, "current_instant": "20240101000000000",
+        "last_checkpoint_id": ckp - 1, "rows_in": 500, "flushes": {}, "protocol": {},
+    }
+
+
+def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
+    r = find_deadlock({"writer-0": dump(blocked_s=3.5)}, threshold_s=2.0)
+    assert isinstance(r, DeadlockReport)
+    assert r.task == "writer-0"
+    assert r.running_mail == "process batch of 500 rows"
+    assert r.waiting_for == ("instant initialize: a new pending instant on the timeline or a "
+                             "CommitAckEvent")
+    assert r.releasing_mail == "CommitAckEvent #11"
+    assert r.mailbox_position == 1
+    assert r.blocked_s == 3.5
+    assert r.blocked_checkpoint == 4
+    assert [m["kind"] for m in r.mailbox] == ["CheckpointNotice", "CommitAckEvent"]
+
+
+def test_only_the_deadlocked_task_is_reported():
+    dumps = {"writer-0": dump(blocked_s=None), "writer-1": dump(blocked_s=5.0),
+             "writer-2": dump(blocked_s=0.1)}
+    r = find_deadlock(dumps, threshold_s=2.0)
+    assert r is not None and r.task == "writer-1"
+
+
+def test_the_first_task_by_name_is_reported():
+    dumps = {"writer-b": dump(blocked_s=5.0), "writer-a": dump(blocked_s=3.0)}
+    assert find_deadlock(dumps, 2.0).task == "writer-a"
+
+
+def test_the_first_matching_mail_gives_the_position():
+    mails = mailbox("CheckpointNotice", "Other", "CommitAckEvent", "CommitAckEvent")
+    r = find_deadlock({"w": dump(mails=mails)}, 2.0)
+    assert r.mailbox_position == 2 and r.releasing_mail == "CommitAckEvent #12"
+
+
+def test_nothing_below_the_threshold():
+    assert find_deadlock({"writer-0": dump(blocked_s=1.99)}, threshold_s=2.0) is None
+    assert find_deadlock({"writer-0": dump(blocked_s=2.0)}, threshold_s=2.0) is not None
+
+
+def test_releasing_mail_not_in_the_mailbox_is_a_stall_not_a_deadlock():
+    d = dump(blocked_s=10.0, mails=mailbox("CheckpointNotice"))
+    assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
+    stalls = find_stalls({"writer-0": d}, threshold_s=2.0)
+    assert stalls == [{"task": "writer-0", "what": "instant initialize",
+                       "waiting_on": "a new pending instant on the timeline or a CommitAckEvent",
+                       "blocked_s": 10.0}]
+
+
+def test_a_wait_with_no_releasing_mail_is_never_a_deadlock():
+    # P2 waits for a DFS file: no mail of its own mailbox can end it
+    d = dump(blocked_s=60.0, releasing=None, mails=mailbox("CommitAckEvent"),
+             waiting_on="message bus file 3.commit or 3.aborted")
+    assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
+    assert [s["task"] for s in find_stalls({"writer-0": d}, 2.0)] == ["writer-0"]
+
+
+def test_empty_mailbox_is_no_deadlock():
+    assert find_deadlock({"writer-0": dump(mails=[])}, 2.0) is None
+
+
+def test_stalls_respect_the_threshold_and_ignore_unblocked_tasks():
+    outside = dict(releasing=None, waiting_on="message bus file 3.commit or 3.aborted")
+    dumps = {"d": dump(blocked_s=4.0, **outside), "b": dump(blocked_s=3.0, **outside),
+             "a": dump(blocked_s=0.5, **outside), "c": dump(blocked_s=None)}
+    assert [s["task"] for s in find_stalls(dumps, 1.0)] == ["b", "d"]  # sorted by name
+    assert find_stalls(dumps, 10.0) == []
+
+
+def test_a_deadlocked_task_is_not_also_listed_as_a_stall():
+    dumps = {"writer-0": dump(blocked_s=5.0)}
+    assert find_deadlock(dumps, 2.0) is not None
+    assert find_stalls(dumps, 2.0) == []
+
+
+def test_idle_running_mail_is_described():
+    d = dump(running={})
+    assert find_deadlock({"w": d}, 2.0).running_mail == "nothing (idle)"
+    d = dump(running={"what": "mail", "kind": "CheckpointBarrier", "description": "snapshot ckp 4"})
+    assert find_deadlock({"w": d}, 2.0).running_mail == "snapshot ckp 4"
+
+
+def test_explanation_names_the_cycle_and_the_facts():
+    r = find_deadlock({"writer-3": dump(blocked_s=4.25, input_queue=2)}, 2.0)
+    text = r.explanation
+    assert text == explain(r, dump(blocked_s=4.25, input_queue=2))
+    assert text.startswith("DEADLOCK in writer-3")
+    assert "4.2s" in text or "4.3s" in text
+    assert "writer-3 -> CommitAckEvent #11 -> writer-3" in text
+    assert "position 1 of writer-3's own mailbox" in text
+    assert "process batch of 500 rows" in text
+    assert "[0] CheckpointNotice #10, [1] CommitAckEvent #11" in text
+    assert "2 input item(s)" in text
+
+
+def test_explanation_without_input_queue_has_no_behind_it_line():
+    r = find_deadlock({"w": dump(input_queue=0)}, 2.0)
+    assert "behind it" not in r.explanation
+
+
+def test_to_result_keeps_a_compact_mailbox():
+    r = find_deadlock({"w": dump()}, 2.0)
+    res = r.to_result()
+    assert res["task"] == "w" and res["mailbox_position"] == 1
+    assert res["mailbox"][1] == {"position": 1, "kind": "CommitAckEvent",
+                                 "description": "CommitAckEvent #11", "priority": 0}
+    assert "explanation" in res and res["explanation"].startswith("DEADLOCK")

@@ -1,0 +1,234 @@
+"""Tests of the copy-on-write merge (runtime.table.merge_file_group / dedupe_latest).
+
+Rules (Hudi's upsert with a precombine field): per key the larger precombine value wins; on a tie
+the later record wins (later ``_offset``; an incoming record is later than the base file's row).
+Rows that do not change keep their commit time and sequence number (incremental reads filter on
+them) but move to the new file. The runtime's internal columns never reach a base file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.table import (INTERNAL_COLUMNS, META_COLUMNS, TableError, dedupe_latest,
+                           merge_file_group)
+
+KEY, PRE = "key", "ts"
+I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
+
+
+def records(rows: list[tuple[str, int, str]], first_offset: int = 0) -> pa.Table:
+    """(key, ts, payload) rows as the stream carries them, with the internal columns."""
+    n = len(rows)
+    return pa.table({
+        KEY: pa.array([r[0] for r in rows], pa.string()),
+        "partition": pa.array(["p0"] * n, pa.string()),
+        PRE: pa.array([r[1] for r in rows], pa.int64()),
+        "payload": pa.array([r[2] for r in rows], pa.string()),
+        "_offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
+        "_bucket": pa.array([0] * n, pa.int32()),
+        "_task": pa.array([0] * n, pa.int32()),
+    })
+
+
+def merge(base: pa.Table | None, incoming: pa.Table, instant: str, file_name: str | None = None,
+          partition_id: int = 0):
+    return merge_file_group(base, incoming, instant=instant, partition="p0",
+                            file_name=file_name or f"fg-0_0-0-0_{instant}.parquet", key=KEY,
+                            precombine=PRE, partition_id=partition_id)
+
+
+def rows_by_key(t: pa.Table) -> dict[str, dict[str, Any]]:
+    return {r[KEY]: r for r in t.to_pylist()}
+
+
+# -- dedupe_latest ---------------------------------------------------------------------------------
+
+
+def test_dedupe_keeps_the_largest_precombine_per_key():
+    t = records([("a", 1, "a1"), ("b", 5, "b5"), ("a", 3, "a3"), ("a", 2, "a2"), ("b", 4, "b4")])
+    out = dedupe_latest(t, KEY, PRE)
+    assert sorted(out.column("payload").to_pylist()) == ["a3", "b5"]
+
+
+def test_dedupe_tie_goes_to_the_later_offset():
+    t = records([("a", 7, "first"), ("a", 7, "second"), ("a", 6, "older")])
+    assert dedupe_latest(t, KEY, PRE).column("payload").to_pylist() == ["second"]
+    # offsets decide, not row order
+    t = t.set_column(t.column_names.index("_offset"), "_offset", pa.array([9, 2, 5], pa.int64()))
+    assert dedupe_latest(t, KEY, PRE).column("payload").to_pylist() == ["first"]
+
+
+def test_dedupe_without_offset_column_tie_goes_to_the_later_row():
+    t = records([("a", 7, "first"), ("a", 7, "second")]).drop_columns(["_offset"])
+    assert dedupe_latest(t, KEY, PRE).column("payload").to_pylist() == ["second"]
+
+
+def test_dedupe_of_empty_and_single_row():
+    empty = records([])
+    assert dedupe_latest(empty, KEY, PRE).num_rows == 0
+    one = records([("a", 1, "x")])
+    assert dedupe_latest(one, KEY, PRE).column("payload").to_pylist() == ["x"]
+
+
+# -- merge_file_group ------------------------------------------------------------------------------
+
+
+def test_first_write_inserts_every_key_with_meta_columns():
+    r = merge(None, records([("b", 1, "b1"), ("a", 1, "a1"), ("c", 1, "c1")]), I1,
+              file_name="fg_1-0-0_x.parquet", partition_id=3)
+    t = r.table
+    assert t.column_names == list(META_COLUMNS) + [KEY, "partition", PRE, "payload"]
+    assert (r.inserts, r.updates, r.rewritten, r.written) == (3, 0, 0, 3)
+    rows = t.to_pylist()
+    assert [x["_hoodie_record_key"] for x in rows] == ["a", "b", "c"]  # sorted by key
+    assert {x["_hoodie_commit_time"] for x in rows} == {I1}
+    assert sorted(x["_hoodie_commit_seqno"] for x in rows) == [f"{I1}_3_{i}" for i in range(3)]
+    assert {x["_hoodie_partition_path"] for x in rows} == {"p0"}
+    assert {x["_hoodie_file_name"] for x in rows} == {"fg_1-0-0_x.parquet"}
+    for c in META_COLUMNS:
+        assert t.schema.field(c).type == pa.string()
+
+
+def test_internal_columns_never_reach_the_output():
+    r = merge(None, records([("a", 1, "x")]), I1)
+    assert not set(INTERNAL_COLUMNS) & set(r.table.column_names)
+    r2 = merge(r.table, records([("a", 2, "y"), ("b", 1, "z")], first_offset=10), I2)
+    assert not set(INTERNAL_COLUMNS) & set(r2.table.column_names)
+    assert r2.table.column_names == r.table.column_names
+
+
+def test_larger_incoming_precombine_replaces_the_base_row():
+    base = merge(None, records([("a", 5, "old"), ("b", 5, "b")]), I1).table
+    r = merge(base, records([("a", 6, "new")], first_offset=10), I2)
+    rows = rows_by_key(r.table)
+    assert rows["a"]["payload"] == "new" and rows["a"][PRE] == 6
+    assert rows["a"]["_hoodie_commit_time"] == I2
+    assert (r.inserts, r.updates, r.rewritten) == (0, 1, 0)
+
+
+def test_a_tie_with_the_base_row_goes_to_the_incoming_record():
+    base = merge(None, records([("a", 5, "old")]), I1).table
+    r = merge(base, records([("a", 5, "new")], first_offset=10), I2)
+    row = rows_by_key(r.table)["a"]
+    assert row["payload"] == "new" and row["_hoodie_commit_time"] == I2
+    assert (r.inserts, r.updates) == (0, 1)
+
+
+def test_smaller_incoming_precombine_leaves_the_base_row_untouched():
+    base = merge(None, records([("a", 5, "kept"), ("b", 5, "b")]), I1, partition_id=1).table
+    before = rows_by_key(base)["a"]
+    r = merge(base, records([("a", 4, "late-but-older")], first_offset=10), I2,
+              file_name="fg_0-0-0_v2.parquet")
+    after = rows_by_key(r.table)["a"]
+    assert after["payload"] == "kept" and after[PRE] == 5
+    assert after["_hoodie_commit_time"] == before["_hoodie_commit_time"] == I1
+    assert after["_hoodie_commit_seqno"] == before["_hoodie_commit_seqno"]
+    assert after["_hoodie_file_name"] == "fg_0-0-0_v2.parquet"
+    assert (r.inserts, r.updates, r.rewritten, r.written) == (0, 0, 0, 0)
+    assert r.table.num_rows == 2
+
+
+def test_unchanged_rows_keep_commit_time_and_seqno_but_get_the_new_file_name():
+    base = merge(None, records([("a", 1, "a"), ("b", 1, "b"), ("c", 1, "c")]), I1,
+                 partition_id=2).table
+    old = rows_by_key(base)
+    r = merge(base, records([("b", 2, "b2"), ("d", 1, "d")], first_offset=10), I2,
+              file_name="new-file.parquet", partition_id=2)
+    new = rows_by_key(r.table)
+    assert sorted(new) == ["a", "b", "c", "d"]
+    for k in ("a", "c"):
+        assert new[k]["_hoodie_commit_time"] == I1
+        assert new[k]["_hoodie_commit_seqno"] == old[k]["_hoodie_commit_seqno"]
+        assert new[k]["payload"] == old[k]["payload"]
+    for k in ("b", "d"):
+        assert new[k]["_hoodie_commit_time"] == I2
+        assert new[k]["_hoodie_commit_seqno"].startswith(f"{I2}_2_")
+    assert {x["_hoodie_file_name"] for x in new.values()} == {"new-file.parquet"}
+    assert (r.inserts, r.updates, r.rewritten, r.written) == (1, 1, 0, 2)
+
+
+def test_duplicate_keys_in_one_flush_count_once():
+    r = merge(None, records([("a", 1, "x"), ("a", 3, "y"), ("a", 2, "z")]), I1)
+    assert r.table.num_rows == 1
+    assert rows_by_key(r.table)["a"]["payload"] == "y"
+    assert (r.inserts, r.written) == (1, 1)
+
+
+def test_reflush_within_the_same_instant_counts_rewritten_not_updates():
+    # flush 1 of instant I2 over a base of I1: a is an update, c an insert
+    base = merge(None, records([("a", 1, "a1"), ("b", 1, "b1")]), I1).table
+    f1 = merge(base, records([("a", 2, "a2"), ("c", 1, "c1")], first_offset=10), I2)
+    assert (f1.inserts, f1.updates, f1.rewritten, f1.written) == (1, 1, 0, 2)
+    # flush 2 of the same instant: a and c were already written by I2 -> rewritten;
+    # b came from I1 -> update; e new -> insert
+    f2 = merge(f1.table, records([("a", 3, "a3"), ("c", 2, "c2"), ("b", 2, "b2"), ("e", 1, "e")],
+                                 first_offset=20), I2)
+    assert (f2.inserts, f2.updates, f2.rewritten) == (1, 1, 2)
+    assert f2.written == 4  # a, b, c, e carry I2
+    rows = rows_by_key(f2.table)
+    assert {k: r["_hoodie_commit_time"] for k, r in rows.items()} == {k: I2 for k in "abce"}
+
+
+def test_rows_of_this_instant_that_survive_a_reflush_still_count_as_written():
+    f1 = merge(None, records([("a", 1, "a"), ("b", 1, "b")]), I2)
+    f2 = merge(f1.table, records([("c", 1, "c")], first_offset=10), I2)
+    assert (f2.inserts, f2.updates, f2.rewritten) == (1, 0, 0)
+    assert f2.written == 3
+
+
+def test_incoming_columns_missing_from_the_base_are_refused():
+    base = merge(None, records([("a", 1, "x")]), I1).table
+    inc = records([("a", 2, "y")]).append_column("extra", pa.array([1], pa.int64()))
+    with pytest.raises(TableError, match=r"\['extra'\]"):
+        merge(base, inc, I2)
+
+
+# -- property: any split into flushes gives dedupe_latest of everything ----------------------------
+
+_row = st.tuples(st.sampled_from("abcdef"), st.integers(0, 4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(_row, min_size=1, max_size=25), data=st.data())
+def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
+    stream = records([(k, ts, f"v{i}") for i, (k, ts) in enumerate(rows)])
+    n = stream.num_rows
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=4)))
+    bounds = [0] + [c for c in cuts if c < n] + [n]
+    same_instant = data.draw(st.booleans())
+    instant_of_offset: dict[int, str] = {}
+    table, total_inserts, last_instant = None, 0, None
+    for j, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+        instant = I1 if same_instant else f"2024010100000{j:04d}"
+        for off in range(lo, hi):
+            instant_of_offset[off] = instant
+        r = merge(table, stream.slice(lo, hi - lo), instant)
+        total_inserts += r.inserts
+        table, last_instant = r.table, instant
+        assert r.written == sum(1 for x in table.to_pylist() if x["_hoodie_commit_time"] == instant)
+
+    expected = {}
+    for off, (k, ts) in enumerate(rows):  # per key: max precombine, ties the later offset
+        if k not in expected or ts >= expected[k][0]:
+            expected[k] = (ts, off)
+    got = rows_by_key(table)
+    assert set(got) == set(expected)
+    for k, (ts, off) in expected.items():
+        assert got[k][PRE] == ts
+        assert got[k]["payload"] == f"v{off}"
+        assert got[k]["_hoodie_record_key"] == k
+        # the row carries the commit time of the flush that wrote the winning record
+        assert got[k]["_hoodie_commit_time"] == instant_of_offset[off]
+    assert total_inserts == len(expected)
+
+    dd = rows_by_key(dedupe_latest(stream, KEY, PRE))
+    assert {k: (r[PRE], r["payload"]) for k, r in dd.items()} == \
+        {k: (r[PRE], r["payload"]) for k, r in got.items()}
+    assert [x["_hoodie_record_key"] for x in table.to_pylist()] == sorted(expected)
+    assert not set(INTERNAL_COLUMNS) & set(table.column_names)
