@@ -81,6 +81,9 @@ class JobRun:
         schema_json = avro_schema_json(stream.schema, cfg.table_name)
         trace = self.trace_path is not None
 
+        protocol = PROTOCOLS[cfg.protocol]
+        for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
+            self._create(kind, kind, props, {"trace": trace})
         coord = self._create("coordinator", "coordinator", props, {"schema_json": schema_json, "trace": trace})
         jm = self._create("job-manager", "job-manager", props, {"trace": trace})
         for i, name in enumerate(self.task_names):
@@ -91,6 +94,8 @@ class JobRun:
                                                  "rounds": refs, "trace": trace})
         handles = dict(self.actors)
         start_timeout = max(60.0, cfg.rpc_timeout_s)
+        ray.get([self.actors[k].start.remote(handles, self.task_names, self.source_names)
+                 for k in protocol.extra_roles], timeout=start_timeout)
         ray.get(coord.start.remote(handles, self.task_names, self.source_names), timeout=start_timeout)
         ray.get(jm.start.remote(handles, self.task_names, self.source_names), timeout=start_timeout)
         ray.get([self.actors[n].start.remote(handles, self.task_names, self.source_names)

@@ -23,17 +23,6 @@ from runtime.source import InMemoryShard, Source
 from runtime.table import HudiTable, TableProps
 from runtime.write_task import WriteTask
 
-# method name -> (role kind -> attribute of the role object that handles it)
-_HANDLERS = {
-    "coordinator": ("write_metadata", "checkpoint_coordinator", "notify_checkpoint_complete",
-                    "notify_checkpoint_aborted"),
-    "job-manager": ("ack_checkpoint", "round_emitted", "task_failed"),
-    "writer": ("push_input", "operator_event", "notify_checkpoint_complete",
-               "notify_checkpoint_aborted"),
-    "source": ("trigger_barrier", "finish"),
-}
-
-
 @ray.remote(num_cpus=0, max_restarts=0)
 class RoleActor:
     def __init__(self, kind: str, name: str, config: bytes, props: dict[str, str],
@@ -71,15 +60,20 @@ class RoleActor:
             self.role = Source(self.env, self.config, task_id, InMemoryShard(self.extra["rounds"]),
                                writer=self.extra["writer"])
             self._task = asyncio.get_running_loop().create_task(self.role.run())
+        elif self.kind in protocol.extra_roles:
+            # a role the protocol brings (the timeline server, the control topic)
+            self.role = protocol.make_role(self.kind, self.env, self.config, self.table, task_names)
+            if hasattr(self.role, "start"):
+                await self.role.start()
         else:
             raise ValueError(f"unknown role kind {self.kind!r}")
         return self.name
 
     async def deliver(self, method: str, payload: Any, sender: str = "") -> Any:
-        if method not in _HANDLERS.get(self.kind, ()):
-            raise ValueError(f"{self.name} ({self.kind}) has no handler for {method!r}")
         if self.role is None:
             raise RuntimeError(f"{self.name} received {method} before it started")
+        if method not in getattr(self.role, "RPC_METHODS", ()):
+            raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
         result = getattr(self.role, method)(from_wire(payload))
         if asyncio.iscoroutine(result):
             result = await result

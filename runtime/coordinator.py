@@ -47,6 +47,8 @@ class CoordinatorState:
 
 
 class Coordinator:
+    RPC_METHODS = ('write_metadata', 'checkpoint_coordinator', 'notify_checkpoint_complete', 'notify_checkpoint_aborted')
+
     def __init__(self, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol],
                  task_names: list[str], *, schema_json: str = "") -> None:
         self.env = env
@@ -54,6 +56,10 @@ class Coordinator:
         self.table = table
         self.task_names = task_names
         self.protocol: CoordinatorSide = protocol.coordinator_side(self)
+        # a protocol may answer RPCs of its own on the coordinator (coordination-rpc's request)
+        for method in self.protocol.RPC_METHODS:
+            setattr(self, method, getattr(self.protocol, method))
+        self.RPC_METHODS = Coordinator.RPC_METHODS + tuple(self.protocol.RPC_METHODS)
         self.instant: str = BOOTSTRAP_INSTANT
         self.events: dict[int, list[WriteMetadataEvent]] = {}
         self.bootstrapped: set[int] = set()

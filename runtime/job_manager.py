@@ -37,6 +37,8 @@ class CheckpointRecord:
 
 
 class JobManager:
+    RPC_METHODS = ('ack_checkpoint', 'round_emitted', 'task_failed')
+
     def __init__(self, env: Env, config: JobConfig, task_names: list[str], source_names: list[str],
                  *, coordinator: str = "coordinator") -> None:
         self.env = env

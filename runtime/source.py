@@ -41,6 +41,8 @@ class InMemoryShard:
 
 
 class Source:
+    RPC_METHODS = ('trigger_barrier', 'finish')
+
     def __init__(self, env: Env, config: JobConfig, task_id: int, shard: Shard, *,
                  writer: str, job_manager: str = "job-manager") -> None:
         self.env = env

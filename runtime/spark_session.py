@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -174,6 +175,9 @@ def start_spark(cfg: Optional[SparkConfig] = None, *, timeout_s: float = DEFAULT
             _stop_raydp_quietly()
 
         java_version = check_java()
+        # Executors start Python workers (createDataFrame from local data, UDFs) with
+        # $PYSPARK_PYTHON, default "python3" on PATH, which may lack pyspark: use our interpreter.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         import ray
 
         if not ray.is_initialized():

@@ -5,7 +5,7 @@ in Ray's object store. The pipeline is::
 
     df = generate_stream(spark, WorkloadSpec(records=1_000_000))     # or read_input(spark, path, ...)
     df = prepare_stream(df, "key", num_buckets=16, writers=4)        # + _bucket, _task; routed
-    shards = shards_to_ray(df, writers=4)                            # list[Shard], one per task
+    shards = shards_to_ray(df, writers=4)                            # list[StreamShard], one per task
     # in a source actor:  for batch in shard.iter_batches(4096): ...
 
 Stream columns: the data columns (generated: ``key``, ``partition``, ``ts``, ``payload``) plus
@@ -26,6 +26,7 @@ import os
 import threading
 import time
 import uuid
+import warnings
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal, Optional, Sequence, TypeVar
@@ -561,7 +562,12 @@ def read_input(spark: "SparkSession", path: str, key: str, partition_field: str,
             f"name (first: {val!r} at _offset {off}, in {f}); partition values must be non-null, "
             "non-empty, without '/' or '\\' and not start with '.'; fix: clean or map them")
 
-    deltas_df = spark.createDataFrame(deltas, f"{_FILE} string, {_PID} long, _cl_delta long")
+    import pandas as pd
+
+    # From pandas (Arrow path): a list would need a Python worker on the executor (seconds).
+    deltas_df = spark.createDataFrame(
+        pd.DataFrame(deltas, columns=[_FILE, _PID, "_cl_delta"]).astype({_PID: "int64", "_cl_delta": "int64"}),
+        f"{_FILE} string, {_PID} long, _cl_delta long")
     out = (src.join(F.broadcast(deltas_df), on=[_FILE, _PID], how="inner")
            .select(*[F.col(c) for c in data_cols],
                    (F.col(_ROW) + F.col("_cl_delta")).alias(OFFSET)))
@@ -625,7 +631,7 @@ def prepare_stream(df: "DataFrame", key: str, num_buckets: int, writers: int) ->
     routes = F.array(*[F.lit(v).cast("int") for v in route_values(writers)])
     out = (df.withColumn(BUCKET, bucket_expr(key, num_buckets).cast("int"))
            .withColumn(TASK, F.pmod(F.col(BUCKET), F.lit(writers)).cast("int"))
-           .withColumn("_cl_route", routes.getItem(F.col(TASK)))
+           .withColumn("_cl_route", F.element_at(routes, F.col(TASK) + 1))
            .repartition(writers, "_cl_route")
            .sortWithinPartitions(OFFSET)
            .drop("_cl_route"))
@@ -637,7 +643,7 @@ def prepare_stream(df: "DataFrame", key: str, num_buckets: int, writers: int) ->
 # --------------------------------------------------------------------------------------------
 
 @dataclass
-class Shard:
+class StreamShard:
     """One write task's part of the stream, in Ray's object store: Arrow tables in ``_offset`` order.
 
     Picklable (it holds ObjectRefs, not data): pass it to a source actor, which reads it with
@@ -666,19 +672,23 @@ class Shard:
         return pa.concat_tables(tables)
 
     def iter_batches(self, batch_size: int = 4096, start_offset: Optional[int] = None,
-                     timeout_s: float = DEFAULT_GET_TIMEOUT_S) -> Iterator[pa.RecordBatch]:
+                     stop_offset: Optional[int] = None, timeout_s: float = DEFAULT_GET_TIMEOUT_S
+                     ) -> Iterator[pa.RecordBatch]:
         """Record batches of exactly ``batch_size`` rows (the last may be shorter), in ``_offset``
-        order, starting at the first row with ``_offset >= start_offset`` (for a restart from a
-        checkpointed offset)."""
+        order, of the rows with ``start_offset <= _offset < stop_offset`` (stream offsets, not
+        row numbers: a restart resumes from a checkpointed offset, a round is an offset range)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         table = self.table(timeout_s)
-        start = 0
-        if start_offset is not None and table.num_rows:
+        start, stop = 0, table.num_rows
+        if (start_offset is not None or stop_offset is not None) and table.num_rows:
             offsets = table.column(OFFSET).to_numpy()
-            start = int(offsets.searchsorted(start_offset, side="left"))
-        for lo in range(start, table.num_rows, batch_size):
-            part = table.slice(lo, batch_size)
+            if start_offset is not None:
+                start = int(offsets.searchsorted(start_offset, side="left"))
+            if stop_offset is not None:
+                stop = int(offsets.searchsorted(stop_offset, side="left"))
+        for lo in range(start, stop, batch_size):
+            part = table.slice(lo, min(batch_size, stop - lo))
             batches = part.combine_chunks().to_batches()
             if batches:
                 yield batches[0]
@@ -706,8 +716,8 @@ def _summarize_block(table: pa.Table) -> tuple[int, Optional[int], Optional[int]
 
 
 def shards_to_ray(df: "DataFrame", writers: int, *, release_spark_cache: bool = True,
-                  timeout_s: float = DEFAULT_SPARK_TIMEOUT_S) -> list[Shard]:
-    """Hand the prepared stream to Ray: one :class:`Shard` per write task, ``shards[t].task == t``.
+                  timeout_s: float = DEFAULT_SPARK_TIMEOUT_S) -> list[StreamShard]:
+    """Hand the prepared stream to Ray: one :class:`StreamShard` per write task, ``shards[t].task == t``.
 
     How: ``raydp.spark.spark_dataframe_to_ray_dataset`` (what ``ray.data.from_spark`` calls) turns
     each Spark partition into one Arrow block in the object store, in partition order;
@@ -726,10 +736,8 @@ def shards_to_ray(df: "DataFrame", writers: int, *, release_spark_cache: bool = 
     if not {TASK, OFFSET} <= set(df.columns):
         raise ValueError(f"shards_to_ray needs {TASK!r} and {OFFSET!r}: pass the DataFrame returned "
                          f"by prepare_stream (columns: {df.columns})")
-    nparts = df.rdd.getNumPartitions()
-    if nparts != writers:
-        raise ValueError(f"the DataFrame has {nparts} partitions but writers={writers}: pass the "
-                         "DataFrame returned by prepare_stream(..., writers) unchanged")
+    # RayDP 1.6.5 reads the internal DataFrame.sql_ctx, which warns on every call.
+    warnings.filterwarnings("ignore", message="DataFrame.sql_ctx is an internal property")
     t0 = time.monotonic()
     ds = _run_bounded(df.sparkSession, "hand the stream to Ray", timeout_s,
                       lambda: raydp_dataset.from_spark_recoverable(df))
@@ -750,7 +758,7 @@ def shards_to_ray(df: "DataFrame", writers: int, *, release_spark_cache: bool = 
             raise RuntimeError(
                 f"block {t} holds tasks {tmin}..{tmax} (ordered={ordered}), expected only task {t} in "
                 "_offset order: Spark's hash partitioning no longer matches route_values()")
-        shards.append(Shard(task=t, num_rows=n, first_offset=first, last_offset=last, refs=[ref]))
+        shards.append(StreamShard(task=t, num_rows=n, first_offset=first, last_offset=last, refs=[ref]))
     log.info("shards_to_ray: %d rows in %d shards in %.2f s", sum(s.num_rows for s in shards),
              writers, time.monotonic() - t0)
     return shards

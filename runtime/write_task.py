@@ -63,6 +63,8 @@ class _FileVersion:
 
 
 class WriteTask:
+    RPC_METHODS = ('push_input', 'operator_event', 'notify_checkpoint_complete', 'notify_checkpoint_aborted')
+
     def __init__(self, env: Env, config: JobConfig, task_id: int, table: HudiTable,
                  protocol: type[Protocol], *, data_table: HudiTable | None = None,
                  coordinator: str = "coordinator", job_manager: str = "job-manager") -> None:

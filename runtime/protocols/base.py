@@ -70,6 +70,9 @@ class WriterSide(abc.ABC):
 
 
 class CoordinatorSide(abc.ABC):
+    # RPC methods this side answers on the coordinator's actor, besides the coordinator's own
+    RPC_METHODS: tuple[str, ...] = ()
+
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
 
@@ -97,3 +100,11 @@ class Protocol:
     description: str = ""
     writer_side: type[WriterSide]
     coordinator_side: type[CoordinatorSide]
+    # roles this protocol adds to the job, by actor name (the timeline server, the control topic)
+    extra_roles: tuple[str, ...] = ()
+
+    @classmethod
+    def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable,
+                  task_names: list[str]) -> Any:
+        """Builds one of ``extra_roles``; the object lists its RPC methods in ``RPC_METHODS``."""
+        raise ValueError(f"protocol {cls.name} has no role {kind!r}")
