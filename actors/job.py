@@ -194,7 +194,7 @@ class JobRun:
         aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
         rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
         n_ckp = max(1, completed + aborted)
-        protocol_roles = {r: ops for r, ops in dfs_ops.items() if r in ("coordinator", "writer")}
+        protocol_roles = {r: ops for r, ops in dfs_ops.items() if r not in ("writer.data", "driver")}
         if self.trace_path:
             events = []
             for n in names:

@@ -30,6 +30,8 @@ class Schedule:
     abort_checkpoints: list[int] = field(default_factory=list)
     # checkpoint id -> seconds the job manager waits before notifying completion
     notify_delay_s: dict[int, float] = field(default_factory=dict)
+    # checkpoint id -> seconds a cleaning action holds the table lock after that commit (#19902)
+    clean_lock_s: dict[int, float] = field(default_factory=dict)
 
 
 @message
@@ -62,6 +64,7 @@ class JobConfig:
     commit_ack_timeout_s: float = 10.0  # Hudi write.commit.ack.timeout (P1)
     deadlock_threshold_s: float = 2.0  # blocked this long on a mail in its own mailbox: deadlock
     rpc_timeout_s: float = 10.0  # Hudi/Flink RPC ask timeout
+    timeline_refresh_requests: int = 100  # RFC-50: the server rescans after this many requests
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
     schedule: Schedule = field(default_factory=Schedule)
 
@@ -92,6 +95,7 @@ class JobConfig:
     def validate(self, known_protocols: list[str] | None = None) -> "JobConfig":
         """Raises ConfigError naming the first bad option; returns self for chaining."""
         positive_ints = ("writers", "checkpoints", "partitions", "source_batch_rows",
+                         "timeline_refresh_requests",
                          "bucket_flush_rows", "task_buffer_rows", "input_queue_batches")
         for name in positive_ints:
             if getattr(self, name) < 1:

@@ -61,14 +61,16 @@ class Coordinator:
             setattr(self, method, getattr(self.protocol, method))
         self.RPC_METHODS = Coordinator.RPC_METHODS + tuple(self.protocol.RPC_METHODS)
         self.instant: str = BOOTSTRAP_INSTANT
-        self.events: dict[int, list[WriteMetadataEvent]] = {}
+        self.events: list[WriteMetadataEvent] = []  # buffered, not yet committed
         self.bootstrapped: set[int] = set()
         self.commits: list[CommitRecord] = []
         self.empty_rounds: list[int] = []
         self.aborted: list[int] = []
+        self.cleanings: list[dict[str, float]] = []
         self.schema_json = schema_json
         self.started = asyncio.Event()
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # serializes handlers (Hudi's single-thread executor)
+        self.table_lock = asyncio.Lock()  # the table's transaction lock (instant creation, commit, clean)
         self.error: str | None = None
 
     async def start(self) -> None:
@@ -81,57 +83,63 @@ class Coordinator:
             if event.bootstrap:
                 await self._handle_bootstrap(event)
                 return
-            self.events.setdefault(event.task_id, []).append(event)
+            self.events.append(event)
 
     async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
         self.bootstrapped.add(event.task_id)
         if event.write_stats:
-            self.events.setdefault(event.task_id, []).append(event)
+            self.events.append(event)
         if len(self.bootstrapped) == len(self.task_names):
             await self._init_instant()
 
     async def _init_instant(self) -> None:
         """All tasks bootstrapped: recommit what a restored checkpoint left uncommitted, then
         start the first instant of this run (message 0 for the message bus)."""
-        recover = [e for evs in self.events.values() for e in evs if e.write_stats]
+        recover = [e for e in self.events if e.write_stats]
         if recover:
             instant = recover[0].instant
             committed = await self.env.io(self.table.is_committed, instant)
             if not committed:
-                await self._commit(instant, recover[0].checkpoint_id, recover)
+                await self.commit_instant(instant, recover[0].checkpoint_id)
             self.events.clear()
-        await self._start_instant(0, committed="")
+        if self.protocol.eager_instants:
+            await self._start_instant(0, committed="")
         self.started.set()
 
     async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
         """The coordinator's snapshot, taken before the barriers are injected."""
         async with self._lock:
-            state = CoordinatorState(trigger.checkpoint_id, self.instant,
-                                     [e for evs in self.events.values() for e in evs])
-            return codec.encode(state)
+            return codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
 
     async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> dict[str, Any]:
         ckp = notice.checkpoint_id
         async with self._lock:
-            if not self._all_events_received():
+            custom = await self.protocol.on_checkpoint_complete(ckp)
+            if custom is not None:
+                result = custom
+            elif not self._all_events_received():
                 missing = [t for t in range(len(self.task_names)) if not self._has_last_batch(t)]
                 self.env.tracer.instant(f"ckp {ckp}: not all events received", thread="coordinator",
                                         args={"missing_tasks": missing})
-                return {"committed": False, "reason": f"tasks {missing} sent no last batch"}
-            all_events = [e for evs in self.events.values() for e in evs]
-            if not any(e.write_stats for e in all_events):
+                result = {"committed": False, "reason": f"tasks {missing} sent no last batch"}
+            elif not any(e.write_stats for e in self.events):
                 # No data this round: reuse the instant and tell the writers.
                 self.events.clear()
                 self.empty_rounds.append(ckp)
                 self.env.tracer.instant(f"ckp {ckp}: empty round, reuse {self.instant}",
                                         thread="coordinator")
                 await self.protocol.on_empty_round(ckp, self.instant)
-                return {"committed": False, "reason": "empty round", "instant": self.instant}
-            instant = self.instant
-            await self._commit(instant, ckp, all_events)
-            self.events.clear()
-            await self._start_instant(ckp, committed=instant)
-            return {"committed": True, "instant": instant}
+                result = {"committed": False, "reason": "empty round", "instant": self.instant}
+            else:
+                instant = self.instant
+                await self.commit_instant(instant, ckp)
+                self.events.clear()
+                await self._start_instant(ckp, committed=instant)
+                result = {"committed": True, "instant": instant}
+        hold = self.config.schedule.clean_lock_s.get(ckp)
+        if hold:
+            self.env.spawn(self.clean(hold, ckp), f"clean-after-{ckp}")
+        return result
 
     async def notify_checkpoint_aborted(self, notice: CheckpointNotice) -> None:
         async with self._lock:
@@ -139,42 +147,63 @@ class Coordinator:
             if self.instant != BOOTSTRAP_INSTANT:
                 await self.protocol.on_checkpoint_aborted(notice.checkpoint_id, self.instant)
 
+    async def clean(self, hold_s: float, after_checkpoint: int) -> None:
+        """A table service (Hudi's cleaner) that holds the table lock for ``hold_s``: the
+        lock-held scenario of #19902."""
+        start = self.env.now()
+        async with self.table_lock:
+            acquired = self.env.now()
+            await self.env.sleep(hold_s)
+        self.cleanings.append({"after_checkpoint": after_checkpoint, "held_s": hold_s,
+                               "waited_s": round(acquired - start, 3)})
+        self.env.tracer.complete("clean (holds the table lock)", acquired, self.env.now(),
+                                 thread="coordinator", cat="clean")
+
     # -- internals -----------------------------------------------------------------------------
 
     def _has_last_batch(self, task: int) -> bool:
-        return any(e.last_batch for e in self.events.get(task, []))
+        return any(e.last_batch and e.task_id == task for e in self.events)
 
     def _all_events_received(self) -> bool:
         return all(self._has_last_batch(t) for t in range(len(self.task_names)))
 
-    async def _start_instant(self, checkpoint_id: int, committed: str) -> None:
-        start = self.env.now()
-
+    async def create_instant(self) -> str:
+        """requested -> inflight on the timeline, under the table lock."""
         def create() -> str:
             timeline = self.table.timeline()
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
             self.table.start_instant(instant)
             return instant
 
-        new = await self.env.io(create)
+        async with self.table_lock:
+            return await self.env.io(create)
+
+    async def _start_instant(self, checkpoint_id: int, committed: str) -> None:
+        start = self.env.now()
+        new = await self.create_instant()
         await self.protocol.on_instant_started(checkpoint_id, committed, new)
         self.instant = new
         self.env.tracer.complete(f"start instant {new}", start, self.env.now(), thread="coordinator",
                                  cat="instant", args={"checkpoint": checkpoint_id})
 
-    async def _commit(self, instant: str, checkpoint_id: int, events: list[WriteMetadataEvent]) -> None:
-        """Writes the commit file; on failure rolls the instant back and fails (the job fails over)."""
+    async def commit_instant(self, instant: str, checkpoint_id: int) -> CommitRecord | None:
+        """Commits the buffered events of ``instant`` (removing them from the buffer). Writes the
+        commit file under the table lock; on failure rolls the instant back and fails (the job
+        fails over). Returns None when the instant has no data."""
         start = self.env.now()
+        events = [e for e in self.events if e.instant == instant]
+        self.events = [e for e in self.events if e.instant != instant]
         latest: dict[str, WriteStat] = {}
         for e in events:
-            if e.instant != instant:
-                continue
             for s in e.write_stats:
                 latest[s.file_id] = s  # a later flush of the same file group supersedes
         stats = list(latest.values())
+        if not stats:
+            return None
         extra = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id)}
         try:
-            await self.env.io(self.table.commit, instant, stats, extra)
+            async with self.table_lock:
+                await self.env.io(self.table.commit, instant, stats, extra)
         except (OSError, TableError) as exc:
             paths = [s.path for s in stats]
             await self.env.io(self.table.rollback, instant, paths)
@@ -185,10 +214,11 @@ class Coordinator:
         self.commits.append(rec)
         self.env.tracer.complete(f"commit {instant}", start, self.env.now(), thread="coordinator",
                                  cat="commit", args={"checkpoint": checkpoint_id, "rows": rows})
+        return rec
 
     def describe(self) -> dict[str, Any]:
         return {"instant": self.instant, "commits": [codec._to_plain(c) for c in self.commits],
                 "empty_rounds": self.empty_rounds, "aborted": self.aborted,
                 "bootstrapped": sorted(self.bootstrapped), "error": self.error,
-                "buffered_events": {t: len(v) for t, v in self.events.items()}}
+                "cleanings": self.cleanings, "buffered_events": len(self.events)}
 

@@ -14,6 +14,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from runtime import codec
 from runtime.dfs import Dfs, DfsError
 
 INITIAL_CKP_ID = 0
@@ -41,6 +42,7 @@ def not_initial_ckp(checkpoint_id: int) -> bool:
     return checkpoint_id != INITIAL_CKP_ID
 
 
+@codec.message
 @dataclass(frozen=True)
 class CkpMessage:
     checkpoint_id: int

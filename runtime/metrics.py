@@ -17,6 +17,7 @@ class Metrics:
         self.blocked_s: dict[str, float] = defaultdict(float)  # role -> seconds blocked on an instant
         self.samples: dict[str, list[float]] = defaultdict(list)  # named latency samples
         self.values: dict[str, Any] = {}
+        self.counters: dict[str, int] = defaultdict(int)  # named events: fallbacks, retries, ...
 
     def rpc(self, kind: str, n: int = 1) -> None:
         self.rpcs[kind] += n
@@ -26,6 +27,9 @@ class Metrics:
 
     def blocked(self, role: str, seconds: float) -> None:
         self.blocked_s[role] += seconds
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] += n
 
     def sample(self, name: str, value: float) -> None:
         self.samples[name].append(value)
@@ -37,15 +41,16 @@ class Metrics:
             "blocked_s": dict(self.blocked_s),
             "samples": {k: list(v) for k, v in self.samples.items()},
             "values": dict(self.values),
+            "counters": dict(self.counters),
         }
 
     @staticmethod
     def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {"rpcs": defaultdict(int), "mails": defaultdict(int),
                                "blocked_s": defaultdict(float), "samples": defaultdict(list),
-                               "values": {}}
+                               "values": {}, "counters": defaultdict(int)}
         for part in parts:
-            for key in ("rpcs", "mails", "blocked_s"):
+            for key in ("rpcs", "mails", "blocked_s", "counters"):
                 for k, v in part.get(key, {}).items():
                     out[key][k] += v
             for k, v in part.get("samples", {}).items():

@@ -29,3 +29,21 @@ def deadlock_config(base: JobConfig) -> JobConfig:
 
 
 SCENARIOS = {"deadlock": deadlock_config}
+
+
+def lock_held_config(base: JobConfig) -> JobConfig:
+    """#19902: after checkpoint 1 commits, a cleaning action holds the table lock for 2.5 RPC
+    timeouts while the writers ask for the instant of round 2. ``coordination-rpc`` (sync) creates
+    the instant inside the request, so the request times out, the task fails and the job restarts;
+    ``coordination-rpc-async`` replies PENDING and the writers poll until the lock is free."""
+    rpc_timeout = 1.0
+    per_round = max(base.writers * 400, base.records // 3 if base.records else 0)
+    return base.replace(
+        checkpoints=3,
+        records=3 * per_round,
+        rpc_timeout_s=rpc_timeout,
+        schedule=Schedule(rounds=[per_round] * 3, clean_lock_s={1: 2.5 * rpc_timeout}),
+    )
+
+
+SCENARIOS["lock-held"] = lock_held_config

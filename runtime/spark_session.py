@@ -186,6 +186,19 @@ def start_spark(cfg: Optional[SparkConfig] = None, *, timeout_s: float = DEFAULT
         import raydp
 
         configs = spark_configs(cfg)
+        per_executor = float(configs.get("spark.ray.raydp_spark_executor.actor.resource.cpu",
+                                         cfg.executor_cores))
+        need = cfg.executors * per_executor
+        total = ray.cluster_resources().get("CPU", 0.0)
+        if need > total:
+            raise SparkStartError(
+                f"Spark needs {need:g} Ray CPUs ({cfg.executors} executor(s) x {per_executor:g}) but "
+                f"the Ray cluster has {total:g}; fix: fewer executors/executor_cores in SparkConfig, "
+                "or ray.init(num_cpus=...) with more CPUs")
+        free = ray.available_resources().get("CPU", 0.0)
+        if need > free:
+            log.warning("start_spark: %g Ray CPUs free, Spark executors need %g: the start waits "
+                        "(up to %.0f s) for running tasks/actors to release CPUs", free, need, timeout_s)
         result: dict[str, object] = {}
 
         def _init() -> None:

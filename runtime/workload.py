@@ -20,7 +20,6 @@ The bucket index is a CONTRACT shared with the runtime (:func:`bucket_of`)::
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import threading
@@ -439,7 +438,7 @@ def _run_bounded(spark: "SparkSession", what: str, timeout_s: float, fn: Callabl
     if t.is_alive():
         sc.cancelJobGroup(group)
         t.join(10.0)
-        raise TimeoutError(f"Spark did not finish '{what}' within {timeout_s:.0f} s; cancelled job "
+        raise TimeoutError(f"Spark did not finish '{what}' within {timeout_s:g} s; cancelled job "
                            f"group {group}")
     if "error" in box:
         raise box["error"]
@@ -461,8 +460,9 @@ def read_input(spark: "SparkSession", path: str, key: str, partition_field: str,
     key/partition/precombine column, a column whose type differs between files (or a changed
     CSV header), a reserved column (``_offset``, ``_bucket``, ``_task``), empty input, null keys,
     null precombine values, and partition values that are not a single directory name (null,
-    empty, containing ``/`` or ``\\``, or starting with ``.``). Cost: one Spark pass (plus one
-    inference pass per CSV/JSON file).
+    empty, containing ``/`` or ``\\``, or starting with ``.``). Validation costs one Spark pass
+    (plus one schema-inference pass per CSV/JSON file; parquet needs only the footers). The
+    returned DataFrame is lazy: every action re-reads the files (cache it to reuse it).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -488,15 +488,14 @@ def read_input(spark: "SparkSession", path: str, key: str, partition_field: str,
 
     if fmt == "parquet":
         raw = spark.read.option("mergeSchema", "true").parquet(*files)
-    elif fmt == "csv":
+    else:
         # Read with the schema already inferred per file: no second inference pass.
         from pyspark.sql.types import _parse_datatype_string
 
         schema = T.StructType([T.StructField(c, _parse_datatype_string(t), True)
                                for c, t in merged.items()])
-        raw = spark.read.schema(schema).csv(list(files), header=True)
-    else:
-        raw = spark.read.json(list(files))
+        reader = spark.read.schema(schema)
+        raw = reader.csv(list(files), header=True) if fmt == "csv" else reader.json(list(files))
 
     dtypes = {f.name: f.dataType for f in raw.schema.fields}
     for role, col in required.items():
@@ -648,7 +647,7 @@ class StreamShard:
 
     Picklable (it holds ObjectRefs, not data): pass it to a source actor, which reads it with
     :meth:`iter_batches` straight from the local object store (zero-copy), never via the driver.
-    The objects live as long as some process holds the Shard (the driver that made it, or an
+    The objects live as long as some process holds the shard (the driver that made it, or an
     actor it was passed to).
     """
 
@@ -666,7 +665,7 @@ class StreamShard:
             tables = ray.get(self.refs, timeout=timeout_s)
         except ray.exceptions.GetTimeoutError as e:
             raise TimeoutError(f"shard of task {self.task}: its {len(self.refs)} block(s) were not "
-                               f"available within {timeout_s:.0f} s") from e
+                               f"available within {timeout_s:g} s") from e
         if len(tables) == 1:
             return tables[0]
         return pa.concat_tables(tables)
@@ -741,23 +740,27 @@ def shards_to_ray(df: "DataFrame", writers: int, *, release_spark_cache: bool = 
     t0 = time.monotonic()
     ds = _run_bounded(df.sparkSession, "hand the stream to Ray", timeout_s,
                       lambda: raydp_dataset.from_spark_recoverable(df))
-    refs = ds.to_arrow_refs()
-    if len(refs) != writers:
-        raise RuntimeError(f"RayDP returned {len(refs)} blocks for {writers} Spark partitions")
-    summarize = ray.remote(num_cpus=0)(_summarize_block)
     try:
-        summaries = ray.get([summarize.remote(r) for r in refs], timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError as e:
-        raise TimeoutError(f"the {writers} blocks of the stream were not in Ray's object store "
-                           f"within {timeout_s:.0f} s (RayDP fetch tasks)") from e
-    if release_spark_cache:
-        raydp_dataset.release_spark_recoverable(df)
+        refs = ds.to_arrow_refs()
+        if len(refs) != writers:
+            raise ValueError(f"the DataFrame has {len(refs)} partitions but writers={writers}: pass the "
+                             "DataFrame returned by prepare_stream(..., writers) unchanged")
+        summarize = ray.remote(num_cpus=0)(_summarize_block)
+        try:
+            summaries = ray.get([summarize.remote(r) for r in refs], timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError as e:
+            raise TimeoutError(f"the {writers} blocks of the stream were not in Ray's object store "
+                               f"within {timeout_s:g} s (RayDP fetch tasks)") from e
+    finally:
+        if release_spark_cache:
+            raydp_dataset.release_spark_recoverable(df)
     shards = []
     for t, (ref, (n, tmin, tmax, first, last, ordered)) in enumerate(zip(refs, summaries)):
         if n and not (tmin == tmax == t and ordered):
             raise RuntimeError(
                 f"block {t} holds tasks {tmin}..{tmax} (ordered={ordered}), expected only task {t} in "
-                "_offset order: Spark's hash partitioning no longer matches route_values()")
+                "_offset order: pass the DataFrame returned by prepare_stream unchanged (if you did, "
+                "Spark's hash partitioning no longer matches route_values())")
         shards.append(StreamShard(task=t, num_rows=n, first_offset=first, last_offset=last, refs=[ref]))
     log.info("shards_to_ray: %d rows in %d shards in %.2f s", sum(s.num_rows for s in shards),
              writers, time.monotonic() - t0)

@@ -7,12 +7,14 @@ one line in :data:`PROTOCOLS`.
 from __future__ import annotations
 
 from runtime.protocols.base import Protocol
+from runtime.protocols.coordination_rpc import AsyncCoordinationRpcProtocol, CoordinationRpcProtocol
 from runtime.protocols.message_bus import MessageBusProtocol
 from runtime.protocols.operator_event import OperatorEventProtocol
+from runtime.protocols.timeline_server import TimelineServerProtocol
 
 PROTOCOLS: dict[str, type[Protocol]] = {
-    OperatorEventProtocol.name: OperatorEventProtocol,
-    MessageBusProtocol.name: MessageBusProtocol,
+    p.name: p for p in (OperatorEventProtocol, MessageBusProtocol, TimelineServerProtocol,
+                        CoordinationRpcProtocol, AsyncCoordinationRpcProtocol)
 }
 
 

@@ -72,6 +72,9 @@ class WriterSide(abc.ABC):
 class CoordinatorSide(abc.ABC):
     # RPC methods this side answers on the coordinator's actor, besides the coordinator's own
     RPC_METHODS: tuple[str, ...] = ()
+    # whether the coordinator starts an instant at bootstrap and after each commit (Hudi <= 1.0);
+    # coordination-rpc creates them on request instead
+    eager_instants: bool = True
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
@@ -82,6 +85,11 @@ class CoordinatorSide(abc.ABC):
     async def on_instant_started(self, checkpoint_id: int, committed: str, new_instant: str) -> None:
         """A new instant is inflight; ``checkpoint_id`` is the checkpoint whose completion
         started it (0 for the first), ``committed`` the instant just committed ('' if none)."""
+
+    async def on_checkpoint_complete(self, checkpoint_id: int) -> dict[str, Any] | None:
+        """Overrides the commit decision (runs under the coordinator's handler lock); None keeps
+        the default: commit the current instant once every task sent its last batch."""
+        return None
 
     async def on_empty_round(self, checkpoint_id: int, instant: str) -> None:
         """Checkpoint completed with no data written: ``instant`` is reused."""

@@ -31,10 +31,16 @@ class MessageBusWriter(WriterSide):
         ckp = self.ctx.last_checkpoint_id
         return max(0, ckp if eager else ckp - 1)
 
-    async def _ack_instant(self, ckp: int) -> str | None:
+    async def _message(self, ckp: int) -> bus.CkpMessage | None:
         assert self.client is not None
-        msg = await self.ctx.env.io(self.client.get_ckp_message, ckp)
+        return await self.ctx.env.io(self.client.get_ckp_message, ckp)
+
+    async def _ack_instant(self, ckp: int) -> str | None:
+        msg = await self._message(ckp)
         return msg.inflight_instant if msg is not None else None
+
+    async def _last_pending(self) -> str | None:
+        return await self.ctx.env.io(self.ctx.table.last_pending_instant)
 
     async def instant_to_write(self, *, eager: bool, has_data: bool) -> str | None:
         if not self.confirming:
@@ -55,7 +61,7 @@ class MessageBusWriter(WriterSide):
                             # assume the checkpoint was cancelled silently; reuse the last instant
                             self.silent_cancels += 1
                             self.confirming = False
-                            instant = await env.io(self.ctx.table.last_pending_instant)
+                            instant = await self._last_pending()
                             continue
                         exists = await env.io(self.client.bus_exists)  # type: ignore[union-attr]
                         raise InstantWaitTimeout(
@@ -75,7 +81,7 @@ class MessageBusWriter(WriterSide):
                 elif bus.can_abort(instant, ckp):
                     self.aborts_seen += 1
                     self.confirming = False
-                    instant = await env.io(self.ctx.table.last_pending_instant)
+                    instant = await self._last_pending()
                 else:
                     self.confirming = False
         finally:
