@@ -65,6 +65,8 @@ class JobConfig:
     deadlock_threshold_s: float = 2.0  # blocked this long on a mail in its own mailbox: deadlock
     rpc_timeout_s: float = 10.0  # Hudi/Flink RPC ask timeout
     timeline_refresh_requests: int = 100  # RFC-50: the server rescans after this many requests
+    write_status_timeout_s: float = 10.0  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
+    topic_retention_records: int = 10_000  # control topic retention
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
     schedule: Schedule = field(default_factory=Schedule)
 

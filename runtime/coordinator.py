@@ -38,6 +38,14 @@ class CommitRecord:
 
 @codec.message
 @dataclass
+class InputFinished:
+    """The job manager's last checkpoint completed; rows each task's source emitted."""
+
+    final_offsets: dict[int, int] = field(default_factory=dict)
+
+
+@codec.message
+@dataclass
 class CoordinatorState:
     """The coordinator's checkpointed state (taken when a checkpoint is triggered)."""
 
@@ -47,7 +55,8 @@ class CoordinatorState:
 
 
 class Coordinator:
-    RPC_METHODS = ('write_metadata', 'checkpoint_coordinator', 'notify_checkpoint_complete', 'notify_checkpoint_aborted')
+    RPC_METHODS = ('write_metadata', 'checkpoint_coordinator', 'notify_checkpoint_complete',
+                   'notify_checkpoint_aborted', 'end_of_input')
 
     def __init__(self, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol],
                  task_names: list[str], *, schema_json: str = "") -> None:
@@ -104,12 +113,18 @@ class Coordinator:
             self.events.clear()
         if self.protocol.eager_instants:
             await self._start_instant(0, committed="")
+        await self.protocol.on_all_bootstrapped()
         self.started.set()
 
     async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
         """The coordinator's snapshot, taken before the barriers are injected."""
         async with self._lock:
-            return codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
+            state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
+        await self.protocol.on_checkpoint_trigger(trigger.checkpoint_id)
+        return state
+
+    async def end_of_input(self, notice: InputFinished) -> dict[str, Any]:
+        return await self.protocol.on_end_of_input(dict(notice.final_offsets))
 
     async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> dict[str, Any]:
         ckp = notice.checkpoint_id
@@ -186,7 +201,8 @@ class Coordinator:
         self.env.tracer.complete(f"start instant {new}", start, self.env.now(), thread="coordinator",
                                  cat="instant", args={"checkpoint": checkpoint_id})
 
-    async def commit_instant(self, instant: str, checkpoint_id: int) -> CommitRecord | None:
+    async def commit_instant(self, instant: str, checkpoint_id: int,
+                             extra: dict[str, str] | None = None) -> CommitRecord | None:
         """Commits the buffered events of ``instant`` (removing them from the buffer). Writes the
         commit file under the table lock; on failure rolls the instant back and fails (the job
         fails over). Returns None when the instant has no data."""
@@ -200,10 +216,10 @@ class Coordinator:
         stats = list(latest.values())
         if not stats:
             return None
-        extra = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id)}
+        metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
         try:
             async with self.table_lock:
-                await self.env.io(self.table.commit, instant, stats, extra)
+                await self.env.io(self.table.commit, instant, stats, metadata)
         except (OSError, TableError) as exc:
             paths = [s.path for s in stats]
             await self.env.io(self.table.rollback, instant, paths)

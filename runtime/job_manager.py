@@ -48,6 +48,7 @@ class JobManager:
         self.coordinator = coordinator
         self.checkpoints: dict[int, CheckpointRecord] = {}
         self.rounds_emitted: dict[str, int] = {s: 0 for s in source_names}
+        self.rows_emitted: dict[str, int] = {s: 0 for s in source_names}
         self.failures: list[TaskFailure] = []
         self._changed = asyncio.Event()
         self.status = "created"
@@ -63,6 +64,8 @@ class JobManager:
         self._changed.set()
 
     def round_emitted(self, msg: RoundEmitted) -> None:
+        if msg.round > self.rounds_emitted.get(msg.source, 0):
+            self.rows_emitted[msg.source] = self.rows_emitted.get(msg.source, 0) + msg.rows
         self.rounds_emitted[msg.source] = max(self.rounds_emitted.get(msg.source, 0), msg.round)
         self._changed.set()
 
@@ -123,6 +126,11 @@ class JobManager:
             if not completed_last:
                 raise JobFailed(f"the final checkpoint did not complete after "
                                 f"{MAX_FINAL_CHECKPOINTS} retries: data stays uncommitted")
+            from runtime.coordinator import InputFinished
+
+            final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
+            self.end_of_input = await self.env.call(self.coordinator, "end_of_input", InputFinished(final),
+                                                    timeout=cfg.job_timeout_s)
             for src in self.source_names:
                 self.env.send(src, "finish", None)
             return self.describe()

@@ -9,6 +9,7 @@ serving triggers (final checkpoints) until the job manager says finish.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol as _TypingProtocol
 
 import pyarrow as pa
@@ -40,8 +41,19 @@ class InMemoryShard:
             yield data.slice(off, batch_rows)
 
 
+@codec.message
+@dataclass
+class SeekRequest:
+    """A consumer asks its source to emit again from ``offset`` (a Kafka seek)."""
+
+    offset: int
+
+
 class Source:
-    RPC_METHODS = ('trigger_barrier', 'finish')
+    """Emits a shard with barriers. Rows carry a position in the shard (the Kafka offset of a
+    partition); ``seek`` replays from an earlier position (the control topic's offset repair)."""
+
+    RPC_METHODS = ("trigger_barrier", "finish", "seek")
 
     def __init__(self, env: Env, config: JobConfig, task_id: int, shard: Shard, *,
                  writer: str, job_manager: str = "job-manager") -> None:
@@ -51,9 +63,12 @@ class Source:
         self.shard = shard
         self.writer = writer
         self.job_manager = job_manager
-        self.offset_rows = 0
+        self.offset_rows = 0  # next shard position to emit
         self.round = 0
         self._triggers: asyncio.Queue[CheckpointTrigger | None] = asyncio.Queue()
+        self._seeks: list[int] = []
+        self._emitted: list[pa.Table] = []  # what was emitted, for replays
+        self.replayed_rows = 0
         self.state = "created"
         self.error: str | None = None
 
@@ -63,15 +78,37 @@ class Source:
     def finish(self, _msg: Any = None) -> None:
         self._triggers.put_nowait(None)
 
+    def seek(self, req: SeekRequest) -> None:
+        self._seeks.append(req.offset)
+
     async def _push(self, item: Any) -> None:
         # A push waits while the task is back-pressured; a blocked task blocks its source, as in
         # Flink. The bound is the job's: the watchdog or the checkpoint timeout ends a stuck run.
         await self.env.call(self.writer, "push_input", item, timeout=self.config.job_timeout_s)
 
+    async def _replay_requested(self) -> None:
+        """Serves seeks: emits again the rows from the requested position up to the current one."""
+        while self._seeks:
+            offset = max(0, self._seeks.pop(0))
+            if offset >= self.offset_rows:
+                continue
+            emitted = pa.concat_tables(self._emitted) if len(self._emitted) > 1 else self._emitted[0]
+            rows = emitted.slice(offset, self.offset_rows - offset)
+            for off in range(0, rows.num_rows, self.config.source_batch_rows):
+                await self._push(DataBatch(rows.slice(off, self.config.source_batch_rows), self.round,
+                                           offset + off))
+            self.replayed_rows += rows.num_rows
+
     async def _barrier(self) -> bool:
-        trigger = await self._triggers.get()
+        while True:
+            try:
+                trigger = await asyncio.wait_for(self._triggers.get(), 0.05)
+                break
+            except asyncio.TimeoutError:
+                await self._replay_requested()
         if trigger is None:
             return False
+        await self._replay_requested()
         await self._push(Barrier(trigger.checkpoint_id))
         state = SourceState(self.task_id, trigger.checkpoint_id, self.offset_rows)
         self.env.send(self.job_manager, "ack_checkpoint",
@@ -85,9 +122,11 @@ class Source:
                 self.round = r
                 rows = 0
                 async for batch in self.shard.batches(r, self.config.source_batch_rows):
-                    await self._push(DataBatch(batch, r))
+                    await self._replay_requested()
+                    await self._push(DataBatch(batch, r, self.offset_rows))
+                    self._emitted.append(batch)
+                    self.offset_rows += batch.num_rows
                     rows += batch.num_rows
-                self.offset_rows += rows
                 self.env.send(self.job_manager, "round_emitted", RoundEmitted(self.env.role, r, rows))
                 if not await self._barrier():
                     break
@@ -106,5 +145,5 @@ class Source:
 
     def dump(self) -> dict[str, Any]:
         return {"role": self.env.role, "state": self.state, "round": self.round,
-                "rows_emitted": self.offset_rows, "pending_triggers": self._triggers.qsize(),
-                "error": self.error}
+                "rows_emitted": self.offset_rows, "rows_replayed": self.replayed_rows,
+                "pending_triggers": self._triggers.qsize(), "error": self.error}

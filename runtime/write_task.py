@@ -41,6 +41,7 @@ class DataBatch:
 
     records: pa.Table
     round: int = 0
+    start_offset: int = -1  # position of the first row in this task's shard (-1: unknown)
 
 
 @codec.message
@@ -219,7 +220,9 @@ class WriteTask:
             self._input_space.notify_all()
         if isinstance(item, DataBatch):
             self.step = f"processElement(batch of {item.records.num_rows} rows, round {item.round})"
-            await self.process_batch(item.records)
+            records = self.protocol.accept(item.records, item.start_offset)
+            if records is not None and records.num_rows:
+                await self.process_batch(records)
         elif isinstance(item, Barrier):
             self.step = f"snapshotState(checkpoint {item.checkpoint_id})"
             await self.snapshot_state(item.checkpoint_id)
@@ -235,10 +238,11 @@ class WriteTask:
             self.buckets.setdefault(key, []).append(part)
             self.bucket_rows[key] = self.bucket_rows.get(key, 0) + part.num_rows
             self.buffered_rows += part.num_rows
-            if self.bucket_rows[key] >= self.config.bucket_flush_rows:
+            if self.bucket_rows[key] >= self.config.bucket_flush_rows and self.protocol.may_flush_eagerly():
                 self.flushes["bucket"] += 1
                 await self.flush_bucket(key)
-        while self.buffered_rows >= self.config.task_buffer_rows and self.bucket_rows:
+        while (self.buffered_rows >= self.config.task_buffer_rows and self.bucket_rows
+               and self.protocol.may_flush_eagerly()):
             largest = max(self.bucket_rows, key=lambda k: self.bucket_rows[k])
             self.flushes["buffer"] += 1
             await self.flush_bucket(largest)
@@ -263,19 +267,18 @@ class WriteTask:
         """The barrier: flush everything into the instant, report the last batch, ack the checkpoint."""
         start = self.env.now()
         self.last_checkpoint_id = checkpoint_id
-        instant = await self.protocol.instant_to_write(eager=False, has_data=self.has_data())
-        if instant is None:
-            # in case there are empty checkpoints that have no input data (Hudi's message)
-            raise FlushError(f"{self.env.role}: No inflight instant when flushing data at "
-                             f"checkpoint {checkpoint_id}")
-        self.current_instant = instant
-        stats = []
-        for key in sorted(self.buckets):
-            self.flushes["barrier"] += 1
-            stats.append(await self._write_bucket(key, instant))
-        await self._send_event(WriteMetadataEvent(self.task_id, checkpoint_id, instant, stats,
-                                                  last_batch=True))
+        if self.protocol.flushes_at_barrier:
+            instant = await self.protocol.instant_to_write(eager=False, has_data=self.has_data())
+            if instant is None:
+                # in case there are empty checkpoints that have no input data (Hudi's message)
+                raise FlushError(f"{self.env.role}: No inflight instant when flushing data at "
+                                 f"checkpoint {checkpoint_id}")
+            self.current_instant = instant
+            stats = await self.flush_all(instant)
+            await self._send_event(WriteMetadataEvent(self.task_id, checkpoint_id, instant, stats,
+                                                      last_batch=True))
         self.protocol.on_snapshot(checkpoint_id)
+        instant = self.current_instant or ""
         state = TaskState(self.task_id, checkpoint_id, instant,
                           [e for e in self.events_of_instant if e.instant == instant])
         self.env.tracer.complete(f"snapshotState(ckp={checkpoint_id})", start, self.env.now(),
@@ -284,9 +287,31 @@ class WriteTask:
                             CheckpointAck(self.env.role, checkpoint_id, codec.encode(state)),
                             timeout=self.config.rpc_timeout_s)
 
+    async def flush_all(self, instant: str) -> list[WriteStat]:
+        """Flushes every buffered bucket into ``instant``."""
+        stats = []
+        for key in sorted(self.buckets):
+            self.flushes["barrier"] += 1
+            stats.append(await self._write_bucket(key, instant))
+        return stats
+
+    def discard_buffers(self) -> int:
+        """Drops every buffered record (a protocol that will consume them again); returns rows."""
+        rows = self.buffered_rows
+        self.buckets.clear()
+        self.bucket_rows.clear()
+        self.buffered_rows = 0
+        return rows
+
+    def put_mail(self, action, kind: str, description: str, priority: int = MIN_PRIORITY) -> None:
+        """Queues work for the mailbox thread (what a protocol's own agent delivers)."""
+        self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
+
     async def _send_event(self, event: WriteMetadataEvent) -> None:
         self.events_of_instant = [e for e in self.events_of_instant if e.instant == event.instant]
         self.events_of_instant.append(event)
+        if await self.protocol.on_write_event(event):
+            return
         await self.env.call(self.coordinator, "write_metadata", event, timeout=self.config.rpc_timeout_s)
 
     def _on_checkpoint_complete(self, notice: CheckpointNotice) -> None:

@@ -22,3 +22,15 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
+
+
+# ---- BEGIN spark fixture (runtime/spark_session.py, runtime/workload.py owner) ---------------
+@pytest.fixture(scope="session")
+def spark(ray_session):
+    """RayDP Spark on the session's Ray cluster, started once (10-25 s) and stopped at the end."""
+    from runtime.spark_session import SparkConfig, start_spark, stop_spark
+
+    session = start_spark(SparkConfig())
+    yield session
+    stop_spark()
+# ---- END spark fixture ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ one line in :data:`PROTOCOLS`.
 from __future__ import annotations
 
 from runtime.protocols.base import Protocol
+from runtime.protocols.control_topic import ControlTopicProtocol
 from runtime.protocols.coordination_rpc import AsyncCoordinationRpcProtocol, CoordinationRpcProtocol
 from runtime.protocols.message_bus import MessageBusProtocol
 from runtime.protocols.operator_event import OperatorEventProtocol
@@ -14,7 +15,7 @@ from runtime.protocols.timeline_server import TimelineServerProtocol
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     p.name: p for p in (OperatorEventProtocol, MessageBusProtocol, TimelineServerProtocol,
-                        CoordinationRpcProtocol, AsyncCoordinationRpcProtocol)
+                        CoordinationRpcProtocol, AsyncCoordinationRpcProtocol, ControlTopicProtocol)
 }
 
 

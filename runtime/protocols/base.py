@@ -44,8 +44,26 @@ class CoordinatorContext(_TypingProtocol):
 
 
 class WriterSide(abc.ABC):
+    # Flink writers flush everything at the barrier; a Kafka Connect participant does not (its
+    # commits ride the control topic, not checkpoints)
+    flushes_at_barrier: bool = True
+
     def __init__(self, ctx: WriterContext) -> None:
         self.ctx = ctx
+
+    def accept(self, records: Any, start_offset: int) -> Any:
+        """Filters an input batch before buffering (the control topic's offset rules); returns
+        the records to buffer, possibly none."""
+        return records
+
+    def may_flush_eagerly(self) -> bool:
+        """Whether a size-triggered flush may write now (False keeps buffering)."""
+        return True
+
+    async def on_write_event(self, event: Any) -> bool:
+        """Sees each WriteMetadataEvent before it goes to the coordinator; True keeps it (a
+        protocol that reports writes its own way, like the control topic's WRITE_STATUS)."""
+        return False
 
     async def open(self) -> None:
         """Called once when the task initializes its state, before the bootstrap event."""
@@ -90,6 +108,17 @@ class CoordinatorSide(abc.ABC):
         """Overrides the commit decision (runs under the coordinator's handler lock); None keeps
         the default: commit the current instant once every task sent its last batch."""
         return None
+
+    async def on_all_bootstrapped(self) -> None:
+        """Every task sent its bootstrap event (after the first instant, if eager)."""
+
+    async def on_checkpoint_trigger(self, checkpoint_id: int) -> None:
+        """The job manager triggered a checkpoint (the coordinator's snapshot is being taken)."""
+
+    async def on_end_of_input(self, final_offsets: dict[int, int]) -> dict[str, Any]:
+        """The job's last checkpoint completed; a protocol that commits on its own schedule
+        finishes here (bounded). ``final_offsets``: rows each task's source emitted."""
+        return {}
 
     async def on_empty_round(self, checkpoint_id: int, instant: str) -> None:
         """Checkpoint completed with no data written: ``instant`` is reused."""
