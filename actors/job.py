@@ -16,15 +16,16 @@ from typing import Any, Callable
 import ray
 
 from actors.role_actor import RoleActor
-from runtime import codec, generator
+from actors.stream_plan import plan_stream
+from runtime import codec
 from runtime.config import JobConfig
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
 from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS
-from runtime.table import HudiTable, TableProps, avro_schema_json
+from runtime.table import HudiTable, TableProps
 from runtime.trace import write_trace
-from runtime.verify import expected_state, verify_table
+from runtime.verify import verify_table
 
 POLL_S = 0.25
 
@@ -40,11 +41,6 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
     else:
         ray.init(num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
     return True
-
-
-def _generator_props(cfg: JobConfig) -> TableProps:
-    return TableProps(cfg.table_name, generator.KEY_FIELD, generator.PARTITION_FIELD,
-                      generator.PRECOMBINE_FIELD)
 
 
 class JobRun:
@@ -73,25 +69,24 @@ class JobRun:
         t0 = time.time()
         counters = DfsCounters()
         dfs, base = open_dfs(cfg.table, role="driver", counters=counters)
-        props = _generator_props(cfg)
+        props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
         HudiTable.create_or_open(dfs, base, props)  # fails early on a foreign or mismatched table
-
-        stream = generator.generate(cfg)
-        shards = generator.shards_by_round(cfg, stream)
-        schema_json = avro_schema_json(stream.schema, cfg.table_name)
+        plan = plan_stream(cfg)  # bad input fails here, before any instant exists
+        self.cfg = cfg = plan.config
+        self.plan = plan
         trace = self.trace_path is not None
 
         protocol = PROTOCOLS[cfg.protocol]
         for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
             self._create(kind, kind, props, {"trace": trace})
-        coord = self._create("coordinator", "coordinator", props, {"schema_json": schema_json, "trace": trace})
+        coord = self._create("coordinator", "coordinator", props,
+                             {"schema_json": plan.schema_json, "trace": trace})
         jm = self._create("job-manager", "job-manager", props, {"trace": trace})
         for i, name in enumerate(self.task_names):
             self._create("writer", name, props, {"task_id": i, "trace": trace})
         for i, name in enumerate(self.source_names):
-            refs = [ray.put(t) for t in shards[i]]
             self._create("source", name, props, {"task_id": i, "writer": self.task_names[i],
-                                                 "rounds": refs, "trace": trace})
+                                                 "trace": trace, **plan.shard_args[i]})
         handles = dict(self.actors)
         start_timeout = max(60.0, cfg.rpc_timeout_s)
         ray.get([self.actors[k].start.remote(handles, self.task_names, self.source_names)
@@ -140,11 +135,7 @@ class JobRun:
 
         result = self._collect(status, error, deadlock, stalls, counters, t0, t_started, t_end)
         if status == "finished":
-            result["exactly_once"] = verify_table(
-                _reader_uri(cfg.table), expected_state(stream, generator.KEY_FIELD,
-                                                       generator.PRECOMBINE_FIELD).select(
-                    [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]),
-                generator.KEY_FIELD)
+            result["exactly_once"] = verify_table(_reader_uri(cfg.table), self.plan.expected, cfg.key_field)
         else:
             result["exactly_once"] = None
         self._shutdown()
@@ -206,6 +197,7 @@ class JobRun:
         return {
             "protocol": cfg.protocol,
             "writers": cfg.writers,
+            "source": cfg.source,
             "table": cfg.table,
             "status": status,
             "error": error,
@@ -224,7 +216,8 @@ class JobRun:
             "rpcs": merged["rpcs"],
             "mails": merged["mails"],
             "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
-            "timing": {"setup_s": round(t_started - t0, 3), "run_s": round(t_end - t_started, 3),
+            "timing": {**self.plan.timings,
+                       "setup_s": round(t_started - t0, 3), "run_s": round(t_end - t_started, 3),
                        "total_s": round(time.time() - t0, 3)},
             "rows_per_s": round(rows_in / max(1e-9, t_end - t_started), 1),
             "tasks": {n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")}

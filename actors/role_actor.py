@@ -12,6 +12,7 @@ from typing import Any
 import ray
 
 from actors.ray_env import RayEnv, from_wire, to_wire
+from actors.stream_plan import StreamShardRounds
 from runtime import codec
 from runtime.config import JobConfig
 from runtime.coordinator import Coordinator
@@ -57,8 +58,11 @@ class RoleActor:
             await self.role.start(state)
         elif self.kind == "source":
             task_id = int(self.extra["task_id"])
-            self.role = Source(self.env, self.config, task_id, InMemoryShard(self.extra["rounds"]),
-                               writer=self.extra["writer"])
+            if "stream_shard" in self.extra:
+                shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
+            else:
+                shard = InMemoryShard(self.extra["rounds"])
+            self.role = Source(self.env, self.config, task_id, shard, writer=self.extra["writer"])
             self._task = asyncio.get_running_loop().create_task(self.role.run())
         elif self.kind in protocol.extra_roles:
             # a role the protocol brings (the timeline server, the control topic)

@@ -32,7 +32,22 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
                    help="buckets per partition (0: 2 per writer)")
     g.add_argument("--payload-bytes", type=int, default=defaults.payload_bytes)
     g.add_argument("--seed", type=int, default=defaults.seed)
-    g.add_argument("--source", choices=["generator", "spark"], default=defaults.source)
+    g.add_argument("--source", choices=["spark", "generator"], default=defaults.source,
+                   help="spark: PySpark on Ray (RayDP) generates or reads the stream; generator: "
+                        "a built-in Python generator (fast, for tests)")
+    g.add_argument("--input", default="", help="parquet, CSV or JSON file or directory read by Spark")
+    g.add_argument("--input-format", default="", choices=["", "parquet", "csv", "json"])
+    g.add_argument("--key", default=defaults.key_field, help="record key column")
+    g.add_argument("--partition-field", default=defaults.partition_field)
+    g.add_argument("--precombine-field", default=defaults.precombine_field,
+                   help="ordering column: the larger value wins an upsert")
+    g.add_argument("--update-ratio", type=float, default=defaults.update_ratio,
+                   help="fraction of generated records that update a seen key")
+    g.add_argument("--skew", choices=["uniform", "zipf"], default=defaults.skew)
+    g.add_argument("--zipf-s", type=float, default=defaults.zipf_s)
+    g.add_argument("--spark-executors", type=int, default=defaults.spark_executors)
+    g.add_argument("--spark-executor-cores", type=int, default=defaults.spark_executor_cores)
+    g.add_argument("--spark-executor-memory", default=defaults.spark_executor_memory)
     g.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
     g.add_argument("--table-name", default=defaults.table_name)
     t = p.add_argument_group("write path and timing")
@@ -57,6 +72,11 @@ def _config_from(args: argparse.Namespace, out: str) -> JobConfig:
         protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
         records=args.records, keys=args.keys, partitions=args.partitions, buckets=args.buckets,
         payload_bytes=args.payload_bytes, seed=args.seed, source=args.source,
+        input_path=args.input, input_format=args.input_format, key_field=args.key,
+        partition_field=args.partition_field, precombine_field=args.precombine_field,
+        update_ratio=args.update_ratio, skew=args.skew, zipf_s=args.zipf_s,
+        spark_executors=args.spark_executors, spark_executor_cores=args.spark_executor_cores,
+        spark_executor_memory=args.spark_executor_memory,
         table=args.table or os.path.join(out, "table"), table_name=args.table_name,
         source_batch_rows=args.source_batch_rows, bucket_flush_rows=args.bucket_flush_rows,
         task_buffer_rows=args.task_buffer_rows, checkpoint_interval_s=args.checkpoint_interval,
@@ -71,8 +91,16 @@ def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
     from actors.job import run_job
     from runtime.report import checkpoint_progress, summary_table
 
-    with checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
-        result = run_job(cfg, out, on_progress=progress, trace_path=trace)
+    if cfg.source == "spark":
+        console.print("preparing the stream in Spark on Ray (RayDP): starting Spark takes ~15 s")
+    try:
+        with checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
+            result = run_job(cfg, out, on_progress=progress, trace_path=trace)
+    finally:
+        if cfg.source == "spark":
+            from runtime.spark_session import stop_spark
+
+            stop_spark()
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
@@ -95,7 +123,7 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
     from runtime.scenarios import deadlock_config
 
     out = os.path.abspath(args.out)
-    base = JobConfig(protocol=args.protocol, writers=args.writers,
+    base = JobConfig(protocol=args.protocol, writers=args.writers, source="generator",
                      table=args.table or os.path.join(out, "table"),
                      deadlock_threshold_s=args.deadlock_threshold,
                      commit_ack_timeout_s=args.commit_ack_timeout)
@@ -150,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE
+    except Exception as exc:
+        from runtime.table import TableError
+        from runtime.workload import InputError
+
+        if isinstance(exc, (InputError, TableError)):
+            console.print(f"[red]{type(exc).__name__}:[/red] {exc}", highlight=False)
+            return EXIT_USAGE
+        raise
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         return 130

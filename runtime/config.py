@@ -41,14 +41,27 @@ class JobConfig:
     writers: int = 2
     checkpoints: int = 5
     records: int = 10_000
-    source: str = "generator"
+    source: str = "spark"  # "spark": prepared by PySpark on Ray (RayDP); "generator": in Python
     table: str = "./commitlab-table"
     table_name: str = "commitlab"
-    # workload (generator source)
+    # the record's fields (a user's --input names its own)
+    key_field: str = "key"
+    partition_field: str = "partition"
+    precombine_field: str = "ts"
+    input_path: str = ""  # parquet, CSV or JSON read by Spark; empty: generate the workload
+    input_format: str = ""  # empty: from the file names
+    # generated workload
     keys: int = 0  # distinct keys; 0 means records // 2
+    update_ratio: float = -1.0  # fraction of records updating a seen key; < 0: from keys
+    skew: str = "uniform"  # or "zipf"
+    zipf_s: float = 1.1
     partitions: int = 4
     payload_bytes: int = 32
     seed: int = 42
+    # Spark on Ray
+    spark_executors: int = 1
+    spark_executor_cores: int = 1
+    spark_executor_memory: str = "1G"
     # layout
     buckets: int = 0  # buckets per partition; 0 means 2 per writer
     # data flow
@@ -131,6 +144,18 @@ class JobConfig:
                 f"unknown protocol {self.protocol!r}; choose one of {', '.join(known_protocols)}")
         if self.source not in ("generator", "spark"):
             raise ConfigError(f"unknown source {self.source!r}; choose generator or spark")
+        if self.input_path and self.source != "spark":
+            raise ConfigError("--input is read by Spark: use it with --source spark")
+        if self.source == "generator" and (self.key_field, self.partition_field,
+                                           self.precombine_field) != ("key", "partition", "ts"):
+            raise ConfigError("the generator source writes fields key, partition and ts; "
+                              "--key/--partition-field/--precombine-field go with --input")
+        if self.skew not in ("uniform", "zipf"):
+            raise ConfigError(f"--skew must be uniform or zipf, got {self.skew!r}")
+        if self.update_ratio >= 1.0:
+            raise ConfigError(f"--update-ratio must be below 1, got {self.update_ratio}")
+        if self.input_format and self.input_format not in ("parquet", "csv", "json"):
+            raise ConfigError(f"--input-format must be parquet, csv or json, got {self.input_format!r}")
         if not self.table_name.strip():
             raise ConfigError("--table-name must not be empty")
         return self

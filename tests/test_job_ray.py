@@ -19,7 +19,7 @@ RESULT_KEYS = {"protocol", "writers", "table", "rows_in", "checkpoints", "commit
 
 
 def _cfg(tmp_path, **kw) -> JobConfig:
-    base = dict(writers=2, checkpoints=3, records=6_000, bucket_flush_rows=400,
+    base = dict(source="generator", writers=2, checkpoints=3, records=6_000, bucket_flush_rows=400,
                 table=str(tmp_path / "table"))
     base.update(kw)
     return JobConfig(**base)

@@ -1,0 +1,114 @@
+"""Where a job's stream comes from: the built-in generator, or Spark on Ray (RayDP).
+
+A plan gives each source actor its shard (by reference: the data sits in Ray's object store and
+never passes through the driver), the table's key fields, the Avro schema for commit metadata,
+and the expected final state the run is verified against.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+
+from runtime import generator
+from runtime.config import JobConfig
+from runtime.table import TableProps, avro_schema_json
+from runtime.verify import expected_state
+
+
+@dataclass
+class StreamPlan:
+    config: JobConfig  # with ``records`` set to the input's size
+    props: TableProps
+    shard_args: list[dict[str, Any]]  # per task: what its source actor needs
+    expected: pa.Table
+    schema_json: str
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def round_bounds(cfg: JobConfig) -> list[int]:
+    """Stream offsets where each round starts; round k is ``[bounds[k-1], bounds[k])``."""
+    return [int(x) for x in np.cumsum([0] + cfg.rounds())]
+
+
+def plan_generator(cfg: JobConfig) -> StreamPlan:
+    t0 = time.time()
+    stream = generator.generate(cfg)
+    shards = generator.shards_by_round(cfg, stream)
+    props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+    expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
+        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
+    args = [{"rounds": [ray.put(t) for t in shards[i]]} for i in range(cfg.writers)]
+    return StreamPlan(cfg, props, args, expected, avro_schema_json(stream.schema, cfg.table_name),
+                      {"prepare_s": round(time.time() - t0, 3)})
+
+
+def plan_spark(cfg: JobConfig) -> StreamPlan:
+    """Generates the workload (or reads ``--input``) in Spark, assigns buckets, hands one shard
+    per task to Ray. Bad input fails here, before any instant exists."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from runtime import workload as wl
+    from runtime.spark_session import SparkConfig, start_spark
+
+    t0 = time.time()
+    spark = start_spark(SparkConfig(executors=cfg.spark_executors, executor_cores=cfg.spark_executor_cores,
+                                    executor_memory=cfg.spark_executor_memory))
+    t_spark = time.time()
+    if cfg.input_path:
+        df = wl.read_input(spark, cfg.input_path, cfg.key_field, cfg.partition_field,
+                           cfg.precombine_field, cfg.input_format or None)
+    else:
+        spec = wl.WorkloadSpec(records=cfg.records, keys=cfg.keys or None,
+                               update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
+                               skew=cfg.skew, zipf_s=cfg.zipf_s, partitions=cfg.partitions,
+                               payload_bytes=cfg.payload_bytes, seed=cfg.seed)
+        df = spec.generate(spark)
+    df = df.cache()
+    prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
+    shards = wl.shards_to_ray(prepared, cfg.writers)
+    records = sum(s.num_rows for s in shards)
+    cfg = cfg.replace(records=records)
+    t_handoff = time.time()
+    expected = pa.Table.from_batches(
+        wl.expected_state(df, cfg.key_field, cfg.precombine_field)._collect_as_arrow())
+    df.unpersist()
+    schema = to_arrow_schema(df.schema)
+    bounds = round_bounds(cfg)
+    props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+    args = [{"stream_shard": shards[i], "bounds": bounds} for i in range(cfg.writers)]
+    return StreamPlan(cfg, props, args, expected, avro_schema_json(schema, cfg.table_name),
+                      {"spark_start_s": round(t_spark - t0, 3),
+                       "prepare_s": round(t_handoff - t_spark, 3),
+                       "expected_s": round(time.time() - t_handoff, 3)})
+
+
+def plan_stream(cfg: JobConfig) -> StreamPlan:
+    return plan_spark(cfg) if cfg.source == "spark" else plan_generator(cfg)
+
+
+class StreamShardRounds:
+    """A Spark shard read round by round inside a source actor (the Source's ``Shard``)."""
+
+    def __init__(self, shard: Any, bounds: list[int]) -> None:
+        self.shard = shard
+        self.bounds = bounds
+        self._table: pa.Table | None = None
+        self._offsets: np.ndarray | None = None
+
+    async def batches(self, round_no: int, batch_rows: int):
+        import asyncio
+
+        if self._table is None:
+            self._table = await asyncio.to_thread(self.shard.table)
+            self._offsets = (self._table.column("_offset").to_numpy() if self._table.num_rows
+                             else np.array([], dtype=np.int64))
+        lo = int(self._offsets.searchsorted(self.bounds[round_no - 1], side="left"))
+        hi = int(self._offsets.searchsorted(self.bounds[round_no], side="left"))
+        for off in range(lo, hi, batch_rows):
+            yield self._table.slice(off, min(batch_rows, hi - off))
