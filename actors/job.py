@@ -25,7 +25,7 @@ from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS
 from runtime.table import HudiTable, TableProps
 from runtime.trace import write_trace
-from runtime.verify import verify_table
+from runtime.verify import verify_run
 
 POLL_S = 0.25
 
@@ -135,7 +135,7 @@ class JobRun:
 
         result = self._collect(status, error, deadlock, stalls, counters, t0, t_started, t_end)
         if status == "finished":
-            result["exactly_once"] = verify_table(_reader_uri(cfg.table), self.plan.expected, cfg.key_field)
+            result["exactly_once"] = verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field)
         else:
             result["exactly_once"] = None
         self._shutdown()

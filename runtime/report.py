@@ -60,10 +60,35 @@ def summary_table(result: dict[str, Any]) -> Table:
     if eo is None:
         t.add_row("exactly-once", "not checked (the run did not finish)")
     else:
-        verdict = "[green]verified[/green]" if eo["verified"] else "[red]VIOLATED[/red]"
-        t.add_row("exactly-once", f"{verdict}: expected {eo['expected']:,}, actual {eo['actual']:,}, "
-                                  f"lost {eo['lost']}, duplicated {eo['duplicated']}, "
-                                  f"unexpected {eo['unexpected']}, mismatched {eo.get('mismatched', 0)}")
+        t.add_row("exactly-once", verdict_line(eo))
+    return t
+
+
+def verdict_line(eo: dict[str, Any]) -> str:
+    head = "[green]verified[/green]" if eo["verified"] else "[red]VIOLATED[/red]"
+    if eo.get("error"):
+        return f"{head}: {eo['error']}"
+    line = (f"{head}: expected {eo['expected']:,}, actual {eo['actual']:,}, lost {eo['lost']}, "
+            f"duplicated {eo['duplicated']}, unexpected {eo['unexpected']}, "
+            f"mismatched {eo.get('mismatched', 0)}")
+    if "commits_checked" in eo:
+        bad = len(eo.get("commit_problems") or [])
+        line += f"; {eo['commits_checked']} commits' incremental reads " + (
+            "match their metadata" if not bad else f"[red]{bad} differ from their metadata[/red]")
+    return line
+
+
+def verdict_table(eo: dict[str, Any], title: str) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("exactly-once", verdict_line(eo))
+    for kind, keys in (eo.get("samples") or {}).items():
+        if keys:
+            t.add_row(f"{kind} (sample)", ", ".join(map(str, keys)))
+    for p in eo.get("commit_problems") or []:
+        t.add_row(f"commit {p['instant']}", f"metadata says {p['rows_by_metadata']} rows, read "
+                                            f"{p['rows_read']}; {p['file_groups_differing']}")
     return t
 
 
