@@ -70,8 +70,9 @@ class JobRun:
         counters = DfsCounters()
         dfs, base = open_dfs(cfg.table, role="driver", counters=counters)
         props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
-        HudiTable.create_or_open(dfs, base, props)  # fails early on a foreign or mismatched table
-        plan = plan_stream(cfg)  # bad input fails here, before any instant exists
+        HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
+        plan = plan_stream(cfg)  # bad input fails here, before anything is written
+        HudiTable.create_or_open(dfs, base, props)
         self.cfg = cfg = plan.config
         self.plan = plan
         trace = self.trace_path is not None

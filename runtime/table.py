@@ -245,23 +245,31 @@ class HudiTable:
         """Creates the table, or opens it after checking it was made with the same keys."""
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
+        cls.check_compatible(dfs, base_path, props)
         if dfs.exists(props_path):
-            existing = parse_properties(dfs.read_bytes(props_path).decode())
-            table._check_compatible(existing)
             return table
-        if dfs.exists(base_path):
-            entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
-            if entries:
-                raise TableError(
-                    f"{base_path} exists and holds {len(entries)} entries (e.g. {entries[0].name}) "
-                    "but no .hoodie/hoodie.properties: it is not a Hudi table. Choose an empty or "
-                    "new --table path.")
         for sub in (table.hoodie, Dfs.join(table.hoodie, AUX), Dfs.join(table.hoodie, "archived")):
             dfs.mkdirs(sub)
         body = "#Properties saved by commitlab\n" + "".join(
             f"{k}={v}\n" for k, v in props.properties().items())
         dfs.write_bytes(props_path, body.encode())
         return table
+
+    @classmethod
+    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> None:
+        """Read-only: raises TableError if ``base_path`` holds a table with other keys or a
+        directory that is not a Hudi table; a missing path is fine (it will be created)."""
+        table = cls(dfs, base_path, props)
+        props_path = Dfs.join(table.hoodie, "hoodie.properties")
+        if dfs.exists(props_path):
+            table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
+        elif dfs.exists(base_path):
+            entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
+            if entries:
+                raise TableError(
+                    f"{base_path} exists and holds {len(entries)} entries (e.g. {entries[0].name}) "
+                    "but no .hoodie/hoodie.properties: it is not a Hudi table. Choose an empty or "
+                    "new --table path.")
 
     @classmethod
     def open(cls, dfs: Dfs, base_path: str) -> "HudiTable":

@@ -1,0 +1,148 @@
+"""The verifier must reject tables that are not exactly-once: it is the proof every run relies on."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from runtime.dfs import open_dfs
+from runtime.messages import WriteStat
+from runtime.table import (HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id,
+                           merge_file_group)
+from runtime.verify import expected_state, verify_commits, verify_run
+
+KEY, PART, TS = "key", "partition", "ts"
+
+
+def _write_commit(table: HudiTable, records: pa.Table, prev: dict) -> str:
+    instant = table.new_instant_time(time.time(), table.timeline())
+    table.start_instant(instant)
+    stats = []
+    for part in sorted(set(records.column(PART).to_pylist())):
+        rows = records.filter(pa.compute.equal(records.column(PART), part))
+        fid = file_group_id("t", part, 0)
+        name = base_file_name(fid, "0-0-0", instant)
+        rel = f"{part}/{name}"
+        old = prev.get(fid)
+        base = table.read_base_file(old[1]) if old else None
+        table.ensure_partition(part, instant)
+        m = merge_file_group(base, rows, instant=instant, partition=part, file_name=name, key=KEY,
+                             precombine=TS, partition_id=0)
+        size = table.write_base_file(rel, m.table)
+        stats.append(WriteStat(fid, rel, part, old[0] if old else "null", m.table.num_rows,
+                               m.inserts, m.updates, size, size, m.written))
+        prev[fid] = (instant, rel)
+    table.commit(instant, stats, {"schema": avro_schema_json(records.schema, "t")})
+    return instant
+
+
+@pytest.fixture()
+def good_table(tmp_path):
+    path = str(tmp_path / "t")
+    dfs, base = open_dfs(path)
+    table = HudiTable.create_or_open(dfs, base, TableProps("t", KEY, PART, TS))
+    r1 = pa.table({KEY: [f"k{i}" for i in range(20)], PART: ["a", "b"] * 10,
+                   TS: list(range(20)), "v": [f"x{i}" for i in range(20)], "_offset": list(range(20))})
+    r2 = pa.table({KEY: [f"k{i}" for i in range(10, 30)], PART: ["a", "b"] * 10,
+                   TS: list(range(100, 120)), "v": [f"y{i}" for i in range(20)],
+                   "_offset": list(range(20, 40))})
+    prev: dict = {}
+    _write_commit(table, r1, prev)
+    _write_commit(table, r2, prev)
+    expected = expected_state(pa.concat_tables([r1, r2]), KEY, TS).select([KEY, PART, TS, "v"])
+    return path, expected, prev
+
+
+def test_a_good_table_verifies(good_table):
+    path, expected, _ = good_table
+    verdict = verify_run(path, expected, KEY)
+    assert verdict["verified"], verdict
+    assert verdict["expected"] == verdict["actual"] == 30
+    assert verdict["commits_checked"] == 2
+
+
+def _latest_file(path: str, prev: dict, part: str) -> str:
+    return os.path.join(path, next(rel for _, rel in prev.values() if rel.startswith(part + "/")))
+
+
+def _rewrite(file: str, fn) -> None:
+    t = pq.read_table(file)
+    pq.write_table(fn(t), file)
+
+
+def test_a_changed_value_is_mismatched(good_table):
+    path, expected, prev = good_table
+    f = _latest_file(path, prev, "a")
+    _rewrite(f, lambda t: t.set_column(t.column_names.index("v"), "v",
+                                       pa.array(["tampered"] + t.column("v").to_pylist()[1:])))
+    verdict = verify_run(path, expected, KEY)
+    assert not verdict["verified"]
+    assert verdict["mismatched"] == 1 and verdict["lost"] == 0
+    assert len(verdict["samples"]["mismatched"]) == 1
+
+
+def test_a_removed_row_is_lost(good_table):
+    path, expected, prev = good_table
+    f = _latest_file(path, prev, "b")
+    _rewrite(f, lambda t: t.slice(1))
+    verdict = verify_run(path, expected, KEY)
+    assert not verdict["verified"]
+    assert verdict["lost"] == 1
+    assert verdict["samples"]["lost"]
+
+
+def test_a_duplicated_row_is_reported_by_snapshot_and_commit_checks(good_table):
+    path, expected, prev = good_table
+    f = _latest_file(path, prev, "a")
+    last = prev[next(iter(prev))][0]
+
+    def duplicate_a_row_of_the_last_commit(t: pa.Table) -> pa.Table:
+        i = t.column("_hoodie_commit_time").to_pylist().index(last)
+        return pa.concat_tables([t, t.slice(i, 1)])
+
+    _rewrite(f, duplicate_a_row_of_the_last_commit)
+    verdict = verify_run(path, expected, KEY)
+    assert not verdict["verified"]
+    assert verdict["duplicated"] == 1
+    assert verdict["commit_problems"], "the last commit's incremental read has a row its metadata does not"
+
+
+def test_an_unexpected_row_is_reported(good_table):
+    path, expected, _ = good_table
+    verdict = verify_run(path, expected.slice(1), KEY)
+    assert not verdict["verified"]
+    assert verdict["unexpected"] == 1
+
+
+def test_a_second_base_file_for_a_committed_instant_fails_with_the_reader_error(good_table):
+    path, expected, prev = good_table
+    f = _latest_file(path, prev, "a")
+    d, name = os.path.split(f)
+    fid, token, rest = name.split("_")
+    shutil.copy(f, os.path.join(d, f"{fid}_9-9-9_{rest}"))
+    verdict = verify_run(path, expected, KEY)
+    assert not verdict["verified"]
+    assert "error" in verdict or verdict["duplicated"] or verdict["commit_problems"]
+
+
+def test_commit_metadata_that_overstates_rows_is_caught(good_table):
+    path, _, _ = good_table
+    dfs, base = open_dfs(path)
+    table = HudiTable.open(dfs, base)
+    last = table.timeline().last_completed()
+    meta_path = os.path.join(path, ".hoodie", f"{last}.commit")
+    import json
+
+    meta = json.load(open(meta_path))
+    first = next(iter(meta["partitionToWriteStats"].values()))[0]
+    first["numInserts"] += 3
+    json.dump(meta, open(meta_path, "w"))
+    checked = verify_commits(path)
+    assert not checked["verified"]
+    assert checked["problems"][0]["instant"] == last
+    assert checked["problems"][0]["rows_by_metadata"] == checked["problems"][0]["rows_read"] + 3
