@@ -21,6 +21,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.latency import percentiles, unblock_latencies
 from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS
 from runtime.table import HudiTable, TableProps
@@ -181,6 +182,8 @@ class JobRun:
         dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in metrics.values()]
                                     + [driver_counters.snapshot()])
         merged = Metrics.merge(m for m in metrics.values() if "error" not in m)
+        latencies = unblock_latencies([tuple(r) for r in coord.get("releases", [])],
+                                      [w for d in dumps.values() for w in d.get("waits", [])])
         ckps = jm["checkpoints"]
         completed = sum(1 for c in ckps.values() if c["status"] == "completed")
         aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
@@ -217,6 +220,9 @@ class JobRun:
             "rpcs": merged["rpcs"],
             "mails": merged["mails"],
             "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
+            "commit_to_unblock_s": percentiles(latencies),
+            "commit_to_unblock_samples": [round(x, 5) for x in latencies],
+            "counters": merged.get("counters", {}),
             "timing": {**self.plan.timings,
                        "setup_s": round(t_started - t0, 3), "run_s": round(t_end - t_started, 3),
                        "total_s": round(time.time() - t0, 3)},
@@ -242,6 +248,31 @@ def _root_cause(exc: BaseException) -> str:
 
 def _reader_uri(table: str) -> str:
     return table if "://" in table else os.path.abspath(table)
+
+
+@ray.remote(num_cpus=0)
+class _Echo:
+    async def ping(self) -> int:
+        return 0
+
+
+def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
+    """One actor call's round trip on this cluster (async actor, awaited one at a time): the
+    floor any coordination protocol on Ray pays."""
+    import numpy as np
+
+    ensure_ray()
+    echo = _Echo.remote()
+    ray.get(echo.ping.remote(), timeout=60)
+    samples = []
+    for _ in range(n):
+        t = time.perf_counter()
+        ray.get(echo.ping.remote(), timeout=10)
+        samples.append(time.perf_counter() - t)
+    ray.kill(echo)
+    a = np.asarray(samples)
+    return {"p50_s": round(float(np.percentile(a, 50)), 6), "p99_s": round(float(np.percentile(a, 99)), 6),
+            "samples": n}
 
 
 def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:

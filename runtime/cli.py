@@ -172,6 +172,45 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     return EXIT_OK if verdict["verified"] else EXIT_FAILED
 
 
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from actors.job import measure_rpc_round_trip, run_job
+    from runtime.compare import compare_table, dfs_table, plot_compare, run_compare
+    from runtime.scenarios import with_quiet_round
+
+    out = os.path.abspath(args.out)
+    names = [p.strip() for p in args.protocols.split(",") if p.strip()] or _protocol_names()
+    unknown = sorted(set(names) - set(_protocol_names()))
+    if unknown:
+        raise ConfigError(f"unknown protocol(s) {unknown}; choose from {', '.join(_protocol_names())}")
+    base = _config_from(args, out)
+    if args.schedule == "quiet-round":
+        base = with_quiet_round(base)
+    base.validate(_protocol_names())
+    rtt = measure_rpc_round_trip()
+    console.print(f"one actor RPC round trip: p50 {rtt['p50_s'] * 1000:.2f} ms, p99 {rtt['p99_s'] * 1000:.2f} ms")
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} protocols"), TimeElapsedColumn(),
+                  console=console, disable=args.quiet) as progress:
+        bar = progress.add_task("compare", total=len(names))
+
+        def on_start(name: str, i: int) -> None:
+            progress.update(bar, completed=i, description=f"running {name}")
+
+        doc = run_compare(base, names, out, run=lambda cfg, sub: run_job(cfg, sub), rtt=rtt,
+                          on_start=on_start)
+        progress.update(bar, completed=len(names), description="done")
+    plots = plot_compare(doc, out)
+    console.print(compare_table(doc))
+    console.print(dfs_table(doc))
+    console.print(f"results: {os.path.join(out, 'compare.json')}; plots: {', '.join(plots)}")
+    bad = [n for n, r in doc["protocols"].items() if not r["deadlock"] and r["exactly_once"] is not True]
+    if bad:
+        console.print(f"[red]not verified: {', '.join(bad)}[/red]")
+    return EXIT_FAILED if bad else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     defaults = JobConfig()
     parser = argparse.ArgumentParser(
@@ -200,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
                     help="exit non-zero unless the run deadlocks / commits")
     dl.set_defaults(func=cmd_deadlock)
 
+    cmp = sub.add_parser("compare", help="run the same workload under every protocol")
+    cmp.add_argument("--protocols", default="", help="comma-separated (default: all)")
+    cmp.add_argument("--out", default="commitlab-compare")
+    cmp.add_argument("--schedule", choices=["quiet-round", "even"], default="quiet-round",
+                     help="quiet-round: round 2 carries no data and its completion arrives late "
+                          "(a quiet period in the stream; exposes P1's deadlock); even: data in every round")
+    cmp.add_argument("--quiet", action="store_true")
+    _add_job_options(cmp, defaults=JobConfig(writers=4))
+    cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
+
     ver = sub.add_parser("verify", help="check a Hudi table against its input with the official reader")
     ver.add_argument("--table", required=True, help="table path or URI")
     ver.add_argument("--input", default="", help="the input the table was written from (parquet, CSV, JSON)")
@@ -212,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    console = Console(stderr=False)
+    # a pipe or a CI log gets wide tables rather than folded ones
+    console = Console(width=None if sys.stdout.isatty() else 150)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args, console)

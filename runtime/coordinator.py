@@ -76,6 +76,8 @@ class Coordinator:
         self.empty_rounds: list[int] = []
         self.aborted: list[int] = []
         self.cleanings: list[dict[str, float]] = []
+        # when each instant was made known to the writers (started, reused, or created on request)
+        self.releases: list[tuple[str, float]] = []
         self.schema_json = schema_json
         self.started = asyncio.Event()
         self._lock = asyncio.Lock()  # serializes handlers (Hudi's single-thread executor)
@@ -144,6 +146,7 @@ class Coordinator:
                 self.env.tracer.instant(f"ckp {ckp}: empty round, reuse {self.instant}",
                                         thread="coordinator")
                 await self.protocol.on_empty_round(ckp, self.instant)
+                self.release(self.instant)
                 result = {"committed": False, "reason": "empty round", "instant": self.instant}
             else:
                 instant = self.instant
@@ -197,9 +200,15 @@ class Coordinator:
         start = self.env.now()
         new = await self.create_instant()
         await self.protocol.on_instant_started(checkpoint_id, committed, new)
+        self.release(new)
         self.instant = new
         self.env.tracer.complete(f"start instant {new}", start, self.env.now(), thread="coordinator",
                                  cat="instant", args={"checkpoint": checkpoint_id})
+
+    def release(self, instant: str) -> None:
+        """Records that writers may now learn ``instant`` (the start of commit-to-unblock)."""
+        self.releases.append((instant, self.env.now()))
+        del self.releases[:-1000]
 
     async def commit_instant(self, instant: str, checkpoint_id: int,
                              extra: dict[str, str] | None = None) -> CommitRecord | None:
@@ -236,5 +245,6 @@ class Coordinator:
         return {"instant": self.instant, "commits": [codec._to_plain(c) for c in self.commits],
                 "empty_rounds": self.empty_rounds, "aborted": self.aborted,
                 "bootstrapped": sorted(self.bootstrapped), "error": self.error,
-                "cleanings": self.cleanings, "buffered_events": len(self.events)}
+                "cleanings": self.cleanings, "buffered_events": len(self.events),
+                "releases": [list(r) for r in self.releases]}
 

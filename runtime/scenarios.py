@@ -11,6 +11,8 @@ message file of checkpoint 2, and completes.
 
 from __future__ import annotations
 
+import dataclasses
+
 from runtime.config import JobConfig, Schedule
 
 
@@ -26,6 +28,29 @@ def deadlock_config(base: JobConfig) -> JobConfig:
         bucket_flush_rows=1,
         schedule=Schedule(rounds=[per_round, 0, per_round], notify_delay_s={2: 0.5}),
     )
+
+
+def with_quiet_round(base: JobConfig, quiet: int = 2, notify_delay_s: float = 0.5) -> JobConfig:
+    """A stream with a quiet period: round ``quiet`` carries no data, the others share the
+    records; the completion of the quiet checkpoint reaches the coordinator ``notify_delay_s``
+    late, and buckets are small enough that the next round flushes eagerly. This is the workload
+    ``commitlab compare`` runs by default: realistic, and it exposes P1's deadlock."""
+    if base.checkpoints < quiet + 1:
+        raise ValueError(f"a quiet round {quiet} needs at least {quiet + 1} checkpoints")
+    active = base.checkpoints - 1
+    per, extra = divmod(base.records, active)
+    rounds = []
+    for r in range(1, base.checkpoints + 1):
+        if r == quiet:
+            rounds.append(0)
+        else:
+            rounds.append(per + (1 if extra > 0 else 0))
+            extra -= 1
+    per_group = max(1, per // (base.partitions * base.num_buckets))
+    return base.replace(
+        bucket_flush_rows=min(base.bucket_flush_rows, max(1, per_group // 4)),
+        schedule=dataclasses.replace(base.schedule, rounds=rounds,
+                                     notify_delay_s={**base.schedule.notify_delay_s, quiet: notify_delay_s}))
 
 
 SCENARIOS = {"deadlock": deadlock_config}

@@ -94,6 +94,8 @@ class WriteTask:
         self._partitions_ready: set[str] = set()
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.blocked: BlockedWait | None = None
+        self._ended_wait: tuple[float, float] | None = None
+        self.waits: list[dict[str, Any]] = []  # blocked waits for an instant, with the instant
         self.state = "created"
         self.error: str | None = None
         self.rows_in = 0
@@ -138,8 +140,20 @@ class WriteTask:
             self.env.send(self.job_manager, "task_failed",
                           TaskFailure(self.env.role, self.error, self.last_checkpoint_id))
 
+    async def _instant_to_write(self, *, eager: bool, has_data: bool) -> str | None:
+        """Asks the protocol; a wait it blocked in is recorded with the instant that ended it,
+        for the commit-to-unblock latency."""
+        self._ended_wait = None
+        instant = await self.protocol.instant_to_write(eager=eager, has_data=has_data)
+        if self._ended_wait is not None and instant:
+            since, until = self._ended_wait
+            self.waits.append({"instant": instant, "since": since, "until": until})
+            del self.waits[:-1000]
+        return instant
+
     def set_blocked(self, wait: BlockedWait | None) -> None:
         if wait is None and self.blocked is not None:
+            self._ended_wait = (self.blocked.since, self.env.now())
             seconds = self.env.now() - self.blocked.since
             self.env.metrics.blocked(self.env.role, seconds)
             self.env.tracer.complete("blocked: " + self.blocked.what, self.blocked.since,
@@ -195,6 +209,7 @@ class WriteTask:
             "buffered_rows": self.buffered_rows, "current_instant": self.current_instant,
             "last_checkpoint_id": self.last_checkpoint_id, "rows_in": self.rows_in,
             "flushes": dict(self.flushes), "protocol": self.protocol.describe(),
+            "waits": list(self.waits),
         }
 
     # -- the mailbox thread --------------------------------------------------------------------
@@ -254,7 +269,7 @@ class WriteTask:
         """An eager flush of one bucket (before the barrier)."""
         outer = self.step
         self.step = f"{outer} -> flushBucket({key[0]}/{key[1]}) -> instantToWrite(eager)"
-        instant = await self.protocol.instant_to_write(eager=True, has_data=True)
+        instant = await self._instant_to_write(eager=True, has_data=True)
         self.step = outer
         if instant is None:
             raise FlushError(f"{self.env.role}: no inflight instant for an eager flush")
@@ -268,7 +283,7 @@ class WriteTask:
         start = self.env.now()
         self.last_checkpoint_id = checkpoint_id
         if self.protocol.flushes_at_barrier:
-            instant = await self.protocol.instant_to_write(eager=False, has_data=self.has_data())
+            instant = await self._instant_to_write(eager=False, has_data=self.has_data())
             if instant is None:
                 # in case there are empty checkpoints that have no input data (Hudi's message)
                 raise FlushError(f"{self.env.role}: No inflight instant when flushing data at "

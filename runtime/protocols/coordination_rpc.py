@@ -129,6 +129,7 @@ class CoordinationRpcCoordinator(CoordinatorSide):
     async def _create(self, key: int) -> str:
         instant = await self.ctx.create_instant()  # takes the table lock
         self.instants[key] = instant
+        self.ctx.release(instant)
         self.created += 1
         self.creating.pop(key, None)
         return instant

@@ -12,6 +12,7 @@ the number of writers, because only the server touches the DFS.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from runtime import message_bus as bus
@@ -42,20 +43,22 @@ class TimelineServer:
         self.misses = 0
         self.last_scan = float("-inf")
         self.scan_errors: list[str] = []
+        self._scan_lock = asyncio.Lock()  # one scan at a time: a slow stale scan never overwrites a fresh one
 
     async def start(self) -> None:
         await self._scan("start")
 
     async def _scan(self, why: str) -> None:
-        self.scans[why] += 1
-        self.last_scan = self.env.now()
-        try:
-            messages, pending = await self.env.io(self._scan_blocking)
-        except (DfsError, TableError, bus.MessageBusError) as exc:
-            self.scan_errors.append(f"{why}: {exc}"[:300])
-            return
-        self.messages = messages
-        self.last_pending = pending
+        async with self._scan_lock:
+            self.scans[why] += 1
+            self.last_scan = self.env.now()
+            try:
+                messages, pending = await self.env.io(self._scan_blocking)
+            except (DfsError, TableError, bus.MessageBusError) as exc:
+                self.scan_errors.append(f"{why}: {exc}"[:300])
+                return
+            self.messages = messages
+            self.last_pending = pending
 
     def _scan_blocking(self) -> tuple[dict[int, bus.CkpMessage], str | None]:
         """One listing of the bus (reading only files it has not cached) and one of the timeline."""
