@@ -355,12 +355,17 @@ class HudiTable:
         """Deletes an uncommitted instant's base files, then its requested/inflight markers.
 
         ``data_files`` are paths relative to the base path; files of the instant found by listing
-        the given partitions are deleted too. Returns what was deleted. Refuses a committed instant.
+        their partitions (every partition when none is named) are deleted too. Returns what was
+        deleted. Refuses a committed instant.
         """
         if self.is_committed(instant):
             raise TableError(f"cannot roll back {instant}: it is committed")
         deleted = []
+        data_files = list(data_files)
         partitions = {p.rsplit("/", 1)[0] for p in data_files if "/" in p}
+        if not data_files:  # nothing named: look for the instant's files in every partition
+            partitions = {e.name for e in self.dfs.list_dir(self.base_path)
+                          if e.is_dir and not e.name.startswith(".")}
         targets = {Dfs.join(self.base_path, p) for p in data_files}
         for part in partitions:
             try:

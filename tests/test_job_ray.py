@@ -25,7 +25,11 @@ def _cfg(tmp_path, **kw) -> JobConfig:
     return JobConfig(**base)
 
 
-@pytest.mark.parametrize("protocol", ["operator-event", "message-bus"])
+ALL = ["operator-event", "message-bus", "timeline-server", "coordination-rpc",
+       "coordination-rpc-async", "control-topic"]
+
+
+@pytest.mark.parametrize("protocol", ALL)
 def test_run_commits_every_checkpoint_exactly_once(ray_session, tmp_path, protocol):
     out = tmp_path / "out"
     result = run_job(_cfg(tmp_path, protocol=protocol), str(out))
@@ -45,8 +49,13 @@ def test_run_commits_every_checkpoint_exactly_once(ray_session, tmp_path, protoc
     # counters by role: the coordinator created instants, writers wrote base files
     assert result["dfs_ops"]["coordinator"]["create"] >= 3
     assert result["dfs_ops"]["writer.data"]["write"] >= 3
-    assert result["rpcs"]["write_metadata"] >= 2 * 3
     assert result["deadlock"] is None
+    # every commit records its checkpoint in extraMetadata
+    import json as _json
+
+    for c in result["commits"]:
+        meta = _json.loads((tmp_path / "table" / ".hoodie" / f"{c['instant']}.commit").read_text())
+        assert meta["extraMetadata"]["checkpoint.id"] == str(c["checkpoint"])
 
 
 def test_message_bus_run_writes_bus_files_and_no_timeline_polls(ray_session, tmp_path):
@@ -108,3 +117,63 @@ def test_aborted_checkpoint_keeps_the_instant_pending_and_loses_nothing(ray_sess
     assert sorted(os.listdir(tmp_path / "table" / ".hoodie" / ".aux" / "message_bus")) == [
         "0.commit", "1.commit", "2.aborted", "3.commit"]
     assert result["exactly_once"]["verified"]
+
+
+@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async",
+                                      "control-topic"])
+def test_deadlock_schedule_completes_under_every_other_protocol(ray_session, tmp_path, protocol):
+    result = run_job(deadlock_config(_cfg(tmp_path, protocol=protocol)), None)
+    assert result["status"] == "finished", result["error"]
+    assert result["deadlock"] is None
+    assert result["exactly_once"]["verified"]
+
+
+def test_timeline_server_answers_writers_so_they_never_read_the_dfs(ray_session, tmp_path):
+    result = run_job(_cfg(tmp_path, protocol="timeline-server"), None)
+    assert result["exactly_once"]["verified"]
+    assert result["rpcs"]["get_ckp_message"] >= 2
+    assert result["rpcs"]["refresh"] >= 3  # the coordinator asks for a refresh after each message
+    assert result["dfs_ops"].get("writer", {}) == {}  # the server reads for them
+    assert result["dfs_ops"]["timeline-server"]["list"] >= 3
+    assert result["counters"].get("timeline_server_fallbacks", 0) == 0
+
+
+def test_coordination_rpc_creates_one_instant_per_checkpoint_and_commits_the_backlog(ray_session, tmp_path):
+    cfg = _cfg(tmp_path, protocol="coordination-rpc", schedule=Schedule(abort_checkpoints=[2]))
+    result = run_job(cfg, None)
+    assert result["status"] == "finished", result["error"]
+    commits = result["commits"]
+    # checkpoint 2 aborted: its instant waits; checkpoint 3's success commits both, in order
+    assert [c["checkpoint"] for c in commits] == [1, 3, 3]
+    assert commits[1]["instant"] < commits[2]["instant"]
+    # one instant per checkpoint key: 3 instants for 3 rounds, requested by 2 writers each
+    assert len({c["instant"] for c in commits}) == 3
+    assert result["rpcs"]["instant_time_request"] == 2 * 3
+    assert result["exactly_once"]["verified"]
+
+
+def test_lock_held_fails_sync_rpc_and_async_rides_it_out(ray_session, tmp_path):
+    from runtime.scenarios import lock_held_config
+
+    sync = run_job(lock_held_config(_cfg(tmp_path / "s", protocol="coordination-rpc")), None)
+    assert sync["status"] == "failed"
+    assert "InstantTimeRequest" in sync["error"] and "#19902" in sync["error"]
+    assert [c["checkpoint"] for c in sync["commits"]] == [1]
+    asyn = run_job(lock_held_config(_cfg(tmp_path / "a", protocol="coordination-rpc-async")), None)
+    assert asyn["status"] == "finished", asyn["error"]
+    assert [c["checkpoint"] for c in asyn["commits"]] == [1, 2, 3]
+    assert asyn["exactly_once"]["verified"]
+    # the writers waited through the held lock (2.5 s) instead of failing
+    assert max(asyn["writer_blocked_s"].values()) >= 1.0
+
+
+def test_control_topic_commits_with_offsets_in_the_metadata(ray_session, tmp_path):
+    result = run_job(_cfg(tmp_path, protocol="control-topic"), None)
+    assert result["exactly_once"]["verified"]
+    last = result["commits"][-1]["instant"]
+    meta = json.loads((tmp_path / "table" / ".hoodie" / f"{last}.commit").read_text())
+    offsets = dict(p.split("=") for p in meta["extraMetadata"]["kafka.commit.offsets"].split(","))
+    # every partition's offset reached its source's row count: nothing left uncommitted
+    assert sum(int(o) for o in offsets.values()) == 6_000
+    assert result["rpcs"]["append"] >= 4 * 3  # START, END, 2 WRITE_STATUS, ACK per commit
+    assert "write_metadata" not in result["rpcs"] or result["rpcs"]["write_metadata"] == 2  # bootstrap only

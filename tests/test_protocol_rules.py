@@ -478,11 +478,6 @@ def test_p3_server_does_not_reread_message_files_it_cached(world):
     run(scenario())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime/protocols/timeline_server.py TimelineServer._scan_blocking: a cached message is "
-    "reused by file name alone (`cached.committed == (suffix == 'commit')`), so when the coordinator "
-    "of a new run on the same table recreates the bus (MessageDriver) and rewrites 0.commit, the "
-    "server, which started first and cached the previous run's bus, keeps serving the old instant"))
 def test_p3_server_serves_the_rewritten_message_after_the_bus_is_recreated(world):
     cfg = config(wait_tick_s=1000.0)
     # a previous job on this table left its bus behind (MessageDriver.close keeps the files)
@@ -893,11 +888,6 @@ class _HalfJitter:
         return 0.5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime/protocols/coordination_rpc.py CoordinationRpcWriter._request_async: "
-    "`if env.now() + backoff > deadline: raise` gives up as soon as the NEXT sleep would cross the "
-    "deadline, up to one backoff (1 s) early and without a last poll; with a 1.0 s deadline it raises "
-    "'still PENDING after 1.0s' at 0.75 s although the instant exists at 0.8 s"))
 def test_p4_async_writer_polls_until_the_deadline_not_before(world):
     coord, cfg = rpc_world(world, AsyncCoordinationRpcProtocol, instant_wait_timeout_s=1.0)
     w, ctx = rpc_writer(world, cfg, 0, mode="async", last_checkpoint_id=1)
@@ -912,11 +902,6 @@ def test_p4_async_writer_polls_until_the_deadline_not_before(world):
     assert instant and world.hoodie_files(".commit.requested") == [f"{instant}.commit.requested"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG runtime/protocols/coordination_rpc.py CoordinationRpcCoordinator._creation/_create: a "
-    "creation task that failed stays in `self.creating` forever, so in async mode every later poll "
-    "for that checkpoint gets PENDING: the writer neither gets an instant after a transient DFS error "
-    "(no retry) nor learns of the error; it times out with a misleading 'still PENDING'"))
 def test_p4_async_a_failed_instant_creation_is_retried_or_reported(world):
     faults = {"left": 1}
 

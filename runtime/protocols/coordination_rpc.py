@@ -103,11 +103,14 @@ class CoordinationRpcWriter(WriterSide):
             if reply.status == OK:
                 return reply.instant
             self.pending_replies += 1
-            if env.now() + backoff > deadline:
+            remaining = deadline - env.now()
+            if remaining <= 0:
                 raise InstantWaitTimeout(
                     f"{env.role}: the instant of checkpoint {key} was still PENDING after "
                     f"{cfg.instant_wait_timeout:.1f}s of polling")
-            await env.sleep(backoff * (0.5 + env.rng.random()))  # jitter: writers do not poll in step
+            # jitter keeps writers from polling in step; the last sleep ends at the deadline,
+            # where one more poll is made
+            await env.sleep(min(remaining, backoff * (0.5 + env.rng.random())))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def describe(self) -> dict[str, Any]:
@@ -125,9 +128,17 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         self.instants: dict[int, str] = {}  # checkpoint key -> instant, pending commit
         self.creating: dict[int, asyncio.Task] = {}
         self.created = 0
+        self.failures: list[str] = []
 
     async def _create(self, key: int) -> str:
-        instant = await self.ctx.create_instant()  # takes the table lock
+        try:
+            instant = await self.ctx.create_instant()  # takes the table lock
+        except Exception as exc:
+            # forget the attempt so the next request tries again, and say why this one failed
+            self.creating.pop(key, None)
+            self.failures.append(f"checkpoint {key}: {type(exc).__name__}: {exc}"[:300])
+            self.ctx.env.metrics.count("instant_creation_failures")
+            raise
         self.instants[key] = instant
         self.ctx.release(instant)
         self.created += 1
@@ -147,6 +158,8 @@ class CoordinationRpcCoordinator(CoordinatorSide):
             return InstantTimeReply(key, OK, self.instants[key])
         task = self._creation(key)  # one checkpoint id, one instant, created once
         if self.mode == "async":
+            if task.done() and task.exception() is not None:
+                self.creating.pop(key, None)
             return InstantTimeReply(key, PENDING)
         instant = await asyncio.shield(task)
         return InstantTimeReply(key, OK, instant)
@@ -158,12 +171,14 @@ class CoordinationRpcCoordinator(CoordinatorSide):
             rec = await self.ctx.commit_instant(instant, checkpoint_id)
             if rec is not None:
                 committed.append(instant)
+            else:  # requested at a barrier without data: nothing to commit, take it off the timeline
+                await self.ctx.env.io(self.ctx.table.rollback, instant, [])
         if not committed:
             self.ctx.empty_rounds.append(checkpoint_id)
         return {"committed": bool(committed), "instants": committed}
 
     def describe(self) -> dict[str, Any]:
-        return {"pending": dict(self.instants), "created": self.created}
+        return {"pending": dict(self.instants), "created": self.created, "failures": self.failures[-5:]}
 
 
 class CoordinationRpcProtocol(Protocol):

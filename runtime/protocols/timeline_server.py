@@ -29,7 +29,7 @@ SERVER = "timeline-server"
 class TimelineServer:
     """Caches the message bus and the timeline's last pending instant for one table."""
 
-    RPC_METHODS = ("get_ckp_message", "last_pending_instant", "refresh", "describe")
+    RPC_METHODS = ("get_ckp_message", "last_pending_instant", "refresh", "reset", "describe")
 
     def __init__(self, env: Env, config: JobConfig, table: HudiTable) -> None:
         self.env = env
@@ -101,6 +101,13 @@ class TimelineServer:
     async def refresh(self, _msg: Any = None) -> None:
         await self._scan("refresh")
 
+    async def reset(self, _msg: Any = None) -> None:
+        """Forgets the cache and rescans: the coordinator recreated the bus (a new job on the
+        same table), so a cached file name may now hold another message."""
+        async with self._scan_lock:
+            self.messages = {}
+        await self._scan("refresh")
+
     def describe(self, _msg: Any = None) -> dict[str, Any]:
         return {"requests": self.requests, "scans": dict(self.scans), "misses": self.misses,
                 "cached_messages": sorted(self.messages), "scan_errors": self.scan_errors[-5:]}
@@ -139,6 +146,10 @@ class TimelineServerWriter(MessageBusWriter):
 
 class TimelineServerCoordinator(MessageBusCoordinator):
     """Writes the bus as in P2, then asks the server to refresh."""
+
+    async def open(self) -> None:
+        await super().open()  # recreates the bus directory
+        await self.ctx.env.call(SERVER, "reset", None, timeout=self.ctx.config.rpc_timeout_s)
 
     def _refresh(self) -> None:
         self.ctx.env.send(SERVER, "refresh", None)
