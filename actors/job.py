@@ -24,6 +24,7 @@ from runtime.dfs import DfsCounters, open_dfs
 from runtime.latency import percentiles, unblock_latencies
 from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS
+from runtime.state_backend import StateBackend
 from runtime.table import HudiTable, TableProps
 from runtime.trace import write_trace
 from runtime.verify import verify_run
@@ -58,11 +59,13 @@ class JobRun:
         self.task_names = [f"writer-{i}" for i in range(cfg.writers)]
         self.source_names = [f"source-{i}" for i in range(cfg.writers)]
         self.actors: dict[str, Any] = {}
+        self._fresh: set[str] = set()
 
     def _create(self, kind: str, name: str, props: TableProps, extra: dict[str, Any]) -> Any:
         actor = RoleActor.options(name=name, namespace=self.namespace).remote(
             kind, name, codec.encode(self.cfg), props.__dict__, extra)
         self.actors[name] = actor
+        self._fresh.add(name)
         return actor
 
     def run(self) -> dict[str, Any]:
@@ -73,63 +76,34 @@ class JobRun:
         props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         plan = plan_stream(cfg)  # bad input fails here, before anything is written
-        HudiTable.create_or_open(dfs, base, props)
+        table = HudiTable.create_or_open(dfs, base, props)
         self.cfg = cfg = plan.config
-        self.plan = plan
-        trace = self.trace_path is not None
+        self.plan, self.props, self.table = plan, props, table
+        self.state_backend = StateBackend(dfs, base)
+        self.state_backend.clear()  # checkpoints of an earlier job on this table are not ours
+        self._clear_fault_markers(dfs, base)
+        self.commits_before = set(table.timeline().completed_commits())
+        self.prior_metrics: list[dict[str, Any]] = []
+        self.prior_checkpoints: dict[str, Any] = {}
+        self.failovers: list[dict[str, Any]] = []
+        self.last_triggered = 0
 
-        protocol = PROTOCOLS[cfg.protocol]
-        for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
-            self._create(kind, kind, props, {"trace": trace})
-        coord = self._create("coordinator", "coordinator", props,
-                             {"schema_json": plan.schema_json, "trace": trace})
-        jm = self._create("job-manager", "job-manager", props, {"trace": trace})
-        for i, name in enumerate(self.task_names):
-            self._create("writer", name, props, {"task_id": i, "trace": trace})
-        for i, name in enumerate(self.source_names):
-            self._create("source", name, props, {"task_id": i, "writer": self.task_names[i],
-                                                 "trace": trace, **plan.shard_args[i]})
-        handles = dict(self.actors)
-        start_timeout = max(60.0, cfg.rpc_timeout_s)
-        ray.get([self.actors[k].start.remote(handles, self.task_names, self.source_names)
-                 for k in protocol.extra_roles], timeout=start_timeout)
-        ray.get(coord.start.remote(handles, self.task_names, self.source_names), timeout=start_timeout)
-        ray.get(jm.start.remote(handles, self.task_names, self.source_names), timeout=start_timeout)
-        ray.get([self.actors[n].start.remote(handles, self.task_names, self.source_names)
-                 for n in self.task_names], timeout=start_timeout)
         t_started = time.time()
-        jm_ref = jm.run.remote()
-        ray.get([self.actors[n].start.remote(handles, self.task_names, self.source_names)
-                 for n in self.source_names], timeout=start_timeout)
-
-        deadlock = None
-        stalls: list[dict[str, Any]] = []
-        status, error = "running", None
         deadline = time.time() + cfg.job_timeout_s
-        last_progress = 0.0
+        error: str | None = None
         while True:
-            ready, _ = ray.wait([jm_ref], timeout=POLL_S)
-            if ready:
-                try:
-                    ray.get(jm_ref)
-                    status = "finished"
-                except ray.exceptions.RayTaskError as exc:
-                    status, error = "failed", _root_cause(exc)
-                break
-            dumps = self._dumps()
-            deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
-            if deadlock is not None:
-                status = "deadlocked"
-                break
-            stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
-            if time.time() > deadline:
-                status = "timed-out"
-                error = (f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
-                         f"stalled tasks: {stalls or 'none'}")
-                break
-            if self.on_progress and time.time() - last_progress > 0.5:
-                last_progress = time.time()
-                self.on_progress(self._progress())
+            try:
+                if error is None:
+                    self._launch(restore=None)
+                else:
+                    self._failover(error)
+                status, error, deadlock, stalls = self._supervise(deadline)
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError,
+                    ray.exceptions.GetTimeoutError) as exc:  # a role failed while starting
+                status, error, deadlock, stalls = "failed", _root_cause(exc), None, []
+            if status == "failed" and len(self.failovers) < cfg.max_restarts:
+                continue
+            break
         t_end = time.time()
         if status == "finished":
             # let the sources push end-of-input so every mailbox loop ends cleanly
@@ -146,6 +120,135 @@ class JobRun:
             with open(os.path.join(self.out_dir, "result.json"), "w") as f:
                 json.dump(result, f, indent=2, default=str)
         return result
+
+    def _clear_fault_markers(self, dfs, base: str) -> None:
+        from runtime.faults import faults_path
+
+        if dfs.exists(faults_path(base)):
+            dfs.delete(faults_path(base), recursive=True)
+
+    def _launch(self, restore: Any) -> None:
+        """Creates and starts the roles; ``restore`` is the completed checkpoint to resume from
+        after a failover (None: a fresh start, or a failover before any checkpoint completed)."""
+        cfg, plan, props = self.cfg, self.plan, self.props
+        trace = self.trace_path is not None
+        faults = codec.encode(cfg.faults) if cfg.faults else b""
+        common = {"trace": trace, "faults": faults}
+        resume = {}
+        protocol = PROTOCOLS[cfg.protocol]
+        if protocol.writer_side.replays_from_committed_offsets:
+            restore = None  # the sources replay everything; the protocol's offsets skip the rest
+        if self.failovers:
+            done_round = restore.round if restore is not None else 0
+            resume_id = max(self.last_triggered, restore.checkpoint_id if restore else 0)
+            resume = {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
+                      "start_round": done_round + 1}
+        for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
+            if kind not in self.actors:  # they outlive a failover (the control topic is Kafka)
+                self._create(kind, kind, props, dict(common))
+        coord = self._create("coordinator", "coordinator", props,
+                             {**common, "schema_json": plan.schema_json,
+                              "resume_checkpoint_id": resume.get("resume_checkpoint_id", 0)})
+        jm = self._create("job-manager", "job-manager", props,
+                          {**common, **{k: v for k, v in resume.items() if k.startswith("start_")}})
+        states = restore.states if restore is not None else {}
+        for i, name in enumerate(self.task_names):
+            extra = {**common, "task_id": i}
+            if self.failovers:
+                extra["resume_checkpoint_id"] = resume["resume_checkpoint_id"]
+                extra["restored_state"] = states.get(name)
+            self._create("writer", name, props, extra)
+        for i, name in enumerate(self.source_names):
+            extra = {**common, "task_id": i, "writer": self.task_names[i], **plan.shard_args[i]}
+            if self.failovers:
+                src_state = states.get(name)
+                offset = codec.decode(src_state).offset if src_state else 0
+                extra.update(start_round=resume["start_round"], start_offset=offset)
+            self._create("source", name, props, extra)
+        handles = dict(self.actors)
+        start_timeout = max(60.0, cfg.rpc_timeout_s)
+        names = (self.task_names, self.source_names)
+        ray.get([self.actors[k].start.remote(handles, *names) for k in protocol.extra_roles
+                 if k in self._fresh], timeout=start_timeout)
+        ray.get(coord.start.remote(handles, *names), timeout=start_timeout)
+        ray.get(jm.start.remote(handles, *names), timeout=start_timeout)
+        ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names],
+                timeout=start_timeout)
+        self.jm_ref = jm.run.remote()
+        ray.get([self.actors[n].start.remote(handles, *names) for n in self.source_names],
+                timeout=start_timeout)
+        self._fresh = set()
+
+    def _supervise(self, deadline: float) -> tuple[str, str | None, Any, list[dict[str, Any]]]:
+        """Waits for the job manager's loop, watching for deadlocks, dead actors and the time limit."""
+        cfg = self.cfg
+        stalls: list[dict[str, Any]] = []
+        last_progress = 0.0
+        while True:
+            ready, _ = ray.wait([self.jm_ref], timeout=POLL_S)
+            if ready:
+                try:
+                    ray.get(self.jm_ref)
+                    return "finished", None, None, stalls
+                except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
+                    return "failed", _root_cause(exc), None, stalls
+            dumps = self._dumps()
+            dead = sorted(n for n, d in dumps.items() if str(d.get("state", "")).startswith("unreachable"))
+            if dead:
+                return "failed", f"{', '.join(dead)} died ({dumps[dead[0]]['state']})", None, stalls
+            deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
+            if deadlock is not None:
+                return "deadlocked", None, deadlock, stalls
+            stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
+            if time.time() > deadline:
+                return ("timed-out", f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
+                        f"stalled tasks: {stalls or 'none'}", None, stalls)
+            if self.on_progress and time.time() - last_progress > 0.5:
+                last_progress = time.time()
+                self.on_progress(self._progress())
+
+    def _failover(self, error: str | None) -> None:
+        """Global failover (Flink's restart-all strategy): every task, source, the coordinator and
+        the job manager restart from the last completed checkpoint."""
+        restore = self.state_backend.latest()
+        try:
+            jm = ray.get(self.actors["job-manager"].describe.remote(), timeout=5)
+            self.last_triggered = max([self.last_triggered, jm.get("current", 0)]
+                                      + [int(k) for k in jm["checkpoints"]])
+            self.prior_checkpoints.update({str(k): v for k, v in jm["checkpoints"].items()})
+        except Exception:
+            pass
+        self.failovers.append({"error": error, "at": time.time(),
+                               "restored_checkpoint": restore.checkpoint_id if restore else None,
+                               "resumed_round": (restore.round + 1) if restore else 1})
+        keep = set(PROTOCOLS[self.cfg.protocol].extra_roles)
+        for name, actor in list(self.actors.items()):
+            if name in keep:
+                continue
+            try:
+                self.prior_metrics.append(ray.get(actor.metrics.remote(), timeout=5))
+            except Exception:
+                pass  # a dead actor's counters are lost with it
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+            del self.actors[name]
+        self._wait_names_free()
+        self._launch(restore)
+
+    def _wait_names_free(self, timeout: float = 30.0) -> None:
+        """Killed named actors release their names asynchronously; wait (bounded) before reuse."""
+        end = time.time() + timeout
+        for name in self.task_names + self.source_names + ["coordinator", "job-manager"]:
+            while time.time() < end:
+                try:
+                    ray.get_actor(name, namespace=self.namespace)
+                except ValueError:
+                    break
+                time.sleep(0.05)
+            else:
+                raise TimeoutError(f"the killed actor {name!r} still holds its name after {timeout}s")
 
     # -- supervision ---------------------------------------------------------------------------
 
@@ -176,15 +279,15 @@ class JobRun:
                 metrics[n] = ray.get(self.actors[n].metrics.remote(), timeout=10)
             except Exception as exc:
                 metrics[n] = {"error": str(exc)}
-        coord = ray.get(self.actors["coordinator"].describe.remote(), timeout=10)
-        jm = ray.get(self.actors["job-manager"].describe.remote(), timeout=10)
+        coord = self._describe("coordinator")
+        jm = self._describe("job-manager")
         dumps = self._dumps()
-        dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in metrics.values()]
-                                    + [driver_counters.snapshot()])
-        merged = Metrics.merge(m for m in metrics.values() if "error" not in m)
+        parts = [m for m in metrics.values() if "error" not in m] + self.prior_metrics
+        dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_counters.snapshot()])
+        merged = Metrics.merge(parts)
         latencies = unblock_latencies([tuple(r) for r in coord.get("releases", [])],
                                       [w for d in dumps.values() for w in d.get("waits", [])])
-        ckps = jm["checkpoints"]
+        ckps = {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
         completed = sum(1 for c in ckps.values() if c["status"] == "completed")
         aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
         rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
@@ -209,9 +312,11 @@ class JobRun:
             "records": cfg.records,
             "checkpoints": {"completed": completed, "aborted": aborted, "requested": cfg.checkpoints,
                             "detail": ckps},
-            "commits": [{"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]}
-                        for c in coord["commits"]],
-            "empty_rounds": coord["empty_rounds"],
+            "commits": self._commits_of_this_job(),
+            "empty_rounds": coord.get("empty_rounds", []),
+            "failovers": self.failovers,
+            "faults_fired": self._fired_faults(),
+            "rolled_back": coord.get("rolled_back", []),
             "deadlock": deadlock.to_result() if deadlock else None,
             "stalls": stalls,
             "dfs_ops": dfs_ops,
@@ -231,6 +336,47 @@ class JobRun:
                       for n, d in dumps.items()},
             "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
         }
+
+    def _describe(self, name: str) -> dict[str, Any]:
+        try:
+            return ray.get(self.actors[name].describe.remote(), timeout=10)
+        except Exception as exc:
+            return {"error": f"{name} unreachable: {type(exc).__name__}"}
+
+    def _commits_of_this_job(self) -> list[dict[str, Any]]:
+        """The commits this job made, read from the table itself: they survive any failover."""
+        out = []
+        for instant in self.table.timeline().completed_commits():
+            if instant in self.commits_before:
+                continue
+            meta = self.table.read_commit_metadata(instant)
+            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
+            out.append({"instant": instant,
+                        "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
+                        "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats)})
+        return out
+
+    def _fired_faults(self) -> list[dict[str, Any]]:
+        """Every fault that fired, in order, from the markers the injectors left on the DFS."""
+        from runtime.faults import faults_path
+
+        path = faults_path(self.table.base_path)
+        try:
+            entries = self.table.dfs.list_dir(path)
+        except Exception:
+            return []
+        fired = []
+        fs = self.table.dfs.fs
+        for e in entries:
+            info = fs.get_file_info(e.path)
+            with fs.open_input_stream(e.path) as f:
+                role = f.read().decode(errors="replace").split(" ")[0]
+            key = e.name.rsplit(".", 1)[0]
+            point, _, rest = key.partition("@")
+            ckp, _, task = rest.partition("#")
+            fired.append({"point": point, "role": role, "checkpoint": int(ckp), "task": int(task),
+                          "at": info.mtime.timestamp() if info.mtime else 0.0})
+        return sorted(fired, key=lambda f: f["at"])
 
     def _shutdown(self) -> None:
         for actor in self.actors.values():

@@ -77,3 +77,11 @@ class RayEnv(Env):
 
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
+
+    def crash(self, reason: str) -> None:
+        """A real crash: the actor's process exits at once (no clean-up, as a killed process)."""
+        import os
+        import sys
+
+        print(f"{self.role}: {reason}; exiting the process", file=sys.stderr, flush=True)
+        os._exit(1)

@@ -17,6 +17,8 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.coordinator import Coordinator
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.faults import FaultInjector
+from runtime.state_backend import StateBackend
 from runtime.job_manager import JobManager
 from runtime.messages import TaskState
 from runtime.protocols import get_protocol
@@ -36,6 +38,11 @@ class RoleActor:
         dfs, base = open_dfs(self.config.table, role=kind, counters=counters)
         self.env = RayEnv(name, dfs, seed=self.config.seed, trace=self.extra.get("trace", True))
         self.table = HudiTable(dfs, base, TableProps(**props))
+        if self.extra.get("faults"):
+            specs = codec.decode(self.extra["faults"])
+            self.env.faults = FaultInjector(specs, name, dfs, base)
+            if any(s.point == "dfs.transient_error" for s in specs) and kind == "coordinator":
+                dfs.fault_hook = _transient_dfs_error(self.env)
         self.role: Any = None
         self._task: asyncio.Task | None = None
 
@@ -45,24 +52,31 @@ class RoleActor:
         protocol = get_protocol(self.config.protocol)
         if self.kind == "coordinator":
             self.role = Coordinator(self.env, self.config, self.table, protocol, task_names,
-                                    schema_json=self.extra.get("schema_json", ""))
+                                    schema_json=self.extra.get("schema_json", ""),
+                                    resume_checkpoint_id=int(self.extra.get("resume_checkpoint_id", 0)))
             await self.role.start()
         elif self.kind == "job-manager":
-            self.role = JobManager(self.env, self.config, task_names, source_names)
+            self.role = JobManager(self.env, self.config, task_names, source_names,
+                                   state_backend=StateBackend(self.env.dfs, self.table.base_path),
+                                   start_checkpoint_id=int(self.extra.get("start_checkpoint_id", 1)),
+                                   start_round=int(self.extra.get("start_round", 1)))
         elif self.kind == "writer":
             task_id = int(self.extra["task_id"])
             data_table = self.table.with_dfs(self.env.dfs.for_role("writer.data"))
             self.role = WriteTask(self.env, self.config, task_id, self.table, protocol,
                                   data_table=data_table)
+            restored = self.extra.get("restored_state") or restored
             state = codec.decode(restored, TaskState) if restored else None
-            await self.role.start(state)
+            await self.role.start(state, resume_checkpoint_id=self.extra.get("resume_checkpoint_id"))
         elif self.kind == "source":
             task_id = int(self.extra["task_id"])
             if "stream_shard" in self.extra:
                 shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
             else:
                 shard = InMemoryShard(self.extra["rounds"])
-            self.role = Source(self.env, self.config, task_id, shard, writer=self.extra["writer"])
+            self.role = Source(self.env, self.config, task_id, shard, writer=self.extra["writer"],
+                               start_round=int(self.extra.get("start_round", 1)),
+                               start_offset=int(self.extra.get("start_offset", 0)))
             self._task = asyncio.get_running_loop().create_task(self.role.run())
         elif self.kind in protocol.extra_roles:
             # a role the protocol brings (the timeline server, the control topic)
@@ -119,3 +133,17 @@ class RoleActor:
 
     async def ping(self) -> float:
         return self.env.now()
+
+    async def fired_faults(self) -> list[dict[str, Any]]:
+        return list(self.env.faults.fired) if self.env.faults is not None else []
+
+
+def _transient_dfs_error(env: RayEnv):
+    """A DFS hook that fails one write of the coordinator (the dfs.transient_error fault)."""
+    from runtime.faults import InjectedDfsError
+
+    def hook(role: str, op: str, path: str) -> None:
+        if op in ("write", "create") and env.fault("dfs.transient_error"):
+            raise InjectedDfsError(f"injected transient DFS error on {op} {path}")
+
+    return hook

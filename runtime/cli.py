@@ -257,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--partition-field", default=defaults.partition_field)
     ver.add_argument("--precombine-field", default=defaults.precombine_field)
     ver.set_defaults(func=cmd_verify)
+
+    from runtime.sim.cli import add_commands as add_sim_commands
+
+    add_sim_commands(sub)
     return parser
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.codec import message
+from runtime.faults import FaultSpec
 
 
 class ConfigError(ValueError):
@@ -81,6 +82,8 @@ class JobConfig:
     write_status_timeout_s: float = 10.0  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
     topic_retention_records: int = 10_000  # control topic retention
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
+    max_restarts: int = 3  # failovers (restart all from the last completed checkpoint) before giving up
+    faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults)
     schedule: Schedule = field(default_factory=Schedule)
 
     # -- derived -------------------------------------------------------------------------------

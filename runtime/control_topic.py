@@ -418,6 +418,13 @@ class TopicConsumer:
         return await self.env.call(self.topic, "committed_offset", self.name,
                                    timeout=self.rpc_timeout_s)
 
+    async def seek_to_end(self) -> int:
+        """Skips everything already in the topic (a consumer that starts after a restart: the
+        coordinator's next START_COMMIT says where to resume); returns the new position."""
+        info = await self.env.call(self.topic, "describe_topic", None, timeout=self.rpc_timeout_s)
+        self.seek(int(info["high_watermark"]))
+        return self._position
+
     async def seek_to_committed(self) -> int:
         """After a restart: resume from the committed offset (or stay put if none); returns it."""
         committed = await self.committed()

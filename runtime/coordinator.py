@@ -59,7 +59,7 @@ class Coordinator:
                    'notify_checkpoint_aborted', 'end_of_input')
 
     def __init__(self, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol],
-                 task_names: list[str], *, schema_json: str = "") -> None:
+                 task_names: list[str], *, schema_json: str = "", resume_checkpoint_id: int = 0) -> None:
         self.env = env
         self.config = config
         self.table = table
@@ -83,6 +83,9 @@ class Coordinator:
         self._lock = asyncio.Lock()  # serializes handlers (Hudi's single-thread executor)
         self.table_lock = asyncio.Lock()  # the table's transaction lock (instant creation, commit, clean)
         self.error: str | None = None
+        # after a failover: the checkpoint id the restored tasks resume from (message id for the bus)
+        self.resume_checkpoint_id = resume_checkpoint_id
+        self.rolled_back: list[str] = []
 
     async def start(self) -> None:
         await self.protocol.open()
@@ -107,14 +110,21 @@ class Coordinator:
         """All tasks bootstrapped: recommit what a restored checkpoint left uncommitted, then
         start the first instant of this run (message 0 for the message bus)."""
         recover = [e for e in self.events if e.write_stats]
+        recommitted = ""
         if recover:
             instant = recover[0].instant
             committed = await self.env.io(self.table.is_committed, instant)
             if not committed:
+                # the checkpoint completed but its commit never happened (a crash): commit now
                 await self.commit_instant(instant, recover[0].checkpoint_id)
+                recommitted = instant
             self.events.clear()
+        # instants that can never complete (a failed attempt's): delete their files first
+        for pending in (await self.env.io(self.table.timeline)).pending_commits():
+            await self.env.io(self.table.rollback, pending, [])
+            self.rolled_back.append(pending)
         if self.protocol.eager_instants:
-            await self._start_instant(0, committed="")
+            await self._start_instant(self.resume_checkpoint_id, committed=recommitted)
         await self.protocol.on_all_bootstrapped()
         self.started.set()
 
@@ -152,6 +162,8 @@ class Coordinator:
                 instant = self.instant
                 await self.commit_instant(instant, ckp)
                 self.events.clear()
+                if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
+                    self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
                 await self._start_instant(ckp, committed=instant)
                 result = {"committed": True, "instant": instant}
         hold = self.config.schedule.clean_lock_s.get(ckp)
@@ -226,6 +238,8 @@ class Coordinator:
         if not stats:
             return None
         metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
+        if self.env.fault("coordinator.before_commit_file", checkpoint=checkpoint_id):
+            self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:
                 await self.env.io(self.table.commit, instant, stats, metadata)
@@ -246,5 +260,5 @@ class Coordinator:
                 "empty_rounds": self.empty_rounds, "aborted": self.aborted,
                 "bootstrapped": sorted(self.bootstrapped), "error": self.error,
                 "cleanings": self.cleanings, "buffered_events": len(self.events),
-                "releases": [list(r) for r in self.releases]}
+                "releases": [list(r) for r in self.releases], "rolled_back": self.rolled_back}
 

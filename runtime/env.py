@@ -49,6 +49,22 @@ class Env(abc.ABC):
     rng: random.Random
     tracer: Tracer
     metrics: Metrics
+    faults: Any = None  # a runtime.faults.FaultInjector when faults are armed
+
+    def fault(self, point: str, *, checkpoint: int = -1, task: int = -1) -> Any:
+        """The armed fault spec if ``point`` fires now, else None."""
+        if self.faults is None:
+            return None
+        spec = self.faults.hit(point, checkpoint=checkpoint, task=task)
+        if spec is not None:
+            self.tracer.instant(f"fault {point}", cat="fault", args={"checkpoint": checkpoint})
+        return spec
+
+    def crash(self, reason: str) -> None:
+        """Ends this role as a crash would. The Ray host exits the process; others raise."""
+        from runtime.faults import InjectedCrash
+
+        raise InjectedCrash(reason)
 
     @abc.abstractmethod
     def now(self) -> float:

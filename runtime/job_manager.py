@@ -40,7 +40,8 @@ class JobManager:
     RPC_METHODS = ('ack_checkpoint', 'round_emitted', 'task_failed')
 
     def __init__(self, env: Env, config: JobConfig, task_names: list[str], source_names: list[str],
-                 *, coordinator: str = "coordinator") -> None:
+                 *, coordinator: str = "coordinator", state_backend: Any = None,
+                 start_checkpoint_id: int = 1, start_round: int = 1) -> None:
         self.env = env
         self.config = config
         self.task_names = task_names
@@ -54,6 +55,9 @@ class JobManager:
         self.status = "created"
         self.current: int = 0
         self.commit_results: dict[int, Any] = {}
+        self.state_backend = state_backend  # runtime.state_backend.StateBackend, or None
+        self.start_checkpoint_id = start_checkpoint_id  # after a failover: ids go on increasing
+        self.start_round = start_round  # after a failover: the first round not yet checkpointed
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -65,7 +69,8 @@ class JobManager:
 
     def round_emitted(self, msg: RoundEmitted) -> None:
         if msg.round > self.rounds_emitted.get(msg.source, 0):
-            self.rows_emitted[msg.source] = self.rows_emitted.get(msg.source, 0) + msg.rows
+            self.rows_emitted[msg.source] = max(self.rows_emitted.get(msg.source, 0) + msg.rows,
+                                                msg.end_offset)
         self.rounds_emitted[msg.source] = max(self.rounds_emitted.get(msg.source, 0), msg.round)
         self._changed.set()
 
@@ -101,19 +106,24 @@ class JobManager:
             raise JobFailed(f"{f.role} failed: {f.error}")
 
     async def run(self) -> dict[str, Any]:
-        """Runs every checkpoint of the job; returns a summary. Raises JobFailed on a task failure."""
+        """Runs one checkpoint per round of data, then final checkpoints until one completes;
+        returns a summary. Raises JobFailed on a task failure."""
         self.status = "running"
         cfg = self.config
         last_trigger = self.env.now()
         completed_last = False
-        ckp = 0
+        ckp = self.start_checkpoint_id - 1
+        round_no = self.start_round - 1
+        finals = 0
         try:
-            total = cfg.checkpoints + MAX_FINAL_CHECKPOINTS
-            while ckp < total:
-                ckp += 1
-                if ckp > cfg.checkpoints and completed_last:
+            while True:
+                if round_no < cfg.checkpoints:
+                    round_no += 1
+                elif completed_last or finals >= MAX_FINAL_CHECKPOINTS:
                     break
-                round_no = min(ckp, cfg.checkpoints)
+                else:
+                    finals += 1  # end of input: retry until a checkpoint completes
+                ckp += 1
                 await self._wait_until(
                     lambda: all(v >= round_no for v in self.rounds_emitted.values()),
                     cfg.job_timeout_s, f"every source to emit round {round_no}")
@@ -121,9 +131,9 @@ class JobManager:
                 if wait > 0:
                     await self.env.sleep(wait)
                 last_trigger = self.env.now()
-                completed_last = await self._checkpoint(ckp)
-            self.status = "finished" if completed_last else "failed"
+                completed_last = await self._checkpoint(ckp, round_no)
             if not completed_last:
+                self.status = "failed"
                 raise JobFailed(f"the final checkpoint did not complete after "
                                 f"{MAX_FINAL_CHECKPOINTS} retries: data stays uncommitted")
             from runtime.coordinator import InputFinished
@@ -133,19 +143,21 @@ class JobManager:
                                                     timeout=cfg.job_timeout_s)
             for src in self.source_names:
                 self.env.send(src, "finish", None)
+            self.status = "finished"
             return self.describe()
         except BaseException:
             if self.status == "running":
                 self.status = "failed"
             raise
 
-    async def _checkpoint(self, ckp: int) -> bool:
+    async def _checkpoint(self, ckp: int, round_no: int) -> bool:
         cfg = self.config
         self.current = ckp
         rec = CheckpointRecord(ckp, triggered_at=self.env.now())
         self.checkpoints[ckp] = rec
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
-        await self.env.call(self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.rpc_timeout_s)
+        coordinator_state = await self.env.call(self.coordinator, "checkpoint_coordinator", trigger,
+                                                timeout=cfg.rpc_timeout_s)
         for src in self.source_names:
             self.env.send(src, "trigger_barrier", trigger)
         try:
@@ -157,16 +169,25 @@ class JobManager:
             await self._notify_aborted(ckp, rec.reason)
             return False
         rec.acked_at = self.env.now()
-        if ckp in cfg.schedule.abort_checkpoints:
+        if ckp in cfg.schedule.abort_checkpoints or self.env.fault("checkpoint.abort", checkpoint=ckp):
             rec.status, rec.reason = "aborted", "aborted by the schedule"
             await self._notify_aborted(ckp, rec.reason)
             return False
+        if self.state_backend is not None:
+            # the checkpoint is complete once its states are stored; only then is it notified
+            from runtime.state_backend import CompletedCheckpoint
+
+            states = dict(rec.acks, coordinator=coordinator_state or b"")
+            await self.env.io(self.state_backend.save, CompletedCheckpoint(ckp, round_no, states))
         delay = cfg.schedule.notify_delay_s.get(ckp, 0.0)
         if delay:
             await self.env.sleep(delay)
         rec.status = "completed"
         rec.notified_at = self.env.now()
         notice = CheckpointNotice(ckp)
+        if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
+            rec.reason = "the completion notification was lost"
+            return True
         self.commit_results[ckp] = await self.env.call(
             self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.rpc_timeout_s)
         for task in self.task_names:

@@ -111,6 +111,7 @@ class RoundEmitted:
     source: str
     round: int
     rows: int
+    end_offset: int = -1  # the source's shard position after the round (absolute, across restarts)
 
 
 @message

@@ -56,18 +56,21 @@ class Source:
     RPC_METHODS = ("trigger_barrier", "finish", "seek")
 
     def __init__(self, env: Env, config: JobConfig, task_id: int, shard: Shard, *,
-                 writer: str, job_manager: str = "job-manager") -> None:
+                 writer: str, job_manager: str = "job-manager", start_round: int = 1,
+                 start_offset: int = 0) -> None:
         self.env = env
         self.config = config
         self.task_id = task_id
         self.shard = shard
         self.writer = writer
         self.job_manager = job_manager
-        self.offset_rows = 0  # next shard position to emit
+        self.offset_rows = start_offset  # next shard position to emit (restored after a failover)
+        self.start_round = start_round
         self.round = 0
         self._triggers: asyncio.Queue[CheckpointTrigger | None] = asyncio.Queue()
         self._seeks: list[int] = []
         self._emitted: list[pa.Table] = []  # what was emitted, for replays
+        self._emitted_base = start_offset  # shard position of the first emitted row
         self.replayed_rows = 0
         self.state = "created"
         self.error: str | None = None
@@ -89,11 +92,11 @@ class Source:
     async def _replay_requested(self) -> None:
         """Serves seeks: emits again the rows from the requested position up to the current one."""
         while self._seeks:
-            offset = max(0, self._seeks.pop(0))
+            offset = max(self._emitted_base, self._seeks.pop(0))
             if offset >= self.offset_rows:
                 continue
             emitted = pa.concat_tables(self._emitted) if len(self._emitted) > 1 else self._emitted[0]
-            rows = emitted.slice(offset, self.offset_rows - offset)
+            rows = emitted.slice(offset - self._emitted_base, self.offset_rows - offset)
             for off in range(0, rows.num_rows, self.config.source_batch_rows):
                 await self._push(DataBatch(rows.slice(off, self.config.source_batch_rows), self.round,
                                            offset + off))
@@ -118,7 +121,7 @@ class Source:
     async def run(self) -> None:
         self.state = "running"
         try:
-            for r in range(1, self.config.checkpoints + 1):
+            for r in range(self.start_round, self.config.checkpoints + 1):
                 self.round = r
                 rows = 0
                 async for batch in self.shard.batches(r, self.config.source_batch_rows):
@@ -127,10 +130,14 @@ class Source:
                     self._emitted.append(batch)
                     self.offset_rows += batch.num_rows
                     rows += batch.num_rows
-                self.env.send(self.job_manager, "round_emitted", RoundEmitted(self.env.role, r, rows))
+                self.env.send(self.job_manager, "round_emitted",
+                              RoundEmitted(self.env.role, r, rows, self.offset_rows))
                 if not await self._barrier():
                     break
             else:
+                if self.start_round > self.config.checkpoints:  # restored after the last round
+                    self.env.send(self.job_manager, "round_emitted",
+                                  RoundEmitted(self.env.role, self.config.checkpoints, 0, self.offset_rows))
                 while await self._barrier():
                     pass
             await self._push(EndOfInput())

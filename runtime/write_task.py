@@ -104,7 +104,8 @@ class WriteTask:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    async def start(self, restored: TaskState | None = None) -> None:
+    async def start(self, restored: TaskState | None = None, *,
+                    resume_checkpoint_id: int | None = None) -> None:
         """initializeState: restore, open the protocol, send the bootstrap event, start the loop."""
         import asyncio
 
@@ -112,8 +113,11 @@ class WriteTask:
         await self.protocol.open()
         self.current_instant = self.protocol.initial_instant()
         bootstrap = WriteMetadataEvent(self.task_id, -1, self.current_instant or "", bootstrap=True)
+        if resume_checkpoint_id is not None:
+            # after a failover the next barrier is resume+1: flushes before it ask for message resume
+            self.last_checkpoint_id = int(resume_checkpoint_id)
         if restored is not None:
-            self.last_checkpoint_id = restored.checkpoint_id
+            self.last_checkpoint_id = max(self.last_checkpoint_id, restored.checkpoint_id)
             self.current_instant = restored.instant or self.current_instant
             bootstrap = WriteMetadataEvent(
                 self.task_id, restored.checkpoint_id, restored.instant,
@@ -298,9 +302,16 @@ class WriteTask:
                           [e for e in self.events_of_instant if e.instant == instant])
         self.env.tracer.complete(f"snapshotState(ckp={checkpoint_id})", start, self.env.now(),
                                  thread="mailbox", cat="checkpoint")
+        if self.env.fault("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
+            self.env.crash("injected crash at task.in_snapshot")
+        slow = self.env.fault("checkpoint.timeout", checkpoint=checkpoint_id, task=self.task_id)
+        if slow is not None:  # a snapshot slower than the checkpoint timeout
+            await self.env.sleep(slow.param or self.config.checkpoint_timeout_s + 1.0)
         await self.env.call(self.job_manager, "ack_checkpoint",
                             CheckpointAck(self.env.role, checkpoint_id, codec.encode(state)),
                             timeout=self.config.rpc_timeout_s)
+        if self.env.fault("task.after_checkpoint_before_commit", checkpoint=checkpoint_id, task=self.task_id):
+            self.env.crash("injected crash at task.after_checkpoint_before_commit")
 
     async def flush_all(self, instant: str) -> list[WriteStat]:
         """Flushes every buffered bucket into ``instant``."""
@@ -323,6 +334,7 @@ class WriteTask:
         self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
 
     async def _send_event(self, event: WriteMetadataEvent) -> None:
+        self._fault("task.after_flush_before_event")
         self.events_of_instant = [e for e in self.events_of_instant if e.instant == event.instant]
         self.events_of_instant.append(event)
         if await self.protocol.on_write_event(event):
@@ -335,7 +347,14 @@ class WriteTask:
 
     # -- writing a file group ------------------------------------------------------------------
 
+    def _fault(self, point: str) -> Any:
+        spec = self.env.fault(point, checkpoint=self.last_checkpoint_id + 1, task=self.task_id)
+        if spec is not None:
+            self.env.crash(f"injected crash at {point}")
+        return spec
+
     async def _write_bucket(self, key: tuple[str, int], instant: str) -> WriteStat:
+        self._fault("task.before_flush")
         parts = self.buckets.pop(key)
         self.buffered_rows -= self.bucket_rows.pop(key)
         records = pa.concat_tables(parts) if len(parts) > 1 else parts[0]

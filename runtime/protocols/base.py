@@ -47,6 +47,9 @@ class WriterSide(abc.ABC):
     # Flink writers flush everything at the barrier; a Kafka Connect participant does not (its
     # commits ride the control topic, not checkpoints)
     flushes_at_barrier: bool = True
+    # whether a failover restarts sources from the beginning (the protocol's own offsets decide
+    # what to skip) instead of from the last completed checkpoint
+    replays_from_committed_offsets: bool = False
 
     def __init__(self, ctx: WriterContext) -> None:
         self.ctx = ctx

@@ -1,0 +1,252 @@
+"""Shared pieces of the benchmark scripts: Ray start, the writer-memory sampler, run helpers.
+
+Nothing here changes what a job does: the memory sampler watches the role actors from outside
+(it asks each actor process for its PID once, through Ray's built-in ``__ray_call__``, then reads
+its RSS with psutil in a background thread).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, TypeVar
+
+ROOT = Path(__file__).resolve().parents[1]
+# The project as installed (editable) or as found on PYTHONPATH wins: ``PYTHONPATH=<a checkout of
+# another commit>`` measures that commit (Ray workers inherit PYTHONPATH). Otherwise this checkout.
+if importlib.util.find_spec("runtime") is None and str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+
+T = TypeVar("T")
+MiB = 1024 * 1024
+
+
+def console():
+    """A rich console; wide when the output is a file (a background run), so tables do not wrap."""
+    from rich.console import Console
+
+    c = Console()
+    if not c.is_terminal:
+        c = Console(width=200, force_terminal=False)
+    return c
+
+
+def start_ray() -> float:
+    """Starts a local Ray (or connects to ``RAY_ADDRESS``) once per script; returns the seconds taken."""
+    import ray
+
+    t = time.monotonic()
+    kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(address=os.environ["RAY_ADDRESS"], **kwargs)
+    else:
+        ray.init(num_cpus=os.cpu_count() or 2, **kwargs)
+    return time.monotonic() - t
+
+
+def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
+    """Runs a blocking call in a thread and waits at most ``timeout_s`` for it."""
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+
+    th = threading.Thread(target=body, name=f"bounded-{what[:20]}", daemon=True)
+    th.start()
+    th.join(timeout_s)
+    if th.is_alive():
+        raise TimeoutError(f"{what} did not finish within {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def environment() -> dict[str, Any]:
+    """Where the figures were measured: machine, versions, commit, and concurrent Ray sessions."""
+    import psutil
+    import pyarrow
+    import ray
+
+    import runtime
+
+    project = str(Path(runtime.__file__).resolve().parents[1])
+    try:
+        rev = subprocess.run(["git", "-C", project, "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = bool(subprocess.run(["git", "-C", project, "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except Exception:  # noqa: BLE001
+        rev, dirty = "", None
+    raylets = 0
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if cmd and os.path.basename(cmd[0]) == "raylet":
+                raylets += 1
+        except psutil.Error:
+            pass
+    return {
+        "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "project": project,
+        "commit": rev or os.environ.get("COMMITLAB_COMMIT", ""),  # a git-archive snapshot has no .git
+        "uncommitted_changes": dirty if rev else None,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 1024 ** 3, 1),
+        "python": platform.python_version(),
+        "ray": ray.__version__,
+        "pyarrow": pyarrow.__version__,
+        "raylets_on_machine": raylets,  # > 1: another Ray session shared the cores
+        "load_avg_1m_at_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def write_json(path: str, doc: Any) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+class ActorMemorySampler(threading.Thread):
+    """Samples the RSS of a :class:`actors.job.JobRun`'s role actor processes while it runs.
+
+    It watches ``job_run.actors`` (filled as the job creates them), asks each new actor for its
+    PID once (``__ray_call__``, answered by the actor's event loop even while a write task's
+    mailbox is blocked), then reads ``memory_info()`` of every known PID every ``interval_s``.
+    Per actor: the first RSS seen (the idle worker), the peak RSS, and the peak of RSS minus
+    shared pages (private memory; shared pages are the interpreter's libraries and objects
+    mapped from Ray's object store).
+    """
+
+    def __init__(self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None) -> None:
+        super().__init__(name="actor-memory-sampler", daemon=True)
+        self.job_run = job_run
+        self.interval_s = interval_s
+        self.prefixes = tuple(kinds) if kinds else None
+        self._halt = threading.Event()
+        self._procs: dict[str, Any] = {}
+        self._pending: dict[str, Any] = {}
+        self.pids: dict[str, int] = {}
+        self.first_rss: dict[str, int] = {}
+        self.peak_rss: dict[str, int] = {}
+        self.peak_private: dict[str, int] = {}
+        self.samples = 0
+        self.errors: list[str] = []
+
+    def _wanted(self, name: str) -> bool:
+        return self.prefixes is None or name.startswith(self.prefixes)
+
+    def run(self) -> None:
+        import psutil
+        import ray
+
+        while not self._halt.is_set():
+            try:
+                actors = dict(self.job_run.actors)
+            except RuntimeError:  # resized while copied: next tick
+                actors = {}
+            for name, handle in actors.items():
+                if self._wanted(name) and name not in self.pids and name not in self._pending:
+                    try:
+                        self._pending[name] = handle.__ray_call__.remote(lambda _self: os.getpid())
+                    except Exception as e:  # noqa: BLE001
+                        self.errors.append(f"{name}: {e}")
+                        self.pids[name] = -1
+            if self._pending:
+                refs = list(self._pending.values())
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+                ready_set = set(ready)
+                for name, ref in list(self._pending.items()):
+                    if ref in ready_set:
+                        del self._pending[name]
+                        try:
+                            pid = int(ray.get(ref, timeout=1))
+                            self.pids[name] = pid
+                            self._procs[name] = psutil.Process(pid)
+                        except Exception as e:  # noqa: BLE001 - a killed actor
+                            self.errors.append(f"{name}: {type(e).__name__}")
+                            self.pids[name] = -1
+            for name, proc in list(self._procs.items()):
+                try:
+                    mi = proc.memory_info()
+                except psutil.Error:
+                    del self._procs[name]
+                    continue
+                private = mi.rss - getattr(mi, "shared", 0)
+                self.first_rss.setdefault(name, mi.rss)
+                self.peak_rss[name] = max(self.peak_rss.get(name, 0), mi.rss)
+                self.peak_private[name] = max(self.peak_private.get(name, 0), private)
+            self.samples += 1
+            self._halt.wait(self.interval_s)
+
+    def stop(self, timeout_s: float = 5.0) -> dict[str, Any]:
+        self._halt.set()
+        self.join(timeout_s)
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        def mib(d: dict[str, int]) -> dict[str, float]:
+            return {k: round(v / MiB, 1) for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))}
+
+        writers = {k: v for k, v in self.peak_rss.items() if k.startswith("writer-")}
+        writers_private = {k: v for k, v in self.peak_private.items() if k.startswith("writer-")}
+        out: dict[str, Any] = {
+            "interval_s": self.interval_s,
+            "samples": self.samples,
+            "peak_rss_mib": mib(self.peak_rss),
+            "peak_private_mib": mib(self.peak_private),
+            "first_rss_mib": mib(self.first_rss),
+        }
+        if writers:
+            vals = list(writers.values())
+            out["writer_peak_rss_mib"] = mib(writers)
+            out["writer_peak_rss_mean_mib"] = round(sum(vals) / len(vals) / MiB, 1)
+            out["writer_peak_rss_max_mib"] = round(max(vals) / MiB, 1)
+            pv = list(writers_private.values())
+            out["writer_peak_private_mean_mib"] = round(sum(pv) / len(pv) / MiB, 1)
+            firsts = [self.first_rss[k] for k in writers if k in self.first_rss]
+            if firsts:
+                out["writer_first_rss_mean_mib"] = round(sum(firsts) / len(firsts) / MiB, 1)
+        if self.errors:
+            out["errors"] = self.errors[:20]
+        return out
+
+
+def _natural(name: str) -> tuple[str, int]:
+    head, _, tail = name.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (name, -1)
+
+
+def run_job_sampled(cfg: Any, out_dir: str | None = None, *, interval_s: float = 0.1,
+                    on_progress: Callable[[dict[str, Any]], None] | None = None,
+                    sample_kinds: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
+
+    Same as ``run_job`` (ensure Ray, ``JobRun(cfg, out_dir).run()``); the JobRun object is built
+    here only so the sampler can see its actor handles."""
+    from actors.job import JobRun, ensure_ray
+
+    ensure_ray()
+    job = JobRun(cfg, out_dir, on_progress=on_progress)
+    sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds)
+    sampler.start()
+    t = time.monotonic()
+    try:
+        result = job.run()
+    finally:
+        wall = time.monotonic() - t
+        memory = sampler.stop()
+    return result, memory, wall

@@ -1,0 +1,401 @@
+"""The simulation host: the Ray host's job, in one process, on virtual time, from a seed.
+
+:func:`simulate` builds the roles ``actors/job.py`` builds (the protocol's extra roles, the
+coordinator, the job manager, one write task and one source per writer), starts them in the same
+order, runs the job manager's loop and the same deadlock watchdog (every 0.25 virtual s on the
+writers' ``dump()``), and returns a result with the field names of the Ray host's ``result.json``.
+The role code is unchanged: only the :class:`~runtime.env.Env` differs.
+
+Same config and seed, same trace, byte for byte; :func:`check_determinism` checks it by running
+twice, stopping the second run at the first event that differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from typing import Any, Callable
+
+import pyarrow as pa
+
+from runtime import generator
+from runtime.config import ConfigError, JobConfig
+from runtime.coordinator import Coordinator
+from runtime.deadlock import find_deadlock, find_stalls
+from runtime.dfs import DfsCounters, open_dfs
+from runtime.job_manager import JobManager
+from runtime.latency import percentiles, unblock_latencies
+from runtime.message_bus import MessageClient
+from runtime.metrics import Metrics
+from runtime.protocols import PROTOCOLS, get_protocol
+from runtime.sim.env import SimEnv
+from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
+from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
+from runtime.sim.trace import Event, TraceRecorder, first_divergence, trace_sha256
+from runtime.source import InMemoryShard, Source
+from runtime.table import HudiTable, TableProps, avro_schema_json
+from runtime.verify import expected_state, verify_run
+from runtime.write_task import WriteTask
+
+POLL_S = 0.25  # the watchdog's period, as the Ray driver's
+SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
+HARD_LIMIT_MARGIN_S = 60.0  # the loop's own virtual-time bound, past the watchdog's
+DEFAULT_MAX_REAL_S = 600.0  # real-time guard of one run
+CLEANUP_REAL_S = 30.0  # real-time guard of cancelling what still runs after the verdict
+
+
+def _accepted(fn: Callable[..., Any], **optional: Any) -> dict[str, Any]:
+    """The optional keyword arguments ``fn`` accepts: the host passes what the Ray host passes
+    when this version of a role takes it, and stays runnable while roles gain options."""
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in optional.items() if k in params}
+
+
+def _root_cause(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
+
+
+class _SimRun:
+    """One simulated job: roles, supervision and result collection (inside the loop)."""
+
+    def __init__(self, cfg: JobConfig, *, seed: int, loop: SimLoop, recorder: TraceRecorder,
+                 delay: Delay, io_delay: Delay | None, chrome_trace: bool,
+                 max_virtual_s: float | None) -> None:
+        self.cfg = cfg
+        self.seed = seed
+        self.loop = loop
+        self.recorder = recorder
+        self.network = SimNetwork(loop, seed, recorder, delay)
+        self.io_delay = io_delay
+        self.chrome_trace = chrome_trace
+        self.max_virtual_s = max_virtual_s
+        self.task_names = [f"writer-{i}" for i in range(cfg.writers)]
+        self.source_names = [f"source-{i}" for i in range(cfg.writers)]
+        self.envs: dict[str, SimEnv] = {}
+        self.roles: dict[str, Any] = {}
+        self.source_tasks: dict[str, asyncio.Task[Any]] = {}
+        self.jm_task: asyncio.Task[Any] | None = None
+        self.status: str = "created"
+        self.error: str | None = None
+        self.props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+        self.deadlock: Any = None
+        self.stalls: list[dict[str, Any]] = []
+        self.t_started = 0.0
+        self.t_end = 0.0
+        self.driver_counters = DfsCounters()
+        self.expected: pa.Table | None = None
+        self.prepare_s = 0.0
+
+    # -- set-up --------------------------------------------------------------------------------
+
+    def _env(self, name: str, kind: str) -> tuple[SimEnv, HudiTable]:
+        """A role's env and table view, each role with its own DFS counters (its own process on
+        Ray, so per-process singletons such as the message bus client stay per role)."""
+        dfs, base = open_dfs(self.cfg.table, role=kind, counters=DfsCounters())
+        env = SimEnv(name, dfs, self.network, seed=self.seed, recorder=self.recorder,
+                     chrome_trace=self.chrome_trace, io_delay=self.io_delay)
+        self.envs[name] = env
+        return env, HudiTable(dfs, base, self.props)
+
+    async def main(self) -> None:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        stream = generator.generate(cfg)
+        shards = generator.shards_by_round(cfg, stream)
+        self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
+            [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
+        schema_json = avro_schema_json(stream.schema, cfg.table_name)
+        dfs, base = open_dfs(cfg.table, role="driver", counters=self.driver_counters)
+        HudiTable.check_compatible(dfs, base, self.props)
+        HudiTable.create_or_open(dfs, base, self.props)
+        self.prepare_s = time.perf_counter() - t0
+        self.recorder.add("host", "driver", "start", cfg.protocol, cfg.writers)
+
+        protocol = get_protocol(cfg.protocol)
+        # every name is known to the network before anything starts, as every actor exists on Ray
+        # before the first start() call
+        kinds: list[tuple[str, str]] = [(k, k) for k in protocol.extra_roles]
+        kinds += [("coordinator", "coordinator"), ("job-manager", "job-manager")]
+        kinds += [(n, "writer") for n in self.task_names] + [(n, "source") for n in self.source_names]
+        views = {name: self._env(name, kind) for name, kind in kinds}
+        start_timeout = max(60.0, cfg.rpc_timeout_s)
+
+        async def bounded(aw: Any, what: str) -> Any:
+            try:
+                return await asyncio.wait_for(aw, start_timeout)
+            except asyncio.TimeoutError:
+                raise SimulationError(f"{what} did not start within {start_timeout:.0f} virtual s") from None
+
+        for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
+            env, table = views[kind]
+            role = protocol.make_role(kind, env, cfg, table, self.task_names)
+            self._bind(kind, role)
+            if hasattr(role, "start"):
+                await bounded(role.start(), kind)
+        env, table = views["coordinator"]
+        coord = Coordinator(env, cfg, table, protocol, self.task_names, schema_json=schema_json)
+        self._bind("coordinator", coord)
+        await bounded(coord.start(), "coordinator")
+        env, table = views["job-manager"]
+        optional: dict[str, Any] = {}
+        try:
+            from runtime.state_backend import StateBackend  # the completed-checkpoint store, when present
+
+            optional["state_backend"] = StateBackend(env.dfs, table.base_path)
+        except ImportError:
+            pass
+        jm = JobManager(env, cfg, self.task_names, self.source_names,
+                        **_accepted(JobManager.__init__, **optional))
+        self._bind("job-manager", jm)
+        writers = []
+        for i, name in enumerate(self.task_names):
+            env, table = views[name]
+            data_table = table.with_dfs(env.dfs.for_role("writer.data"))
+            task = WriteTask(env, cfg, i, table, protocol, data_table=data_table)
+            self._bind(name, task)
+            writers.append(task)
+        await bounded(asyncio.gather(*(w.start() for w in writers)), "the write tasks")
+        self.t_started = self.loop.time()
+        self.jm_task = self.loop.create_task(jm.run(), name="job-manager.run")
+        for i, name in enumerate(self.source_names):
+            env, _ = views[name]
+            src = Source(env, cfg, i, InMemoryShard(shards[i]), writer=self.task_names[i])
+            self._bind(name, src)
+            self.source_tasks[name] = self.loop.create_task(src.run(), name=f"{name}.run")
+        self.status = "running"
+        await self._supervise()
+
+    def _bind(self, name: str, role: Any) -> None:
+        self.roles[name] = role
+        self.network.bind(name, role)
+
+    # -- supervision ---------------------------------------------------------------------------
+
+    def _dumps(self) -> dict[str, dict[str, Any]]:
+        out = {}
+        for name in self.task_names:
+            role = self.roles.get(name)
+            out[name] = role.dump() if role is not None else {"role": name, "state": "not started"}
+        return out
+
+    async def _supervise(self) -> None:
+        """The Ray driver's loop: wait for the job manager a poll at a time, run the watchdog,
+        stop at the job timeout or the virtual-time limit."""
+        cfg = self.cfg
+        assert self.jm_task is not None
+        deadline = self.loop.time() + cfg.job_timeout_s
+        while True:
+            done, _ = await asyncio.wait({self.jm_task}, timeout=POLL_S)
+            if done:
+                exc = self.jm_task.exception()
+                self.status, self.error = ("finished", None) if exc is None else ("failed", _root_cause(exc))
+                break
+            dumps = self._dumps()
+            self.deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
+            if self.deadlock is not None:
+                self.status = "deadlocked"
+                break
+            self.stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
+            now = self.loop.time()
+            if now > deadline:
+                self.status = "timed-out"
+                self.error = (f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
+                              f"stalled tasks: {self.stalls or 'none'}")
+                break
+            if self.max_virtual_s is not None and now >= self.max_virtual_s:
+                self.status = "timed-out"
+                self.error = (f"the simulation reached its virtual-time limit of {self.max_virtual_s}s; "
+                              f"stalled tasks: {self.stalls or 'none'}")
+                break
+        self.t_end = self.loop.time()
+        if self.status == "finished":
+            # let the sources push end-of-input so every mailbox loop ends cleanly (bounded)
+            pending = [t for t in self.source_tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=SOURCE_DONE_S)
+        self.recorder.add("host", "driver", "end", self.status, self.error)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def collect(self) -> dict[str, Any]:
+        """The Ray host's result record, from the roles in this process."""
+        cfg = self.cfg
+        self.recorder.close()
+        metrics = {}
+        for name, env in self.envs.items():
+            snap = env.metrics.snapshot()
+            snap["dfs_ops"] = env.dfs.counters.snapshot()
+            snap["send_errors"] = list(env.send_errors)
+            metrics[name] = snap
+        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else {
+            "commits": [], "empty_rounds": [], "releases": []}
+        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {"checkpoints": {}}
+        dumps = self._dumps() if all(n in self.roles for n in self.task_names) else {}
+        dfs_ops = DfsCounters.merge([m["dfs_ops"] for m in metrics.values()]
+                                    + [self.driver_counters.snapshot()])
+        merged = Metrics.merge(metrics.values())
+        latencies = unblock_latencies([tuple(r) for r in coord.get("releases", [])],
+                                      [w for d in dumps.values() for w in d.get("waits", [])])
+        ckps = jm["checkpoints"]
+        completed = sum(1 for c in ckps.values() if c["status"] == "completed")
+        aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
+        rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
+        n_ckp = max(1, completed + aborted)
+        protocol_roles = {r: ops for r, ops in dfs_ops.items() if r not in ("writer.data", "driver")}
+        run_s = max(0.0, self.t_end - self.t_started)
+        return {
+            "protocol": cfg.protocol,
+            "writers": cfg.writers,
+            "source": cfg.source,
+            "table": cfg.table,
+            "status": self.status,
+            "error": self.error,
+            "rows_in": rows_in,
+            "records": cfg.records,
+            "checkpoints": {"completed": completed, "aborted": aborted, "requested": cfg.checkpoints,
+                            "detail": ckps},
+            "commits": [{"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]}
+                        for c in coord["commits"]],
+            "empty_rounds": coord["empty_rounds"],
+            "deadlock": self.deadlock.to_result() if self.deadlock else None,
+            "stalls": self.stalls,
+            "dfs_ops": dfs_ops,
+            "dfs_ops_per_checkpoint": {r: {op: round(n / n_ckp, 2) for op, n in ops.items()}
+                                       for r, ops in protocol_roles.items()},
+            "rpcs": merged["rpcs"],
+            "mails": merged["mails"],
+            "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
+            "commit_to_unblock_s": percentiles(latencies),
+            "commit_to_unblock_samples": [round(x, 5) for x in latencies],
+            "counters": merged.get("counters", {}),
+            # virtual seconds (the simulator's clock); real time is in wall_s
+            "timing": {"prepare_s": round(self.prepare_s, 3), "setup_s": round(self.t_started, 6),
+                       "run_s": round(run_s, 6)},
+            "rows_per_s": round(rows_in / max(1e-9, run_s), 1),
+            "tasks": {n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")}
+                      for n, d in dumps.items()},
+            "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
+        }
+
+    def chrome_events(self) -> list[dict[str, Any]]:
+        return [ev for env in self.envs.values() for ev in env.tracer.drain()]
+
+
+def _shutdown(loop: SimLoop) -> None:
+    """Cancels what still runs (a deadlocked task, agents that poll forever) and closes the loop."""
+    loop.disarm_guards()
+    loop.arm_real_time_guard(CLEANUP_REAL_S)  # a task that ignores cancellation cannot hang us
+    try:
+        tasks = sorted((t for t in asyncio.all_tasks(loop) if not t.done()), key=lambda t: t.get_name())
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=SOURCE_DONE_S))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    except SimulationError:
+        pass  # what is left is dropped with the loop
+    finally:
+        loop.close()
+
+
+def prepare_config(cfg: JobConfig, workdir: str) -> JobConfig:
+    """The config a simulation runs: the generator source, the table under ``workdir``."""
+    if cfg.input_path:
+        raise ConfigError("the simulator runs the built-in generator; --input needs the Ray host")
+    table = os.path.join(os.path.abspath(workdir), "table")
+    cfg = cfg.replace(source="generator", table=table).validate(list(PROTOCOLS))
+    if os.path.isdir(table) and os.listdir(table):
+        raise ConfigError(f"{table} already holds a table: a simulation writes a fresh one (same seed, "
+                          "same files); remove it or use another workdir")
+    return cfg
+
+
+def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
+             max_virtual_s: float | None = None, delay: Delay | None = None,
+             io_delay: Delay | None = None, max_real_s: float | None = DEFAULT_MAX_REAL_S,
+             verify: bool = True, chrome_trace_path: str | None = None,
+             expect_trace: list[Event] | None = None) -> dict[str, Any]:
+    """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
+
+    ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
+    The table is written to ``workdir/table`` (which must not hold one). ``trace=True`` adds the
+    event list as ``result["trace"]``; ``trace_sha256`` and ``trace_events`` are always there.
+    ``max_virtual_s`` stops the run (status ``timed-out``) at that virtual time; ``max_real_s``
+    is the real-time guard. ``expect_trace``: a reference run's events; the run stops at the first
+    event that differs (``result["divergence"]``).
+    """
+    wall0 = time.perf_counter()
+    cfg = prepare_config(cfg, workdir)
+    os.makedirs(cfg.table, exist_ok=True)
+    vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
+    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
+    recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"}, expected=expect_trace,
+                             on_divergence=lambda d: loop.abort(
+                                 f"the trace diverged from the reference run at event {d['index']}"))
+    run = _SimRun(cfg, seed=seed, loop=loop, recorder=recorder, delay=delay or DEFAULT_DELAY,
+                  io_delay=io_delay, chrome_trace=chrome_trace_path is not None,
+                  max_virtual_s=max_virtual_s)
+    MessageClient.reset_singletons()  # per-process singletons keyed by object ids: start clean
+    try:
+        try:
+            loop.run_until_complete(run.main())
+        except SimulationError as exc:
+            run.status = "aborted" if isinstance(exc, SimulationAborted) else "timed-out"
+            run.error = f"{type(exc).__name__}: {exc}"
+            run.t_end = loop.time()
+            recorder.add("host", "driver", "end", run.status, run.error)
+        if run.status in ("created", "running") and run.error is None:
+            run.status = "failed"
+        result = run.collect()
+        virtual_s = loop.time()
+        sim_info = {"loop_iterations": loop.iterations, "clock_jumps": loop.clock_jumps,
+                    "messages": run.network.messages, "delay": repr(run.network.delay),
+                    "io_delay": repr(io_delay) if io_delay else None,
+                    "inline_executor_calls": loop.inline_executor_calls}
+        chrome = run.chrome_events() if chrome_trace_path else []
+    finally:
+        _shutdown(loop)
+        MessageClient.reset_singletons()
+    wall_s = time.perf_counter() - wall0
+    verify_s = 0.0
+    if verify and result["status"] == "finished" and run.expected is not None:
+        t = time.perf_counter()
+        result["exactly_once"] = verify_run(cfg.table, run.expected, cfg.key_field)
+        verify_s = time.perf_counter() - t
+    else:
+        result["exactly_once"] = None
+    if chrome_trace_path:
+        from runtime.trace import write_trace
+
+        write_trace(chrome_trace_path, chrome, time_origin=0.0)
+    events = recorder.events
+    result.update({
+        "host": "simulator",
+        "seed": seed,
+        "virtual_s": round(virtual_s, 6),
+        "wall_s": round(wall_s, 3),
+        "verify_s": round(verify_s, 3),
+        "sim": sim_info,
+        "trace_events": len(events),
+        "trace_sha256": trace_sha256(events),
+        "divergence": recorder.divergence,
+    })
+    if trace or expect_trace is not None:
+        result["trace"] = events
+    return result
+
+
+def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None,
+                      **kwargs: Any) -> dict[str, Any] | None:
+    """Runs ``cfg`` twice with ``seed``; returns the first divergence (``index``, the ``first``
+    and ``second`` run's events) or None when the traces are identical. The second run stops at
+    the first event that differs. ``kwargs`` go to :func:`simulate`."""
+    import tempfile
+
+    kwargs.setdefault("verify", False)
+    with tempfile.TemporaryDirectory(prefix="commitlab-sim-", dir=workdir) as tmp:
+        a = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs)
+        b = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a["trace"], **kwargs)
+    return b["divergence"] or first_divergence(a["trace"], b["trace"])

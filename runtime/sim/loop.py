@@ -1,0 +1,203 @@
+"""A deterministic asyncio event loop on virtual time (the simulator's scheduler).
+
+Why an event loop and not a scheduler of our own: the roles are ordinary asyncio code
+(``asyncio.sleep``, ``asyncio.wait_for``, ``Event``, ``Lock``, ``Condition``), so the cheapest
+faithful simulator is asyncio itself with two things replaced, FoundationDB-simulation style:
+
+* the clock: :meth:`SimLoop.time` returns virtual seconds. When no callback is ready the loop does
+  not sleep; its "selector" jumps the clock to the next timer. ``sleep``, ``wait_for`` and
+  ``call_later`` therefore all run on virtual time, and a 30 s timeout costs no real time;
+* the I/O: there is none. ``run_in_executor`` (and so ``asyncio.to_thread``) runs the function
+  inline, on this thread, so no thread pool can reorder anything.
+
+Ready callbacks run in FIFO order (asyncio's deque) and timers in (time, insertion) order (asyncio's
+heap compares times only, so timers due at the same virtual instant get a sequence number here);
+with the clock and the executor pinned, a run is a pure function of its inputs and the seed. Two
+guards bound every run: a virtual-time limit and a real-time limit, each raising a
+:class:`SimulationError` that names what ran out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import heapq
+import itertools
+import time
+from typing import Any, Callable
+
+__all__ = ["SimLoop", "SimulationError", "SimulationStuck", "VirtualTimeLimit", "RealTimeLimit",
+           "SimulationAborted"]
+
+
+class SimulationError(RuntimeError):
+    """The simulated run was stopped by the simulator itself; the message says why."""
+
+
+class SimulationStuck(SimulationError):
+    """No callback is ready and no timer is pending: every coroutine waits for something that
+    nothing will ever deliver (in a real system: a hang with no timeout anywhere)."""
+
+
+class VirtualTimeLimit(SimulationError):
+    """The next timer lies beyond the virtual-time limit."""
+
+
+class RealTimeLimit(SimulationError):
+    """The run took longer in real (wall-clock) time than allowed."""
+
+
+class SimulationAborted(SimulationError):
+    """Someone asked the loop to stop (e.g. the trace diverged from a reference run)."""
+
+
+class _VirtualSelector:
+    """Stands in for the selector: ``select(timeout)`` advances the virtual clock instead of
+    waiting. There are no file descriptors to watch."""
+
+    def __init__(self, loop: "SimLoop") -> None:
+        self._loop = loop
+
+    def select(self, timeout: float | None) -> list[Any]:
+        self._loop._advance(timeout)
+        return []
+
+    def register(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("the simulator has no real I/O: roles reach the outside through Env")
+
+    modify = unregister = register
+
+    def get_map(self) -> dict[Any, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+class _Timer(asyncio.TimerHandle):
+    """A timer ordered by (when, sequence): equal virtual times fire in the order they were set."""
+
+    __slots__ = ("_seq",)
+
+    def __init__(self, when: float, callback: Callable[..., Any], args: tuple[Any, ...],
+                 loop: "SimLoop", context: Any, seq: int) -> None:
+        super().__init__(when, callback, args, loop, context)
+        self._seq = seq
+
+    def __lt__(self, other: Any) -> bool:
+        if isinstance(other, _Timer) and self._when == other._when:
+            return self._seq < other._seq
+        return self._when < other._when
+
+    def __le__(self, other: Any) -> bool:
+        return self < other or self is other
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    """An event loop whose clock is virtual and advances only between callbacks.
+
+    ``max_virtual_s`` bounds virtual time (the loop raises :class:`VirtualTimeLimit` rather than
+    jump past it); ``max_real_s`` bounds real time from the first ``run_*`` call (or from
+    :meth:`arm_real_time_guard`); either may be None.
+    """
+
+    def __init__(self, *, max_virtual_s: float | None = None, max_real_s: float | None = None) -> None:
+        super().__init__()
+        self._selector = _VirtualSelector(self)
+        self._now = 0.0
+        self.max_virtual_s = max_virtual_s
+        self.max_real_s = max_real_s
+        self._real_deadline: float | None = None
+        self._abort_reason: str | None = None
+        self.iterations = 0  # loop iterations (one per select)
+        self.clock_jumps = 0  # times the clock moved forward
+        self.inline_executor_calls = 0
+        self._timer_seq = itertools.count()
+
+    # -- the clock ----------------------------------------------------------------------------
+
+    def time(self) -> float:
+        return self._now
+
+    def _advance(self, timeout: float | None) -> None:
+        """Called where a real loop would block in select: jump to the next timer."""
+        self.iterations += 1
+        if self._abort_reason is not None:
+            reason, self._abort_reason = self._abort_reason, None
+            raise SimulationAborted(reason)
+        if self._real_deadline is not None and time.monotonic() > self._real_deadline:
+            self._real_deadline = None  # raise once; clean-up after the error may run
+            raise RealTimeLimit(f"the simulation ran past its real-time guard of {self.max_real_s:.0f}s "
+                                f"(virtual time {self._now:.3f}s, {self.iterations} loop iterations)")
+        if timeout is None:
+            raise SimulationStuck(
+                f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
+                "coroutine waits for something nothing will deliver")
+        if timeout <= 0:
+            return
+        when = self._scheduled[0]._when if self._scheduled else self._now + timeout
+        target = when if when - self._now <= timeout else self._now + timeout
+        if self.max_virtual_s is not None and target > self.max_virtual_s:
+            raise VirtualTimeLimit(f"the next timer is at virtual time {target:.3f}s, past the limit of "
+                                   f"{self.max_virtual_s:.3f}s")
+        self._now = target
+        self.clock_jumps += 1
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
+                context: Any = None) -> asyncio.TimerHandle:
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()
+        timer = _Timer(when, callback, args, self, context, next(self._timer_seq))
+        heapq.heappush(self._scheduled, timer)
+        timer._scheduled = True
+        return timer
+
+    # -- guards -------------------------------------------------------------------------------
+
+    def arm_real_time_guard(self, seconds: float | None = None) -> None:
+        """Starts (or restarts) the real-time budget: ``seconds`` from now, or ``max_real_s``."""
+        if seconds is not None:
+            self.max_real_s = seconds
+        self._real_deadline = None if self.max_real_s is None else time.monotonic() + self.max_real_s
+
+    def disarm_guards(self) -> None:
+        """For clean-up after a run ended: no real-time or virtual-time limit any more."""
+        self._real_deadline = None
+        self.max_virtual_s = None
+
+    def abort(self, reason: str) -> None:
+        """Stops the run at the next loop iteration with :class:`SimulationAborted`."""
+        self._abort_reason = reason
+
+    def run_until_complete(self, future: Any) -> Any:
+        if self._real_deadline is None and self.max_real_s is not None:
+            self.arm_real_time_guard()
+        return super().run_until_complete(future)
+
+    # -- no real I/O, no threads --------------------------------------------------------------
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        # call_soon_threadsafe pokes the self-pipe; there is one thread and the next iteration
+        # sees the callback anyway
+        pass
+
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """Runs ``func`` inline (no thread pool: threads would make the order nondeterministic)
+        and returns a finished future."""
+        self._check_closed()
+        self.inline_executor_calls += 1
+        fut: asyncio.Future[Any] = self.create_future()
+        try:
+            fut.set_result(func(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            fut.set_exception(exc)
+        return fut
+
+    def set_default_executor(self, executor: concurrent.futures.Executor) -> None:
+        raise NotImplementedError("the simulator runs executor work inline; it has no executor")

@@ -1,0 +1,237 @@
+"""Messages between roles in one process: the same bytes as on Ray, seeded delays, FIFO per pair.
+
+A message is encoded where it is sent (codec messages become msgpack bytes, exactly as
+``actors/ray_env.py`` puts them on the wire; Arrow data travels by reference as Ray would pass an
+object), delivered after a delay drawn from the sender's seeded random source, and decoded where
+it arrives. Ray starts an actor's calls from one caller in submission order; here each
+(sender, destination) pair is a lane whose deliveries never overtake each other, whatever the
+delays say. The destination's method must be one of its ``RPC_METHODS``; a coroutine result is
+awaited; the reply (or the error) travels back after another delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from runtime import codec
+from runtime.sim.trace import TraceRecorder
+
+DelayModel = Callable[[random.Random], float]
+
+
+# -- delay distributions ---------------------------------------------------------------------------
+
+
+class Delay:
+    """A named delay distribution (seconds), drawn from a role's random source."""
+
+    def __init__(self, name: str, draw: DelayModel) -> None:
+        self.name = name
+        self._draw = draw
+
+    def __call__(self, rng: random.Random) -> float:
+        return max(0.0, self._draw(rng))
+
+    def __repr__(self) -> str:
+        return self.name
+
+    @staticmethod
+    def uniform(lo: float, hi: float) -> "Delay":
+        if not 0 <= lo <= hi:
+            raise ValueError(f"uniform delay needs 0 <= lo <= hi, got {lo}, {hi}")
+        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: r.uniform(lo, hi))
+
+    @staticmethod
+    def fixed(seconds: float) -> "Delay":
+        if seconds < 0:
+            raise ValueError(f"a delay cannot be negative, got {seconds}")
+        return Delay(f"fixed:{seconds:g}", lambda r: seconds)
+
+    @staticmethod
+    def exponential(mean: float, cap: float) -> "Delay":
+        """Mostly fast, sometimes slow (a long tail, cut at ``cap``)."""
+        if mean <= 0 or cap < 0:
+            raise ValueError(f"exponential delay needs mean > 0 and cap >= 0, got {mean}, {cap}")
+        return Delay(f"exp:{mean:g}:{cap:g}", lambda r: min(cap, r.expovariate(1.0 / mean)))
+
+    @staticmethod
+    def parse(text: str) -> "Delay":
+        """``uniform:LO:HI``, ``fixed:S`` or ``exp:MEAN:CAP`` (seconds)."""
+        kind, *args = text.split(":")
+        try:
+            nums = [float(a) for a in args]
+            if kind == "uniform" and len(nums) == 2:
+                return Delay.uniform(*nums)
+            if kind == "fixed" and len(nums) == 1:
+                return Delay.fixed(*nums)
+            if kind == "exp" and len(nums) == 2:
+                return Delay.exponential(*nums)
+        except ValueError as exc:
+            raise ValueError(f"bad delay {text!r}: {exc}") from None
+        raise ValueError(f"bad delay {text!r}: use uniform:LO:HI, fixed:S or exp:MEAN:CAP (seconds)")
+
+
+DEFAULT_DELAY = Delay.uniform(0.0002, 0.002)
+
+
+# -- the wire (the same rules as actors/ray_env.py) -------------------------------------------------
+
+
+def to_wire(msg: Any) -> Any:
+    """Control messages travel as msgpack bytes; data (Arrow batches) by reference."""
+    if dataclasses.is_dataclass(msg) and type(msg).__name__ in codec._REGISTRY:
+        return codec.encode(msg)
+    return msg
+
+
+def from_wire(payload: Any) -> Any:
+    return codec.decode(payload) if isinstance(payload, bytes) else payload
+
+
+def message_kind(msg: Any) -> str:
+    """What the trace says a message is: its type, and the checkpoint or round it belongs to."""
+    name = type(msg).__name__
+    ckp = getattr(msg, "checkpoint_id", None)
+    if isinstance(ckp, int):
+        return f"{name}(ckp={ckp})"
+    records = getattr(msg, "records", None)
+    if records is not None and hasattr(records, "num_rows"):
+        return f"{name}(round={getattr(msg, 'round', '?')},rows={records.num_rows})"
+    if isinstance(records, list):
+        return f"{name}(records={len(records)})"
+    inner = getattr(msg, "message", None)
+    kind = getattr(inner if inner is not None else msg, "kind", None)
+    if isinstance(kind, str):
+        return f"{name}({kind})"
+    return name
+
+
+# -- the network ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Envelope:
+    call_id: int
+    sender: str
+    dest: str
+    method: str
+    payload: Any
+    kind: str
+    reply: asyncio.Future[Any] | None  # None for a one-way send
+    on_error: Callable[[str], None] | None = None
+
+
+@dataclass
+class _Lane:
+    """One (sender, destination) pair: deliveries in order, never before ``last_at``."""
+
+    queue: deque[_Envelope] = field(default_factory=deque)
+    last_at: float = 0.0
+
+
+class RoleNotStarted(RuntimeError):
+    pass
+
+
+class SimNetwork:
+    """Delivers calls and sends between the roles registered with :meth:`add`."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seed: int, recorder: TraceRecorder,
+                 delay: Delay = DEFAULT_DELAY) -> None:
+        self.loop = loop
+        self.seed = seed
+        self.recorder = recorder
+        self.delay = delay
+        self.roles: dict[str, Any] = {}
+        self._lanes: dict[tuple[str, str], _Lane] = {}
+        self._rngs: dict[str, random.Random] = {}
+        self._ids = itertools.count(1)
+        self.messages = 0
+        self.replies = 0
+
+    def add(self, name: str) -> None:
+        """Registers a role by name (messages to it fail until :meth:`bind`)."""
+        self.roles.setdefault(name, None)
+
+    def bind(self, name: str, role: Any) -> None:
+        self.roles[name] = role
+
+    def knows(self, name: str) -> bool:
+        return name in self.roles
+
+    def _draw(self, who: str) -> float:
+        rng = self._rngs.get(who)
+        if rng is None:
+            rng = self._rngs[who] = random.Random(f"commitlab-sim/{self.seed}/net/{who}")
+        return self.delay(rng)
+
+    def post(self, sender: str, dest: str, method: str, msg: Any, *, want_reply: bool,
+             on_error: Callable[[str], None] | None = None) -> asyncio.Future[Any] | None:
+        """Puts a message on the (sender, dest) lane; returns the reply's future for a call."""
+        reply = self.loop.create_future() if want_reply else None
+        env = _Envelope(next(self._ids), sender, dest, method, to_wire(msg), message_kind(msg), reply, on_error)
+        lane = self._lanes.get((sender, dest))
+        if lane is None:
+            lane = self._lanes[(sender, dest)] = _Lane()
+        at = max(self.loop.time() + self._draw(sender), lane.last_at)
+        lane.last_at = at
+        lane.queue.append(env)
+        self.messages += 1
+        # each timer delivers the lane's head, so equal times can never reorder a lane
+        self.loop.call_at(at, self._deliver_head, lane)
+        return reply
+
+    def _deliver_head(self, lane: _Lane) -> None:
+        env = lane.queue.popleft()
+        self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
+        self.loop.create_task(self._dispatch(env))
+
+    async def _dispatch(self, env: _Envelope) -> None:
+        try:
+            role = self.roles.get(env.dest)
+            if role is None:
+                raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
+            if env.method not in getattr(role, "RPC_METHODS", ()):
+                raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
+            result = getattr(role, env.method)(from_wire(env.payload))
+            if asyncio.iscoroutine(result):
+                result = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
+            self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
+            return
+        self._respond(env, ok=True, value=to_wire(result), kind=message_kind(result))
+
+    def _respond(self, env: _Envelope, *, ok: bool, value: Any, kind: str) -> None:
+        if env.reply is None:
+            if not ok and env.on_error is not None:
+                # a one-way message that failed: the sender learns it when the error comes back
+                self.loop.call_at(self.loop.time() + self._draw(env.dest), self._send_failed, env, value)
+            return
+        self.loop.call_at(self.loop.time() + self._draw(env.dest), self._complete, env, ok, value, kind)
+
+    def _send_failed(self, env: _Envelope, exc: BaseException) -> None:
+        self.recorder.add("send-error", env.dest, env.sender, env.method, type(exc).__name__, env.call_id)
+        assert env.on_error is not None
+        env.on_error(f"{env.dest}.{env.method}: {type(exc).__name__}: {exc}"[:500])
+
+    def _complete(self, env: _Envelope, ok: bool, value: Any, kind: str) -> None:
+        fut = env.reply
+        assert fut is not None
+        self.replies += 1
+        if fut.done():  # the caller gave up (timeout) or was cancelled
+            self.recorder.add("reply-late", env.dest, env.sender, env.method, kind, env.call_id)
+            return
+        if ok:
+            self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
+            fut.set_result(value)
+        else:
+            self.recorder.add("reply-error", env.dest, env.sender, env.method, kind, env.call_id)
+            fut.set_exception(value)

@@ -1,0 +1,227 @@
+"""The simulator's parts on their own: the virtual-time loop, the network, the trace."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+
+import pytest
+
+from runtime import codec
+from runtime.env import WaitTimeout
+from runtime.messages import CheckpointNotice, CommitAckEvent
+from runtime.sim.env import SIM_EPOCH, SimEnv
+from runtime.sim.loop import SimLoop, SimulationAborted, SimulationStuck, VirtualTimeLimit
+from runtime.sim.network import Delay, SimNetwork, from_wire, to_wire
+from runtime.sim.trace import TraceRecorder, first_divergence, trace_sha256
+
+
+def run(coro, **kw):
+    loop = SimLoop(**kw)
+    try:
+        return loop.run_until_complete(coro), loop
+    finally:
+        loop.close()
+
+
+# -- the loop ----------------------------------------------------------------------------------
+
+
+def test_an_hour_of_sleep_takes_no_real_time():
+    async def main():
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(3600)
+        return loop.time()
+
+    t = time.perf_counter()
+    now, _ = run(main())
+    assert now == pytest.approx(3600)
+    assert time.perf_counter() - t < 1.0
+
+
+def test_wait_for_times_out_on_virtual_time():
+    async def main():
+        loop = asyncio.get_running_loop()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.Event().wait(), 30)
+        return loop.time()
+
+    now, _ = run(main())
+    assert now == pytest.approx(30)
+
+
+def test_timers_at_the_same_time_run_in_the_order_they_were_set():
+    order = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        for i in range(50):
+            loop.call_at(1.0, order.append, i)
+        loop.call_at(0.5, order.append, "early")
+        await asyncio.sleep(2)
+
+    run(main())
+    assert order == ["early", *range(50)]
+
+
+def test_executor_work_runs_inline_on_the_loop_thread():
+    async def main():
+        return await asyncio.to_thread(threading.get_ident)
+
+    ident, loop = run(main())
+    assert ident == threading.get_ident()
+    assert loop.inline_executor_calls == 1
+
+
+def test_a_wait_nothing_can_end_is_reported_not_hung():
+    async def main():
+        await asyncio.get_running_loop().create_future()
+
+    with pytest.raises(SimulationStuck, match="no callback is ready and no timer is pending"):
+        run(main())
+
+
+def test_the_virtual_time_limit_stops_the_loop():
+    with pytest.raises(VirtualTimeLimit, match="past the limit"):
+        run(asyncio.sleep(100), max_virtual_s=10)
+
+
+def test_abort_stops_at_the_next_iteration():
+    async def main():
+        asyncio.get_running_loop().abort("enough")
+        await asyncio.sleep(1)
+
+    with pytest.raises(SimulationAborted, match="enough"):
+        run(main())
+
+
+# -- the network -------------------------------------------------------------------------------
+
+
+class Sink:
+    RPC_METHODS = ("take", "slow", "boom")
+
+    def __init__(self) -> None:
+        self.got: list[object] = []
+
+    def take(self, msg):
+        self.got.append(msg)
+        return CommitAckEvent(len(self.got))
+
+    async def slow(self, _msg):
+        await asyncio.sleep(5)
+
+    def boom(self, _msg):
+        raise ValueError("no")
+
+    def hidden(self, _msg):
+        return "should not be reachable"
+
+
+def _pair(loop, recorder, delay=Delay.uniform(0.0, 0.01)):
+    from runtime.dfs import Dfs
+    import pyarrow.fs as pafs
+
+    net = SimNetwork(loop, seed=7, recorder=recorder, delay=delay)
+    dfs = Dfs(pafs.LocalFileSystem())
+    a = SimEnv("a", dfs, net, seed=7, recorder=recorder)
+    SimEnv("b", dfs, net, seed=7, recorder=recorder)
+    sink = Sink()
+    net.bind("b", sink)
+    net.bind("a", object())
+    return a, sink
+
+
+def test_messages_of_one_pair_arrive_in_order_whatever_the_delays():
+    async def main():
+        loop = asyncio.get_running_loop()
+        a, sink = _pair(loop, TraceRecorder(loop.time))
+        for i in range(200):
+            a.send("b", "take", CheckpointNotice(i))
+        await asyncio.sleep(1)
+        return sink.got
+
+    got, _ = run(main())
+    assert [m.checkpoint_id for m in got] == list(range(200))
+
+
+def test_a_call_decodes_what_was_encoded_and_the_reply_too():
+    async def main():
+        loop = asyncio.get_running_loop()
+        a, sink = _pair(loop, TraceRecorder(loop.time))
+        notice = CheckpointNotice(3, "why")
+        reply = await a.call("b", "take", notice, timeout=1.0)
+        return notice, sink.got[0], reply, a
+
+    notice, received, reply, a = run(main())[0]
+    assert received == notice and received is not notice  # a copy, through the codec
+    assert reply == CommitAckEvent(1)
+    assert a.metrics.snapshot()["rpcs"] == {"take": 1}
+
+
+def test_wire_format_is_the_ray_hosts():
+    msg = CheckpointNotice(9, "x")
+    assert to_wire(msg) == codec.encode(msg)
+    assert from_wire(to_wire(msg)) == msg
+    ray_env = pytest.importorskip("actors.ray_env")
+    assert ray_env.to_wire(msg) == to_wire(msg)
+    assert ray_env.from_wire(to_wire(msg)) == from_wire(to_wire(msg))
+
+
+def test_calls_time_out_on_virtual_time_and_errors_reach_the_caller():
+    async def main():
+        loop = asyncio.get_running_loop()
+        a, _ = _pair(loop, TraceRecorder(loop.time))
+        with pytest.raises(WaitTimeout, match="a waited 1.0s for the reply of b.slow"):
+            await a.call("b", "slow", None, timeout=1.0)
+        with pytest.raises(ValueError, match="no"):
+            await a.call("b", "boom", None, timeout=1.0)
+        with pytest.raises(ValueError, match="has no RPC method 'hidden'"):
+            await a.call("b", "hidden", None, timeout=1.0)
+        with pytest.raises(LookupError, match="no handle for 'c'"):
+            await a.call("c", "take", None)
+        a.send("b", "boom", None)
+        await asyncio.sleep(0.1)
+        return a.send_errors
+
+    errors, _ = run(main())
+    assert errors == ["b.boom: ValueError: no"]
+
+
+def test_wall_time_starts_at_the_fixed_epoch():
+    async def main():
+        loop = asyncio.get_running_loop()
+        a, _ = _pair(loop, TraceRecorder(loop.time))
+        await asyncio.sleep(2.5)
+        return a.wall_time()
+
+    assert run(main())[0] == SIM_EPOCH + 2.5
+
+
+def test_delay_parsing():
+    assert repr(Delay.parse("uniform:0.001:0.002")) == "uniform:0.001:0.002"
+    assert Delay.parse("fixed:0.5")(random.Random(1)) == 0.5
+    assert 0 <= Delay.parse("exp:0.001:0.01")(random.Random(1)) <= 0.01
+    with pytest.raises(ValueError, match="bad delay"):
+        Delay.parse("normal:1")
+
+
+# -- the trace ---------------------------------------------------------------------------------
+
+
+def test_the_recorder_scrubs_paths_and_addresses_and_spots_divergence():
+    now = [0.0]
+    seen = []
+    ref = TraceRecorder(lambda: now[0], scrub={"/tmp/x/table": "<table>"})
+    ref.add("e", "r", "/tmp/x/table/.hoodie", "<obj at 0x7f00deadbeef>", {"b": 1, "a": 2})
+    assert ref.events == [(0, "e", "r", "<table>/.hoodie", "<obj at 0x?>", '{"a": 2, "b": 1}')]
+    replay = TraceRecorder(lambda: now[0], scrub={"/tmp/y/table": "<table>"}, expected=ref.events,
+                           on_divergence=seen.append)
+    replay.add("e", "r", "/tmp/y/table/.hoodie", "<obj at 0x7f00cafe0000>", {"a": 2, "b": 1})
+    assert replay.divergence is None
+    replay.add("extra", "r")
+    assert seen and seen[0]["index"] == 1 and seen[0]["first"] is None
+    assert first_divergence(ref.events, replay.events) == seen[0]
+    assert trace_sha256(ref.events) == trace_sha256(replay.events[:1])
