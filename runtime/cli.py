@@ -64,9 +64,13 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     t.add_argument("--deadlock-threshold", type=float, default=defaults.deadlock_threshold_s)
     t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
     t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
+    t.add_argument("--faults", default="",
+                   help="fault points to arm: point[@checkpoint][#task],... (see commitlab faults --list)")
+    t.add_argument("--max-restarts", type=int, default=defaults.max_restarts,
+                   help="failovers from the last completed checkpoint before the job gives up")
 
 
-def _config_from(args: argparse.Namespace, out: str) -> JobConfig:
+def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
     aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()] if args.abort_checkpoints else []
     return JobConfig(
         protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
@@ -83,7 +87,17 @@ def _config_from(args: argparse.Namespace, out: str) -> JobConfig:
         checkpoint_timeout_s=args.checkpoint_timeout, wait_tick_s=args.wait_tick,
         commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
         job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
+        faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
     )
+
+
+def _parse_faults(text: str):
+    from runtime.faults import parse_faults
+
+    try:
+        return parse_faults(text)
+    except ValueError as exc:
+        raise ConfigError(f"--faults: {exc}") from None
 
 
 def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
@@ -211,6 +225,43 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAILED if bad else EXIT_OK
 
 
+def cmd_faults(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from actors.job import run_job
+    from runtime.fault_matrix import (FAILED, SCENARIO_FAULTS, VIOLATION, outcome_table, plot_heatmap,
+                                      run_matrix)
+    from runtime.faults import FAULT_POINTS
+
+    known = list(FAULT_POINTS) + list(SCENARIO_FAULTS)
+    if args.list:
+        for name in known:
+            console.print(f"{name:45s} {FAULT_POINTS.get(name) or SCENARIO_FAULTS[name]}")
+        return EXIT_OK
+    out = os.path.abspath(args.out)
+    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()] or _protocol_names()
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()] or known
+    for name, pool in (("protocol", _protocol_names()), ("fault", known)):
+        bad = sorted(set(protocols if name == "protocol" else faults) - set(pool))
+        if bad:
+            raise ConfigError(f"unknown {name}(s) {bad}; choose from {', '.join(pool)}")
+    base = _config_from(args, out, arm_faults=False)  # here --faults names the matrix's columns
+    base.validate(_protocol_names())
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
+                  console=console, disable=args.quiet) as progress:
+        bar = progress.add_task("faults", total=len(protocols) * len(faults) * args.seeds)
+        doc = run_matrix(base, protocols, faults, args.seeds, out, run=lambda cfg, sub: run_job(cfg, sub),
+                         on_run=lambda i, n, what: progress.update(bar, completed=i, description=what))
+        progress.update(bar, completed=len(doc["runs"]), description="done")
+    heat = plot_heatmap(doc, out)
+    console.print(outcome_table(doc))
+    counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o) for o in ("passed", "known failure", VIOLATION, FAILED)}
+    console.print(", ".join(f"{o}: {n}" for o, n in counts.items()))
+    console.print(f"results: {os.path.join(out, 'faults.json')}; heat map: {heat}")
+    return EXIT_FAILED if counts[VIOLATION] or counts[FAILED] else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     defaults = JobConfig()
     parser = argparse.ArgumentParser(
@@ -248,6 +299,17 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--quiet", action="store_true")
     _add_job_options(cmp, defaults=JobConfig(writers=4))
     cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
+
+    flt = sub.add_parser("faults", help="protocols x fault points x seeds, each run checked for exactly-once")
+    flt.add_argument("--protocols", default="", help="comma-separated (default: all)")
+    flt.add_argument("--seeds", type=int, default=1)
+    flt.add_argument("--out", default="commitlab-faults")
+    flt.add_argument("--list", action="store_true", help="list the fault points and exit")
+    flt.add_argument("--quiet", action="store_true")
+    _add_job_options(flt, defaults=JobConfig(source="generator", writers=2, checkpoints=4,
+                                             records=4_000, bucket_flush_rows=500,
+                                             checkpoint_timeout_s=4.0))
+    flt.set_defaults(func=cmd_faults, protocol="message-bus", trace=None)
 
     ver = sub.add_parser("verify", help="check a Hudi table against its input with the official reader")
     ver.add_argument("--table", required=True, help="table path or URI")

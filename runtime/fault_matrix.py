@@ -1,0 +1,176 @@
+"""``commitlab faults``: protocols x fault points x seeds, each run checked for exactly-once.
+
+Outcomes, in Jepsen's spirit:
+
+- ``passed``: the run recovered (or rode the fault out) and the official reader finds nothing
+  lost, duplicated or unexpected;
+- ``known failure``: the protocol reproduced the failure it is known for (P1's deadlock,
+  coordination-rpc's spurious restart under a held lock), detected and diagnosed;
+- ``VIOLATION``: the run finished but the table is not exactly-once: a bug, reported with the seed
+  and the command that replays it;
+- ``FAILED``: the run did not finish (restarts exhausted, timed out): a liveness failure, with
+  the diagnosis.
+
+The seed picks the generated data and the checkpoint the fault fires at, so a seed names a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable
+
+from runtime.config import JobConfig
+from runtime.faults import FAULT_POINTS, FaultSpec
+
+PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
+
+# Faults whose purpose is a protocol's known failure, and how it shows.
+SCENARIO_FAULTS = {"lock-held": "a cleaning action holds the table lock past the RPC timeout (#19902)",
+                   "quiet-round": "an empty round then data, completion notified late (P1 deadlock)"}
+
+
+def fault_checkpoint(seed: int, checkpoints: int) -> int:
+    """The checkpoint a seed's fault fires at: 2 .. checkpoints-1 (never the first or last)."""
+    span = max(1, checkpoints - 2)
+    return 2 + (seed % span)
+
+
+def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str) -> JobConfig:
+    from runtime.scenarios import lock_held_config, with_quiet_round
+
+    cfg = base.replace(protocol=protocol, seed=base.seed + seed, table=table)
+    if fault == "lock-held":
+        return lock_held_config(cfg)
+    if fault == "quiet-round":
+        return with_quiet_round(cfg)
+    ckp = fault_checkpoint(seed, cfg.checkpoints)
+    task = seed % cfg.writers if fault.startswith("task.") or fault == "checkpoint.timeout" else -1
+    return cfg.replace(faults=[FaultSpec(fault, ckp, task)])
+
+
+def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, str]:
+    """(outcome, explanation) of one run."""
+    eo = result.get("exactly_once") or {}
+    status = result["status"]
+    if status == "deadlocked":
+        d = result["deadlock"]
+        if protocol == "operator-event":
+            return KNOWN, f"P1 deadlock reproduced: {d['task']} waits for {d['releasing_mail']} in its own mailbox"
+        return FAILED, f"unexpected deadlock in {d['task']}: {d['waiting_for']}"
+    failovers = result.get("failovers") or []
+    if fault == "lock-held" and protocol == "coordination-rpc" and any(
+            "#19902" in (f.get("error") or "") for f in failovers):
+        verdict = "then recovered and verified" if eo.get("verified") else "and did not recover"
+        return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
+    if status != "finished":
+        return FAILED, f"{status}: {result.get('error')}"
+    if not eo.get("verified"):
+        return VIOLATION, (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
+                           f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')}, commit problems "
+                           f"{len(eo.get('commit_problems') or [])} {eo.get('error') or ''}").strip()
+    how = f"recovered after {len(failovers)} failover(s)" if failovers else "rode it out"
+    return PASSED, how
+
+
+def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
+    faults = ",".join(f"{s.point}@{s.checkpoint}#{s.task}" for s in cfg.faults)
+    parts = [f"commitlab run --source {cfg.source} --protocol {cfg.protocol} --writers {cfg.writers}",
+             f"--checkpoints {cfg.checkpoints} --records {cfg.records} --seed {cfg.seed}"]
+    if faults:
+        parts.append(f"--faults {faults}")
+    if fault in SCENARIO_FAULTS:
+        parts.append(f"# scenario {fault}")
+    return " ".join(parts)
+
+
+def run_matrix(base: JobConfig, protocols: list[str], faults: list[str], seeds: int, out_dir: str, *,
+               run: Callable[[JobConfig, str], dict[str, Any]],
+               on_run: Callable[[int, int, str], None] | None = None) -> dict[str, Any]:
+    """Runs every (protocol, fault, seed); writes ``out_dir/faults.json``."""
+    records = []
+    total = len(protocols) * len(faults) * seeds
+    n = 0
+    for fault in faults:
+        for protocol in protocols:
+            for seed in range(seeds):
+                if on_run:
+                    on_run(n, total, f"{protocol} x {fault} (seed {seed})")
+                n += 1
+                sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
+                cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
+                try:
+                    result = run(cfg, sub)
+                    outcome, why = classify(protocol, fault, result)
+                except Exception as exc:  # a run that could not even start is a failure, not a crash
+                    result = {"status": "error", "error": f"{type(exc).__name__}: {exc}",
+                              "faults_fired": [], "failovers": [], "commits": []}
+                    outcome, why = FAILED, result["error"]
+                records.append({
+                    "protocol": protocol, "fault": fault, "seed": seed, "outcome": outcome,
+                    "explanation": why, "fired": result.get("faults_fired", []),
+                    "failovers": result.get("failovers", []), "status": result["status"],
+                    "commits": len(result.get("commits", [])),
+                    "replay": replay_command(cfg, fault, seed),
+                })
+    doc = {"protocols": protocols, "faults": faults, "seeds": seeds,
+           "fault_points": {f: FAULT_POINTS.get(f) or SCENARIO_FAULTS.get(f) for f in faults},
+           "runs": records}
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "faults.json"), "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    return doc
+
+
+_COLOURS = {PASSED: "#4caf50", KNOWN: "#ffb300", VIOLATION: "#d32f2f", FAILED: "#7b1fa2"}
+
+
+def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    protocols, faults = doc["protocols"], doc["faults"]
+    worst = {VIOLATION: 3, FAILED: 2, KNOWN: 1, PASSED: 0}
+    cell: dict[tuple[str, str], str] = {}
+    for r in doc["runs"]:
+        key = (r["protocol"], r["fault"])
+        if key not in cell or worst[r["outcome"]] > worst[cell[key]]:
+            cell[key] = r["outcome"]
+    img = [[to_rgb(_COLOURS.get(cell.get((p, f), ""), "#eeeeee")) for f in faults] for p in protocols]
+    fig, ax = plt.subplots(figsize=(1.1 * len(faults) + 3, 0.55 * len(protocols) + 2.2))
+    ax.imshow(img, aspect="auto")
+    ax.set_xticks(range(len(faults)), faults, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(protocols)), protocols, fontsize=9)
+    for i, p in enumerate(protocols):
+        for j, f in enumerate(faults):
+            outcome = cell.get((p, f))
+            if outcome and outcome != PASSED:
+                ax.text(j, i, {"known failure": "known", "VIOLATION": "VIOL", "FAILED": "fail"}[outcome],
+                        ha="center", va="center", fontsize=7, color="black")
+    ax.legend(handles=[Patch(color=c, label=o) for o, c in _COLOURS.items()], loc="upper center",
+              bbox_to_anchor=(0.5, -0.35), ncol=4, fontsize=8)
+    ax.set_title(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)")
+    fig.tight_layout()
+    path = os.path.join(out_dir, "faults.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def outcome_table(doc: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table(title="commitlab faults", title_justify="left")
+    for col in ("fault", "protocol", "seed", "outcome", "fired", "explanation"):
+        t.add_column(col)
+    style = {PASSED: "green", KNOWN: "yellow", VIOLATION: "bold red", FAILED: "magenta"}
+    for r in doc["runs"]:
+        fired = ", ".join(f"{f['point']}@{f['checkpoint']}" for f in r["fired"]) or "-"
+        t.add_row(r["fault"], r["protocol"], str(r["seed"]),
+                  f"[{style[r['outcome']]}]{r['outcome']}[/{style[r['outcome']]}]", fired,
+                  r["explanation"] + (f"\n  replay: {r['replay']}" if r["outcome"] in (VIOLATION, FAILED) else ""))
+    return t
