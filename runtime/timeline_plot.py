@@ -367,6 +367,51 @@ def _place_labels(marks: list[dict[str, Any]], x0: float, x1: float, width_in: f
     return len(row_ends)
 
 
+def _label_deadlock(fig: Any, ax: Any, span: tuple[float, float], y: float, head: str,
+                    detail: str) -> None:
+    """Writes the deadlock label inside its bar, in the largest font that fits: one line, else
+    the head wrapped on two; the detail line goes when there is no room. A bar too short for any
+    of it gets the label beside it, on a white box."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    (xa, ya), (xb, yb) = ax.transData.transform([(span[0], y - 0.46), (span[1], y + 0.46)])
+    room_w, room_h = abs(xb - xa) - 12, abs(yb - ya) - 6
+    wrapped = head.replace(" in its own", "\nin its own", 1)
+    for text, size, with_detail in [(head, 10, True), (head, 9, True), (wrapped, 10, True),
+                                    (wrapped, 9, True), (head, 8, False), (wrapped, 8, False)]:
+        t = ax.text(span[0], y, "", fontsize=size, fontweight="bold", color="white", va="center",
+                    ha="left", zorder=8, linespacing=1.05)
+        t.set_text(text)
+        box = t.get_window_extent(renderer)
+        sub_h = 11.0 if with_detail else 0.0
+        if box.width <= room_w and box.height + sub_h <= room_h:
+            break
+        t.remove()
+    else:  # no room inside: beside the bar, readable over whatever is there
+        ax.text(span[0], y, head + "  ", fontsize=9, fontweight="bold", color=COLORS["alarm"],
+                va="center", ha="right", zorder=9,
+                bbox={"facecolor": "white", "edgecolor": COLORS["alarm"], "pad": 2.0})
+        return
+    # centre the block vertically: the head above, the detail line below
+    pad = 6 * 72.0 / fig.dpi  # points
+    if not with_detail:
+        t.set_position((span[0], y))
+        t.set_transform(ax.transData + _offset(fig, pad, 0))
+        return
+    head_pt = box.height * 72.0 / fig.dpi
+    t.set_transform(ax.transData + _offset(fig, pad, 5.5))  # the block (head, gap, detail) centred
+    sub = ax.text(span[0], y, detail, fontsize=7.5, color="white", va="center", ha="left", zorder=8,
+                  transform=ax.transData + _offset(fig, pad, 5.5 - head_pt / 2 - 6.5))
+    while sub.get_window_extent(renderer).width > room_w and len(sub.get_text()) > 20:
+        sub.set_text(sub.get_text()[:-6].rstrip(" .…") + "…")
+
+
+def _offset(fig: Any, dx_pt: float, dy_pt: float) -> Any:
+    from matplotlib.transforms import ScaledTranslation
+
+    return ScaledTranslation(dx_pt / 72.0, dy_pt / 72.0, fig.dpi_scale_trans)
+
+
 def render_timeline(events: Iterable[Mapping[str, Any]] | Mapping[str, Any], out_png: str, *,
                     title: str = "", deadlock: Mapping[str, Any] | None = None,
                     checkpoints: Mapping[str, Any] | None = None, dpi: int = 110) -> TimelinePlot:
@@ -428,7 +473,7 @@ def render_timeline(events: Iterable[Mapping[str, Any]] | Mapping[str, Any], out
                 if m:
                     k = int(m.group(1))
                     snapshots[k] = min(snapshots.get(k, e.t), e.t)
-            elif e.cat == "instant" and e.dur == 0:
+            elif e.cat == "instant":  # the coordinator starting an instant: a marker
                 points.append(("instant", e))
                 counts["instant"] += 1
                 continue
@@ -568,22 +613,7 @@ def render_timeline(events: Iterable[Mapping[str, Any]] | Mapping[str, Any], out
         detail = f"{dl_task}'s mailbox thread blocked {float(deadlock.get('blocked_s') or 0):.1f} s"
         if deadlock.get("running_mail"):
             detail += f" in {deadlock['running_mail']}"
-        fig.canvas.draw()
-        renderer = fig.canvas.get_renderer()
-        bar_px = ax.transData.transform((s1, y))[0] - ax.transData.transform((s0, y))[0]
-        head = ax.text(s0, y - 0.12, "  " + deadlock_label, fontsize=10, fontweight="bold",
-                       color="white", va="center", ha="left", zorder=8, clip_on=True)
-        sub = ax.text(s0, y + 0.2, "  " + detail, fontsize=7.5, color="white", va="center",
-                      ha="left", zorder=8, clip_on=True)
-        if head.get_window_extent(renderer).width > bar_px - 4:
-            # too narrow to hold the label: write it in red to the left of the bar
-            for t in (head, sub):
-                t.set_ha("right")
-                t.set_color(COLORS["alarm"])
-                t.set_text(t.get_text().strip() + "  ")
-        while sub.get_ha() == "left" and sub.get_window_extent(renderer).width > bar_px - 4 \
-                and len(sub.get_text()) > 20:
-            sub.set_text(sub.get_text()[:-8].rstrip() + "…")
+        _label_deadlock(fig, ax, (s0, s1), y, deadlock_label, detail)
 
     # axes, title, legend
     ax.set_yticks(range(len(lanes)))
