@@ -117,6 +117,16 @@ class JobRun:
         self._shutdown()
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
+            if self.trace_events:
+                from runtime.timeline_plot import plot_timeline
+
+                try:  # a picture must never fail a run
+                    result["timeline"] = plot_timeline(
+                        self.trace_events, os.path.join(self.out_dir, "timeline.png"),
+                        title=f"{cfg.protocol}, {cfg.writers} writers: {result['status']}",
+                        deadlock=result["deadlock"], checkpoints=result["checkpoints"])
+                except Exception as exc:
+                    result["timeline_error"] = f"{type(exc).__name__}: {exc}"
             with open(os.path.join(self.out_dir, "result.json"), "w") as f:
                 json.dump(result, f, indent=2, default=str)
         return result
@@ -131,7 +141,7 @@ class JobRun:
         """Creates and starts the roles; ``restore`` is the completed checkpoint to resume from
         after a failover (None: a fresh start, or a failover before any checkpoint completed)."""
         cfg, plan, props = self.cfg, self.plan, self.props
-        trace = self.trace_path is not None
+        trace = self.trace_path is not None or self.out_dir is not None  # timeline.png needs events
         faults = codec.encode(cfg.faults) if cfg.faults else b""
         common = {"trace": trace, "faults": faults}
         resume = {}
@@ -293,14 +303,15 @@ class JobRun:
         rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
         n_ckp = max(1, completed + aborted)
         protocol_roles = {r: ops for r, ops in dfs_ops.items() if r not in ("writer.data", "driver")}
-        if self.trace_path:
-            events = []
+        self.trace_events: list[dict[str, Any]] = []
+        if self.trace_path or self.out_dir:
             for n in names:
                 try:
-                    events += ray.get(self.actors[n].trace_events.remote(), timeout=10)
+                    self.trace_events += ray.get(self.actors[n].trace_events.remote(), timeout=10)
                 except Exception:
                     pass
-            write_trace(self.trace_path, events)
+        if self.trace_path:
+            write_trace(self.trace_path, self.trace_events)
         return {
             "protocol": cfg.protocol,
             "writers": cfg.writers,

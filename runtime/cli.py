@@ -118,7 +118,8 @@ def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
-    console.print(f"result: {os.path.join(out, 'result.json')}" + (f"; trace: {trace}" if trace else ""))
+    console.print(f"result: {os.path.join(out, 'result.json')}" + (f"; trace: {trace}" if trace else "")
+                  + (f"; timeline: {result['timeline']}" if result.get("timeline") else ""))
     return result
 
 

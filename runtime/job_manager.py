@@ -155,6 +155,7 @@ class JobManager:
         self.current = ckp
         rec = CheckpointRecord(ckp, triggered_at=self.env.now())
         self.checkpoints[ckp] = rec
+        self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
         coordinator_state = await self.env.call(self.coordinator, "checkpoint_coordinator", trigger,
                                                 timeout=cfg.rpc_timeout_s)
