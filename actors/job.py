@@ -21,9 +21,8 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
-from runtime.latency import percentiles, unblock_latencies
-from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS
+from runtime.results import run_figures
 from runtime.state_backend import StateBackend
 from runtime.table import HudiTable, TableProps
 from runtime.trace import write_trace
@@ -292,17 +291,10 @@ class JobRun:
         coord = self._describe("coordinator")
         jm = self._describe("job-manager")
         dumps = self._dumps()
-        parts = [m for m in metrics.values() if "error" not in m] + self.prior_metrics
-        dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_counters.snapshot()])
-        merged = Metrics.merge(parts)
-        latencies = unblock_latencies([tuple(r) for r in coord.get("releases", [])],
-                                      [w for d in dumps.values() for w in d.get("waits", [])])
-        ckps = {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
-        completed = sum(1 for c in ckps.values() if c["status"] == "completed")
-        aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
-        rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
-        n_ckp = max(1, completed + aborted)
-        protocol_roles = {r: ops for r, ops in dfs_ops.items() if r not in ("writer.data", "driver")}
+        checkpoints = {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
+        figures = run_figures([m for m in metrics.values() if "error" not in m] + self.prior_metrics,
+                              driver_counters.snapshot(), coord, checkpoints, dumps, cfg.checkpoints)
+        rows_in = figures["rows_in"]
         self.trace_events: list[dict[str, Any]] = []
         if self.trace_path or self.out_dir:
             for n in names:
@@ -313,16 +305,14 @@ class JobRun:
         if self.trace_path:
             write_trace(self.trace_path, self.trace_events)
         return {
+            **figures,
             "protocol": cfg.protocol,
             "writers": cfg.writers,
             "source": cfg.source,
             "table": cfg.table,
             "status": status,
             "error": error,
-            "rows_in": rows_in,
             "records": cfg.records,
-            "checkpoints": {"completed": completed, "aborted": aborted, "requested": cfg.checkpoints,
-                            "detail": ckps},
             "commits": self._commits_of_this_job(),
             "empty_rounds": coord.get("empty_rounds", []),
             "failovers": self.failovers,
@@ -330,15 +320,6 @@ class JobRun:
             "rolled_back": coord.get("rolled_back", []),
             "deadlock": deadlock.to_result() if deadlock else None,
             "stalls": stalls,
-            "dfs_ops": dfs_ops,
-            "dfs_ops_per_checkpoint": {r: {op: round(n / n_ckp, 2) for op, n in ops.items()}
-                                       for r, ops in protocol_roles.items()},
-            "rpcs": merged["rpcs"],
-            "mails": merged["mails"],
-            "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
-            "commit_to_unblock_s": percentiles(latencies),
-            "commit_to_unblock_samples": [round(x, 5) for x in latencies],
-            "counters": merged.get("counters", {}),
             "timing": {**self.plan.timings,
                        "setup_s": round(t_started - t0, 3), "run_s": round(t_end - t_started, 3),
                        "total_s": round(time.time() - t0, 3)},

@@ -8,24 +8,13 @@ import random
 import time
 from typing import Any, Callable, TypeVar
 
-from runtime import codec
+from runtime.codec import from_wire, to_wire
 from runtime.dfs import Dfs
 from runtime.env import Env, WaitTimeout
 from runtime.metrics import Metrics
 from runtime.trace import Tracer
 
 T = TypeVar("T")
-
-
-def to_wire(msg: Any) -> Any:
-    """Control messages travel as msgpack bytes; data (Arrow batches) as Ray objects."""
-    if dataclasses.is_dataclass(msg) and type(msg).__name__ in codec._REGISTRY:
-        return codec.encode(msg)
-    return msg
-
-
-def from_wire(payload: Any) -> Any:
-    return codec.decode(payload) if isinstance(payload, bytes) else payload
 
 
 class RayEnv(Env):

@@ -11,7 +11,8 @@ from typing import Any
 
 import ray
 
-from actors.ray_env import RayEnv, from_wire, to_wire
+from actors.ray_env import RayEnv
+from runtime.codec import from_wire, to_wire
 from actors.stream_plan import StreamShardRounds
 from runtime import codec
 from runtime.config import JobConfig

@@ -90,3 +90,15 @@ def decode(data: bytes, expected: type[T] | None = None) -> T:
 def roundtrip(obj: T) -> T:
     """Encode then decode: what a message looks like after crossing any host boundary."""
     return decode(encode(obj))
+
+
+def to_wire(msg: Any) -> Any:
+    """What a host sends: control messages as msgpack bytes (the same on every host), anything
+    else (Arrow data batches) as it is, for the host to pass by reference."""
+    if dataclasses.is_dataclass(msg) and type(msg).__name__ in _REGISTRY:
+        return encode(msg)
+    return msg
+
+
+def from_wire(payload: Any) -> Any:
+    return decode(payload) if isinstance(payload, bytes) else payload

@@ -25,10 +25,9 @@ from runtime.config import ConfigError, JobConfig
 from runtime.coordinator import Coordinator
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.results import run_figures
 from runtime.job_manager import JobManager
-from runtime.latency import percentiles, unblock_latencies
 from runtime.message_bus import MessageClient
-from runtime.metrics import Metrics
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.sim.env import SimEnv
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
@@ -233,44 +232,24 @@ class _SimRun:
             "commits": [], "empty_rounds": [], "releases": []}
         jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {"checkpoints": {}}
         dumps = self._dumps() if all(n in self.roles for n in self.task_names) else {}
-        dfs_ops = DfsCounters.merge([m["dfs_ops"] for m in metrics.values()]
-                                    + [self.driver_counters.snapshot()])
-        merged = Metrics.merge(metrics.values())
-        latencies = unblock_latencies([tuple(r) for r in coord.get("releases", [])],
-                                      [w for d in dumps.values() for w in d.get("waits", [])])
-        ckps = jm["checkpoints"]
-        completed = sum(1 for c in ckps.values() if c["status"] == "completed")
-        aborted = sum(1 for c in ckps.values() if c["status"] in ("aborted", "timed-out"))
-        rows_in = sum(d.get("rows_in", 0) for d in dumps.values())
-        n_ckp = max(1, completed + aborted)
-        protocol_roles = {r: ops for r, ops in dfs_ops.items() if r not in ("writer.data", "driver")}
+        figures = run_figures(metrics.values(), self.driver_counters.snapshot(), coord,
+                              jm["checkpoints"], dumps, cfg.checkpoints)
+        rows_in = figures["rows_in"]
         run_s = max(0.0, self.t_end - self.t_started)
         return {
+            **figures,
             "protocol": cfg.protocol,
             "writers": cfg.writers,
             "source": cfg.source,
             "table": cfg.table,
             "status": self.status,
             "error": self.error,
-            "rows_in": rows_in,
             "records": cfg.records,
-            "checkpoints": {"completed": completed, "aborted": aborted, "requested": cfg.checkpoints,
-                            "detail": ckps},
             "commits": [{"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]}
                         for c in coord["commits"]],
             "empty_rounds": coord["empty_rounds"],
             "deadlock": self.deadlock.to_result() if self.deadlock else None,
             "stalls": self.stalls,
-            "dfs_ops": dfs_ops,
-            "dfs_ops_per_checkpoint": {r: {op: round(n / n_ckp, 2) for op, n in ops.items()}
-                                       for r, ops in protocol_roles.items()},
-            "rpcs": merged["rpcs"],
-            "mails": merged["mails"],
-            "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
-            "commit_to_unblock_s": percentiles(latencies),
-            "commit_to_unblock_samples": [round(x, 5) for x in latencies],
-            "counters": merged.get("counters", {}),
-            # virtual seconds (the simulator's clock); real time is in wall_s
             "timing": {"prepare_s": round(self.prepare_s, 3), "setup_s": round(self.t_started, 6),
                        "run_s": round(run_s, 6)},
             "rows_per_s": round(rows_in / max(1e-9, run_s), 1),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from runtime import codec
+from runtime.codec import from_wire, to_wire
 from runtime.sim.trace import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
@@ -80,18 +81,7 @@ class Delay:
 DEFAULT_DELAY = Delay.uniform(0.0002, 0.002)
 
 
-# -- the wire (the same rules as actors/ray_env.py) -------------------------------------------------
-
-
-def to_wire(msg: Any) -> Any:
-    """Control messages travel as msgpack bytes; data (Arrow batches) by reference."""
-    if dataclasses.is_dataclass(msg) and type(msg).__name__ in codec._REGISTRY:
-        return codec.encode(msg)
-    return msg
-
-
-def from_wire(payload: Any) -> Any:
-    return codec.decode(payload) if isinstance(payload, bytes) else payload
+# the wire: the same rules as on Ray (runtime.codec.to_wire / from_wire)
 
 
 def message_kind(msg: Any) -> str:
