@@ -38,7 +38,8 @@ from runtime.table import (
     parse_properties,
 )
 
-FIXTURE = Path("/work/shared/fixtures/hudi-reference/v6_simplekeygen_nonhivestyle.zip")
+# a table written by Spark with Hudi 0.14 (from the hudi-rs test data), kept beside the tests
+FIXTURE = Path(__file__).parent / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"
 NAME = "trips"
 PROPS = TableProps(table_name=NAME, record_key_field="key", partition_field="partition",
                    precombine_field="ts")
