@@ -189,8 +189,10 @@ class JobManager:
         if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
             rec.reason = "the completion notification was lost"
             return True
+        # Flink notifies the coordinator asynchronously: a commit slowed by a held table lock
+        # must not fail the job, so the bound is the checkpoint timeout, not the RPC timeout
         self.commit_results[ckp] = await self.env.call(
-            self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.rpc_timeout_s)
+            self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.checkpoint_timeout_s)
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_complete", notice)
         self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")

@@ -122,3 +122,15 @@ def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
               config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].task) for s in range(8)}
     assert all(2 <= c <= 5 for c, _ in picks) and len(picks) > 2
     assert set(FAULT_POINTS) >= set(CRASHES)
+
+
+def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path):
+    """Found by the fault matrix: under P1, when checkpoint 2's completion never reaches the
+    coordinator, no new instant starts; the writers block in round 3's eager flush, checkpoint 3
+    times out, and its abort sends a CommitAckEvent into the mailbox of a writer that is already
+    blocked: the same wait-for cycle as after an empty round."""
+    cfg = _cfg(tmp_path, "operator-event", faults=[FaultSpec("checkpoint.notification_lost", 2)])
+    result = run_job(cfg, None)
+    assert result["status"] == "deadlocked"
+    assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=3)"
+    assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"
