@@ -239,6 +239,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         await self._publish(START_COMMIT, instant, offsets=dict(self.committed_offsets))
         await self.interval.wait()
         self.interval.clear()
+        ended_by = self.intervals  # the checkpoint trigger that ended this commit's interval
         await self._publish(END_COMMIT, instant)
         statuses = await self._collect(instant)
         if statuses is None:
@@ -251,11 +252,11 @@ class ControlTopicCoordinator(CoordinatorSide):
         offsets.update({p: m.last_offset + 1 for p, m in statuses.items()})
         if not written:
             await ctx.env.io(ctx.table.rollback, instant, [])  # nothing to commit
-            ctx.empty_rounds.append(self.intervals)
+            ctx.empty_rounds.append(ended_by)
         else:
-            ctx.events.extend(WriteMetadataEvent(p, self.intervals, instant, m.write_stats, last_batch=True)
+            ctx.events.extend(WriteMetadataEvent(p, ended_by, instant, m.write_stats, last_batch=True)
                               for p, m in statuses.items())
-            await ctx.commit_instant(instant, self.intervals, extra={OFFSETS_KEY: format_offsets(offsets)})
+            await ctx.commit_instant(instant, ended_by, extra={OFFSETS_KEY: format_offsets(offsets)})
             self.commits += 1
         # the instant is decided (committed or rolled back) before the offsets say so: an
         # end-of-input arriving now must not roll it back (a race the simulator found)
