@@ -141,7 +141,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
         if key not in cell or worst[r["outcome"]] > worst[cell[key]]:
             cell[key] = r["outcome"]
     img = [[to_rgb(_COLOURS.get(cell.get((p, f), ""), "#eeeeee")) for f in faults] for p in protocols]
-    fig, ax = plt.subplots(figsize=(1.1 * len(faults) + 3, 0.55 * len(protocols) + 2.2))
+    fig, ax = plt.subplots(figsize=(1.1 * len(faults) + 3, 0.55 * len(protocols) + 3.0))
     ax.imshow(img, aspect="auto")
     ax.set_xticks(range(len(faults)), faults, rotation=35, ha="right", fontsize=8)
     ax.set_yticks(range(len(protocols)), protocols, fontsize=9)
@@ -152,7 +152,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
                 ax.text(j, i, {"known failure": "known", "VIOLATION": "VIOL", "FAILED": "fail"}[outcome],
                         ha="center", va="center", fontsize=7, color="black")
     ax.legend(handles=[Patch(color=c, label=o) for o, c in _COLOURS.items()], loc="upper center",
-              bbox_to_anchor=(0.5, -0.35), ncol=4, fontsize=8)
+              bbox_to_anchor=(0.5, -0.62), ncol=4, fontsize=8)
     ax.set_title(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)")
     fig.tight_layout()
     path = os.path.join(out_dir, "faults.png")
