@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import time
 from typing import Any, Callable, TypeVar

@@ -61,7 +61,7 @@ class CoordinationRpcWriter(WriterSide):
         key = self.request_key(eager)
         if key in self.instants:
             return self.instants[key]
-        env, cfg = self.ctx.env, self.ctx.config
+        env = self.ctx.env
         started = env.now()
         self.ctx.set_blocked(BlockedWait(
             what="instant request",

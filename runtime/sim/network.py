@@ -12,14 +12,12 @@ awaited; the reply (or the error) travels back after another delay.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import itertools
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from runtime import codec
 from runtime.codec import from_wire, to_wire
 from runtime.sim.trace import TraceRecorder
 
