@@ -95,7 +95,7 @@ class JobRun:
                 if error is None:
                     self._launch(restore=None)
                 else:
-                    self._failover(error)
+                    self._failover(error, region=self._region_failover_possible())
                 status, error, deadlock, stalls = self._supervise(deadline)
             except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError,
                     ray.exceptions.GetTimeoutError) as exc:  # a role failed while starting
@@ -149,15 +149,17 @@ class JobRun:
             restore = None  # the sources replay everything; the protocol's offsets skip the rest
         if self.failovers:
             done_round = restore.round if restore is not None else 0
-            resume_id = max(self.last_triggered, restore.checkpoint_id if restore else 0)
+            resume_id = self._resume_checkpoint_id(restore)
             resume = {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
                       "start_round": done_round + 1}
         for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
             if kind not in self.actors:  # they outlive a failover (the control topic is Kafka)
                 self._create(kind, kind, props, dict(common))
-        coord = self._create("coordinator", "coordinator", props,
-                             {**common, "schema_json": plan.schema_json,
-                              "resume_checkpoint_id": resume.get("resume_checkpoint_id", 0)})
+        if "coordinator" not in self.actors:  # a region failover keeps it
+            self._create("coordinator", "coordinator", props,
+                         {**common, "schema_json": plan.schema_json,
+                          "resume_checkpoint_id": resume.get("resume_checkpoint_id", 0)})
+        coord = self.actors["coordinator"]
         jm = self._create("job-manager", "job-manager", props,
                           {**common, **{k: v for k, v in resume.items() if k.startswith("start_")}})
         states = restore.states if restore is not None else {}
@@ -179,7 +181,10 @@ class JobRun:
         names = (self.task_names, self.source_names)
         ray.get([self.actors[k].start.remote(handles, *names) for k in protocol.extra_roles
                  if k in self._fresh], timeout=start_timeout)
-        ray.get(coord.start.remote(handles, *names), timeout=start_timeout)
+        if "coordinator" in self._fresh:
+            ray.get(coord.start.remote(handles, *names), timeout=start_timeout)
+        else:  # kept through a region failover: it must reach the new tasks
+            ray.get(coord.rebind.remote(handles), timeout=start_timeout)
         ray.get(jm.start.remote(handles, *names), timeout=start_timeout)
         ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names],
                 timeout=start_timeout)
@@ -216,9 +221,23 @@ class JobRun:
                 last_progress = time.time()
                 self.on_progress(self._progress())
 
-    def _failover(self, error: str | None) -> None:
-        """Global failover (Flink's restart-all strategy): every task, source, the coordinator and
-        the job manager restart from the last completed checkpoint."""
+    def _region_failover_possible(self) -> bool:
+        """Region failover needs ``--failover region``, a protocol whose tasks restore from
+        checkpointed state (the control topic replays from the offsets in its commits instead),
+        and a coordinator that is alive and sound; otherwise the failover is global."""
+        if self.cfg.failover != "region" or PROTOCOLS[self.cfg.protocol].writer_side.replays_from_committed_offsets:
+            return False
+        try:
+            coord = ray.get(self.actors["coordinator"].describe.remote(), timeout=5)
+        except Exception:
+            return False  # the coordinator died with the tasks: restart everything
+        return not coord.get("error")
+
+    def _failover(self, error: str | None, *, region: bool = False) -> None:
+        """Restarts from the last completed checkpoint. Global (Flink's restart-all strategy):
+        every task, source, the coordinator and the job manager. Region: the write tasks, their
+        sources and the job manager's checkpointing; the coordinator keeps running, is told to
+        reset, and re-initialises once every task has bootstrapped again."""
         restore = self.state_backend.latest()
         try:
             jm = ray.get(self.actors["job-manager"].describe.remote(), timeout=5)
@@ -228,9 +247,11 @@ class JobRun:
         except Exception:
             pass
         self.failovers.append({"error": error, "at": time.time(),
+                               "strategy": "region" if region else "global",
                                "restored_checkpoint": restore.checkpoint_id if restore else None,
                                "resumed_round": (restore.round + 1) if restore else 1})
-        keep = set(PROTOCOLS[self.cfg.protocol].extra_roles)
+        self._delete_bus_if_armed()
+        keep = set(PROTOCOLS[self.cfg.protocol].extra_roles) | ({"coordinator"} if region else set())
         for name, actor in list(self.actors.items()):
             if name in keep:
                 continue
@@ -243,13 +264,44 @@ class JobRun:
             except Exception:
                 pass
             del self.actors[name]
-        self._wait_names_free()
+        self._wait_names_free([n for n in self._role_names() if n not in keep])
+        if region:
+            from runtime.codec import from_wire, to_wire
+            from runtime.coordinator import TasksReset
+
+            notice = TasksReset(self._resume_checkpoint_id(restore), error or "")
+            reply = ray.get(self.actors["coordinator"].deliver.remote("reset_tasks", to_wire(notice), "driver"),
+                            timeout=max(30.0, self.cfg.rpc_timeout_s))
+            self.failovers[-1]["coordinator_reset"] = from_wire(reply)
         self._launch(restore)
 
-    def _wait_names_free(self, timeout: float = 30.0) -> None:
+    def _role_names(self) -> list[str]:
+        return self.task_names + self.source_names + ["coordinator", "job-manager"]
+
+    def _resume_checkpoint_id(self, restore: Any) -> int:
+        """The last checkpoint id handed out before the failover: restored tasks resume after it."""
+        return max(self.last_triggered, restore.checkpoint_id if restore else 0)
+
+    def _delete_bus_if_armed(self) -> None:
+        """The bus.deleted_between_restarts fault: once its task crash fired, the message bus is
+        removed while the job is down (#8060, #8120), before anything restarts."""
+        from runtime.faults import faults_path
+        from runtime.message_bus import message_bus_path
+
+        if not any(s.point == "bus.deleted_between_restarts" for s in self.cfg.faults):
+            return
+        dfs, base = self.table.dfs, self.table.base_path
+        fired = [e.name for e in dfs.list_dir(faults_path(base))] if dfs.exists(faults_path(base)) else []
+        path = message_bus_path(base)
+        if any(n.startswith("bus.deleted_between_restarts") for n in fired) and dfs.exists(path) \
+                and not any("deleted" in f for f in self.failovers[:-1]):
+            dfs.delete(path, recursive=True)
+            self.failovers[-1]["deleted"] = path[len(base):].lstrip("/")  # relative: results travel
+
+    def _wait_names_free(self, names: list[str], timeout: float = 30.0) -> None:
         """Killed named actors release their names asynchronously; wait (bounded) before reuse."""
         end = time.time() + timeout
-        for name in self.task_names + self.source_names + ["coordinator", "job-manager"]:
+        for name in names:
             while time.time() < end:
                 try:
                     ray.get_actor(name, namespace=self.namespace)
@@ -318,6 +370,8 @@ class JobRun:
             "failovers": self.failovers,
             "faults_fired": self._fired_faults(),
             "rolled_back": coord.get("rolled_back", []),
+            # what the coordinator lived through: region failovers, a deleted bus, protocol state
+            "coordinator": {k: coord.get(k) for k in ("resets", "deleted_by_fault", "protocol")},
             "deadlock": deadlock.to_result() if deadlock else None,
             "stalls": stalls,
             "timing": {**self.plan.timings,
@@ -363,11 +417,13 @@ class JobRun:
             info = fs.get_file_info(e.path)
             with fs.open_input_stream(e.path) as f:
                 role = f.read().decode(errors="replace").split(" ")[0]
-            key = e.name.rsplit(".", 1)[0]
+            key = e.name.rsplit(".", 1)[0]  # point@checkpoint#task[:target]
+            key, _, target = key.partition(":")
             point, _, rest = key.partition("@")
             ckp, _, task = rest.partition("#")
             fired.append({"point": point, "role": role, "checkpoint": int(ckp), "task": int(task),
-                          "at": info.mtime.timestamp() if info.mtime else 0.0})
+                          "at": info.mtime.timestamp() if info.mtime else 0.0,
+                          **({"target": target} if target else {})})
         return sorted(fired, key=lambda f: f["at"])
 
     def _shutdown(self) -> None:

@@ -15,6 +15,8 @@ from runtime.trace import Tracer
 
 T = TypeVar("T")
 
+LOST_REQUEST_WAIT_S = 30.0  # how long a call with no timeout of its own waits for a lost request
+
 
 class RayEnv(Env):
     def __init__(self, role: str, dfs: Dfs, *, seed: int = 0, trace: bool = True) -> None:
@@ -42,6 +44,15 @@ class RayEnv(Env):
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
         self.metrics.rpc(method)
+        fault = self.message_fault(dest, method, msg)
+        if fault is not None and fault.point == "message.dropped":
+            # the request never arrives: all the caller can see is its own timeout
+            wait = timeout or LOST_REQUEST_WAIT_S
+            await asyncio.sleep(wait)
+            raise WaitTimeout(f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
+                              "no reply (the request was lost in transit)")
+        if fault is not None:
+            await asyncio.sleep(fault.value)
         ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
         try:
             reply = await (asyncio.wait_for(ref, timeout) if timeout else ref)
@@ -51,11 +62,22 @@ class RayEnv(Env):
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         self.metrics.rpc(method)
-        ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
+        handle = self._handle(dest)
+        fault = self.message_fault(dest, method, msg)
+        if fault is not None and fault.point == "message.dropped":
+            return  # lost in transit: a one-way message has no reply to miss
+        delay = fault.value if fault is not None else 0.0
+        payload = to_wire(msg)
+        # submitted now, so one sender's messages to one actor keep their order (Ray's guarantee)
+        ref = None if delay else handle.deliver.remote(method, payload, self.role)
 
         async def watch() -> None:
             try:
-                await ref
+                if ref is None:  # delivered late; messages sent after it overtake it
+                    await asyncio.sleep(delay)
+                    await handle.deliver.remote(method, payload, self.role)
+                else:
+                    await ref
             except Exception as exc:  # a one-way message that failed: remember, never raise here
                 self.send_errors.append(f"{dest}.{method}: {type(exc).__name__}: {exc}"[:500])
 

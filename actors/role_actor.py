@@ -42,8 +42,8 @@ class RoleActor:
         if self.extra.get("faults"):
             specs = codec.decode(self.extra["faults"])
             self.env.faults = FaultInjector(specs, name, dfs, base)
-            if any(s.point == "dfs.transient_error" for s in specs) and kind == "coordinator":
-                dfs.fault_hook = _transient_dfs_error(self.env)
+            if kind == "coordinator" and {s.point for s in specs} & {"dfs.transient_error", "dfs.latency"}:
+                dfs.fault_hook = _coordinator_dfs_faults(self.env)
         self.role: Any = None
         self._task: asyncio.Task | None = None
 
@@ -86,6 +86,11 @@ class RoleActor:
                 await self.role.start()
         else:
             raise ValueError(f"unknown role kind {self.kind!r}")
+        return self.name
+
+    async def rebind(self, handles: dict[str, Any]) -> str:
+        """New handles for roles that restarted around this one (a region failover)."""
+        self.env.handles = {k: v for k, v in handles.items() if k != self.name}
         return self.name
 
     async def deliver(self, method: str, payload: Any, sender: str = "") -> Any:
@@ -139,12 +144,19 @@ class RoleActor:
         return list(self.env.faults.fired) if self.env.faults is not None else []
 
 
-def _transient_dfs_error(env: RayEnv):
-    """A DFS hook that fails one write of the coordinator (the dfs.transient_error fault)."""
+def _coordinator_dfs_faults(env: RayEnv):
+    """The coordinator's DFS hook: fails one write (dfs.transient_error) and slows every operation
+    inside a dfs.latency window (a sleep in the calling thread, as a slow NameNode would)."""
+    import time
+
     from runtime.faults import InjectedDfsError
 
     def hook(role: str, op: str, path: str) -> None:
-        if op in ("write", "create") and env.fault("dfs.transient_error"):
+        delay = env.dfs_delay()
+        if delay:
+            time.sleep(delay)
+        if op in ("write", "create") and env.faults.armed("dfs.transient_error") \
+                and env.fault("dfs.transient_error"):
             raise InjectedDfsError(f"injected transient DFS error on {op} {path}")
 
     return hook

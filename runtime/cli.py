@@ -64,9 +64,16 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
     t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
     t.add_argument("--faults", default="",
-                   help="fault points to arm: point[@checkpoint][#task],... (see commitlab faults --list)")
+                   help="fault points to arm: point[:target][@checkpoint][#task][=param],... "
+                        "(see commitlab faults --list)")
+    t.add_argument("--rpc-timeout", type=float, default=defaults.rpc_timeout_s,
+                   help="seconds an RPC between roles may take (Flink's ask timeout)")
     t.add_argument("--max-restarts", type=int, default=defaults.max_restarts,
                    help="failovers from the last completed checkpoint before the job gives up")
+    t.add_argument("--failover", choices=["global", "region"], default=defaults.failover,
+                   help="global: a task failure restarts every role; region: the tasks, sources and "
+                        "checkpointing restart, the coordinator keeps running (falls back to global "
+                        "when the coordinator itself failed)")
 
 
 def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
@@ -87,6 +94,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
         job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
         faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
+        failover=args.failover, rpc_timeout_s=args.rpc_timeout,
     )
 
 
@@ -256,7 +264,8 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
         progress.update(bar, completed=len(doc["runs"]), description="done")
     heat = plot_heatmap(doc, out)
     console.print(outcome_table(doc))
-    counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o) for o in ("passed", "known failure", VIOLATION, FAILED)}
+    counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o)
+              for o in ("passed", "known failure", VIOLATION, FAILED, "not fired", "n/a")}
     console.print(", ".join(f"{o}: {n}" for o, n in counts.items()))
     console.print(f"results: {os.path.join(out, 'faults.json')}; heat map: {heat}")
     return EXIT_FAILED if counts[VIOLATION] or counts[FAILED] else EXIT_OK
@@ -308,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     flt.add_argument("--quiet", action="store_true")
     _add_job_options(flt, defaults=JobConfig(source="generator", writers=2, checkpoints=4,
                                              records=4_000, bucket_flush_rows=500,
-                                             checkpoint_timeout_s=4.0))
+                                             checkpoint_timeout_s=4.0, rpc_timeout_s=4.0))
     flt.set_defaults(func=cmd_faults, protocol="message-bus", trace=None)
 
     ver = sub.add_parser("verify", help="check a Hudi table against its input with the official reader")

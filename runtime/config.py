@@ -82,7 +82,11 @@ class JobConfig:
     write_status_timeout_s: float = 10.0  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
     topic_retention_records: int = 10_000  # control topic retention
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
-    max_restarts: int = 3  # failovers (restart all from the last completed checkpoint) before giving up
+    max_restarts: int = 3  # failovers (restart from the last completed checkpoint) before giving up
+    # what a task failure restarts: "global" (every role, the coordinator included: Flink's
+    # restart-all) or "region" (the write tasks, their sources and the checkpointing; the
+    # coordinator keeps running and re-initialises when every task bootstrapped again)
+    failover: str = "global"
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults)
     schedule: Schedule = field(default_factory=Schedule)
 
@@ -153,6 +157,8 @@ class JobConfig:
                                            self.precombine_field) != ("key", "partition", "ts"):
             raise ConfigError("the generator source writes fields key, partition and ts; "
                               "--key/--partition-field/--precombine-field go with --input")
+        if self.failover not in ("global", "region"):
+            raise ConfigError(f"--failover must be global or region, got {self.failover!r}")
         if self.skew not in ("uniform", "zipf"):
             raise ConfigError(f"--skew must be uniform or zipf, got {self.skew!r}")
         if self.update_ratio >= 1.0:

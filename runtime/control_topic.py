@@ -330,9 +330,11 @@ class ControlTopic:
 # -- client helpers -------------------------------------------------------------------------------
 
 
-async def publish(env: Env, message: ControlMessage, topic: str = DEFAULT_TOPIC) -> int:
-    """Producer: appends ``message`` to the topic role; returns its offset."""
-    return await env.call(topic, "append", AppendRequest(message=message))
+async def publish(env: Env, message: ControlMessage, topic: str = DEFAULT_TOPIC, *,
+                  timeout: float = 10.0) -> int:
+    """Producer: appends ``message`` to the topic role; returns its offset. Bounded: a lost
+    append fails the producer (Kafka's delivery timeout) rather than hanging it."""
+    return await env.call(topic, "append", AppendRequest(message=message), timeout=timeout)
 
 
 class TopicConsumer:

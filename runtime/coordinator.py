@@ -17,6 +17,7 @@ from typing import Any
 from runtime import codec
 from runtime.config import JobConfig
 from runtime.env import Env
+from runtime.faults import DFS_LATENCY_WINDOW_S
 from runtime.messages import BOOTSTRAP_INSTANT, CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
 from runtime.protocols.base import CoordinatorSide, Protocol
 from runtime.table import HudiTable, TableError
@@ -54,9 +55,19 @@ class CoordinatorState:
     events: list[WriteMetadataEvent] = field(default_factory=list)
 
 
+@codec.message
+@dataclass
+class TasksReset:
+    """Region failover: every write task restarts from the last completed checkpoint; the next
+    checkpoint id they see is ``resume_checkpoint_id + 1``."""
+
+    resume_checkpoint_id: int
+    reason: str = ""
+
+
 class Coordinator:
     RPC_METHODS = ('write_metadata', 'checkpoint_coordinator', 'notify_checkpoint_complete',
-                   'notify_checkpoint_aborted', 'end_of_input')
+                   'notify_checkpoint_aborted', 'end_of_input', 'reset_tasks')
 
     def __init__(self, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol],
                  task_names: list[str], *, schema_json: str = "", resume_checkpoint_id: int = 0) -> None:
@@ -86,6 +97,9 @@ class Coordinator:
         # after a failover: the checkpoint id the restored tasks resume from (message id for the bus)
         self.resume_checkpoint_id = resume_checkpoint_id
         self.rolled_back: list[str] = []
+        self.deleted_by_fault: list[str] = []  # what the bus.deleted fault removed
+        self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
+        self.messages_on_dfs = protocol.messages_on_dfs
 
     async def start(self) -> None:
         await self.protocol.open()
@@ -94,10 +108,35 @@ class Coordinator:
 
     async def write_metadata(self, event: WriteMetadataEvent) -> None:
         async with self._lock:
-            if event.bootstrap:
-                await self._handle_bootstrap(event)
+            if not event.bootstrap:
+                self.events.append(event)
                 return
-            self.events.append(event)
+            await self._handle_bootstrap(event)
+        if self.resets and not self.started.is_set():
+            # HUDI-6194: after a region failover a task that bootstrapped early must not write
+            # before the instants are re-initialised (the old one is about to be rolled back), so
+            # its bootstrap is answered only once every task's has arrived
+            await self.env.wait_for(self.started.wait(), self.config.rpc_timeout_s / 2,
+                                    "every write task's bootstrap after the region failover")
+
+    async def reset_tasks(self, notice: TasksReset) -> dict[str, Any]:
+        """Region failover (Flink's subtaskReset, for every write task): what the tasks sent since
+        their last completed checkpoint is void, and their restored states re-send what that
+        checkpoint left uncommitted. The coordinator re-initialises (recommit, roll back, new
+        instant) when every task has bootstrapped again."""
+        async with self._lock:
+            dropped = len(self.events)
+            self.events.clear()
+            self.bootstrapped.clear()
+            self.started.clear()
+            self.resume_checkpoint_id = notice.resume_checkpoint_id
+            await self.protocol.on_tasks_reset()
+            self.resets.append({"resume_checkpoint_id": notice.resume_checkpoint_id,
+                                "dropped_events": dropped, "instant": self.instant,
+                                "reason": notice.reason[:300]})
+        self.env.tracer.instant("tasks reset (region failover)", thread="coordinator",
+                                args={"dropped_events": dropped})
+        return self.resets[-1]
 
     async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
         self.bootstrapped.add(event.task_id)
@@ -130,6 +169,9 @@ class Coordinator:
 
     async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
         """The coordinator's snapshot, taken before the barriers are injected."""
+        spec = self.env.fault("dfs.latency", checkpoint=trigger.checkpoint_id)
+        if spec is not None:
+            self.env.slow_dfs(spec.value, DFS_LATENCY_WINDOW_S)
         async with self._lock:
             state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
         await self.protocol.on_checkpoint_trigger(trigger.checkpoint_id)
@@ -166,6 +208,10 @@ class Coordinator:
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
                 await self._start_instant(ckp, committed=instant)
                 result = {"committed": True, "instant": instant}
+            if self.messages_on_dfs and self.env.fault("bus.deleted", checkpoint=ckp):
+                # someone removes the bus right after message ckp was written (#8060)
+                deleted = await self.protocol.delete_dfs_messages()
+                self.deleted_by_fault.extend([deleted] if deleted else [])
         hold = self.config.schedule.clean_lock_s.get(ckp)
         if hold:
             self.env.spawn(self.clean(hold, ckp), f"clean-after-{ckp}")
@@ -197,8 +243,9 @@ class Coordinator:
     def _all_events_received(self) -> bool:
         return all(self._has_last_batch(t) for t in range(len(self.task_names)))
 
-    async def create_instant(self) -> str:
-        """requested -> inflight on the timeline, under the table lock."""
+    async def create_instant(self, checkpoint_id: int = -1) -> str:
+        """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
+        checkpoint the instant is for, when the caller knows it (fault points use it)."""
         def create() -> str:
             timeline = self.table.timeline()
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
@@ -206,11 +253,16 @@ class Coordinator:
             return instant
 
         async with self.table_lock:
-            return await self.env.io(create)
+            instant = await self.env.io(create)
+        if self.env.fault("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
+            # HUDI-6194: the whole task side fails over while this instant is being announced
+            for task in self.task_names:
+                self.env.send(task, "inject_failure", f"lost with every task as {instant} started")
+        return instant
 
     async def _start_instant(self, checkpoint_id: int, committed: str) -> None:
         start = self.env.now()
-        new = await self.create_instant()
+        new = await self.create_instant(checkpoint_id)
         await self.protocol.on_instant_started(checkpoint_id, committed, new)
         self.release(new)
         self.instant = new
@@ -260,5 +312,7 @@ class Coordinator:
                 "empty_rounds": self.empty_rounds, "aborted": self.aborted,
                 "bootstrapped": sorted(self.bootstrapped), "error": self.error,
                 "cleanings": self.cleanings, "buffered_events": len(self.events),
-                "releases": [list(r) for r in self.releases], "rolled_back": self.rolled_back}
+                "releases": [list(r) for r in self.releases], "rolled_back": self.rolled_back,
+                "protocol": self.protocol.describe(), "deleted_by_fault": self.deleted_by_fault,
+                "resets": self.resets}
 

@@ -50,6 +50,8 @@ class Env(abc.ABC):
     tracer: Tracer
     metrics: Metrics
     faults: Any = None  # a runtime.faults.FaultInjector when faults are armed
+    # (extra seconds per DFS operation, until when on this host's clock): the dfs.latency fault
+    dfs_slow: tuple[float, float] | None = None
 
     def fault(self, point: str, *, checkpoint: int = -1, task: int = -1) -> Any:
         """The armed fault spec if ``point`` fires now, else None."""
@@ -59,6 +61,39 @@ class Env(abc.ABC):
         if spec is not None:
             self.tracer.instant(f"fault {point}", cat="fault", args={"checkpoint": checkpoint})
         return spec
+
+    def slow_dfs(self, seconds_per_op: float, window_s: float) -> None:
+        """From now on, for ``window_s``, each DFS operation of this role takes ``seconds_per_op``
+        longer (the host's DFS hook applies it)."""
+        self.dfs_slow = (seconds_per_op, self.now() + window_s)
+
+    def dfs_delay(self) -> float:
+        """The extra latency of a DFS operation now (0 outside a dfs.latency window)."""
+        if self.dfs_slow is None or self.now() >= self.dfs_slow[1]:
+            return 0.0
+        return self.dfs_slow[0]
+
+    def message_fault(self, dest: str, method: str, msg: Any) -> Any:
+        """The armed messaging fault (``message.dropped`` / ``message.delayed``) that hits this
+        message now, or None. The checkpoint is the message's own; the task is the write task at
+        either end."""
+        from runtime.faults import MESSAGE_FAULTS
+
+        if self.faults is None or not any(self.faults.armed(p) for p in MESSAGE_FAULTS):
+            return None
+        ckp = getattr(msg, "checkpoint_id", -1)
+        task = getattr(msg, "task_id", None)
+        if not isinstance(task, int):
+            end = dest if dest.startswith("writer-") else self.role
+            task = int(end.rsplit("-", 1)[1]) if end.startswith("writer-") else -1
+        for point in MESSAGE_FAULTS:
+            spec = self.faults.hit(point, checkpoint=ckp if isinstance(ckp, int) else -1, task=task,
+                                   target=method, strict=True)
+            if spec is not None:
+                self.tracer.instant(f"fault {point}: {dest}.{method}", cat="fault",
+                                    args={"checkpoint": ckp, "delay_s": spec.value})
+                return spec
+        return None
 
     def crash(self, reason: str) -> None:
         """Ends this role as a crash would. The Ray host exits the process; others raise."""

@@ -9,7 +9,9 @@ Outcomes, in Jepsen's spirit:
 - ``VIOLATION``: the run finished but the table is not exactly-once: a bug, reported with the seed
   and the command that replays it;
 - ``FAILED``: the run did not finish (restarts exhausted, timed out): a liveness failure, with
-  the diagnosis.
+  the diagnosis;
+- ``not fired``: the run never reached the fault point, so it says nothing about the fault;
+- ``n/a``: the fault does not exist under that protocol (no message bus to delete): not run.
 
 The seed picks the generated data and the checkpoint the fault fires at, so a seed names a run.
 """
@@ -24,6 +26,18 @@ from runtime.config import JobConfig
 from runtime.faults import FAULT_POINTS, FaultSpec
 
 PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
+NOT_FIRED, NOT_APPLICABLE = "not fired", "n/a"
+
+# the message each protocol's messaging faults hit: the one its commit path depends on; a
+# checkpoint of -1 means the first such message (it carries no checkpoint id)
+MESSAGE_TARGETS: dict[str, tuple[str, bool]] = {
+    "operator-event": ("write_metadata", True),  # an operator event (CommitAckEvents go only after aborts)
+    "message-bus": ("write_metadata", True),  # a writer's WriteMetadataEvent
+    "timeline-server": ("refresh", False),  # the coordinator's refresh to the server
+    "coordination-rpc": ("instant_time_request", True),
+    "coordination-rpc-async": ("instant_time_request", True),
+    "control-topic": ("append", False),  # a message to the control topic
+}
 
 # Faults whose purpose is a protocol's known failure, and how it shows.
 SCENARIO_FAULTS = {"lock-held": "a cleaning action holds the table lock past the RPC timeout (#19902)",
@@ -36,6 +50,13 @@ def fault_checkpoint(seed: int, checkpoints: int) -> int:
     return 2 + (seed % span)
 
 
+def applicable(protocol: str, fault: str) -> bool:
+    """Whether ``fault`` exists under ``protocol`` (the bus faults need a bus on the DFS)."""
+    from runtime.protocols import PROTOCOLS
+
+    return not fault.startswith("bus.") or PROTOCOLS[protocol].messages_on_dfs
+
+
 def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str) -> JobConfig:
     from runtime.scenarios import lock_held_config, with_quiet_round
 
@@ -45,8 +66,13 @@ def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str
     if fault == "quiet-round":
         return with_quiet_round(cfg)
     ckp = fault_checkpoint(seed, cfg.checkpoints)
-    task = seed % cfg.writers if fault.startswith("task.") or fault == "checkpoint.timeout" else -1
-    return cfg.replace(faults=[FaultSpec(fault, ckp, task)])
+    per_task = fault.startswith("task.") or fault in ("checkpoint.timeout", "bus.deleted_between_restarts")
+    task = seed % cfg.writers if per_task else -1
+    target = ""
+    if fault.startswith("message."):
+        target, has_checkpoint = MESSAGE_TARGETS.get(protocol, ("write_metadata", True))
+        ckp = ckp if has_checkpoint else -1
+    return cfg.replace(faults=[FaultSpec(fault, ckp, task, target=target)])
 
 
 def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, str]:
@@ -65,6 +91,8 @@ def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, st
         return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
     if status != "finished":
         return FAILED, f"{status}: {result.get('error')}"
+    if fault in FAULT_POINTS and not result.get("faults_fired"):
+        return NOT_FIRED, "the run never reached the fault point: it tells nothing about the fault"
     if not eo.get("verified"):
         return VIOLATION, (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
                            f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')}, commit problems "
@@ -74,7 +102,7 @@ def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, st
 
 
 def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
-    faults = ",".join(f"{s.point}@{s.checkpoint}#{s.task}" for s in cfg.faults)
+    faults = ",".join(s.text() for s in cfg.faults)
     parts = [f"commitlab run --source {cfg.source} --protocol {cfg.protocol} --writers {cfg.writers}",
              f"--checkpoints {cfg.checkpoints} --records {cfg.records} --seed {cfg.seed}"]
     if faults:
@@ -97,6 +125,12 @@ def run_matrix(base: JobConfig, protocols: list[str], faults: list[str], seeds: 
                 if on_run:
                     on_run(n, total, f"{protocol} x {fault} (seed {seed})")
                 n += 1
+                if not applicable(protocol, fault):
+                    records.append({"protocol": protocol, "fault": fault, "seed": seed,
+                                    "outcome": NOT_APPLICABLE, "explanation": "not under this protocol",
+                                    "fired": [], "failovers": [], "status": "not run", "commits": 0,
+                                    "replay": ""})
+                    continue
                 sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
                 cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
                 try:
@@ -122,7 +156,8 @@ def run_matrix(base: JobConfig, protocols: list[str], faults: list[str], seeds: 
     return doc
 
 
-_COLOURS = {PASSED: "#4caf50", KNOWN: "#ffb300", VIOLATION: "#d32f2f", FAILED: "#7b1fa2"}
+_COLOURS = {PASSED: "#4caf50", KNOWN: "#ffb300", VIOLATION: "#d32f2f", FAILED: "#7b1fa2",
+            NOT_FIRED: "#9e9e9e", NOT_APPLICABLE: "#f5f5f5"}
 
 
 def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
@@ -134,7 +169,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
     from matplotlib.patches import Patch
 
     protocols, faults = doc["protocols"], doc["faults"]
-    worst = {VIOLATION: 3, FAILED: 2, KNOWN: 1, PASSED: 0}
+    worst = {VIOLATION: 5, FAILED: 4, NOT_FIRED: 3, KNOWN: 2, PASSED: 1, NOT_APPLICABLE: 0}
     cell: dict[tuple[str, str], str] = {}
     for r in doc["runs"]:
         key = (r["protocol"], r["fault"])
@@ -149,10 +184,11 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
         for j, f in enumerate(faults):
             outcome = cell.get((p, f))
             if outcome and outcome != PASSED:
-                ax.text(j, i, {"known failure": "known", "VIOLATION": "VIOL", "FAILED": "fail"}[outcome],
+                ax.text(j, i, {KNOWN: "known", VIOLATION: "VIOL", FAILED: "fail", NOT_FIRED: "not fired",
+                               NOT_APPLICABLE: "n/a"}[outcome],
                         ha="center", va="center", fontsize=7, color="black")
     ax.legend(handles=[Patch(color=c, label=o) for o, c in _COLOURS.items()], loc="upper center",
-              bbox_to_anchor=(0.5, -0.62), ncol=4, fontsize=8)
+              bbox_to_anchor=(0.5, -0.62), ncol=6, fontsize=8)
     ax.set_title(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)")
     fig.tight_layout()
     path = os.path.join(out_dir, "faults.png")
@@ -167,7 +203,8 @@ def outcome_table(doc: dict[str, Any]):
     t = Table(title="commitlab faults", title_justify="left")
     for col in ("fault", "protocol", "seed", "outcome", "fired", "explanation"):
         t.add_column(col)
-    style = {PASSED: "green", KNOWN: "yellow", VIOLATION: "bold red", FAILED: "magenta"}
+    style = {PASSED: "green", KNOWN: "yellow", VIOLATION: "bold red", FAILED: "magenta",
+             NOT_FIRED: "dim", NOT_APPLICABLE: "dim"}
     for r in doc["runs"]:
         fired = ", ".join(f"{f['point']}@{f['checkpoint']}" for f in r["fired"]) or "-"
         t.add_row(r["fault"], r["protocol"], str(r["seed"]),

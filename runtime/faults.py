@@ -8,6 +8,7 @@ not crash again at the same place. Every firing is recorded (time, point, role, 
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,21 @@ FAULT_POINTS: dict[str, str] = {
     "checkpoint.timeout": "a write task acks a checkpoint too late: it times out",
     "checkpoint.notification_lost": "the checkpoint-complete notification never reaches the coordinator",
     "dfs.transient_error": "one DFS operation of the coordinator fails once",
+    "dfs.latency": "the coordinator's DFS operations each take `param` s longer (default 0.2) for 5 s",
+    "bus.deleted": "the message-bus directory is deleted while the job runs (#8060; P2, P3)",
+    "bus.deleted_between_restarts": "a write task crashes and the message-bus directory is deleted "
+                                    "before the job restarts (#8060, #8120; P2, P3)",
+    "message.dropped": "one message to `target` is lost in transit (a request: the caller times out)",
+    "message.delayed": "one message to `target` arrives `param` s late (default 2)",
+    "tasks.fail_at_instant_start": "every write task fails over at once while the coordinator "
+                                   "starts a new instant (HUDI-6194)",
 }
+
+# the message a messaging fault hits when the spec names none: the task's write metadata event
+DEFAULT_MESSAGE_TARGET = "write_metadata"
+MESSAGE_FAULTS = ("message.dropped", "message.delayed")
+DEFAULT_PARAM = {"dfs.latency": 0.2, "message.delayed": 2.0}
+DFS_LATENCY_WINDOW_S = 5.0
 
 
 @codec.message
@@ -47,25 +62,43 @@ class FaultSpec:
     task: int = -1  # only in this write task (-1: any)
     times: int = 1
     param: float = 0.0  # e.g. the delay of a timeout fault, in seconds
+    target: str = ""  # the RPC method a messaging fault hits (e.g. write_metadata, operator_event)
 
     def key(self) -> str:
-        return f"{self.point}@{self.checkpoint}#{self.task}"
+        return f"{self.point}@{self.checkpoint}#{self.task}" + (f":{self.target}" if self.target else "")
+
+    @property
+    def value(self) -> float:
+        """``param``, or the point's default when unset."""
+        return self.param or DEFAULT_PARAM.get(self.point, 0.0)
+
+    def text(self) -> str:
+        """The ``--faults`` spelling of this spec (``parse_faults`` reads it back)."""
+        out = self.point + (f":{self.target}" if self.target else "")
+        out += (f"@{self.checkpoint}" if self.checkpoint >= 0 else "") + (f"#{self.task}" if self.task >= 0 else "")
+        return out + (f"={self.param:g}" if self.param else "")
+
+
+_SPEC = re.compile(r"^(?P<point>[a-z_.]+)(?::(?P<target>\w+))?(?:@(?P<ckp>\d+))?(?:#(?P<task>\d+))?"
+                   r"(?:=(?P<param>\d+(?:\.\d*)?))?$")
 
 
 def parse_faults(text: str) -> list[FaultSpec]:
-    """``point[@checkpoint][#task]`` items, comma-separated: ``task.in_snapshot@2#0``."""
+    """``point[:target][@checkpoint][#task][=param]`` items, comma-separated:
+    ``task.in_snapshot@2#0``, ``message.dropped:operator_event@3``, ``dfs.latency=0.5``."""
     specs = []
     for item in filter(None, (x.strip() for x in (text or "").split(","))):
-        point, ckp, task = item, -1, -1
-        if "#" in point:
-            point, t = point.split("#", 1)
-            task = int(t)
-        if "@" in point:
-            point, c = point.split("@", 1)
-            ckp = int(c)
+        m = _SPEC.match(item)
+        if m is None:
+            raise ValueError(f"cannot read fault {item!r}: write point[:target][@checkpoint][#task][=param], "
+                             "e.g. task.in_snapshot@2#0 or message.delayed:write_metadata@2=1.5")
+        point = m["point"]
         if point not in FAULT_POINTS:
             raise ValueError(f"unknown fault point {point!r}; known: {', '.join(FAULT_POINTS)}")
-        specs.append(FaultSpec(point, ckp, task))
+        if m["target"] and point not in MESSAGE_FAULTS:
+            raise ValueError(f"{item!r}: only {' and '.join(MESSAGE_FAULTS)} take a :target")
+        specs.append(FaultSpec(point, int(m["ckp"]) if m["ckp"] else -1, int(m["task"]) if m["task"] else -1,
+                               param=float(m["param"]) if m["param"] else 0.0, target=m["target"] or ""))
     return specs
 
 
@@ -83,22 +116,29 @@ class FaultInjector:
         self.dfs = Dfs(dfs.fs, role="faults") if dfs is not None else None
         self.path = faults_path(table_base)
         self.fired: list[dict[str, Any]] = []
+        self._spent: set[str] = set()  # specs whose every firing is taken: no more marker checks
 
     def armed(self, point: str) -> bool:
         return any(s.point == point for s in self.specs)
 
-    def hit(self, point: str, *, checkpoint: int = -1, task: int = -1) -> FaultSpec | None:
+    def hit(self, point: str, *, checkpoint: int = -1, task: int = -1, target: str = "",
+            strict: bool = False) -> FaultSpec | None:
+        """The spec of ``point`` that fires now, if any. An unknown checkpoint or task (-1) matches
+        any, unless ``strict``: then a spec naming one fires only there (a message without a
+        checkpoint id must not take a fault meant for checkpoint 3)."""
         for spec in self.specs:
-            if spec.point != point:
+            if spec.point != point or spec.key() in self._spent:
                 continue
-            if spec.checkpoint >= 0 and checkpoint >= 0 and spec.checkpoint != checkpoint:
+            if target and (spec.target or DEFAULT_MESSAGE_TARGET) != target:
                 continue
-            if spec.task >= 0 and task >= 0 and spec.task != task:
+            if spec.checkpoint >= 0 and (checkpoint >= 0 or strict) and spec.checkpoint != checkpoint:
+                continue
+            if spec.task >= 0 and (task >= 0 or strict) and spec.task != task:
                 continue
             if not self._claim(spec):
                 continue
             self.fired.append({"point": point, "role": self.role, "checkpoint": checkpoint,
-                               "task": task, "at": time.time()})
+                               "task": task, "at": time.time(), **({"target": target} if target else {})})
             return spec
         return None
 
@@ -117,6 +157,7 @@ class FaultInjector:
                 return True
             except OSError:
                 return False
+        self._spent.add(spec.key())
         return False
 
 

@@ -76,6 +76,7 @@ class MessageDriver:
         self.path = message_bus_path(base_path)
         # checkpoint id -> committed?, in id order (Hudi: TreeMap<Long, Boolean>)
         self.ckp_id_cache: "OrderedDict[int, bool]" = OrderedDict()
+        self.recreated = 0  # times a write found the bus directory gone (#8060) and recreated it
         if dfs.exists(self.path):
             dfs.delete(self.path, recursive=True)
         dfs.mkdirs(self.path)
@@ -89,13 +90,31 @@ class MessageDriver:
         self._clean()
 
     def commit_ckp(self, checkpoint_id: int, commit_instant: str, inflight_instant: str) -> None:
-        self.dfs.write_bytes(self._file(checkpoint_id, True),
-                             CkpMessage.to_bytes(commit_instant, inflight_instant))
+        data = CkpMessage.to_bytes(commit_instant, inflight_instant)
+        self._write(lambda: self.dfs.write_bytes(self._file(checkpoint_id, True), data))
         self._remember(checkpoint_id, True)
 
     def abort_ckp(self, checkpoint_id: int) -> None:
-        self.dfs.create_empty(self._file(checkpoint_id, False))
+        self._write(lambda: self.dfs.create_empty(self._file(checkpoint_id, False)))
         self._remember(checkpoint_id, False)
+
+    def _write(self, write) -> None:
+        """Writes one message. HDFS and object stores create missing parents on write; a local
+        file system does not, so a bus deleted under the job (#8060) is recreated here, once per
+        write, and counted. The messages it held are gone: writers waiting for one give up at
+        their instant-wait timeout."""
+        try:
+            write()
+        except DfsError:
+            if self.dfs.exists(self.path):
+                raise
+            self.dfs.mkdirs(self.path)
+            self.recreated += 1
+            write()
+
+    def delete_all(self) -> None:
+        """Deletes the bus directory (the #8060 fault: someone removed it)."""
+        self.dfs.delete(self.path, recursive=True)
 
     def _clean(self) -> None:
         num_to_clean = len(self.ckp_id_cache) - MESSAGE_QUEUE_LENGTH

@@ -64,7 +64,8 @@ class _FileVersion:
 
 
 class WriteTask:
-    RPC_METHODS = ('push_input', 'operator_event', 'notify_checkpoint_complete', 'notify_checkpoint_aborted')
+    RPC_METHODS = ('push_input', 'operator_event', 'notify_checkpoint_complete', 'notify_checkpoint_aborted',
+                   'inject_failure')
 
     def __init__(self, env: Env, config: JobConfig, task_id: int, table: HudiTable,
                  protocol: type[Protocol], *, data_table: HudiTable | None = None,
@@ -79,6 +80,7 @@ class WriteTask:
         self.current_instant: str | None = None
         self.last_checkpoint_id = -1
         self.protocol: WriterSide = protocol.writer_side(self)
+        self.messages_on_dfs = protocol.messages_on_dfs
         self.processor = MailboxProcessor(self._default_action, TaskMailbox(clock=env.now),
                                           on_mail_start=self._on_mail_start,
                                           on_mail_end=self._on_mail_end)
@@ -196,6 +198,10 @@ class WriteTask:
         self.mailbox.put(Mail(lambda: None, MAX_PRIORITY, "notifyCheckpointAborted",
                               f"notifyCheckpointAborted(ckp={notice.checkpoint_id})", 0, self.env.now()))
 
+    def inject_failure(self, reason: str) -> None:
+        """A fault point elsewhere takes this task down with it (tasks.fail_at_instant_start)."""
+        self.env.crash(f"{self.env.role}: injected failure: {reason}")
+
     def dump(self) -> dict[str, Any]:
         """Introspection, answered even while the mailbox thread is blocked."""
         now = self.env.now()
@@ -304,6 +310,9 @@ class WriteTask:
                                  thread="mailbox", cat="checkpoint")
         if self.env.fault("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.in_snapshot")
+        if self.messages_on_dfs and self.env.fault("bus.deleted_between_restarts",
+                                                   checkpoint=checkpoint_id, task=self.task_id):
+            self.env.crash("injected crash at bus.deleted_between_restarts (the bus goes next)")
         slow = self.env.fault("checkpoint.timeout", checkpoint=checkpoint_id, task=self.task_id)
         if slow is not None:  # a snapshot slower than the checkpoint timeout
             await self.env.sleep(slow.param or self.config.checkpoint_timeout_s + 1.0)

@@ -134,3 +134,144 @@ def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path
     assert result["status"] == "deadlocked"
     assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=3)"
     assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"
+
+
+# -- fault specs, messaging, DFS latency, the bus deleted, HUDI-6194, region failover ------------
+
+def test_fault_specs_read_back_from_their_text():
+    from runtime.faults import parse_faults
+
+    text = "task.in_snapshot@2#0,message.dropped:operator_event@3,dfs.latency=0.5,message.delayed#1=1.5"
+    specs = parse_faults(text)
+    assert ",".join(s.text() for s in specs) == text
+    assert specs[1].target == "operator_event" and specs[2].value == 0.5
+    assert parse_faults("dfs.latency")[0].value == 0.2  # the point's default
+    with pytest.raises(ValueError, match="only message.dropped and message.delayed take a :target"):
+        parse_faults("task.in_snapshot:write_metadata")
+    with pytest.raises(ValueError, match="cannot read fault"):
+        parse_faults("task.in_snapshot@two")
+
+
+def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one():
+    from runtime.env import Env
+    from runtime.faults import FaultInjector
+    from runtime.trace import Tracer
+
+    class _Env(Env):
+        role = "coordinator"
+        tracer = Tracer("coordinator", enabled=False, clock=lambda: 0.0)
+
+        def now(self) -> float:
+            return 0.0
+
+        async def sleep(self, seconds): ...
+        async def call(self, dest, method, msg=None, *, timeout=None): ...
+        def send(self, dest, method, msg=None): ...
+        async def io(self, fn, *args): ...
+
+    class _Msg:
+        def __init__(self, ckp: int) -> None:
+            self.checkpoint_id = ckp
+
+    env = _Env()
+    env.faults = FaultInjector([FaultSpec("message.dropped", 3, target="operator_event")], "coordinator", None, "")
+    assert env.message_fault("writer-0", "operator_event", None) is None  # no checkpoint id
+    assert env.message_fault("writer-0", "operator_event", _Msg(2)) is None
+    assert env.message_fault("writer-0", "write_metadata", _Msg(3)) is None  # another target
+    spec = env.message_fault("writer-1", "operator_event", _Msg(3))
+    assert spec is not None and env.faults.fired[0]["task"] == 1  # the writer at the other end
+
+
+def test_a_dropped_request_times_out_and_the_job_recovers(ray_session, tmp_path):
+    spec = FaultSpec("message.dropped", 2, 0, target="write_metadata")
+    result = run_job(_cfg(tmp_path, faults=[spec], rpc_timeout_s=2.0), None)
+    assert [(f["point"], f.get("target")) for f in result["faults_fired"]] == [("message.dropped", "write_metadata")]
+    assert len(result["failovers"]) == 1
+    assert "request was lost in transit" in result["failovers"][0]["error"]
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+
+
+def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
+    faults = [FaultSpec("message.delayed", 2, 0, param=1.0, target="write_metadata"),
+              FaultSpec("dfs.latency", 3, param=0.05)]
+    result = run_job(_cfg(tmp_path, faults=faults), None)
+    assert sorted(f["point"] for f in result["faults_fired"]) == ["dfs.latency", "message.delayed"]
+    assert result["failovers"] == []
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+    assert result["checkpoints"]["detail"]["2"]["status"] == "completed"  # 1 s late is within 4 s
+
+
+@pytest.mark.parametrize("protocol", ["message-bus", "timeline-server"])
+def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_session, tmp_path, protocol):
+    result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("bus.deleted", 2)]), None)
+    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
+    coord = result["coordinator"]
+    assert coord["deleted_by_fault"] and coord["deleted_by_fault"][0].endswith("message_bus")
+    assert coord["protocol"]["bus_recreated"] >= 1  # the next message found the directory gone
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+
+
+def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_session, tmp_path):
+    spec = FaultSpec("bus.deleted_between_restarts", 2, 0)
+    result = run_job(_cfg(tmp_path, faults=[spec]), None)
+    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted_between_restarts"]
+    assert result["failovers"][0]["deleted"] == ".hoodie/.aux/message_bus"
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+
+
+def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
+    from runtime.fault_matrix import NOT_APPLICABLE, applicable, run_matrix
+
+    assert applicable("message-bus", "bus.deleted") and not applicable("coordination-rpc", "bus.deleted")
+    doc = run_matrix(JobConfig(source="generator"), ["operator-event"], ["bus.deleted"], 1, str(tmp_path),
+                     run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"))
+    assert doc["runs"][0]["outcome"] == NOT_APPLICABLE
+
+
+def _pending_instant_files(table) -> list[str]:
+    names = os.listdir(table / ".hoodie")
+    pending = [n.split(".")[0] for n in names
+               if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names]
+    data = [f for d in os.listdir(table) if not d.startswith(".") for f in os.listdir(table / d)]
+    return [f for f in data for p in pending if p in f]
+
+
+@pytest.mark.parametrize("failover", ["global", "region"])
+def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back_instant(
+        ray_session, tmp_path, failover):
+    """HUDI-6194: all tasks fail over while the coordinator starts a new instant."""
+    spec = FaultSpec("tasks.fail_at_instant_start", 2)
+    result = run_job(_cfg(tmp_path, faults=[spec], failover=failover), None)
+    assert [f["point"] for f in result["faults_fired"]] == ["tasks.fail_at_instant_start"]
+    assert [f["strategy"] for f in result["failovers"]] == [failover]
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["commit_problems"] == []
+    assert result["rolled_back"], "the instant started as the tasks failed was rolled back"
+    assert _pending_instant_files(tmp_path / "table") == []
+    if failover == "region":
+        (reset,) = result["coordinator"]["resets"]  # the same coordinator lived through it
+        assert reset["resume_checkpoint_id"] >= 2
+
+
+@pytest.mark.parametrize("protocol", ["operator-event", "message-bus", "timeline-server",
+                                      "coordination-rpc", "coordination-rpc-async"])
+def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_path, protocol):
+    result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)],
+                          failover="region"), None)
+    assert [f["strategy"] for f in result["failovers"]] == ["region"]
+    assert len(result["coordinator"]["resets"]) == 1
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+    assert _pending_instant_files(tmp_path / "table") == []
+
+
+def test_region_failover_falls_back_to_global_when_the_coordinator_died(ray_session, tmp_path):
+    spec = FaultSpec("coordinator.before_commit_file", 2)
+    result = run_job(_cfg(tmp_path, faults=[spec], failover="region"), None)
+    assert [f["strategy"] for f in result["failovers"]] == ["global"]
+    assert result["exactly_once"]["verified"]

@@ -129,6 +129,18 @@ class CoordinatorSide(abc.ABC):
     async def on_checkpoint_aborted(self, checkpoint_id: int, instant: str) -> None:
         """Checkpoint aborted: ``instant`` stays pending and is reused."""
 
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    async def on_tasks_reset(self) -> None:
+        """Region failover: every write task restarts; pending instants will be rolled back when
+        they have all bootstrapped again, so forget any handed out."""
+
+    async def delete_dfs_messages(self) -> str | None:
+        """Deletes the directory of messages this protocol keeps on the DFS and returns its path
+        (the bus.deleted fault, #8060); None when the protocol keeps none there."""
+        return None
+
     async def close(self) -> None:
         pass
 
@@ -142,6 +154,8 @@ class Protocol:
     coordinator_side: type[CoordinatorSide]
     # roles this protocol adds to the job, by actor name (the timeline server, the control topic)
     extra_roles: tuple[str, ...] = ()
+    # whether the coordinator tells writers through files on the DFS (the bus faults apply)
+    messages_on_dfs: bool = False
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable,

@@ -155,7 +155,8 @@ class ControlTopicParticipant(WriterSide):
             last_offset = self.expected - 1
             stats = list(self.stats.values())
             await publish(env, ControlMessage(WRITE_STATUS, self.commit_time, env.role, partition=task,
-                                              write_stats=stats, last_offset=last_offset), TOPIC)
+                                              write_stats=stats, last_offset=last_offset), TOPIC,
+                          timeout=self.ctx.config.rpc_timeout_s)
             self.last_status = (self.commit_time, last_offset)
             self.write_from = self.expected
             self.commit_time = None
@@ -219,7 +220,8 @@ class ControlTopicCoordinator(CoordinatorSide):
         return {"committed": False, "reason": "control-topic commits on its own interval"}
 
     async def _publish(self, kind: str, instant: str, **kw: Any) -> None:
-        await publish(self.ctx.env, ControlMessage(kind, instant, "coordinator", **kw), TOPIC)
+        await publish(self.ctx.env, ControlMessage(kind, instant, "coordinator", **kw), TOPIC,
+                      timeout=self.ctx.config.rpc_timeout_s)
 
     async def _run(self) -> None:
         try:
@@ -234,7 +236,7 @@ class ControlTopicCoordinator(CoordinatorSide):
 
     async def _one_commit(self) -> None:
         ctx = self.ctx
-        instant = await ctx.create_instant()
+        instant = await ctx.create_instant(self.intervals + 1)  # the interval this commit covers
         self.current = instant
         await self._publish(START_COMMIT, instant, offsets=dict(self.committed_offsets))
         await self.interval.wait()

@@ -89,9 +89,10 @@ class CoordinationRpcWriter(WriterSide):
         except WaitTimeout as exc:
             raise InstantWaitTimeout(
                 f"{self.ctx.env.role}: InstantTimeRequest(ckp={key}) timed out after "
-                f"{self.ctx.config.rpc_timeout_s:.1f}s: the coordinator creates the instant inside "
-                "the request, under the table lock, and something held the lock longer than the "
-                "RPC timeout (Hudi #19902); the task fails and the job restarts") from exc
+                f"{self.ctx.config.rpc_timeout_s:.1f}s with no reply: the coordinator creates the "
+                "instant inside the request, under the table lock, so a lock held longer than the "
+                "RPC timeout (Hudi #19902), like a lost request, ends here; the task fails and the "
+                f"job restarts ({exc})") from exc
         return reply.instant
 
     async def _request_async(self, key: int) -> str:
@@ -129,16 +130,20 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         self.creating: dict[int, asyncio.Task] = {}
         self.created = 0
         self.failures: list[str] = []
+        self.epoch = 0  # bumped by a region failover
 
     async def _create(self, key: int) -> str:
+        epoch = self.epoch
         try:
-            instant = await self.ctx.create_instant()  # takes the table lock
+            instant = await self.ctx.create_instant(key)  # takes the table lock
         except Exception as exc:
             # forget the attempt so the next request tries again, and say why this one failed
             self.creating.pop(key, None)
             self.failures.append(f"checkpoint {key}: {type(exc).__name__}: {exc}"[:300])
             self.ctx.env.metrics.count("instant_creation_failures")
             raise
+        if epoch != self.epoch:
+            return instant  # created across a region failover: rolled back, never handed out again
         self.instants[key] = instant
         self.ctx.release(instant)
         self.created += 1
@@ -176,6 +181,13 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         if not committed:
             self.ctx.empty_rounds.append(checkpoint_id)
         return {"committed": bool(committed), "instants": committed}
+
+    async def on_tasks_reset(self) -> None:
+        # the pending instants are rolled back at re-initialisation: new requests get new ones;
+        # a creation still running belongs to the old epoch and is not recorded
+        self.epoch += 1
+        self.creating.clear()
+        self.instants.clear()
 
     def describe(self) -> dict[str, Any]:
         return {"pending": dict(self.instants), "created": self.created, "failures": self.failures[-5:]}

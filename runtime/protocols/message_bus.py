@@ -114,12 +114,20 @@ class MessageBusCoordinator(CoordinatorSide):
     async def on_checkpoint_aborted(self, checkpoint_id: int, instant: str) -> None:
         await self.ctx.env.io(self.driver.abort_ckp, checkpoint_id)
 
+    async def delete_dfs_messages(self) -> str | None:
+        await self.ctx.env.io(self.driver.delete_all)
+        return self.driver.path
+
+    def describe(self) -> dict[str, Any]:
+        return {"bus_recreated": self.driver.recreated}
+
     async def close(self) -> None:
         self.driver.close()
 
 
 class MessageBusProtocol(Protocol):
     name = "message-bus"
+    messages_on_dfs = True
     description = "P2: checkpoint messages as files under .hoodie/.aux/message_bus (HUDI-2677)"
     writer_side = MessageBusWriter
     coordinator_side = MessageBusCoordinator

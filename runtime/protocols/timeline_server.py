@@ -169,6 +169,7 @@ class TimelineServerCoordinator(MessageBusCoordinator):
 
 class TimelineServerProtocol(Protocol):
     name = "timeline-server"
+    messages_on_dfs = True
     description = "P3: writers ask an embedded timeline server that caches the instant state (RFC-50)"
     writer_side = TimelineServerWriter
     coordinator_side = TimelineServerCoordinator
