@@ -186,11 +186,19 @@ class JobRun:
         else:  # kept through a region failover: it must reach the new tasks
             ray.get(coord.rebind.remote(handles), timeout=start_timeout)
         ray.get(jm.start.remote(handles, *names), timeout=start_timeout)
-        ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names],
-                timeout=start_timeout)
-        self.jm_ref = jm.run.remote()
-        ray.get([self.actors[n].start.remote(handles, *names) for n in self.source_names],
-                timeout=start_timeout)
+        if "coordinator" in self._fresh:
+            ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names],
+                    timeout=start_timeout)
+            self.jm_ref = jm.run.remote()
+            ray.get([self.actors[n].start.remote(handles, *names) for n in self.source_names],
+                    timeout=start_timeout)
+        else:
+            # a region failover deploys the region's tasks together, as Flink does: a source may
+            # feed its task while another task has not bootstrapped yet (the HUDI-6194 window)
+            tasks = [self.actors[n].start.remote(handles, *names) for n in self.task_names]
+            self.jm_ref = jm.run.remote()
+            sources = [self.actors[n].start.remote(handles, *names) for n in self.source_names]
+            ray.get(tasks + sources, timeout=start_timeout)
         self._fresh = set()
 
     def _supervise(self, deadline: float) -> tuple[str, str | None, Any, list[dict[str, Any]]]:

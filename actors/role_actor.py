@@ -27,6 +27,9 @@ from runtime.source import InMemoryShard, Source
 from runtime.table import HudiTable, TableProps
 from runtime.write_task import WriteTask
 
+START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
+
+
 @ray.remote(num_cpus=0, max_restarts=0)
 class RoleActor:
     def __init__(self, kind: str, name: str, config: bytes, props: dict[str, str],
@@ -46,6 +49,7 @@ class RoleActor:
                 dfs.fault_hook = _coordinator_dfs_faults(self.env)
         self.role: Any = None
         self._task: asyncio.Task | None = None
+        self._started = asyncio.Event()  # set once start() returned: messages wait for it
 
     async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str],
                     restored: bytes | None = None) -> str:
@@ -86,6 +90,7 @@ class RoleActor:
                 await self.role.start()
         else:
             raise ValueError(f"unknown role kind {self.kind!r}")
+        self._started.set()
         return self.name
 
     async def rebind(self, handles: dict[str, Any]) -> str:
@@ -94,8 +99,14 @@ class RoleActor:
         return self.name
 
     async def deliver(self, method: str, payload: Any, sender: str = "") -> Any:
-        if self.role is None:
-            raise RuntimeError(f"{self.name} received {method} before it started")
+        if not self._started.is_set():
+            # tasks of a region are deployed together: input may reach a task still initialising
+            # (as Flink buffers it in the input gate); bounded, and named when it gives up
+            try:
+                await asyncio.wait_for(self._started.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                raise RuntimeError(f"{self.name} received {method} from {sender or '?'} but did not "
+                                   f"finish starting within {START_WAIT_S:.0f}s") from None
         if method not in getattr(self.role, "RPC_METHODS", ()):
             raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
         result = getattr(self.role, method)(from_wire(payload))

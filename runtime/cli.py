@@ -70,6 +70,9 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
                    help="seconds an RPC between roles may take (Flink's ask timeout)")
     t.add_argument("--max-restarts", type=int, default=defaults.max_restarts,
                    help="failovers from the last completed checkpoint before the job gives up")
+    t.add_argument("--no-hold-bootstraps", dest="hold_bootstraps", action="store_false",
+                   help="after a region failover, answer each task's bootstrap at once, as Hudi did "
+                        "before HUDI-6194 (reproduces writes into a rolled-back instant)")
     t.add_argument("--failover", choices=["global", "region"], default=defaults.failover,
                    help="global: a task failure restarts every role; region: the tasks, sources and "
                         "checkpointing restart, the coordinator keeps running (falls back to global "
@@ -94,7 +97,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
         job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
         faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
-        failover=args.failover, rpc_timeout_s=args.rpc_timeout,
+        failover=args.failover, rpc_timeout_s=args.rpc_timeout, hold_bootstraps=args.hold_bootstraps,
     )
 
 

@@ -87,6 +87,10 @@ class JobConfig:
     # restart-all) or "region" (the write tasks, their sources and the checkpointing; the
     # coordinator keeps running and re-initialises when every task bootstrapped again)
     failover: str = "global"
+    # after a region failover the coordinator answers a task's bootstrap only once every task's
+    # has arrived, so no task writes into an instant about to be rolled back; False is Hudi
+    # before HUDI-6194 (a task that bootstrapped early may write into that instant)
+    hold_bootstraps: bool = True
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults)
     schedule: Schedule = field(default_factory=Schedule)
 

@@ -112,11 +112,11 @@ class Coordinator:
                 self.events.append(event)
                 return
             await self._handle_bootstrap(event)
-        if self.resets and not self.started.is_set():
+        if self.resets and self.config.hold_bootstraps and not self.started.is_set():
             # HUDI-6194: after a region failover a task that bootstrapped early must not write
             # before the instants are re-initialised (the old one is about to be rolled back), so
             # its bootstrap is answered only once every task's has arrived
-            await self.env.wait_for(self.started.wait(), self.config.rpc_timeout_s / 2,
+            await self.env.wait_for(self.started.wait(), self.config.instant_wait_timeout,
                                     "every write task's bootstrap after the region failover")
 
     async def reset_tasks(self, notice: TasksReset) -> dict[str, Any]:

@@ -41,7 +41,9 @@ MESSAGE_TARGETS: dict[str, tuple[str, bool]] = {
 
 # Faults whose purpose is a protocol's known failure, and how it shows.
 SCENARIO_FAULTS = {"lock-held": "a cleaning action holds the table lock past the RPC timeout (#19902)",
-                   "quiet-round": "an empty round then data, completion notified late (P1 deadlock)"}
+                   "quiet-round": "an empty round then data, completion notified late (P1 deadlock)",
+                   "wrong-instant": "region failover of every task as an instant starts, one task "
+                                    "back 5 s late (HUDI-6194)"}
 
 
 def fault_checkpoint(seed: int, checkpoints: int) -> int:
@@ -58,13 +60,15 @@ def applicable(protocol: str, fault: str) -> bool:
 
 
 def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str) -> JobConfig:
-    from runtime.scenarios import lock_held_config, with_quiet_round
+    from runtime.scenarios import lock_held_config, with_quiet_round, wrong_instant_config
 
     cfg = base.replace(protocol=protocol, seed=base.seed + seed, table=table)
     if fault == "lock-held":
         return lock_held_config(cfg)
     if fault == "quiet-round":
         return with_quiet_round(cfg)
+    if fault == "wrong-instant":
+        return wrong_instant_config(cfg)
     ckp = fault_checkpoint(seed, cfg.checkpoints)
     per_task = fault.startswith("task.") or fault in ("checkpoint.timeout", "bus.deleted_between_restarts")
     task = seed % cfg.writers if per_task else -1
@@ -104,7 +108,11 @@ def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, st
 def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
     faults = ",".join(s.text() for s in cfg.faults)
     parts = [f"commitlab run --source {cfg.source} --protocol {cfg.protocol} --writers {cfg.writers}",
-             f"--checkpoints {cfg.checkpoints} --records {cfg.records} --seed {cfg.seed}"]
+             f"--checkpoints {cfg.checkpoints} --records {cfg.records} --seed {cfg.seed}",
+             f"--bucket-flush-rows {cfg.bucket_flush_rows} --checkpoint-timeout {cfg.checkpoint_timeout_s:g}",
+             f"--rpc-timeout {cfg.rpc_timeout_s:g} --failover {cfg.failover}"]
+    if not cfg.hold_bootstraps:
+        parts.append("--no-hold-bootstraps")
     if faults:
         parts.append(f"--faults {faults}")
     if fault in SCENARIO_FAULTS:

@@ -44,7 +44,8 @@ FAULT_POINTS: dict[str, str] = {
     "message.dropped": "one message to `target` is lost in transit (a request: the caller times out)",
     "message.delayed": "one message to `target` arrives `param` s late (default 2)",
     "tasks.fail_at_instant_start": "every write task fails over at once while the coordinator "
-                                   "starts a new instant (HUDI-6194)",
+                                   "starts a new instant (HUDI-6194); `param`: seconds the last "
+                                   "task takes to come back",
 }
 
 # the message a messaging fault hits when the spec names none: the task's write metadata event
@@ -141,6 +142,12 @@ class FaultInjector:
                                "task": task, "at": time.time(), **({"target": target} if target else {})})
             return spec
         return None
+
+    def has_fired(self, spec: FaultSpec) -> bool:
+        """Whether ``spec`` fired in this job, in any role or earlier attempt (its first marker)."""
+        if self.dfs is None:
+            return any(f["point"] == spec.point for f in self.fired)
+        return self.dfs.fs.get_file_info(Dfs.join(self.path, f"{spec.key()}.0")).type.name != "NotFound"
 
     def _claim(self, spec: FaultSpec) -> bool:
         """Atomically takes one of the spec's firings (a marker file per firing)."""

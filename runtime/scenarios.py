@@ -72,3 +72,23 @@ def lock_held_config(base: JobConfig) -> JobConfig:
 
 
 SCENARIOS["lock-held"] = lock_held_config
+
+
+def wrong_instant_config(base: JobConfig, *, slow_task_s: float = 5.0) -> JobConfig:
+    """HUDI-6194: every write task fails as the coordinator starts the instant of round 3; the
+    failover is regional, so the coordinator keeps running with that instant pending, and the
+    last task comes back ``slow_task_s`` late. The tasks back first get input at once (buckets
+    flush at a few rows): if their bootstrap is answered before every task's is in (Hudi before
+    the fix, ``hold_bootstraps=False``), they write into the instant the coordinator then rolls
+    back. The checkpoint timeout leaves room for the slow task."""
+    from runtime.faults import FaultSpec
+
+    return base.replace(
+        failover="region",
+        bucket_flush_rows=min(base.bucket_flush_rows, 20),
+        checkpoint_timeout_s=max(base.checkpoint_timeout_s, 3 * slow_task_s),
+        faults=[FaultSpec("tasks.fail_at_instant_start", 2, param=slow_task_s)],
+    )
+
+
+SCENARIOS["wrong-instant"] = wrong_instant_config

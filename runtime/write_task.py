@@ -124,8 +124,13 @@ class WriteTask:
             bootstrap = WriteMetadataEvent(
                 self.task_id, restored.checkpoint_id, restored.instant,
                 [s for e in restored.uncommitted for s in e.write_stats], bootstrap=True)
+        slow = self._slow_restart()
+        if slow:  # the task that comes back last (fault tasks.fail_at_instant_start=<seconds>)
+            await self.env.sleep(slow)
+        # after a region failover the coordinator may hold the reply until every task is back
+        # (up to the instant-wait timeout: this is the task's first wait for an instant)
         await self.env.call(self.coordinator, "write_metadata", bootstrap,
-                            timeout=self.config.rpc_timeout_s)
+                            timeout=self.config.instant_wait_timeout + self.config.rpc_timeout_s)
         self.state = "running"
         self.loop = self.env.spawn(self._run_loop(), f"{self.env.role}-mailbox")
 
@@ -197,6 +202,15 @@ class WriteTask:
     def notify_checkpoint_aborted(self, notice: CheckpointNotice) -> None:
         self.mailbox.put(Mail(lambda: None, MAX_PRIORITY, "notifyCheckpointAborted",
                               f"notifyCheckpointAborted(ckp={notice.checkpoint_id})", 0, self.env.now()))
+
+    def _slow_restart(self) -> float:
+        """Seconds the last task waits before bootstrapping after tasks.fail_at_instant_start
+        fired with a param: it widens the window in which the others run before it is back."""
+        faults = self.env.faults
+        if faults is None or self.task_id != self.config.writers - 1:
+            return 0.0
+        spec = next((s for s in faults.specs if s.point == "tasks.fail_at_instant_start" and s.param), None)
+        return spec.param if spec is not None and faults.has_fired(spec) else 0.0
 
     def inject_failure(self, reason: str) -> None:
         """A fault point elsewhere takes this task down with it (tasks.fail_at_instant_start)."""
