@@ -108,6 +108,13 @@ class JobConfig:
     def instant_wait_timeout(self) -> float:
         return self.instant_wait_timeout_s or self.checkpoint_timeout_s
 
+    @property
+    def bootstrap_hold_s(self) -> float:
+        """How long the coordinator holds a task's bootstrap answer after a region failover,
+        waiting for the other tasks: a task's first wait for an instant, and at least an RPC
+        timeout, since restarted actors come up over seconds on a loaded machine."""
+        return max(self.instant_wait_timeout, self.rpc_timeout_s)
+
     def rounds(self) -> list[int]:
         """Records per round; round k (1-based) is emitted before barrier k."""
         if self.schedule.rounds is not None:

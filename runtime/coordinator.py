@@ -116,7 +116,7 @@ class Coordinator:
             # HUDI-6194: after a region failover a task that bootstrapped early must not write
             # before the instants are re-initialised (the old one is about to be rolled back), so
             # its bootstrap is answered only once every task's has arrived
-            await self.env.wait_for(self.started.wait(), self.config.instant_wait_timeout,
+            await self.env.wait_for(self.started.wait(), self.config.bootstrap_hold_s,
                                     "every write task's bootstrap after the region failover")
 
     async def reset_tasks(self, notice: TasksReset) -> dict[str, Any]:

@@ -95,12 +95,12 @@ def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, st
         return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
     if status != "finished":
         return FAILED, f"{status}: {result.get('error')}"
-    if fault in FAULT_POINTS and not result.get("faults_fired"):
-        return NOT_FIRED, "the run never reached the fault point: it tells nothing about the fault"
     if not eo.get("verified"):
         return VIOLATION, (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
                            f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')}, commit problems "
                            f"{len(eo.get('commit_problems') or [])} {eo.get('error') or ''}").strip()
+    if fault in FAULT_POINTS and not result.get("faults_fired"):
+        return NOT_FIRED, "the run never reached the fault point: it tells nothing about the fault"
     how = f"recovered after {len(failovers)} failover(s)" if failovers else "rode it out"
     return PASSED, how
 

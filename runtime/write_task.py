@@ -128,9 +128,8 @@ class WriteTask:
         if slow:  # the task that comes back last (fault tasks.fail_at_instant_start=<seconds>)
             await self.env.sleep(slow)
         # after a region failover the coordinator may hold the reply until every task is back
-        # (up to the instant-wait timeout: this is the task's first wait for an instant)
         await self.env.call(self.coordinator, "write_metadata", bootstrap,
-                            timeout=self.config.instant_wait_timeout + self.config.rpc_timeout_s)
+                            timeout=self.config.bootstrap_hold_s + self.config.rpc_timeout_s)
         self.state = "running"
         self.loop = self.env.spawn(self._run_loop(), f"{self.env.role}-mailbox")
 
