@@ -32,6 +32,8 @@ from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.sim.env import SimEnv
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
+from runtime.sim.storage import MemoryDfs, MemoryStore
+from runtime.sim.storage import read_snapshot as read_memory_snapshot
 from runtime.sim.trace import Event, TraceRecorder, first_divergence, trace_sha256
 from runtime.source import InMemoryShard, Source
 from runtime.table import HudiTable, TableProps, avro_schema_json
@@ -40,6 +42,8 @@ from runtime.write_task import WriteTask
 
 POLL_S = 0.25  # the watchdog's period, as the Ray driver's
 SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
+STORAGES = ("disk", "memory")  # disk: real parquet, the official reader verifies; memory: the simulated disk
+MEMORY_TABLE = "/commitlab-sim/table"  # the table's path on the simulated disk (same in every run)
 HARD_LIMIT_MARGIN_S = 60.0  # the loop's own virtual-time bound, past the watchdog's
 DEFAULT_MAX_REAL_S = 600.0  # real-time guard of one run
 CLEANUP_REAL_S = 30.0  # real-time guard of cancelling what still runs after the verdict
@@ -61,8 +65,9 @@ class _SimRun:
 
     def __init__(self, cfg: JobConfig, *, seed: int, loop: SimLoop, recorder: TraceRecorder,
                  delay: Delay, io_delay: Delay | None, chrome_trace: bool,
-                 max_virtual_s: float | None) -> None:
+                 max_virtual_s: float | None, store: MemoryStore | None = None) -> None:
         self.cfg = cfg
+        self.store = store
         self.seed = seed
         self.loop = loop
         self.recorder = recorder
@@ -92,11 +97,16 @@ class _SimRun:
     def _env(self, name: str, kind: str) -> tuple[SimEnv, HudiTable]:
         """A role's env and table view, each role with its own DFS counters (its own process on
         Ray, so per-process singletons such as the message bus client stay per role)."""
-        dfs, base = open_dfs(self.cfg.table, role=kind, counters=DfsCounters())
+        dfs, base = self._open_dfs(kind, DfsCounters())
         env = SimEnv(name, dfs, self.network, seed=self.seed, recorder=self.recorder,
                      chrome_trace=self.chrome_trace, io_delay=self.io_delay)
         self.envs[name] = env
         return env, HudiTable(dfs, base, self.props)
+
+    def _open_dfs(self, role: str, counters: DfsCounters) -> tuple[Any, str]:
+        if self.store is not None:
+            return MemoryDfs(self.store, role=role, counters=counters), self.cfg.table
+        return open_dfs(self.cfg.table, role=role, counters=counters)
 
     async def main(self) -> None:
         cfg = self.cfg
@@ -106,7 +116,7 @@ class _SimRun:
         self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
             [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
         schema_json = avro_schema_json(stream.schema, cfg.table_name)
-        dfs, base = open_dfs(cfg.table, role="driver", counters=self.driver_counters)
+        dfs, base = self._open_dfs("driver", self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         HudiTable.create_or_open(dfs, base, self.props)
         self.prepare_s = time.perf_counter() - t0
@@ -279,10 +289,18 @@ def _shutdown(loop: SimLoop) -> None:
         loop.close()
 
 
-def prepare_config(cfg: JobConfig, workdir: str) -> JobConfig:
-    """The config a simulation runs: the generator source, the table under ``workdir``."""
+def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -> JobConfig:
+    """The config a simulation runs: the generator source, the table under ``workdir`` (on the
+    simulated disk: at a fixed path, so traces never name a directory)."""
     if cfg.input_path:
         raise ConfigError("the simulator runs the built-in generator; --input needs the Ray host")
+    if storage not in STORAGES:
+        raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    if storage == "memory":
+        return cfg.replace(source="generator", table=MEMORY_TABLE).validate(list(PROTOCOLS))
+    if workdir is None:
+        raise ConfigError("a simulation on disk writes its table under a workdir: pass workdir "
+                          "(or use storage='memory')")
     table = os.path.join(os.path.abspath(workdir), "table")
     cfg = cfg.replace(source="generator", table=table).validate(list(PROTOCOLS))
     if os.path.isdir(table) and os.listdir(table):
@@ -291,11 +309,11 @@ def prepare_config(cfg: JobConfig, workdir: str) -> JobConfig:
     return cfg
 
 
-def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
+def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bool = False,
              max_virtual_s: float | None = None, delay: Delay | None = None,
              io_delay: Delay | None = None, max_real_s: float | None = DEFAULT_MAX_REAL_S,
              verify: bool = True, chrome_trace_path: str | None = None,
-             expect_trace: list[Event] | None = None) -> dict[str, Any]:
+             expect_trace: list[Event] | None = None, storage: str = "disk") -> dict[str, Any]:
     """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
@@ -303,11 +321,15 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
     event list as ``result["trace"]``; ``trace_sha256`` and ``trace_events`` are always there.
     ``max_virtual_s`` stops the run (status ``timed-out``) at that virtual time; ``max_real_s``
     is the real-time guard. ``expect_trace``: a reference run's events; the run stops at the first
-    event that differs (``result["divergence"]``).
+    event that differs (``result["divergence"]``). ``storage="memory"`` runs on the simulated
+    disk (:mod:`runtime.sim.storage`: no parquet, no workdir) and verifies exactly-once with the
+    project's own snapshot reader instead of the official one.
     """
     wall0 = time.perf_counter()
-    cfg = prepare_config(cfg, workdir)
-    os.makedirs(cfg.table, exist_ok=True)
+    cfg = prepare_config(cfg, workdir, storage)
+    store = MemoryStore() if storage == "memory" else None
+    if store is None:
+        os.makedirs(cfg.table, exist_ok=True)
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
     recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"}, expected=expect_trace,
@@ -315,7 +337,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
                                  f"the trace diverged from the reference run at event {d['index']}"))
     run = _SimRun(cfg, seed=seed, loop=loop, recorder=recorder, delay=delay or DEFAULT_DELAY,
                   io_delay=io_delay, chrome_trace=chrome_trace_path is not None,
-                  max_virtual_s=max_virtual_s)
+                  max_virtual_s=max_virtual_s, store=store)
     MessageClient.reset_singletons()  # per-process singletons keyed by object ids: start clean
     try:
         try:
@@ -341,7 +363,10 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
     verify_s = 0.0
     if verify and result["status"] == "finished" and run.expected is not None:
         t = time.perf_counter()
-        result["exactly_once"] = verify_run(cfg.table, run.expected, cfg.key_field)
+        if store is not None:
+            result["exactly_once"] = verify_memory(store, cfg.table, run.expected, cfg.key_field)
+        else:
+            result["exactly_once"] = verify_run(cfg.table, run.expected, cfg.key_field)
         verify_s = time.perf_counter() - t
     else:
         result["exactly_once"] = None
@@ -352,6 +377,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
     events = recorder.events
     result.update({
         "host": "simulator",
+        "storage": storage,
         "seed": seed,
         "virtual_s": round(virtual_s, 6),
         "wall_s": round(wall_s, 3),
@@ -364,6 +390,20 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str, trace: bool = False,
     if trace or expect_trace is not None:
         result["trace"] = events
     return result
+
+
+def verify_memory(store: MemoryStore, table: str, expected: pa.Table, key: str) -> dict[str, Any]:
+    """Exactly-once on the simulated disk: the snapshot by the project's own rules against the
+    expected state (the official reader needs parquet files: use storage="disk" for it)."""
+    from runtime.verify import VerifyError, compare
+
+    try:
+        verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key)
+    except VerifyError as exc:
+        return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc),
+                "samples": {}}
+    verdict["reader"] = "commitlab snapshot (simulated disk)"
+    return verdict
 
 
 def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None,
