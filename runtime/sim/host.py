@@ -100,6 +100,11 @@ class _SimRun:
         dfs, base = self._open_dfs(kind, DfsCounters())
         env = SimEnv(name, dfs, self.network, seed=self.seed, recorder=self.recorder,
                      chrome_trace=self.chrome_trace, io_delay=self.io_delay)
+        if self.cfg.faults:
+            # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
+            from runtime.faults import FaultInjector
+
+            env.faults = FaultInjector(self.cfg.faults, name, dfs, base)
         self.envs[name] = env
         return env, HudiTable(dfs, base, self.props)
 
@@ -313,7 +318,8 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
              max_virtual_s: float | None = None, delay: Delay | None = None,
              io_delay: Delay | None = None, max_real_s: float | None = DEFAULT_MAX_REAL_S,
              verify: bool = True, chrome_trace_path: str | None = None,
-             expect_trace: list[Event] | None = None, storage: str = "disk") -> dict[str, Any]:
+             expect_trace: list[Event] | None = None, storage: str = "disk",
+             reply_probes: list[Callable[[str, str, str, Any], None]] | None = None) -> dict[str, Any]:
     """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
@@ -323,7 +329,8 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
     is the real-time guard. ``expect_trace``: a reference run's events; the run stops at the first
     event that differs (``result["divergence"]``). ``storage="memory"`` runs on the simulated
     disk (:mod:`runtime.sim.storage`: no parquet, no workdir) and verifies exactly-once with the
-    project's own snapshot reader instead of the official one.
+    project's own snapshot reader instead of the official one. ``reply_probes`` see every
+    successful reply on the simulated network (replier, caller, method, wire value).
     """
     wall0 = time.perf_counter()
     cfg = prepare_config(cfg, workdir, storage)
@@ -338,6 +345,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
     run = _SimRun(cfg, seed=seed, loop=loop, recorder=recorder, delay=delay or DEFAULT_DELAY,
                   io_delay=io_delay, chrome_trace=chrome_trace_path is not None,
                   max_virtual_s=max_virtual_s, store=store)
+    run.network.reply_probes.extend(reply_probes or [])
     MessageClient.reset_singletons()  # per-process singletons keyed by object ids: start clean
     try:
         try:

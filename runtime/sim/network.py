@@ -142,6 +142,9 @@ class SimNetwork:
         self._ids = itertools.count(1)
         self.messages = 0
         self.replies = 0
+        # observers of every successful reply (sender, caller, method, wire value): invariants
+        # that need what was said, without touching role code
+        self.reply_probes: list[Callable[[str, str, str, Any], None]] = []
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -219,6 +222,8 @@ class SimNetwork:
             return
         if ok:
             self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
+            for probe in self.reply_probes:
+                probe(env.dest, env.sender, env.method, value)
             fut.set_result(value)
         else:
             self.recorder.add("reply-error", env.dest, env.sender, env.method, kind, env.call_id)
