@@ -64,19 +64,27 @@ class Verdict:
 
 class InstantProbe:
     """Collects, from the simulated network, the instant the coordinator handed out for each
-    checkpoint key (coordination-rpc's ``InstantTimeReply``): the protocol promises one."""
+    checkpoint key (coordination-rpc's ``InstantTimeReply``): the protocol promises one per
+    coordinator. After a failover the new coordinator rolls the old instants back and hands out
+    new ones, so keys are counted per coordinator incarnation (a lost or misplaced write across
+    the failover is the exactly-once check's to find)."""
 
     def __init__(self) -> None:
         self.by_key: dict[int, set[str]] = {}
+        self._seen: dict[tuple[int, int], set[str]] = {}
 
-    def __call__(self, replier: str, caller: str, method: str, value: Any) -> None:
+    def __call__(self, replier: str, incarnation: int, caller: str, method: str, value: Any) -> None:
         if method != "instant_time_request":
             return
         from runtime.codec import from_wire
 
         reply = from_wire(value)
         if getattr(reply, "status", None) == "OK" and getattr(reply, "instant", ""):
-            self.by_key.setdefault(int(reply.checkpoint_id), set()).add(reply.instant)
+            key = int(reply.checkpoint_id)
+            seen = self._seen.setdefault((incarnation, key), set())
+            seen.add(reply.instant)
+            if len(seen) > len(self.by_key.get(key, ())):
+                self.by_key[key] = set(seen)
 
 
 def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[str]] | None = None) -> Verdict:

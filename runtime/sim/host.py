@@ -353,6 +353,15 @@ class _SimRun:
             "failovers": self.failovers,
         }
 
+    def reap(self) -> None:
+        """Takes the outcome of every finished role task: a task that failed (a source whose
+        writer failed) has been accounted for by the verdict, and must not be reported again
+        when it is garbage-collected."""
+        for env in self.envs.values():
+            for task in env.tasks:
+                if task.done() and not task.cancelled():
+                    task.exception()
+
     @staticmethod
     def _metrics_of(env: SimEnv) -> dict[str, Any]:
         snap = env.metrics.snapshot()
@@ -420,7 +429,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
              io_delay: Delay | None = None, max_real_s: float | None = DEFAULT_MAX_REAL_S,
              verify: bool = True, chrome_trace_path: str | None = None,
              expect_trace: list[Event] | None = None, storage: str = "disk",
-             reply_probes: list[Callable[[str, str, str, Any], None]] | None = None) -> dict[str, Any]:
+             reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None) -> dict[str, Any]:
     """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
@@ -431,7 +440,8 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
     event that differs (``result["divergence"]``). ``storage="memory"`` runs on the simulated
     disk (:mod:`runtime.sim.storage`: no parquet, no workdir) and verifies exactly-once with the
     project's own snapshot reader instead of the official one. ``reply_probes`` see every
-    successful reply on the simulated network (replier, caller, method, wire value).
+    successful reply on the simulated network (replier, its incarnation: restarts so far, caller,
+    method, wire value).
     """
     wall0 = time.perf_counter()
     cfg = prepare_config(cfg, workdir, storage)
@@ -466,6 +476,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
                     "inline_executor_calls": loop.inline_executor_calls}
         chrome = run.chrome_events() if chrome_trace_path else []
     finally:
+        run.reap()
         _shutdown(loop)
         MessageClient.reset_singletons()
     wall_s = time.perf_counter() - wall0

@@ -147,9 +147,9 @@ class SimNetwork:
         self._ids = itertools.count(1)
         self.messages = 0
         self.replies = 0
-        # observers of every successful reply (sender, caller, method, wire value): invariants
-        # that need what was said, without touching role code
-        self.reply_probes: list[Callable[[str, str, str, Any], None]] = []
+        # observers of every successful reply (replier, its incarnation, caller, method, wire
+        # value): invariants that need what was said, without touching role code
+        self.reply_probes: list[Callable[[str, int, str, str, Any], None]] = []
         self.incarnations: dict[str, int] = {}  # name -> restarts so far (0: never restarted)
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, dict[asyncio.Task[Any], None]] = {}
@@ -247,7 +247,7 @@ class SimNetwork:
         if ok:
             self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
             for probe in self.reply_probes:
-                probe(env.dest, env.sender, env.method, value)
+                probe(env.dest, env.incarnation, env.sender, env.method, value)
             fut.set_result(value)
         else:
             self.recorder.add("reply-error", env.dest, env.sender, env.method, kind, env.call_id)

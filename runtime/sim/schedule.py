@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 from runtime.config import ConfigError, JobConfig, Schedule
-from runtime.faults import FaultSpec
+from runtime.faults import FaultSpec, parse_faults
 
 # Bounds of one simulated run: short enough for thousands of seeds, long enough for every
 # protocol's timeouts (commit ack 10 s, checkpoint 30 s) to play out.
@@ -35,6 +35,7 @@ class SimSchedule:
     lost_notifications: list[int] = field(default_factory=list)  # checkpoint.notification_lost
     slow_snapshots: list[int] = field(default_factory=list)  # checkpoint.timeout (task 0)
     clean_lock_s: dict[int, float] = field(default_factory=dict)  # checkpoint -> table lock held (#19902)
+    crashes: list[str] = field(default_factory=list)  # crash fault points, "point@checkpoint#task"
     delay: str = DELAYS[0]  # the network's delay distribution
     bucket_flush_rows: int = 20_000
     source_batch_rows: int = 200
@@ -46,7 +47,8 @@ class SimSchedule:
 
     def faults(self) -> list[FaultSpec]:
         return ([FaultSpec("checkpoint.notification_lost", c) for c in sorted(self.lost_notifications)]
-                + [FaultSpec("checkpoint.timeout", c, 0) for c in sorted(self.slow_snapshots)])
+                + [FaultSpec("checkpoint.timeout", c, 0) for c in sorted(self.slow_snapshots)]
+                + parse_faults(",".join(self.crashes)))
 
     def config(self, protocol: str, base: JobConfig | None = None) -> JobConfig:
         """The job this schedule describes, for ``protocol``."""
@@ -79,6 +81,8 @@ class SimSchedule:
         for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
             d[name] = [int(x) for x in d.get(name) or []]
         d["rounds"] = [int(x) for x in d["rounds"]]
+        d["crashes"] = [str(x) for x in d.get("crashes") or []]
+        parse_faults(",".join(d["crashes"]))  # a bad point fails here, naming it
         return cls(**d)
 
     @classmethod
@@ -93,7 +97,7 @@ class SimSchedule:
     def size(self) -> tuple[int, int, int, int]:
         """What shrinking minimises, most important first: checkpoints, writers, faults, records."""
         n_faults = (len(self.notify_delay_s) + len(self.abort_checkpoints) + len(self.lost_notifications)
-                    + len(self.slow_snapshots) + len(self.clean_lock_s))
+                    + len(self.slow_snapshots) + len(self.clean_lock_s) + len(self.crashes))
         return (self.checkpoints, self.writers, n_faults, sum(self.rounds))
 
     def describe(self) -> str:
@@ -109,6 +113,8 @@ class SimSchedule:
             parts.append(f"slow snapshots {sorted(self.slow_snapshots)}")
         if self.clean_lock_s:
             parts.append("lock held " + ", ".join(f"after ckp {k}: {v:.2f}s" for k, v in sorted(self.clean_lock_s.items())))
+        if self.crashes:
+            parts.append(f"crashes {self.crashes}")
         return "; ".join(parts)
 
 
@@ -178,6 +184,39 @@ def _message_delay(rng: random.Random) -> SimSchedule:
     return s
 
 
+CRASH_POINTS = ("task.before_flush", "task.after_flush_before_event", "task.in_snapshot",
+                "task.after_checkpoint_before_commit", "coordinator.before_commit_file",
+                "coordinator.after_commit_before_next_instant")
+
+
+def _crash(rng: random.Random, s: SimSchedule, points: tuple[str, ...] = CRASH_POINTS) -> str:
+    point = rng.choice(points)
+    task = f"#{rng.randrange(s.writers)}" if point.startswith("task.") else ""
+    return f"{point}@{rng.randint(1, s.checkpoints)}{task}"
+
+
+def _task_crash(rng: random.Random) -> SimSchedule:
+    """A role crashes at a fault point (once or twice): the job fails over from the last completed
+    checkpoint, every task at once."""
+    s = _base(rng, quiet_p=0.2)
+    s.crashes = sorted({_crash(rng, s) for _ in range(rng.randint(1, 2))})
+    s.notify_delay_s = _late_notices(rng, s.checkpoints, 0.2)
+    return s
+
+
+def _wrong_instant(rng: random.Random) -> SimSchedule:
+    """HUDI-6194's family: every task fails over at once around the moment the coordinator
+    commits and starts the next instant (a crash right after a checkpoint, or of the coordinator
+    between its commit and the next instant), with late notices and aborts around it."""
+    s = _base(rng, quiet_p=0.25)
+    s.crashes = [_crash(rng, s, ("task.after_checkpoint_before_commit",
+                                 "coordinator.after_commit_before_next_instant", "task.in_snapshot"))]
+    s.notify_delay_s = _late_notices(rng, s.checkpoints, 0.4)
+    if rng.random() < 0.3:
+        s.abort_checkpoints = [rng.randint(1, s.checkpoints)]
+    return s
+
+
 def _random(rng: random.Random) -> SimSchedule:
     """A bit of everything, each fault with some probability."""
     s = _base(rng, quiet_p=0.25)
@@ -189,6 +228,8 @@ def _random(rng: random.Random) -> SimSchedule:
     if rng.random() < 0.2:
         s.rpc_timeout_s = 1.0
         s.clean_lock_s = {rng.randint(1, s.checkpoints - 1): round(rng.uniform(0.2, 3.0), 3)}
+    if rng.random() < 0.2:
+        s.crashes = [_crash(rng, s)]
     return s
 
 
@@ -198,6 +239,8 @@ SCENARIOS: dict[str, tuple[Callable[[random.Random], SimSchedule], str]] = {
     "checkpoint-abort": (_checkpoint_abort, "the job manager aborts one or two checkpoints"),
     "notification-lost": (_notification_lost, "a checkpoint-complete notification never reaches the coordinator"),
     "checkpoint-timeout": (_checkpoint_timeout, "a write task's snapshot outlasts the checkpoint timeout"),
+    "task-crash": (_task_crash, "a write task or the coordinator crashes at a fault point; global failover"),
+    "wrong-instant": (_wrong_instant, "every task fails over while the coordinator starts a new instant (HUDI-6194)"),
     "message-delay": (_message_delay, "long-tailed message delays (cross-pair reordering) and late notices"),
     "random": (_random, "all of the above, each with some probability"),
 }

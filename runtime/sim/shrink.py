@@ -31,6 +31,13 @@ def _drop_checkpoint(s: SimSchedule, k: int) -> SimSchedule:
     t.clean_lock_s = {shift(c): v for c, v in s.clean_lock_s.items() if shift(c) is not None}
     for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
         setattr(t, name, [shift(c) for c in getattr(s, name) if shift(c) is not None])
+    t.crashes = []
+    for spec in s.crashes:  # "point@checkpoint#task": the checkpoint moves like the others
+        point, _, rest = spec.partition("@")
+        ckp, sep, task = rest.partition("#")
+        moved = shift(int(ckp)) if ckp else None
+        if moved is not None:
+            t.crashes.append(f"{point}@{moved}{sep}{task}")
     # a lock held after the last checkpoint never matters; keep the schedule valid
     t.clean_lock_s = {c: v for c, v in t.clean_lock_s.items() if c < t.checkpoints}
     return t
@@ -47,6 +54,8 @@ def candidates(s: SimSchedule) -> Iterator[tuple[str, SimSchedule]]:
         t = copy.deepcopy(s)
         t.writers = s.writers - 1
         t.rounds = [r // s.writers * t.writers for r in s.rounds]
+        # a crash of the writer that no longer exists cannot happen
+        t.crashes = [c for c in s.crashes if "#" not in c or int(c.rsplit("#", 1)[1]) < t.writers]
         if any(t.rounds):
             yield f"{t.writers} writer(s)", t
     for name in ("notify_delay_s", "clean_lock_s"):
@@ -54,7 +63,7 @@ def candidates(s: SimSchedule) -> Iterator[tuple[str, SimSchedule]]:
             t = copy.deepcopy(s)
             del getattr(t, name)[c]
             yield f"no {name} at {c}", t
-    for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
+    for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots", "crashes"):
         for c in getattr(s, name):
             t = copy.deepcopy(s)
             getattr(t, name).remove(c)
