@@ -4,7 +4,8 @@ Prints and returns figures; asserts nothing about time (machines differ). Every 
 its real (wall-clock) time and the process's CPU time: on a shared machine the first measures the
 neighbours too, the second only the simulator. Run
 
-    python -m runtime.sim.bench [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000] [--out FILE]
+    python -m runtime.sim.bench [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000]
+                                [--explore-seeds 30] [--out FILE]
 
 Workloads (all with ``--writers`` writers):
 
@@ -13,7 +14,8 @@ Workloads (all with ``--writers`` writers):
 * ``data``: the default layout (4 partitions, 2 buckets per writer each) with 200 rows per
   writer per round: the copy-on-write data plane (merging every touched file group) shows;
 * each on the simulated disk (``memory``: no parquet) and with real parquet (``disk``);
-* ``deadlock``: ``--deadlock-seeds`` seeds of ``commitlab explore --scenario deadlock`` on P1.
+* ``deadlock``: ``--deadlock-seeds`` seeds of ``commitlab explore --scenario deadlock`` on P1;
+* ``explore``: every scenario x protocol, ``--explore-seeds`` seeds each (what exploration finds).
 """
 
 from __future__ import annotations
@@ -95,6 +97,31 @@ def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event") ->
             "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol}"}
 
 
+def bench_explore(seeds: int) -> dict[str, Any]:
+    """Every scenario x every protocol, ``seeds`` seeds each: outcome counts and, per cell, the
+    first seed of each outcome that is not a pass (with its replay command)."""
+    from runtime.protocols import PROTOCOLS
+    from runtime.sim.explore import explore
+    from runtime.sim.schedule import SCENARIOS
+
+    t, c = time.perf_counter(), time.process_time()
+    cells = []
+    for scenario in SCENARIOS:
+        doc = explore(scenario, list(range(seeds)), list(PROTOCOLS))
+        for protocol in PROTOCOLS:
+            runs = [r for r in doc["runs"] if r["protocol"] == protocol]
+            firsts = {}
+            for r in runs:
+                if r["outcome"] != "passed" and r["outcome"] not in firsts:
+                    firsts[r["outcome"]] = {"seed": r["seed"], "invariant": r["invariant"],
+                                            "detail": r["detail"][:300], "schedule": r["schedule"],
+                                            "replay": r.get("replay")}
+            cells.append({"scenario": scenario, "protocol": protocol, "counts": doc["counts"][protocol],
+                          "first": firsts})
+    return {"seeds_per_cell": seeds, "real_s": round(time.perf_counter() - t, 1),
+            "cpu_s": round(time.process_time() - c, 1), "cells": cells}
+
+
 def environment() -> dict[str, Any]:
     import pyarrow
 
@@ -112,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--protocol", default="message-bus")
     p.add_argument("--writers", type=int, default=16)
     p.add_argument("--checkpoints", type=int, default=50)
-    p.add_argument("--seeds", type=int, default=3, help="runs per checkpoint workload")
+    p.add_argument("--seeds", type=int, default=3, help="runs per checkpoint workload (0: skip them)")
     p.add_argument("--deadlock-seeds", type=int, default=1000, help="seeds of the deadlock scenario (0: skip)")
+    p.add_argument("--explore-seeds", type=int, default=0,
+                   help="also explore every scenario x protocol with this many seeds each (0: skip)")
     p.add_argument("--no-real-parquet", action="store_true", help="skip the real-parquet runs")
     p.add_argument("--out", default="", help="write the figures as JSON to this file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -121,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     doc: dict[str, Any] = {"benchmark": "simulator", "environment": environment(),
                            "load_avg_1m_at_start": _load(), "checkpoints": []}
     storages = ["memory"] if args.no_real_parquet else ["memory", "disk"]
-    for workload in WORKLOADS:
+    for workload in WORKLOADS if args.seeds else ():
         for storage in storages:
             c = bench_checkpoints(protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
                                   workload=workload, storage=storage, seeds=args.seeds)
@@ -138,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}): {d['real_s']:.1f} real s "
                   f"({d['real_s_per_seed']:.3f} s per seed), {d['cpu_s']:.1f} CPU s; {d['counts']}", flush=True)
+    if args.explore_seeds:
+        e = bench_explore(args.explore_seeds)
+        doc["explore"] = e
+        if not args.json:
+            print(f"explore, {e['seeds_per_cell']} seeds per scenario x protocol: {e['real_s']:.0f} real s, "
+                  f"{e['cpu_s']:.0f} CPU s")
+            for cell in e["cells"]:
+                counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
+                print(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}", flush=True)
     doc["load_avg_1m_at_end"] = _load()
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
