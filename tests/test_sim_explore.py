@@ -131,6 +131,22 @@ def test_the_invariants_fire_on_what_they_guard():
     assert judge("coordination-rpc", _result(), two).invariant == "one-instant-per-checkpoint"
     assert judge("message-bus", _result(), two).outcome == "passed"  # P2 makes no such promise
     assert judge("control-topic", _result(status="timed-out", error="stuck")).outcome == "FAILED"
+    # a failover the schedule caused is part of the run; one it did not cause is a failure
+    crash = [{"error": "JobFailed: writer-1 failed: InjectedCrash: injected crash at task.in_snapshot"}]
+    assert judge("message-bus", _result(failovers=crash)).outcome == "passed"
+    odd = [{"error": "JobFailed: writer-0 failed: DfsNotFound: file p00/x.parquet does not exist"}]
+    assert judge("control-topic", _result(failovers=odd)).outcome == "FAILED"
+    lock = [{"error": "InstantTimeRequest(ckp=2) timed out after 1.0s ... (Hudi #19902)"}]
+    assert judge("coordination-rpc", _result(failovers=lock)).outcome == "known failure"
+    assert judge("coordination-rpc-async", _result(failovers=lock)).outcome == "FAILED"
+
+
+def test_exploration_reports_the_control_topic_rollback_bug():
+    """Found by exploration: the write-status timeout abandons a commit and rolls its files back,
+    then the participant merges onto a base file that no longer exists; only a failover saves it."""
+    verdict, result = run_schedule(draw("checkpoint-timeout", 8), "control-topic", 8)
+    assert verdict.outcome == "FAILED" and "unexpected failover" in verdict.detail
+    assert "DfsNotFound" in result["failovers"][0]["error"]
 
 
 def test_the_instant_probe_reads_coordination_rpc_replies():

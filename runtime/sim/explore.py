@@ -12,8 +12,9 @@ same seed driving the network, and :func:`judge` checks the invariants on the re
   of one checkpoint are never given two instants (seen on the simulated network);
 * ``ascending-commits``: commits land in ascending checkpoint order.
 
-A run that ends otherwise (failed, timed out) is ``FAILED``: a liveness failure, reported with
-its diagnosis, unless it is a protocol's documented failure (``KNOWN_FAILURES``). Every failure carries its seed, a short trace excerpt around the violation and the
+A run that ends otherwise (failed, timed out), or that only finished thanks to a failover no
+injected crash caused, is ``FAILED``: a liveness failure, reported with its diagnosis, unless it is
+a protocol's documented failure (``KNOWN_FAILURES``). Every failure carries its seed, a short trace excerpt around the violation and the
 command that replays it. The outcome names are those of ``commitlab faults``.
 """
 
@@ -38,6 +39,8 @@ KNOWN_DEADLOCK = {"operator-event"}
 ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
 # failover (the simulator has none; the Ray host would restart the job)
+# what a failover caused by an injected crash says (those failovers are the schedule's own)
+INJECTED = ("InjectedCrash", "injected crash")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
     ("operator-event", "no CommitAckEvent ran",
@@ -123,6 +126,15 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
                        (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
                         f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')} "
                         f"{eo.get('error') or ''}").strip())
+    # a failover nothing injected is a failure the job only survived by restarting
+    for f in result.get("failovers") or []:
+        cause = str(f.get("error") or "")
+        if any(m in cause for m in INJECTED):
+            continue
+        known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in cause), None)
+        if known is None:
+            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}")
+        return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}")
     return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
 
 
