@@ -330,7 +330,7 @@ def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: in
     if result.get("deadlock"):
         console.print(result["deadlock"]["explanation"], highlight=False, markup=False)
     console.print("trace excerpt:")
-    for line in excerpt(result["trace"], verdict.role, n):
+    for line in excerpt(result["trace"], verdict.role, n, at_failover=verdict.at_failover):
         console.print(f"  {line}", highlight=False, markup=False)
 
 

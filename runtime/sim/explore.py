@@ -54,6 +54,7 @@ class Verdict:
     invariant: str | None  # the invariant that failed (None: passed, or a liveness failure)
     detail: str
     role: str | None = None  # the role the failure is about, when there is one (trace excerpt)
+    at_failover: bool = False  # the failure is what made the job fail over: the excerpt ends there
 
     @property
     def failing(self) -> bool:
@@ -133,8 +134,9 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
             continue
         known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in cause), None)
         if known is None:
-            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}")
-        return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}")
+            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}",
+                           at_failover=True)
+        return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}", at_failover=True)
     return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
 
 
@@ -153,9 +155,15 @@ def format_event(ev: Event) -> str:
     return f"{t / 1e9:10.6f}s {kind:<11} {text}"[:220]
 
 
-def excerpt(events: list[Event], role: str | None = None, n: int = EXCERPT_EVENTS) -> list[str]:
-    """The last ``n`` events before the run's verdict; with ``role``, those involving it (the
-    deadlocked task: what it ran, what reached it)."""
+def excerpt(events: list[Event], role: str | None = None, n: int = EXCERPT_EVENTS,
+            at_failover: bool = False) -> list[str]:
+    """The last ``n`` events before the run's verdict (``at_failover``: before the first
+    failover, which the failure caused); with ``role``, those involving it (the deadlocked task:
+    what it ran, what reached it)."""
+    if at_failover:
+        first = next((i for i, e in enumerate(events) if e[1] == "host" and len(e) > 3 and e[3] == "failover"), None)
+        if first is not None:
+            events = events[:first + 1]
     body = [e for e in events if e[1] != "host"]
     if role is not None:
         mine = [e for e in body if role in (e[2], e[3] if len(e) > 3 else None)]
@@ -207,7 +215,7 @@ def run_seed(scenario: str, seed: int, protocol: str, *, storage: str = "memory"
     }
     if verdict.outcome != PASSED:
         rec["replay"] = replay_command(scenario, seed, protocol, storage)
-        rec["trace_excerpt"] = excerpt(result["trace"], verdict.role)
+        rec["trace_excerpt"] = excerpt(result["trace"], verdict.role, at_failover=verdict.at_failover)
         rec["schedule_json"] = schedule.to_dict()
     rec["_real_s"] = real_s  # moved to the timing section by explore()
     return rec
