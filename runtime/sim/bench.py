@@ -1,95 +1,188 @@
-"""How fast the simulator runs: simulated checkpoints per real second, and one deadlock seed.
+"""How fast the simulator runs: simulated checkpoints per real second, and deadlock seeds.
 
-Prints and returns figures; asserts nothing about time (machines differ). Run
-``python -m runtime.sim.bench [--writers 16] [--checkpoints 20] [--seeds 3]``.
+Prints and returns figures; asserts nothing about time (machines differ). Every figure comes with
+its real (wall-clock) time and the process's CPU time: on a shared machine the first measures the
+neighbours too, the second only the simulator. Run
+
+    python -m runtime.sim.bench [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000]
+                                [--explore-seeds 30] [--out FILE]
+
+Workloads (all with ``--writers`` writers):
+
+* ``protocol``: the protocol's own cost: 10 rows per writer per round, one partition with one
+  bucket per writer, so each checkpoint writes one small file group per writer;
+* ``data``: the default layout (4 partitions, 2 buckets per writer each) with 200 rows per
+  writer per round: the copy-on-write data plane (merging every touched file group) shows;
+* each on the simulated disk (``memory``: no parquet) and with real parquet (``disk``);
+* ``deadlock``: ``--deadlock-seeds`` seeds of ``commitlab explore --scenario deadlock`` on P1;
+* ``explore``: every scenario x protocol, ``--explore-seeds`` seeds each (what exploration finds).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import os
+import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
 from runtime.config import JobConfig
-from runtime.scenarios import deadlock_config
 from runtime.sim.host import simulate
 
-# tables in memory when the machine has /dev/shm: the data plane writes many small parquet files
-# and a disk's latency would be measured instead of the simulator
+# real-parquet tables in memory when the machine has /dev/shm: a disk's latency is not the simulator's
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
+WORKLOADS = {
+    "protocol": {"rows_per_writer_round": 10, "partitions": 1, "buckets_per_writer": 1},
+    "data": {"rows_per_writer_round": 200, "partitions": 4, "buckets_per_writer": 2},
+}
 
-def bench_checkpoints(*, protocol: str = "message-bus", writers: int = 16, checkpoints: int = 20,
-                      rows_per_writer_round: int = 200, seeds: int = 3) -> dict[str, Any]:
-    """Simulated checkpoints per real second for one workload (verification excluded: it is the
-    official reader's time, not the simulator's)."""
-    records = writers * checkpoints * rows_per_writer_round
-    cfg = JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
-                    records=records)
+
+def _load() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def _cfg(protocol: str, writers: int, checkpoints: int, workload: str) -> JobConfig:
+    w = WORKLOADS[workload]
+    return JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
+                     records=writers * checkpoints * w["rows_per_writer_round"], partitions=w["partitions"],
+                     buckets=writers * w["buckets_per_writer"])
+
+
+def bench_checkpoints(*, protocol: str = "message-bus", writers: int = 16, checkpoints: int = 50,
+                      workload: str = "protocol", storage: str = "memory", seeds: int = 3) -> dict[str, Any]:
+    """Simulated checkpoints per real (and per CPU) second for one workload; the exactly-once
+    check is left out (it is the verifier's time, not the simulator's)."""
+    cfg = _cfg(protocol, writers, checkpoints, workload)
+    simulate(cfg.replace(checkpoints=2, records=cfg.records // checkpoints * 2), seed=0, storage="memory",
+             verify=False)  # imports and first-call costs are not the simulator's speed
     runs = []
     for seed in range(seeds):
         with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
-            t = time.perf_counter()
-            r = simulate(cfg, seed=seed, workdir=d, verify=False)
-            real = time.perf_counter() - t
+            t, c = time.perf_counter(), time.process_time()
+            r = simulate(cfg, seed=seed, workdir=d if storage == "disk" else None, storage=storage, verify=False)
+            real, cpu = time.perf_counter() - t, time.process_time() - c
         if r["status"] != "finished":
             raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
         done = r["checkpoints"]["completed"]
-        runs.append({"seed": seed, "real_s": round(real, 3), "virtual_s": r["virtual_s"],
-                     "checkpoints": done, "messages": r["sim"]["messages"],
-                     "trace_events": r["trace_events"],
-                     "checkpoints_per_real_s": round(done / real, 2),
-                     "messages_per_real_s": round(r["sim"]["messages"] / real, 1)})
-    return {"protocol": protocol, "writers": writers, "checkpoints": checkpoints, "records": records,
-            "runs": runs,
+        runs.append({"seed": seed, "real_s": round(real, 3), "cpu_s": round(cpu, 3), "virtual_s": r["virtual_s"],
+                     "checkpoints": done, "messages": r["sim"]["messages"], "trace_events": r["trace_events"],
+                     "checkpoints_per_real_s": round(done / real, 2), "checkpoints_per_cpu_s": round(done / cpu, 2)})
+    return {"protocol": protocol, "writers": writers, "checkpoints": checkpoints, "workload": workload,
+            "storage": storage, "records": cfg.records, "partitions": cfg.partitions,
+            "buckets_per_partition": cfg.num_buckets, "runs": runs,
             "checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in runs),
-            "virtual_over_real_median": round(statistics.median(x["virtual_s"] / x["real_s"] for x in runs), 3)}
+            "checkpoints_per_cpu_s_median": statistics.median(x["checkpoints_per_cpu_s"] for x in runs)}
 
 
-def bench_deadlock_seed(*, protocol: str = "operator-event", seed: int = 0, writers: int = 2) -> dict[str, Any]:
-    """Real time of one seed of the deadlock scenario (to the watchdog's verdict)."""
-    cfg = deadlock_config(JobConfig(protocol=protocol, source="generator", writers=writers))
-    with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
-        t = time.perf_counter()
-        r = simulate(cfg, seed=seed, workdir=d, verify=False)
-        real = time.perf_counter() - t
-    return {"protocol": protocol, "seed": seed, "writers": writers, "status": r["status"],
-            "virtual_s": r["virtual_s"], "real_s": round(real, 3),
-            "commits": [c["checkpoint"] for c in r["commits"]]}
+def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event") -> dict[str, Any]:
+    """``seeds`` seeds of the deadlock scenario, as ``commitlab explore`` runs them."""
+    from runtime.sim.explore import explore
+
+    t, c = time.perf_counter(), time.process_time()
+    doc = explore("deadlock", list(range(seeds)), [protocol])
+    real, cpu = time.perf_counter() - t, time.process_time() - c
+    return {"scenario": "deadlock", "protocol": protocol, "seeds": seeds, "real_s": round(real, 2),
+            "cpu_s": round(cpu, 2), "real_s_per_seed": round(real / seeds, 4),
+            "cpu_s_per_seed": round(cpu / seeds, 4), "counts": doc["counts"][protocol],
+            "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol}"}
+
+
+def bench_explore(seeds: int) -> dict[str, Any]:
+    """Every scenario x every protocol, ``seeds`` seeds each: outcome counts and, per cell, the
+    first seed of each outcome that is not a pass (with its replay command)."""
+    from runtime.protocols import PROTOCOLS
+    from runtime.sim.explore import explore
+    from runtime.sim.schedule import SCENARIOS
+
+    t, c = time.perf_counter(), time.process_time()
+    cells = []
+    for scenario in SCENARIOS:
+        doc = explore(scenario, list(range(seeds)), list(PROTOCOLS))
+        for protocol in PROTOCOLS:
+            runs = [r for r in doc["runs"] if r["protocol"] == protocol]
+            firsts = {}
+            for r in runs:
+                if r["outcome"] != "passed" and r["outcome"] not in firsts:
+                    firsts[r["outcome"]] = {"seed": r["seed"], "invariant": r["invariant"],
+                                            "detail": r["detail"][:300], "schedule": r["schedule"],
+                                            "replay": r.get("replay")}
+            cells.append({"scenario": scenario, "protocol": protocol, "counts": doc["counts"][protocol],
+                          "first": firsts})
+    return {"seeds_per_cell": seeds, "real_s": round(time.perf_counter() - t, 1),
+            "cpu_s": round(time.process_time() - c, 1), "cells": cells}
+
+
+def environment() -> dict[str, Any]:
+    import pyarrow
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
+            "cpus": os.cpu_count(), "python": platform.python_version(), "pyarrow": pyarrow.__version__}
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m runtime.sim.bench")
     p.add_argument("--protocol", default="message-bus")
     p.add_argument("--writers", type=int, default=16)
-    p.add_argument("--checkpoints", type=int, default=20)
-    p.add_argument("--rows", type=int, default=200, help="rows per writer per round")
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--checkpoints", type=int, default=50)
+    p.add_argument("--seeds", type=int, default=3, help="runs per checkpoint workload (0: skip them)")
+    p.add_argument("--deadlock-seeds", type=int, default=1000, help="seeds of the deadlock scenario (0: skip)")
+    p.add_argument("--explore-seeds", type=int, default=0,
+                   help="also explore every scenario x protocol with this many seeds each (0: skip)")
+    p.add_argument("--no-real-parquet", action="store_true", help="skip the real-parquet runs")
+    p.add_argument("--out", default="", help="write the figures as JSON to this file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
-    doc = {"checkpoints": bench_checkpoints(protocol=args.protocol, writers=args.writers,
-                                            checkpoints=args.checkpoints, rows_per_writer_round=args.rows,
-                                            seeds=args.seeds),
-           "deadlock_seed": [bench_deadlock_seed(seed=s) for s in range(args.seeds)]}
+    doc: dict[str, Any] = {"benchmark": "simulator", "environment": environment(),
+                           "load_avg_1m_at_start": _load(), "checkpoints": []}
+    storages = ["memory"] if args.no_real_parquet else ["memory", "disk"]
+    for workload in WORKLOADS if args.seeds else ():
+        for storage in storages:
+            c = bench_checkpoints(protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
+                                  workload=workload, storage=storage, seeds=args.seeds)
+            doc["checkpoints"].append(c)
+            if not args.json:
+                print(f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
+                      f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
+                      f"{c['buckets_per_partition']} buckets), {c['storage']}: "
+                      f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
+                      f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s", flush=True)
+    if args.deadlock_seeds:
+        d = bench_deadlock_seeds(args.deadlock_seeds)
+        doc["deadlock_seeds"] = d
+        if not args.json:
+            print(f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}): {d['real_s']:.1f} real s "
+                  f"({d['real_s_per_seed']:.3f} s per seed), {d['cpu_s']:.1f} CPU s; {d['counts']}", flush=True)
+    if args.explore_seeds:
+        e = bench_explore(args.explore_seeds)
+        doc["explore"] = e
+        if not args.json:
+            print(f"explore, {e['seeds_per_cell']} seeds per scenario x protocol: {e['real_s']:.0f} real s, "
+                  f"{e['cpu_s']:.0f} CPU s")
+            for cell in e["cells"]:
+                counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
+                print(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}", flush=True)
+    doc["load_avg_1m_at_end"] = _load()
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(doc, f, indent=2)
     if args.json:
         print(json.dumps(doc, indent=2))
-        return 0
-    c = doc["checkpoints"]
-    print(f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, {c['records']:,} records:")
-    for r in c["runs"]:
-        print(f"  seed {r['seed']}: {r['checkpoints']} checkpoints in {r['real_s']:.2f} real s "
-              f"({r['virtual_s']:.2f} virtual s): {r['checkpoints_per_real_s']:.1f} checkpoints/s, "
-              f"{r['messages_per_real_s']:,.0f} messages/s")
-    print(f"  median: {c['checkpoints_per_real_s_median']:.1f} simulated checkpoints per real second; "
-          f"virtual/real {c['virtual_over_real_median']:.2f}")
-    for d in doc["deadlock_seed"]:
-        print(f"deadlock scenario ({d['protocol']}, {d['writers']} writers), seed {d['seed']}: {d['status']} "
-              f"at {d['virtual_s']:.2f} virtual s in {d['real_s']:.2f} real s")
     return 0
 
 

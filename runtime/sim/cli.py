@@ -29,7 +29,8 @@ def _protocol_names() -> list[str]:
 
 
 def add_commands(subparsers: Any) -> None:
-    """Registers ``simulate`` on the ``commitlab`` sub-command parser."""
+    """Registers ``simulate``, ``explore``, ``replay`` and ``shrink`` on the ``commitlab``
+    sub-command parser."""
     d = JobConfig()
     p = subparsers.add_parser("simulate", help="run a job under the deterministic simulator "
                                                "(virtual time, one process, a seed; no Ray)")
@@ -68,7 +69,11 @@ def add_commands(subparsers: Any) -> None:
     g.add_argument("--deadlock-threshold", type=float, default=d.deadlock_threshold_s)
     g.add_argument("--job-timeout", type=float, default=d.job_timeout_s)
     g.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
+    p.add_argument("--storage", choices=["disk", "memory"], default="disk",
+                   help="disk: real parquet, verified by the official reader (default); memory: the "
+                        "simulated disk, verified by the project's own snapshot reader (fast)")
     p.set_defaults(func=cmd_simulate)
+    _add_explore_commands(subparsers)
 
 
 def config_from(args: argparse.Namespace) -> JobConfig:
@@ -128,7 +133,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet)
     kwargs = dict(max_virtual_s=args.max_virtual, delay=_delay(args.delay), io_delay=_delay(args.io_delay),
-                  max_real_s=args.max_real, verify=not args.no_verify)
+                  max_real_s=args.max_real, verify=not args.no_verify, storage=args.storage)
     result = simulate(cfg, seed=args.seed, workdir=out, trace=args.trace or args.check_determinism,
                       chrome_trace_path=os.path.join(out, "trace.json") if args.trace else None, **kwargs)
     events = result.pop("trace", None)
@@ -175,11 +180,202 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     return code
 
 
+# -- explore, replay, shrink ----------------------------------------------------------------------
+
+
+def _add_explore_commands(subparsers: Any) -> None:
+    from runtime.sim.schedule import SCENARIOS
+
+    scen_help = "; ".join(f"{k}: {v[1]}" for k, v in SCENARIOS.items())
+    p = subparsers.add_parser("explore", help="many seeds of a scenario under the simulator, a random "
+                                              "schedule each, invariants checked after every run")
+    p.add_argument("--scenario", required=True, choices=list(SCENARIOS), help=scen_help)
+    p.add_argument("--seeds", type=int, default=100, help="how many seeds (from --first-seed)")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--protocol", choices=_protocol_names(), default=None,
+                   help="one protocol (default: every protocol, --seeds each)")
+    p.add_argument("--out", default="commitlab-explore", help="directory for explore.json")
+    p.add_argument("--real-parquet", action="store_true",
+                   help="write real parquet under OUT and verify with the official reader (slow)")
+    p.add_argument("--shrink", action="store_true",
+                   help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json")
+    p.set_defaults(func=cmd_explore)
+
+    for name, helptext in (("replay", "re-run one explored seed and print its verdict and trace excerpt"),
+                           ("shrink", "reduce a failing seed's schedule to a smaller one that fails the same way")):
+        q = subparsers.add_parser(name, help=helptext)
+        q.add_argument("--seed", type=int, required=True)
+        q.add_argument("--protocol", choices=_protocol_names(), required=True)
+        src = q.add_mutually_exclusive_group(required=True)
+        src.add_argument("--scenario", choices=list(SCENARIOS), help="draw the seed's schedule from this scenario")
+        src.add_argument("--schedule", help="a schedule JSON file (e.g. written by shrink)")
+        q.add_argument("--real-parquet", action="store_true",
+                       help="real parquet, verified by the official reader (needs --out)")
+        q.add_argument("--out", default=None, help="directory for the table (--real-parquet) or "
+                                                   "shrink's schedule file")
+        q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt")
+        if name == "shrink":
+            q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried")
+        q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
+
+
+def _storage(args: argparse.Namespace) -> str:
+    return "disk" if getattr(args, "real_parquet", False) else "memory"
+
+
+def _schedule_of(args: argparse.Namespace) -> Any:
+    from runtime.sim.schedule import SimSchedule, draw
+
+    return SimSchedule.load(args.schedule) if args.schedule else draw(args.scenario, args.seed)
+
+
+def _workdir(args: argparse.Namespace, what: str) -> str | None:
+    if _storage(args) == "memory":
+        return None
+    if not args.out:
+        raise ConfigError(f"--real-parquet writes a table: give --out DIR for {what}")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    _fresh_table(out, Console(quiet=True), True)
+    return out
+
+
+def _outcome_style(outcome: str) -> str:
+    return {"passed": "green", "known failure": "yellow"}.get(outcome, "red")
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from runtime.sim.explore import explore, replay_command
+    from runtime.sim.shrink import shrink
+    from runtime.sim.schedule import SimSchedule
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
+    protocols = [args.protocol] if args.protocol else _protocol_names()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    storage = _storage(args)
+    workdir = os.path.join(out, "tables") if storage == "disk" else None
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    tally = {"passed": 0, "known failure": 0, "VIOLATION": 0, "FAILED": 0}
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[tally]}"), TimeRemainingColumn(), console=console,
+                  transient=not console.is_terminal) as progress:
+        task = progress.add_task(f"explore {args.scenario}", total=len(seeds) * len(protocols), tally="")
+
+        def on_run(rec: dict[str, Any]) -> None:
+            tally[rec["outcome"]] += 1
+            progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
+
+        doc = explore(args.scenario, seeds, protocols, storage=storage, workdir=workdir, on_run=on_run)
+    if args.shrink:
+        doc["shrunk"] = []
+        for protocol in protocols:
+            first = next((r for r in doc["failures"] + doc["known_failures"] if r["protocol"] == protocol), None)
+            if first is None:
+                continue
+            res = shrink(SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory")
+            path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
+            with open(path, "w") as f:
+                json.dump(res.to_dict(), f, indent=2)
+            doc["shrunk"].append({"protocol": protocol, "seed": first["seed"], "file": os.path.basename(path),
+                                  "from": res.original.describe(), "to": res.schedule.describe(),
+                                  "runs": res.runs,
+                                  "replay": replay_command(args.scenario, first["seed"], protocol,
+                                                           schedule_file=path)})
+    with open(os.path.join(out, "explore.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+
+    for protocol, c in doc["counts"].items():
+        console.print(f"{protocol:<24} " + ", ".join(
+            f"[{_outcome_style(k)}]{k} {v}[/{_outcome_style(k)}]" for k, v in c.items() if v), highlight=False)
+    known = doc["known_failures"]
+    if known:
+        k = known[0]
+        console.print(f"\n[yellow]known failure[/yellow] found on its own, e.g. {k['protocol']} seed "
+                      f"{k['seed']}: {k['detail']}\n  schedule: {k['schedule']}\n  replay: {k['replay']}",
+                      highlight=False)
+    for r in doc["failures"][:10]:
+        style = _outcome_style(r["outcome"])
+        console.print(f"\n[{style}]{r['outcome']}[/{style}] {r['protocol']} seed {r['seed']}"
+                      f"{' (' + r['invariant'] + ')' if r['invariant'] else ''}: {r['detail']}\n"
+                      f"  schedule: {r['schedule']}\n  replay: {r['replay']}", highlight=False)
+        for line in r["trace_excerpt"][-10:]:
+            console.print(f"    {line}", highlight=False, markup=False)
+    if len(doc["failures"]) > 10:
+        console.print(f"... and {len(doc['failures']) - 10} more failures in explore.json")
+    for s in doc.get("shrunk", []):
+        console.print(f"\nshrunk {s['protocol']} seed {s['seed']} in {s['runs']} runs:\n  from {s['from']}\n"
+                      f"  to   {s['to']}\n  replay: {s['replay']}", highlight=False)
+    t = doc["timing"]
+    console.print(f"\n{t['runs']} runs in {t['real_s']:.1f} real s ({t['per_run_s_mean']:.3f} s per run); "
+                  f"results: {os.path.join(out, 'explore.json')}", highlight=False)
+    return EXIT_FAILED if doc["failures"] else EXIT_OK
+
+
+def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: int) -> None:
+    from runtime.sim.explore import excerpt
+
+    style = _outcome_style(verdict.outcome)
+    console.print(f"[{style}]{verdict.outcome}[/{style}]"
+                  f"{' (' + verdict.invariant + ')' if verdict.invariant else ''}: {verdict.detail}",
+                  highlight=False)
+    console.print(f"status {result['status']}, commits at checkpoints "
+                  f"{[c['checkpoint'] for c in result['commits']]}, {result['virtual_s']:.3f} virtual s, "
+                  f"trace {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}", highlight=False)
+    if result.get("deadlock"):
+        console.print(result["deadlock"]["explanation"], highlight=False, markup=False)
+    console.print("trace excerpt:")
+    for line in excerpt(result["trace"], verdict.role, n, at_failover=verdict.at_failover):
+        console.print(f"  {line}", highlight=False, markup=False)
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from runtime.sim.explore import run_schedule
+
+    schedule = _schedule_of(args)
+    console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
+    verdict, result = run_schedule(schedule, args.protocol, args.seed, storage=_storage(args),
+                                   workdir=_workdir(args, "replay"))
+    _print_verdict(console, verdict, result, args.trace_events)
+    return EXIT_FAILED if verdict.failing else EXIT_OK
+
+
+def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
+    from runtime.sim.explore import replay_command, run_schedule
+    from runtime.sim.shrink import shrink
+
+    schedule = _schedule_of(args)
+    console.print(f"shrinking {args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
+    try:
+        res = shrink(schedule, args.protocol, args.seed, max_runs=args.max_runs,
+                     on_step=lambda what, s: console.print(f"  {what}: {s.describe()}", highlight=False))
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        return EXIT_USAGE
+    out = os.path.abspath(args.out or ".")
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, f"shrunk-{args.protocol}-{args.seed}.json")
+    with open(path, "w") as f:
+        json.dump(res.to_dict(), f, indent=2)
+    console.print(f"{res.runs} runs; size (checkpoints, writers, faults, records) "
+                  f"{res.original.size()} -> {res.schedule.size()}", highlight=False)
+    verdict, result = run_schedule(res.schedule, args.protocol, args.seed)
+    _print_verdict(console, verdict, result, args.trace_events)
+    console.print(f"schedule: {path}\nreplay: {replay_command('', args.seed, args.protocol, schedule_file=path)}",
+                  highlight=False)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="commitlab")
     add_commands(parser.add_subparsers(dest="command", required=True))
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["simulate"]:  # python -m runtime.sim.cli --protocol ... works too
+    if argv[:1] not in (["simulate"], ["explore"], ["replay"], ["shrink"]):  # --protocol ... = simulate
         argv = ["simulate", *argv]
     args = parser.parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 150)

@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from runtime.dfs import Dfs
 from runtime.env import Env, WaitTimeout
-from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork, from_wire
+from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
 from runtime.sim.trace import SimMetrics, SimTracer, TraceRecorder
 
 T = TypeVar("T")
@@ -38,13 +38,19 @@ class SimEnv(Env):
 
     def __init__(self, role: str, dfs: Dfs, network: SimNetwork, *, seed: int,
                  recorder: TraceRecorder, chrome_trace: bool = False,
-                 io_delay: Delay | None = None) -> None:
+                 io_delay: Delay | None = None, incarnation: int = 0) -> None:
         self.role = role
         self.dfs = dfs
         self.network = network
         self._loop = network.loop
-        self.rng = role_rng(seed, role)
-        self._io_rng = role_rng(seed, role, "io")
+        # a restarted role draws new numbers, as a new process would
+        self.incarnation = incarnation
+        key = role if incarnation == 0 else f"{role}#{incarnation}"
+        self.rng = role_rng(seed, key)
+        self._io_rng = role_rng(seed, key, "io")
+        self.alive = True
+        self.crashed: str | None = None  # why an injected crash ended this role
+        self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
         self.io_delay = io_delay
         self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self.now)
         self.metrics = SimMetrics(role, recorder)
@@ -54,6 +60,32 @@ class SimEnv(Env):
 
     def now(self) -> float:
         return self._loop.time()
+
+    def spawn(self, coro: Any, name: str) -> "asyncio.Task[Any]":
+        task = self._loop.create_task(coro, name=name)
+        self.tasks.append(task)
+        return task
+
+    def kill(self) -> None:
+        """The role's process dies: everything it runs is cancelled, nothing more is sent."""
+        self.alive = False
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()  # died with the role: nobody else will look at it
+        self.tasks.clear()
+
+    def crash(self, reason: str) -> None:
+        """An injected crash: on Ray the process exits; here the role is marked dead for the
+        supervisor (which fails the job over, as the Ray driver does for a dead actor) and the
+        crashing coroutine ends."""
+        self.crashed = reason
+        super().crash(reason)
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise RoleDied(f"{self.role} (incarnation {self.incarnation}) is dead")
 
     def wall_time(self) -> float:
         return SIM_EPOCH + self._loop.time()
@@ -67,6 +99,7 @@ class SimEnv(Env):
             raise LookupError(f"{self.role} has no handle for {dest!r}; known: {known}")
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
@@ -79,6 +112,7 @@ class SimEnv(Env):
         return from_wire(reply)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
+        self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
         self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
@@ -86,6 +120,7 @@ class SimEnv(Env):
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
         """Runs ``fn`` inline: blocking work takes no virtual time (unless ``io_delay`` says it
         should, drawn from this role's seeded source after the work is done)."""
+        self._check_alive()
         result = fn(*args)
         if self.io_delay is not None:
             await asyncio.sleep(self.io_delay(self._io_rng))

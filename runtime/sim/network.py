@@ -113,6 +113,7 @@ class _Envelope:
     kind: str
     reply: asyncio.Future[Any] | None  # None for a one-way send
     on_error: Callable[[str], None] | None = None
+    incarnation: int = 0  # of the destination when sent: a message to a dead role fails
 
 
 @dataclass
@@ -125,6 +126,10 @@ class _Lane:
 
 class RoleNotStarted(RuntimeError):
     pass
+
+
+class RoleDied(RuntimeError):
+    """The role a message was sent to (or from) has died (a failover restarted it)."""
 
 
 class SimNetwork:
@@ -142,6 +147,12 @@ class SimNetwork:
         self._ids = itertools.count(1)
         self.messages = 0
         self.replies = 0
+        # observers of every successful reply (replier, its incarnation, caller, method, wire
+        # value): invariants that need what was said, without touching role code
+        self.reply_probes: list[Callable[[str, int, str, str, Any], None]] = []
+        self.incarnations: dict[str, int] = {}  # name -> restarts so far (0: never restarted)
+        # calls each role is handling now, in the order they started (cancelled in that order)
+        self._handling: dict[str, dict[asyncio.Task[Any], None]] = {}
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -163,7 +174,8 @@ class SimNetwork:
              on_error: Callable[[str], None] | None = None) -> asyncio.Future[Any] | None:
         """Puts a message on the (sender, dest) lane; returns the reply's future for a call."""
         reply = self.loop.create_future() if want_reply else None
-        env = _Envelope(next(self._ids), sender, dest, method, to_wire(msg), message_kind(msg), reply, on_error)
+        env = _Envelope(next(self._ids), sender, dest, method, to_wire(msg), message_kind(msg), reply, on_error,
+                        self.incarnations.get(dest, 0))
         lane = self._lanes.get((sender, dest))
         if lane is None:
             lane = self._lanes[(sender, dest)] = _Lane()
@@ -177,8 +189,23 @@ class SimNetwork:
 
     def _deliver_head(self, lane: _Lane) -> None:
         env = lane.queue.popleft()
+        if env.incarnation != self.incarnations.get(env.dest, 0):  # sent to a role that died since
+            self.recorder.add("lost", env.sender, env.dest, env.method, env.kind, env.call_id)
+            self._respond(env, ok=False, value=RoleDied(f"{env.dest} died before {env.method} reached it"),
+                          kind="RoleDied")
+            return
         self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
-        self.loop.create_task(self._dispatch(env))
+        task = self.loop.create_task(self._dispatch(env))
+        handling = self._handling.setdefault(env.dest, {})
+        handling[task] = None
+        task.add_done_callback(lambda t: handling.pop(t, None))
+
+    def kill(self, name: str) -> None:
+        """``name`` dies: what is in flight to it fails, the calls it is handling are cancelled,
+        and the next role bound under the name is a new incarnation."""
+        self.incarnations[name] = self.incarnations.get(name, 0) + 1
+        for task in list(self._handling.pop(name, {})):
+            task.cancel()
 
     async def _dispatch(self, env: _Envelope) -> None:
         try:
@@ -219,6 +246,8 @@ class SimNetwork:
             return
         if ok:
             self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
+            for probe in self.reply_probes:
+                probe(env.dest, env.incarnation, env.sender, env.method, value)
             fut.set_result(value)
         else:
             self.recorder.add("reply-error", env.dest, env.sender, env.method, kind, env.call_id)

@@ -1,0 +1,259 @@
+"""Exploration: many seeds, a random schedule each, invariants checked after every run.
+
+:func:`run_seed` draws the seed's schedule (:mod:`runtime.sim.schedule`), simulates it with the
+same seed driving the network, and :func:`judge` checks the invariants on the result:
+
+* ``exactly-once``: a finished run's table holds the expected state (nothing lost, duplicated,
+  unexpected or mismatched);
+* ``no-deadlock``: no task blocked past the deadlock threshold on a mail of its own mailbox. The
+  operator-event protocol (P1) is known to deadlock: there it is a *known failure*, elsewhere a
+  violation;
+* ``one-instant-per-checkpoint``: where the protocol promises it (coordination-rpc), the writers
+  of one checkpoint are never given two instants (seen on the simulated network);
+* ``ascending-commits``: commits land in ascending checkpoint order.
+
+A run that ends otherwise (failed, timed out), or that only finished thanks to a failover no
+injected crash caused, is ``FAILED``: a liveness failure, reported with its diagnosis, unless it is
+a protocol's documented failure (``KNOWN_FAILURES``). Every failure carries its seed, a short trace excerpt around the violation and the
+command that replays it. The outcome names are those of ``commitlab faults``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from runtime.config import JobConfig
+from runtime.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
+from runtime.sim.host import simulate
+from runtime.sim.schedule import SimSchedule, draw
+from runtime.sim.trace import Event
+
+EXCERPT_EVENTS = 24
+KNOWN_KEPT = 10  # known failures kept in full in explore.json
+MAX_REAL_S = 120.0  # one run's real-time guard
+# P1 is the protocol whose deadlock is documented (PROTOCOLS.md section 5)
+KNOWN_DEADLOCK = {"operator-event"}
+# the protocols whose coordinator maps one checkpoint id to one instant (PROTOCOLS.md, P4)
+ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
+# (protocol, text of the error, what it is): the documented failures that end a run without
+# failover (the simulator has none; the Ray host would restart the job)
+# what a failover caused by an injected crash says (those failovers are the schedule's own)
+INJECTED = ("InjectedCrash", "injected crash")
+KNOWN_FAILURES = (
+    ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
+    ("operator-event", "no CommitAckEvent ran",
+     "P1 stall: no new instant after a lost or aborted completion, and no CommitAckEvent"),
+)
+
+
+@dataclass
+class Verdict:
+    outcome: str  # passed / known failure / VIOLATION / FAILED
+    invariant: str | None  # the invariant that failed (None: passed, or a liveness failure)
+    detail: str
+    role: str | None = None  # the role the failure is about, when there is one (trace excerpt)
+    at_failover: bool = False  # the failure is what made the job fail over: the excerpt ends there
+
+    @property
+    def failing(self) -> bool:
+        return self.outcome in (VIOLATION, FAILED)
+
+    @property
+    def kind(self) -> str:
+        """What "still fails the same way" means when shrinking."""
+        return f"{self.outcome}/{self.invariant}"
+
+
+class InstantProbe:
+    """Collects, from the simulated network, the instant the coordinator handed out for each
+    checkpoint key (coordination-rpc's ``InstantTimeReply``): the protocol promises one per
+    coordinator. After a failover the new coordinator rolls the old instants back and hands out
+    new ones, so keys are counted per coordinator incarnation (a lost or misplaced write across
+    the failover is the exactly-once check's to find)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[int, set[str]] = {}
+        self._seen: dict[tuple[int, int], set[str]] = {}
+
+    def __call__(self, replier: str, incarnation: int, caller: str, method: str, value: Any) -> None:
+        if method != "instant_time_request":
+            return
+        from runtime.codec import from_wire
+
+        reply = from_wire(value)
+        if getattr(reply, "status", None) == "OK" and getattr(reply, "instant", ""):
+            key = int(reply.checkpoint_id)
+            seen = self._seen.setdefault((incarnation, key), set())
+            seen.add(reply.instant)
+            if len(seen) > len(self.by_key.get(key, ())):
+                self.by_key[key] = set(seen)
+
+
+def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[str]] | None = None) -> Verdict:
+    """The invariants on one simulated run's result (``instants_by_key``: what an
+    :class:`InstantProbe` saw, for the protocols that promise one instant per checkpoint)."""
+    status = result["status"]
+    commits = result.get("commits") or []
+    if protocol in ONE_INSTANT_PER_CHECKPOINT:
+        twice = {k: sorted(v) for k, v in (instants_by_key or {}).items() if len(v) > 1}
+        if twice:
+            k = min(twice)
+            return Verdict(VIOLATION, "one-instant-per-checkpoint",
+                           f"the writers of checkpoint {k} were given instants {', '.join(twice[k])}")
+    order = [int(c["checkpoint"]) for c in commits]
+    if any(b < a for a, b in zip(order, order[1:])):
+        return Verdict(VIOLATION, "ascending-commits", f"commits landed in checkpoint order {order}")
+    instants = [c["instant"] for c in commits]
+    if any(b < a for a, b in zip(instants, instants[1:])):
+        return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
+    if status == "deadlocked":
+        d = result["deadlock"]
+        text = (f"{d['task']} blocked {d['blocked_s']:.1f}s in {d['running_mail']} waiting for "
+                f"{d['releasing_mail']}, which sits in its own mailbox")
+        if protocol in KNOWN_DEADLOCK:
+            return Verdict(KNOWN, "no-deadlock", f"P1 deadlock: {text}", d["task"])
+        return Verdict(VIOLATION, "no-deadlock", text, d["task"])
+    error = str(result.get("error") or "")
+    for proto, marker, what in KNOWN_FAILURES:
+        if protocol == proto and status == "failed" and marker in error:
+            return Verdict(KNOWN, None, f"{what}: {error[:300]}")
+    if status != "finished":
+        return Verdict(FAILED, None, f"{status}: {error}")
+    eo = result.get("exactly_once")
+    if eo is not None and not eo.get("verified"):
+        return Verdict(VIOLATION, "exactly-once",
+                       (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
+                        f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')} "
+                        f"{eo.get('error') or ''}").strip())
+    # a failover nothing injected is a failure the job only survived by restarting
+    for f in result.get("failovers") or []:
+        cause = str(f.get("error") or "")
+        if any(m in cause for m in INJECTED):
+            continue
+        known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in cause), None)
+        if known is None:
+            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}",
+                           at_failover=True)
+        return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}", at_failover=True)
+    return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
+
+
+# -- the trace around a failure ---------------------------------------------------------------------
+
+
+def format_event(ev: Event) -> str:
+    t, kind, role, *rest = ev
+    if kind in ("X", "i", "s", "f") and len(rest) >= 3:
+        thread, cat, name = rest[0], rest[1], rest[2]
+        text = f"{role} [{thread}] {name}" + (f" ({cat})" if cat else "")
+    elif kind in ("deliver", "reply", "reply-error", "reply-late", "send-error") and len(rest) >= 3:
+        text = f"{role} -> {rest[0]}: {rest[1]} {rest[2]}"
+    else:
+        text = " ".join([str(role), *(str(x) for x in rest)])
+    return f"{t / 1e9:10.6f}s {kind:<11} {text}"[:220]
+
+
+def excerpt(events: list[Event], role: str | None = None, n: int = EXCERPT_EVENTS,
+            at_failover: bool = False) -> list[str]:
+    """The last ``n`` events before the run's verdict (``at_failover``: before the first
+    failover, which the failure caused); with ``role``, those involving it (the deadlocked task:
+    what it ran, what reached it)."""
+    if at_failover:
+        first = next((i for i, e in enumerate(events) if e[1] == "host" and len(e) > 3 and e[3] == "failover"), None)
+        if first is not None:
+            events = events[:first + 1]
+    body = [e for e in events if e[1] != "host"]
+    if role is not None:
+        mine = [e for e in body if role in (e[2], e[3] if len(e) > 3 else None)]
+        body = mine or body
+    end = [e for e in events if e[1] == "host"][-1:]
+    return [format_event(e) for e in body[-n:] + end]
+
+
+# -- one seed ---------------------------------------------------------------------------------------
+
+
+def replay_command(scenario: str, seed: int, protocol: str, storage: str = "memory",
+                   schedule_file: str | None = None) -> str:
+    cmd = f"commitlab replay --seed {seed} --protocol {protocol}"
+    cmd += f" --schedule {schedule_file}" if schedule_file else f" --scenario {scenario}"
+    return cmd + (" --real-parquet" if storage == "disk" else "")
+
+
+def run_schedule(schedule: SimSchedule, protocol: str, seed: int, *, storage: str = "memory",
+                 workdir: str | None = None, base: JobConfig | None = None) -> tuple[Verdict, dict[str, Any]]:
+    """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
+    (with its trace)."""
+    cfg = schedule.config(protocol, base)
+    probe = InstantProbe()
+    result = simulate(cfg, seed=seed, workdir=workdir, storage=storage, trace=True, delay=_delay(schedule.delay),
+                      max_real_s=MAX_REAL_S, reply_probes=[probe])
+    return judge(protocol, result, probe.by_key), result
+
+
+def _delay(text: str) -> Any:
+    from runtime.sim.network import Delay
+
+    return Delay.parse(text)
+
+
+def run_seed(scenario: str, seed: int, protocol: str, *, storage: str = "memory",
+             workdir: str | None = None) -> dict[str, Any]:
+    """One exploration run: the record explore.json keeps for it (failures with their excerpt)."""
+    schedule = draw(scenario, seed)
+    t = time.perf_counter()
+    verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir)
+    real_s = time.perf_counter() - t
+    rec: dict[str, Any] = {
+        "seed": seed, "protocol": protocol, "outcome": verdict.outcome, "invariant": verdict.invariant,
+        "detail": verdict.detail, "status": result["status"],
+        "commits": [int(c["checkpoint"]) for c in result["commits"]],
+        "virtual_s": result["virtual_s"], "trace_sha256": result["trace_sha256"],
+        "schedule": schedule.describe(),
+    }
+    if verdict.outcome != PASSED:
+        rec["replay"] = replay_command(scenario, seed, protocol, storage)
+        rec["trace_excerpt"] = excerpt(result["trace"], verdict.role, at_failover=verdict.at_failover)
+        rec["schedule_json"] = schedule.to_dict()
+    rec["_real_s"] = real_s  # moved to the timing section by explore()
+    return rec
+
+
+def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: str = "memory",
+            workdir: str | None = None,
+            on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs every (protocol, seed); returns the explore.json document. Everything but ``timing``
+    is a pure function of the arguments."""
+    import os
+
+    runs = []
+    real = []
+    t0 = time.perf_counter()
+    for protocol in protocols:
+        for seed in seeds:
+            wd = os.path.join(workdir, f"{protocol}-{seed}") if storage == "disk" and workdir else None
+            rec = run_seed(scenario, seed, protocol, storage=storage, workdir=wd)
+            real.append(rec.pop("_real_s"))
+            runs.append(rec)
+            if on_run is not None:
+                on_run(rec)
+    total = time.perf_counter() - t0
+    counts: dict[str, dict[str, int]] = {}
+    for r in runs:
+        c = counts.setdefault(r["protocol"], {PASSED: 0, KNOWN: 0, VIOLATION: 0, FAILED: 0})
+        c[r["outcome"]] += 1
+    return {
+        "scenario": scenario, "protocols": protocols, "seeds": len(seeds),
+        "first_seed": seeds[0] if seeds else None, "storage": storage,
+        "counts": counts,
+        "failures": [r for r in runs if r["outcome"] in (VIOLATION, FAILED)],
+        # the known failures found (P1's deadlock): the first few in full, as findings to read
+        "known_failures": [r for r in runs if r["outcome"] == KNOWN][:KNOWN_KEPT],
+        "known_failure_seeds": [r["seed"] for r in runs if r["outcome"] == KNOWN],
+        "runs": [{k: v for k, v in r.items() if k not in ("trace_excerpt", "schedule_json")} for r in runs],
+        "timing": {"real_s": round(total, 3), "runs": len(runs),
+                   "per_run_s_mean": round(sum(real) / max(1, len(real)), 4),
+                   "per_run_s_max": round(max(real, default=0.0), 4)},
+    }

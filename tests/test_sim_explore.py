@@ -1,0 +1,192 @@
+"""Exploration, replay and shrinking under the simulator (no Ray), on the simulated disk.
+
+What is asserted is behaviour: random schedules find P1's deadlock by themselves and never make
+the message bus deadlock, explore's verdicts are a function of the seeds, replay reproduces a
+verdict, shrinking ends with a smaller schedule that still fails, and the invariants fire on the
+results they exist for.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from runtime.config import JobConfig
+from runtime.sim import simulate
+from runtime.sim.cli import main as sim_main
+from runtime.sim.explore import InstantProbe, explore, judge, run_schedule
+from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
+from runtime.sim.shrink import shrink
+
+# P1's deadlock shows up in about a third of the deadlock scenario's seeds; 30 seeds leave a
+# failure of this test to a real change, not to bad luck (the draws are fixed by the seeds)
+FIND_WITHIN = 30
+
+
+def _without_timing(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "timing"}
+
+
+@pytest.fixture(scope="module")
+def p1_exploration() -> dict:
+    return explore("deadlock", list(range(FIND_WITHIN)), ["operator-event"])
+
+
+def test_exploration_finds_the_p1_deadlock_on_its_own(p1_exploration):
+    found = [r for r in p1_exploration["runs"] if r["outcome"] == "known failure"
+             and r["invariant"] == "no-deadlock"]
+    assert found, f"no P1 deadlock in {FIND_WITHIN} random schedules: {p1_exploration['counts']}"
+    assert p1_exploration["failures"] == [], "P1's deadlock is its known failure, not a violation"
+    # not every schedule deadlocks: the draws cover more than the one bad corner
+    assert any(r["outcome"] == "passed" for r in p1_exploration["runs"])
+    first = p1_exploration["known_failures"][0]
+    assert first["replay"] == f"commitlab replay --seed {first['seed']} --protocol operator-event --scenario deadlock"
+    assert any("CommitAckEvent" in line for line in first["trace_excerpt"])
+
+
+def test_the_same_schedules_do_not_deadlock_the_message_bus(p1_exploration):
+    seeds = p1_exploration["known_failure_seeds"][:5]
+    doc = explore("deadlock", seeds, ["message-bus"])
+    assert doc["counts"]["message-bus"]["passed"] == len(seeds), doc["failures"]
+
+
+def test_explore_verdicts_are_a_function_of_the_seeds(p1_exploration):
+    seeds = list(range(8))
+    again = explore("deadlock", seeds, ["operator-event"])
+    first = {r["seed"]: r for r in p1_exploration["runs"] if r["seed"] in seeds}
+    assert [first[s] for s in seeds] == again["runs"]
+    assert _without_timing(explore("deadlock", seeds, ["operator-event"])) == _without_timing(again)
+
+
+def test_replay_reproduces_the_explore_verdict(p1_exploration, capsys):
+    rec = p1_exploration["known_failures"][0]
+    verdict, result = run_schedule(draw("deadlock", rec["seed"]), "operator-event", rec["seed"])
+    assert (verdict.outcome, verdict.invariant, result["trace_sha256"]) == (
+        rec["outcome"], rec["invariant"], rec["trace_sha256"])
+    code = sim_main(["replay", "--seed", str(rec["seed"]), "--protocol", "operator-event",
+                     "--scenario", "deadlock"])
+    out = capsys.readouterr().out
+    assert code == 0  # a known failure is not a failure of the command
+    assert "known failure (no-deadlock)" in out and "trace excerpt:" in out
+    assert result["trace_sha256"][:16] in out
+
+
+def test_shrinking_a_p1_deadlock_keeps_it_and_makes_it_smaller(p1_exploration, tmp_path):
+    rec = max(p1_exploration["known_failures"], key=lambda r: SimSchedule.from_dict(r["schedule_json"]).size())
+    original = SimSchedule.from_dict(rec["schedule_json"])
+    res = shrink(original, "operator-event", rec["seed"], max_runs=60)
+    small = res.schedule
+    assert small.size() < original.size(), res.steps
+    assert small.checkpoints <= original.checkpoints and small.writers <= original.writers
+    verdict, result = run_schedule(small, "operator-event", rec["seed"])
+    assert result["status"] == "deadlocked" and verdict.invariant == "no-deadlock"
+    # the shrunk schedule replays from its file
+    path = tmp_path / "shrunk.json"
+    path.write_text(json.dumps(res.to_dict()))
+    assert SimSchedule.load(str(path)) == small
+
+
+def test_shrinking_a_passing_seed_is_refused():
+    passing = SimSchedule(writers=1, rounds=[100, 100, 100])
+    with pytest.raises(ValueError, match="nothing to shrink"):
+        shrink(passing, "message-bus", 0)
+
+
+def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1_exploration):
+    seeds = p1_exploration["known_failure_seeds"][:1]
+    out = tmp_path / "ex"
+    code = sim_main(["explore", "--scenario", "deadlock", "--seeds", "1", "--first-seed", str(seeds[0]),
+                     "--protocol", "operator-event", "--out", str(out), "--shrink"])
+    assert code == 0
+    doc = json.loads((out / "explore.json").read_text())
+    assert doc["counts"]["operator-event"]["known failure"] == 1
+    shrunk = doc["shrunk"][0]
+    assert (out / shrunk["file"]).is_file() and "--schedule" in shrunk["replay"]
+
+
+# -- the invariants themselves ----------------------------------------------------------------------
+
+
+def _result(**kw) -> dict:
+    base = {"status": "finished", "error": None, "deadlock": None,
+            "commits": [{"instant": "20260101000000100", "checkpoint": 1},
+                        {"instant": "20260101000000200", "checkpoint": 2}],
+            "exactly_once": {"verified": True}}
+    base.update(kw)
+    return base
+
+
+def test_the_invariants_fire_on_what_they_guard():
+    assert judge("message-bus", _result()).outcome == "passed"
+    backwards = _result(commits=[{"instant": "20260101000000100", "checkpoint": 2},
+                                 {"instant": "20260101000000200", "checkpoint": 1}])
+    assert judge("message-bus", backwards).invariant == "ascending-commits"
+    lost = _result(exactly_once={"verified": False, "lost": 3, "duplicated": 0, "unexpected": 0, "mismatched": 0})
+    assert (judge("message-bus", lost).outcome, judge("message-bus", lost).invariant) == ("VIOLATION", "exactly-once")
+    dl = {"task": "writer-0", "blocked_s": 2.1, "running_mail": "flush", "releasing_mail": "CommitAckEvent(ckp=2)"}
+    assert judge("message-bus", _result(status="deadlocked", deadlock=dl)).outcome == "VIOLATION"
+    assert judge("operator-event", _result(status="deadlocked", deadlock=dl)).outcome == "known failure"
+    two = {3: {"20260101000000300", "20260101000000400"}}
+    assert judge("coordination-rpc", _result(), two).invariant == "one-instant-per-checkpoint"
+    assert judge("message-bus", _result(), two).outcome == "passed"  # P2 makes no such promise
+    assert judge("control-topic", _result(status="timed-out", error="stuck")).outcome == "FAILED"
+    # a failover the schedule caused is part of the run; one it did not cause is a failure
+    crash = [{"error": "JobFailed: writer-1 failed: InjectedCrash: injected crash at task.in_snapshot"}]
+    assert judge("message-bus", _result(failovers=crash)).outcome == "passed"
+    odd = [{"error": "JobFailed: writer-0 failed: DfsNotFound: file p00/x.parquet does not exist"}]
+    assert judge("control-topic", _result(failovers=odd)).outcome == "FAILED"
+    lock = [{"error": "InstantTimeRequest(ckp=2) timed out after 1.0s ... (Hudi #19902)"}]
+    assert judge("coordination-rpc", _result(failovers=lock)).outcome == "known failure"
+    assert judge("coordination-rpc-async", _result(failovers=lock)).outcome == "FAILED"
+
+
+def test_exploration_reports_the_control_topic_rollback_bug():
+    """Found by exploration: the write-status timeout abandons a commit and rolls its files back,
+    then the participant merges onto a base file that no longer exists; only a failover saves it."""
+    verdict, result = run_schedule(draw("checkpoint-timeout", 8), "control-topic", 8)
+    assert verdict.outcome == "FAILED" and "unexpected failover" in verdict.detail
+    assert "DfsNotFound" in result["failovers"][0]["error"]
+
+
+def test_the_instant_probe_reads_coordination_rpc_replies():
+    sched = SimSchedule(writers=2, rounds=[200, 200, 200])
+    probe = InstantProbe()
+    result = simulate(sched.config("coordination-rpc"), seed=3, storage="memory", reply_probes=[probe])
+    assert result["status"] == "finished"
+    assert probe.by_key and all(len(v) == 1 for v in probe.by_key.values())
+    committed = {c["instant"] for c in result["commits"]}
+    assert committed <= set().union(*probe.by_key.values())
+
+
+def test_a_lost_final_notification_is_caught_by_the_memory_verifier():
+    """The simulated disk's exactly-once check can fail: the last checkpoint's completion never
+    reaches the coordinator, so the last round is never committed."""
+    sched = SimSchedule(writers=1, rounds=[100, 100], lost_notifications=[2])
+    verdict, result = run_schedule(sched, "message-bus", 0)
+    assert result["status"] == "finished"
+    assert verdict.invariant == "exactly-once" and result["exactly_once"]["lost"] == 100
+
+
+# -- schedules and the simulated disk ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_schedules_are_drawn_from_the_seed_and_round_trip_as_json(scenario):
+    a, b = draw(scenario, 11), draw(scenario, 11)
+    assert a == b
+    assert SimSchedule.from_dict(json.loads(json.dumps(a.to_dict()))) == a
+    a.config("message-bus").validate()
+    assert any(draw(scenario, s) != a for s in range(12, 16))
+
+
+def test_the_simulated_disk_runs_the_same_job_as_real_parquet(tmp_path):
+    """Same seed, same trace, byte for byte: the storage option changes the disk, not the run."""
+    cfg = JobConfig(protocol="message-bus", source="generator", writers=2, checkpoints=3, records=1_200,
+                    bucket_flush_rows=200)
+    mem = simulate(cfg, seed=4, storage="memory")
+    disk = simulate(cfg, seed=4, workdir=str(tmp_path / "d"))
+    assert mem["trace_sha256"] == disk["trace_sha256"]
+    assert mem["commits"] == disk["commits"]
+    assert mem["exactly_once"]["verified"] and disk["exactly_once"]["verified"]
+    assert mem["exactly_once"]["actual"] == disk["exactly_once"]["actual"]
