@@ -9,13 +9,11 @@ from typing import Any, Callable, TypeVar
 
 from runtime.codec import from_wire, to_wire
 from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout
+from runtime.env import LOST_REQUEST_WAIT_S, Env, WaitTimeout
 from runtime.metrics import Metrics
 from runtime.trace import Tracer
 
 T = TypeVar("T")
-
-LOST_REQUEST_WAIT_S = 30.0  # how long a call with no timeout of its own waits for a lost request
 
 
 class RayEnv(Env):

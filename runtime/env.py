@@ -19,6 +19,8 @@ from runtime.trace import Tracer
 
 T = TypeVar("T")
 
+LOST_REQUEST_WAIT_S = 30.0  # how long a call with no timeout of its own waits for a lost request
+
 
 class WaitTimeout(TimeoutError):
     """A bounded wait gave up. The message says what was awaited, for how long, and from whom."""

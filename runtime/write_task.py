@@ -343,6 +343,19 @@ class WriteTask:
             stats.append(await self._write_bucket(key, instant))
         return stats
 
+    async def forget_uncommitted_versions(self) -> int:
+        """Forgets the file versions this task wrote into instants that never committed (a
+        commit abandoned and rolled back): the next flush of those file groups merges onto their
+        committed base file instead of a deleted one. Returns how many were forgotten."""
+        if not self.versions:
+            return 0
+        timeline = await self.env.io(self.data_table.timeline)
+        stale = [k for k, v in self.versions.items() if not timeline.is_completed(v.instant)]
+        for key in stale:
+            del self.versions[key]
+            self._listed_partitions.discard(key[0])  # list its committed base files again
+        return len(stale)
+
     def discard_buffers(self) -> int:
         """Drops every buffered record (a protocol that will consume them again); returns rows."""
         rows = self.buffered_rows

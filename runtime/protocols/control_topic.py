@@ -140,6 +140,8 @@ class ControlTopicParticipant(WriterSide):
                 self.ctx.discard_buffers()
                 self.expected = self.write_from = offset
                 self._seek_source(offset)
+                # an abandoned commit's files were rolled back: merge onto committed versions
+                await self.ctx.forget_uncommitted_versions()
             self.commit_time = msg.commit_time
             self.ctx.current_instant = msg.commit_time
             self.stats = {}

@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable, TypeVar
 
 from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout
+from runtime.env import LOST_REQUEST_WAIT_S, Env, WaitTimeout
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
 from runtime.sim.trace import SimMetrics, SimTracer, TraceRecorder
 
@@ -102,6 +102,16 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
+        fault = self.message_fault(dest, method, msg)
+        if fault is not None and fault.point == "message.dropped":
+            # the request never arrives: all the caller can see is its own timeout
+            wait = timeout or LOST_REQUEST_WAIT_S
+            self.recorder.add("dropped", self.role, dest, method, wait)
+            await asyncio.sleep(wait)
+            raise WaitTimeout(f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
+                              "no reply (the request was lost in transit)")
+        if fault is not None:
+            await asyncio.sleep(fault.value)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         try:
@@ -115,6 +125,14 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
+        fault = self.message_fault(dest, method, msg)
+        if fault is not None and fault.point == "message.dropped":
+            self.recorder.add("dropped", self.role, dest, method, 0.0)
+            return  # lost in transit
+        if fault is not None:  # delivered late; messages sent after it overtake it
+            self.network.loop.call_later(fault.value, lambda: self.network.post(
+                self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append))
+            return
         self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
 
     async def io(self, fn: Callable[..., T], *args: Any) -> T:

@@ -40,7 +40,7 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
 # failover (the simulator has none; the Ray host would restart the job)
 # what a failover caused by an injected crash says (those failovers are the schedule's own)
-INJECTED = ("InjectedCrash", "injected crash")
+INJECTED = ("InjectedCrash", "injected crash", "injected failure")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
     ("operator-event", "no CommitAckEvent ran",

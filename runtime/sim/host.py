@@ -175,11 +175,13 @@ class _SimRun:
             resume = {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
                       "start_round": (restore.round if restore is not None else 0) + 1}
         states = restore.states if restore is not None else {}
-        env, table = views["coordinator"]
-        coord = Coordinator(env, cfg, table, protocol, self.task_names, schema_json=self.schema_json,
-                            **({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {}))
-        self._bind("coordinator", coord)
-        await self._bounded(coord.start(), "coordinator")
+        region = "coordinator" not in views  # a region failover keeps the coordinator
+        if not region:
+            env, table = views["coordinator"]
+            coord = Coordinator(env, cfg, table, protocol, self.task_names, schema_json=self.schema_json,
+                                **({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {}))
+            self._bind("coordinator", coord)
+            await self._bounded(coord.start(), "coordinator")
         env, table = views["job-manager"]
         optional: dict[str, Any] = {}
         try:
@@ -197,17 +199,30 @@ class _SimRun:
             env, table = views[name]
             data_table = table.with_dfs(env.dfs.for_role("writer.data"))
             task = WriteTask(env, cfg, i, table, protocol, data_table=data_table)
-            self._bind(name, task)
+            self._bind(name, task, starting=region)
             writers.append(task)
-        if resume:
-            from runtime.messages import TaskState
 
-            await self._bounded(asyncio.gather(*(
-                w.start(codec.decode(states[n], TaskState) if states.get(n) else None,
-                        resume_checkpoint_id=resume["resume_checkpoint_id"])
-                for n, w in zip(self.task_names, writers))), "the write tasks")
+        async def start_writer(name: str, w: WriteTask) -> None:
+            if resume:
+                from runtime.messages import TaskState
+
+                await w.start(codec.decode(states[name], TaskState) if states.get(name) else None,
+                              resume_checkpoint_id=resume["resume_checkpoint_id"])
+            else:
+                await w.start()
+            self.network.started(name)
+
+        async def start_writers() -> None:
+            await asyncio.gather(*(start_writer(n, w) for n, w in zip(self.task_names, writers)))
+
+        starts = start_writers()
+        if region:
+            # as the Ray host: a region's tasks are deployed together, so sources may feed a task
+            # while another has not bootstrapped yet (the HUDI-6194 window); the starts are
+            # awaited after the sources are up
+            starts_task = self.envs["job-manager"].spawn(starts, "the write tasks' start")
         else:
-            await self._bounded(asyncio.gather(*(w.start() for w in writers)), "the write tasks")
+            await self._bounded(starts, "the write tasks")
         self.jm_task = self.envs["job-manager"].spawn(jm.run(), "job-manager.run")
         for i, name in enumerate(self.source_names):
             env, _ = views[name]
@@ -219,11 +234,24 @@ class _SimRun:
             src = Source(env, cfg, i, InMemoryShard(self.shards[i]), writer=self.task_names[i], **start)
             self._bind(name, src)
             self.source_tasks[name] = env.spawn(src.run(), f"{name}.run")
+        if region:
+            await self._bounded(starts_task, "the write tasks")
+
+    def _region_failover_possible(self) -> bool:
+        """As ``actors/job.py``: ``failover=region``, a protocol whose tasks restore from their
+        checkpointed state, and a coordinator alive and sound."""
+        coord = self.roles.get("coordinator")
+        env = self.envs.get("coordinator")
+        return (self.cfg.failover == "region" and coord is not None and env is not None
+                and env.crashed is None and not coord.error
+                and not get_protocol(self.cfg.protocol).writer_side.replays_from_committed_offsets)
 
     async def _failover(self, error: str | None) -> None:
-        """Global failover (Flink's restart-all, as ``actors/job.py``): every task, source, the
-        coordinator and the job manager die and restart from the last completed checkpoint; the
-        protocol's own roles (timeline server, control topic) live on."""
+        """As ``actors/job.py``: restart from the last completed checkpoint. Global (Flink's
+        restart-all): every task, source, the coordinator and the job manager die and restart.
+        Region: the coordinator lives on and is told to reset. The protocol's own roles (timeline
+        server, control topic) live on either way."""
+        from runtime.coordinator import TasksReset
         from runtime.state_backend import StateBackend
 
         dfs, base = self._open_dfs("driver", self.driver_counters)
@@ -231,12 +259,14 @@ class _SimRun:
         jm = self.roles["job-manager"].describe()
         self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
         self.prior_checkpoints.update({int(k): v for k, v in jm["checkpoints"].items()})
+        region = self._region_failover_possible()
         self.failovers.append({"error": error, "at_virtual_s": round(self.loop.time(), 6),
+                               "strategy": "region" if region else "global",
                                "restored_checkpoint": restore.checkpoint_id if restore else None,
                                "resumed_round": (restore.round + 1) if restore else 1})
         self.recorder.add("host", "driver", "failover", error,
                           restore.checkpoint_id if restore is not None else None)
-        names = ["coordinator", "job-manager", *self.task_names, *self.source_names]
+        names = ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]
         for name in names:
             old = self.envs[name]
             self.prior_metrics[f"{name}#{old.incarnation}"] = self._metrics_of(old)
@@ -246,11 +276,15 @@ class _SimRun:
         # let the cancellations land before anything new starts (bounded: a task cannot refuse)
         await asyncio.sleep(0)
         views = {name: self._env(name, self.kinds[name], incarnation=len(self.failovers)) for name in names}
+        if region:
+            resume_id = max(self.last_triggered, restore.checkpoint_id if restore else 0)
+            await self._bounded(self.roles["coordinator"].reset_tasks(TasksReset(resume_id, error or "")),
+                                "the coordinator's reset")
         await self._launch(views, restore)
 
-    def _bind(self, name: str, role: Any) -> None:
+    def _bind(self, name: str, role: Any, *, starting: bool = False) -> None:
         self.roles[name] = role
-        self.network.bind(name, role)
+        self.network.bind(name, role, starting=starting)
 
     # -- supervision ---------------------------------------------------------------------------
 

@@ -124,6 +124,9 @@ class _Lane:
     last_at: float = 0.0
 
 
+START_WAIT_S = 60.0  # as the Ray host: how long a message waits for its role to finish starting
+
+
 class RoleNotStarted(RuntimeError):
     pass
 
@@ -153,13 +156,25 @@ class SimNetwork:
         self.incarnations: dict[str, int] = {}  # name -> restarts so far (0: never restarted)
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, dict[asyncio.Task[Any], None]] = {}
+        self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
         self.roles.setdefault(name, None)
 
-    def bind(self, name: str, role: Any) -> None:
+    def bind(self, name: str, role: Any, *, starting: bool = False) -> None:
+        """``starting``: the role is still initialising; messages to it wait (bounded) until
+        :meth:`started`, as the Ray host's actors hold input for a task still starting."""
         self.roles[name] = role
+        if starting:
+            self._starting[name] = asyncio.Event()
+        else:
+            self._starting.pop(name, None)
+
+    def started(self, name: str) -> None:
+        event = self._starting.pop(name, None)
+        if event is not None:
+            event.set()
 
     def knows(self, name: str) -> bool:
         return name in self.roles
@@ -209,6 +224,13 @@ class SimNetwork:
 
     async def _dispatch(self, env: _Envelope) -> None:
         try:
+            starting = self._starting.get(env.dest)
+            if starting is not None:
+                try:
+                    await asyncio.wait_for(starting.wait(), START_WAIT_S)
+                except asyncio.TimeoutError:
+                    raise RoleNotStarted(f"{env.dest} received {env.method} but did not finish "
+                                         f"starting within {START_WAIT_S:.0f} virtual s") from None
             role = self.roles.get(env.dest)
             if role is None:
                 raise RoleNotStarted(f"{env.dest} received {env.method} before it started")

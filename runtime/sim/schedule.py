@@ -40,6 +40,8 @@ class SimSchedule:
     bucket_flush_rows: int = 20_000
     source_batch_rows: int = 200
     rpc_timeout_s: float = 10.0
+    failover: str = "global"  # or "region": the coordinator lives through a task failover
+    hold_bootstraps: bool = True  # False: Hudi before HUDI-6194
 
     @property
     def checkpoints(self) -> int:
@@ -58,6 +60,7 @@ class SimSchedule:
             records=records, keys=max(1, records), partitions=2, buckets=0,
             bucket_flush_rows=self.bucket_flush_rows, source_batch_rows=self.source_batch_rows,
             rpc_timeout_s=self.rpc_timeout_s, job_timeout_s=JOB_TIMEOUT_S, faults=self.faults(),
+            failover=self.failover, hold_bootstraps=self.hold_bootstraps,
             schedule=Schedule(rounds=list(self.rounds), abort_checkpoints=sorted(self.abort_checkpoints),
                               notify_delay_s=dict(sorted(self.notify_delay_s.items())),
                               clean_lock_s=dict(sorted(self.clean_lock_s.items()))))
@@ -115,6 +118,8 @@ class SimSchedule:
             parts.append("lock held " + ", ".join(f"after ckp {k}: {v:.2f}s" for k, v in sorted(self.clean_lock_s.items())))
         if self.crashes:
             parts.append(f"crashes {self.crashes}")
+        if self.failover != "global":
+            parts.append(f"{self.failover} failover" + ("" if self.hold_bootstraps else ", bootstraps not held"))
         return "; ".join(parts)
 
 
@@ -204,17 +209,29 @@ def _task_crash(rng: random.Random) -> SimSchedule:
     return s
 
 
-def _wrong_instant(rng: random.Random) -> SimSchedule:
-    """HUDI-6194's family: every task fails over at once around the moment the coordinator
-    commits and starts the next instant (a crash right after a checkpoint, or of the coordinator
-    between its commit and the next instant), with late notices and aborts around it."""
+def _wrong_instant(rng: random.Random, *, hold_bootstraps: bool = True) -> SimSchedule:
+    """HUDI-6194's family: tasks fail over (regionally: the coordinator lives on) around the
+    moment the coordinator commits and starts the next instant: every task as the instant starts
+    (one of them back late), a task right after a checkpoint or in its snapshot, or the
+    coordinator itself between its commit and the next instant (then globally); late notices
+    and aborts around it."""
     s = _base(rng, quiet_p=0.25)
-    s.crashes = [_crash(rng, s, ("task.after_checkpoint_before_commit",
-                                 "coordinator.after_commit_before_next_instant", "task.in_snapshot"))]
+    s.failover, s.hold_bootstraps = "region", hold_bootstraps
+    if rng.random() < 0.6:
+        slow = round(rng.uniform(0.0, 3.0), 3)
+        s.crashes = [f"tasks.fail_at_instant_start@{rng.randint(1, s.checkpoints)}" + (f"={slow}" if slow else "")]
+    else:
+        s.crashes = [_crash(rng, s, ("task.after_checkpoint_before_commit",
+                                     "coordinator.after_commit_before_next_instant", "task.in_snapshot"))]
     s.notify_delay_s = _late_notices(rng, s.checkpoints, 0.4)
     if rng.random() < 0.3:
         s.abort_checkpoints = [rng.randint(1, s.checkpoints)]
     return s
+
+
+def _wrong_instant_unfixed(rng: random.Random) -> SimSchedule:
+    """The same, with the coordinator answering every bootstrap at once (Hudi before HUDI-6194)."""
+    return _wrong_instant(rng, hold_bootstraps=False)
 
 
 def _random(rng: random.Random) -> SimSchedule:
@@ -241,6 +258,7 @@ SCENARIOS: dict[str, tuple[Callable[[random.Random], SimSchedule], str]] = {
     "checkpoint-timeout": (_checkpoint_timeout, "a write task's snapshot outlasts the checkpoint timeout"),
     "task-crash": (_task_crash, "a write task or the coordinator crashes at a fault point; global failover"),
     "wrong-instant": (_wrong_instant, "every task fails over while the coordinator starts a new instant (HUDI-6194)"),
+    "wrong-instant-unfixed": (_wrong_instant_unfixed, "the same, bootstraps answered at once (Hudi before HUDI-6194)"),
     "message-delay": (_message_delay, "long-tailed message delays (cross-pair reordering) and late notices"),
     "random": (_random, "all of the above, each with some probability"),
 }

@@ -11,9 +11,11 @@ stays fixed: it drives the network, so a candidate is a deterministic run too.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from runtime.faults import parse_faults
 from runtime.sim.explore import Verdict, run_schedule
 from runtime.sim.schedule import DELAYS, SimSchedule
 
@@ -32,12 +34,10 @@ def _drop_checkpoint(s: SimSchedule, k: int) -> SimSchedule:
     for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
         setattr(t, name, [shift(c) for c in getattr(s, name) if shift(c) is not None])
     t.crashes = []
-    for spec in s.crashes:  # "point@checkpoint#task": the checkpoint moves like the others
-        point, _, rest = spec.partition("@")
-        ckp, sep, task = rest.partition("#")
-        moved = shift(int(ckp)) if ckp else None
+    for spec in parse_faults(",".join(s.crashes)):  # the checkpoint moves like the others
+        moved = shift(spec.checkpoint) if spec.checkpoint >= 0 else spec.checkpoint
         if moved is not None:
-            t.crashes.append(f"{point}@{moved}{sep}{task}")
+            t.crashes.append(dataclasses.replace(spec, checkpoint=moved).text())
     # a lock held after the last checkpoint never matters; keep the schedule valid
     t.clean_lock_s = {c: v for c, v in t.clean_lock_s.items() if c < t.checkpoints}
     return t
@@ -55,7 +55,7 @@ def candidates(s: SimSchedule) -> Iterator[tuple[str, SimSchedule]]:
         t.writers = s.writers - 1
         t.rounds = [r // s.writers * t.writers for r in s.rounds]
         # a crash of the writer that no longer exists cannot happen
-        t.crashes = [c for c in s.crashes if "#" not in c or int(c.rsplit("#", 1)[1]) < t.writers]
+        t.crashes = [c for c in s.crashes if parse_faults(c)[0].task < t.writers]
         if any(t.rounds):
             yield f"{t.writers} writer(s)", t
     for name in ("notify_delay_s", "clean_lock_s"):
