@@ -186,6 +186,10 @@ class Coordinator:
             custom = await self.protocol.on_checkpoint_complete(ckp)
             if custom is not None:
                 result = custom
+                if custom.get("committed") and self.env.fault(
+                        "coordinator.after_commit_before_next_instant", checkpoint=ckp):
+                    # instants created on request: the next one is whatever is asked for next
+                    self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
             elif not self._all_events_received():
                 missing = [t for t in range(len(self.task_names)) if not self._has_last_batch(t)]
                 self.env.tracer.instant(f"ckp {ckp}: not all events received", thread="coordinator",

@@ -369,7 +369,7 @@ class WriteTask:
         self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
 
     async def _send_event(self, event: WriteMetadataEvent) -> None:
-        self._fault("task.after_flush_before_event")
+        self.fault_point("task.after_flush_before_event")
         self.events_of_instant = [e for e in self.events_of_instant if e.instant == event.instant]
         self.events_of_instant.append(event)
         if await self.protocol.on_write_event(event):
@@ -382,14 +382,14 @@ class WriteTask:
 
     # -- writing a file group ------------------------------------------------------------------
 
-    def _fault(self, point: str) -> Any:
+    def fault_point(self, point: str) -> Any:
         spec = self.env.fault(point, checkpoint=self.last_checkpoint_id + 1, task=self.task_id)
         if spec is not None:
             self.env.crash(f"injected crash at {point}")
         return spec
 
     async def _write_bucket(self, key: tuple[str, int], instant: str) -> WriteStat:
-        self._fault("task.before_flush")
+        self.fault_point("task.before_flush")
         parts = self.buckets.pop(key)
         self.buffered_rows -= self.bucket_rows.pop(key)
         records = pa.concat_tables(parts) if len(parts) > 1 else parts[0]

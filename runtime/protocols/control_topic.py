@@ -156,6 +156,9 @@ class ControlTopicParticipant(WriterSide):
                 raise RuntimeError("buffers left after END_COMMIT's flush")
             last_offset = self.expected - 1
             stats = list(self.stats.values())
+            # the participant's flush is done and its status not yet sent: the same point as a
+            # WriteMetadataEvent not yet sent under the other protocols
+            self.ctx.fault_point("task.after_flush_before_event")
             await publish(env, ControlMessage(WRITE_STATUS, self.commit_time, env.role, partition=task,
                                               write_stats=stats, last_offset=last_offset), TOPIC,
                           timeout=self.ctx.config.rpc_timeout_s)
@@ -262,6 +265,8 @@ class ControlTopicCoordinator(CoordinatorSide):
                               for p, m in statuses.items())
             await ctx.commit_instant(instant, ended_by, extra={OFFSETS_KEY: format_offsets(offsets)})
             self.commits += 1
+            if ctx.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ended_by):
+                ctx.env.crash("injected crash at coordinator.after_commit_before_next_instant")
         # the instant is decided (committed or rolled back) before the offsets say so: an
         # end-of-input arriving now must not roll it back (a race the simulator found)
         self.current = None
