@@ -67,6 +67,10 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
                    help="fault points to arm: point[@checkpoint][#task],... (see commitlab faults --list)")
     t.add_argument("--max-restarts", type=int, default=defaults.max_restarts,
                    help="failovers from the last completed checkpoint before the job gives up")
+    t.add_argument("--placement", choices=["spread", "pack", "strict-spread", "none"],
+                   default=defaults.placement,
+                   help="how role actors spread over a Ray cluster's nodes (a placement group; "
+                        "none: Ray's default scheduling)")
 
 
 def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
@@ -87,6 +91,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
         job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
         faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
+        placement=args.placement,
     )
 
 
@@ -336,10 +341,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE
     except Exception as exc:
+        from runtime.storage import StorageError
         from runtime.table import TableError
         from runtime.workload import InputError
 
-        if isinstance(exc, (InputError, TableError)):
+        if isinstance(exc, (InputError, TableError, StorageError)):
             console.print(f"[red]{type(exc).__name__}:[/red] {exc}", highlight=False)
             return EXIT_USAGE
         raise

@@ -83,6 +83,7 @@ class JobConfig:
     topic_retention_records: int = 10_000  # control topic retention
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
     max_restarts: int = 3  # failovers (restart all from the last completed checkpoint) before giving up
+    placement: str = "spread"  # role actors over the nodes: spread, pack, strict-spread, none
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults)
     schedule: Schedule = field(default_factory=Schedule)
 
@@ -159,6 +160,8 @@ class JobConfig:
             raise ConfigError(f"--update-ratio must be below 1, got {self.update_ratio}")
         if self.input_format and self.input_format not in ("parquet", "csv", "json"):
             raise ConfigError(f"--input-format must be parquet, csv or json, got {self.input_format!r}")
+        if self.placement not in ("spread", "pack", "strict-spread", "none"):
+            raise ConfigError(f"--placement must be spread, pack, strict-spread or none, got {self.placement!r}")
         if not self.table_name.strip():
             raise ConfigError("--table-name must not be empty")
         return self
