@@ -341,11 +341,12 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE
     except Exception as exc:
+        from actors.placement import PlacementError
         from runtime.storage import StorageError
         from runtime.table import TableError
         from runtime.workload import InputError
 
-        if isinstance(exc, (InputError, TableError, StorageError)):
+        if isinstance(exc, (InputError, TableError, StorageError, PlacementError)):
             console.print(f"[red]{type(exc).__name__}:[/red] {exc}", highlight=False)
             return EXIT_USAGE
         raise
