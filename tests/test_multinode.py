@@ -109,3 +109,46 @@ def test_a_worker_node_removed_mid_run_fails_over_and_stays_exactly_once(cluster
     assert rc == 0
     nodes = {r["node_id"] for r in result["placement"]["roles"].values() if "node_id" in r}
     assert nodes == {c.head_node.node_id}  # after the failover every role runs on the survivor
+
+
+def test_ray_job_submit_ships_the_working_dir_and_the_job_verifies(tmp_path):
+    """`ray job submit --working-dir . -- python -m runtime run ...` on a cluster with a dashboard."""
+    import socket
+    import urllib.request
+
+    from ray.cluster_utils import Cluster
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bin_dir = os.path.dirname(sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
+    env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"  # `python` on the cluster is this environment's
+    old_path = os.environ["PATH"]
+    os.environ["PATH"] = env["PATH"]  # the head's raylet (and so the job's entrypoint) inherits it
+    try:
+        c = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port})
+    finally:
+        os.environ["PATH"] = old_path
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/api/version", timeout=2)
+                break
+            except OSError:
+                assert time.time() < deadline, "the dashboard did not come up within 60 s"
+                time.sleep(0.5)
+        out = tmp_path / "out"
+        cmd = [os.path.join(bin_dir, "ray"), "job", "submit", "--address", url, "--working-dir", str(ROOT),
+               "--", "python", "-m", "runtime", "run", "--source", "generator", "--writers", "2",
+               "--records", "2000", "--checkpoints", "2", "--table", str(tmp_path / "table"),
+               "--out", str(out), "--quiet", "--job-timeout", "60"]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=150)
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        result = json.loads((out / "result.json").read_text())
+        assert result["status"] == "finished" and result["exactly_once"]["verified"] is True
+    finally:
+        c.shutdown()
