@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import ray
 
+from actors import cluster_info
+from actors.placement import Placement
 from actors.role_actor import RoleActor
 from actors.stream_plan import plan_stream
 from runtime import codec
@@ -24,6 +26,7 @@ from runtime.dfs import DfsCounters, open_dfs
 from runtime.protocols import PROTOCOLS
 from runtime.results import run_figures
 from runtime.state_backend import StateBackend
+from runtime.storage import redact
 from runtime.table import HudiTable, TableProps
 from runtime.trace import write_trace
 from runtime.verify import verify_run
@@ -59,9 +62,11 @@ class JobRun:
         self.source_names = [f"source-{i}" for i in range(cfg.writers)]
         self.actors: dict[str, Any] = {}
         self._fresh: set[str] = set()
+        self.placement: Placement | None = None
 
     def _create(self, kind: str, name: str, props: TableProps, extra: dict[str, Any]) -> Any:
-        actor = RoleActor.options(name=name, namespace=self.namespace).remote(
+        extra_opts = self.placement.options(name) if self.placement else {}
+        actor = RoleActor.options(name=name, namespace=self.namespace, **extra_opts).remote(
             kind, name, codec.encode(self.cfg), props.__dict__, extra)
         self.actors[name] = actor
         self._fresh.add(name)
@@ -71,7 +76,9 @@ class JobRun:
         cfg = self.cfg
         t0 = time.time()
         counters = DfsCounters()
+        endpoint_before = cluster_info.endpoint_counts(cfg.table)  # what an S3 endpoint serves
         dfs, base = open_dfs(cfg.table, role="driver", counters=counters)
+        cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         plan = plan_stream(cfg)  # bad input fails here, before anything is written
@@ -88,7 +95,9 @@ class JobRun:
         self.last_triggered = 0
 
         t_started = time.time()
+        self.t_actors_up: float | None = None
         deadline = time.time() + cfg.job_timeout_s
+        self.placement = Placement(cfg.placement, cfg.writers)
         error: str | None = None
         while True:
             try:
@@ -109,6 +118,10 @@ class JobRun:
             ray.get([self.actors[n].source_done.remote(5.0) for n in self.source_names], timeout=30)
 
         result = self._collect(status, error, deadlock, stalls, counters, t0, t_started, t_end)
+        placed = cluster_info.run_placement(self.actors, cfg.placement, self.t_actors_up, t_started)
+        result["timing"]["actors_up_s"] = placed.pop("actors_up_s")
+        result.update(placed)
+        result["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
         if status == "finished":
             result["exactly_once"] = verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field)
         else:
@@ -200,6 +213,7 @@ class JobRun:
             sources = [self.actors[n].start.remote(handles, *names) for n in self.source_names]
             ray.get(tasks + sources, timeout=start_timeout)
         self._fresh = set()
+        self.t_actors_up = self.t_actors_up or time.time()
 
     def _supervise(self, deadline: float) -> tuple[str, str | None, Any, list[dict[str, Any]]]:
         """Waits for the job manager's loop, watching for deadlocks, dead actors and the time limit."""
@@ -369,7 +383,7 @@ class JobRun:
             "protocol": cfg.protocol,
             "writers": cfg.writers,
             "source": cfg.source,
-            "table": cfg.table,
+            "table": redact(cfg.table),
             "status": status,
             "error": error,
             "records": cfg.records,
@@ -441,6 +455,8 @@ class JobRun:
             except Exception:
                 pass
         self.actors.clear()
+        if self.placement is not None:
+            self.placement.remove()
 
 
 def _root_cause(exc: BaseException) -> str:

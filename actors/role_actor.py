@@ -148,6 +148,22 @@ class RoleActor:
                 pass
         return self.role.state if self.role is not None else "not started"
 
+    async def where(self) -> dict[str, Any]:
+        """The node and process this role runs in, and its memory (RSS; USS when readable)."""
+        import os
+        import socket
+
+        import psutil
+
+        proc = psutil.Process(os.getpid())
+        mem = proc.memory_info()
+        try:
+            uss = proc.memory_full_info().uss
+        except (psutil.Error, AttributeError):
+            uss = None
+        return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
+                "pid": os.getpid(), "rss_bytes": mem.rss, "uss_bytes": uss}
+
     async def ping(self) -> float:
         return self.env.now()
 

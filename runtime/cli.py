@@ -77,6 +77,10 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
                    help="global: a task failure restarts every role; region: the tasks, sources and "
                         "checkpointing restart, the coordinator keeps running (falls back to global "
                         "when the coordinator itself failed)")
+    t.add_argument("--placement", choices=["spread", "pack", "strict-spread", "none"],
+                   default=defaults.placement,
+                   help="how role actors spread over a Ray cluster's nodes (a placement group; "
+                        "none: Ray's default scheduling)")
 
 
 def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
@@ -98,6 +102,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
         faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
         failover=args.failover, rpc_timeout_s=args.rpc_timeout, hold_bootstraps=args.hold_bootstraps,
+        placement=args.placement,
     )
 
 
@@ -348,10 +353,12 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE
     except Exception as exc:
+        from actors.placement import PlacementError
+        from runtime.storage import StorageError
         from runtime.table import TableError
         from runtime.workload import InputError
 
-        if isinstance(exc, (InputError, TableError)):
+        if isinstance(exc, (InputError, TableError, StorageError, PlacementError)):
             console.print(f"[red]{type(exc).__name__}:[/red] {exc}", highlight=False)
             return EXIT_USAGE
         raise

@@ -91,6 +91,7 @@ class JobConfig:
     # has arrived, so no task writes into an instant about to be rolled back; False is Hudi
     # before HUDI-6194 (a task that bootstrapped early may write into that instant)
     hold_bootstraps: bool = True
+    placement: str = "spread"  # role actors over the nodes: spread, pack, strict-spread, none
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults)
     schedule: Schedule = field(default_factory=Schedule)
 
@@ -176,6 +177,8 @@ class JobConfig:
             raise ConfigError(f"--update-ratio must be below 1, got {self.update_ratio}")
         if self.input_format and self.input_format not in ("parquet", "csv", "json"):
             raise ConfigError(f"--input-format must be parquet, csv or json, got {self.input_format!r}")
+        if self.placement not in ("spread", "pack", "strict-spread", "none"):
+            raise ConfigError(f"--placement must be spread, pack, strict-spread or none, got {self.placement!r}")
         if not self.table_name.strip():
             raise ConfigError("--table-name must not be empty")
         return self

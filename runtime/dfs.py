@@ -222,6 +222,14 @@ class Dfs:
         half-written ``*.parquet`` never exists (the reader fails on names it cannot parse).
         Returns the size in bytes."""
         self._op("write", path)
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            # object stores publish an object whole when its upload completes, and their
+            # "rename" is a copy plus a delete: write in place
+            try:
+                pq.write_table(table, path, filesystem=self.fs)
+                return self.fs.get_file_info(path).size or 0
+            except OSError as exc:
+                raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
         tmp = f"{path}.{uuid.uuid4().hex}.inprogress"
         try:
             pq.write_table(table, tmp, filesystem=self.fs)
@@ -244,14 +252,14 @@ def open_dfs(
     uri_or_path: str, *, role: str = "driver", counters: DfsCounters | None = None
 ) -> tuple[Dfs, str]:
     """Opens the file system behind a path or URI (``/tmp/t``, ``file:///tmp/t``,
-    ``s3://bucket/t?endpoint_override=...``). Returns the Dfs and the path inside it."""
-    if "://" not in uri_or_path:
-        import os
+    ``s3://bucket/t?endpoint_override=...``: see runtime.storage). Returns the Dfs and the path
+    inside it."""
+    from runtime.storage import StorageError, open_filesystem
 
-        path = os.path.abspath(uri_or_path)
-        return Dfs(pafs.LocalFileSystem(), role=role, counters=counters), path
     try:
-        fs, path = pafs.FileSystem.from_uri(uri_or_path)
+        fs, path = open_filesystem(uri_or_path)
+    except StorageError as exc:
+        raise DfsError(str(exc)) from exc
     except (pa.ArrowInvalid, OSError) as exc:
         raise DfsError(
             f"cannot open {uri_or_path!r}: {exc}. Use a local path or a pyarrow.fs URI "

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.storage import redact
 from runtime.table import INTERNAL_COLUMNS, META_COLUMNS, dedupe_latest
 
 SAMPLE = 10
@@ -23,41 +24,47 @@ class VerifyError(RuntimeError):
     """The table cannot be read by the official reader; the message says why."""
 
 
-def read_snapshot(table_uri: str) -> pa.Table:
-    """The table's snapshot as the official reader returns it."""
+def _open_reader(table_uri: str) -> Any:
+    """The official reader's table; an S3 URI's endpoint options become storage options."""
     from hudi import HudiTableBuilder
 
+    from runtime.storage import reader_location
+
+    base_uri, storage_options = reader_location(table_uri)
+    return HudiTableBuilder.from_base_uri(base_uri).with_storage_options(storage_options).build()
+
+
+def read_snapshot(table_uri: str) -> pa.Table:
+    """The table's snapshot as the official reader returns it."""
     try:
-        table = HudiTableBuilder.from_base_uri(table_uri).build()
+        table = _open_reader(table_uri)
         batches = table.read(None)
     except Exception as exc:  # the reader raises its own error types
-        raise VerifyError(f"the official reader (hudi) cannot read {table_uri}: {exc}") from exc
+        raise VerifyError(f"the official reader (hudi) cannot read {redact(table_uri)}: {exc}") from exc
     if not batches:
         return pa.table({})
     return pa.Table.from_batches(batches)
 
 
 def read_completed_commits(table_uri: str) -> list[str]:
-    from hudi import HudiTableBuilder
-
     try:
-        t = HudiTableBuilder.from_base_uri(table_uri).build()
+        t = _open_reader(table_uri)
         return [i.timestamp for i in t.get_timeline().get_completed_commits()]
     except Exception as exc:
-        raise VerifyError(f"the official reader (hudi) cannot read the timeline of {table_uri}: {exc}") from exc
+        raise VerifyError(f"the official reader (hudi) cannot read the timeline of {redact(table_uri)}: {exc}") from exc
 
 
 def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     """Rows the commits in ``(start, end]`` wrote, as the official reader's incremental query."""
-    from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
+    from hudi import HudiQueryType, HudiReadOptions
 
     try:
-        t = HudiTableBuilder.from_base_uri(table_uri).build()
+        t = _open_reader(table_uri)
         batches = t.read(HudiReadOptions().with_query_type(HudiQueryType.Incremental)
                          .with_start_timestamp(start).with_end_timestamp(end))
     except Exception as exc:
         raise VerifyError(f"the official reader (hudi) cannot read commits ({start}, {end}] of "
-                          f"{table_uri}: {exc}") from exc
+                          f"{redact(table_uri)}: {exc}") from exc
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 

@@ -1,0 +1,52 @@
+"""What a run reports about the cluster it ran on: where each role ran, its memory, start-up
+time, and the requests an S3 endpoint served (next to the client-side DFS counters)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import ray
+
+from runtime.dfs import Dfs
+from runtime.s3_endpoint import diff_counts, fetch_endpoint_counts
+from runtime.storage import check_location, endpoint_url
+
+
+def check_storage(dfs: Dfs, table: str) -> None:
+    """Raises StorageError naming the fix when the table's S3 endpoint or bucket is unusable."""
+    check_location(dfs.fs, table)
+
+
+def endpoint_counts(table: str) -> dict[str, Any] | None:
+    """The request counts of the table's S3 endpoint so far, if it serves them (the loopback
+    endpoint of runtime.s3_endpoint does; AWS and other servers do not: None)."""
+    url = endpoint_url(table)
+    return fetch_endpoint_counts(url) if url else None
+
+
+def endpoint_served(table: str, before: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the endpoint served since ``before`` (None when it does not report counts)."""
+    if before is None:
+        return None
+    after = endpoint_counts(table)
+    return diff_counts(before, after) if after is not None else None
+
+
+def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | None,
+                  t_started: float) -> dict[str, Any]:
+    """Node, process and memory of every live role actor, and roles per node."""
+    refs = {name: actor.where.remote() for name, actor in actors.items()}
+    roles: dict[str, Any] = {}
+    for name, ref in refs.items():
+        try:
+            roles[name] = ray.get(ref, timeout=10)
+        except Exception as exc:  # a dead actor: its place is unknown
+            roles[name] = {"error": type(exc).__name__}
+    per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
+    writer_nodes = {r["node_id"] for n, r in roles.items() if n.startswith("writer-") and "node_id" in r}
+    return {
+        "placement": {"strategy": strategy, "roles_per_node": dict(per_node),
+                      "writer_nodes": len(writer_nodes), "roles": roles},
+        "actors_up_s": round(t_actors_up - t_started, 3) if t_actors_up else None,
+    }
