@@ -43,7 +43,8 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
+        # "local": a new embedded Ray, even when a `ray start` cluster runs on this machine
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
     return True
 
 

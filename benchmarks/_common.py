@@ -49,7 +49,7 @@ def start_ray() -> float:
     if os.environ.get("RAY_ADDRESS"):
         ray.init(address=os.environ["RAY_ADDRESS"], **kwargs)
     else:
-        ray.init(num_cpus=os.cpu_count() or 2, **kwargs)
+        ray.init(address="local", num_cpus=os.cpu_count() or 2, **kwargs)
     return time.monotonic() - t
 
 
