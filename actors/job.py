@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
 from typing import Any, Callable
@@ -34,8 +35,16 @@ from runtime.verify import verify_run
 POLL_S = 0.25
 
 
+_RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
+
+
 def ensure_ray(num_cpus: int | None = None) -> bool:
     """Connects to ``RAY_ADDRESS`` if set, else starts a local Ray. Returns True if started here."""
+    with _RAY_INIT_LOCK:
+        return _init_ray(num_cpus)
+
+
+def _init_ray(num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
@@ -53,11 +62,12 @@ class JobRun:
 
     def __init__(self, cfg: JobConfig, out_dir: str | None = None, *,
                  on_progress: Callable[[dict[str, Any]], None] | None = None,
-                 trace_path: str | None = None) -> None:
+                 trace_path: str | None = None, timeline: bool = True) -> None:
         self.cfg = cfg.validate(list(PROTOCOLS))
         self.out_dir = out_dir
         self.on_progress = on_progress
         self.trace_path = trace_path
+        self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.task_names = [f"writer-{i}" for i in range(cfg.writers)]
         self.source_names = [f"source-{i}" for i in range(cfg.writers)]
@@ -154,7 +164,7 @@ class JobRun:
         """Creates and starts the roles; ``restore`` is the completed checkpoint to resume from
         after a failover (None: a fresh start, or a failover before any checkpoint completed)."""
         cfg, plan, props = self.cfg, self.plan, self.props
-        trace = self.trace_path is not None or self.out_dir is not None  # timeline.png needs events
+        trace = self.trace_path is not None or (self.out_dir is not None and self.timeline)
         faults = codec.encode(cfg.faults) if cfg.faults else b""
         common = {"trace": trace, "faults": faults}
         resume = {}
@@ -371,7 +381,7 @@ class JobRun:
                               driver_counters.snapshot(), coord, checkpoints, dumps, cfg.checkpoints)
         rows_in = figures["rows_in"]
         self.trace_events: list[dict[str, Any]] = []
-        if self.trace_path or self.out_dir:
+        if self.trace_path or (self.out_dir and self.timeline):
             for n in names:
                 try:
                     self.trace_events += ray.get(self.actors[n].trace_events.remote(), timeout=10)

@@ -97,7 +97,11 @@ def test_restarts_are_bounded_and_the_failure_is_named(ray_session, tmp_path):
 def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_path):
     base = _cfg(tmp_path)
     doc = run_matrix(base, ["message-bus", "operator-event"], ["task.in_snapshot", "quiet-round"], 1,
-                     str(tmp_path / "m"), run=lambda cfg, sub: run_job(cfg, sub))
+                     str(tmp_path / "m"), run=lambda cfg, sub: run_job(cfg, sub), parallel=2)
+    # two at a time, recorded in matrix order
+    assert [(r["fault"], r["protocol"]) for r in doc["runs"]] == [
+        ("task.in_snapshot", "message-bus"), ("task.in_snapshot", "operator-event"),
+        ("quiet-round", "message-bus"), ("quiet-round", "operator-event")]
     outcomes = {(r["protocol"], r["fault"]): r["outcome"] for r in doc["runs"]}
     assert outcomes[("message-bus", "task.in_snapshot")] == PASSED
     assert outcomes[("operator-event", "quiet-round")] == KNOWN

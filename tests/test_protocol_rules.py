@@ -278,14 +278,10 @@ class ParticipantCtx:
         self.flush_stats: list[WriteStat] = []
         self.mails: list[tuple[str, str, Any]] = []
         self.forgets = 0
-        self.fault_points: list[str] = []
 
     async def forget_uncommitted_versions(self) -> int:
         self.forgets += 1
         return 0
-
-    def fault_point(self, point: str) -> None:
-        self.fault_points.append(point)
 
     def discard_buffers(self) -> int:
         self.discards += 1

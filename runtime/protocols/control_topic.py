@@ -158,7 +158,10 @@ class ControlTopicParticipant(WriterSide):
             stats = list(self.stats.values())
             # the participant's flush is done and its status not yet sent: the same point as a
             # WriteMetadataEvent not yet sent under the other protocols
-            self.ctx.fault_point("task.after_flush_before_event")
+            # (the k-th END_COMMIT closes the interval checkpoint k ended)
+            spec = env.fault("task.after_flush_before_event", checkpoint=self.counts["end"], task=task)
+            if spec is not None:
+                env.crash("injected crash at task.after_flush_before_event")
             await publish(env, ControlMessage(WRITE_STATUS, self.commit_time, env.role, partition=task,
                                               write_stats=stats, last_offset=last_offset), TOPIC,
                           timeout=self.ctx.config.rpc_timeout_s)
