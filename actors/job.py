@@ -248,8 +248,10 @@ class JobRun:
                 return "deadlocked", None, deadlock, stalls
             stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
             if time.time() > deadline:
+                waiting = self._describe("job-manager").get("waiting_for") or "?"
                 return ("timed-out", f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
-                        f"stalled tasks: {stalls or 'none'}", None, stalls)
+                        f"the job manager was waiting for {waiting}; stalled tasks: {stalls or 'none'}",
+                        None, stalls)
             if self.on_progress and time.time() - last_progress > 0.5:
                 last_progress = time.time()
                 self.on_progress(self._progress())

@@ -53,6 +53,7 @@ class JobManager:
         self.failures: list[TaskFailure] = []
         self._changed = asyncio.Event()
         self.status = "created"
+        self.waiting_for = ""  # what the loop waits for now (a timed-out job's diagnosis)
         self.current: int = 0
         self.commit_results: dict[int, Any] = {}
         self.state_backend = state_backend  # runtime.state_backend.StateBackend, or None
@@ -79,7 +80,7 @@ class JobManager:
         self._changed.set()
 
     def describe(self) -> dict[str, Any]:
-        return {"status": self.status, "current": self.current,
+        return {"status": self.status, "current": self.current, "waiting_for": self.waiting_for,
                 "checkpoints": {k: {"status": r.status, "reason": r.reason,
                                     "acks": sorted(r.acks)} for k, r in self.checkpoints.items()},
                 "rounds_emitted": dict(self.rounds_emitted),
@@ -88,6 +89,7 @@ class JobManager:
     # -- the loop ------------------------------------------------------------------------------
 
     async def _wait_until(self, predicate, timeout: float, what: str) -> None:
+        self.waiting_for = what
         deadline = self.env.now() + timeout
         while not predicate():
             self._check_failures()
@@ -139,6 +141,7 @@ class JobManager:
             from runtime.coordinator import InputFinished
 
             final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
+            self.waiting_for = f"the coordinator to commit up to the end of input (rows per task {final})"
             self.end_of_input = await self.env.call(self.coordinator, "end_of_input", InputFinished(final),
                                                     timeout=cfg.job_timeout_s)
             for src in self.source_names:
