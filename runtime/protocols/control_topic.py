@@ -268,7 +268,8 @@ class ControlTopicCoordinator(CoordinatorSide):
                               for p, m in statuses.items())
             await ctx.commit_instant(instant, ended_by, extra={OFFSETS_KEY: format_offsets(offsets)})
             self.commits += 1
-            if ctx.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ended_by):
+            # the k-th commit (its interval may have spanned several checkpoint triggers)
+            if ctx.env.fault("coordinator.after_commit_before_next_instant", checkpoint=self.commits):
                 ctx.env.crash("injected crash at coordinator.after_commit_before_next_instant")
         # the instant is decided (committed or rolled back) before the offsets say so: an
         # end-of-input arriving now must not roll it back (a race the simulator found)
