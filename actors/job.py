@@ -24,6 +24,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan
 from runtime.protocols import PROTOCOLS
 from runtime.results import run_figures
 from runtime.state_backend import StateBackend
@@ -169,13 +170,8 @@ class JobRun:
         common = {"trace": trace, "faults": faults}
         resume = {}
         protocol = PROTOCOLS[cfg.protocol]
-        if protocol.writer_side.replays_from_committed_offsets:
-            restore = None  # the sources replay everything; the protocol's offsets skip the rest
         if self.failovers:
-            done_round = restore.round if restore is not None else 0
-            resume_id = self._resume_checkpoint_id(restore)
-            resume = {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
-                      "start_round": done_round + 1}
+            restore, resume = resume_plan(cfg, self.last_triggered, restore)
         for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
             if kind not in self.actors:  # they outlive a failover (the control topic is Kafka)
                 self._create(kind, kind, props, dict(common))
@@ -257,16 +253,13 @@ class JobRun:
                 self.on_progress(self._progress())
 
     def _region_failover_possible(self) -> bool:
-        """Region failover needs ``--failover region``, a protocol whose tasks restore from
-        checkpointed state (the control topic replays from the offsets in its commits instead),
-        and a coordinator that is alive and sound; otherwise the failover is global."""
-        if self.cfg.failover != "region" or PROTOCOLS[self.cfg.protocol].writer_side.replays_from_committed_offsets:
+        if self.cfg.failover != "region":
             return False
         try:
             coord = ray.get(self.actors["coordinator"].describe.remote(), timeout=5)
         except Exception:
             return False  # the coordinator died with the tasks: restart everything
-        return not coord.get("error")
+        return region_failover_applies(self.cfg, coordinator_sound=not coord.get("error"))
 
     def _failover(self, error: str | None, *, region: bool = False) -> None:
         """Restarts from the last completed checkpoint. Global (Flink's restart-all strategy):
@@ -304,7 +297,7 @@ class JobRun:
             from runtime.codec import from_wire, to_wire
             from runtime.coordinator import TasksReset
 
-            notice = TasksReset(self._resume_checkpoint_id(restore), error or "")
+            notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
             reply = ray.get(self.actors["coordinator"].deliver.remote("reset_tasks", to_wire(notice), "driver"),
                             timeout=max(30.0, self.cfg.rpc_timeout_s))
             self.failovers[-1]["coordinator_reset"] = from_wire(reply)
@@ -313,23 +306,18 @@ class JobRun:
     def _role_names(self) -> list[str]:
         return self.task_names + self.source_names + ["coordinator", "job-manager"]
 
-    def _resume_checkpoint_id(self, restore: Any) -> int:
-        """The last checkpoint id handed out before the failover: restored tasks resume after it."""
-        return max(self.last_triggered, restore.checkpoint_id if restore else 0)
-
     def _delete_bus_if_armed(self) -> None:
         """The bus.deleted_between_restarts fault: once its task crash fired, the message bus is
         removed while the job is down (#8060, #8120), before anything restarts."""
-        from runtime.faults import faults_path
+        from runtime.faults import FaultInjector
         from runtime.message_bus import message_bus_path
 
-        if not any(s.point == "bus.deleted_between_restarts" for s in self.cfg.faults):
-            return
+        specs = [s for s in self.cfg.faults if s.point == "bus.deleted_between_restarts"]
+        if not specs or any("deleted" in f for f in self.failovers[:-1]):
+            return  # not armed, or the bus went at an earlier failover already
         dfs, base = self.table.dfs, self.table.base_path
-        fired = [e.name for e in dfs.list_dir(faults_path(base))] if dfs.exists(faults_path(base)) else []
         path = message_bus_path(base)
-        if any(n.startswith("bus.deleted_between_restarts") for n in fired) and dfs.exists(path) \
-                and not any("deleted" in f for f in self.failovers[:-1]):
+        if FaultInjector(specs, "driver", dfs, base).has_fired(specs[0]) and dfs.exists(path):
             dfs.delete(path, recursive=True)
             self.failovers[-1]["deleted"] = path[len(base):].lstrip("/")  # relative: results travel
 

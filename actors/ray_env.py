@@ -9,7 +9,7 @@ from typing import Any, Callable, TypeVar
 
 from runtime.codec import from_wire, to_wire
 from runtime.dfs import Dfs
-from runtime.env import LOST_REQUEST_WAIT_S, Env, WaitTimeout
+from runtime.env import Env, WaitTimeout
 from runtime.metrics import Metrics
 from runtime.trace import Tracer
 
@@ -42,15 +42,7 @@ class RayEnv(Env):
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
         self.metrics.rpc(method)
-        fault = self.message_fault(dest, method, msg)
-        if fault is not None and fault.point == "message.dropped":
-            # the request never arrives: all the caller can see is its own timeout
-            wait = timeout or LOST_REQUEST_WAIT_S
-            await asyncio.sleep(wait)
-            raise WaitTimeout(f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
-                              "no reply (the request was lost in transit)")
-        if fault is not None:
-            await asyncio.sleep(fault.value)
+        await self.apply_call_fault(dest, method, msg, timeout)
         ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
         try:
             reply = await (asyncio.wait_for(ref, timeout) if timeout else ref)
@@ -61,10 +53,9 @@ class RayEnv(Env):
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         self.metrics.rpc(method)
         handle = self._handle(dest)
-        fault = self.message_fault(dest, method, msg)
-        if fault is not None and fault.point == "message.dropped":
+        delay = self.send_fault_delay(dest, method, msg)
+        if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
-        delay = fault.value if fault is not None else 0.0
         payload = to_wire(msg)
         # submitted now, so one sender's messages to one actor keep their order (Ray's guarantee)
         ref = None if delay else handle.deliver.remote(method, payload, self.role)

@@ -245,8 +245,8 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from actors.job import run_job
-    from runtime.fault_matrix import (FAILED, SCENARIO_FAULTS, VIOLATION, outcome_table, plot_heatmap,
-                                      run_matrix)
+    from runtime.fault_matrix import (FAILED, KNOWN, NOT_APPLICABLE, NOT_FIRED, PASSED, SCENARIO_FAULTS,
+                                      VIOLATION, outcome_table, plot_heatmap, run_matrix)
     from runtime.faults import FAULT_POINTS
 
     known = list(FAULT_POINTS) + list(SCENARIO_FAULTS)
@@ -275,7 +275,7 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     heat = plot_heatmap(doc, out)
     console.print(outcome_table(doc))
     counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o)
-              for o in ("passed", "known failure", VIOLATION, FAILED, "not fired", "n/a")}
+              for o in (PASSED, KNOWN, VIOLATION, FAILED, NOT_FIRED, NOT_APPLICABLE)}
     console.print(", ".join(f"{o}: {n}" for o, n in counts.items()))
     console.print(f"results: {os.path.join(out, 'faults.json')}; heat map: {heat}")
     return EXIT_FAILED if counts[VIOLATION] or counts[FAILED] else EXIT_OK

@@ -97,6 +97,34 @@ class Env(abc.ABC):
                 return spec
         return None
 
+    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None) -> None:
+        """A host calls this before a request goes out. A lost request ends in the caller's own
+        timeout (WaitTimeout, as a real one would); a delayed one leaves late."""
+        fault = self.message_fault(dest, method, msg)
+        if fault is None:
+            return
+        if fault.point == "message.dropped":
+            wait = timeout or LOST_REQUEST_WAIT_S
+            self.note_dropped(dest, method)
+            await self.sleep(wait)
+            raise WaitTimeout(f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
+                              "no reply (the request was lost in transit)")
+        await self.sleep(fault.value)
+
+    def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:
+        """A host calls this before a one-way message goes out: seconds to hold it back (0 for
+        none; messages sent after it overtake it), or None when it is lost."""
+        fault = self.message_fault(dest, method, msg)
+        if fault is None:
+            return 0.0
+        if fault.point == "message.dropped":
+            self.note_dropped(dest, method)
+            return None
+        return fault.value
+
+    def note_dropped(self, dest: str, method: str) -> None:
+        """Hook: a host that records deliveries records the loss too."""
+
     def crash(self, reason: str) -> None:
         """Ends this role as a crash would. The Ray host exits the process; others raise."""
         from runtime.faults import InjectedCrash

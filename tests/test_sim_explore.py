@@ -148,7 +148,6 @@ def test_the_control_topic_rollback_bug_exploration_found_stays_fixed():
     verdict, result = run_schedule(draw("checkpoint-timeout", 8), "control-topic", 8)
     assert verdict.outcome == "passed", verdict.detail
     assert result["failovers"] == []
-    assert any(r > 0 for r in result["tasks"]["writer-0"]["protocol"].values() if isinstance(r, int))
 
 
 @pytest.mark.parametrize("scenario,outcome", [("wrong-instant-unfixed", "VIOLATION"), ("wrong-instant", "passed")])

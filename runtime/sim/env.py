@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable, TypeVar
 
 from runtime.dfs import Dfs
-from runtime.env import LOST_REQUEST_WAIT_S, Env, WaitTimeout
+from runtime.env import Env, WaitTimeout
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
 from runtime.sim.trace import SimMetrics, SimTracer, TraceRecorder
 
@@ -102,16 +102,7 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        fault = self.message_fault(dest, method, msg)
-        if fault is not None and fault.point == "message.dropped":
-            # the request never arrives: all the caller can see is its own timeout
-            wait = timeout or LOST_REQUEST_WAIT_S
-            self.recorder.add("dropped", self.role, dest, method, wait)
-            await asyncio.sleep(wait)
-            raise WaitTimeout(f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
-                              "no reply (the request was lost in transit)")
-        if fault is not None:
-            await asyncio.sleep(fault.value)
+        await self.apply_call_fault(dest, method, msg, timeout)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         try:
@@ -125,15 +116,17 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        fault = self.message_fault(dest, method, msg)
-        if fault is not None and fault.point == "message.dropped":
-            self.recorder.add("dropped", self.role, dest, method, 0.0)
+        delay = self.send_fault_delay(dest, method, msg)
+        if delay is None:
             return  # lost in transit
-        if fault is not None:  # delivered late; messages sent after it overtake it
-            self.network.loop.call_later(fault.value, lambda: self.network.post(
+        if delay:  # delivered late; messages sent after it overtake it
+            self.network.loop.call_later(delay, lambda: self.network.post(
                 self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append))
             return
         self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
+
+    def note_dropped(self, dest: str, method: str) -> None:
+        self.recorder.add("dropped", self.role, dest, method)
 
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
         """Runs ``fn`` inline: blocking work takes no virtual time (unless ``io_delay`` says it

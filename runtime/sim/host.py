@@ -25,6 +25,7 @@ from runtime.config import ConfigError, JobConfig
 from runtime.coordinator import Coordinator
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan
 from runtime.results import run_figures
 from runtime.job_manager import JobManager
 from runtime.message_bus import MessageClient
@@ -169,11 +170,7 @@ class _SimRun:
         protocol = get_protocol(cfg.protocol)
         resume: dict[str, int] = {}
         if self.failovers:
-            if protocol.writer_side.replays_from_committed_offsets:
-                restore = None  # the sources replay everything; the protocol's offsets skip the rest
-            resume_id = max(self.last_triggered, restore.checkpoint_id if restore else 0)
-            resume = {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
-                      "start_round": (restore.round if restore is not None else 0) + 1}
+            restore, resume = resume_plan(cfg, self.last_triggered, restore)
         states = restore.states if restore is not None else {}
         region = "coordinator" not in views  # a region failover keeps the coordinator
         if not region:
@@ -242,9 +239,8 @@ class _SimRun:
         checkpointed state, and a coordinator alive and sound."""
         coord = self.roles.get("coordinator")
         env = self.envs.get("coordinator")
-        return (self.cfg.failover == "region" and coord is not None and env is not None
-                and env.crashed is None and not coord.error
-                and not get_protocol(self.cfg.protocol).writer_side.replays_from_committed_offsets)
+        sound = coord is not None and env is not None and env.crashed is None and not coord.error
+        return region_failover_applies(self.cfg, coordinator_sound=sound)
 
     async def _failover(self, error: str | None) -> None:
         """As ``actors/job.py``: restart from the last completed checkpoint. Global (Flink's
@@ -277,7 +273,7 @@ class _SimRun:
         await asyncio.sleep(0)
         views = {name: self._env(name, self.kinds[name], incarnation=len(self.failovers)) for name in names}
         if region:
-            resume_id = max(self.last_triggered, restore.checkpoint_id if restore else 0)
+            resume_id = resume_checkpoint_id(self.last_triggered, restore)
             await self._bounded(self.roles["coordinator"].reset_tasks(TasksReset(resume_id, error or "")),
                                 "the coordinator's reset")
         await self._launch(views, restore)
