@@ -24,7 +24,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
-from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan
+from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.protocols import PROTOCOLS
 from runtime.results import run_figures
 from runtime.state_backend import StateBackend
@@ -104,6 +104,7 @@ class JobRun:
         self.prior_metrics: list[dict[str, Any]] = []
         self.prior_checkpoints: dict[str, Any] = {}
         self.failovers: list[dict[str, Any]] = []
+        self.stacks_at_timeout: dict[str, Any] = {}  # filled when the job times out
         self.last_triggered = 0
 
         t_started = time.time()
@@ -245,6 +246,7 @@ class JobRun:
             stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
             if time.time() > deadline:
                 waiting = self._describe("job-manager").get("waiting_for") or "?"
+                self.stacks_at_timeout = self._stacks(("job-manager", "coordinator"))
                 return ("timed-out", f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
                         f"the job manager was waiting for {waiting}; stalled tasks: {stalls or 'none'}",
                         None, stalls)
@@ -276,8 +278,7 @@ class JobRun:
             pass
         self.failovers.append({"error": error, "at": time.time(),
                                "strategy": "region" if region else "global",
-                               "restored_checkpoint": restore.checkpoint_id if restore else None,
-                               "resumed_round": (restore.round + 1) if restore else 1})
+                               **resume_summary(self.cfg, self.last_triggered, restore)})
         self._delete_bus_if_armed()
         keep = set(PROTOCOLS[self.cfg.protocol].extra_roles) | ({"coordinator"} if region else set())
         for name, actor in list(self.actors.items()):
@@ -404,7 +405,18 @@ class JobRun:
             "tasks": {n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")}
                       for n, d in dumps.items()},
             "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
+            # a timed-out job: where the job manager's and the coordinator's coroutines waited
+            **({"stacks_at_timeout": self.stacks_at_timeout} if self.stacks_at_timeout else {}),
         }
+
+    def _stacks(self, names: tuple[str, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in names:
+            try:
+                out[name] = ray.get(self.actors[name].stacks.remote(), timeout=10)
+            except Exception as exc:
+                out[name] = {"error": f"{name} unreachable: {type(exc).__name__}"}
+        return out
 
     def _describe(self, name: str) -> dict[str, Any]:
         try:

@@ -7,6 +7,7 @@ The actor is async, so while a write task's mailbox coroutine is blocked the act
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import ray
@@ -18,7 +19,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.coordinator import Coordinator
 from runtime.dfs import DfsCounters, open_dfs
-from runtime.faults import FaultInjector
+from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.state_backend import StateBackend
 from runtime.job_manager import JobManager
 from runtime.messages import TaskState
@@ -45,8 +46,9 @@ class RoleActor:
         if self.extra.get("faults"):
             specs = codec.decode(self.extra["faults"])
             self.env.faults = FaultInjector(specs, name, dfs, base)
-            if kind == "coordinator" and {s.point for s in specs} & {"dfs.transient_error", "dfs.latency"}:
-                dfs.fault_hook = _coordinator_dfs_faults(self.env)
+            if kind == "coordinator" and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
+                # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
+                dfs.fault_hook = coordinator_dfs_hook(self.env, time.sleep)
         self.role: Any = None
         self._task: asyncio.Task | None = None
         self._started = asyncio.Event()  # set once start() returned: messages wait for it
@@ -128,6 +130,17 @@ class RoleActor:
     async def describe(self) -> dict[str, Any]:
         return self.role.describe() if hasattr(self.role, "describe") else await self.dump()
 
+    async def stacks(self) -> dict[str, list[str]]:
+        """Where each of this actor's project coroutines is suspended now, innermost frame last:
+        what a timed-out job reports, so a hang names the await it is stuck in."""
+        out: dict[str, list[str]] = {}
+        for task in asyncio.all_tasks():
+            frames = [f"{f.f_code.co_filename.rsplit('/', 2)[-2]}/{f.f_code.co_filename.rsplit('/', 1)[-1]}"
+                      f":{f.f_lineno} {f.f_code.co_name}" for f in task.get_stack(limit=20)]
+            if any(fr.startswith(("runtime/", "protocols/", "actors/")) for fr in frames):
+                out[task.get_name()] = frames
+        return out
+
     async def metrics(self) -> dict[str, Any]:
         snap = self.env.metrics.snapshot()
         snap["dfs_ops"] = self.env.dfs.counters.snapshot()
@@ -169,21 +182,3 @@ class RoleActor:
 
     async def fired_faults(self) -> list[dict[str, Any]]:
         return list(self.env.faults.fired) if self.env.faults is not None else []
-
-
-def _coordinator_dfs_faults(env: RayEnv):
-    """The coordinator's DFS hook: fails one write (dfs.transient_error) and slows every operation
-    inside a dfs.latency window (a sleep in the calling thread, as a slow NameNode would)."""
-    import time
-
-    from runtime.faults import InjectedDfsError
-
-    def hook(role: str, op: str, path: str) -> None:
-        delay = env.dfs_delay()
-        if delay:
-            time.sleep(delay)
-        if op in ("write", "create") and env.faults.armed("dfs.transient_error") \
-                and env.fault("dfs.transient_error"):
-            raise InjectedDfsError(f"injected transient DFS error on {op} {path}")
-
-    return hook

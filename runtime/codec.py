@@ -34,11 +34,31 @@ def message(cls: type[T]) -> type[T]:
     return cls
 
 
+# field names per dataclass, looked up once: ``dataclasses.fields`` is slow, and encoding runs for
+# every message a role sends
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_PLAIN_SCALARS = (str, int, float, bool, bytes, type(None))
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """The fields of a dataclass type, or None for any other type."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        if not dataclasses.is_dataclass(cls):
+            return None
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def _to_plain(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {_TYPE_KEY: type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = _to_plain(getattr(obj, f.name))
+    cls = type(obj)
+    if cls in _PLAIN_SCALARS:
+        return obj
+    names = _field_names(cls)
+    if names is not None:
+        out = {_TYPE_KEY: cls.__name__}
+        for name in names:
+            out[name] = _to_plain(getattr(obj, name))
         return out
     if isinstance(obj, (list, tuple)):
         return [_to_plain(x) for x in obj]
@@ -56,8 +76,8 @@ def _from_plain(obj: Any) -> Any:
             if cls is None:
                 raise CodecError(f"unknown message type {name!r}")
             kwargs = {k: _from_plain(v) for k, v in obj.items() if k != _TYPE_KEY}
-            known = {f.name for f in dataclasses.fields(cls)}
-            unknown = set(kwargs) - known
+            known = _field_names(cls)
+            unknown = set(kwargs).difference(known or ())
             if unknown:
                 raise CodecError(f"{name} has no fields {sorted(unknown)}")
             try:
@@ -95,7 +115,7 @@ def roundtrip(obj: T) -> T:
 def to_wire(msg: Any) -> Any:
     """What a host sends: control messages as msgpack bytes (the same on every host), anything
     else (Arrow data batches) as it is, for the host to pass by reference."""
-    if dataclasses.is_dataclass(msg) and type(msg).__name__ in _REGISTRY:
+    if _REGISTRY.get(type(msg).__name__) is type(msg):
         return encode(msg)
     return msg
 

@@ -172,6 +172,8 @@ class Coordinator:
         spec = self.env.fault("dfs.latency", checkpoint=trigger.checkpoint_id)
         if spec is not None:
             self.env.slow_dfs(spec.value, DFS_LATENCY_WINDOW_S)
+        if self.env.fault("dfs.transient_error", checkpoint=trigger.checkpoint_id) is not None:
+            self.env.dfs_fail_next = True  # the host's DFS hook fails the next write or create
         async with self._lock:
             state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
         await self.protocol.on_checkpoint_trigger(trigger.checkpoint_id)
@@ -281,8 +283,8 @@ class Coordinator:
     async def commit_instant(self, instant: str, checkpoint_id: int,
                              extra: dict[str, str] | None = None) -> CommitRecord | None:
         """Commits the buffered events of ``instant`` (removing them from the buffer). Writes the
-        commit file under the table lock; on failure rolls the instant back and fails (the job
-        fails over). Returns None when the instant has no data."""
+        commit file under the table lock; on failure leaves the instant inflight and fails (the
+        job fails over and recommits it). Returns None when the instant has no data."""
         start = self.env.now()
         events = [e for e in self.events if e.instant == instant]
         self.events = [e for e in self.events if e.instant != instant]
@@ -300,9 +302,13 @@ class Coordinator:
             async with self.table_lock:
                 await self.env.io(self.table.commit, instant, stats, metadata)
         except (OSError, TableError) as exc:
-            paths = [s.path for s in stats]
-            await self.env.io(self.table.rollback, instant, paths)
-            self.error = f"commit of {instant} failed and was rolled back: {exc}"
+            # No rollback here: the checkpoint this commit belongs to has completed, so the sources
+            # will not replay its records. The instant stays inflight; the job fails over and the
+            # next coordinator recommits it from the checkpoint's write statuses, as Hudi's does.
+            # (Rolling back lost the checkpoint's rows: the simulator found it with a DFS fault.)
+            self.events = events + self.events
+            self.error = (f"commit of {instant} failed; the instant stays inflight for the restarted "
+                          f"coordinator: {exc}")
             raise CommitError(self.error) from exc
         rows = sum(s.keys_written for s in stats)
         rec = CommitRecord(instant, checkpoint_id, rows, len(stats), self.env.wall_time())

@@ -26,6 +26,24 @@ class WaitTimeout(TimeoutError):
     """A bounded wait gave up. The message says what was awaited, for how long, and from whom."""
 
 
+if hasattr(asyncio, "timeout"):  # Python 3.11+
+
+    async def bounded(aw: Awaitable[T], timeout: float) -> T:
+        """``await aw`` for at most ``timeout`` seconds, else ``asyncio.TimeoutError``.
+
+        Like ``asyncio.wait_for`` but without the task 3.11's ``wait_for`` wraps a coroutine in, or
+        the waiter future it wraps a future in: one timer per wait. Waits are the commonest thing
+        roles do (polls, calls), so this is most of the event loop's work in the simulator.
+        """
+        async with asyncio.timeout(timeout):
+            return await aw
+
+else:  # pragma: no cover - Python 3.10
+
+    async def bounded(aw: Awaitable[T], timeout: float) -> T:
+        return await asyncio.wait_for(aw, timeout)
+
+
 @dataclass
 class BlockedWait:
     """What a role's mailbox thread is blocked on right now (for introspection and the
@@ -54,6 +72,7 @@ class Env(abc.ABC):
     faults: Any = None  # a runtime.faults.FaultInjector when faults are armed
     # (extra seconds per DFS operation, until when on this host's clock): the dfs.latency fault
     dfs_slow: tuple[float, float] | None = None
+    dfs_fail_next = False  # the dfs.transient_error fault: the next DFS write or create fails
 
     def fault(self, point: str, *, checkpoint: int = -1, task: int = -1) -> Any:
         """The armed fault spec if ``point`` fires now, else None."""
@@ -162,6 +181,6 @@ class Env(abc.ABC):
     async def wait_for(self, aw: Awaitable[T], timeout: float, what: str) -> T:
         """Awaits with a bound; on timeout raises WaitTimeout("<role> waited <t>s for <what>")."""
         try:
-            return await asyncio.wait_for(aw, timeout)
+            return await bounded(aw, timeout)
         except asyncio.TimeoutError as exc:
             raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for {what}") from exc

@@ -30,3 +30,11 @@ def resume_plan(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[Any,
     resume_id = resume_checkpoint_id(last_triggered, restore)
     return restore, {"resume_checkpoint_id": resume_id, "start_checkpoint_id": resume_id + 1,
                      "start_round": (restore.round if restore is not None else 0) + 1}
+
+
+def resume_summary(cfg: JobConfig, last_triggered: int, restore: Any) -> dict[str, Any]:
+    """What a failover record says about where the job resumes (as :func:`resume_plan` decides:
+    the control topic restores no checkpoint and replays from round 1)."""
+    planned, resume = resume_plan(cfg, last_triggered, restore)
+    return {"restored_checkpoint": planned.checkpoint_id if planned is not None else None,
+            "resumed_round": resume["start_round"]}

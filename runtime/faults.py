@@ -11,7 +11,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from runtime import codec
 from runtime.dfs import Dfs, DfsError
@@ -36,7 +36,7 @@ FAULT_POINTS: dict[str, str] = {
     "checkpoint.abort": "the job manager aborts a checkpoint",
     "checkpoint.timeout": "a write task acks a checkpoint too late: it times out",
     "checkpoint.notification_lost": "the checkpoint-complete notification never reaches the coordinator",
-    "dfs.transient_error": "one DFS operation of the coordinator fails once",
+    "dfs.transient_error": "the coordinator's first DFS write or create after the checkpoint's trigger fails",
     "dfs.latency": "the coordinator's DFS operations each take `param` s longer (default 0.2) for 5 s",
     "bus.deleted": "the message-bus directory is deleted while the job runs (#8060; P2, P3)",
     "bus.deleted_between_restarts": "a write task crashes and the message-bus directory is deleted "
@@ -166,6 +166,26 @@ class FaultInjector:
                 return False
         self._spent.add(spec.key())
         return False
+
+
+COORDINATOR_DFS_FAULTS = ("dfs.transient_error", "dfs.latency")
+
+
+def coordinator_dfs_hook(env: Any, wait: Callable[[float], None]) -> Callable[[str, str, str], None]:
+    """The coordinator's DFS fault hook, the same on every host: inside a ``dfs.latency`` window
+    each operation is slower by the window's latency (``wait(seconds)`` is how the host spends it:
+    a sleep in the I/O thread on Ray, virtual time in the simulator), and once
+    ``dfs.transient_error`` fired (at its checkpoint's trigger) the next write or create fails."""
+
+    def hook(role: str, op: str, path: str) -> None:
+        delay = env.dfs_delay()
+        if delay:
+            wait(delay)
+        if op in ("write", "create") and env.dfs_fail_next:
+            env.dfs_fail_next = False
+            raise InjectedDfsError(f"injected transient DFS error on {op} {path}")
+
+    return hook
 
 
 def crash(role: str, point: str) -> None:

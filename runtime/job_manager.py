@@ -14,7 +14,7 @@ from typing import Any
 
 from runtime import codec
 from runtime.config import JobConfig
-from runtime.env import Env, WaitTimeout
+from runtime.env import Env, WaitTimeout, bounded
 from runtime.messages import (CheckpointAck, CheckpointNotice, CheckpointTrigger, RoundEmitted,
                               TaskFailure)
 
@@ -98,7 +98,7 @@ class JobManager:
                 raise WaitTimeout(f"job-manager waited {timeout:.1f}s for {what}")
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
+                await bounded(self._changed.wait(), min(remaining, 0.5))
             except asyncio.TimeoutError:
                 pass
 

@@ -15,10 +15,16 @@ from typing import Any, AsyncIterator, Protocol as _TypingProtocol
 import pyarrow as pa
 
 from runtime.config import JobConfig
-from runtime.env import Env
+from runtime.env import Env, bounded
 from runtime.messages import CheckpointAck, CheckpointTrigger, RoundEmitted, SourceState
 from runtime import codec
 from runtime.write_task import Barrier, DataBatch, EndOfInput
+
+
+# How long a source waiting for its next checkpoint trigger sleeps between looks. Triggers, the end
+# of input and seeks all wake it at once; this only keeps the wait bounded.
+BARRIER_WAIT_TICK_S = 1.0
+_SEEK = object()  # queued with the triggers: a seek came in, replay before waiting on
 
 
 class Shard(_TypingProtocol):
@@ -67,8 +73,10 @@ class Source:
         self.offset_rows = start_offset  # next shard position to emit (restored after a failover)
         self.start_round = start_round
         self.round = 0
-        self._triggers: asyncio.Queue[CheckpointTrigger | None] = asyncio.Queue()
+        # checkpoint triggers, None (end of input) and _SEEK (a replay was asked for: wake up)
+        self._triggers: asyncio.Queue[Any] = asyncio.Queue()
         self._seeks: list[int] = []
+        self._seek_wakeups = 0  # _SEEK markers in the trigger queue
         self._emitted: list[pa.Table] = []  # what was emitted, for replays
         self._emitted_base = start_offset  # shard position of the first emitted row
         self.replayed_rows = 0
@@ -83,6 +91,8 @@ class Source:
 
     def seek(self, req: SeekRequest) -> None:
         self._seeks.append(req.offset)
+        self._seek_wakeups += 1
+        self._triggers.put_nowait(_SEEK)  # a source waiting for its barrier replays now
 
     async def _push(self, item: Any) -> None:
         # A push waits while the task is back-pressured; a blocked task blocks its source, as in
@@ -105,10 +115,13 @@ class Source:
     async def _barrier(self) -> bool:
         while True:
             try:
-                trigger = await asyncio.wait_for(self._triggers.get(), 0.05)
-                break
+                trigger = await bounded(self._triggers.get(), BARRIER_WAIT_TICK_S)
             except asyncio.TimeoutError:
-                await self._replay_requested()
+                continue  # the job manager ends a source that waits too long; seeks wake it early
+            if trigger is not _SEEK:
+                break
+            self._seek_wakeups -= 1
+            await self._replay_requested()
         if trigger is None:
             return False
         await self._replay_requested()
@@ -153,4 +166,4 @@ class Source:
     def dump(self) -> dict[str, Any]:
         return {"role": self.env.role, "state": self.state, "round": self.round,
                 "rows_emitted": self.offset_rows, "rows_replayed": self.replayed_rows,
-                "pending_triggers": self._triggers.qsize(), "error": self.error}
+                "pending_triggers": self._triggers.qsize() - self._seek_wakeups, "error": self.error}

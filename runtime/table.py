@@ -422,21 +422,24 @@ class HudiTable:
 
 
 def dedupe_latest(records: pa.Table, key: str, precombine: str) -> pa.Table:
-    """One row per key: the largest precombine value wins; ties go to the later stream offset
-    (or the later row when there is no offset column)."""
+    """One row per key, sorted by key: the largest precombine value wins; ties go to the later
+    stream offset (or the later row when there is no offset column)."""
     if records.num_rows == 0:
         return records
     if OFFSET_COLUMN not in records.column_names:
         records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
+    keys = records.column(key)
+    if pc.count_distinct(keys, mode="all").as_py() == records.num_rows:
+        # every key once (the common case for a small batch): only the order is left to do
+        return records.take(pc.sort_indices(keys))
     order = pc.sort_indices(records, sort_keys=[(key, "ascending"), (precombine, "descending"),
                                                 (OFFSET_COLUMN, "descending")])
     s = records.take(order)
-    keys = s.column(key)
-    if s.num_rows == 1:
-        return s
-    first = pc.not_equal(keys.slice(1), keys.slice(0, s.num_rows - 1))
-    mask = pa.concat_arrays([pa.array([True]), first.combine_chunks()])
-    return s.filter(mask)
+    keys = s.column(key).combine_chunks()
+    first = np.empty(s.num_rows, dtype=bool)
+    first[0] = True
+    first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, s.num_rows - 1)).to_numpy(zero_copy_only=False)
+    return s.filter(pa.array(first))
 
 
 @dataclass
@@ -460,46 +463,46 @@ def merge_file_group(base: pa.Table | None, incoming: pa.Table, *, instant: str,
     inc = dedupe_latest(incoming, key, precombine)
     n_base = 0 if base is None else base.num_rows
     if base is not None and n_base:
-        base_data = base.select(data_cols) if set(data_cols) <= set(base.column_names) else None
-        if base_data is None:
-            missing = sorted(set(data_cols) - set(base.column_names))
+        missing = sorted(set(data_cols) - set(base.column_names))
+        if missing:
             raise TableError(f"the incoming records have columns {missing} that the existing base "
                              "file lacks: schema evolution is not supported")
-        base_keys = base.column(key)
-        # Which incoming keys exist in base, and do they win?
-        pos_in_base = pc.index_in(inc.column(key), value_set=base_keys)
-        in_base = pc.is_valid(pos_in_base)
-        base_pre = pc.take(base.column(precombine), pc.fill_null(pos_in_base, 0))
-        inc_wins = pc.or_(pc.invert(in_base), pc.greater_equal(inc.column(precombine), base_pre))
+        # where each incoming key sits in the file (null: a new key), and whether it wins there:
+        # the larger precombine value, or a tie (the incoming record is later in the stream)
+        pos = pc.index_in(inc.column(key), value_set=base.column(key))
+        base_pre = pc.take(base.column(precombine), pos)
+        inc_wins = pc.or_kleene(pc.is_null(pos), pc.greater_equal(inc.column(precombine), base_pre))
         winners = inc.filter(inc_wins)
-        winner_in_base = pc.is_valid(pc.index_in(winners.column(key), value_set=base_keys))
-        replaced_pos = pc.index_in(winners.column(key), value_set=base_keys).filter(winner_in_base)
-        base_commit_times = base.column("_hoodie_commit_time")
-        replaced_times = pc.take(base_commit_times, replaced_pos)
-        rewritten = int(pc.sum(pc.equal(replaced_times, instant)).as_py() or 0)
-        updates = len(replaced_pos) - rewritten
-        inserts = winners.num_rows - len(replaced_pos)
-        keep_mask = pc.invert(pc.is_in(base_keys, value_set=winners.column(key)))
-        kept = base.filter(keep_mask)
+        replaced = pos.filter(inc_wins).drop_null().to_numpy(zero_copy_only=False)
+        # rows already carrying this instant's commit time (a re-flush within one instant)
+        of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
+        keep = np.ones(n_base, dtype=bool)
+        keep[replaced] = False
+        rewritten = int(of_instant[replaced].sum())
+        updates = len(replaced) - rewritten
+        inserts = winners.num_rows - len(replaced)
+        kept = base.filter(pa.array(keep))
         kept = kept.set_column(kept.column_names.index("_hoodie_file_name"), "_hoodie_file_name",
                                pa.array([file_name] * kept.num_rows, pa.string()))
         kept = kept.select(list(META_COLUMNS) + data_cols)
         # rows of this instant that survive keep counting as written by it
-        kept_written = int(pc.sum(pc.equal(kept.column("_hoodie_commit_time"), instant)).as_py() or 0)
+        kept_written = int(of_instant[keep].sum())
     else:
         winners, kept, inserts, updates, rewritten, kept_written = inc, None, inc.num_rows, 0, 0, 0
     new_rows = winners.select(data_cols)
     n = new_rows.num_rows
     seq_start = 0 if kept is None else kept.num_rows
-    meta = {
-        "_hoodie_commit_time": pa.array([instant] * n, pa.string()),
-        "_hoodie_commit_seqno": pa.array([f"{instant}_{partition_id}_{seq_start + i}" for i in range(n)],
-                                         pa.string()),
-        "_hoodie_record_key": pc.cast(new_rows.column(key), pa.string()),
-        "_hoodie_partition_path": pa.array([partition] * n, pa.string()),
-        "_hoodie_file_name": pa.array([file_name] * n, pa.string()),
-    }
-    fresh = pa.table({**meta, **{c: new_rows.column(c) for c in data_cols}})
-    out = fresh if kept is None else pa.concat_tables([kept, fresh.cast(kept.schema)])
+    meta = [
+        pa.array([instant] * n, pa.string()),  # _hoodie_commit_time
+        pa.array([f"{instant}_{partition_id}_{seq_start + i}" for i in range(n)], pa.string()),
+        pc.cast(new_rows.column(key), pa.string()),  # _hoodie_record_key
+        pa.array([partition] * n, pa.string()),  # _hoodie_partition_path
+        pa.array([file_name] * n, pa.string()),  # _hoodie_file_name
+    ]
+    fresh = pa.Table.from_arrays(meta + new_rows.columns, names=list(META_COLUMNS) + data_cols)
+    if kept is None:
+        out = fresh
+    else:
+        out = pa.concat_tables([kept, fresh if fresh.schema.equals(kept.schema) else fresh.cast(kept.schema)])
     out = out.take(pc.sort_indices(out, sort_keys=[("_hoodie_record_key", "ascending")]))
     return MergeResult(out, inserts, updates, rewritten, n + kept_written)

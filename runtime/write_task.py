@@ -453,6 +453,8 @@ def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[
     part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     buckets = records.column("_bucket").to_numpy().astype(np.int64)
     code = part_idx * (int(buckets.max()) + 1) + buckets
+    if code.min() == code.max():  # the whole batch is one file group (no copy needed)
+        return [((encoded.dictionary[int(part_idx[0])].as_py(), int(buckets[0])), records)]
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]
     cuts = np.flatnonzero(np.diff(sorted_code)) + 1

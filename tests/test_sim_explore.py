@@ -204,3 +204,20 @@ def test_the_simulated_disk_runs_the_same_job_as_real_parquet(tmp_path):
     assert mem["commits"] == disk["commits"]
     assert mem["exactly_once"]["verified"] and disk["exactly_once"]["verified"]
     assert mem["exactly_once"]["actual"] == disk["exactly_once"]["actual"]
+
+
+def test_explore_gives_the_same_verdicts_in_worker_processes():
+    """--jobs only changes who runs a seed: every record but the timing is the same."""
+    one = explore("dfs-faults", list(range(4)), ["message-bus", "control-topic"], jobs=1)
+    two = explore("dfs-faults", list(range(4)), ["message-bus", "control-topic"], jobs=2)
+    assert two["timing"]["jobs"] == 2
+    assert {k: v for k, v in one.items() if k != "timing"} == {k: v for k, v in two.items() if k != "timing"}
+
+
+def test_dfs_fault_failovers_are_the_schedules_own():
+    """A failover caused by an injected DFS error is expected (not a liveness failure) and the
+    recommitted data passes exactly-once."""
+    schedule = SimSchedule(writers=2, rounds=[400, 400, 400], crashes=["dfs.transient_error@2"])
+    verdict, result = run_schedule(schedule, "message-bus", 3)
+    assert len(result["failovers"]) == 1
+    assert verdict.outcome == "passed", verdict.detail

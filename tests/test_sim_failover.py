@@ -54,3 +54,27 @@ def test_a_run_with_a_failover_is_deterministic():
     cfg = _cfg("coordination-rpc", faults=[FaultSpec("task.after_checkpoint_before_commit", 2, 0)])
     assert check_determinism(cfg, 7, storage="memory") is None
     assert len(_sim(cfg, 7)["failovers"]) == 1
+
+
+@pytest.mark.parametrize("protocol", ["operator-event", "message-bus", "timeline-server"])
+def test_a_commit_that_fails_on_the_dfs_stays_inflight_and_is_recommitted(protocol):
+    """Found by exploring the dfs-faults scenario: the coordinator's write of checkpoint 2's commit
+    file fails after checkpoint 2 completed. It used to roll the instant back, and the sources,
+    restored past checkpoint 2, never sent those rows again: rows lost. The instant now stays
+    inflight and the restarted coordinator recommits it from the checkpoint."""
+    result = _sim(_cfg(protocol, faults=[FaultSpec("dfs.transient_error", 2)]))
+    assert [f["restored_checkpoint"] for f in result["failovers"]] == [2]
+    assert "stays inflight" in result["failovers"][0]["error"]
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert sorted(c["checkpoint"] for c in result["commits"]) == [1, 2, 3, 4]
+
+
+def test_a_slow_dfs_costs_the_coordinator_virtual_time_and_nothing_else():
+    """dfs.latency in the simulator: each coordinator DFS operation in the window takes the
+    fault's latency in virtual time (as the Ray host sleeps in the I/O thread); the run rides it out."""
+    base = _sim(_cfg())
+    slow = _sim(_cfg(faults=[FaultSpec("dfs.latency", 2, param=0.5)]))
+    assert slow["failovers"] == [] and slow["exactly_once"]["verified"]
+    # a commit (several coordinator DFS operations, each 0.5 s slower) lies inside the 5 s window
+    assert slow["virtual_s"] > base["virtual_s"] + 1.0

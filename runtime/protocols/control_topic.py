@@ -221,6 +221,10 @@ class ControlTopicCoordinator(CoordinatorSide):
         self._loop = self.ctx.env.spawn(self._run(), "transaction-coordinator")
 
     async def on_checkpoint_trigger(self, checkpoint_id: int) -> None:
+        if self._loop is not None and self._loop.done():
+            # a dead transaction coordinator fails the job at the next trigger, not at the end of
+            # input: meanwhile no commit starts and the participants buffer everything
+            raise RuntimeError(f"the transaction coordinator stopped: {self.error}")
         self.intervals = checkpoint_id
         self.interval.set()  # the commit interval elapsed
 

@@ -5,7 +5,7 @@ its real (wall-clock) time and the process's CPU time: on a shared machine the f
 neighbours too, the second only the simulator. Run
 
     python -m runtime.sim.bench [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000]
-                                [--explore-seeds 30] [--out FILE]
+                                [--explore-seeds 30] [--jobs N] [--out FILE]
 
 Workloads (all with ``--writers`` writers):
 
@@ -16,6 +16,11 @@ Workloads (all with ``--writers`` writers):
 * each on the simulated disk (``memory``: no parquet) and with real parquet (``disk``);
 * ``deadlock``: ``--deadlock-seeds`` seeds of ``commitlab explore --scenario deadlock`` on P1;
 * ``explore``: every scenario x protocol, ``--explore-seeds`` seeds each (what exploration finds).
+
+One simulation runs on one thread. With ``--jobs N`` (default: one per CPU) the checkpoint
+workloads are also run N processes side by side, and the deadlock seeds and the exploration use N
+worker processes, as ``commitlab explore --jobs N`` does: that is the throughput a user exploring
+seeds gets. Both figures are printed and kept.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -30,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from runtime.config import JobConfig
@@ -58,46 +65,79 @@ def _cfg(protocol: str, writers: int, checkpoints: int, workload: str) -> JobCon
                      buckets=writers * w["buckets_per_writer"])
 
 
+def _warm_up(cfg: JobConfig) -> None:
+    """Imports and first-call costs are not the simulator's speed: a short run first."""
+    simulate(cfg.replace(checkpoints=2, records=cfg.records // cfg.checkpoints * 2), seed=0, storage="memory",
+             verify=False)
+
+
+def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
+    """One measured run (the exactly-once check is left out: it is the verifier's time)."""
+    with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
+        t, c = time.perf_counter(), time.process_time()
+        r = simulate(cfg, seed=seed, workdir=d if storage == "disk" else None, storage=storage, verify=False)
+        real, cpu = time.perf_counter() - t, time.process_time() - c
+    if r["status"] != "finished":
+        raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
+    done = r["checkpoints"]["completed"]
+    return {"seed": seed, "real_s": round(real, 3), "cpu_s": round(cpu, 3), "virtual_s": r["virtual_s"],
+            "checkpoints": done, "messages": r["sim"]["messages"], "trace_events": r["trace_events"],
+            "checkpoints_per_real_s": round(done / real, 2), "checkpoints_per_cpu_s": round(done / cpu, 2)}
+
+
+def _worker_ready(_: int) -> int:
+    time.sleep(0.3)  # long enough that every worker takes one: all are up before the clock starts
+    return os.getpid()
+
+
 def bench_checkpoints(*, protocol: str = "message-bus", writers: int = 16, checkpoints: int = 50,
-                      workload: str = "protocol", storage: str = "memory", seeds: int = 3) -> dict[str, Any]:
-    """Simulated checkpoints per real (and per CPU) second for one workload; the exactly-once
-    check is left out (it is the verifier's time, not the simulator's)."""
+                      workload: str = "protocol", storage: str = "memory", seeds: int = 3,
+                      jobs: int = 1) -> dict[str, Any]:
+    """Simulated checkpoints per real (and per CPU) second for one workload.
+
+    ``jobs`` > 1 also runs the seeds in that many worker processes side by side, as ``commitlab
+    explore --jobs`` does, and reports the aggregate: every run's checkpoints over the wall-clock
+    time of the batch (one simulation is single-threaded; a machine simulates one per core)."""
     cfg = _cfg(protocol, writers, checkpoints, workload)
-    simulate(cfg.replace(checkpoints=2, records=cfg.records // checkpoints * 2), seed=0, storage="memory",
-             verify=False)  # imports and first-call costs are not the simulator's speed
-    runs = []
-    for seed in range(seeds):
-        with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
-            t, c = time.perf_counter(), time.process_time()
-            r = simulate(cfg, seed=seed, workdir=d if storage == "disk" else None, storage=storage, verify=False)
-            real, cpu = time.perf_counter() - t, time.process_time() - c
-        if r["status"] != "finished":
-            raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
-        done = r["checkpoints"]["completed"]
-        runs.append({"seed": seed, "real_s": round(real, 3), "cpu_s": round(cpu, 3), "virtual_s": r["virtual_s"],
-                     "checkpoints": done, "messages": r["sim"]["messages"], "trace_events": r["trace_events"],
-                     "checkpoints_per_real_s": round(done / real, 2), "checkpoints_per_cpu_s": round(done / cpu, 2)})
-    return {"protocol": protocol, "writers": writers, "checkpoints": checkpoints, "workload": workload,
-            "storage": storage, "records": cfg.records, "partitions": cfg.partitions,
-            "buckets_per_partition": cfg.num_buckets, "runs": runs,
-            "checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in runs),
-            "checkpoints_per_cpu_s_median": statistics.median(x["checkpoints_per_cpu_s"] for x in runs)}
+    _warm_up(cfg)
+    runs = [_timed_run(cfg, seed, storage) for seed in range(seeds)]
+    doc = {"protocol": protocol, "writers": writers, "checkpoints": checkpoints, "workload": workload,
+           "storage": storage, "records": cfg.records, "partitions": cfg.partitions,
+           "buckets_per_partition": cfg.num_buckets, "runs": runs,
+           "checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in runs),
+           "checkpoints_per_cpu_s_median": statistics.median(x["checkpoints_per_cpu_s"] for x in runs)}
+    if jobs > 1:
+        n = max(seeds, 2 * jobs)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_warm_up, initargs=(cfg,)) as pool:
+            list(pool.map(_worker_ready, range(jobs)))
+            t = time.perf_counter()
+            par = list(pool.map(_timed_run, [cfg] * n, range(n), [storage] * n))
+            wall = time.perf_counter() - t
+        done = sum(x["checkpoints"] for x in par)
+        doc["parallel"] = {"jobs": jobs, "runs": n, "checkpoints": done, "real_s": round(wall, 3),
+                           "checkpoints_per_real_s": round(done / wall, 2),
+                           "per_run_checkpoints_per_real_s_median":
+                               statistics.median(x["checkpoints_per_real_s"] for x in par)}
+    return doc
 
 
-def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event") -> dict[str, Any]:
-    """``seeds`` seeds of the deadlock scenario, as ``commitlab explore`` runs them."""
+def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jobs: int = 1) -> dict[str, Any]:
+    """``seeds`` seeds of the deadlock scenario, as ``commitlab explore --jobs JOBS`` runs them
+    (CPU time is this process's: with worker processes, read the real time)."""
     from runtime.sim.explore import explore
 
     t, c = time.perf_counter(), time.process_time()
-    doc = explore("deadlock", list(range(seeds)), [protocol])
+    doc = explore("deadlock", list(range(seeds)), [protocol], jobs=jobs)
     real, cpu = time.perf_counter() - t, time.process_time() - c
     return {"scenario": "deadlock", "protocol": protocol, "seeds": seeds, "real_s": round(real, 2),
             "cpu_s": round(cpu, 2), "real_s_per_seed": round(real / seeds, 4),
-            "cpu_s_per_seed": round(cpu / seeds, 4), "counts": doc["counts"][protocol],
-            "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol}"}
+            "cpu_s_per_seed": round(cpu / seeds, 4), "jobs": jobs, "counts": doc["counts"][protocol],
+            "run_s_mean": doc["timing"]["per_run_s_mean"],
+            "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol} --jobs {jobs}"}
 
 
-def bench_explore(seeds: int) -> dict[str, Any]:
+def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
     """Every scenario x every protocol, ``seeds`` seeds each: outcome counts and, per cell, the
     first seed of each outcome that is not a pass (with its replay command)."""
     from runtime.protocols import PROTOCOLS
@@ -107,7 +147,7 @@ def bench_explore(seeds: int) -> dict[str, Any]:
     t, c = time.perf_counter(), time.process_time()
     cells = []
     for scenario in SCENARIOS:
-        doc = explore(scenario, list(range(seeds)), list(PROTOCOLS))
+        doc = explore(scenario, list(range(seeds)), list(PROTOCOLS), jobs=jobs)
         for protocol in PROTOCOLS:
             runs = [r for r in doc["runs"] if r["protocol"] == protocol]
             firsts = {}
@@ -118,7 +158,7 @@ def bench_explore(seeds: int) -> dict[str, Any]:
                                             "replay": r.get("replay")}
             cells.append({"scenario": scenario, "protocol": protocol, "counts": doc["counts"][protocol],
                           "first": firsts})
-    return {"seeds_per_cell": seeds, "real_s": round(time.perf_counter() - t, 1),
+    return {"seeds_per_cell": seeds, "jobs": jobs, "real_s": round(time.perf_counter() - t, 1),
             "cpu_s": round(time.process_time() - c, 1), "cells": cells}
 
 
@@ -143,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadlock-seeds", type=int, default=1000, help="seeds of the deadlock scenario (0: skip)")
     p.add_argument("--explore-seeds", type=int, default=0,
                    help="also explore every scenario x protocol with this many seeds each (0: skip)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="worker processes for the side-by-side figures (default: one per CPU; 1: none)")
     p.add_argument("--no-real-parquet", action="store_true", help="skip the real-parquet runs")
     p.add_argument("--out", default="", help="write the figures as JSON to this file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -153,26 +195,29 @@ def main(argv: list[str] | None = None) -> int:
     for workload in WORKLOADS if args.seeds else ():
         for storage in storages:
             c = bench_checkpoints(protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
-                                  workload=workload, storage=storage, seeds=args.seeds)
+                                  workload=workload, storage=storage, seeds=args.seeds, jobs=args.jobs)
             doc["checkpoints"].append(c)
             if not args.json:
                 print(f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
                       f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
                       f"{c['buckets_per_partition']} buckets), {c['storage']}: "
                       f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
-                      f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s", flush=True)
+                      f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s" + (
+                          f"; {c['parallel']['jobs']} processes side by side: "
+                          f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
+                          if "parallel" in c else ""), flush=True)
     if args.deadlock_seeds:
-        d = bench_deadlock_seeds(args.deadlock_seeds)
+        d = bench_deadlock_seeds(args.deadlock_seeds, jobs=args.jobs)
         doc["deadlock_seeds"] = d
         if not args.json:
-            print(f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}): {d['real_s']:.1f} real s "
-                  f"({d['real_s_per_seed']:.3f} s per seed), {d['cpu_s']:.1f} CPU s; {d['counts']}", flush=True)
+            print(f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}, {d['jobs']} process(es)): "
+                  f"{d['real_s']:.1f} real s ({d['run_s_mean']:.3f} s per run); {d['counts']}", flush=True)
     if args.explore_seeds:
-        e = bench_explore(args.explore_seeds)
+        e = bench_explore(args.explore_seeds, jobs=args.jobs)
         doc["explore"] = e
         if not args.json:
-            print(f"explore, {e['seeds_per_cell']} seeds per scenario x protocol: {e['real_s']:.0f} real s, "
-                  f"{e['cpu_s']:.0f} CPU s")
+            print(f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
+                  f"{e['real_s']:.0f} real s")
             for cell in e["cells"]:
                 counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
                 print(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}", flush=True)

@@ -195,6 +195,9 @@ def _add_explore_commands(subparsers: Any) -> None:
     p.add_argument("--protocol", choices=_protocol_names(), default=None,
                    help="one protocol (default: every protocol, --seeds each)")
     p.add_argument("--out", default="commitlab-explore", help="directory for explore.json")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="worker processes running seeds side by side (default: one per CPU, one for "
+                        "fewer than 8 runs); the results do not depend on it")
     p.add_argument("--real-parquet", action="store_true",
                    help="write real parquet under OUT and verify with the official reader (slow)")
     p.add_argument("--shrink", action="store_true",
@@ -253,6 +256,8 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     protocols = [args.protocol] if args.protocol else _protocol_names()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     out = os.path.abspath(args.out)
@@ -271,7 +276,8 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
             tally[rec["outcome"]] += 1
             progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
 
-        doc = explore(args.scenario, seeds, protocols, storage=storage, workdir=workdir, on_run=on_run)
+        doc = explore(args.scenario, seeds, protocols, storage=storage, workdir=workdir, jobs=args.jobs,
+                      on_run=on_run)
     if args.shrink:
         doc["shrunk"] = []
         for protocol in protocols:
@@ -312,7 +318,8 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         console.print(f"\nshrunk {s['protocol']} seed {s['seed']} in {s['runs']} runs:\n  from {s['from']}\n"
                       f"  to   {s['to']}\n  replay: {s['replay']}", highlight=False)
     t = doc["timing"]
-    console.print(f"\n{t['runs']} runs in {t['real_s']:.1f} real s ({t['per_run_s_mean']:.3f} s per run); "
+    console.print(f"\n{t['runs']} runs in {t['real_s']:.1f} real s ({t['jobs']} process(es), "
+                  f"{t['per_run_s_mean']:.3f} s per run); "
                   f"results: {os.path.join(out, 'explore.json')}", highlight=False)
     return EXIT_FAILED if doc["failures"] else EXIT_OK
 

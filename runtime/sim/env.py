@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable, TypeVar
 
 from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout
+from runtime.env import Env, WaitTimeout, bounded
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
 from runtime.sim.trace import SimMetrics, SimTracer, TraceRecorder
 
@@ -52,6 +52,7 @@ class SimEnv(Env):
         self.crashed: str | None = None  # why an injected crash ended this role
         self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
         self.io_delay = io_delay
+        self._deferred_io_s = 0.0  # slow-DFS time owed by the current inline I/O call
         self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self.now)
         self.metrics = SimMetrics(role, recorder)
         self.recorder = recorder
@@ -106,7 +107,7 @@ class SimEnv(Env):
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         try:
-            reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
+            reply = await (bounded(fut, timeout) if timeout else fut)
         except asyncio.TimeoutError as exc:
             self.recorder.add("timeout", self.role, dest, method, timeout)
             raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
@@ -128,11 +129,22 @@ class SimEnv(Env):
     def note_dropped(self, dest: str, method: str) -> None:
         self.recorder.add("dropped", self.role, dest, method)
 
+    def defer_io_delay(self, seconds: float) -> None:
+        """Work inside an inline I/O call that should have taken ``seconds`` (a slow DFS
+        operation): the call's caller waits that long, in virtual time, when it returns."""
+        self._deferred_io_s += seconds
+
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
-        """Runs ``fn`` inline: blocking work takes no virtual time (unless ``io_delay`` says it
-        should, drawn from this role's seeded source after the work is done)."""
+        """Runs ``fn`` inline: blocking work takes no virtual time, unless ``io_delay`` says it
+        should (drawn from this role's seeded source after the work is done) or the work was
+        slowed by a fault (:meth:`defer_io_delay`)."""
         self._check_alive()
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        finally:
+            slowed, self._deferred_io_s = self._deferred_io_s, 0.0
+            if slowed:
+                await asyncio.sleep(slowed)
         if self.io_delay is not None:
             await asyncio.sleep(self.io_delay(self._io_rng))
         return result

@@ -20,9 +20,12 @@ command that replays it. The outcome names are those of ``commitlab faults``.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from runtime.config import JobConfig
 from runtime.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
@@ -40,7 +43,7 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
 # failover (the simulator has none; the Ray host would restart the job)
 # what a failover caused by an injected crash says (those failovers are the schedule's own)
-INJECTED = ("InjectedCrash", "injected crash", "injected failure")
+INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
     ("operator-event", "no CommitAckEvent ran",
@@ -221,24 +224,55 @@ def run_seed(scenario: str, seed: int, protocol: str, *, storage: str = "memory"
     return rec
 
 
-def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: str = "memory",
-            workdir: str | None = None,
-            on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Runs every (protocol, seed); returns the explore.json document. Everything but ``timing``
-    is a pure function of the arguments."""
-    import os
+def _run_seed_task(task: tuple[str, int, str, str, str | None]) -> dict[str, Any]:
+    scenario, seed, protocol, storage, workdir = task
+    return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir)
 
-    runs = []
-    real = []
-    t0 = time.perf_counter()
+
+def default_jobs(runs: int) -> int:
+    """Worker processes for ``runs`` runs: one per CPU, but no pool for a handful of runs (starting
+    a worker, which imports Arrow, costs about as much as a few simulations)."""
+    return 1 if runs < 8 else max(1, min(os.cpu_count() or 1, runs))
+
+
+def _records(tasks: list[tuple[str, int, str, str, str | None]], jobs: int) -> Iterator[dict[str, Any]]:
+    """The runs' records, in task order, from ``jobs`` worker processes (or this one)."""
+    if jobs <= 1:
+        for t in tasks:
+            yield _run_seed_task(t)
+        return
+    # spawned, not forked: a fork of a process whose Arrow thread pools are running can hang.
+    # A worker that dies (e.g. killed for memory) raises BrokenProcessPool here, never a hang.
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        try:
+            # each run is bounded by its own real-time guard (MAX_REAL_S), so the map is too
+            yield from pool.map(_run_seed_task, tasks, chunksize=1)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: str = "memory",
+            workdir: str | None = None, jobs: int | None = None,
+            on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
+    returns the explore.json document. Everything but ``timing`` is a pure function of the
+    arguments: each run is its own seeded simulation, whichever process runs it."""
+    tasks = []
     for protocol in protocols:
         for seed in seeds:
             wd = os.path.join(workdir, f"{protocol}-{seed}") if storage == "disk" and workdir else None
-            rec = run_seed(scenario, seed, protocol, storage=storage, workdir=wd)
-            real.append(rec.pop("_real_s"))
-            runs.append(rec)
-            if on_run is not None:
-                on_run(rec)
+            tasks.append((scenario, seed, protocol, storage, wd))
+    jobs = default_jobs(len(tasks)) if jobs is None else max(1, min(jobs, len(tasks)))
+    runs = []
+    real = []
+    t0 = time.perf_counter()
+    for rec in _records(tasks, jobs):
+        real.append(rec.pop("_real_s"))
+        runs.append(rec)
+        if on_run is not None:
+            on_run(rec)
     total = time.perf_counter() - t0
     counts: dict[str, dict[str, int]] = {}
     for r in runs:
@@ -253,7 +287,7 @@ def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: s
         "known_failures": [r for r in runs if r["outcome"] == KNOWN][:KNOWN_KEPT],
         "known_failure_seeds": [r["seed"] for r in runs if r["outcome"] == KNOWN],
         "runs": [{k: v for k, v in r.items() if k not in ("trace_excerpt", "schedule_json")} for r in runs],
-        "timing": {"real_s": round(total, 3), "runs": len(runs),
+        "timing": {"real_s": round(total, 3), "runs": len(runs), "jobs": jobs,
                    "per_run_s_mean": round(sum(real) / max(1, len(real)), 4),
                    "per_run_s_max": round(max(real, default=0.0), 4)},
     }

@@ -25,7 +25,7 @@ from runtime.config import ConfigError, JobConfig
 from runtime.coordinator import Coordinator
 from runtime.deadlock import find_deadlock, find_stalls
 from runtime.dfs import DfsCounters, open_dfs
-from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan
+from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.results import run_figures
 from runtime.job_manager import JobManager
 from runtime.message_bus import MessageClient
@@ -110,9 +110,12 @@ class _SimRun:
                      chrome_trace=self.chrome_trace, io_delay=self.io_delay, incarnation=incarnation)
         if self.cfg.faults:
             # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
-            from runtime.faults import FaultInjector
+            from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 
             env.faults = FaultInjector(self.cfg.faults, name, dfs, base)
+            if kind == "coordinator" and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
+                # a slow DFS operation costs virtual time, spent when the I/O call returns
+                dfs.fault_hook = coordinator_dfs_hook(env, env.defer_io_delay)
         self.envs[name] = env
         return env, HudiTable(dfs, base, self.props)
 
@@ -258,8 +261,7 @@ class _SimRun:
         region = self._region_failover_possible()
         self.failovers.append({"error": error, "at_virtual_s": round(self.loop.time(), 6),
                                "strategy": "region" if region else "global",
-                               "restored_checkpoint": restore.checkpoint_id if restore else None,
-                               "resumed_round": (restore.round + 1) if restore else 1})
+                               **resume_summary(self.cfg, self.last_triggered, restore)})
         self.recorder.add("host", "driver", "failover", error,
                           restore.checkpoint_id if restore is not None else None)
         names = ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from runtime.codec import from_wire, to_wire
+from runtime.env import bounded
 from runtime.sim.trace import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
@@ -227,7 +228,7 @@ class SimNetwork:
             starting = self._starting.get(env.dest)
             if starting is not None:
                 try:
-                    await asyncio.wait_for(starting.wait(), START_WAIT_S)
+                    await bounded(starting.wait(), START_WAIT_S)
                 except asyncio.TimeoutError:
                     raise RoleNotStarted(f"{env.dest} received {env.method} but did not finish "
                                          f"starting within {START_WAIT_S:.0f} virtual s") from None

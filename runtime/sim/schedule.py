@@ -35,7 +35,9 @@ class SimSchedule:
     lost_notifications: list[int] = field(default_factory=list)  # checkpoint.notification_lost
     slow_snapshots: list[int] = field(default_factory=list)  # checkpoint.timeout (task 0)
     clean_lock_s: dict[int, float] = field(default_factory=dict)  # checkpoint -> table lock held (#19902)
-    crashes: list[str] = field(default_factory=list)  # crash fault points, "point@checkpoint#task"
+    # armed fault points in --faults syntax ("point@checkpoint#task=param"): crashes, DFS faults
+    # (the name is older than the DFS faults; schedule files keep it)
+    crashes: list[str] = field(default_factory=list)
     delay: str = DELAYS[0]  # the network's delay distribution
     bucket_flush_rows: int = 20_000
     source_batch_rows: int = 200
@@ -117,7 +119,7 @@ class SimSchedule:
         if self.clean_lock_s:
             parts.append("lock held " + ", ".join(f"after ckp {k}: {v:.2f}s" for k, v in sorted(self.clean_lock_s.items())))
         if self.crashes:
-            parts.append(f"crashes {self.crashes}")
+            parts.append(f"faults {self.crashes}")
         if self.failover != "global":
             parts.append(f"{self.failover} failover" + ("" if self.hold_bootstraps else ", bootstraps not held"))
         return "; ".join(parts)
@@ -234,6 +236,29 @@ def _wrong_instant_unfixed(rng: random.Random) -> SimSchedule:
     return _wrong_instant(rng, hold_bootstraps=False)
 
 
+def _dfs_fault_specs(rng: random.Random, s: SimSchedule) -> list[str]:
+    """A transient error of the coordinator's first DFS write after a checkpoint's trigger (the
+    job fails over), a window of slow coordinator DFS operations, or both."""
+    pick = rng.random()
+    specs = []
+    if pick < 0.7:
+        specs.append(f"dfs.transient_error@{rng.randint(1, s.checkpoints)}")
+    if pick >= 0.4:
+        specs.append(f"dfs.latency@{rng.randint(1, s.checkpoints)}={round(rng.uniform(0.05, 1.0), 3)}")
+    return specs
+
+
+def _dfs_faults(rng: random.Random) -> SimSchedule:
+    """The coordinator's DFS misbehaves (see :func:`_dfs_fault_specs`), under global or region
+    failover, with late notices."""
+    s = _base(rng, quiet_p=0.2)
+    s.crashes = _dfs_fault_specs(rng, s)
+    s.notify_delay_s = _late_notices(rng, s.checkpoints, 0.2)
+    if rng.random() < 0.3:
+        s.failover = "region"
+    return s
+
+
 def _random(rng: random.Random) -> SimSchedule:
     """A bit of everything, each fault with some probability."""
     s = _base(rng, quiet_p=0.25)
@@ -247,6 +272,8 @@ def _random(rng: random.Random) -> SimSchedule:
         s.clean_lock_s = {rng.randint(1, s.checkpoints - 1): round(rng.uniform(0.2, 3.0), 3)}
     if rng.random() < 0.2:
         s.crashes = [_crash(rng, s)]
+    if rng.random() < 0.15:
+        s.crashes += _dfs_fault_specs(rng, s)
     return s
 
 
@@ -259,6 +286,7 @@ SCENARIOS: dict[str, tuple[Callable[[random.Random], SimSchedule], str]] = {
     "task-crash": (_task_crash, "a write task or the coordinator crashes at a fault point; global failover"),
     "wrong-instant": (_wrong_instant, "every task fails over while the coordinator starts a new instant (HUDI-6194)"),
     "wrong-instant-unfixed": (_wrong_instant_unfixed, "the same, bootstraps answered at once (Hudi before HUDI-6194)"),
+    "dfs-faults": (_dfs_faults, "the coordinator's DFS fails one write after a trigger, or is slow for 5 s"),
     "message-delay": (_message_delay, "long-tailed message delays (cross-pair reordering) and late notices"),
     "random": (_random, "all of the above, each with some probability"),
 }

@@ -32,7 +32,7 @@ from runtime.trace import Tracer
 
 Event = tuple
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
-_SCALARS = (int, float, bool, type(None))
+_SCALARS = frozenset((int, float, bool))
 
 
 class TraceRecorder:
@@ -52,9 +52,9 @@ class TraceRecorder:
         self.closed = False
 
     def _field(self, value: Any) -> Any:
-        if isinstance(value, _SCALARS):
+        if value is None or type(value) in _SCALARS:
             return value
-        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+        text = value if type(value) is str else json.dumps(value, sort_keys=True, default=str)
         for old, new in self.scrub:
             if old in text:
                 text = text.replace(old, new)
@@ -65,10 +65,11 @@ class TraceRecorder:
     def add(self, kind: str, role: str, *fields: Any) -> None:
         if self.closed:
             return
-        event = (round(self.clock() * 1e9), kind, role, *(self._field(f) for f in fields))
-        index = len(self.events)
+        f = self._field
+        event = (round(self.clock() * 1e9), kind, role, *[f(x) for x in fields])
         self.events.append(event)
         if self.expected is not None and self.divergence is None:
+            index = len(self.events) - 1
             want = self.expected[index] if index < len(self.expected) else None
             if want is None or tuple(want) != event:
                 self.divergence = {"index": index, "first": list(want) if want is not None else None,
@@ -81,8 +82,12 @@ class TraceRecorder:
         self.closed = True
 
 
+_LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def event_line(event: Event) -> str:
-    return json.dumps(list(event), separators=(",", ":"), ensure_ascii=False)
+    """One event as a JSON line (without the newline): what ``trace.jsonl`` holds and the hash covers."""
+    return _LINE_ENCODER.encode(event)
 
 
 def trace_sha256(events: Iterable[Event]) -> str:
