@@ -221,3 +221,15 @@ def test_dfs_fault_failovers_are_the_schedules_own():
     verdict, result = run_schedule(schedule, "message-bus", 3)
     assert len(result["failovers"]) == 1
     assert verdict.outcome == "passed", verdict.detail
+
+
+def test_the_instant_probe_counts_per_failover_epoch():
+    """A region failover rolls back the instant handed out for checkpoint 1 and hands out another
+    for the same key: not two instants for one checkpoint in one epoch (explore found this probe
+    too coarse when it counted per coordinator incarnation, which a region failover keeps)."""
+    verdict, result = run_schedule(draw("wrong-instant", 0), "coordination-rpc", 0)
+    assert result["failovers"][0]["strategy"] == "region"
+    assert verdict.outcome == "passed", verdict.detail
+    probe = InstantProbe()
+    probe(replier="coordinator", incarnation=0, caller="writer-0", method="x", value=None)  # ignored
+    assert probe.by_key == {}

@@ -72,13 +72,17 @@ class Verdict:
 class InstantProbe:
     """Collects, from the simulated network, the instant the coordinator handed out for each
     checkpoint key (coordination-rpc's ``InstantTimeReply``): the protocol promises one per
-    coordinator. After a failover the new coordinator rolls the old instants back and hands out
-    new ones, so keys are counted per coordinator incarnation (a lost or misplaced write across
-    the failover is the exactly-once check's to find)."""
+    key. A failover, global or region, rolls the pending instants back and the coordinator hands
+    out new ones, so keys are counted per failover epoch (the host calls :meth:`on_failover`;
+    a lost or misplaced write across the failover is the exactly-once check's to find)."""
 
     def __init__(self) -> None:
         self.by_key: dict[int, set[str]] = {}
         self._seen: dict[tuple[int, int], set[str]] = {}
+        self.epoch = 0  # failovers so far
+
+    def on_failover(self) -> None:
+        self.epoch += 1
 
     def __call__(self, replier: str, incarnation: int, caller: str, method: str, value: Any) -> None:
         if method != "instant_time_request":
@@ -88,7 +92,7 @@ class InstantProbe:
         reply = from_wire(value)
         if getattr(reply, "status", None) == "OK" and getattr(reply, "instant", ""):
             key = int(reply.checkpoint_id)
-            seen = self._seen.setdefault((incarnation, key), set())
+            seen = self._seen.setdefault((self.epoch, key), set())
             seen.add(reply.instant)
             if len(seen) > len(self.by_key.get(key, ())):
                 self.by_key[key] = set(seen)

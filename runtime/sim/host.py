@@ -264,6 +264,9 @@ class _SimRun:
                                **resume_summary(self.cfg, self.last_triggered, restore)})
         self.recorder.add("host", "driver", "failover", error,
                           restore.checkpoint_id if restore is not None else None)
+        for probe in self.network.reply_probes:  # observers that count per failover epoch
+            if hasattr(probe, "on_failover"):
+                probe.on_failover()
         names = ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]
         for name in names:
             old = self.envs[name]
