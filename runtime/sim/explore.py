@@ -43,7 +43,8 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
 # failover (the simulator has none; the Ray host would restart the job)
 # what a failover caused by an injected crash says (those failovers are the schedule's own)
-INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
+INJECTED = ("InjectedCrash", "injected crash", "injected failure",
+            "InjectedDfsError", "injected transient DFS error")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
     ("operator-event", "no CommitAckEvent ran",
