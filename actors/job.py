@@ -426,16 +426,7 @@ class JobRun:
 
     def _commits_of_this_job(self) -> list[dict[str, Any]]:
         """The commits this job made, read from the table itself: they survive any failover."""
-        out = []
-        for instant in self.table.timeline().completed_commits():
-            if instant in self.commits_before:
-                continue
-            meta = self.table.read_commit_metadata(instant)
-            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
-            out.append({"instant": instant,
-                        "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
-                        "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats)})
-        return out
+        return self.table.commit_summaries(skip=self.commits_before)
 
     def _fired_faults(self) -> list[dict[str, Any]]:
         """Every fault that fired, in order, from the markers the injectors left on the DFS."""

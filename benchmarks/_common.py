@@ -250,3 +250,13 @@ def run_job_sampled(cfg: Any, out_dir: str | None = None, *, interval_s: float =
         wall = time.monotonic() - t
         memory = sampler.stop()
     return result, memory, wall
+
+
+def save_figure(fig: Any, path: str, dpi: int = 90) -> str:
+    """Lays out, writes and closes a matplotlib figure; returns ``path``."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path

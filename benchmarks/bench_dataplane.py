@@ -387,10 +387,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
     ax2.legend(fontsize=8, loc="upper left", ncol=2)
     ax2.set_title("write-task process memory (psutil, from outside)", fontsize=10)
     fig.suptitle(f"commitlab data plane ({doc['environment']['date'][:10]}, {doc['environment']['cpus']} cores)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return common.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -295,10 +295,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
     env = doc["environment"]
     fig.suptitle(f"commitlab scaling: {prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints, "
                  f"schedule {prm['schedule']} ({env['date'][:10]}, {env['cpus']} cores)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return common.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -221,10 +221,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
     fig.suptitle(f"commitlab write tasks on one machine ({env['cpus']} cores): {prm['protocol']}, "
                  f"{prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints; "
                  f"USS per write task {', '.join(f'{w}: {m} MiB' for w, m in zip(ws, mem))}", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return common.save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -351,6 +351,21 @@ class HudiTable:
     def read_commit_metadata(self, instant: str) -> dict:
         return json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.commit")))
 
+    def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict]:
+        """Every completed commit (except those in ``skip``) as {instant, checkpoint, rows}, read
+        from the table itself: a job's commits, whichever coordinator made them."""
+        skipped = set(skip)
+        out = []
+        for instant in self.timeline().completed_commits():
+            if instant in skipped:
+                continue
+            meta = self.read_commit_metadata(instant)
+            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
+            out.append({"instant": instant,
+                        "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
+                        "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats)})
+        return out
+
     def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
         """Deletes an uncommitted instant's base files, then its requested/inflight markers.
 

@@ -230,6 +230,16 @@ def test_the_instant_probe_counts_per_failover_epoch():
     verdict, result = run_schedule(draw("wrong-instant", 0), "coordination-rpc", 0)
     assert result["failovers"][0]["strategy"] == "region"
     assert verdict.outcome == "passed", verdict.detail
+    from runtime.codec import to_wire
+    from runtime.protocols.coordination_rpc import InstantTimeReply
+
+    def reply(instant: str) -> None:
+        probe("coordinator", 0, "writer-0", "instant_time_request", to_wire(InstantTimeReply(1, "OK", instant)))
+
     probe = InstantProbe()
-    probe(replier="coordinator", incarnation=0, caller="writer-0", method="x", value=None)  # ignored
-    assert probe.by_key == {}
+    reply("a")
+    probe.on_failover()
+    reply("b")  # the same key after a failover: a new epoch
+    assert probe.by_key == {1: {"a"}}
+    reply("c")  # two instants for one key within an epoch: what the invariant catches
+    assert probe.by_key == {1: {"b", "c"}}

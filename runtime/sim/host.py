@@ -408,15 +408,7 @@ class _SimRun:
         """The commits of the job, read from the table (as the Ray host does): after a failover
         the coordinator that made the early ones is gone."""
         dfs, base = self._open_dfs("driver", DfsCounters())
-        table = HudiTable(dfs, base, self.props)
-        out = []
-        for instant in table.timeline().completed_commits():
-            meta = table.read_commit_metadata(instant)
-            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
-            out.append({"instant": instant,
-                        "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
-                        "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats)})
-        return out
+        return HudiTable(dfs, base, self.props).commit_summaries()
 
     def chrome_events(self) -> list[dict[str, Any]]:
         return [ev for env in self.envs.values() for ev in env.tracer.drain()]
