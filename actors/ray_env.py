@@ -9,7 +9,7 @@ from typing import Any, Callable, TypeVar
 
 from runtime.codec import from_wire, to_wire
 from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout
+from runtime.env import Env, WaitTimeout, bounded
 from runtime.metrics import Metrics
 from runtime.trace import Tracer
 
@@ -45,7 +45,9 @@ class RayEnv(Env):
         await self.apply_call_fault(dest, method, msg, timeout)
         ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
         try:
-            reply = await (asyncio.wait_for(ref, timeout) if timeout else ref)
+            # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply
+            # lands, and the cancelled caller runs on (a control-topic job hung on it)
+            reply = await (bounded(ref, timeout) if timeout else ref)
         except asyncio.TimeoutError as exc:
             raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
         return from_wire(reply)

@@ -19,6 +19,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.coordinator import Coordinator
 from runtime.dfs import DfsCounters, open_dfs
+from runtime.env import bounded
 from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.state_backend import StateBackend
 from runtime.job_manager import JobManager
@@ -105,7 +106,7 @@ class RoleActor:
             # tasks of a region are deployed together: input may reach a task still initialising
             # (as Flink buffers it in the input gate); bounded, and named when it gives up
             try:
-                await asyncio.wait_for(self._started.wait(), START_WAIT_S)
+                await bounded(self._started.wait(), START_WAIT_S)
             except asyncio.TimeoutError:
                 raise RuntimeError(f"{self.name} received {method} from {sender or '?'} but did not "
                                    f"finish starting within {START_WAIT_S:.0f}s") from None
@@ -131,14 +132,20 @@ class RoleActor:
         return self.role.describe() if hasattr(self.role, "describe") else await self.dump()
 
     async def stacks(self) -> dict[str, list[str]]:
-        """Where each of this actor's project coroutines is suspended now, innermost frame last:
-        what a timed-out job reports, so a hang names the await it is stuck in."""
+        """Where each of this actor's project coroutines is suspended now, outermost frame first
+        and down the chain of awaits: what a timed-out job reports, so a hang names the await it
+        is stuck in and the task state ("cancelling" for a cancellation that did not land)."""
         out: dict[str, list[str]] = {}
         for task in asyncio.all_tasks():
-            frames = [f"{f.f_code.co_filename.rsplit('/', 2)[-2]}/{f.f_code.co_filename.rsplit('/', 1)[-1]}"
-                      f":{f.f_lineno} {f.f_code.co_name}" for f in task.get_stack(limit=20)]
-            if any(fr.startswith(("runtime/", "protocols/", "actors/")) for fr in frames):
-                out[task.get_name()] = frames
+            frames, coro = [], task.get_coro()
+            while coro is not None and getattr(coro, "cr_frame", None) is not None:
+                code = coro.cr_frame.f_code
+                where = "/".join(code.co_filename.rsplit("/", 2)[-2:])
+                frames.append(f"{where}:{coro.cr_frame.f_lineno} {code.co_name}")
+                coro = coro.cr_await
+            if any(fr.startswith(("runtime/", "protocols/", "sim/", "actors/")) for fr in frames):
+                state = "cancelling" if getattr(task, "cancelling", lambda: 0)() else "pending"
+                out[f"{task.get_name()} ({state}, {id(task):x})"] = frames
         return out
 
     async def metrics(self) -> dict[str, Any]:
@@ -153,12 +160,9 @@ class RoleActor:
     async def source_done(self, timeout: float) -> str:
         """Waits (bounded) for a source's loop to end; returns its state."""
         if self._task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout)
-            except asyncio.TimeoutError:
-                pass
-            except Exception:
-                pass
+            done, _ = await asyncio.wait({self._task}, timeout=timeout)  # bounded
+            if done and not self._task.cancelled():
+                self._task.exception()  # its outcome is in the role's state; taken, not logged again
         return self.role.state if self.role is not None else "not started"
 
     async def where(self) -> dict[str, Any]:

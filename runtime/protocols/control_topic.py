@@ -319,10 +319,11 @@ class ControlTopicCoordinator(CoordinatorSide):
         self.stopping = True
         if self._loop is not None:
             self._loop.cancel()
-            try:
-                await self._loop
-            except (asyncio.CancelledError, Exception):
-                pass
+            # bounded: a loop that does not stop is named, not waited for until the job times out
+            done, _ = await asyncio.wait({self._loop}, timeout=cfg.rpc_timeout_s)
+            if not done:
+                raise RuntimeError(f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s "
+                                   "of the end of input")
         # the commit started after the last data (if any) holds nothing: take it off the timeline
         for pending in (await env.io(self.ctx.table.timeline)).pending_commits():
             await env.io(self.ctx.table.rollback, pending, [])
