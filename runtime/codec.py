@@ -37,7 +37,7 @@ def message(cls: type[T]) -> type[T]:
 # field names per dataclass, looked up once: ``dataclasses.fields`` is slow, and encoding runs for
 # every message a role sends
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-_PLAIN_SCALARS = (str, int, float, bool, bytes, type(None))
+_PLAIN_SCALARS = frozenset((str, int, float, bool, bytes, type(None)))  # exact types
 
 
 def _field_names(cls: type) -> tuple[str, ...] | None:
@@ -50,6 +50,16 @@ def _field_names(cls: type) -> tuple[str, ...] | None:
     return names
 
 
+_FIELD_SETS: dict[type, frozenset[str]] = {}
+
+
+def _field_set(cls: type) -> frozenset[str]:
+    names = _FIELD_SETS.get(cls)
+    if names is None:
+        names = _FIELD_SETS[cls] = frozenset(_field_names(cls) or ())
+    return names
+
+
 def _to_plain(obj: Any) -> Any:
     cls = type(obj)
     if cls in _PLAIN_SCALARS:
@@ -58,10 +68,12 @@ def _to_plain(obj: Any) -> Any:
     if names is not None:
         out = {_TYPE_KEY: cls.__name__}
         for name in names:
-            out[name] = _to_plain(getattr(obj, name))
+            value = getattr(obj, name)
+            # most fields are scalars: no call for them (this runs for every message)
+            out[name] = value if type(value) in _PLAIN_SCALARS else _to_plain(value)
         return out
     if isinstance(obj, (list, tuple)):
-        return [_to_plain(x) for x in obj]
+        return [x if type(x) in _PLAIN_SCALARS else _to_plain(x) for x in obj]
     if isinstance(obj, dict):
         # sorted keys: equal messages are equal bytes, whatever order a dict was filled in
         return {k: _to_plain(obj[k]) for k in sorted(obj, key=lambda k: (str(type(k)), k))}
@@ -75,10 +87,10 @@ def _from_plain(obj: Any) -> Any:
             cls = _REGISTRY.get(name)
             if cls is None:
                 raise CodecError(f"unknown message type {name!r}")
-            kwargs = {k: _from_plain(v) for k, v in obj.items() if k != _TYPE_KEY}
-            known = _field_names(cls)
-            unknown = set(kwargs).difference(known or ())
-            if unknown:
+            kwargs = {k: v if type(v) in _PLAIN_SCALARS else _from_plain(v)
+                      for k, v in obj.items() if k != _TYPE_KEY}
+            if not kwargs.keys() <= _field_set(cls):
+                unknown = set(kwargs).difference(_field_set(cls))
                 raise CodecError(f"{name} has no fields {sorted(unknown)}")
             try:
                 return cls(**kwargs)
@@ -86,7 +98,7 @@ def _from_plain(obj: Any) -> Any:
                 raise CodecError(f"cannot build {name}: {exc}") from exc
         return {k: _from_plain(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_from_plain(x) for x in obj]
+        return [x if type(x) in _PLAIN_SCALARS else _from_plain(x) for x in obj]
     return obj
 
 

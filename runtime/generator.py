@@ -46,19 +46,21 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
         h = _splitmix64(offsets.astype(np.uint64) ^ (np.uint64(cfg.seed) * np.uint64(0x5851F42D4C957F2D)))
     n_keys = cfg.num_keys
     key_ids = np.where(offsets < n_keys, offsets, (h % np.uint64(n_keys)).astype(np.int64))
-    keys = np.char.add("key-", np.char.zfill(key_ids.astype(str), 9))
+    # (f-strings, not numpy's char functions: those are several times slower)
+    key_list = [f"key-{k:09d}" for k in key_ids.tolist()]
     part_ids = (key_ids * 2654435761) % cfg.partitions
-    part_names = np.array([f"p{i:02d}" for i in range(cfg.partitions)])
+    part_names = [f"p{i:02d}" for i in range(cfg.partitions)]
     ts = offsets + ((h >> np.uint64(40)) % np.uint64(64)).astype(np.int64)
-    payload = np.char.ljust(np.char.add("v", offsets.astype(str)), cfg.payload_bytes, "x")
-    key_list = keys.tolist()
-    buckets = np.fromiter((zlib.crc32(k.encode()) % cfg.num_buckets for k in key_list),
+    width = cfg.payload_bytes
+    payload = [f"v{o}".ljust(width, "x") for o in offsets.tolist()]
+    n_buckets = cfg.num_buckets
+    buckets = np.fromiter((zlib.crc32(k.encode()) % n_buckets for k in key_list),
                           dtype=np.int32, count=len(key_list))
     return pa.table({
         KEY_FIELD: pa.array(key_list, pa.string()),
-        PARTITION_FIELD: pa.array(part_names[part_ids].tolist(), pa.string()),
+        PARTITION_FIELD: pa.array([part_names[i] for i in part_ids.tolist()], pa.string()),
         PRECOMBINE_FIELD: pa.array(ts, pa.int64()),
-        "payload": pa.array(payload.tolist(), pa.string()),
+        "payload": pa.array(payload, pa.string()),
         "_offset": pa.array(offsets, pa.int64()),
         "_bucket": pa.array(buckets, pa.int32()),
         "_task": pa.array(buckets % cfg.writers, pa.int32()),

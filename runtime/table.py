@@ -12,6 +12,7 @@ The table is shared by the coordinator (timeline: start, commit, roll back) and 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import re
 import threading
@@ -145,6 +146,20 @@ def bump_instant(ts: str) -> str:
     return d.strftime("%Y%m%d%H%M%S") + f"{d.microsecond // 1000:03d}"
 
 
+@functools.lru_cache(maxsize=4096)
+def _instant_of_file(name: str) -> "Instant | None":
+    """The instant a timeline file stands for (None: not an instant file). Cached: the coordinator
+    lists the timeline at every instant, and the names repeat."""
+    m = _INSTANT_FILE.match(name)
+    if not m:
+        return None
+    ts, action, state = m.group(1), m.group(2), m.group(3)
+    if action == "inflight" and state is None:  # <ts>.inflight is a commit's inflight
+        return Instant(ts, "commit", INFLIGHT)
+    return Instant(ts, action, state or COMPLETED)
+
+
+@functools.lru_cache(maxsize=65536)
 def file_group_id(table_name: str, partition: str, bucket: int) -> str:
     """Bucket-index file id: the bucket number in the first 8 characters (as Hudi's
     BucketIdentifier does), the rest a stable UUID, ``-0`` suffix; no ``_`` anywhere."""
@@ -306,17 +321,7 @@ class HudiTable:
             entries = self.dfs.list_dir(self.hoodie)
         except DfsNotFound as exc:
             raise TableError(f"{self.hoodie} is missing: the table was deleted or moved") from exc
-        instants = []
-        for e in entries:
-            m = _INSTANT_FILE.match(e.name)
-            if not m:
-                continue
-            ts, action, state = m.group(1), m.group(2), m.group(3)
-            if action == "inflight" and state is None:  # <ts>.inflight is a commit's inflight
-                instants.append(Instant(ts, "commit", INFLIGHT))
-            else:
-                instants.append(Instant(ts, action, state or COMPLETED))
-        return Timeline(instants)
+        return Timeline([i for i in map(_instant_of_file, (e.name for e in entries)) if i is not None])
 
     def last_pending_instant(self) -> str | None:
         return self.timeline().last_pending()
@@ -436,17 +441,17 @@ class HudiTable:
 # -- the copy-on-write merge ---------------------------------------------------------------------
 
 
-def dedupe_latest(records: pa.Table, key: str, precombine: str) -> pa.Table:
-    """One row per key, sorted by key: the largest precombine value wins; ties go to the later
-    stream offset (or the later row when there is no offset column)."""
+def dedupe_latest(records: pa.Table, key: str, precombine: str, *, sort: bool = True) -> pa.Table:
+    """One row per key, sorted by key (``sort=False``: in any order): the largest precombine value
+    wins; ties go to the later stream offset (or the later row when there is no offset column)."""
     if records.num_rows == 0:
         return records
-    if OFFSET_COLUMN not in records.column_names:
-        records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
     keys = records.column(key)
     if pc.count_distinct(keys, mode="all").as_py() == records.num_rows:
         # every key once (the common case for a small batch): only the order is left to do
-        return records.take(pc.sort_indices(keys))
+        return records.take(pc.sort_indices(keys)) if sort else records
+    if OFFSET_COLUMN not in records.column_names:
+        records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
     order = pc.sort_indices(records, sort_keys=[(key, "ascending"), (precombine, "descending"),
                                                 (OFFSET_COLUMN, "descending")])
     s = records.take(order)
@@ -466,18 +471,32 @@ class MergeResult:
     written: int  # rows carrying this instant's commit time
 
 
+def _plain_numbers(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Two columns of one integer or floating type, without nulls."""
+    return (a.type == b.type and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type))
+            and not a.null_count and not b.null_count)
+
+
 def merge_file_group(base: pa.Table | None, incoming: pa.Table, *, instant: str, partition: str,
-                     file_name: str, key: str, precombine: str, partition_id: int) -> MergeResult:
+                     file_name: str, key: str, precombine: str, partition_id: int,
+                     base_instant: str | None = None) -> MergeResult:
     """Copy-on-write upsert of ``incoming`` records into the file version ``base``.
 
     The larger precombine value wins (ties: the incoming record, which is later in the stream).
     Rows that do not change keep their original commit time and sequence number; every row gets
-    the new file name.
+    the new file name. The new version is sorted by record key. ``base_instant``, when the caller
+    knows it, is the instant that wrote ``base``: a version from another instant holds no row of
+    ``instant`` (instants only grow), so the rows are not searched for it.
     """
+    # Few Arrow calls, each over whole columns: the surviving base rows and the winning incoming
+    # rows are concatenated and one take puts them in key order. The simulator merges tens of
+    # thousands of small file groups, where the cost is per call, not per row.
     data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
-    inc = dedupe_latest(incoming, key, precombine)
+    inc = dedupe_latest(incoming, key, precombine, sort=False)
     n_base = 0 if base is None else base.num_rows
-    if base is not None and n_base:
+    replaced = np.empty(0, dtype=np.int64)  # base rows an incoming record replaces
+    winners, kept_written, rewritten = inc, 0, 0
+    if n_base:
         missing = sorted(set(data_cols) - set(base.column_names))
         if missing:
             raise TableError(f"the incoming records have columns {missing} that the existing base "
@@ -485,39 +504,59 @@ def merge_file_group(base: pa.Table | None, incoming: pa.Table, *, instant: str,
         # where each incoming key sits in the file (null: a new key), and whether it wins there:
         # the larger precombine value, or a tie (the incoming record is later in the stream)
         pos = pc.index_in(inc.column(key), value_set=base.column(key))
-        base_pre = pc.take(base.column(precombine), pos)
-        inc_wins = pc.or_kleene(pc.is_null(pos), pc.greater_equal(inc.column(precombine), base_pre))
-        winners = inc.filter(inc_wins)
-        replaced = pos.filter(inc_wins).drop_null().to_numpy(zero_copy_only=False)
+        if pos.null_count < len(pos):
+            at = pc.fill_null(pos, -1).to_numpy().astype(np.int64)  # -1: a new key
+            inc_pre, base_pre = inc.column(precombine), base.column(precombine)
+            if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
+                found = at >= 0
+                wins = ~found
+                wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
+            else:
+                inc_wins = pc.or_kleene(pc.is_null(pos),
+                                        pc.greater_equal(inc_pre, pc.take(base_pre, pos)))
+                wins = pc.fill_null(inc_wins, False).to_numpy(zero_copy_only=False)  # null precombine: loses
+            if not wins.all():
+                winners = inc.filter(pa.array(wins))
+                at = at[wins]
+            replaced = at[at >= 0]
         # rows already carrying this instant's commit time (a re-flush within one instant)
-        of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
-        keep = np.ones(n_base, dtype=bool)
-        keep[replaced] = False
-        rewritten = int(of_instant[replaced].sum())
-        updates = len(replaced) - rewritten
-        inserts = winners.num_rows - len(replaced)
-        kept = base.filter(pa.array(keep))
-        kept = kept.set_column(kept.column_names.index("_hoodie_file_name"), "_hoodie_file_name",
-                               pa.array([file_name] * kept.num_rows, pa.string()))
-        kept = kept.select(list(META_COLUMNS) + data_cols)
-        # rows of this instant that survive keep counting as written by it
-        kept_written = int(of_instant[keep].sum())
+        if base_instant is None or base_instant == instant:
+            of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
+        else:
+            of_instant = np.zeros(0, dtype=bool)
+        if of_instant.any():
+            rewritten = int(of_instant[replaced].sum())
+            kept_written = int(of_instant.sum()) - rewritten
+    inserts = winners.num_rows - len(replaced)
+    updates = len(replaced) - rewritten
+    n = winners.num_rows
+    seq_start = n_base - len(replaced)
+    # every column but the file name (the same for every row: added after the take)
+    cols = [c for c in META_COLUMNS if c != "_hoodie_file_name"] + data_cols
+    old = base.select(cols) if n_base else None
+    new_keys = pc.cast(winners.column(key), pa.string() if old is None else old.schema.field(2).type)
+    # the new version's row order; the incoming rows take sequence numbers in key order
+    keys = new_keys if old is None else pa.chunked_array(old.column(2).chunks + new_keys.chunks)
+    order = pc.sort_indices(keys).to_numpy()
+    seq = np.empty(n, dtype=np.int64)
+    seq[order[order >= n_base] - n_base] = np.arange(seq_start, seq_start + n)
+    fresh = pa.Table.from_arrays([
+        pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
+        pa.array([f"{instant}_{partition_id}_{i}" for i in seq.tolist()], pa.string()),
+        new_keys,  # _hoodie_record_key
+        pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
+    ] + [winners.column(c) for c in data_cols], names=cols)
+    if old is not None:
+        if not fresh.schema.equals(old.schema):
+            fresh = fresh.cast(old.schema)
+        both = pa.concat_tables([old, fresh])
     else:
-        winners, kept, inserts, updates, rewritten, kept_written = inc, None, inc.num_rows, 0, 0, 0
-    new_rows = winners.select(data_cols)
-    n = new_rows.num_rows
-    seq_start = 0 if kept is None else kept.num_rows
-    meta = [
-        pa.array([instant] * n, pa.string()),  # _hoodie_commit_time
-        pa.array([f"{instant}_{partition_id}_{seq_start + i}" for i in range(n)], pa.string()),
-        pc.cast(new_rows.column(key), pa.string()),  # _hoodie_record_key
-        pa.array([partition] * n, pa.string()),  # _hoodie_partition_path
-        pa.array([file_name] * n, pa.string()),  # _hoodie_file_name
-    ]
-    fresh = pa.Table.from_arrays(meta + new_rows.columns, names=list(META_COLUMNS) + data_cols)
-    if kept is None:
-        out = fresh
-    else:
-        out = pa.concat_tables([kept, fresh if fresh.schema.equals(kept.schema) else fresh.cast(kept.schema)])
-    out = out.take(pc.sort_indices(out, sort_keys=[("_hoodie_record_key", "ascending")]))
+        both = fresh
+    if len(replaced):
+        dropped = np.zeros(both.num_rows, dtype=bool)
+        dropped[replaced] = True
+        order = order[~dropped[order]]
+    out = both.take(pa.array(order, pa.uint64()))
+    out = out.add_column(META_COLUMNS.index("_hoodie_file_name"), "_hoodie_file_name",
+                         pa.repeat(pa.scalar(file_name, pa.string()), out.num_rows))
     return MergeResult(out, inserts, updates, rewritten, n + kept_written)

@@ -421,7 +421,8 @@ class WriteTask:
         rel = f"{partition}/{name}"
         merged = merge_file_group(base, records, instant=instant, partition=partition,
                                   file_name=name, key=self._key_field, precombine=self._precombine,
-                                  partition_id=self.task_id)
+                                  partition_id=self.task_id,
+                                  base_instant=prev.instant if base is not None else None)
         size = table.write_base_file(rel, merged.table)
         same_instant = prev is not None and prev.instant == instant
         if same_instant:
@@ -449,12 +450,17 @@ def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[
     """Groups a batch by (partition, bucket), keeping stream order within each group."""
     if records.num_rows == 0:
         return []
-    encoded = pc.dictionary_encode(pc.cast(records.column(partition_field), pa.string())).combine_chunks()
-    part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    partitions = records.column(partition_field)
+    if partitions.type != pa.string():
+        partitions = pc.cast(partitions, pa.string())
     buckets = records.column("_bucket").to_numpy().astype(np.int64)
+    if buckets.min() == buckets.max() and not partitions.null_count:
+        lo_hi = pc.min_max(partitions)
+        if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)
+            return [((lo_hi["min"].as_py(), int(buckets[0])), records)]
+    encoded = pc.dictionary_encode(partitions).combine_chunks()
+    part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     code = part_idx * (int(buckets.max()) + 1) + buckets
-    if code.min() == code.max():  # the whole batch is one file group (no copy needed)
-        return [((encoded.dictionary[int(part_idx[0])].as_py(), int(buckets[0])), records)]
     order = np.argsort(code, kind="stable")
     sorted_code = code[order]
     cuts = np.flatnonzero(np.diff(sorted_code)) + 1

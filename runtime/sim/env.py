@@ -15,7 +15,7 @@ import random
 from typing import Any, Callable, TypeVar
 
 from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout, bounded
+from runtime.env import Env, WaitTimeout
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
 from runtime.sim.trace import SimMetrics, SimTracer, TraceRecorder
 
@@ -31,6 +31,15 @@ def role_rng(seed: int, role: str, purpose: str = "role") -> random.Random:
     """A random source derived from the seed and a role name (string seeds hash with SHA-512, so
     this is the same in every process, unlike ``hash()``)."""
     return random.Random(f"commitlab-sim/{seed}/{purpose}/{role}")
+
+
+class _ReplyTimeout(asyncio.TimeoutError):
+    """A call's reply did not come within its bound."""
+
+
+def _expire(fut: "asyncio.Future[Any]") -> None:
+    if not fut.done():
+        fut.set_exception(_ReplyTimeout())
 
 
 class SimEnv(Env):
@@ -106,11 +115,18 @@ class SimEnv(Env):
         await self.apply_call_fault(dest, method, msg, timeout)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
+        if not timeout:
+            return from_wire(await fut)
+        # the bound is a timer on the reply itself (what ``bounded`` does, minus its context
+        # manager and task bookkeeping: calls are most of what roles await)
+        timer = self._loop.call_at(self._loop.time() + timeout, _expire, fut)
         try:
-            reply = await (bounded(fut, timeout) if timeout else fut)
-        except asyncio.TimeoutError as exc:
+            reply = await fut
+        except _ReplyTimeout as exc:
             self.recorder.add("timeout", self.role, dest, method, timeout)
             raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
+        finally:
+            timer.cancel()
         return from_wire(reply)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:

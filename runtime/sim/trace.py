@@ -33,6 +33,8 @@ from runtime.trace import Tracer
 Event = tuple
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _SCALARS = frozenset((int, float, bool))
+# json.dumps(value, sort_keys=True, default=str), without building an encoder per call
+_FIELD_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
 
 
 class TraceRecorder:
@@ -50,11 +52,22 @@ class TraceRecorder:
         self.on_divergence = on_divergence
         self.divergence: dict[str, Any] | None = None
         self.closed = False
+        self._scrubbed: dict[str, str] = {}
 
     def _field(self, value: Any) -> Any:
         if value is None or type(value) in _SCALARS:
             return value
-        text = value if type(value) is str else json.dumps(value, sort_keys=True, default=str)
+        if type(value) is str:
+            # role, method and message names repeat all run long: scrub each once
+            done = self._scrubbed.get(value)
+            if done is None:
+                done = self._scrub_text(value)
+                if len(self._scrubbed) < 100_000:
+                    self._scrubbed[value] = done
+            return done
+        return self._scrub_text(_FIELD_ENCODER.encode(value))
+
+    def _scrub_text(self, text: str) -> str:
         for old, new in self.scrub:
             if old in text:
                 text = text.replace(old, new)
