@@ -534,9 +534,10 @@ def merge_file_group(base: pa.Table | None, incoming: pa.Table, *, instant: str,
     # every column but the file name (the same for every row: added after the take)
     cols = [c for c in META_COLUMNS if c != "_hoodie_file_name"] + data_cols
     old = base.select(cols) if n_base else None
-    new_keys = pc.cast(winners.column(key), pa.string() if old is None else old.schema.field(2).type)
+    old_keys = None if old is None else old.column("_hoodie_record_key")
+    new_keys = pc.cast(winners.column(key), pa.string() if old_keys is None else old_keys.type)
     # the new version's row order; the incoming rows take sequence numbers in key order
-    keys = new_keys if old is None else pa.chunked_array(old.column(2).chunks + new_keys.chunks)
+    keys = new_keys if old_keys is None else pa.chunked_array(old_keys.chunks + new_keys.chunks)
     order = pc.sort_indices(keys).to_numpy()
     seq = np.empty(n, dtype=np.int64)
     seq[order[order >= n_base] - n_base] = np.arange(seq_start, seq_start + n)
