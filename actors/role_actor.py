@@ -19,7 +19,7 @@ from runtime import codec
 from runtime.config import JobConfig
 from runtime.coordinator import Coordinator
 from runtime.dfs import DfsCounters, open_dfs
-from runtime.env import bounded
+from runtime.env import bounded, wait_ended
 from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.state_backend import StateBackend
 from runtime.job_manager import JobManager
@@ -160,9 +160,7 @@ class RoleActor:
     async def source_done(self, timeout: float) -> str:
         """Waits (bounded) for a source's loop to end; returns its state."""
         if self._task is not None:
-            done, _ = await asyncio.wait({self._task}, timeout=timeout)  # bounded
-            if done and not self._task.cancelled():
-                self._task.exception()  # its outcome is in the role's state; taken, not logged again
+            await wait_ended(self._task, timeout)  # its outcome is in the role's state
         return self.role.state if self.role is not None else "not started"
 
     async def where(self) -> dict[str, Any]:

@@ -44,6 +44,16 @@ else:  # pragma: no cover - Python 3.10
         return await asyncio.wait_for(aw, timeout)
 
 
+async def wait_ended(task: "asyncio.Task[Any]", timeout: float) -> bool:
+    """Waits at most ``timeout`` seconds for ``task`` to end, without cancelling it (unlike
+    ``bounded``); True if it ended. Its outcome is taken, so an error it ended with (already
+    reported by the role that ran it) is not logged again as never retrieved."""
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    if done and not task.cancelled():
+        task.exception()
+    return bool(done)
+
+
 @dataclass
 class BlockedWait:
     """What a role's mailbox thread is blocked on right now (for introspection and the

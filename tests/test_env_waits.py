@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runtime.env import bounded
+from runtime.env import bounded, wait_ended
 
 
 async def _cancel_as_the_reply_lands(wait) -> str:
@@ -43,3 +43,28 @@ def test_a_bounded_wait_gives_up():
 
     with pytest.raises(asyncio.TimeoutError):
         asyncio.run(main())
+
+
+def test_waiting_for_a_task_to_end_is_bounded_and_takes_its_error():
+    async def main() -> tuple[bool, bool, bool]:
+        async def fails() -> None:
+            raise RuntimeError("the loop's own error, already reported")
+
+        endless = asyncio.ensure_future(asyncio.Event().wait())
+        failing = asyncio.ensure_future(fails())
+        gave_up = await wait_ended(endless, 0.01)
+        ended = await wait_ended(failing, 1.0)
+        still_running = not endless.done()  # giving up does not cancel what it waited for
+        endless.cancel()
+        return gave_up, ended, still_running
+
+    loop = asyncio.new_event_loop()
+    unhandled: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
+    try:
+        assert loop.run_until_complete(main()) == (False, True, True)
+    finally:
+        loop.close()
+    import gc
+    gc.collect()  # an error never retrieved is reported when its task is collected
+    assert unhandled == []

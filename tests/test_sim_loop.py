@@ -15,7 +15,7 @@ from runtime.messages import CheckpointNotice, CommitAckEvent
 from runtime.sim.env import SIM_EPOCH, SimEnv
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationStuck, VirtualTimeLimit
 from runtime.sim.network import Delay, SimNetwork, from_wire, to_wire
-from runtime.sim.trace import TraceRecorder, first_divergence, trace_sha256
+from runtime.sim.trace import SimTracer, TraceRecorder, first_divergence, trace_sha256
 
 
 def run(coro, **kw):
@@ -225,3 +225,17 @@ def test_the_recorder_scrubs_paths_and_addresses_and_spots_divergence():
     assert seen and seen[0]["index"] == 1 and seen[0]["first"] is None
     assert first_divergence(ref.events, replay.events) == seen[0]
     assert trace_sha256(ref.events) == trace_sha256(replay.events[:1])
+
+
+def test_a_step_records_the_same_trace_event_with_chrome_tracing_on_or_off():
+    """SimTracer.complete skips building the Chrome event when Chrome tracing is off; the
+    simulator's trace (and so its hash) must not depend on that switch."""
+    events = []
+    for chrome in (True, False):
+        recorder = TraceRecorder(lambda: 1.5)
+        tracer = SimTracer("writer-0", recorder, enabled=chrome, clock=lambda: 1.5)
+        tracer.complete("processElement", 1.0, 1.25, thread="mailbox", cat="default-action")
+        tracer.complete("flush p0/1", 1.25, 1.0, args={"rows": 3})  # clock skew: no negative duration
+        events.append(recorder.events)
+        assert len(tracer.events) == (2 if chrome else 0)
+    assert events[0] == events[1]

@@ -25,6 +25,7 @@ from typing import Any
 
 from runtime.control_topic import (ACK_COMMIT, END_COMMIT, START_COMMIT, WRITE_STATUS, ControlMessage,
                                    ControlTopic, TopicConsumer, publish)
+from runtime.env import wait_ended
 from runtime.messages import WriteMetadataEvent, WriteStat
 from runtime.protocols.base import CoordinatorSide, Protocol, WriterSide
 from runtime.source import SeekRequest
@@ -320,8 +321,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         if self._loop is not None:
             self._loop.cancel()
             # bounded: a loop that does not stop is named, not waited for until the job times out
-            done, _ = await asyncio.wait({self._loop}, timeout=cfg.rpc_timeout_s)
-            if not done:
+            if not await wait_ended(self._loop, cfg.rpc_timeout_s):
                 raise RuntimeError(f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s "
                                    "of the end of input")
         # the commit started after the last data (if any) holds nothing: take it off the timeline
