@@ -8,9 +8,9 @@ from typing import Any
 
 import ray
 
-from runtime.dfs import Dfs
-from runtime.s3_endpoint import diff_counts, fetch_endpoint_counts
-from runtime.storage import check_location, endpoint_url
+from runtime.core.dfs import Dfs
+from runtime.core.storage import check_location, endpoint_url
+from runtime.lab.s3_endpoint import diff_counts, fetch_endpoint_counts
 
 
 def check_storage(dfs: Dfs, table: str) -> None:
@@ -20,7 +20,7 @@ def check_storage(dfs: Dfs, table: str) -> None:
 
 def endpoint_counts(table: str) -> dict[str, Any] | None:
     """The request counts of the table's S3 endpoint so far, if it serves them (the loopback
-    endpoint of runtime.s3_endpoint does; AWS and other servers do not: None)."""
+    endpoint of runtime.lab.s3_endpoint does; AWS and other servers do not: None)."""
     url = endpoint_url(table)
     return fetch_endpoint_counts(url) if url else None
 
@@ -33,8 +33,7 @@ def endpoint_served(table: str, before: dict[str, Any] | None) -> dict[str, Any]
     return diff_counts(before, after) if after is not None else None
 
 
-def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | None,
-                  t_started: float) -> dict[str, Any]:
+def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | None, t_started: float) -> dict[str, Any]:
     """Node, process and memory of every live role actor, and roles per node."""
     refs = {name: actor.where.remote() for name, actor in actors.items()}
     roles: dict[str, Any] = {}
@@ -46,7 +45,11 @@ def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | No
     per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
     writer_nodes = {r["node_id"] for n, r in roles.items() if n.startswith("writer-") and "node_id" in r}
     return {
-        "placement": {"strategy": strategy, "roles_per_node": dict(per_node),
-                      "writer_nodes": len(writer_nodes), "roles": roles},
+        "placement": {
+            "strategy": strategy,
+            "roles_per_node": dict(per_node),
+            "writer_nodes": len(writer_nodes),
+            "roles": roles,
+        },
         "actors_up_s": round(t_actors_up - t_started, 3) if t_actors_up else None,
     }

@@ -12,7 +12,8 @@ import os
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
@@ -20,18 +21,18 @@ from actors import cluster_info
 from actors.placement import Placement
 from actors.role_actor import RoleActor
 from actors.stream_plan import plan_stream
-from runtime import codec
-from runtime.config import JobConfig
-from runtime.deadlock import find_deadlock, find_stalls
-from runtime.dfs import DfsCounters, open_dfs
-from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.storage import redact
+from runtime.core.trace import write_trace
+from runtime.flink.state_backend import StateBackend
+from runtime.hudi.table import HudiTable, TableProps
+from runtime.lab.deadlock import find_deadlock, find_stalls
+from runtime.lab.results import run_figures
+from runtime.lab.verify import verify_run
 from runtime.protocols import PROTOCOLS
-from runtime.results import run_figures
-from runtime.state_backend import StateBackend
-from runtime.storage import redact
-from runtime.table import HudiTable, TableProps
-from runtime.trace import write_trace
-from runtime.verify import verify_run
+from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 
 POLL_S = 0.25
 
@@ -61,9 +62,15 @@ def _init_ray(num_cpus: int | None) -> bool:
 class JobRun:
     """One run of a job; ``run()`` returns the result record."""
 
-    def __init__(self, cfg: JobConfig, out_dir: str | None = None, *,
-                 on_progress: Callable[[dict[str, Any]], None] | None = None,
-                 trace_path: str | None = None, timeline: bool = True) -> None:
+    def __init__(
+        self,
+        cfg: JobConfig,
+        out_dir: str | None = None,
+        *,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        trace_path: str | None = None,
+        timeline: bool = True,
+    ) -> None:
         self.cfg = cfg.validate(list(PROTOCOLS))
         self.out_dir = out_dir
         self.on_progress = on_progress
@@ -79,7 +86,8 @@ class JobRun:
     def _create(self, kind: str, name: str, props: TableProps, extra: dict[str, Any]) -> Any:
         extra_opts = self.placement.options(name) if self.placement else {}
         actor = RoleActor.options(name=name, namespace=self.namespace, **extra_opts).remote(
-            kind, name, codec.encode(self.cfg), props.__dict__, extra)
+            kind, name, codec.encode(self.cfg), props.__dict__, extra
+        )
         self.actors[name] = actor
         self._fresh.add(name)
         return actor
@@ -119,8 +127,11 @@ class JobRun:
                 else:
                     self._failover(error, region=self._region_failover_possible())
                 status, error, deadlock, stalls = self._supervise(deadline)
-            except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError,
-                    ray.exceptions.GetTimeoutError) as exc:  # a role failed while starting
+            except (
+                ray.exceptions.RayTaskError,
+                ray.exceptions.RayActorError,
+                ray.exceptions.GetTimeoutError,
+            ) as exc:  # a role failed while starting
                 status, error, deadlock, stalls = "failed", _root_cause(exc), None, []
             if status == "failed" and len(self.failovers) < cfg.max_restarts:
                 continue
@@ -143,13 +154,16 @@ class JobRun:
         if self.out_dir:
             os.makedirs(self.out_dir, exist_ok=True)
             if self.trace_events:
-                from runtime.timeline_plot import plot_timeline
+                from runtime.lab.timeline_plot import plot_timeline
 
                 try:  # a picture must never fail a run
                     result["timeline"] = plot_timeline(
-                        self.trace_events, os.path.join(self.out_dir, "timeline.png"),
+                        self.trace_events,
+                        os.path.join(self.out_dir, "timeline.png"),
                         title=f"{cfg.protocol}, {cfg.writers} writers: {result['status']}",
-                        deadlock=result["deadlock"], checkpoints=result["checkpoints"])
+                        deadlock=result["deadlock"],
+                        checkpoints=result["checkpoints"],
+                    )
                 except Exception as exc:
                     result["timeline_error"] = f"{type(exc).__name__}: {exc}"
             with open(os.path.join(self.out_dir, "result.json"), "w") as f:
@@ -157,7 +171,7 @@ class JobRun:
         return result
 
     def _clear_fault_markers(self, dfs, base: str) -> None:
-        from runtime.faults import faults_path
+        from runtime.faults.injector import faults_path
 
         if dfs.exists(faults_path(base)):
             dfs.delete(faults_path(base), recursive=True)
@@ -177,12 +191,23 @@ class JobRun:
             if kind not in self.actors:  # they outlive a failover (the control topic is Kafka)
                 self._create(kind, kind, props, dict(common))
         if "coordinator" not in self.actors:  # a region failover keeps it
-            self._create("coordinator", "coordinator", props,
-                         {**common, "schema_json": plan.schema_json,
-                          "resume_checkpoint_id": resume.get("resume_checkpoint_id", 0)})
+            self._create(
+                "coordinator",
+                "coordinator",
+                props,
+                {
+                    **common,
+                    "schema_json": plan.schema_json,
+                    "resume_checkpoint_id": resume.get("resume_checkpoint_id", 0),
+                },
+            )
         coord = self.actors["coordinator"]
-        jm = self._create("job-manager", "job-manager", props,
-                          {**common, **{k: v for k, v in resume.items() if k.startswith("start_")}})
+        jm = self._create(
+            "job-manager",
+            "job-manager",
+            props,
+            {**common, **{k: v for k, v in resume.items() if k.startswith("start_")}},
+        )
         states = restore.states if restore is not None else {}
         for i, name in enumerate(self.task_names):
             extra = {**common, "task_id": i}
@@ -200,19 +225,19 @@ class JobRun:
         handles = dict(self.actors)
         start_timeout = max(60.0, cfg.rpc_timeout_s)
         names = (self.task_names, self.source_names)
-        ray.get([self.actors[k].start.remote(handles, *names) for k in protocol.extra_roles
-                 if k in self._fresh], timeout=start_timeout)
+        ray.get(
+            [self.actors[k].start.remote(handles, *names) for k in protocol.extra_roles if k in self._fresh],
+            timeout=start_timeout,
+        )
         if "coordinator" in self._fresh:
             ray.get(coord.start.remote(handles, *names), timeout=start_timeout)
         else:  # kept through a region failover: it must reach the new tasks
             ray.get(coord.rebind.remote(handles), timeout=start_timeout)
         ray.get(jm.start.remote(handles, *names), timeout=start_timeout)
         if "coordinator" in self._fresh:
-            ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names],
-                    timeout=start_timeout)
+            ray.get([self.actors[n].start.remote(handles, *names) for n in self.task_names], timeout=start_timeout)
             self.jm_ref = jm.run.remote()
-            ray.get([self.actors[n].start.remote(handles, *names) for n in self.source_names],
-                    timeout=start_timeout)
+            ray.get([self.actors[n].start.remote(handles, *names) for n in self.source_names], timeout=start_timeout)
         else:
             # a region failover deploys the region's tasks together, as Flink does: a source may
             # feed its task while another task has not bootstrapped yet (the HUDI-6194 window)
@@ -247,9 +272,13 @@ class JobRun:
             if time.time() > deadline:
                 waiting = self._describe("job-manager").get("waiting_for") or "?"
                 self.stacks_at_timeout = self._stacks(("job-manager", "coordinator"))
-                return ("timed-out", f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
-                        f"the job manager was waiting for {waiting}; stalled tasks: {stalls or 'none'}",
-                        None, stalls)
+                return (
+                    "timed-out",
+                    f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
+                    f"the job manager was waiting for {waiting}; stalled tasks: {stalls or 'none'}",
+                    None,
+                    stalls,
+                )
             if self.on_progress and time.time() - last_progress > 0.5:
                 last_progress = time.time()
                 self.on_progress(self._progress())
@@ -271,14 +300,18 @@ class JobRun:
         restore = self.state_backend.latest()
         try:
             jm = ray.get(self.actors["job-manager"].describe.remote(), timeout=5)
-            self.last_triggered = max([self.last_triggered, jm.get("current", 0)]
-                                      + [int(k) for k in jm["checkpoints"]])
+            self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
             self.prior_checkpoints.update({str(k): v for k, v in jm["checkpoints"].items()})
         except Exception:
             pass
-        self.failovers.append({"error": error, "at": time.time(),
-                               "strategy": "region" if region else "global",
-                               **resume_summary(self.cfg, self.last_triggered, restore)})
+        self.failovers.append(
+            {
+                "error": error,
+                "at": time.time(),
+                "strategy": "region" if region else "global",
+                **resume_summary(self.cfg, self.last_triggered, restore),
+            }
+        )
         self._delete_bus_if_armed()
         keep = set(PROTOCOLS[self.cfg.protocol].extra_roles) | ({"coordinator"} if region else set())
         for name, actor in list(self.actors.items()):
@@ -295,12 +328,14 @@ class JobRun:
             del self.actors[name]
         self._wait_names_free([n for n in self._role_names() if n not in keep])
         if region:
-            from runtime.codec import from_wire, to_wire
-            from runtime.coordinator import TasksReset
+            from runtime.core.codec import from_wire, to_wire
+            from runtime.core.messages import TasksReset
 
             notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
-            reply = ray.get(self.actors["coordinator"].deliver.remote("reset_tasks", to_wire(notice), "driver"),
-                            timeout=max(30.0, self.cfg.rpc_timeout_s))
+            reply = ray.get(
+                self.actors["coordinator"].deliver.remote("reset_tasks", to_wire(notice), "driver"),
+                timeout=max(30.0, self.cfg.rpc_timeout_s),
+            )
             self.failovers[-1]["coordinator_reset"] = from_wire(reply)
         self._launch(restore)
 
@@ -310,8 +345,8 @@ class JobRun:
     def _delete_bus_if_armed(self) -> None:
         """The bus.deleted_between_restarts fault: once its task crash fired, the message bus is
         removed while the job is down (#8060, #8120), before anything restarts."""
-        from runtime.faults import FaultInjector
-        from runtime.message_bus import message_bus_path
+        from runtime.faults.injector import FaultInjector
+        from runtime.hudi.dfs_message_bus import message_bus_path
 
         specs = [s for s in self.cfg.faults if s.point == "bus.deleted_between_restarts"]
         if not specs or any("deleted" in f for f in self.failovers[:-1]):
@@ -320,7 +355,7 @@ class JobRun:
         path = message_bus_path(base)
         if FaultInjector(specs, "driver", dfs, base).has_fired(specs[0]) and dfs.exists(path):
             dfs.delete(path, recursive=True)
-            self.failovers[-1]["deleted"] = path[len(base):].lstrip("/")  # relative: results travel
+            self.failovers[-1]["deleted"] = path[len(base) :].lstrip("/")  # relative: results travel
 
     def _wait_names_free(self, names: list[str], timeout: float = 30.0) -> None:
         """Killed named actors release their names asynchronously; wait (bounded) before reuse."""
@@ -368,8 +403,14 @@ class JobRun:
         jm = self._describe("job-manager")
         dumps = self._dumps()
         checkpoints = {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
-        figures = run_figures([m for m in metrics.values() if "error" not in m] + self.prior_metrics,
-                              driver_counters.snapshot(), coord, checkpoints, dumps, cfg.checkpoints)
+        figures = run_figures(
+            [m for m in metrics.values() if "error" not in m] + self.prior_metrics,
+            driver_counters.snapshot(),
+            coord,
+            checkpoints,
+            dumps,
+            cfg.checkpoints,
+        )
         rows_in = figures["rows_in"]
         self.trace_events: list[dict[str, Any]] = []
         if self.trace_path or (self.out_dir and self.timeline):
@@ -398,12 +439,16 @@ class JobRun:
             "coordinator": {k: coord.get(k) for k in ("resets", "deleted_by_fault", "protocol")},
             "deadlock": deadlock.to_result() if deadlock else None,
             "stalls": stalls,
-            "timing": {**self.plan.timings,
-                       "setup_s": round(t_started - t0, 3), "run_s": round(t_end - t_started, 3),
-                       "total_s": round(time.time() - t0, 3)},
+            "timing": {
+                **self.plan.timings,
+                "setup_s": round(t_started - t0, 3),
+                "run_s": round(t_end - t_started, 3),
+                "total_s": round(time.time() - t0, 3),
+            },
             "rows_per_s": round(rows_in / max(1e-9, t_end - t_started), 1),
-            "tasks": {n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")}
-                      for n, d in dumps.items()},
+            "tasks": {
+                n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")} for n, d in dumps.items()
+            },
             "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
             # a timed-out job: where the job manager's and the coordinator's coroutines waited
             **({"stacks_at_timeout": self.stacks_at_timeout} if self.stacks_at_timeout else {}),
@@ -430,7 +475,7 @@ class JobRun:
 
     def _fired_faults(self) -> list[dict[str, Any]]:
         """Every fault that fired, in order, from the markers the injectors left on the DFS."""
-        from runtime.faults import faults_path
+        from runtime.faults.injector import faults_path
 
         path = faults_path(self.table.base_path)
         try:
@@ -447,9 +492,16 @@ class JobRun:
             key, _, target = key.partition(":")
             point, _, rest = key.partition("@")
             ckp, _, task = rest.partition("#")
-            fired.append({"point": point, "role": role, "checkpoint": int(ckp), "task": int(task),
-                          "at": info.mtime.timestamp() if info.mtime else 0.0,
-                          **({"target": target} if target else {})})
+            fired.append(
+                {
+                    "point": point,
+                    "role": role,
+                    "checkpoint": int(ckp),
+                    "task": int(task),
+                    "at": info.mtime.timestamp() if info.mtime else 0.0,
+                    **({"target": target} if target else {}),
+                }
+            )
         return sorted(fired, key=lambda f: f["at"])
 
     def _shutdown(self) -> None:
@@ -493,8 +545,11 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
         samples.append(time.perf_counter() - t)
     ray.kill(echo)
     a = np.asarray(samples)
-    return {"p50_s": round(float(np.percentile(a, 50)), 6), "p99_s": round(float(np.percentile(a, 99)), 6),
-            "samples": n}
+    return {
+        "p50_s": round(float(np.percentile(a, 50)), 6),
+        "p99_s": round(float(np.percentile(a, 99)), 6),
+        "samples": n,
+    }
 
 
 def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:

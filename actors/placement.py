@@ -37,19 +37,23 @@ class Placement:
         self.pg: PlacementGroup | None = None
         if STRATEGIES[strategy] is None:
             return
-        self.pg = placement_group([dict(BUNDLE) for _ in range(writers + 1)],
-                                  strategy=STRATEGIES[strategy], name="")
+        self.pg = placement_group([dict(BUNDLE) for _ in range(writers + 1)], strategy=STRATEGIES[strategy], name="")
         try:
             ray.get(self.pg.ready(), timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
             nodes = len([n for n in ray.nodes() if n.get("Alive")])
             remove_placement_group(self.pg)
             self.pg = None
-            hint = (f"strict-spread needs {writers + 1} nodes (writers + 1), the cluster has {nodes}; "
-                    "use --placement spread" if strategy == "strict-spread" else
-                    f"each bundle needs {BUNDLE['CPU']} CPU; check the cluster's free CPUs (ray status)")
-            raise PlacementError(f"the placement group ({writers + 1} bundles, {strategy}) was not "
-                                 f"placed within {timeout_s:.0f}s: {hint}") from None
+            hint = (
+                f"strict-spread needs {writers + 1} nodes (writers + 1), the cluster has {nodes}; "
+                "use --placement spread"
+                if strategy == "strict-spread"
+                else f"each bundle needs {BUNDLE['CPU']} CPU; check the cluster's free CPUs (ray status)"
+            )
+            raise PlacementError(
+                f"the placement group ({writers + 1} bundles, {strategy}) was not "
+                f"placed within {timeout_s:.0f}s: {hint}"
+            ) from None
 
     def bundle_of(self, name: str) -> int:
         head, _, tail = name.rpartition("-")
@@ -61,8 +65,11 @@ class Placement:
         """Extra ``.options()`` for the actor of role ``name``."""
         if self.pg is None:
             return {}
-        return {"scheduling_strategy": PlacementGroupSchedulingStrategy(
-            placement_group=self.pg, placement_group_bundle_index=self.bundle_of(name))}
+        return {
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=self.pg, placement_group_bundle_index=self.bundle_of(name)
+            )
+        }
 
     def remove(self) -> None:
         if self.pg is not None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from runtime.codec import from_wire, to_wire
-from runtime.dfs import Dfs
-from runtime.env import Env, WaitTimeout, bounded
-from runtime.metrics import Metrics
-from runtime.trace import Tracer
+from runtime.core.codec import from_wire, to_wire
+from runtime.core.dfs import Dfs
+from runtime.core.env import Env, WaitTimeout, bounded
+from runtime.core.metrics import Metrics
+from runtime.core.trace import Tracer
 
 T = TypeVar("T")
 

@@ -13,29 +13,30 @@ from typing import Any
 import ray
 
 from actors.ray_env import RayEnv
-from runtime.codec import from_wire, to_wire
 from actors.stream_plan import StreamShardRounds
-from runtime import codec
-from runtime.config import JobConfig
-from runtime.coordinator import Coordinator
-from runtime.dfs import DfsCounters, open_dfs
-from runtime.env import bounded, wait_ended
-from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
-from runtime.state_backend import StateBackend
-from runtime.job_manager import JobManager
-from runtime.messages import TaskState
+from runtime.core import codec
+from runtime.core.codec import from_wire, to_wire
+from runtime.core.config import JobConfig
+from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.env import bounded, wait_ended
+from runtime.core.messages import TaskState
+from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+from runtime.flink.job_manager import JobManager
+from runtime.flink.source import InMemoryShard, Source
+from runtime.flink.state_backend import StateBackend
+from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols import get_protocol
-from runtime.source import InMemoryShard, Source
-from runtime.table import HudiTable, TableProps
-from runtime.write_task import WriteTask
+from runtime.writer.coordinator import Coordinator
+from runtime.writer.write_task import WriteTask
 
 START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class RoleActor:
-    def __init__(self, kind: str, name: str, config: bytes, props: dict[str, str],
-                 extra: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, kind: str, name: str, config: bytes, props: dict[str, str], extra: dict[str, Any] | None = None
+    ) -> None:
         self.kind = kind
         self.name = name
         self.config: JobConfig = codec.decode(config, JobConfig)
@@ -54,25 +55,36 @@ class RoleActor:
         self._task: asyncio.Task | None = None
         self._started = asyncio.Event()  # set once start() returned: messages wait for it
 
-    async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str],
-                    restored: bytes | None = None) -> str:
+    async def start(
+        self, handles: dict[str, Any], task_names: list[str], source_names: list[str], restored: bytes | None = None
+    ) -> str:
         self.env.handles = {k: v for k, v in handles.items() if k != self.name}
         protocol = get_protocol(self.config.protocol)
         if self.kind == "coordinator":
-            self.role = Coordinator(self.env, self.config, self.table, protocol, task_names,
-                                    schema_json=self.extra.get("schema_json", ""),
-                                    resume_checkpoint_id=int(self.extra.get("resume_checkpoint_id", 0)))
+            self.role = Coordinator(
+                self.env,
+                self.config,
+                self.table,
+                protocol,
+                task_names,
+                schema_json=self.extra.get("schema_json", ""),
+                resume_checkpoint_id=int(self.extra.get("resume_checkpoint_id", 0)),
+            )
             await self.role.start()
         elif self.kind == "job-manager":
-            self.role = JobManager(self.env, self.config, task_names, source_names,
-                                   state_backend=StateBackend(self.env.dfs, self.table.base_path),
-                                   start_checkpoint_id=int(self.extra.get("start_checkpoint_id", 1)),
-                                   start_round=int(self.extra.get("start_round", 1)))
+            self.role = JobManager(
+                self.env,
+                self.config,
+                task_names,
+                source_names,
+                state_backend=StateBackend(self.env.dfs, self.table.base_path),
+                start_checkpoint_id=int(self.extra.get("start_checkpoint_id", 1)),
+                start_round=int(self.extra.get("start_round", 1)),
+            )
         elif self.kind == "writer":
             task_id = int(self.extra["task_id"])
             data_table = self.table.with_dfs(self.env.dfs.for_role("writer.data"))
-            self.role = WriteTask(self.env, self.config, task_id, self.table, protocol,
-                                  data_table=data_table)
+            self.role = WriteTask(self.env, self.config, task_id, self.table, protocol, data_table=data_table)
             restored = self.extra.get("restored_state") or restored
             state = codec.decode(restored, TaskState) if restored else None
             await self.role.start(state, resume_checkpoint_id=self.extra.get("resume_checkpoint_id"))
@@ -82,9 +94,15 @@ class RoleActor:
                 shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
             else:
                 shard = InMemoryShard(self.extra["rounds"])
-            self.role = Source(self.env, self.config, task_id, shard, writer=self.extra["writer"],
-                               start_round=int(self.extra.get("start_round", 1)),
-                               start_offset=int(self.extra.get("start_offset", 0)))
+            self.role = Source(
+                self.env,
+                self.config,
+                task_id,
+                shard,
+                writer=self.extra["writer"],
+                start_round=int(self.extra.get("start_round", 1)),
+                start_offset=int(self.extra.get("start_offset", 0)),
+            )
             self._task = asyncio.get_running_loop().create_task(self.role.run())
         elif self.kind in protocol.extra_roles:
             # a role the protocol brings (the timeline server, the control topic)
@@ -108,8 +126,10 @@ class RoleActor:
             try:
                 await bounded(self._started.wait(), START_WAIT_S)
             except asyncio.TimeoutError:
-                raise RuntimeError(f"{self.name} received {method} from {sender or '?'} but did not "
-                                   f"finish starting within {START_WAIT_S:.0f}s") from None
+                raise RuntimeError(
+                    f"{self.name} received {method} from {sender or '?'} but did not "
+                    f"finish starting within {START_WAIT_S:.0f}s"
+                ) from None
         if method not in getattr(self.role, "RPC_METHODS", ()):
             raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
         result = getattr(self.role, method)(from_wire(payload))
@@ -176,8 +196,13 @@ class RoleActor:
             uss = proc.memory_full_info().uss
         except (psutil.Error, AttributeError):
             uss = None
-        return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(),
-                "pid": os.getpid(), "rss_bytes": mem.rss, "uss_bytes": uss}
+        return {
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "rss_bytes": mem.rss,
+            "uss_bytes": uss,
+        }
 
     async def ping(self) -> float:
         return self.env.now()

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import ray
 
-from runtime import generator
-from runtime.config import JobConfig
-from runtime.table import TableProps, avro_schema_json
-from runtime.verify import expected_state
+from runtime.core.config import JobConfig
+from runtime.data import generator
+from runtime.hudi.table import TableProps, avro_schema_json
+from runtime.lab.verify import expected_state
 
 
 @dataclass
@@ -42,10 +42,17 @@ def plan_generator(cfg: JobConfig) -> StreamPlan:
     shards = generator.shards_by_round(cfg, stream)
     props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
     expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
-        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
+        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
+    )
     args = [{"rounds": [ray.put(t) for t in shards[i]]} for i in range(cfg.writers)]
-    return StreamPlan(cfg, props, args, expected, avro_schema_json(stream.schema, cfg.table_name),
-                      {"prepare_s": round(time.time() - t0, 3)})
+    return StreamPlan(
+        cfg,
+        props,
+        args,
+        expected,
+        avro_schema_json(stream.schema, cfg.table_name),
+        {"prepare_s": round(time.time() - t0, 3)},
+    )
 
 
 def plan_spark(cfg: JobConfig) -> StreamPlan:
@@ -53,39 +60,59 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     per task to Ray. Bad input fails here, before any instant exists."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from runtime import workload as wl
-    from runtime.spark_session import SparkConfig, start_spark
+    from actors.shards import shards_to_ray
+    from actors.spark import SparkConfig, start_spark
+    from runtime.data import workload as wl
 
     t0 = time.time()
-    spark = start_spark(SparkConfig(executors=cfg.spark_executors, executor_cores=cfg.spark_executor_cores,
-                                    executor_memory=cfg.spark_executor_memory))
+    spark = start_spark(
+        SparkConfig(
+            executors=cfg.spark_executors,
+            executor_cores=cfg.spark_executor_cores,
+            executor_memory=cfg.spark_executor_memory,
+        )
+    )
     t_spark = time.time()
     if cfg.input_path:
-        df = wl.read_input(spark, cfg.input_path, cfg.key_field, cfg.partition_field,
-                           cfg.precombine_field, cfg.input_format or None)
+        df = wl.read_input(
+            spark, cfg.input_path, cfg.key_field, cfg.partition_field, cfg.precombine_field, cfg.input_format or None
+        )
     else:
-        spec = wl.WorkloadSpec(records=cfg.records, keys=cfg.keys or None,
-                               update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
-                               skew=cfg.skew, zipf_s=cfg.zipf_s, partitions=cfg.partitions,
-                               payload_bytes=cfg.payload_bytes, seed=cfg.seed)
+        spec = wl.WorkloadSpec(
+            records=cfg.records,
+            keys=cfg.keys or None,
+            update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
+            skew=cfg.skew,
+            zipf_s=cfg.zipf_s,
+            partitions=cfg.partitions,
+            payload_bytes=cfg.payload_bytes,
+            seed=cfg.seed,
+        )
         df = spec.generate(spark)
     df = df.cache()
     prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
-    shards = wl.shards_to_ray(prepared, cfg.writers)
+    shards = shards_to_ray(prepared, cfg.writers)
     records = sum(s.num_rows for s in shards)
     cfg = cfg.replace(records=records)
     t_handoff = time.time()
-    expected = pa.Table.from_batches(
-        wl.expected_state(df, cfg.key_field, cfg.precombine_field)._collect_as_arrow())
+    expected = pa.Table.from_batches(wl.expected_state(df, cfg.key_field, cfg.precombine_field)._collect_as_arrow())
     df.unpersist()
     schema = to_arrow_schema(df.schema)
     bounds = round_bounds(cfg)
     props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
     args = [{"stream_shard": shards[i], "bounds": bounds} for i in range(cfg.writers)]
-    return StreamPlan(cfg, props, args, expected, avro_schema_json(schema, cfg.table_name),
-                      {"spark_start_s": round(t_spark - t0, 3),
-                       "prepare_s": round(t_handoff - t_spark, 3),
-                       "expected_s": round(time.time() - t_handoff, 3)})
+    return StreamPlan(
+        cfg,
+        props,
+        args,
+        expected,
+        avro_schema_json(schema, cfg.table_name),
+        {
+            "spark_start_s": round(t_spark - t0, 3),
+            "prepare_s": round(t_handoff - t_spark, 3),
+            "expected_s": round(time.time() - t_handoff, 3),
+        },
+    )
 
 
 def plan_stream(cfg: JobConfig) -> StreamPlan:
@@ -106,8 +133,9 @@ class StreamShardRounds:
 
         if self._table is None:
             self._table = await asyncio.to_thread(self.shard.table)
-            self._offsets = (self._table.column("_offset").to_numpy() if self._table.num_rows
-                             else np.array([], dtype=np.int64))
+            self._offsets = (
+                self._table.column("_offset").to_numpy() if self._table.num_rows else np.array([], dtype=np.int64)
+            )
         lo = int(self._offsets.searchsorted(self.bounds[round_no - 1], side="left"))
         hi = int(self._offsets.searchsorted(self.bounds[round_no], side="left"))
         for off in range(lo, hi, batch_rows):

@@ -16,8 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 # The project as installed (editable) or as found on PYTHONPATH wins: ``PYTHONPATH=<a checkout of
@@ -83,10 +84,17 @@ def environment() -> dict[str, Any]:
 
     project = str(Path(runtime.__file__).resolve().parents[1])
     try:
-        rev = subprocess.run(["git", "-C", project, "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = bool(subprocess.run(["git", "-C", project, "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip())
+        rev = subprocess.run(
+            ["git", "-C", project, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = bool(
+            subprocess.run(
+                ["git", "-C", project, "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
+        )
     except Exception:  # noqa: BLE001
         rev, dirty = "", None
     raylets = 0
@@ -103,7 +111,7 @@ def environment() -> dict[str, Any]:
         "commit": rev or os.environ.get("COMMITLAB_COMMIT", ""),  # a git-archive snapshot has no .git
         "uncommitted_changes": dirty if rev else None,
         "cpus": os.cpu_count(),
-        "memory_gib": round(psutil.virtual_memory().total / 1024 ** 3, 1),
+        "memory_gib": round(psutil.virtual_memory().total / 1024**3, 1),
         "python": platform.python_version(),
         "ray": ray.__version__,
         "pyarrow": pyarrow.__version__,
@@ -230,9 +238,14 @@ def _natural(name: str) -> tuple[str, int]:
     return (head, int(tail)) if tail.isdigit() else (name, -1)
 
 
-def run_job_sampled(cfg: Any, out_dir: str | None = None, *, interval_s: float = 0.1,
-                    on_progress: Callable[[dict[str, Any]], None] | None = None,
-                    sample_kinds: Iterable[str] | None = None) -> tuple[dict[str, Any], dict[str, Any], float]:
+def run_job_sampled(
+    cfg: Any,
+    out_dir: str | None = None,
+    *,
+    interval_s: float = 0.1,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    sample_kinds: Iterable[str] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any], float]:
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
 
     Same as ``run_job`` (ensure Ray, ``JobRun(cfg, out_dir).run()``); the JobRun object is built

@@ -52,7 +52,7 @@ def hudi_snapshot_bytes(table: str) -> tuple[int, int]:
     for root, dirs, names in os.walk(table):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for n in names:
-            parts = n[:-len(".parquet")].split("_") if n.endswith(".parquet") else []
+            parts = n[: -len(".parquet")].split("_") if n.endswith(".parquet") else []
             if len(parts) != 3:
                 continue
             key, instant = (root, parts[0]), parts[2]
@@ -66,8 +66,7 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--checkpoints", type=int, default=10)
-    ap.add_argument("--out", default="benchmarks/results/dataplane",
-                    help="writes OUT.json and OUT.png")
+    ap.add_argument("--out", default="benchmarks/results/dataplane", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the written tables")
     ap.add_argument("--step-timeout", type=float, default=600.0, help="bound on each Spark/pyarrow step, s")
@@ -81,31 +80,58 @@ def main() -> int:
     scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-dataplane-")
     os.makedirs(scratch, exist_ok=True)
 
-    from runtime.config import JobConfig
+    from runtime.core.config import JobConfig
 
-    cfg = JobConfig(source="spark", protocol="message-bus", records=args.records, writers=args.writers,
-                    checkpoints=args.checkpoints, table=os.path.join(scratch, "hudi-table"),
-                    job_timeout_s=args.job_timeout)
+    cfg = JobConfig(
+        source="spark",
+        protocol="message-bus",
+        records=args.records,
+        writers=args.writers,
+        checkpoints=args.checkpoints,
+        table=os.path.join(scratch, "hudi-table"),
+        job_timeout_s=args.job_timeout,
+    )
     cfg.validate()
-    doc: dict[str, Any] = {"benchmark": "dataplane",
-                           "params": {"records": args.records, "writers": args.writers,
-                                      "checkpoints": args.checkpoints, "protocol": cfg.protocol,
-                                      "source": cfg.source, "buckets_per_partition": cfg.num_buckets,
-                                      "partitions": cfg.partitions, "payload_bytes": cfg.payload_bytes,
-                                      "bucket_flush_rows": cfg.bucket_flush_rows,
-                                      "checkpoint_interval_s": cfg.checkpoint_interval_s,
-                                      "spark_executors": cfg.spark_executors,
-                                      "spark_executor_cores": cfg.spark_executor_cores}}
+    doc: dict[str, Any] = {
+        "benchmark": "dataplane",
+        "params": {
+            "records": args.records,
+            "writers": args.writers,
+            "checkpoints": args.checkpoints,
+            "protocol": cfg.protocol,
+            "source": cfg.source,
+            "buckets_per_partition": cfg.num_buckets,
+            "partitions": cfg.partitions,
+            "payload_bytes": cfg.payload_bytes,
+            "bucket_flush_rows": cfg.bucket_flush_rows,
+            "checkpoint_interval_s": cfg.checkpoint_interval_s,
+            "spark_executors": cfg.spark_executors,
+            "spark_executor_cores": cfg.spark_executor_cores,
+        },
+    }
 
-    steps = ["ray.init", "start Spark on Ray", "Spark: generate + prepare (cached)",
-             "Spark: df.write.parquet", "hand-off to Ray + one Arrow table", "pyarrow: pq.write_table",
-             "commitlab run (message-bus, Spark source)", "write JSON and plot"]
+    steps = [
+        "ray.init",
+        "start Spark on Ray",
+        "Spark: generate + prepare (cached)",
+        "Spark: df.write.parquet",
+        "hand-off to Ray + one Arrow table",
+        "pyarrow: pq.write_table",
+        "commitlab run (message-bus, Spark source)",
+        "write JSON and plot",
+    ]
 
     def step(i: int, msg: str) -> None:
         con.log(f"[{i + 1}/{len(steps)}] {msg}")
 
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=con, disable=not con.is_terminal) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=con,
+        disable=not con.is_terminal,
+    ) as progress:
         bar = progress.add_task(steps[0], total=len(steps))
 
         def advance(i: int) -> None:
@@ -117,12 +143,18 @@ def main() -> int:
         doc["environment"] = common.environment()
         advance(1)
         step(1, steps[1])
-        from runtime import workload as wl
-        from runtime.spark_session import SparkConfig, start_spark, stop_spark
+        from actors.shards import shards_to_ray
+        from actors.spark import SparkConfig, start_spark, stop_spark
+        from runtime.data import workload as wl
 
         t = time.monotonic()
-        spark = start_spark(SparkConfig(executors=cfg.spark_executors, executor_cores=cfg.spark_executor_cores,
-                                        executor_memory=cfg.spark_executor_memory))
+        spark = start_spark(
+            SparkConfig(
+                executors=cfg.spark_executors,
+                executor_cores=cfg.spark_executor_cores,
+                executor_memory=cfg.spark_executor_memory,
+            )
+        )
         spark_start_s = time.monotonic() - t
         doc["startup"] = {"ray_init_s": round(ray_s, 3), "spark_start_s": round(spark_start_s, 3)}
         con.log(f"    ray.init {ray_s:.1f} s, Spark on Ray {spark_start_s:.1f} s")
@@ -131,10 +163,16 @@ def main() -> int:
         try:
             # 3. the prepared DataFrame, as plan_spark builds it, cached and materialized
             step(2, steps[2])
-            spec = wl.WorkloadSpec(records=cfg.records, keys=cfg.keys or None,
-                                   update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
-                                   skew=cfg.skew, zipf_s=cfg.zipf_s, partitions=cfg.partitions,
-                                   payload_bytes=cfg.payload_bytes, seed=cfg.seed)
+            spec = wl.WorkloadSpec(
+                records=cfg.records,
+                keys=cfg.keys or None,
+                update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
+                skew=cfg.skew,
+                zipf_s=cfg.zipf_s,
+                partitions=cfg.partitions,
+                payload_bytes=cfg.payload_bytes,
+                seed=cfg.seed,
+            )
             t = time.monotonic()
             prepared = wl.prepare_stream(spec.generate(spark), cfg.key_field, cfg.num_buckets, cfg.writers).cache()
             n_spark = wl._run_bounded(spark, "materialize the prepared stream", args.step_timeout, prepared.count)
@@ -146,17 +184,27 @@ def main() -> int:
             step(3, steps[3])
             spark_dir = os.path.join(scratch, "spark-parquet")
             t = time.monotonic()
-            wl._run_bounded(spark, "df.write.parquet", args.step_timeout,
-                            lambda: prepared.write.mode("overwrite").parquet(spark_dir))
+            wl._run_bounded(
+                spark,
+                "df.write.parquet",
+                args.step_timeout,
+                lambda: prepared.write.mode("overwrite").parquet(spark_dir),
+            )
             spark_write_s = time.monotonic() - t
             spark_bytes, spark_files = dir_bytes(spark_dir)
-            doc["spark"] = {"rows": n_spark, "materialize_s": round(materialize_s, 3),
-                            "write_s": round(spark_write_s, 3),
-                            "rows_per_s": round(n_spark / spark_write_s, 1),
-                            "rows_per_s_end_to_end": round(n_spark / (materialize_s + spark_write_s), 1),
-                            "bytes": spark_bytes, "files": spark_files}
-            con.log(f"    df.write.parquet: {spark_write_s:.2f} s, {n_spark / spark_write_s:,.0f} rows/s, "
-                    f"{spark_files} files, {spark_bytes / common.MiB:.1f} MiB")
+            doc["spark"] = {
+                "rows": n_spark,
+                "materialize_s": round(materialize_s, 3),
+                "write_s": round(spark_write_s, 3),
+                "rows_per_s": round(n_spark / spark_write_s, 1),
+                "rows_per_s_end_to_end": round(n_spark / (materialize_s + spark_write_s), 1),
+                "bytes": spark_bytes,
+                "files": spark_files,
+            }
+            con.log(
+                f"    df.write.parquet: {spark_write_s:.2f} s, {n_spark / spark_write_s:,.0f} rows/s, "
+                f"{spark_files} files, {spark_bytes / common.MiB:.1f} MiB"
+            )
             advance(4)
 
             # (b) the same rows in Ray's object store, then one Arrow table written by pyarrow
@@ -165,7 +213,7 @@ def main() -> int:
             import pyarrow.parquet as pq
 
             t = time.monotonic()
-            shards = wl.shards_to_ray(prepared, cfg.writers, timeout_s=args.step_timeout)
+            shards = shards_to_ray(prepared, cfg.writers, timeout_s=args.step_timeout)
             handoff_s = time.monotonic() - t
             t = time.monotonic()
             table = pa.concat_tables([s.table() for s in shards if s.num_rows])
@@ -176,13 +224,20 @@ def main() -> int:
             t = time.monotonic()
             common.bounded(functools.partial(pq.write_table, table, pa_path), args.step_timeout, "pq.write_table")
             pa_write_s = time.monotonic() - t
-            doc["pyarrow"] = {"rows": table.num_rows, "handoff_s": round(handoff_s, 3),
-                              "assemble_s": round(assemble_s, 3), "write_s": round(pa_write_s, 3),
-                              "rows_per_s": round(table.num_rows / pa_write_s, 1),
-                              "table_bytes_in_memory": table.nbytes,
-                              "bytes": os.path.getsize(pa_path), "columns": table.column_names}
-            con.log(f"    hand-off {handoff_s:.2f} s; pq.write_table: {pa_write_s:.2f} s, "
-                    f"{table.num_rows / pa_write_s:,.0f} rows/s, {os.path.getsize(pa_path) / common.MiB:.1f} MiB")
+            doc["pyarrow"] = {
+                "rows": table.num_rows,
+                "handoff_s": round(handoff_s, 3),
+                "assemble_s": round(assemble_s, 3),
+                "write_s": round(pa_write_s, 3),
+                "rows_per_s": round(table.num_rows / pa_write_s, 1),
+                "table_bytes_in_memory": table.nbytes,
+                "bytes": os.path.getsize(pa_path),
+                "columns": table.column_names,
+            }
+            con.log(
+                f"    hand-off {handoff_s:.2f} s; pq.write_table: {pa_write_s:.2f} s, "
+                f"{table.num_rows / pa_write_s:,.0f} rows/s, {os.path.getsize(pa_path) / common.MiB:.1f} MiB"
+            )
             del table, shards
             prepared.unpersist()
             advance(6)
@@ -200,15 +255,17 @@ def main() -> int:
                         seen["completed"] = p.get("completed")
                         con.log(f"    {p.get('completed')}/{p.get('total')} checkpoints completed")
 
-            result, memory, wall = common.run_job_sampled(cfg, os.path.join(scratch, "commitlab-out"),
-                                                          interval_s=args.sample_interval,
-                                                          on_progress=on_progress)
+            result, memory, wall = common.run_job_sampled(
+                cfg, os.path.join(scratch, "commitlab-out"), interval_s=args.sample_interval, on_progress=on_progress
+            )
             progress.update(run_bar, completed=result["checkpoints"]["completed"])
             doc["commitlab"] = commitlab_figures(result, wall, scratch)
             doc["memory"] = memory
             c = doc["commitlab"]
-            con.log(f"    {c['status']}, exactly-once {'verified' if c['verified'] else 'NOT verified'}: "
-                    f"{c['rows_per_s_run']:,.0f} rows/s in the run phase")
+            con.log(
+                f"    {c['status']}, exactly-once {'verified' if c['verified'] else 'NOT verified'}: "
+                f"{c['rows_per_s_run']:,.0f} rows/s in the run phase"
+            )
             advance(7)
         finally:
             stop_spark()
@@ -218,8 +275,9 @@ def main() -> int:
         doc["ratios"] = {
             "commitlab_run_over_spark_write": round(c["rows_per_s_run"] / s["rows_per_s"], 4),
             "commitlab_run_over_pyarrow_write": round(c["rows_per_s_run"] / p["rows_per_s"], 4),
-            "commitlab_end_to_end_over_spark_end_to_end": round(c["rows_per_s_end_to_end"]
-                                                                / s["rows_per_s_end_to_end"], 4),
+            "commitlab_end_to_end_over_spark_end_to_end": round(
+                c["rows_per_s_end_to_end"] / s["rows_per_s_end_to_end"], 4
+            ),
         }
         doc["environment"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
         step(7, steps[7])
@@ -293,52 +351,91 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
 
     s, p, c, r = doc["spark"], doc["pyarrow"], doc["commitlab"], doc["ratios"]
     prm = doc["params"]
-    t = Table(title=f"data plane: {prm['records']:,} records, {prm['writers']} writers, "
-                    f"{prm['checkpoints']} checkpoints", title_justify="left")
+    t = Table(
+        title=f"data plane: {prm['records']:,} records, {prm['writers']} writers, {prm['checkpoints']} checkpoints",
+        title_justify="left",
+    )
     for col in ("writer", "rows", "seconds", "rows/s", "commitlab run / this", "output MiB"):
         t.add_column(col, justify="left" if col == "writer" else "right")
-    t.add_row("commitlab run phase (message-bus, Hudi COW)", f"{c['rows_in']:,}",
-              f"{c['timing']['run_s']:.2f}", f"{c['rows_per_s_run']:,.0f}", "1",
-              f"{c['table_bytes_latest_snapshot'] / common.MiB:.1f} "
-              f"({c['table_bytes_all_versions'] / common.MiB:.0f} written)")
-    t.add_row("Spark df.write.parquet (cached, prepared)", f"{s['rows']:,}", f"{s['write_s']:.2f}",
-              f"{s['rows_per_s']:,.0f}", f"{r['commitlab_run_over_spark_write']:.3f}",
-              f"{s['bytes'] / common.MiB:.1f}")
-    t.add_row("pyarrow pq.write_table (one table in memory)", f"{p['rows']:,}", f"{p['write_s']:.2f}",
-              f"{p['rows_per_s']:,.0f}", f"{r['commitlab_run_over_pyarrow_write']:.3f}",
-              f"{p['bytes'] / common.MiB:.1f}")
-    t.add_row("commitlab end to end (prepare+start+run)", f"{c['records']:,}",
-              f"{c['records'] / c['rows_per_s_end_to_end']:.2f}", f"{c['rows_per_s_end_to_end']:,.0f}", "", "")
-    t.add_row("Spark end to end (generate+prepare+write)", f"{s['rows']:,}",
-              f"{s['materialize_s'] + s['write_s']:.2f}", f"{s['rows_per_s_end_to_end']:,.0f}",
-              f"e2e/e2e {r['commitlab_end_to_end_over_spark_end_to_end']:.3f}", "")
+    t.add_row(
+        "commitlab run phase (message-bus, Hudi COW)",
+        f"{c['rows_in']:,}",
+        f"{c['timing']['run_s']:.2f}",
+        f"{c['rows_per_s_run']:,.0f}",
+        "1",
+        f"{c['table_bytes_latest_snapshot'] / common.MiB:.1f} "
+        f"({c['table_bytes_all_versions'] / common.MiB:.0f} written)",
+    )
+    t.add_row(
+        "Spark df.write.parquet (cached, prepared)",
+        f"{s['rows']:,}",
+        f"{s['write_s']:.2f}",
+        f"{s['rows_per_s']:,.0f}",
+        f"{r['commitlab_run_over_spark_write']:.3f}",
+        f"{s['bytes'] / common.MiB:.1f}",
+    )
+    t.add_row(
+        "pyarrow pq.write_table (one table in memory)",
+        f"{p['rows']:,}",
+        f"{p['write_s']:.2f}",
+        f"{p['rows_per_s']:,.0f}",
+        f"{r['commitlab_run_over_pyarrow_write']:.3f}",
+        f"{p['bytes'] / common.MiB:.1f}",
+    )
+    t.add_row(
+        "commitlab end to end (prepare+start+run)",
+        f"{c['records']:,}",
+        f"{c['records'] / c['rows_per_s_end_to_end']:.2f}",
+        f"{c['rows_per_s_end_to_end']:,.0f}",
+        "",
+        "",
+    )
+    t.add_row(
+        "Spark end to end (generate+prepare+write)",
+        f"{s['rows']:,}",
+        f"{s['materialize_s'] + s['write_s']:.2f}",
+        f"{s['rows_per_s_end_to_end']:,.0f}",
+        f"e2e/e2e {r['commitlab_end_to_end_over_spark_end_to_end']:.3f}",
+        "",
+    )
     con.print(t)
 
-    b = Table(title=f"commitlab run: {c['status']}, {c['commits']} commits, exactly-once "
-                    f"{'verified' if c['verified'] else 'NOT verified'}; {c['base_file_writes']} base-file "
-                    f"writes, {c['table_file_groups']} file groups; bytes written / latest snapshot "
-                    f"{c['write_amplification_bytes']}", title_justify="left")
+    b = Table(
+        title=f"commitlab run: {c['status']}, {c['commits']} commits, exactly-once "
+        f"{'verified' if c['verified'] else 'NOT verified'}; {c['base_file_writes']} base-file "
+        f"writes, {c['table_file_groups']} file groups; bytes written / latest snapshot "
+        f"{c['write_amplification_bytes']}",
+        title_justify="left",
+    )
     b.add_column("phase")
     b.add_column("seconds", justify="right")
     for k, v in c["breakdown_s"].items():
         b.add_row(k, f"{v:.2f}")
-    b.add_row("(this script) ray.init / Spark start", f"{doc['startup']['ray_init_s']:.2f} / "
-                                                      f"{doc['startup']['spark_start_s']:.2f}")
+    b.add_row(
+        "(this script) ray.init / Spark start",
+        f"{doc['startup']['ray_init_s']:.2f} / {doc['startup']['spark_start_s']:.2f}",
+    )
     con.print(b)
 
     m = doc["memory"]
-    mt = Table(title=f"peak RSS per role process (psutil every {m['interval_s']} s, {m['samples']} samples)",
-               title_justify="left")
+    mt = Table(
+        title=f"peak RSS per role process (psutil every {m['interval_s']} s, {m['samples']} samples)",
+        title_justify="left",
+    )
     for col in ("process", "first RSS MiB", "peak RSS MiB", "peak RSS-shared MiB"):
         mt.add_column(col, justify="left" if col == "process" else "right")
     for name, v in m["peak_rss_mib"].items():
         if name.startswith(("writer-", "source-", "coordinator", "job-manager")):
-            mt.add_row(name, f"{m['first_rss_mib'].get(name, 0):.0f}", f"{v:.0f}",
-                       f"{m['peak_private_mib'].get(name, 0):.0f}")
+            mt.add_row(
+                name, f"{m['first_rss_mib'].get(name, 0):.0f}", f"{v:.0f}", f"{m['peak_private_mib'].get(name, 0):.0f}"
+            )
     if "writer_peak_rss_mean_mib" in m:
-        mt.add_row("[bold]writers: mean / max[/bold]", f"{m.get('writer_first_rss_mean_mib', 0):.0f}",
-                   f"{m['writer_peak_rss_mean_mib']:.0f} / {m['writer_peak_rss_max_mib']:.0f}",
-                   f"{m['writer_peak_private_mean_mib']:.0f}")
+        mt.add_row(
+            "[bold]writers: mean / max[/bold]",
+            f"{m.get('writer_first_rss_mean_mib', 0):.0f}",
+            f"{m['writer_peak_rss_mean_mib']:.0f} / {m['writer_peak_rss_max_mib']:.0f}",
+            f"{m['writer_peak_private_mean_mib']:.0f}",
+        )
     con.print(mt)
 
 
@@ -356,15 +453,24 @@ def plot(doc: dict[str, Any], path: str) -> str:
     bars = ax1.bar(names, vals, color=colors)
     ax1.set_yscale("log")
     ax1.set_ylabel("rows/s (log)")
-    notes = ["", "", f"commitlab/Spark\n= {r['commitlab_run_over_spark_write']:.3f}",
-             f"commitlab/pyarrow\n= {r['commitlab_run_over_pyarrow_write']:.3f}"]
+    notes = [
+        "",
+        "",
+        f"commitlab/Spark\n= {r['commitlab_run_over_spark_write']:.3f}",
+        f"commitlab/pyarrow\n= {r['commitlab_run_over_pyarrow_write']:.3f}",
+    ]
     for b, v, note in zip(bars, vals, notes):
-        ax1.text(b.get_x() + b.get_width() / 2, v * 1.08, f"{v:,.0f}" + (f"\n{note}" if note else ""),
-                 ha="center", va="bottom", fontsize=8)
+        ax1.text(
+            b.get_x() + b.get_width() / 2,
+            v * 1.08,
+            f"{v:,.0f}" + (f"\n{note}" if note else ""),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax1.set_ylim(min(vals) / 3, max(vals) * 12)
     prm = doc["params"]
-    ax1.set_title(f"{prm['records']:,} rows, {prm['writers']} writers, {prm['checkpoints']} checkpoints",
-                  fontsize=10)
+    ax1.set_title(f"{prm['records']:,} rows, {prm['writers']} writers, {prm['checkpoints']} checkpoints", fontsize=10)
 
     m = doc["memory"]
     w = m.get("writer_peak_rss_mib", {})
@@ -380,8 +486,15 @@ def plot(doc: dict[str, Any], path: str) -> str:
     ax2.set_ylabel("MiB")
     if peak:
         ax2.axhline(m["writer_peak_rss_mean_mib"], color="tab:blue", linestyle="--", linewidth=1)
-        ax2.text(len(names2) - 0.5, m["writer_peak_rss_mean_mib"], f"mean peak {m['writer_peak_rss_mean_mib']:.0f}",
-                 ha="right", va="bottom", fontsize=8, color="tab:blue")
+        ax2.text(
+            len(names2) - 0.5,
+            m["writer_peak_rss_mean_mib"],
+            f"mean peak {m['writer_peak_rss_mean_mib']:.0f}",
+            ha="right",
+            va="bottom",
+            fontsize=8,
+            color="tab:blue",
+        )
     if peak:
         ax2.set_ylim(0, max(peak) * 1.35)
     ax2.legend(fontsize=8, loc="upper left", ncol=2)

@@ -27,18 +27,27 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=4096)
     ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--executor-cores", type=int, default=1,
-                    help="Spark task slots of the one executor; >1 oversubscribes: it still asks Ray for 1 CPU")
+    ap.add_argument(
+        "--executor-cores",
+        type=int,
+        default=1,
+        help="Spark task slots of the one executor; >1 oversubscribes: it still asks Ray for 1 CPU",
+    )
     args = ap.parse_args()
 
     os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     import ray
 
-    from runtime.spark_session import SparkConfig, start_spark, stop_spark
-    from runtime.workload import WorkloadSpec, generate_stream, prepare_stream, shards_to_ray
+    from actors.shards import shards_to_ray
+    from actors.spark import SparkConfig, start_spark, stop_spark
+    from runtime.data.workload import WorkloadSpec, generate_stream, prepare_stream
 
-    figures: dict[str, object] = {"records": args.records, "writers": args.writers,
-                                  "buckets": args.buckets, "executor_cores": args.executor_cores}
+    figures: dict[str, object] = {
+        "records": args.records,
+        "writers": args.writers,
+        "buckets": args.buckets,
+        "executor_cores": args.executor_cores,
+    }
     t = time.monotonic()
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
     figures["ray_init_s"] = time.monotonic() - t
@@ -55,8 +64,9 @@ def main() -> None:
     for _ in range(args.repeats):
         shards = []  # drop the previous run's objects first
         t = time.monotonic()
-        df = prepare_stream(generate_stream(spark, WorkloadSpec(records=args.records)), "key",
-                            args.buckets, args.writers)
+        df = prepare_stream(
+            generate_stream(spark, WorkloadSpec(records=args.records)), "key", args.buckets, args.writers
+        )
         shards = shards_to_ray(df, args.writers)
         handoffs.append(time.monotonic() - t)
     figures["handoff_first_s"] = handoffs[0]
@@ -110,10 +120,14 @@ def main() -> None:
     print(f"    rows per shard                        {figures['shard_rows']}")
     print(f"one shard ({rows:,} rows) in a Ray actor, batches of {args.batch_size}:")
     print(f"    ray.get (zero-copy)                   {get_s * 1e3:8.1f} ms")
-    print(f"    StreamShard.iter_batches ({batches} batches) {total_s * 1e3:8.1f} ms "
-          f"({figures['actor_iter_rows_per_s']:,.0f} rows/s)")
-    print(f"    Ray Data iter_batches                 {ds_s * 1e3:8.1f} ms "
-          f"({figures['actor_iter_ray_data_rows_per_s']:,.0f} rows/s)")
+    print(
+        f"    StreamShard.iter_batches ({batches} batches) {total_s * 1e3:8.1f} ms "
+        f"({figures['actor_iter_rows_per_s']:,.0f} rows/s)"
+    )
+    print(
+        f"    Ray Data iter_batches                 {ds_s * 1e3:8.1f} ms "
+        f"({figures['actor_iter_ray_data_rows_per_s']:,.0f} rows/s)"
+    )
     print(json.dumps(figures))
 
 

@@ -8,12 +8,12 @@ Tests RFC-50's claim that the timeline server stops storage requests from growin
 of writers: every protocol of ``runtime.protocols.PROTOCOLS`` runs the same workload shape at each
 writer count (``records = records-per-writer * writers``, the generator source, one Ray for the
 whole script). Per point: the protocol roles' DFS operations per checkpoint
-(``runtime.compare.figures``: coordinator, writers and the protocol's own roles; base files and the
+(``runtime.lab.compare.figures``: coordinator, writers and the protocol's own roles; base files and the
 driver are not counted), the writers' share of them, commit-to-unblock latency p50/p99, rows/s
 and the write tasks' peak RSS (sampled from outside with psutil).
 
 ``--schedule even`` (default) puts data in every round, so every protocol commits and produces
-DFS counts; ``quiet-round`` is ``runtime.scenarios.with_quiet_round`` (round 2 empty, its
+DFS counts; ``quiet-round`` is ``runtime.faults.scenarios.with_quiet_round`` (round 2 empty, its
 completion late), under which operator-event (P1) deadlocks and is reported so.
 
 Writes ``<out>.json`` (after every point, so an interrupted run keeps what it measured) and
@@ -37,7 +37,7 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 
 
 def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, rtt_s: float) -> dict[str, Any]:
-    from runtime.compare import figures
+    from runtime.lab.compare import figures
 
     f = figures(result, rtt_s)
     samples = f.pop("commit_to_unblock_samples", [])
@@ -46,8 +46,11 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
     f["dfs_ops_per_checkpoint_writers"] = round(sum(by_role.get("writer", {}).values()), 2)
     f["dfs_ops_per_checkpoint_coordinator"] = round(sum(by_role.get("coordinator", {}).values()), 2)
     f["dfs_ops_per_checkpoint_other_roles"] = round(
-        f["dfs_ops_per_checkpoint_total"] - f["dfs_ops_per_checkpoint_writers"]
-        - f["dfs_ops_per_checkpoint_coordinator"], 2)
+        f["dfs_ops_per_checkpoint_total"]
+        - f["dfs_ops_per_checkpoint_writers"]
+        - f["dfs_ops_per_checkpoint_coordinator"],
+        2,
+    )
     f["commit_to_unblock_samples_n"] = len(samples)
     f["rows_in"] = result["rows_in"]
     f["records"] = result["records"]
@@ -68,14 +71,21 @@ def main() -> int:
     ap.add_argument("--protocols", default="", help=f"comma-separated (default all: {','.join(PROTOCOLS)})")
     ap.add_argument("--records-per-writer", type=int, default=5_000)
     ap.add_argument("--checkpoints", type=int, default=5)
-    ap.add_argument("--schedule", choices=["even", "quiet-round"], default="even",
-                    help="even: data in every round; quiet-round: runtime.scenarios.with_quiet_round "
-                         "(P1 deadlocks)")
-    ap.add_argument("--bucket-flush-rows", type=int, default=-1,
-                    help="Hudi write.batch.size in rows; -1 (default): a quarter of a file group's rows "
-                         "per round, as with_quiet_round sets it, so rounds flush eagerly and writers "
-                         "wait for instants (with the JobConfig default of 20000 nothing flushes before "
-                         "the checkpoint and no commit-to-unblock latency is observed); 0: JobConfig's default")
+    ap.add_argument(
+        "--schedule",
+        choices=["even", "quiet-round"],
+        default="even",
+        help="even: data in every round; quiet-round: runtime.faults.scenarios.with_quiet_round (P1 deadlocks)",
+    )
+    ap.add_argument(
+        "--bucket-flush-rows",
+        type=int,
+        default=-1,
+        help="Hudi write.batch.size in rows; -1 (default): a quarter of a file group's rows "
+        "per round, as with_quiet_round sets it, so rounds flush eagerly and writers "
+        "wait for instants (with the JobConfig default of 20000 nothing flushes before "
+        "the checkpoint and no commit-to-unblock latency is observed); 0: JobConfig's default",
+    )
     ap.add_argument("--out", default="benchmarks/results/scaling", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
     ap.add_argument("--job-timeout", type=float, default=180.0, help="JobConfig.job_timeout_s of each run")
@@ -92,18 +102,23 @@ def main() -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from actors.job import measure_rpc_round_trip
-    from runtime.config import JobConfig
-    from runtime.scenarios import with_quiet_round
+    from runtime.core.config import JobConfig
+    from runtime.faults.scenarios import with_quiet_round
 
     con = common.console()
     scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-scaling-")
     os.makedirs(scratch, exist_ok=True)
 
     def config(protocol: str, writers: int) -> JobConfig:
-        cfg = JobConfig(source="generator", protocol=protocol, writers=writers,
-                        records=args.records_per_writer * writers, checkpoints=args.checkpoints,
-                        table=os.path.join(scratch, f"{protocol}-w{writers}", "table"),
-                        job_timeout_s=args.job_timeout)
+        cfg = JobConfig(
+            source="generator",
+            protocol=protocol,
+            writers=writers,
+            records=args.records_per_writer * writers,
+            checkpoints=args.checkpoints,
+            table=os.path.join(scratch, f"{protocol}-w{writers}", "table"),
+            job_timeout_s=args.job_timeout,
+        )
         if args.schedule == "quiet-round":
             cfg = with_quiet_round(cfg)
             if args.bucket_flush_rows > 0:
@@ -125,11 +140,19 @@ def main() -> int:
     doc: dict[str, Any] = {
         "benchmark": "scaling",
         "environment": common.environment(),
-        "params": {"writers": writer_counts, "protocols": names, "records_per_writer": args.records_per_writer,
-                   "checkpoints": args.checkpoints, "schedule": args.schedule, "source": "generator",
-                   "bucket_flush_rows": {str(w): config(names[0], w).bucket_flush_rows for w in writer_counts},
-                   "checkpoint_interval_s": base.checkpoint_interval_s, "wait_tick_s": base.wait_tick_s,
-                   "buckets_per_partition": "2 per writer", "partitions": base.partitions},
+        "params": {
+            "writers": writer_counts,
+            "protocols": names,
+            "records_per_writer": args.records_per_writer,
+            "checkpoints": args.checkpoints,
+            "schedule": args.schedule,
+            "source": "generator",
+            "bucket_flush_rows": {str(w): config(names[0], w).bucket_flush_rows for w in writer_counts},
+            "checkpoint_interval_s": base.checkpoint_interval_s,
+            "wait_tick_s": base.wait_tick_s,
+            "buckets_per_partition": "2 per writer",
+            "partitions": base.partitions,
+        },
         "rpc_round_trip": rtt,
         "points": {p: {} for p in names},
     }
@@ -137,8 +160,14 @@ def main() -> int:
     total = len(writer_counts) * len(names)
     i = 0
     t_all = time.monotonic()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=con, disable=not con.is_terminal) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=con,
+        disable=not con.is_terminal,
+    ) as progress:
         bar = progress.add_task("scaling", total=total)
         for w in writer_counts:
             for name in names:
@@ -150,8 +179,12 @@ def main() -> int:
                     result, memory, wall = common.run_job_sampled(cfg, None, interval_s=args.sample_interval)
                     row = point_figures(result, memory, wall, rtt["p50_s"])
                 except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
-                    row = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:2000],
-                           "traceback": traceback.format_exc()[-4000:], "wall_s": round(time.monotonic() - t, 3)}
+                    row = {
+                        "status": "error",
+                        "error": f"{type(exc).__name__}: {exc}"[:2000],
+                        "traceback": traceback.format_exc()[-4000:],
+                        "wall_s": round(time.monotonic() - t, 3),
+                    }
                 row["load_avg_1m"] = round(os.getloadavg()[0], 2)
                 doc["points"][name][str(w)] = row
                 shutil.rmtree(os.path.dirname(cfg.table), ignore_errors=True)
@@ -177,12 +210,14 @@ def describe(row: dict[str, Any]) -> str:
         return f"ERROR {row['error'][:200]}"
     p50 = row.get("commit_to_unblock_p50_s")
     eo = row.get("exactly_once")
-    return (f"{row['status']}{' (DEADLOCK ' + str(row.get('deadlock_task')) + ')' if row.get('deadlock') else ''}, "
-            f"{row['commits']} commits, DFS/ckp {row['dfs_ops_per_checkpoint_total']:g} "
-            f"(writers {row['dfs_ops_per_checkpoint_writers']:g}), "
-            f"unblock p50 {'-' if p50 is None else f'{p50 * 1000:.1f} ms'} (n={row['commit_to_unblock_samples_n']}), "
-            f"{row['rows_per_s']:,.0f} rows/s, writer peak RSS {row.get('writer_peak_rss_mean_mib') or 0:.0f} MiB, "
-            f"exactly-once {'-' if eo is None else ('ok' if eo else 'VIOLATED')}, {row['wall_s']:.1f} s")
+    return (
+        f"{row['status']}{' (DEADLOCK ' + str(row.get('deadlock_task')) + ')' if row.get('deadlock') else ''}, "
+        f"{row['commits']} commits, DFS/ckp {row['dfs_ops_per_checkpoint_total']:g} "
+        f"(writers {row['dfs_ops_per_checkpoint_writers']:g}), "
+        f"unblock p50 {'-' if p50 is None else f'{p50 * 1000:.1f} ms'} (n={row['commit_to_unblock_samples_n']}), "
+        f"{row['rows_per_s']:,.0f} rows/s, writer peak RSS {row.get('writer_peak_rss_mean_mib') or 0:.0f} MiB, "
+        f"exactly-once {'-' if eo is None else ('ok' if eo else 'VIOLATED')}, {row['wall_s']:.1f} s"
+    )
 
 
 def _cell(row: dict[str, Any] | None, key: str, fmt: str) -> str:
@@ -203,18 +238,26 @@ def print_tables(con: Any, doc: dict[str, Any]) -> None:
     prm = doc["params"]
     names, ws = prm["protocols"], prm["writers"]
     specs = [
-        ("DFS ops per checkpoint, protocol roles (coordinator + writers + protocol roles)",
-         "dfs_ops_per_checkpoint_total", "{:g}"),
-        ("DFS ops per checkpoint made by the write tasks (all writers together)",
-         "dfs_ops_per_checkpoint_writers", "{:g}"),
+        (
+            "DFS ops per checkpoint, protocol roles (coordinator + writers + protocol roles)",
+            "dfs_ops_per_checkpoint_total",
+            "{:g}",
+        ),
+        (
+            "DFS ops per checkpoint made by the write tasks (all writers together)",
+            "dfs_ops_per_checkpoint_writers",
+            "{:g}",
+        ),
         ("commit-to-unblock latency p50, ms", "commit_to_unblock_p50_s", "ms"),
         ("commit-to-unblock latency p99, ms", "commit_to_unblock_p99_s", "ms"),
         ("rows/s (run phase)", "rows_per_s", "{:,.0f}"),
         ("write task peak RSS, mean over writers, MiB", "writer_peak_rss_mean_mib", "{:.0f}"),
     ]
-    con.print(f"[bold]scaling: {prm['records_per_writer']:,} records per writer, {prm['checkpoints']} checkpoints, "
-              f"schedule {prm['schedule']}, generator source; one actor RPC = "
-              f"{doc['rpc_round_trip']['p50_s'] * 1000:.2f} ms[/bold]")
+    con.print(
+        f"[bold]scaling: {prm['records_per_writer']:,} records per writer, {prm['checkpoints']} checkpoints, "
+        f"schedule {prm['schedule']}, generator source; one actor RPC = "
+        f"{doc['rpc_round_trip']['p50_s'] * 1000:.2f} ms[/bold]"
+    )
     for title, key, fmt in specs:
         t = Table(title=title, title_justify="left")
         t.add_column("writers", justify="right")
@@ -233,8 +276,10 @@ def print_tables(con: Any, doc: dict[str, Any]) -> None:
                     cells.append(_cell(row, key, fmt))
             t.add_row(str(w), *cells)
         con.print(t)
-    con.print("DL: the run deadlocked (P1's CommitAckEvent behind a blocked mailbox); '-': no sample "
-              "(no writer waited for a released instant)")
+    con.print(
+        "DL: the run deadlocked (P1's CommitAckEvent behind a blocked mailbox); '-': no sample "
+        "(no writer waited for a released instant)"
+    )
 
 
 def plot(doc: dict[str, Any], path: str) -> str:
@@ -264,10 +309,11 @@ def plot(doc: dict[str, Any], path: str) -> str:
                 xs_l.append(w)
                 lat.append(row["commit_to_unblock_p50_s"] * 1000)
         m = markers[k % len(markers)]
-        line, = ax1.plot(xs, dfs, marker=m, label=n)
+        (line,) = ax1.plot(xs, dfs, marker=m, label=n)
         if dl_x:
-            ax1.scatter(dl_x, dl_y, marker="x", s=120, color="red", zorder=5,
-                        label=None if deadlock_labelled else "deadlocked")
+            ax1.scatter(
+                dl_x, dl_y, marker="x", s=120, color="red", zorder=5, label=None if deadlock_labelled else "deadlocked"
+            )
             deadlock_labelled = True
         if xs_l:
             ax2.plot(xs_l, lat, marker=m, label=n, color=line.get_color())
@@ -290,11 +336,19 @@ def plot(doc: dict[str, Any], path: str) -> str:
     if ax2.get_legend_handles_labels()[1]:
         ax2.legend(fontsize=8)
     else:
-        ax2.text(0.5, 0.5, "no sample: no writer waited\nfor a released instant", transform=ax2.transAxes,
-                 ha="center", color="grey")
+        ax2.text(
+            0.5,
+            0.5,
+            "no sample: no writer waited\nfor a released instant",
+            transform=ax2.transAxes,
+            ha="center",
+            color="grey",
+        )
     env = doc["environment"]
-    fig.suptitle(f"commitlab scaling: {prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints, "
-                 f"schedule {prm['schedule']} ({env['date'][:10]}, {env['cpus']} cores)")
+    fig.suptitle(
+        f"commitlab scaling: {prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints, "
+        f"schedule {prm['schedule']} ({env['date'][:10]}, {env['cpus']} cores)"
+    )
     return common.save_figure(fig, path)
 
 

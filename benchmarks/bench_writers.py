@@ -44,9 +44,10 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 1) if xs else None
 
 
-def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float,
-                  first_ckp_s: float | None, rtt_s: float) -> dict[str, Any]:
-    from runtime.compare import figures
+def point_figures(
+    result: dict[str, Any], memory: dict[str, Any], wall: float, first_ckp_s: float | None, rtt_s: float
+) -> dict[str, Any]:
+    from runtime.lab.compare import figures
 
     f = figures(result, rtt_s)
     f.pop("commit_to_unblock_samples", None)
@@ -58,10 +59,23 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float,
     src_uss = [r["uss_bytes"] / MiB for n, r in roles.items() if n.startswith("source-") and r.get("uss_bytes")]
     commits = max(1, len(result["commits"]))
     return {
-        **{k: f[k] for k in ("status", "exactly_once", "commits", "checkpoints_completed",
-                             "checkpoints_aborted", "rows_per_s", "commit_to_unblock_p50_s",
-                             "commit_to_unblock_p99_s", "dfs_ops_per_checkpoint",
-                             "dfs_ops_per_checkpoint_total", "rpcs_per_checkpoint", "error")},
+        **{
+            k: f[k]
+            for k in (
+                "status",
+                "exactly_once",
+                "commits",
+                "checkpoints_completed",
+                "checkpoints_aborted",
+                "rows_per_s",
+                "commit_to_unblock_p50_s",
+                "commit_to_unblock_p99_s",
+                "dfs_ops_per_checkpoint",
+                "dfs_ops_per_checkpoint_total",
+                "rpcs_per_checkpoint",
+                "error",
+            )
+        },
         "dfs_ops_per_checkpoint_writers": round(sum(by_role.get("writer", {}).values()), 2),
         "dfs_ops_per_checkpoint_coordinator": round(sum(by_role.get("coordinator", {}).values()), 2),
         "run_s_per_commit": round(result["timing"]["run_s"] / commits, 3),
@@ -99,20 +113,27 @@ def main() -> int:
     writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
 
     from actors.job import measure_rpc_round_trip
-    from runtime.config import JobConfig
+    from runtime.core.config import JobConfig
     from runtime.protocols import PROTOCOLS
 
     con = common.console()
     scratch = tempfile.mkdtemp(prefix="commitlab-bench-writers-")
 
     def config(writers: int) -> JobConfig:
-        cfg = JobConfig(source="generator", protocol=args.protocol, writers=writers,
-                        records=args.records_per_writer * writers, checkpoints=args.checkpoints,
-                        checkpoint_interval_s=args.checkpoint_interval,
-                        # 66 actor processes on 2 cores: calls and polls are slower than usual
-                        rpc_timeout_s=60.0, checkpoint_timeout_s=120.0, deadlock_threshold_s=30.0,
-                        table=os.path.join(scratch, f"w{writers}", "table"),
-                        job_timeout_s=args.job_timeout)
+        cfg = JobConfig(
+            source="generator",
+            protocol=args.protocol,
+            writers=writers,
+            records=args.records_per_writer * writers,
+            checkpoints=args.checkpoints,
+            checkpoint_interval_s=args.checkpoint_interval,
+            # 66 actor processes on 2 cores: calls and polls are slower than usual
+            rpc_timeout_s=60.0,
+            checkpoint_timeout_s=120.0,
+            deadlock_threshold_s=30.0,
+            table=os.path.join(scratch, f"w{writers}", "table"),
+            job_timeout_s=args.job_timeout,
+        )
         # half a file group's rows per round: each round flushes once before its barrier, so a
         # writer waits for the round's instant and commit-to-unblock latency is observed (with
         # the default of 20000 rows nothing flushes early and no writer ever waits)
@@ -126,11 +147,18 @@ def main() -> int:
     doc: dict[str, Any] = {
         "benchmark": "writers",
         "environment": {k: v for k, v in common.environment().items() if k != "project"},  # no machine paths
-        "params": {"writers": writer_counts, "protocol": args.protocol, "source": "generator",
-                   "records_per_writer": args.records_per_writer, "checkpoints": args.checkpoints,
-                   "checkpoint_interval_s": args.checkpoint_interval, "partitions": base.partitions,
-                   "buckets_per_partition": "2 per writer", "bucket_flush_rows": base.bucket_flush_rows,
-                   "sample_interval_s": args.sample_interval},
+        "params": {
+            "writers": writer_counts,
+            "protocol": args.protocol,
+            "source": "generator",
+            "records_per_writer": args.records_per_writer,
+            "checkpoints": args.checkpoints,
+            "checkpoint_interval_s": args.checkpoint_interval,
+            "partitions": base.partitions,
+            "buckets_per_partition": "2 per writer",
+            "bucket_flush_rows": base.bucket_flush_rows,
+            "sample_interval_s": args.sample_interval,
+        },
         "rpc_round_trip": rtt,
         "points": {},
     }
@@ -146,16 +174,21 @@ def main() -> int:
                 first["t"] = time.monotonic() - t0
 
         try:
-            result, memory, wall = common.run_job_sampled(cfg, None, interval_s=args.sample_interval,
-                                                          on_progress=on_progress, sample_kinds=("writer-",))
+            result, memory, wall = common.run_job_sampled(
+                cfg, None, interval_s=args.sample_interval, on_progress=on_progress, sample_kinds=("writer-",)
+            )
             # on_progress counts from JobRun.run()'s start; the first checkpoint is reported from
             # the job's own start (after the stream plan), like actors_up_s
             setup = result["timing"].get("setup_s", 0.0)
             first_s = first["t"] - setup if "t" in first else None
             row = point_figures(result, memory, wall, first_s, rtt["p50_s"])
         except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
-            row = {"status": "error", "error": f"{type(exc).__name__}: {exc}"[:2000],
-                   "traceback": traceback.format_exc()[-4000:], "wall_s": round(time.monotonic() - t0, 2)}
+            row = {
+                "status": "error",
+                "error": f"{type(exc).__name__}: {exc}"[:2000],
+                "traceback": traceback.format_exc()[-4000:],
+                "wall_s": round(time.monotonic() - t0, 2),
+            }
         row["load_avg_1m"] = round(os.getloadavg()[0], 2)
         doc["points"][str(w)] = row
         shutil.rmtree(os.path.dirname(cfg.table), ignore_errors=True)
@@ -176,12 +209,14 @@ def main() -> int:
 def describe(w: int, row: dict[str, Any]) -> str:
     if row.get("status") == "error":
         return f"{w:>2} writers: ERROR {row['error'][:200]}"
-    return (f"{w:>2} writers: {row['status']}, exactly-once {row['exactly_once']}, "
-            f"{row['rows_per_s']:,.0f} rows/s, actors up {row['actors_up_s']} s, first checkpoint "
-            f"{row['first_checkpoint_s']} s, writer USS {row['writer_uss_mean_mib']} MiB "
-            f"(peak RSS {row['writer_peak_rss_mean_mib']} MiB, private {row['writer_peak_private_mean_mib']} MiB), "
-            f"commit-to-unblock p50 {row['commit_to_unblock_p50_s']} s, "
-            f"DFS ops/ckp {row['dfs_ops_per_checkpoint_total']} (writers {row['dfs_ops_per_checkpoint_writers']})")
+    return (
+        f"{w:>2} writers: {row['status']}, exactly-once {row['exactly_once']}, "
+        f"{row['rows_per_s']:,.0f} rows/s, actors up {row['actors_up_s']} s, first checkpoint "
+        f"{row['first_checkpoint_s']} s, writer USS {row['writer_uss_mean_mib']} MiB "
+        f"(peak RSS {row['writer_peak_rss_mean_mib']} MiB, private {row['writer_peak_private_mean_mib']} MiB), "
+        f"commit-to-unblock p50 {row['commit_to_unblock_p50_s']} s, "
+        f"DFS ops/ckp {row['dfs_ops_per_checkpoint_total']} (writers {row['dfs_ops_per_checkpoint_writers']})"
+    )
 
 
 def plot(doc: dict[str, Any], path: str) -> str:
@@ -196,16 +231,30 @@ def plot(doc: dict[str, Any], path: str) -> str:
     series = [
         ("rows/s", [pts[w]["rows_per_s"] for w in ws], None),
         ("commit-to-unblock p50 (ms)", [(pts[w]["commit_to_unblock_p50_s"] or 0) * 1000 for w in ws], None),
-        ("DFS ops per checkpoint", [pts[w]["dfs_ops_per_checkpoint_total"] for w in ws],
-         ("writers' share", [pts[w]["dfs_ops_per_checkpoint_writers"] for w in ws])),
-        ("seconds", [pts[w]["actors_up_s"] or 0 for w in ws],
-         ("first checkpoint", [pts[w]["first_checkpoint_s"] or 0 for w in ws])),
+        (
+            "DFS ops per checkpoint",
+            [pts[w]["dfs_ops_per_checkpoint_total"] for w in ws],
+            ("writers' share", [pts[w]["dfs_ops_per_checkpoint_writers"] for w in ws]),
+        ),
+        (
+            "seconds",
+            [pts[w]["actors_up_s"] or 0 for w in ws],
+            ("first checkpoint", [pts[w]["first_checkpoint_s"] or 0 for w in ws]),
+        ),
     ]
-    titles = ["throughput", "commit latency seen by a waiting writer", "storage requests (protocol roles)",
-              "start-up: actors up / first checkpoint"]
+    titles = [
+        "throughput",
+        "commit latency seen by a waiting writer",
+        "storage requests (protocol roles)",
+        "start-up: actors up / first checkpoint",
+    ]
     for ax, (label, ys, extra), title in zip(axes, series, titles):
-        ax.plot(ws, ys, marker="o", label="total" if extra and "DFS" in label else
-                ("actors up" if label == "seconds" else label))
+        ax.plot(
+            ws,
+            ys,
+            marker="o",
+            label="total" if extra and "DFS" in label else ("actors up" if label == "seconds" else label),
+        )
         if extra:
             ax.plot(ws, extra[1], marker="s", label=extra[0])
             ax.legend(fontsize=8)
@@ -218,9 +267,12 @@ def plot(doc: dict[str, Any], path: str) -> str:
     mem = [pts[w]["writer_uss_mean_mib"] for w in ws]
     env = doc["environment"]
     prm = doc["params"]
-    fig.suptitle(f"commitlab write tasks on one machine ({env['cpus']} cores): {prm['protocol']}, "
-                 f"{prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints; "
-                 f"USS per write task {', '.join(f'{w}: {m} MiB' for w, m in zip(ws, mem))}", fontsize=10)
+    fig.suptitle(
+        f"commitlab write tasks on one machine ({env['cpus']} cores): {prm['protocol']}, "
+        f"{prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints; "
+        f"USS per write task {', '.join(f'{w}: {m} MiB' for w, m in zip(ws, mem))}",
+        fontsize=10,
+    )
     return common.save_figure(fig, path)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.config import ConfigError, JobConfig, Schedule
+from runtime.core.config import ConfigError, JobConfig, Schedule
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -27,21 +27,29 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     g.add_argument("--records", type=int, default=defaults.records)
     g.add_argument("--keys", type=int, default=defaults.keys, help="distinct keys (0: records/2)")
     g.add_argument("--partitions", type=int, default=defaults.partitions)
-    g.add_argument("--buckets", type=int, default=defaults.buckets,
-                   help="buckets per partition (0: 2 per writer)")
+    g.add_argument("--buckets", type=int, default=defaults.buckets, help="buckets per partition (0: 2 per writer)")
     g.add_argument("--payload-bytes", type=int, default=defaults.payload_bytes)
     g.add_argument("--seed", type=int, default=defaults.seed)
-    g.add_argument("--source", choices=["spark", "generator"], default=defaults.source,
-                   help="spark: PySpark on Ray (RayDP) generates or reads the stream; generator: "
-                        "a built-in Python generator (fast, for tests)")
+    g.add_argument(
+        "--source",
+        choices=["spark", "generator"],
+        default=defaults.source,
+        help="spark: PySpark on Ray (RayDP) generates or reads the stream; generator: "
+        "a built-in Python generator (fast, for tests)",
+    )
     g.add_argument("--input", default="", help="parquet, CSV or JSON file or directory read by Spark")
     g.add_argument("--input-format", default="", choices=["", "parquet", "csv", "json"])
     g.add_argument("--key", default=defaults.key_field, help="record key column")
     g.add_argument("--partition-field", default=defaults.partition_field)
-    g.add_argument("--precombine-field", default=defaults.precombine_field,
-                   help="ordering column: the larger value wins an upsert")
-    g.add_argument("--update-ratio", type=float, default=defaults.update_ratio,
-                   help="fraction of generated records that update a seen key")
+    g.add_argument(
+        "--precombine-field", default=defaults.precombine_field, help="ordering column: the larger value wins an upsert"
+    )
+    g.add_argument(
+        "--update-ratio",
+        type=float,
+        default=defaults.update_ratio,
+        help="fraction of generated records that update a seen key",
+    )
     g.add_argument("--skew", choices=["uniform", "zipf"], default=defaults.skew)
     g.add_argument("--zipf-s", type=float, default=defaults.zipf_s)
     g.add_argument("--spark-executors", type=int, default=defaults.spark_executors)
@@ -51,63 +59,111 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     g.add_argument("--table-name", default=defaults.table_name)
     t = p.add_argument_group("write path and timing")
     t.add_argument("--source-batch-rows", type=int, default=defaults.source_batch_rows)
-    t.add_argument("--bucket-flush-rows", type=int, default=defaults.bucket_flush_rows,
-                   help="Hudi write.batch.size, in rows")
-    t.add_argument("--task-buffer-rows", type=int, default=defaults.task_buffer_rows,
-                   help="Hudi write.task.max.size, in rows")
+    t.add_argument(
+        "--bucket-flush-rows", type=int, default=defaults.bucket_flush_rows, help="Hudi write.batch.size, in rows"
+    )
+    t.add_argument(
+        "--task-buffer-rows", type=int, default=defaults.task_buffer_rows, help="Hudi write.task.max.size, in rows"
+    )
     t.add_argument("--checkpoint-interval", type=float, default=defaults.checkpoint_interval_s)
     t.add_argument("--checkpoint-timeout", type=float, default=defaults.checkpoint_timeout_s)
-    t.add_argument("--wait-tick", type=float, default=defaults.wait_tick_s,
-                   help="a writer's poll interval while waiting for an instant (Hudi: 1 s)")
+    t.add_argument(
+        "--wait-tick",
+        type=float,
+        default=defaults.wait_tick_s,
+        help="a writer's poll interval while waiting for an instant (Hudi: 1 s)",
+    )
     t.add_argument("--commit-ack-timeout", type=float, default=defaults.commit_ack_timeout_s)
     t.add_argument("--deadlock-threshold", type=float, default=defaults.deadlock_threshold_s)
     t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
     t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
-    t.add_argument("--faults", default="",
-                   help="fault points to arm: point[:target][@checkpoint][#task][=param],... "
-                        "(see commitlab faults --list)")
-    t.add_argument("--rpc-timeout", type=float, default=defaults.rpc_timeout_s,
-                   help="seconds an RPC between roles may take (Flink's ask timeout)")
-    t.add_argument("--max-restarts", type=int, default=defaults.max_restarts,
-                   help="failovers from the last completed checkpoint before the job gives up")
-    t.add_argument("--no-hold-bootstraps", dest="hold_bootstraps", action="store_false",
-                   help="after a region failover, answer each task's bootstrap at once, as Hudi did "
-                        "before HUDI-6194 (reproduces writes into a rolled-back instant)")
-    t.add_argument("--failover", choices=["global", "region"], default=defaults.failover,
-                   help="global: a task failure restarts every role; region: the tasks, sources and "
-                        "checkpointing restart, the coordinator keeps running (falls back to global "
-                        "when the coordinator itself failed)")
-    t.add_argument("--placement", choices=["spread", "pack", "strict-spread", "none"],
-                   default=defaults.placement,
-                   help="how role actors spread over a Ray cluster's nodes (a placement group; "
-                        "none: Ray's default scheduling)")
+    t.add_argument(
+        "--faults",
+        default="",
+        help="fault points to arm: point[:target][@checkpoint][#task][=param],... (see commitlab faults --list)",
+    )
+    t.add_argument(
+        "--rpc-timeout",
+        type=float,
+        default=defaults.rpc_timeout_s,
+        help="seconds an RPC between roles may take (Flink's ask timeout)",
+    )
+    t.add_argument(
+        "--max-restarts",
+        type=int,
+        default=defaults.max_restarts,
+        help="failovers from the last completed checkpoint before the job gives up",
+    )
+    t.add_argument(
+        "--no-hold-bootstraps",
+        dest="hold_bootstraps",
+        action="store_false",
+        help="after a region failover, answer each task's bootstrap at once, as Hudi did "
+        "before HUDI-6194 (reproduces writes into a rolled-back instant)",
+    )
+    t.add_argument(
+        "--failover",
+        choices=["global", "region"],
+        default=defaults.failover,
+        help="global: a task failure restarts every role; region: the tasks, sources and "
+        "checkpointing restart, the coordinator keeps running (falls back to global "
+        "when the coordinator itself failed)",
+    )
+    t.add_argument(
+        "--placement",
+        choices=["spread", "pack", "strict-spread", "none"],
+        default=defaults.placement,
+        help="how role actors spread over a Ray cluster's nodes (a placement group; none: Ray's default scheduling)",
+    )
 
 
 def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
     aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()] if args.abort_checkpoints else []
     return JobConfig(
-        protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
-        records=args.records, keys=args.keys, partitions=args.partitions, buckets=args.buckets,
-        payload_bytes=args.payload_bytes, seed=args.seed, source=args.source,
-        input_path=args.input, input_format=args.input_format, key_field=args.key,
-        partition_field=args.partition_field, precombine_field=args.precombine_field,
-        update_ratio=args.update_ratio, skew=args.skew, zipf_s=args.zipf_s,
-        spark_executors=args.spark_executors, spark_executor_cores=args.spark_executor_cores,
+        protocol=args.protocol,
+        writers=args.writers,
+        checkpoints=args.checkpoints,
+        records=args.records,
+        keys=args.keys,
+        partitions=args.partitions,
+        buckets=args.buckets,
+        payload_bytes=args.payload_bytes,
+        seed=args.seed,
+        source=args.source,
+        input_path=args.input,
+        input_format=args.input_format,
+        key_field=args.key,
+        partition_field=args.partition_field,
+        precombine_field=args.precombine_field,
+        update_ratio=args.update_ratio,
+        skew=args.skew,
+        zipf_s=args.zipf_s,
+        spark_executors=args.spark_executors,
+        spark_executor_cores=args.spark_executor_cores,
         spark_executor_memory=args.spark_executor_memory,
-        table=args.table or os.path.join(out, "table"), table_name=args.table_name,
-        source_batch_rows=args.source_batch_rows, bucket_flush_rows=args.bucket_flush_rows,
-        task_buffer_rows=args.task_buffer_rows, checkpoint_interval_s=args.checkpoint_interval,
-        checkpoint_timeout_s=args.checkpoint_timeout, wait_tick_s=args.wait_tick,
-        commit_ack_timeout_s=args.commit_ack_timeout, deadlock_threshold_s=args.deadlock_threshold,
-        job_timeout_s=args.job_timeout, schedule=Schedule(abort_checkpoints=aborts),
-        faults=_parse_faults(args.faults) if arm_faults else [], max_restarts=args.max_restarts,
-        failover=args.failover, rpc_timeout_s=args.rpc_timeout, hold_bootstraps=args.hold_bootstraps,
+        table=args.table or os.path.join(out, "table"),
+        table_name=args.table_name,
+        source_batch_rows=args.source_batch_rows,
+        bucket_flush_rows=args.bucket_flush_rows,
+        task_buffer_rows=args.task_buffer_rows,
+        checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_timeout_s=args.checkpoint_timeout,
+        wait_tick_s=args.wait_tick,
+        commit_ack_timeout_s=args.commit_ack_timeout,
+        deadlock_threshold_s=args.deadlock_threshold,
+        job_timeout_s=args.job_timeout,
+        schedule=Schedule(abort_checkpoints=aborts),
+        faults=_parse_faults(args.faults) if arm_faults else [],
+        max_restarts=args.max_restarts,
+        failover=args.failover,
+        rpc_timeout_s=args.rpc_timeout,
+        hold_bootstraps=args.hold_bootstraps,
         placement=args.placement,
     )
 
 
 def _parse_faults(text: str):
-    from runtime.faults import parse_faults
+    from runtime.core.fault_spec import parse_faults
 
     try:
         return parse_faults(text)
@@ -115,10 +171,11 @@ def _parse_faults(text: str):
         raise ConfigError(f"--faults: {exc}") from None
 
 
-def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
-                    trace: str | None, label: str) -> dict[str, Any]:
+def _run_and_report(
+    cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str
+) -> dict[str, Any]:
     from actors.job import run_job
-    from runtime.report import checkpoint_progress, summary_table
+    from runtime.lab.report import checkpoint_progress, summary_table
 
     if cfg.source == "spark":
         console.print("preparing the stream in Spark on Ray (RayDP): starting Spark takes ~15 s")
@@ -127,22 +184,26 @@ def _run_and_report(cfg: JobConfig, out: str, console: Console, *, quiet: bool,
             result = run_job(cfg, out, on_progress=progress, trace_path=trace)
     finally:
         if cfg.source == "spark":
-            from runtime.spark_session import stop_spark
+            from actors.spark import stop_spark
 
             stop_spark()
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
-    console.print(f"result: {os.path.join(out, 'result.json')}" + (f"; trace: {trace}" if trace else "")
-                  + (f"; timeline: {result['timeline']}" if result.get("timeline") else ""))
+    console.print(
+        f"result: {os.path.join(out, 'result.json')}"
+        + (f"; trace: {trace}" if trace else "")
+        + (f"; timeline: {result['timeline']}" if result.get("timeline") else "")
+    )
     return result
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = os.path.abspath(args.out)
     cfg = _config_from(args, out).validate(_protocol_names())
-    result = _run_and_report(cfg, out, console, quiet=args.quiet, trace=args.trace,
-                             label=f"{cfg.protocol}: {cfg.records:,} records")
+    result = _run_and_report(
+        cfg, out, console, quiet=args.quiet, trace=args.trace, label=f"{cfg.protocol}: {cfg.records:,} records"
+    )
     if result["status"] == "deadlocked":
         return EXIT_DEADLOCK
     eo = result.get("exactly_once")
@@ -150,18 +211,25 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
-    from runtime.scenarios import deadlock_config
+    from runtime.faults.scenarios import deadlock_config
 
     out = os.path.abspath(args.out)
-    base = JobConfig(protocol=args.protocol, writers=args.writers, source="generator",
-                     table=args.table or os.path.join(out, "table"),
-                     deadlock_threshold_s=args.deadlock_threshold,
-                     commit_ack_timeout_s=args.commit_ack_timeout)
+    base = JobConfig(
+        protocol=args.protocol,
+        writers=args.writers,
+        source="generator",
+        table=args.table or os.path.join(out, "table"),
+        deadlock_threshold_s=args.deadlock_threshold,
+        commit_ack_timeout_s=args.commit_ack_timeout,
+    )
     cfg = deadlock_config(base).validate(_protocol_names())
-    console.print(f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
-                  f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)")
-    result = _run_and_report(cfg, out, console, quiet=args.quiet, trace=args.trace,
-                             label=f"deadlock schedule: {cfg.protocol}")
+    console.print(
+        f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
+        f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
+    )
+    result = _run_and_report(
+        cfg, out, console, quiet=args.quiet, trace=args.trace, label=f"deadlock schedule: {cfg.protocol}"
+    )
     if result["status"] == "deadlocked":
         return EXIT_OK if args.expect != "commits" else EXIT_FAILED
     ok = result["status"] == "finished" and bool(result["commits"])
@@ -174,27 +242,32 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     """Checks any Hudi table against an input: snapshot vs expected state, commits vs metadata."""
     import pyarrow as pa
 
-    from runtime.report import verdict_table
-    from runtime.verify import read_snapshot, verify_commits, verify_run
+    from runtime.lab.report import verdict_table
+    from runtime.lab.verify import read_snapshot, verify_commits, verify_run
 
     table = args.table if "://" in args.table else os.path.abspath(args.table)
     if not args.input:
         commits = verify_commits(table)
         rows = read_snapshot(table).num_rows
-        console.print(f"{table}: {rows:,} rows; {commits['commits']} commits, incremental reads "
-                      + ("match their metadata" if commits["verified"] else
-                         f"DIFFER from their metadata: {commits['problems'][:3]}"))
+        console.print(
+            f"{table}: {rows:,} rows; {commits['commits']} commits, incremental reads "
+            + (
+                "match their metadata"
+                if commits["verified"]
+                else f"DIFFER from their metadata: {commits['problems'][:3]}"
+            )
+        )
         return EXIT_OK if commits["verified"] else EXIT_FAILED
-    from runtime import workload as wl
-    from runtime.spark_session import start_spark, stop_spark
+    from actors.spark import start_spark, stop_spark
+    from runtime.data import workload as wl
 
     console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
     try:
         spark = start_spark()
-        df = wl.read_input(spark, args.input, args.key, args.partition_field,
-                           args.precombine_field, args.input_format or None)
-        expected = pa.Table.from_batches(
-            wl.expected_state(df, args.key, args.precombine_field)._collect_as_arrow())
+        df = wl.read_input(
+            spark, args.input, args.key, args.partition_field, args.precombine_field, args.input_format or None
+        )
+        expected = pa.Table.from_batches(wl.expected_state(df, args.key, args.precombine_field)._collect_as_arrow())
     finally:
         stop_spark()
     verdict = verify_run(table, expected, args.key)
@@ -206,8 +279,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from actors.job import measure_rpc_round_trip, run_job
-    from runtime.compare import compare_table, dfs_table, plot_compare, run_compare
-    from runtime.scenarios import with_quiet_round
+    from runtime.faults.scenarios import with_quiet_round
+    from runtime.lab.compare import compare_table, dfs_table, plot_compare, run_compare
 
     out = os.path.abspath(args.out)
     names = [p.strip() for p in args.protocols.split(",") if p.strip()] or _protocol_names()
@@ -220,16 +293,20 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     base.validate(_protocol_names())
     rtt = measure_rpc_round_trip()
     console.print(f"one actor RPC round trip: p50 {rtt['p50_s'] * 1000:.2f} ms, p99 {rtt['p99_s'] * 1000:.2f} ms")
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} protocols"), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} protocols"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as progress:
         bar = progress.add_task("compare", total=len(names))
 
         def on_start(name: str, i: int) -> None:
             progress.update(bar, completed=i, description=f"running {name}")
 
-        doc = run_compare(base, names, out, run=lambda cfg, sub: run_job(cfg, sub), rtt=rtt,
-                          on_start=on_start)
+        doc = run_compare(base, names, out, run=lambda cfg, sub: run_job(cfg, sub), rtt=rtt, on_start=on_start)
         progress.update(bar, completed=len(names), description="done")
     plots = plot_compare(doc, out)
     console.print(compare_table(doc))
@@ -245,9 +322,19 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from actors.job import run_job
-    from runtime.fault_matrix import (FAILED, KNOWN, NOT_APPLICABLE, NOT_FIRED, PASSED, SCENARIO_FAULTS,
-                                      VIOLATION, outcome_table, plot_heatmap, run_matrix)
-    from runtime.faults import FAULT_POINTS
+    from runtime.core.fault_spec import FAULT_POINTS
+    from runtime.lab.fault_matrix import (
+        FAILED,
+        KNOWN,
+        NOT_APPLICABLE,
+        NOT_FIRED,
+        PASSED,
+        SCENARIO_FAULTS,
+        VIOLATION,
+        outcome_table,
+        plot_heatmap,
+        run_matrix,
+    )
 
     known = list(FAULT_POINTS) + list(SCENARIO_FAULTS)
     if args.list:
@@ -263,19 +350,33 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError(f"unknown {name}(s) {bad}; choose from {', '.join(pool)}")
     base = _config_from(args, out, arm_faults=False)  # here --faults names the matrix's columns
     base.validate(_protocol_names())
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                  TextColumn("{task.completed}/{task.total} runs"), TimeElapsedColumn(),
-                  console=console, disable=args.quiet) as progress:
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} runs"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet,
+    ) as progress:
         bar = progress.add_task("faults", total=len(protocols) * len(faults) * args.seeds)
         # no per-run timeline.png: plotting would cost a fifth of each run
-        doc = run_matrix(base, protocols, faults, args.seeds, out,
-                         run=lambda cfg, sub: run_job(cfg, sub, timeline=False), parallel=args.parallel,
-                         on_run=lambda i, n, what: progress.update(bar, completed=i, description=what))
+        doc = run_matrix(
+            base,
+            protocols,
+            faults,
+            args.seeds,
+            out,
+            run=lambda cfg, sub: run_job(cfg, sub, timeline=False),
+            parallel=args.parallel,
+            on_run=lambda i, n, what: progress.update(bar, completed=i, description=what),
+        )
         progress.update(bar, completed=len(doc["runs"]), description="done")
     heat = plot_heatmap(doc, out)
     console.print(outcome_table(doc))
-    counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o)
-              for o in (PASSED, KNOWN, VIOLATION, FAILED, NOT_FIRED, NOT_APPLICABLE)}
+    counts = {
+        o: sum(1 for r in doc["runs"] if r["outcome"] == o)
+        for o in (PASSED, KNOWN, VIOLATION, FAILED, NOT_FIRED, NOT_APPLICABLE)
+    }
     console.print(", ".join(f"{o}: {n}" for o, n in counts.items()))
     console.print(f"results: {os.path.join(out, 'faults.json')}; heat map: {heat}")
     return EXIT_FAILED if counts[VIOLATION] or counts[FAILED] else EXIT_OK
@@ -284,8 +385,8 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
 def build_parser() -> argparse.ArgumentParser:
     defaults = JobConfig()
     parser = argparse.ArgumentParser(
-        prog="commitlab",
-        description="Runs Hudi's Flink-writer commit protocols on Ray and checks what they commit.")
+        prog="commitlab", description="Runs Hudi's Flink-writer commit protocols on Ray and checks what they commit."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a streaming write job and verify exactly-once")
@@ -305,16 +406,24 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--quiet", action="store_true")
     dl.add_argument("--deadlock-threshold", type=float, default=2.0)
     dl.add_argument("--commit-ack-timeout", type=float, default=20.0)
-    dl.add_argument("--expect", choices=["any", "deadlock", "commits"], default="any",
-                    help="exit non-zero unless the run deadlocks / commits")
+    dl.add_argument(
+        "--expect",
+        choices=["any", "deadlock", "commits"],
+        default="any",
+        help="exit non-zero unless the run deadlocks / commits",
+    )
     dl.set_defaults(func=cmd_deadlock)
 
     cmp = sub.add_parser("compare", help="run the same workload under every protocol")
     cmp.add_argument("--protocols", default="", help="comma-separated (default: all)")
     cmp.add_argument("--out", default="commitlab-compare")
-    cmp.add_argument("--schedule", choices=["quiet-round", "even"], default="quiet-round",
-                     help="quiet-round: round 2 carries no data and its completion arrives late "
-                          "(a quiet period in the stream; exposes P1's deadlock); even: data in every round")
+    cmp.add_argument(
+        "--schedule",
+        choices=["quiet-round", "even"],
+        default="quiet-round",
+        help="quiet-round: round 2 carries no data and its completion arrives late "
+        "(a quiet period in the stream; exposes P1's deadlock); even: data in every round",
+    )
     cmp.add_argument("--quiet", action="store_true")
     _add_job_options(cmp, defaults=JobConfig(writers=4))
     cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
@@ -322,14 +431,24 @@ def build_parser() -> argparse.ArgumentParser:
     flt = sub.add_parser("faults", help="protocols x fault points x seeds, each run checked for exactly-once")
     flt.add_argument("--protocols", default="", help="comma-separated (default: all)")
     flt.add_argument("--seeds", type=int, default=1)
-    flt.add_argument("--parallel", type=int, default=2,
-                     help="runs at a time (default 2: one run's waits overlap the other's work)")
+    flt.add_argument(
+        "--parallel", type=int, default=2, help="runs at a time (default 2: one run's waits overlap the other's work)"
+    )
     flt.add_argument("--out", default="commitlab-faults")
     flt.add_argument("--list", action="store_true", help="list the fault points and exit")
     flt.add_argument("--quiet", action="store_true")
-    _add_job_options(flt, defaults=JobConfig(source="generator", writers=2, checkpoints=4,
-                                             records=4_000, bucket_flush_rows=500,
-                                             checkpoint_timeout_s=4.0, rpc_timeout_s=4.0))
+    _add_job_options(
+        flt,
+        defaults=JobConfig(
+            source="generator",
+            writers=2,
+            checkpoints=4,
+            records=4_000,
+            bucket_flush_rows=500,
+            checkpoint_timeout_s=4.0,
+            rpc_timeout_s=4.0,
+        ),
+    )
     flt.set_defaults(func=cmd_faults, protocol="message-bus", trace=None)
 
     ver = sub.add_parser("verify", help="check a Hudi table against its input with the official reader")
@@ -341,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--precombine-field", default=defaults.precombine_field)
     ver.set_defaults(func=cmd_verify)
 
-    from runtime.sim.cli import add_commands as add_sim_commands
+    from runtime.sim.commands import add_commands as add_sim_commands
 
     add_sim_commands(sub)
     return parser
@@ -358,9 +477,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except Exception as exc:
         from actors.placement import PlacementError
-        from runtime.storage import StorageError
-        from runtime.table import TableError
-        from runtime.workload import InputError
+        from runtime.core.storage import StorageError
+        from runtime.data.workload import InputError
+        from runtime.hudi.table import TableError
 
         if isinstance(exc, (InputError, TableError, StorageError, PlacementError)):
             console.print(f"[red]{type(exc).__name__}:[/red] {exc}", highlight=False)

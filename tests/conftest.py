@@ -17,21 +17,22 @@ def ray_session():
     started = False
     if not ray.is_initialized():
         # a session of its own, even when a `ray start` cluster runs on this machine
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
         started = True
     yield ray
     if started:
         ray.shutdown()
 
 
-# ---- BEGIN spark fixture (runtime/spark_session.py, runtime/workload.py owner) ---------------
+# ---- BEGIN spark fixture (actors/spark.py, runtime/data/workload.py owner) ---------------
 @pytest.fixture(scope="session")
 def spark(ray_session):
     """RayDP Spark on the session's Ray cluster, started once (10-25 s) and stopped at the end."""
-    from runtime.spark_session import SparkConfig, start_spark, stop_spark
+    from actors.spark import SparkConfig, start_spark, stop_spark
 
     session = start_spark(SparkConfig())
     yield session
     stop_spark()
+
+
 # ---- END spark fixture ------------------------------------------------------------------------

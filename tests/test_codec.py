@@ -1,4 +1,4 @@
-"""Tests of runtime.codec with the messages of runtime.messages.
+"""Tests of runtime.core.codec with the messages of runtime.core.messages.
 
 Every control message and every task state crosses a host boundary as these bytes, so a message
 that does not survive encode/decode, or bytes that differ between two equal messages, break
@@ -13,16 +13,21 @@ import inspect
 import msgpack
 import pytest
 
-from runtime import codec, messages
-from runtime.codec import CodecError, decode, encode, roundtrip
-from runtime.messages import (
+from runtime.core import codec, messages
+from runtime.core.codec import CodecError, decode, encode, roundtrip
+from runtime.core.messages import (
+    Barrier,
     CheckpointAck,
     CheckpointNotice,
     CheckpointTrigger,
     CommitAckEvent,
+    DataBatch,
+    EndOfInput,
+    InputFinished,
     RoundEmitted,
     SourceState,
     TaskFailure,
+    TasksReset,
     TaskState,
     WriteMetadataEvent,
     WriteStat,
@@ -30,16 +35,28 @@ from runtime.messages import (
 
 
 def stat(i: int, partition: str = "p00") -> WriteStat:
-    return WriteStat(file_id=f"{i:08d}-aaaa-bbbb-cccc-dddddddddddd-0",
-                     path=f"{partition}/{i:08d}-x-0_0-0-0_20240101000000000.parquet",
-                     partition=partition, prev_commit="null" if i % 2 else "20231231000000000",
-                     num_writes=10 + i, num_inserts=i, num_update_writes=10, total_write_bytes=4096 + i,
-                     file_size=4096 + i, keys_written=i + 1)
+    return WriteStat(
+        file_id=f"{i:08d}-aaaa-bbbb-cccc-dddddddddddd-0",
+        path=f"{partition}/{i:08d}-x-0_0-0-0_20240101000000000.parquet",
+        partition=partition,
+        prev_commit="null" if i % 2 else "20231231000000000",
+        num_writes=10 + i,
+        num_inserts=i,
+        num_update_writes=10,
+        total_write_bytes=4096 + i,
+        file_size=4096 + i,
+        keys_written=i + 1,
+    )
 
 
 def event(task: int, ckp: int, n_stats: int, **kw) -> WriteMetadataEvent:
-    return WriteMetadataEvent(task_id=task, checkpoint_id=ckp, instant="20240101000000123",
-                              write_stats=[stat(i, f"p{i % 2:02d}") for i in range(n_stats)], **kw)
+    return WriteMetadataEvent(
+        task_id=task,
+        checkpoint_id=ckp,
+        instant="20240101000000123",
+        write_stats=[stat(i, f"p{i % 2:02d}") for i in range(n_stats)],
+        **kw,
+    )
 
 
 # One sample of every message class, with every field set away from its default where possible.
@@ -52,26 +69,39 @@ SAMPLES = [
     CommitAckEvent(checkpoint_id=4),
     CheckpointTrigger(checkpoint_id=5, timestamp=1712345678.25),
     CheckpointNotice(checkpoint_id=6, reason="declined by writer-1"),
-    TaskState(task_id=2, checkpoint_id=8, instant="20240101000000999",
-              uncommitted=[event(2, 8, 2), event(2, 8, 1, last_batch=True)]),
+    TaskState(
+        task_id=2,
+        checkpoint_id=8,
+        instant="20240101000000999",
+        uncommitted=[event(2, 8, 2), event(2, 8, 1, last_batch=True)],
+    ),
     TaskState(task_id=0, checkpoint_id=0, instant=""),
     SourceState(task_id=1, checkpoint_id=3, offset=12345),
-    CheckpointAck(role="writer-0", checkpoint_id=9,
-                  state=encode(TaskState(0, 9, "20240101000000001", [event(0, 9, 1)]))),
+    CheckpointAck(
+        role="writer-0", checkpoint_id=9, state=encode(TaskState(0, 9, "20240101000000001", [event(0, 9, 1)]))
+    ),
     CheckpointAck(role="source-0", checkpoint_id=1, state=bytes(range(256))),
     RoundEmitted(source="source-1", round=3, rows=500),
     TaskFailure(role="writer-1", error="RuntimeError('boom')\nwith a second line", checkpoint_id=4),
+    Barrier(checkpoint_id=3),
+    EndOfInput(),
+    InputFinished(final_offsets={0: 1200, 1: 980}),
+    TasksReset(resume_checkpoint_id=4, reason="writer-1 crashed"),
 ]
 
 
 def message_classes_of(module) -> set[type]:
-    return {obj for _, obj in inspect.getmembers(module, inspect.isclass)
-            if obj.__module__ == module.__name__ and dataclasses.is_dataclass(obj)}
+    return {
+        obj
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if obj.__module__ == module.__name__ and dataclasses.is_dataclass(obj)
+    }
 
 
 def test_samples_cover_every_message_class():
-    # A new message added to runtime/messages.py must get a sample here (and so a roundtrip test).
-    assert message_classes_of(messages) == {type(s) for s in SAMPLES}
+    # A new message added to runtime/core/messages.py must get a sample here (and so a roundtrip test).
+    # DataBatch is the one exception: its records travel as Arrow, not through the codec.
+    assert message_classes_of(messages) - {DataBatch} == {type(s) for s in SAMPLES}
 
 
 @pytest.mark.parametrize("msg", SAMPLES, ids=lambda m: type(m).__name__)
@@ -182,6 +212,7 @@ def test_two_message_classes_with_one_name_are_refused():
     assert decode(encode(CodecTestOnly(4)), CodecTestOnly) == CodecTestOnly(4)
 
     with pytest.raises(TypeError, match="CodecTestOnly"):
+
         @codec.message
         @dataclasses.dataclass
         class CodecTestOnly:  # noqa: F811
@@ -189,7 +220,7 @@ def test_two_message_classes_with_one_name_are_refused():
 
 
 def test_equal_messages_with_dicts_in_different_insertion_order_encode_identically():
-    from runtime.config import JobConfig, Schedule
+    from runtime.core.config import JobConfig, Schedule
 
     a = JobConfig(schedule=Schedule(notify_delay_s={1: 0.5, 2: 1.0}))
     b = JobConfig(schedule=Schedule(notify_delay_s={2: 1.0, 1: 0.5}))

@@ -1,4 +1,4 @@
-"""Tests of runtime.config.JobConfig: validation names the bad option, rounds split the records,
+"""Tests of runtime.core.config.JobConfig: validation names the bad option, rounds split the records,
 and a config crosses host boundaries through the codec unchanged."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.codec import decode, encode
-from runtime.config import ConfigError, JobConfig, Schedule
+from runtime.core.codec import decode, encode
+from runtime.core.config import ConfigError, JobConfig, Schedule
 from runtime.protocols import PROTOCOLS
 
 KNOWN = list(PROTOCOLS)
@@ -19,8 +19,18 @@ def test_defaults_are_valid():
     assert cfg.validate(KNOWN) is cfg
 
 
-@pytest.mark.parametrize("option", ["writers", "checkpoints", "partitions", "source_batch_rows",
-                                    "bucket_flush_rows", "task_buffer_rows", "input_queue_batches"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "writers",
+        "checkpoints",
+        "partitions",
+        "source_batch_rows",
+        "bucket_flush_rows",
+        "task_buffer_rows",
+        "input_queue_batches",
+    ],
+)
 def test_a_count_below_one_is_refused_naming_the_option(option):
     flag = "--" + option.replace("_", "-")
     with pytest.raises(ConfigError, match=f"{flag} must be at least 1, got 0"):
@@ -132,10 +142,16 @@ def test_derived_values():
 
 
 def test_config_roundtrips_through_the_codec():
-    cfg = JobConfig(protocol="operator-event", writers=3, checkpoints=3, records=30, buckets=6,
-                    wait_tick_s=0.01, table="/tmp/x",
-                    schedule=Schedule(rounds=[10, 0, 20], abort_checkpoints=[2],
-                                      notify_delay_s={3: 0.5}))
+    cfg = JobConfig(
+        protocol="operator-event",
+        writers=3,
+        checkpoints=3,
+        records=30,
+        buckets=6,
+        wait_tick_s=0.01,
+        table="/tmp/x",
+        schedule=Schedule(rounds=[10, 0, 20], abort_checkpoints=[2], notify_delay_s={3: 0.5}),
+    )
     back = decode(encode(cfg), JobConfig)
     assert back == cfg
     assert isinstance(back.schedule, Schedule)

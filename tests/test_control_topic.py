@@ -1,4 +1,4 @@
-"""Tests of runtime.control_topic: P5's single-partition control topic with Kafka semantics.
+"""Tests of runtime.kafka.topic: P5's single-partition control topic with Kafka semantics.
 
 No Ray: a small Env delivers each call in-process to the ControlTopic after a codec roundtrip of
 the request and the reply, so every message really survives encoding, with the real asyncio
@@ -10,12 +10,17 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
-from runtime import codec
-from runtime.control_topic import (
+from runtime.core import codec
+from runtime.core.env import Env
+from runtime.core.messages import WriteStat
+from runtime.core.metrics import Metrics
+from runtime.core.trace import Tracer
+from runtime.kafka.topic import (
     ACK_COMMIT,
     DEFAULT_TOPIC,
     END_COMMIT,
@@ -34,10 +39,6 @@ from runtime.control_topic import (
     TopicRecord,
     publish,
 )
-from runtime.env import Env
-from runtime.messages import WriteStat
-from runtime.metrics import Metrics
-from runtime.trace import Tracer
 
 
 class TopicEnv(Env):
@@ -92,9 +93,18 @@ def msg(i: int, kind: str = START_COMMIT) -> ControlMessage:
 
 
 def stat(file_id: str) -> WriteStat:
-    return WriteStat(file_id=file_id, path=f"p0/{file_id}_0-1-0_1.parquet", partition="p0",
-                     prev_commit="null", num_writes=10, num_inserts=10, num_update_writes=0,
-                     total_write_bytes=1234, file_size=1234, keys_written=10)
+    return WriteStat(
+        file_id=file_id,
+        path=f"p0/{file_id}_0-1-0_1.parquet",
+        partition="p0",
+        prev_commit="null",
+        num_writes=10,
+        num_inserts=10,
+        num_update_writes=0,
+        total_write_bytes=1234,
+        file_size=1234,
+        keys_written=10,
+    )
 
 
 async def fill(env: TopicEnv, n: int) -> list[int]:
@@ -111,6 +121,7 @@ def test_offsets_are_consecutive_from_zero():
         d = await env.call(DEFAULT_TOPIC, "describe_topic")
         assert (d["log_start_offset"], d["high_watermark"], d["records"], d["appends"]) == (0, 5, 5, 5)
         assert d["appends_by_kind"] == {START_COMMIT: 5}
+
     run(body())
 
 
@@ -127,6 +138,7 @@ def test_fetch_returns_records_in_order_and_respects_max_records():
         assert [r.offset for r in rest.records] == [7, 8, 9] and rest.next_offset == 10
         assert all(isinstance(r, TopicRecord) and r.appended_at > 0 for r in rest.records)
         assert topic.describe_topic()["records_delivered"] == 7
+
     run(body())
 
 
@@ -138,6 +150,7 @@ def test_fetch_above_high_watermark_is_empty_not_an_error():
             reply = await env.call(DEFAULT_TOPIC, "fetch", FetchRequest("c", offset=offset))
             assert reply.records == [] and reply.error == ""
             assert reply.next_offset == offset and reply.high_watermark == 3
+
     run(body())
 
 
@@ -171,6 +184,7 @@ def test_two_consumers_read_independently():
         assert consumers["participant-0"]["records"] == 7
         assert consumers["participant-1"]["records"] == 3
         assert consumers["participant-1"]["fetches"] == 3
+
     run(body())
 
 
@@ -183,8 +197,7 @@ def test_long_poll_returns_as_soon_as_a_record_is_appended():
         consumer = TopicConsumer(env, "participant-0")
         other = TopicConsumer(env, "participant-1")
         start = time.monotonic()
-        polls = [asyncio.create_task(consumer.poll(timeout_s=2.0)),
-                 asyncio.create_task(other.poll(timeout_s=2.0))]
+        polls = [asyncio.create_task(consumer.poll(timeout_s=2.0)), asyncio.create_task(other.poll(timeout_s=2.0))]
         await asyncio.sleep(0.05)
         assert not any(p.done() for p in polls), "a long poll returned before anything was appended"
         assert await publish(env, msg(0)) == 0
@@ -194,6 +207,7 @@ def test_long_poll_returns_as_soon_as_a_record_is_appended():
         assert elapsed < 0.5, f"long poll took {elapsed:.2f}s to see an append"
         d = topic.describe_topic()
         assert d["long_poll_waits"] == 2 and d["long_poll_timeouts"] == 0
+
     run(body())
 
 
@@ -214,6 +228,7 @@ def test_long_poll_times_out_empty_instead_of_hanging():
         start = time.monotonic()
         assert [r.offset for r in await TopicConsumer(env, "x").poll(timeout_s=2.0)] == [0, 1]
         assert time.monotonic() - start < 0.5
+
     run(body())
 
 
@@ -232,6 +247,7 @@ def test_retention_by_count_advances_log_start_and_old_offsets_are_out_of_range(
         with pytest.raises(OffsetOutOfRange, match=r"fetch offset 1 .* log start offset 3"):
             reply.raise_for_error(1)
         assert topic.describe_topic()["consumers"]["late"]["out_of_range"] == 1
+
     run(body())
 
 
@@ -248,6 +264,7 @@ def test_consumer_resets_to_log_start_and_counts_it():
         # an in-range consumer never resets
         await publish(env, msg(8))
         assert [r.offset for r in await consumer.poll()] == [8] and consumer.resets == 1
+
     run(body())
 
 
@@ -274,6 +291,7 @@ def test_consumer_also_handles_a_raised_offset_out_of_range():
         consumer = TopicConsumer(env, "p")
         assert [r.offset for r in await consumer.poll()] == [2, 3]
         assert (consumer.resets, consumer.skipped) == (1, 2)
+
     run(body())
 
 
@@ -294,6 +312,7 @@ def test_retention_by_age_advances_log_start():
         assert await consumer.poll() == []
         assert (consumer.resets, consumer.position) == (1, 5)
         assert topic.describe_topic()["records"] == 0
+
     run(body())
 
 
@@ -325,6 +344,7 @@ def test_committed_offsets_are_kept_per_consumer():
         d = topic.describe_topic()
         assert d["committed_offsets"] == {"participant-0": 3, "participant-1": 4, "coordinator": 2}
         assert d["consumers"]["participant-1"]["commits"] == 2
+
     run(body())
 
 
@@ -333,9 +353,16 @@ def test_committed_offsets_are_kept_per_consumer():
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_kind_roundtrips_through_the_codec(kind):
-    message = ControlMessage(kind=kind, commit_time="20240101000000123", sender="participant-3",
-                             partition=3, offsets={0: 17, 3: 42, 11: 0},
-                             write_stats=[stat("f-3-0"), stat("f-3-1")], last_offset=41, seq=9)
+    message = ControlMessage(
+        kind=kind,
+        commit_time="20240101000000123",
+        sender="participant-3",
+        partition=3,
+        offsets={0: 17, 3: 42, 11: 0},
+        write_stats=[stat("f-3-0"), stat("f-3-1")],
+        last_offset=41,
+        seq=9,
+    )
     back = codec.roundtrip(message)
     assert back == message
     assert all(isinstance(k, int) for k in back.offsets) and back.offsets[11] == 0
@@ -348,9 +375,12 @@ def test_every_kind_roundtrips_through_the_codec(kind):
 
 
 def test_request_and_marker_messages_roundtrip():
-    for m in (FetchRequest("c", 4, 10, 0.5), OffsetCommit("c", 7),
-              FetchResponse([], 3, 3, 8, error=OFFSET_OUT_OF_RANGE),
-              ControlMessage(kind=ACK_COMMIT, commit_time="1", sender="coordinator")):
+    for m in (
+        FetchRequest("c", 4, 10, 0.5),
+        OffsetCommit("c", 7),
+        FetchResponse([], 3, 3, 8, error=OFFSET_OUT_OF_RANGE),
+        ControlMessage(kind=ACK_COMMIT, commit_time="1", sender="coordinator"),
+    ):
         assert codec.roundtrip(m) == m
     # defaults are not shared between instances
     a, b = (ControlMessage(kind=WRITE_STATUS, commit_time="1", sender="p") for _ in range(2))

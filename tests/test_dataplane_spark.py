@@ -10,17 +10,24 @@ import pyarrow.parquet as pq
 import pytest
 
 from actors.job import run_job
-from runtime.config import JobConfig
-from runtime.dfs import open_dfs
-from runtime.table import HudiTable, parse_properties
-from runtime.workload import InputError
+from runtime.core.config import JobConfig
+from runtime.core.dfs import open_dfs
+from runtime.data.workload import InputError
+from runtime.hudi.table import HudiTable, parse_properties
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]
 
 
 def _cfg(tmp_path, **kw) -> JobConfig:
-    base = dict(source="spark", protocol="message-bus", writers=2, checkpoints=3, records=20_000,
-                bucket_flush_rows=2_000, table=str(tmp_path / "table"))
+    base = dict(
+        source="spark",
+        protocol="message-bus",
+        writers=2,
+        checkpoints=3,
+        records=20_000,
+        bucket_flush_rows=2_000,
+        table=str(tmp_path / "table"),
+    )
     base.update(kw)
     return JobConfig(**base)
 
@@ -40,10 +47,14 @@ def test_spark_generated_upserts_verify_exactly_once(spark, tmp_path):
 
 def _write_input(dirpath, n=3_000, keys=1_000):
     os.makedirs(dirpath, exist_ok=True)
-    t = pa.table({"id": [f"u{i % keys}" for i in range(n)],
-                  "region": [["eu", "us", "ap"][(i % keys) % 3] for i in range(n)],
-                  "seq": [i // 2 for i in range(n)],  # ties between consecutive records
-                  "amount": [float(i) for i in range(n)]})
+    t = pa.table(
+        {
+            "id": [f"u{i % keys}" for i in range(n)],
+            "region": [["eu", "us", "ap"][(i % keys) % 3] for i in range(n)],
+            "seq": [i // 2 for i in range(n)],  # ties between consecutive records
+            "amount": [float(i) for i in range(n)],
+        }
+    )
     pq.write_table(t.slice(0, n // 2), os.path.join(dirpath, "part-0.parquet"))
     pq.write_table(t.slice(n // 2), os.path.join(dirpath, "part-1.parquet"))
     return t
@@ -51,8 +62,14 @@ def _write_input(dirpath, n=3_000, keys=1_000):
 
 def test_user_input_with_its_own_fields(spark, tmp_path):
     _write_input(tmp_path / "in")
-    cfg = _cfg(tmp_path, input_path=str(tmp_path / "in"), key_field="id", partition_field="region",
-               precombine_field="seq", protocol="coordination-rpc")
+    cfg = _cfg(
+        tmp_path,
+        input_path=str(tmp_path / "in"),
+        key_field="id",
+        partition_field="region",
+        precombine_field="seq",
+        protocol="coordination-rpc",
+    )
     result = run_job(cfg, None)
     assert result["status"] == "finished", result["error"]
     assert result["rows_in"] == 3_000
@@ -68,7 +85,8 @@ def test_user_input_with_its_own_fields(spark, tmp_path):
 def _assert_nothing_written(tmp_path):
     table = tmp_path / "table"
     assert not table.exists() or not any(
-        n.endswith((".commit", ".inflight", ".requested")) for n in os.listdir(table / ".hoodie"))
+        n.endswith((".commit", ".inflight", ".requested")) for n in os.listdir(table / ".hoodie")
+    )
 
 
 @pytest.mark.parametrize("case", ["missing-key", "missing-precombine", "null-keys", "type-change", "empty"])
@@ -92,8 +110,7 @@ def test_bad_input_fails_before_any_instant(spark, tmp_path, case):
     else:
         pq.write_table(good.slice(0, 0), d / "x.parquet")
         needle = "empty"
-    cfg = _cfg(tmp_path, input_path=str(d), key_field="id", partition_field="region",
-               precombine_field="seq")
+    cfg = _cfg(tmp_path, input_path=str(d), key_field="id", partition_field="region", precombine_field="seq")
     with pytest.raises(InputError) as info:
         run_job(cfg, None)
     assert needle in str(info.value).lower() or needle in str(info.value)
@@ -102,7 +119,7 @@ def test_bad_input_fails_before_any_instant(spark, tmp_path, case):
 
 def test_a_table_with_other_keys_is_refused_before_spark_work(spark, tmp_path):
     dfs, base = open_dfs(str(tmp_path / "table"))
-    from runtime.table import TableError, TableProps
+    from runtime.hudi.table import TableError, TableProps
 
     HudiTable.create_or_open(dfs, base, TableProps("commitlab", "other_key", "partition", "ts"))
     with pytest.raises(TableError, match="recordkey"):

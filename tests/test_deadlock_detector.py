@@ -1,4 +1,4 @@
-"""Tests of runtime.deadlock on hand-built task dumps (the shape of WriteTask.dump()).
+"""Tests of runtime.lab.deadlock on hand-built task dumps (the shape of WriteTask.dump()).
 
 A deadlock is a task blocked, at least the threshold, on a wait whose releasing mail sits in its
 own mailbox. A long wait for something outside is a stall; a short one is nothing.
@@ -8,31 +8,56 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from runtime.deadlock import DeadlockReport, explain, find_deadlock, find_stalls
+from runtime.lab.deadlock import DeadlockReport, explain, find_deadlock, find_stalls
 
 
 def mailbox(*kinds: str) -> list[dict[str, Any]]:
-    return [{"position": i, "seq": 10 + i, "kind": k, "description": f"{k} #{10 + i}",
-             "priority": 0, "waited_s": 1.0} for i, k in enumerate(kinds)]
+    return [
+        {"position": i, "seq": 10 + i, "kind": k, "description": f"{k} #{10 + i}", "priority": 0, "waited_s": 1.0}
+        for i, k in enumerate(kinds)
+    ]
 
 
-def dump(*, blocked_s: float | None = 3.0, releasing: str | None = "CommitAckEvent",
-         mails: list[dict[str, Any]] | None = None, running: dict | None = None,
-         input_queue: int = 0, ckp: int = 4, what: str = "instant initialize",
-         waiting_on: str = "a new pending instant on the timeline or a CommitAckEvent") -> dict:
-    blocked = None if blocked_s is None else {
-        "what": what, "waiting_on": waiting_on, "since": 100.0, "releasing_mail": releasing,
-        "checkpoint_id": ckp, "blocked_s": blocked_s}
+def dump(
+    *,
+    blocked_s: float | None = 3.0,
+    releasing: str | None = "CommitAckEvent",
+    mails: list[dict[str, Any]] | None = None,
+    running: dict | None = None,
+    input_queue: int = 0,
+    ckp: int = 4,
+    what: str = "instant initialize",
+    waiting_on: str = "a new pending instant on the timeline or a CommitAckEvent",
+) -> dict:
+    blocked = (
+        None
+        if blocked_s is None
+        else {
+            "what": what,
+            "waiting_on": waiting_on,
+            "since": 100.0,
+            "releasing_mail": releasing,
+            "checkpoint_id": ckp,
+            "blocked_s": blocked_s,
+        }
+    )
     return {
-        "role": "writer-0", "task_id": 0, "state": "running", "error": None,
-        "running": running if running is not None else
-        {"what": "default action", "description": "process batch of 500 rows"},
+        "role": "writer-0",
+        "task_id": 0,
+        "state": "running",
+        "error": None,
+        "running": running
+        if running is not None
+        else {"what": "default action", "description": "process batch of 500 rows"},
         "blocked": blocked,
         "mailbox": mails if mails is not None else mailbox("CheckpointNotice", "CommitAckEvent"),
-        "input_queue": input_queue, "buffered_rows": 500, "current_instant": "20240101000000000",
-        "last_checkpoint_id": ckp - 1, "rows_in": 500, "flushes": {}, "protocol": {},
+        "input_queue": input_queue,
+        "buffered_rows": 500,
+        "current_instant": "20240101000000000",
+        "last_checkpoint_id": ckp - 1,
+        "rows_in": 500,
+        "flushes": {},
+        "protocol": {},
     }
 
 
@@ -41,8 +66,7 @@ def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
     assert isinstance(r, DeadlockReport)
     assert r.task == "writer-0"
     assert r.running_mail == "process batch of 500 rows"
-    assert r.waiting_for == ("instant initialize: a new pending instant on the timeline or a "
-                             "CommitAckEvent")
+    assert r.waiting_for == ("instant initialize: a new pending instant on the timeline or a CommitAckEvent")
     assert r.releasing_mail == "CommitAckEvent #11"
     assert r.mailbox_position == 1
     assert r.blocked_s == 3.5
@@ -51,8 +75,7 @@ def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
 
 
 def test_only_the_deadlocked_task_is_reported():
-    dumps = {"writer-0": dump(blocked_s=None), "writer-1": dump(blocked_s=5.0),
-             "writer-2": dump(blocked_s=0.1)}
+    dumps = {"writer-0": dump(blocked_s=None), "writer-1": dump(blocked_s=5.0), "writer-2": dump(blocked_s=0.1)}
     r = find_deadlock(dumps, threshold_s=2.0)
     assert r is not None and r.task == "writer-1"
 
@@ -77,15 +100,24 @@ def test_releasing_mail_not_in_the_mailbox_is_a_stall_not_a_deadlock():
     d = dump(blocked_s=10.0, mails=mailbox("CheckpointNotice"))
     assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
     stalls = find_stalls({"writer-0": d}, threshold_s=2.0)
-    assert stalls == [{"task": "writer-0", "what": "instant initialize",
-                       "waiting_on": "a new pending instant on the timeline or a CommitAckEvent",
-                       "blocked_s": 10.0}]
+    assert stalls == [
+        {
+            "task": "writer-0",
+            "what": "instant initialize",
+            "waiting_on": "a new pending instant on the timeline or a CommitAckEvent",
+            "blocked_s": 10.0,
+        }
+    ]
 
 
 def test_a_wait_with_no_releasing_mail_is_never_a_deadlock():
     # P2 waits for a DFS file: no mail of its own mailbox can end it
-    d = dump(blocked_s=60.0, releasing=None, mails=mailbox("CommitAckEvent"),
-             waiting_on="message bus file 3.commit or 3.aborted")
+    d = dump(
+        blocked_s=60.0,
+        releasing=None,
+        mails=mailbox("CommitAckEvent"),
+        waiting_on="message bus file 3.commit or 3.aborted",
+    )
     assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
     assert [s["task"] for s in find_stalls({"writer-0": d}, 2.0)] == ["writer-0"]
 
@@ -96,8 +128,12 @@ def test_empty_mailbox_is_no_deadlock():
 
 def test_stalls_respect_the_threshold_and_ignore_unblocked_tasks():
     outside = dict(releasing=None, waiting_on="message bus file 3.commit or 3.aborted")
-    dumps = {"d": dump(blocked_s=4.0, **outside), "b": dump(blocked_s=3.0, **outside),
-             "a": dump(blocked_s=0.5, **outside), "c": dump(blocked_s=None)}
+    dumps = {
+        "d": dump(blocked_s=4.0, **outside),
+        "b": dump(blocked_s=3.0, **outside),
+        "a": dump(blocked_s=0.5, **outside),
+        "c": dump(blocked_s=None),
+    }
     assert [s["task"] for s in find_stalls(dumps, 1.0)] == ["b", "d"]  # sorted by name
     assert find_stalls(dumps, 10.0) == []
 
@@ -137,6 +173,10 @@ def test_to_result_keeps_a_compact_mailbox():
     r = find_deadlock({"w": dump()}, 2.0)
     res = r.to_result()
     assert res["task"] == "w" and res["mailbox_position"] == 1
-    assert res["mailbox"][1] == {"position": 1, "kind": "CommitAckEvent",
-                                 "description": "CommitAckEvent #11", "priority": 0}
+    assert res["mailbox"][1] == {
+        "position": 1,
+        "kind": "CommitAckEvent",
+        "description": "CommitAckEvent #11",
+        "priority": 0,
+    }
     assert "explanation" in res and res["explanation"].startswith("DEADLOCK")

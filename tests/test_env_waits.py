@@ -1,4 +1,4 @@
-"""The bounded wait every role and host uses (``runtime.env.bounded``)."""
+"""The bounded wait every role and host uses (``runtime.core.env.bounded``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runtime.env import bounded, wait_ended
+from runtime.core.env import bounded, wait_ended
 
 
 async def _cancel_as_the_reply_lands(wait) -> str:
@@ -66,5 +66,6 @@ def test_waiting_for_a_task_to_end_is_bounded_and_takes_its_error():
     finally:
         loop.close()
     import gc
+
     gc.collect()  # an error never retrieved is reported when its task is collected
     assert unhandled == []

@@ -9,20 +9,34 @@ import os
 import pytest
 
 from actors.job import run_job
-from runtime.config import JobConfig
-from runtime.fault_matrix import KNOWN, PASSED, classify, config_for, plot_heatmap, run_matrix
-from runtime.faults import FAULT_POINTS, FaultSpec
+from runtime.core.config import JobConfig
+from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
+from runtime.lab.fault_matrix import KNOWN, PASSED, classify, config_for, plot_heatmap, run_matrix
 
 pytestmark = pytest.mark.ray
 
-CRASHES = ["task.before_flush", "task.after_flush_before_event", "task.in_snapshot",
-           "task.after_checkpoint_before_commit", "coordinator.before_commit_file",
-           "coordinator.after_commit_before_next_instant", "dfs.transient_error"]
+CRASHES = [
+    "task.before_flush",
+    "task.after_flush_before_event",
+    "task.in_snapshot",
+    "task.after_checkpoint_before_commit",
+    "coordinator.before_commit_file",
+    "coordinator.after_commit_before_next_instant",
+    "dfs.transient_error",
+]
 
 
 def _cfg(tmp_path, protocol="message-bus", **kw) -> JobConfig:
-    base = dict(source="generator", protocol=protocol, writers=2, checkpoints=4, records=4_000,
-                bucket_flush_rows=500, checkpoint_timeout_s=4.0, table=str(tmp_path / "table"))
+    base = dict(
+        source="generator",
+        protocol=protocol,
+        writers=2,
+        checkpoints=4,
+        records=4_000,
+        bucket_flush_rows=500,
+        checkpoint_timeout_s=4.0,
+        table=str(tmp_path / "table"),
+    )
     base.update(kw)
     return JobConfig(**base)
 
@@ -42,11 +56,13 @@ def test_a_crash_fires_once_and_recovery_verifies(ray_session, tmp_path, point):
     # it, and the only pending instant is the coordinator's next one, with no files
     assert eo["commit_problems"] == []
     names = os.listdir(tmp_path / "table" / ".hoodie")
-    pending = [n.split(".")[0] for n in names
-               if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names]
+    pending = [
+        n.split(".")[0] for n in names if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names
+    ]
     assert len(pending) <= 1
-    data = [f for d in os.listdir(tmp_path / "table") if not d.startswith(".")
-            for f in os.listdir(tmp_path / "table" / d)]
+    data = [
+        f for d in os.listdir(tmp_path / "table") if not d.startswith(".") for f in os.listdir(tmp_path / "table" / d)
+    ]
     assert not [f for f in data for p in pending if p in f]
     with open(tmp_path / "out" / "result.json") as f:
         assert json.load(f)["faults_fired"][0]["point"] == point
@@ -62,9 +78,14 @@ def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_sta
     assert result["exactly_once"]["verified"]
 
 
-@pytest.mark.parametrize("point,effect", [("checkpoint.abort", "aborted"),
-                                          ("checkpoint.timeout", "timed-out"),
-                                          ("checkpoint.notification_lost", "completed")])
+@pytest.mark.parametrize(
+    "point,effect",
+    [
+        ("checkpoint.abort", "aborted"),
+        ("checkpoint.timeout", "timed-out"),
+        ("checkpoint.notification_lost", "completed"),
+    ],
+)
 def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_session, tmp_path, point, effect):
     result = run_job(_cfg(tmp_path, faults=[FaultSpec(point, 2, 0)]), None)
     assert [f["point"] for f in result["faults_fired"]] == [point]
@@ -76,8 +97,9 @@ def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_sessio
     assert 2 not in [c["checkpoint"] for c in result["commits"]]
 
 
-@pytest.mark.parametrize("protocol", ["operator-event", "timeline-server", "coordination-rpc",
-                                      "coordination-rpc-async", "control-topic"])
+@pytest.mark.parametrize(
+    "protocol", ["operator-event", "timeline-server", "coordination-rpc", "coordination-rpc-async", "control-topic"]
+)
 def test_every_protocol_recovers_from_a_task_crash(ray_session, tmp_path, protocol):
     result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("task.in_snapshot", 2, 1)]), None)
     assert len(result["failovers"]) == 1
@@ -96,12 +118,22 @@ def test_restarts_are_bounded_and_the_failure_is_named(ray_session, tmp_path):
 
 def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_path):
     base = _cfg(tmp_path)
-    doc = run_matrix(base, ["message-bus", "operator-event"], ["task.in_snapshot", "quiet-round"], 1,
-                     str(tmp_path / "m"), run=lambda cfg, sub: run_job(cfg, sub), parallel=2)
+    doc = run_matrix(
+        base,
+        ["message-bus", "operator-event"],
+        ["task.in_snapshot", "quiet-round"],
+        1,
+        str(tmp_path / "m"),
+        run=lambda cfg, sub: run_job(cfg, sub),
+        parallel=2,
+    )
     # two at a time, recorded in matrix order
     assert [(r["fault"], r["protocol"]) for r in doc["runs"]] == [
-        ("task.in_snapshot", "message-bus"), ("task.in_snapshot", "operator-event"),
-        ("quiet-round", "message-bus"), ("quiet-round", "operator-event")]
+        ("task.in_snapshot", "message-bus"),
+        ("task.in_snapshot", "operator-event"),
+        ("quiet-round", "message-bus"),
+        ("quiet-round", "operator-event"),
+    ]
     outcomes = {(r["protocol"], r["fault"]): r["outcome"] for r in doc["runs"]}
     assert outcomes[("message-bus", "task.in_snapshot")] == PASSED
     assert outcomes[("operator-event", "quiet-round")] == KNOWN
@@ -113,17 +145,32 @@ def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_p
 
 
 def test_classify_calls_a_finished_but_unverified_run_a_violation():
-    result = {"status": "finished", "failovers": [], "deadlock": None,
-              "exactly_once": {"verified": False, "lost": 3, "duplicated": 0, "unexpected": 0,
-                               "mismatched": 0, "commit_problems": []}}
+    result = {
+        "status": "finished",
+        "failovers": [],
+        "deadlock": None,
+        "exactly_once": {
+            "verified": False,
+            "lost": 3,
+            "duplicated": 0,
+            "unexpected": 0,
+            "mismatched": 0,
+            "commit_problems": [],
+        },
+    }
     outcome, why = classify("message-bus", "task.in_snapshot", result)
     assert outcome == "VIOLATION" and "lost 3" in why
 
 
 def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
     base = _cfg(tmp_path, checkpoints=6)
-    picks = {(config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].checkpoint,
-              config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].task) for s in range(8)}
+    picks = {
+        (
+            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].checkpoint,
+            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].task,
+        )
+        for s in range(8)
+    }
     assert all(2 <= c <= 5 for c, _ in picks) and len(picks) > 2
     assert set(FAULT_POINTS) >= set(CRASHES)
 
@@ -142,8 +189,9 @@ def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path
 
 # -- fault specs, messaging, DFS latency, the bus deleted, HUDI-6194, region failover ------------
 
+
 def test_fault_specs_read_back_from_their_text():
-    from runtime.faults import parse_faults
+    from runtime.core.fault_spec import parse_faults
 
     text = "task.in_snapshot@2#0,message.dropped:operator_event@3,dfs.latency=0.5,message.delayed#1=1.5"
     specs = parse_faults(text)
@@ -157,9 +205,9 @@ def test_fault_specs_read_back_from_their_text():
 
 
 def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one():
-    from runtime.env import Env
-    from runtime.faults import FaultInjector
-    from runtime.trace import Tracer
+    from runtime.core.env import Env
+    from runtime.core.trace import Tracer
+    from runtime.faults.injector import FaultInjector
 
     class _Env(Env):
         role = "coordinator"
@@ -197,8 +245,10 @@ def test_a_dropped_request_times_out_and_the_job_recovers(ray_session, tmp_path)
 
 
 def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
-    faults = [FaultSpec("message.delayed", 2, 0, param=1.0, target="write_metadata"),
-              FaultSpec("dfs.latency", 3, param=0.05)]
+    faults = [
+        FaultSpec("message.delayed", 2, 0, param=1.0, target="write_metadata"),
+        FaultSpec("dfs.latency", 3, param=0.05),
+    ]
     result = run_job(_cfg(tmp_path, faults=faults), None)
     assert sorted(f["point"] for f in result["faults_fired"]) == ["dfs.latency", "message.delayed"]
     assert result["failovers"] == []
@@ -228,25 +278,33 @@ def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_
 
 
 def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
-    from runtime.fault_matrix import NOT_APPLICABLE, applicable, run_matrix
+    from runtime.lab.fault_matrix import NOT_APPLICABLE, applicable, run_matrix
 
     assert applicable("message-bus", "bus.deleted") and not applicable("coordination-rpc", "bus.deleted")
-    doc = run_matrix(JobConfig(source="generator"), ["operator-event"], ["bus.deleted"], 1, str(tmp_path),
-                     run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"))
+    doc = run_matrix(
+        JobConfig(source="generator"),
+        ["operator-event"],
+        ["bus.deleted"],
+        1,
+        str(tmp_path),
+        run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"),
+    )
     assert doc["runs"][0]["outcome"] == NOT_APPLICABLE
 
 
 def _pending_instant_files(table) -> list[str]:
     names = os.listdir(table / ".hoodie")
-    pending = [n.split(".")[0] for n in names
-               if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names]
+    pending = [
+        n.split(".")[0] for n in names if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names
+    ]
     data = [f for d in os.listdir(table) if not d.startswith(".") for f in os.listdir(table / d)]
     return [f for f in data for p in pending if p in f]
 
 
 @pytest.mark.parametrize("failover", ["global", "region"])
 def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back_instant(
-        ray_session, tmp_path, failover):
+    ray_session, tmp_path, failover
+):
     """HUDI-6194: all tasks fail over while the coordinator starts a new instant."""
     spec = FaultSpec("tasks.fail_at_instant_start", 2)
     result = run_job(_cfg(tmp_path, faults=[spec], failover=failover), None)
@@ -262,11 +320,13 @@ def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back
         assert reset["resume_checkpoint_id"] >= 2
 
 
-@pytest.mark.parametrize("protocol", ["operator-event", "message-bus", "timeline-server",
-                                      "coordination-rpc", "coordination-rpc-async"])
+@pytest.mark.parametrize(
+    "protocol", ["operator-event", "message-bus", "timeline-server", "coordination-rpc", "coordination-rpc-async"]
+)
 def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_path, protocol):
-    result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)],
-                          failover="region"), None)
+    result = run_job(
+        _cfg(tmp_path, protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)], failover="region"), None
+    )
     assert [f["strategy"] for f in result["failovers"]] == ["region"]
     assert len(result["coordinator"]["resets"]) == 1
     assert result["status"] == "finished", result["error"]
@@ -285,8 +345,11 @@ def _flush_instants(trace_path) -> set[str]:
     with open(trace_path) as f:
         doc = json.load(f)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
-    return {e["args"]["instant"] for e in events
-            if e.get("name", "").startswith("flush ") and "instant" in e.get("args", {})}
+    return {
+        e["args"]["instant"]
+        for e in events
+        if e.get("name", "").startswith("flush ") and "instant" in e.get("args", {})
+    }
 
 
 @pytest.mark.parametrize("hold", [True, False])
@@ -296,7 +359,7 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     them write into I1, which the coordinator rolls back when the last task is in: HUDI-6194.
     Holding the answers until every task is back (the default) writes nothing there."""
     from actors.job import JobRun
-    from runtime.scenarios import wrong_instant_config
+    from runtime.faults.scenarios import wrong_instant_config
 
     cfg = wrong_instant_config(_cfg(tmp_path, "operator-event", hold_bootstraps=hold))
     trace = tmp_path / "trace.json"
@@ -310,7 +373,8 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     else:
         # the early task wrote into I1: either its own trace shows it, or (its trace died with
         # it) it failed reading back its file of I1, or the table is no longer exactly-once
-        read_its_rolled_back_file = any(i in (f["error"] or "") for f in result["failovers"][1:]
-                                        for i in result["rolled_back"])
+        read_its_rolled_back_file = any(
+            i in (f["error"] or "") for f in result["failovers"][1:] for i in result["rolled_back"]
+        )
         broken = result["status"] != "finished" or not (result["exactly_once"] or {}).get("verified")
         assert written_then_rolled_back or read_its_rolled_back_file or broken, result["failovers"]

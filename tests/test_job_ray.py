@@ -8,25 +8,36 @@ import os
 import pytest
 
 from actors.job import run_job
-from runtime.config import JobConfig, Schedule
-from runtime.scenarios import deadlock_config
-from runtime.verify import read_completed_commits
+from runtime.core.config import JobConfig, Schedule
+from runtime.faults.scenarios import deadlock_config
+from runtime.lab.verify import read_completed_commits
 
 pytestmark = pytest.mark.ray
 
-RESULT_KEYS = {"protocol", "writers", "table", "rows_in", "checkpoints", "commits", "deadlock",
-               "dfs_ops", "rpcs"}
+RESULT_KEYS = {"protocol", "writers", "table", "rows_in", "checkpoints", "commits", "deadlock", "dfs_ops", "rpcs"}
 
 
 def _cfg(tmp_path, **kw) -> JobConfig:
-    base = dict(source="generator", writers=2, checkpoints=3, records=6_000, bucket_flush_rows=400,
-                table=str(tmp_path / "table"))
+    base = dict(
+        source="generator",
+        writers=2,
+        checkpoints=3,
+        records=6_000,
+        bucket_flush_rows=400,
+        table=str(tmp_path / "table"),
+    )
     base.update(kw)
     return JobConfig(**base)
 
 
-ALL = ["operator-event", "message-bus", "timeline-server", "coordination-rpc",
-       "coordination-rpc-async", "control-topic"]
+ALL = [
+    "operator-event",
+    "message-bus",
+    "timeline-server",
+    "coordination-rpc",
+    "coordination-rpc-async",
+    "control-topic",
+]
 
 
 @pytest.mark.parametrize("protocol", ALL)
@@ -121,12 +132,15 @@ def test_aborted_checkpoint_keeps_the_instant_pending_and_loses_nothing(ray_sess
     commits = result["commits"]
     assert [c["checkpoint"] for c in commits] == [1, 3]
     assert sorted(os.listdir(tmp_path / "table" / ".hoodie" / ".aux" / "message_bus")) == [
-        "0.commit", "1.commit", "2.aborted", "3.commit"]
+        "0.commit",
+        "1.commit",
+        "2.aborted",
+        "3.commit",
+    ]
     assert result["exactly_once"]["verified"]
 
 
-@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async",
-                                      "control-topic"])
+@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(ray_session, tmp_path, protocol):
     result = run_job(deadlock_config(_cfg(tmp_path, protocol=protocol)), None)
     assert result["status"] == "finished", result["error"]
@@ -159,7 +173,7 @@ def test_coordination_rpc_creates_one_instant_per_checkpoint_and_commits_the_bac
 
 
 def test_lock_held_fails_sync_rpc_and_async_rides_it_out(ray_session, tmp_path):
-    from runtime.scenarios import lock_held_config
+    from runtime.faults.scenarios import lock_held_config
 
     sync = run_job(lock_held_config(_cfg(tmp_path / "s", protocol="coordination-rpc")), None)
     # the request timed out under the held lock: the task failed and the job restarted (the
@@ -169,8 +183,7 @@ def test_lock_held_fails_sync_rpc_and_async_rides_it_out(ray_session, tmp_path):
     assert "InstantTimeRequest" in failure["error"] and "#19902" in failure["error"]
     assert failure["restored_checkpoint"] == 1
     assert sync["status"] == "finished" and sync["exactly_once"]["verified"]
-    one_attempt = run_job(lock_held_config(_cfg(tmp_path / "s1", protocol="coordination-rpc",
-                                                max_restarts=0)), None)
+    one_attempt = run_job(lock_held_config(_cfg(tmp_path / "s1", protocol="coordination-rpc", max_restarts=0)), None)
     assert one_attempt["status"] == "failed" and "#19902" in one_attempt["error"]
     assert [c["checkpoint"] for c in one_attempt["commits"]] == [1]
     asyn = run_job(lock_held_config(_cfg(tmp_path / "a", protocol="coordination-rpc-async")), None)

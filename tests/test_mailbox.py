@@ -1,4 +1,4 @@
-"""Tests of runtime.mailbox: the asyncio model of Flink's task mailbox.
+"""Tests of runtime.flink.mailbox: the asyncio model of Flink's task mailbox.
 
 Every wait is bounded (asyncio.wait_for) so a broken mailbox fails a test instead of hanging it.
 """
@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
-from runtime.mailbox import (
+from runtime.flink.mailbox import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     OPERATOR_PRIORITY,
@@ -47,9 +48,11 @@ def kinds(mb: TaskMailbox) -> list[str]:
 
 async def wait_until(cond: Callable[[], bool], timeout: float = 1.0) -> None:
     """Polls ``cond`` on the event loop; fails the test if it never becomes true."""
+
     async def _poll() -> None:
         while not cond():
             await asyncio.sleep(0.001)
+
     await asyncio.wait_for(_poll(), timeout)
 
 
@@ -70,6 +73,7 @@ class FakeClock:
 
 
 # ---------------------------------------------------------------------------------- TaskMailbox
+
 
 def test_put_is_fifo_and_put_first_goes_to_front() -> None:
     mb = TaskMailbox()
@@ -100,6 +104,7 @@ def test_take_returns_oldest_qualifying_and_skips_lower() -> None:
         assert not mb.has_mail(OPERATOR_PRIORITY) and mb.has_mail(MIN_PRIORITY)
         assert mb.try_take(MIN_PRIORITY).kind == "low1"  # type: ignore[union-attr]
         assert len(mb) == 1
+
     run(body())
 
 
@@ -116,6 +121,7 @@ def test_take_blocks_until_a_qualifying_mail_is_put() -> None:
         got = await asyncio.wait_for(taker, 1.0)
         assert got.kind == "op"
         assert kinds(mb) == ["event"]
+
     run(body())
 
 
@@ -127,6 +133,7 @@ def test_cancelled_take_loses_no_mail() -> None:
         mb.put(mail("a"))
         assert kinds(mb) == ["a"]
         assert (await asyncio.wait_for(mb.take(MIN_PRIORITY), 1.0)).kind == "a"
+
     run(body())
 
 
@@ -144,6 +151,7 @@ def test_quiesce_rejects_puts_but_still_drains() -> None:
         assert (await asyncio.wait_for(mb.take(MIN_PRIORITY), 1.0)).kind == "a"
         assert mb.try_take(MIN_PRIORITY).kind == "b"  # type: ignore[union-attr]
         assert mb.try_take(MIN_PRIORITY) is None
+
     run(body())
 
 
@@ -161,6 +169,7 @@ def test_close_returns_remaining_and_rejects_everything() -> None:
         with pytest.raises(MailboxClosedError, match="CLOSED"):
             mb.put(mail("c"))
         assert mb.close() == []
+
     run(body())
 
 
@@ -173,6 +182,7 @@ def test_close_wakes_a_blocked_taker_with_closed_error() -> None:
         mb.close()
         with pytest.raises(MailboxClosedError):
             await asyncio.wait_for(taker, 1.0)
+
     run(body())
 
 
@@ -191,6 +201,7 @@ def test_put_threadsafe_from_another_os_thread_wakes_taker() -> None:
         bad = mb.put_threadsafe(mail("late"), loop)
         with pytest.raises(MailboxClosedError):
             await asyncio.wait_for(asyncio.wrap_future(bad), 1.0)
+
     run(body())
 
 
@@ -203,10 +214,22 @@ def test_snapshot_and_find_report_queue_with_waited_time() -> None:
     clock.now += 0.5
     snap = mb.snapshot()
     assert snap == [
-        {"position": 0, "seq": snap[0]["seq"], "kind": "CommitAckEvent",
-         "description": "CommitAckEvent(ckp=2)", "priority": MIN_PRIORITY, "waited_s": 2.0},
-        {"position": 1, "seq": snap[1]["seq"], "kind": "notifyCheckpointComplete",
-         "description": "ckp 2 complete", "priority": MAX_PRIORITY, "waited_s": 0.5},
+        {
+            "position": 0,
+            "seq": snap[0]["seq"],
+            "kind": "CommitAckEvent",
+            "description": "CommitAckEvent(ckp=2)",
+            "priority": MIN_PRIORITY,
+            "waited_s": 2.0,
+        },
+        {
+            "position": 1,
+            "seq": snap[1]["seq"],
+            "kind": "notifyCheckpointComplete",
+            "description": "ckp 2 complete",
+            "priority": MAX_PRIORITY,
+            "waited_s": 0.5,
+        },
     ]
     assert snap[0]["seq"] < snap[1]["seq"]
     assert mb.find("CommitAckEvent") == 0
@@ -220,12 +243,15 @@ def test_mail_run_awaits_async_actions_and_returns_result() -> None:
         async def act() -> int:
             await asyncio.sleep(0)
             return 7
+
         assert await Mail(act).run() == 7
         assert await Mail(lambda: 3).run() == 3
+
     run(body())
 
 
 # ------------------------------------------------------------------------- MailboxProcessor loop
+
 
 def test_loop_runs_pending_mails_before_each_step_and_ends_after_completion() -> None:
     """Order pins: pending mails first, mails put by a step/mail run before the next step,
@@ -240,9 +266,11 @@ def test_loop_runs_pending_mails_before_each_step_and_ends_after_completion() ->
             log.append(f"step{n}")
             main = proc.get_main_executor()
             if n == 1:
+
                 def m3() -> None:
                     log.append("m3")
                     main.execute(lambda: log.append("m4"), "m4")  # put while draining
+
                 main.execute(m3, "m3")
             if n == 3:
                 ctl.all_actions_completed()
@@ -281,6 +309,7 @@ def test_all_actions_completed_from_another_coroutine_ends_the_loop() -> None:
         proc.get_main_executor().execute(lambda: ran.append("late"), "late")
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
         assert ran == ["late"] and len(steps) == n
+
     run(body())
 
 
@@ -307,6 +336,7 @@ def test_exception_propagates_out_of_the_loop(where: str) -> None:
         if where == "mail":
             assert kinds(proc.mailbox) == ["after"]
             assert proc.default_action_steps == 0
+
     run(body())
 
 
@@ -323,6 +353,7 @@ def test_suspend_from_a_mail_stops_after_that_mail_and_keeps_the_rest() -> None:
         main.execute(proc.all_actions_completed, "done")
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
         assert len(proc.mailbox) == 0
+
     run(body())
 
 
@@ -335,10 +366,12 @@ def test_loop_cannot_run_twice_at_once() -> None:
             await proc.run_mailbox_loop()
         proc.suspend()
         await asyncio.wait_for(t, 1.0)
+
     run(body())
 
 
 # ------------------------------------------------------------------------ suspension / resume
+
 
 def test_suspended_default_action_blocks_in_take_runs_mails_and_resumes_via_resume_mail() -> None:
     async def body() -> None:
@@ -377,6 +410,7 @@ def test_suspended_default_action_blocks_in_take_runs_mails_and_resumes_via_resu
         assert log == ["step1", "a", "b", "step2"]
         assert run_kinds == ["defaultAction", "a", "b", "resume", "defaultAction"]
         assert holder["s"].is_resumed and proc.is_default_action_available()
+
     run(body())
 
 
@@ -405,6 +439,7 @@ def test_resume_from_inside_a_mail_is_direct() -> None:
         await asyncio.wait_for(loop_task, 1.0)
         assert seen_inside == [True]
         assert run_kinds == ["defaultAction", "wake", "defaultAction"]
+
     run(body())
 
 
@@ -420,6 +455,7 @@ def test_suspend_from_another_coroutine_wakes_a_loop_blocked_in_take() -> None:
         await asyncio.wait_for(loop_task, 1.0)
         assert len(proc.mailbox) == 0  # no stray control mail left behind
         assert proc.default_action_steps == 1
+
     run(body())
 
 
@@ -434,12 +470,14 @@ def test_all_actions_completed_from_another_coroutine_wakes_a_loop_blocked_in_ta
         proc.all_actions_completed()
         await asyncio.wait_for(loop_task, 1.0)
         assert len(proc.mailbox) == 0 and proc.default_action_steps == 1
+
     run(body())
 
 
 def test_completion_while_suspended_still_runs_the_pending_mails() -> None:
     """all_actions_completed from a mail run while the default action is suspended: the mails
     put after it still run before the loop ends, and the default action does not run again."""
+
     async def body() -> None:
         log: list[str] = []
 
@@ -458,12 +496,14 @@ def test_completion_while_suspended_still_runs_the_pending_mails() -> None:
         proc.get_main_executor().execute(finish, "finish")
         await asyncio.wait_for(loop_task, 1.0)
         assert log == ["step", "finish", "tail"]
+
     run(body())
 
 
 def test_resume_mail_overtakes_queued_mails() -> None:
     """resume from outside is put FIRST: it runs before mails already queued, and the default
     action runs before them too (the blocking phase ends as soon as it is resumed)."""
+
     async def body() -> None:
         log: list[str] = []
         gate = asyncio.Event()
@@ -480,8 +520,9 @@ def test_resume_mail_overtakes_queued_mails() -> None:
             log.append("slow")
             await gate.wait()
 
-        proc = MailboxProcessor(step, on_mail_start=lambda info: log.append(info["kind"])
-                                if info["kind"] == "resume" else None)
+        proc = MailboxProcessor(
+            step, on_mail_start=lambda info: log.append(info["kind"]) if info["kind"] == "resume" else None
+        )
         main = proc.get_main_executor()
         loop_task = asyncio.create_task(proc.run_mailbox_loop())
         await wait_until(lambda: proc.is_waiting_for_mail)
@@ -493,6 +534,7 @@ def test_resume_mail_overtakes_queued_mails() -> None:
         gate.set()
         await asyncio.wait_for(loop_task, 1.0)
         assert log == ["step1", "slow", "resume", "step2", "x"]
+
     run(body())
 
 
@@ -512,6 +554,7 @@ def test_suspend_default_action_rules() -> None:
             proc.controller.suspend_default_action()  # not on the mailbox thread
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
         assert errors == ["checked"]
+
     run(body())
 
 
@@ -531,10 +574,12 @@ def test_task_spawned_from_a_mail_is_not_the_mailbox_thread() -> None:
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
         assert seen == {"mail": True, "child": False}
         assert not is_in_mailbox_thread()
+
     run(body())
 
 
 # -------------------------------------------------------------------------- executors / yield
+
 
 def test_operator_yield_never_runs_an_operator_event() -> None:
     async def body() -> None:
@@ -553,8 +598,7 @@ def test_operator_yield_never_runs_an_operator_event() -> None:
         assert acked == [] and kinds(proc.mailbox) == ["CommitAckEvent"]
 
         notified: list[str] = []
-        proc.get_mailbox_executor(MAX_PRIORITY).execute(
-            lambda: notified.append("ckp2"), "notifyCheckpointComplete")
+        proc.get_mailbox_executor(MAX_PRIORITY).execute(lambda: notified.append("ckp2"), "notifyCheckpointComplete")
         await asyncio.wait_for(op.yield_(), 1.0)  # a MAX_PRIORITY mail qualifies
         assert notified == ["ckp2"] and acked == []
         assert kinds(proc.mailbox) == ["CommitAckEvent"]
@@ -562,12 +606,14 @@ def test_operator_yield_never_runs_an_operator_event() -> None:
         assert await main.try_yield() is True  # only the main executor runs the event
         assert acked == [2] and len(proc.mailbox) == 0
         assert await main.try_yield() is False
+
     run(body())
 
 
 def test_yield_inside_the_loop_at_min_priority_unblocks_operator_priority_does_not() -> None:
     """The contrast behind the deadlock: waiting via the main executor's yield runs the event;
     waiting via an operator executor's yield cannot."""
+
     async def scenario(priority: int) -> bool:
         acked = asyncio.Event()
         stack_seen: list[list[str]] = []
@@ -615,6 +661,7 @@ def test_submit_delivers_result_and_error_to_the_future_not_the_loop() -> None:
         assert await ok == 42
         with pytest.raises(KeyError):
             await bad
+
     run(body())
 
 
@@ -627,6 +674,7 @@ def test_execute_on_a_closed_mailbox_raises() -> None:
 
 
 # ----------------------------------------------------------------------- the blocking property
+
 
 def test_blocking_default_action_deadlocks_on_its_own_mailbox() -> None:
     """The task awaits an event only a queued mail would set: it never completes, the releasing
@@ -660,8 +708,7 @@ def test_blocking_default_action_deadlocks_on_its_own_mailbox() -> None:
         proc.get_mailbox_executor(MAX_PRIORITY).execute(lambda: None, "notifyCheckpointComplete")
         clock.now += 3.0
         snap = proc.mailbox.snapshot()
-        assert [(m["position"], m["kind"]) for m in snap] == [
-            (0, "CommitAckEvent"), (1, "notifyCheckpointComplete")]
+        assert [(m["position"], m["kind"]) for m in snap] == [(0, "CommitAckEvent"), (1, "notifyCheckpointComplete")]
         assert snap[0]["description"] == "CommitAckEvent(ckp=2)"
         assert snap[0]["waited_s"] == 3.0
         assert proc.mailbox.find("CommitAckEvent") == 0
@@ -672,6 +719,7 @@ def test_blocking_default_action_deadlocks_on_its_own_mailbox() -> None:
         ack.set()
         await asyncio.wait_for(loop_task, 1.0)
         assert len(proc.mailbox) == 0 and proc.mails_run == 2
+
     run(body())
 
 
@@ -699,6 +747,7 @@ def test_awaiting_mail_blocks_later_mails_and_current_names_it() -> None:
         gate.set()
         await asyncio.wait_for(loop_task, 1.0)
         assert ran == ["slow", "next"] and proc.current is None
+
     run(body())
 
 
@@ -716,15 +765,23 @@ def test_hooks_record_every_mail_and_step_with_durations() -> None:
         def m() -> None:
             clock.now += 1.0
 
-        proc = MailboxProcessor(step, TaskMailbox(clock=clock),
-                                on_mail_start=lambda info: starts.append(dict(info)),
-                                on_mail_end=lambda info, err: ends.append((info, err)))
+        proc = MailboxProcessor(
+            step,
+            TaskMailbox(clock=clock),
+            on_mail_start=lambda info: starts.append(dict(info)),
+            on_mail_end=lambda info, err: ends.append((info, err)),
+        )
         proc.get_main_executor().execute(m, "CommitAckEvent", "CommitAckEvent(ckp=1)")
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
         assert [(s["what"], s["kind"]) for s in starts] == [
-            ("mail", "CommitAckEvent"), ("default action", "defaultAction")]
+            ("mail", "CommitAckEvent"),
+            ("default action", "defaultAction"),
+        ]
         assert starts[0]["description"] == "CommitAckEvent(ckp=1)" and starts[0]["seq"] == 0
         assert starts[0]["started_at"] == 100.0 and starts[1]["started_at"] == 101.0
         assert [(e["what"], e["duration_s"], err) for e, err in ends] == [
-            ("mail", 1.0, None), ("default action", 0.25, None)]
+            ("mail", 1.0, None),
+            ("default action", 0.25, None),
+        ]
+
     run(body())

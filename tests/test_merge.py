@@ -1,4 +1,4 @@
-"""Tests of the copy-on-write merge (runtime.table.merge_file_group / dedupe_latest).
+"""Tests of the copy-on-write merge (runtime.hudi.table.merge_file_group / dedupe_latest).
 
 Rules (Hudi's upsert with a precombine field): per key the larger precombine value wins; on a tie
 the later record wins (later ``_offset``; an incoming record is later than the base file's row).
@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.table import (INTERNAL_COLUMNS, META_COLUMNS, TableError, dedupe_latest,
-                           merge_file_group)
+from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, TableError, dedupe_latest, merge_file_group
 
 KEY, PRE = "key", "ts"
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
@@ -25,22 +24,38 @@ I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
 def records(rows: list[tuple[str, int, str]], first_offset: int = 0) -> pa.Table:
     """(key, ts, payload) rows as the stream carries them, with the internal columns."""
     n = len(rows)
-    return pa.table({
-        KEY: pa.array([r[0] for r in rows], pa.string()),
-        "partition": pa.array(["p0"] * n, pa.string()),
-        PRE: pa.array([r[1] for r in rows], pa.int64()),
-        "payload": pa.array([r[2] for r in rows], pa.string()),
-        "_offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
-        "_bucket": pa.array([0] * n, pa.int32()),
-        "_task": pa.array([0] * n, pa.int32()),
-    })
+    return pa.table(
+        {
+            KEY: pa.array([r[0] for r in rows], pa.string()),
+            "partition": pa.array(["p0"] * n, pa.string()),
+            PRE: pa.array([r[1] for r in rows], pa.int64()),
+            "payload": pa.array([r[2] for r in rows], pa.string()),
+            "_offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
+            "_bucket": pa.array([0] * n, pa.int32()),
+            "_task": pa.array([0] * n, pa.int32()),
+        }
+    )
 
 
-def merge(base: pa.Table | None, incoming: pa.Table, instant: str, file_name: str | None = None,
-          partition_id: int = 0, base_instant: str | None = None):
-    return merge_file_group(base, incoming, instant=instant, partition="p0",
-                            file_name=file_name or f"fg-0_0-0-0_{instant}.parquet", key=KEY,
-                            precombine=PRE, partition_id=partition_id, base_instant=base_instant)
+def merge(
+    base: pa.Table | None,
+    incoming: pa.Table,
+    instant: str,
+    file_name: str | None = None,
+    partition_id: int = 0,
+    base_instant: str | None = None,
+):
+    return merge_file_group(
+        base,
+        incoming,
+        instant=instant,
+        partition="p0",
+        file_name=file_name or f"fg-0_0-0-0_{instant}.parquet",
+        key=KEY,
+        precombine=PRE,
+        partition_id=partition_id,
+        base_instant=base_instant,
+    )
 
 
 def rows_by_key(t: pa.Table) -> dict[str, dict[str, Any]]:
@@ -80,8 +95,13 @@ def test_dedupe_of_empty_and_single_row():
 
 
 def test_first_write_inserts_every_key_with_meta_columns():
-    r = merge(None, records([("b", 1, "b1"), ("a", 1, "a1"), ("c", 1, "c1")]), I1,
-              file_name="fg_1-0-0_x.parquet", partition_id=3)
+    r = merge(
+        None,
+        records([("b", 1, "b1"), ("a", 1, "a1"), ("c", 1, "c1")]),
+        I1,
+        file_name="fg_1-0-0_x.parquet",
+        partition_id=3,
+    )
     t = r.table
     assert t.column_names == list(META_COLUMNS) + [KEY, "partition", PRE, "payload"]
     assert (r.inserts, r.updates, r.rewritten, r.written) == (3, 0, 0, 3)
@@ -123,16 +143,25 @@ def test_a_tie_with_the_base_row_goes_to_the_incoming_record():
 @pytest.mark.parametrize("pre_type", [pa.int32(), pa.float64(), pa.string()])
 def test_the_precombine_rule_holds_for_other_precombine_types(pre_type):
     """Integers and floats are compared in numpy, anything else in Arrow: the same rule."""
+
     def typed(rows, first_offset=0):
         t = records(rows, first_offset)
         col = pa.array([str(r[1]) if pre_type == pa.string() else r[1] for r in rows], pre_type)
         return t.set_column(t.column_names.index(PRE), PRE, col)
 
     base = merge(None, typed([("a", 5, "a-old"), ("b", 5, "b-old"), ("c", 5, "c-old")]), I1).table
-    r = merge(base, typed([("a", 6, "a-new"), ("b", 4, "b-new"), ("c", 5, "c-new"), ("d", 1, "d")],
-                          first_offset=10), I2, base_instant=I1)
-    assert {k: v["payload"] for k, v in rows_by_key(r.table).items()} == \
-        {"a": "a-new", "b": "b-old", "c": "c-new", "d": "d"}
+    r = merge(
+        base,
+        typed([("a", 6, "a-new"), ("b", 4, "b-new"), ("c", 5, "c-new"), ("d", 1, "d")], first_offset=10),
+        I2,
+        base_instant=I1,
+    )
+    assert {k: v["payload"] for k, v in rows_by_key(r.table).items()} == {
+        "a": "a-new",
+        "b": "b-old",
+        "c": "c-new",
+        "d": "d",
+    }
     assert (r.inserts, r.updates, r.rewritten, r.written) == (1, 2, 0, 3)
 
 
@@ -148,8 +177,7 @@ def test_an_incoming_record_without_a_precombine_value_loses_to_the_base_row():
 def test_smaller_incoming_precombine_leaves_the_base_row_untouched():
     base = merge(None, records([("a", 5, "kept"), ("b", 5, "b")]), I1, partition_id=1).table
     before = rows_by_key(base)["a"]
-    r = merge(base, records([("a", 4, "late-but-older")], first_offset=10), I2,
-              file_name="fg_0-0-0_v2.parquet")
+    r = merge(base, records([("a", 4, "late-but-older")], first_offset=10), I2, file_name="fg_0-0-0_v2.parquet")
     after = rows_by_key(r.table)["a"]
     assert after["payload"] == "kept" and after[PRE] == 5
     assert after["_hoodie_commit_time"] == before["_hoodie_commit_time"] == I1
@@ -160,11 +188,15 @@ def test_smaller_incoming_precombine_leaves_the_base_row_untouched():
 
 
 def test_unchanged_rows_keep_commit_time_and_seqno_but_get_the_new_file_name():
-    base = merge(None, records([("a", 1, "a"), ("b", 1, "b"), ("c", 1, "c")]), I1,
-                 partition_id=2).table
+    base = merge(None, records([("a", 1, "a"), ("b", 1, "b"), ("c", 1, "c")]), I1, partition_id=2).table
     old = rows_by_key(base)
-    r = merge(base, records([("b", 2, "b2"), ("d", 1, "d")], first_offset=10), I2,
-              file_name="new-file.parquet", partition_id=2)
+    r = merge(
+        base,
+        records([("b", 2, "b2"), ("d", 1, "d")], first_offset=10),
+        I2,
+        file_name="new-file.parquet",
+        partition_id=2,
+    )
     new = rows_by_key(r.table)
     assert sorted(new) == ["a", "b", "c", "d"]
     for k in ("a", "c"):
@@ -192,8 +224,7 @@ def test_reflush_within_the_same_instant_counts_rewritten_not_updates():
     assert (f1.inserts, f1.updates, f1.rewritten, f1.written) == (1, 1, 0, 2)
     # flush 2 of the same instant: a and c were already written by I2 -> rewritten;
     # b came from I1 -> update; e new -> insert
-    f2 = merge(f1.table, records([("a", 3, "a3"), ("c", 2, "c2"), ("b", 2, "b2"), ("e", 1, "e")],
-                                 first_offset=20), I2)
+    f2 = merge(f1.table, records([("a", 3, "a3"), ("c", 2, "c2"), ("b", 2, "b2"), ("e", 1, "e")], first_offset=20), I2)
     assert (f2.inserts, f2.updates, f2.rewritten) == (1, 1, 2)
     assert f2.written == 4  # a, b, c, e carry I2
     rows = rows_by_key(f2.table)
@@ -237,8 +268,12 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
         if table is not None:  # what the write task passes: the instant of the version it merges onto
             hinted = merge(table, stream.slice(lo, hi - lo), instant, base_instant=last_instant)
             assert hinted.table.equals(r.table)
-            assert (hinted.inserts, hinted.updates, hinted.rewritten, hinted.written) == \
-                (r.inserts, r.updates, r.rewritten, r.written)
+            assert (hinted.inserts, hinted.updates, hinted.rewritten, hinted.written) == (
+                r.inserts,
+                r.updates,
+                r.rewritten,
+                r.written,
+            )
         total_inserts += r.inserts
         table, last_instant = r.table, instant
         assert r.written == sum(1 for x in table.to_pylist() if x["_hoodie_commit_time"] == instant)
@@ -258,7 +293,6 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
     assert total_inserts == len(expected)
 
     dd = rows_by_key(dedupe_latest(stream, KEY, PRE))
-    assert {k: (r[PRE], r["payload"]) for k, r in dd.items()} == \
-        {k: (r[PRE], r["payload"]) for k, r in got.items()}
+    assert {k: (r[PRE], r["payload"]) for k, r in dd.items()} == {k: (r[PRE], r["payload"]) for k, r in got.items()}
     assert [x["_hoodie_record_key"] for x in table.to_pylist()] == sorted(expected)
     assert not set(INTERNAL_COLUMNS) & set(table.column_names)

@@ -1,4 +1,4 @@
-"""Tests of runtime.message_bus (HUDI-2677, PR #3915) on a real local DFS.
+"""Tests of runtime.hudi.dfs_message_bus (HUDI-2677, PR #3915) on a real local DFS.
 
 The first three tests port Hudi's TestMessageBus (hudi-flink, sink/message/TestMessageBus.java)
 one to one; the rest pin what the runtime adds: the driver's fresh directory, read errors as
@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from runtime import message_bus as bus
-from runtime.dfs import DfsCounters, open_dfs
-from runtime.message_bus import (
+from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.hudi import dfs_message_bus as bus
+from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
     CkpMessage,
     MessageBusError,
@@ -98,8 +98,7 @@ def test_write_cleaning(base, driver):
     assert ids(driver.ckp_id_cache) == "10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29"
 
     # ... and so is the directory: the files of 0..9 are gone, 10..29 remain
-    expected = ({f"{i}.commit" for i in range(10, 20)} | {f"{i}.aborted" for i in range(20, 29)}
-                | {"29.commit"})
+    expected = {f"{i}.commit" for i in range(10, 20)} | {f"{i}.aborted" for i in range(20, 29)} | {"29.commit"}
     assert bus_files(path) == expected
 
 

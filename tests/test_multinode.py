@@ -28,9 +28,15 @@ def cluster():
     """A head node and one worker node, 1 CPU each; node death is noticed within seconds."""
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "resources": {"head-node": 1}, "include_dashboard": False,
-        "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 4}})
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": {"head-node": 1},
+            "include_dashboard": False,
+            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 4},
+        },
+    )
     try:
         # the worker node on its own loopback address, so a driver can be pinned to the head
         worker = c.add_node(num_cpus=1, resources={"worker-node": 1}, node_ip_address="127.0.0.2")
@@ -43,19 +49,34 @@ def cluster():
 # A driver attached to a given node: Ray attaches a driver to a raylet on its own IP, and a driver
 # whose raylet dies dies with it (and the objects it put), so the node-loss test keeps its driver
 # on the head and removes the other node.
-PINNED_DRIVER = ("import ray, sys; ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], "
-                 "log_to_driver=False); from runtime.cli import main; sys.exit(main(sys.argv[3:]))")
+PINNED_DRIVER = (
+    "import ray, sys; ray.init(address=sys.argv[1], _node_ip_address=sys.argv[2], "
+    "log_to_driver=False); from runtime.cli import main; sys.exit(main(sys.argv[3:]))"
+)
 
 
 def _start_job(address: str, out: Path, *args: str, driver_ip: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(ROOT)}
-    run = ["run", "--source", "generator", "--protocol", "message-bus",
-           "--out", str(out), "--quiet", "--job-timeout", str(JOB_TIMEOUT_S), *args]
+    run = [
+        "run",
+        "--source",
+        "generator",
+        "--protocol",
+        "message-bus",
+        "--out",
+        str(out),
+        "--quiet",
+        "--job-timeout",
+        str(JOB_TIMEOUT_S),
+        *args,
+    ]
     # the product path: `python -m runtime run` finds the cluster through RAY_ADDRESS
-    cmd = ([sys.executable, "-c", PINNED_DRIVER, address, driver_ip, *run] if driver_ip
-           else [sys.executable, "-m", "runtime", *run])
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = (
+        [sys.executable, "-c", PINNED_DRIVER, address, driver_ip, *run]
+        if driver_ip
+        else [sys.executable, "-m", "runtime", *run]
+    )
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _finish(proc: subprocess.Popen, out: Path, timeout: float = JOB_TIMEOUT_S + 30) -> tuple[int, dict]:
@@ -73,8 +94,9 @@ def _finish(proc: subprocess.Popen, out: Path, timeout: float = JOB_TIMEOUT_S + 
 def test_writers_land_on_both_nodes_and_the_job_is_exactly_once(cluster, tmp_path):
     c, worker = cluster
     out = tmp_path / "out"
-    proc = _start_job(c.address, out, "--writers", "4", "--checkpoints", "3", "--records", "4000",
-                      "--placement", "spread")
+    proc = _start_job(
+        c.address, out, "--writers", "4", "--checkpoints", "3", "--records", "4000", "--placement", "spread"
+    )
     rc, result = _finish(proc, out)
     assert rc == 0 and result["status"] == "finished", result.get("error")
     assert result["exactly_once"]["verified"] is True
@@ -90,9 +112,23 @@ def test_a_worker_node_removed_mid_run_fails_over_and_stays_exactly_once(cluster
     c, worker = cluster
     out = tmp_path / "out"
     table = tmp_path / "table"
-    proc = _start_job(c.address, out, "--table", str(table), "--writers", "4", "--checkpoints", "8",
-                      "--records", "16000", "--checkpoint-interval", "0.5", "--placement", "spread",
-                      driver_ip=c.head_node.node_ip_address)
+    proc = _start_job(
+        c.address,
+        out,
+        "--table",
+        str(table),
+        "--writers",
+        "4",
+        "--checkpoints",
+        "8",
+        "--records",
+        "16000",
+        "--checkpoint-interval",
+        "0.5",
+        "--placement",
+        "spread",
+        driver_ip=c.head_node.node_ip_address,
+    )
     hoodie = table / ".hoodie"
     deadline = time.time() + 90
     while time.time() < deadline and proc.poll() is None:  # wait for the first completed commit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.config import ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
 
 
 def test_placement_option_is_validated():
@@ -20,8 +20,13 @@ def test_bundles_follow_the_roles_and_strict_spread_on_one_node_names_the_fix(ra
 
     p = Placement("spread", 3, timeout_s=30)  # on one node SPREAD still places every bundle
     try:
-        assert [p.bundle_of(n) for n in ("coordinator", "job-manager", "writer-0", "source-0", "writer-2")] \
-            == [0, 0, 1, 1, 3]
+        assert [p.bundle_of(n) for n in ("coordinator", "job-manager", "writer-0", "source-0", "writer-2")] == [
+            0,
+            0,
+            1,
+            1,
+            3,
+        ]
         assert "scheduling_strategy" in p.options("writer-2")
     finally:
         p.remove()

@@ -25,32 +25,52 @@ import os
 import random
 import selectors
 import time
-from typing import Any, Callable, Coroutine
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
-from runtime import codec
-from runtime import message_bus as bus
-from runtime.config import JobConfig
-from runtime.control_topic import (ACK_COMMIT, END_COMMIT, START_COMMIT, WRITE_STATUS, ControlMessage,
-                                   ControlTopic, FetchRequest, publish)
-from runtime.coordinator import Coordinator
-from runtime.dfs import DfsError, open_dfs
-from runtime.env import BlockedWait, Env, WaitTimeout
-from runtime.messages import CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
-from runtime.metrics import Metrics
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.dfs import DfsError, open_dfs
+from runtime.core.env import BlockedWait, Env, WaitTimeout
+from runtime.core.messages import CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
+from runtime.core.metrics import Metrics
+from runtime.core.trace import Tracer
+from runtime.flink.source import SeekRequest
+from runtime.hudi import dfs_message_bus as bus
+from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
+from runtime.kafka.topic import (
+    ACK_COMMIT,
+    END_COMMIT,
+    START_COMMIT,
+    WRITE_STATUS,
+    ControlMessage,
+    ControlTopic,
+    FetchRequest,
+    publish,
+)
 from runtime.protocols.base import InstantWaitTimeout
-from runtime.protocols.control_topic import (OFFSETS_KEY, ControlTopicParticipant, ControlTopicProtocol,
-                                             format_offsets, parse_offsets)
-from runtime.protocols.coordination_rpc import (OK, PENDING, AsyncCoordinationRpcProtocol,
-                                                AsyncCoordinationRpcWriter, CoordinationRpcProtocol,
-                                                CoordinationRpcWriter, InstantTimeReply, InstantTimeRequest)
-from runtime.protocols.timeline_server import (SERVER, TimelineServer, TimelineServerProtocol,
-                                               TimelineServerWriter)
-from runtime.source import SeekRequest
-from runtime.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
-from runtime.trace import Tracer
+from runtime.protocols.control_topic import (
+    OFFSETS_KEY,
+    ControlTopicParticipant,
+    ControlTopicProtocol,
+    format_offsets,
+    parse_offsets,
+)
+from runtime.protocols.coordination_rpc import (
+    OK,
+    PENDING,
+    AsyncCoordinationRpcProtocol,
+    AsyncCoordinationRpcWriter,
+    CoordinationRpcProtocol,
+    CoordinationRpcWriter,
+    InstantTimeReply,
+    InstantTimeRequest,
+)
+from runtime.protocols.timeline_server import SERVER, TimelineServer, TimelineServerProtocol, TimelineServerWriter
+from runtime.writer.coordinator import Coordinator
 
 TASKS = ["writer-0", "writer-1"]
 WALL_GUARD_S = 20.0  # real seconds one test may spend before the loop gives up
@@ -62,19 +82,23 @@ WALL_GUARD_S = 20.0  # real seconds one test may spend before the loop gives up
 class _VirtualSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
     """Never blocks: a wait for the next timer jumps the loop's clock to it instead."""
 
-    loop: "VirtualLoop"
+    loop: VirtualLoop
 
     def select(self, timeout: float | None = None):  # type: ignore[override]
         loop = self.loop
         if time.monotonic() - loop.wall_start > WALL_GUARD_S:
-            raise RuntimeError(f"the test ran {WALL_GUARD_S}s of real time (virtual t={loop.vt:.3f}s): "
-                               "a busy loop that never waits on a timer?")
+            raise RuntimeError(
+                f"the test ran {WALL_GUARD_S}s of real time (virtual t={loop.vt:.3f}s): "
+                "a busy loop that never waits on a timer?"
+            )
         events = super().select(0)
         if events or timeout == 0:
             return events
         if timeout is None:
-            raise RuntimeError(f"hang at virtual t={loop.vt:.3f}s: every coroutine waits for "
-                               "something that no timer and no other coroutine will ever provide")
+            raise RuntimeError(
+                f"hang at virtual t={loop.vt:.3f}s: every coroutine waits for "
+                "something that no timer and no other coroutine will ever provide"
+            )
         loop.vt += timeout
         return events
 
@@ -91,8 +115,9 @@ class VirtualLoop(asyncio.SelectorEventLoop):
         return self.vt
 
 
-def run(coro: Coroutine[Any, Any, Any], timeout: float = 600.0, *,
-        background_errors: list[dict[str, Any]] | None = None) -> Any:
+def run(
+    coro: Coroutine[Any, Any, Any], timeout: float = 600.0, *, background_errors: list[dict[str, Any]] | None = None
+) -> Any:
     """``asyncio.run`` on a virtual-time loop, bounded by ``timeout`` VIRTUAL seconds.
 
     A background task that died with an exception nobody retrieved fails the test, unless the
@@ -127,8 +152,9 @@ def now() -> float:
     return asyncio.get_running_loop().time()
 
 
-async def wait_until(pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.01,
-                     what: str = "the condition") -> None:
+async def wait_until(
+    pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.01, what: str = "the condition"
+) -> None:
     deadline = now() + timeout
     while True:
         result = pred()
@@ -163,7 +189,7 @@ class Hub:
         self.handlers: list[asyncio.Task] = []
         self.send_errors: list[str] = []
 
-    def env(self, role: str, *, seed: int = 0) -> "FakeEnv":
+    def env(self, role: str, *, seed: int = 0) -> FakeEnv:
         env = FakeEnv(self, role, self.dfs.for_role(role), seed=seed)
         self.envs[role] = env
         return env
@@ -247,8 +273,16 @@ class FakeEnv(Env):
 class WriterCtx:
     """runtime.protocols.base.WriterContext for the P3 and P4 writer sides."""
 
-    def __init__(self, env: FakeEnv, config: JobConfig, table: HudiTable, *, task_id: int = 0,
-                 last_checkpoint_id: int = -1, current_instant: str | None = None) -> None:
+    def __init__(
+        self,
+        env: FakeEnv,
+        config: JobConfig,
+        table: HudiTable,
+        *,
+        task_id: int = 0,
+        last_checkpoint_id: int = -1,
+        current_instant: str | None = None,
+    ) -> None:
         self.env = env
         self.config = config
         self.table = table
@@ -337,25 +371,51 @@ def world(tmp_path) -> World:
 
 
 def config(**kw: Any) -> JobConfig:
-    base = dict(wait_tick_s=0.1, rpc_timeout_s=2.0, instant_wait_timeout_s=5.0, checkpoint_timeout_s=10.0,
-                timeline_refresh_requests=100, write_status_timeout_s=1.0)
+    base = dict(
+        wait_tick_s=0.1,
+        rpc_timeout_s=2.0,
+        instant_wait_timeout_s=5.0,
+        checkpoint_timeout_s=10.0,
+        timeline_refresh_requests=100,
+        write_status_timeout_s=1.0,
+    )
     base.update(kw)
     return JobConfig(**base)
 
 
-def write_file(table: HudiTable, instant: str, *, partition: str = "p0", bucket: int = 0, task: int = 0,
-               keys: range = range(3)) -> WriteStat:
+def write_file(
+    table: HudiTable, instant: str, *, partition: str = "p0", bucket: int = 0, task: int = 0, keys: range = range(3)
+) -> WriteStat:
     """A real base file of ``instant`` and its write stat (what a flush reports)."""
-    records = pa.table({"key": [f"k{k}" for k in keys], "partition": [partition] * len(keys),
-                        "ts": [1] * len(keys), "v": list(keys)})
+    records = pa.table(
+        {"key": [f"k{k}" for k in keys], "partition": [partition] * len(keys), "ts": [1] * len(keys), "v": list(keys)}
+    )
     fid = file_group_id(table.props.table_name, partition, bucket)
     name = base_file_name(fid, f"{task}-0-0", instant)
-    merged = merge_file_group(None, records, instant=instant, partition=partition, file_name=name,
-                              key="key", precombine="ts", partition_id=task)
+    merged = merge_file_group(
+        None,
+        records,
+        instant=instant,
+        partition=partition,
+        file_name=name,
+        key="key",
+        precombine="ts",
+        partition_id=task,
+    )
     table.ensure_partition(partition, instant)
     size = table.write_base_file(f"{partition}/{name}", merged.table)
-    return WriteStat(fid, f"{partition}/{name}", partition, "null", merged.table.num_rows,
-                     merged.inserts, 0, size, size, merged.written)
+    return WriteStat(
+        fid,
+        f"{partition}/{name}",
+        partition,
+        "null",
+        merged.table.num_rows,
+        merged.inserts,
+        0,
+        size,
+        size,
+        merged.written,
+    )
 
 
 I_OLD, I_A, I_B, I_C = "20240101000000001", "20240101000000002", "20240101000000003", "20240101000000004"
@@ -490,8 +550,10 @@ def test_p3_server_serves_the_rewritten_message_after_the_bus_is_recreated(world
     old_driver.commit_ckp(0, "", I_OLD)
     old_driver.close()
     server = server_of(world, cfg)
-    coord = world.hub.register("coordinator", Coordinator(
-        world.hub.env("coordinator"), cfg, world.view("coordinator"), TimelineServerProtocol, TASKS))
+    coord = world.hub.register(
+        "coordinator",
+        Coordinator(world.hub.env("coordinator"), cfg, world.view("coordinator"), TimelineServerProtocol, TASKS),
+    )
     jm, w = world.hub.env("job-manager"), world.hub.env("writer-0")
 
     async def scenario():
@@ -619,8 +681,9 @@ def test_p3_coordinator_asks_the_server_to_refresh_after_each_message(world):
     server = server_of(world, cfg)
     cenv = world.hub.env("coordinator")
     cenv.send_probe = world.bus_files
-    coord = world.hub.register("coordinator", Coordinator(cenv, cfg, world.view("coordinator"),
-                                                          TimelineServerProtocol, TASKS))
+    coord = world.hub.register(
+        "coordinator", Coordinator(cenv, cfg, world.view("coordinator"), TimelineServerProtocol, TASKS)
+    )
     drv = world.hub.env("job-manager")
 
     def refreshes():
@@ -679,11 +742,11 @@ def rpc_world(world: World, protocol=CoordinationRpcProtocol, **cfg_kw: Any) -> 
     return coord, cfg
 
 
-def rpc_writer(world: World, cfg: JobConfig, task_id: int = 0, *, mode: str = "sync",
-               last_checkpoint_id: int = -1, seed: int = 0):
+def rpc_writer(
+    world: World, cfg: JobConfig, task_id: int = 0, *, mode: str = "sync", last_checkpoint_id: int = -1, seed: int = 0
+):
     env = world.hub.env(f"writer-{task_id}", seed=seed)
-    ctx = WriterCtx(env, cfg, world.view(f"writer-{task_id}"), task_id=task_id,
-                    last_checkpoint_id=last_checkpoint_id)
+    ctx = WriterCtx(env, cfg, world.view(f"writer-{task_id}"), task_id=task_id, last_checkpoint_id=last_checkpoint_id)
     cls = CoordinationRpcWriter if mode == "sync" else AsyncCoordinationRpcWriter
     return cls(ctx), ctx
 
@@ -712,8 +775,9 @@ def test_p4_one_checkpoint_id_one_instant_even_for_concurrent_requests(world, pr
     async def scenario():
         await coord.start()
         lock = await hold_table_lock(coord, 0.3)  # both requests arrive while it is being created
-        got = await asyncio.gather(w0.instant_to_write(eager=False, has_data=True),
-                                   w1.instant_to_write(eager=False, has_data=False))
+        got = await asyncio.gather(
+            w0.instant_to_write(eager=False, has_data=True), w1.instant_to_write(eager=False, has_data=False)
+        )
         await lock
         return got
 
@@ -774,7 +838,7 @@ def test_p4_checkpoint_complete_commits_the_backlog_in_ascending_order(world):
 
     def hook(role, op, path):
         if op == "write" and path.endswith(".commit"):
-            commit_writes.append(os.path.basename(path)[:-len(".commit")])
+            commit_writes.append(os.path.basename(path)[: -len(".commit")])
 
     world.dfs.fault_hook = hook  # roles derived from now on inherit it
     coord, cfg = rpc_world(world)
@@ -786,13 +850,15 @@ def test_p4_checkpoint_complete_commits_the_backlog_in_ascending_order(world):
         await coord.start()
         instants = {}
         for key in (0, 1, 2):
-            instants[key] = (await asker.call("coordinator", "instant_time_request",
-                                              InstantTimeRequest(0, key))).instant
+            instants[key] = (
+                await asker.call("coordinator", "instant_time_request", InstantTimeRequest(0, key))
+            ).instant
         for key, inst in instants.items():
             for t in range(2):
                 stat = write_file(data, inst, partition=f"p{t}", task=t, keys=range(key * 10, key * 10 + 3))
-                await drv.call("coordinator", "write_metadata",
-                               WriteMetadataEvent(t, key + 1, inst, [stat], last_batch=True))
+                await drv.call(
+                    "coordinator", "write_metadata", WriteMetadataEvent(t, key + 1, inst, [stat], last_batch=True)
+                )
         await drv.call("coordinator", "notify_checkpoint_aborted", CheckpointNotice(1))
         assert coord.table.timeline().completed_commits() == [], "an abort commits nothing"
         assert commit_writes == []
@@ -841,8 +907,7 @@ def test_p4_sync_request_under_a_long_table_lock_fails_the_task_19902(world):
 
 
 def test_p4_async_request_under_the_same_lock_polls_with_backoff_and_gets_the_instant(world):
-    coord, cfg = rpc_world(world, AsyncCoordinationRpcProtocol, rpc_timeout_s=1.0,
-                           instant_wait_timeout_s=30.0)
+    coord, cfg = rpc_world(world, AsyncCoordinationRpcProtocol, rpc_timeout_s=1.0, instant_wait_timeout_s=30.0)
     w, ctx = rpc_writer(world, cfg, 0, mode="async", last_checkpoint_id=1, seed=7)
     hold = 4.0
 
@@ -861,7 +926,7 @@ def test_p4_async_request_under_the_same_lock_polls_with_backoff_and_gets_the_in
     sleeps = ctx.env.sleeps
     assert 0.025 <= sleeps[0] <= 0.075  # starts near 50 ms
     for i, s in enumerate(sleeps):
-        base = min(0.05 * 2 ** i, 1.0)  # doubling, capped at 1 s
+        base = min(0.05 * 2**i, 1.0)  # doubling, capped at 1 s
         assert 0.5 * base - 1e-9 <= s <= 1.5 * base + 1e-9, (i, s, sleeps)
     assert max(sleeps) <= 1.5 and len(sleeps) >= 6  # reached the cap
     assert w.pending_replies == len(sleeps) and w.requests == len(sleeps) + 1
@@ -1091,8 +1156,7 @@ def test_p5_end_commit_flushes_and_reports_write_status_then_ack_advances(world)
         await p.handle(_msg(END_COMMIT, I_A))
         assert ctx.flushed == [I_A]
         (status,) = await topic_messages(ctx.env)
-        assert (status.kind, status.commit_time, status.partition, status.sender) == (
-            WRITE_STATUS, I_A, 1, "writer-1")
+        assert (status.kind, status.commit_time, status.partition, status.sender) == (WRITE_STATUS, I_A, 1, "writer-1")
         assert status.last_offset == 11
         # per file group the latest version: the END flush supersedes the eager one
         assert {s.file_id: s for s in status.write_stats} == {eager.file_id: eager, final.file_id: final}
@@ -1162,8 +1226,12 @@ class CoordinatorRig:
         return await self.messages(kind)
 
     async def status(self, task: int, instant: str, last_offset: int, stats: list[WriteStat]) -> None:
-        await publish(self.writers[task], ControlMessage(WRITE_STATUS, instant, TASKS[task], partition=task,
-                                                         write_stats=stats, last_offset=last_offset))
+        await publish(
+            self.writers[task],
+            ControlMessage(
+                WRITE_STATUS, instant, TASKS[task], partition=task, write_stats=stats, last_offset=last_offset
+            ),
+        )
 
 
 def test_p5_coordinator_full_cycle_commits_with_offsets_and_acks(world):

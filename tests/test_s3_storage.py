@@ -13,8 +13,8 @@ import os
 import pyarrow as pa
 import pytest
 
-from runtime.dfs import DfsNotFound, open_dfs
-from runtime.storage import StorageError, check_location, parse_s3_uri, reader_location, redact
+from runtime.core.dfs import DfsNotFound, open_dfs
+from runtime.core.storage import StorageError, check_location, parse_s3_uri, reader_location, redact
 
 moto = pytest.importorskip("moto", reason="the S3 tests need moto[server] (the test extra)")
 
@@ -23,7 +23,7 @@ BUCKET = "lab"
 
 @pytest.fixture(scope="module")
 def s3():
-    from runtime.s3_endpoint import S3Endpoint
+    from runtime.lab.s3_endpoint import S3Endpoint
 
     ep = S3Endpoint("127.0.0.1", 0).start()
     ep.create_bucket(BUCKET)
@@ -71,7 +71,7 @@ def test_dfs_on_s3_writes_in_place_and_the_endpoint_counts_it(s3):
 
 
 def test_message_bus_on_s3(s3):
-    from runtime.message_bus import MessageClient, MessageDriver
+    from runtime.hudi.dfs_message_bus import MessageClient, MessageDriver
 
     dfs, base = open_dfs(s3.uri(BUCKET, "bus"))
     driver = MessageDriver(dfs, base)
@@ -94,7 +94,7 @@ def test_missing_bucket_and_unreachable_endpoint_name_the_fix(s3):
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{sock.getsockname()[1]}"
-    from runtime.s3_endpoint import s3_uri
+    from runtime.lab.s3_endpoint import s3_uri
 
     uri = s3_uri(BUCKET, "t", dead) + "&connect_timeout=1&request_timeout=2"
     dfs, _ = open_dfs(uri)
@@ -108,9 +108,30 @@ def test_commitlab_run_on_s3_is_exactly_once_and_reports_endpoint_requests(s3, r
 
     uri = s3.uri(BUCKET, "cli-run/table")
     out = tmp_path / "out"
-    rc = main(["run", "--source", "generator", "--protocol", "message-bus", "--writers", "2",
-               "--checkpoints", "3", "--records", "3000", "--bucket-flush-rows", "300",
-               "--table", uri, "--out", str(out), "--quiet", "--job-timeout", "90"])
+    rc = main(
+        [
+            "run",
+            "--source",
+            "generator",
+            "--protocol",
+            "message-bus",
+            "--writers",
+            "2",
+            "--checkpoints",
+            "3",
+            "--records",
+            "3000",
+            "--bucket-flush-rows",
+            "300",
+            "--table",
+            uri,
+            "--out",
+            str(out),
+            "--quiet",
+            "--job-timeout",
+            "90",
+        ]
+    )
     result = json.loads((out / "result.json").read_text())
     assert rc == 0, result.get("error")
     # the official reader read the table over S3 (storage options from the URI)

@@ -16,15 +16,31 @@ import tempfile
 
 import pytest
 
-from runtime.config import JobConfig
+from runtime.core.config import JobConfig
+from runtime.faults.scenarios import deadlock_config, lock_held_config
 from runtime.protocols import PROTOCOLS
-from runtime.scenarios import deadlock_config, lock_held_config
 from runtime.sim import check_determinism, simulate
-from runtime.sim.trace import first_divergence
+from runtime.sim.recorder import first_divergence
 
-RESULT_KEYS = {"protocol", "writers", "table", "status", "error", "rows_in", "checkpoints", "commits",
-               "deadlock", "dfs_ops", "rpcs", "exactly_once", "seed", "virtual_s", "wall_s",
-               "trace_sha256", "trace_events"}
+RESULT_KEYS = {
+    "protocol",
+    "writers",
+    "table",
+    "status",
+    "error",
+    "rows_in",
+    "checkpoints",
+    "commits",
+    "deadlock",
+    "dfs_ops",
+    "rpcs",
+    "exactly_once",
+    "seed",
+    "virtual_s",
+    "wall_s",
+    "trace_sha256",
+    "trace_events",
+}
 SEED = 5
 MAX_REAL_S = 120.0
 
@@ -87,7 +103,7 @@ def test_the_same_seed_gives_the_same_trace(simdir):
 
 
 def test_different_seeds_change_the_schedule_not_the_rows(simdir):
-    from runtime.verify import read_snapshot
+    from runtime.lab.verify import read_snapshot
 
     cfg = _cfg(protocol="message-bus")
     a = _sim(cfg, simdir, "a", seed=1, trace=True)
@@ -95,8 +111,7 @@ def test_different_seeds_change_the_schedule_not_the_rows(simdir):
     assert a["trace_sha256"] != b["trace_sha256"]
     div = first_divergence(a["trace"], b["trace"])
     assert div is not None and div["first"][0] != div["second"][0]  # delivery times differ
-    assert [(c["checkpoint"], c["rows"]) for c in a["commits"]] == \
-        [(c["checkpoint"], c["rows"]) for c in b["commits"]]
+    assert [(c["checkpoint"], c["rows"]) for c in a["commits"]] == [(c["checkpoint"], c["rows"]) for c in b["commits"]]
     assert a["exactly_once"]["verified"] and b["exactly_once"]["verified"]
     cols = ["key", "partition", "ts", "payload", "_hoodie_record_key", "_hoodie_partition_path"]
     rows_a, rows_b = (read_snapshot(r["table"]).select(cols).sort_by("key") for r in (a, b))
@@ -127,8 +142,7 @@ def test_deadlock_schedule_gives_the_ray_outcome(simdir, seed):
     assert "operator_event" not in p2["rpcs"]
 
 
-@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async",
-                                      "control-topic"])
+@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol):
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
     assert result["status"] == "finished", result["error"]
@@ -145,8 +159,7 @@ def test_lock_held_fails_sync_rpc_and_async_rides_it_out(simdir):
     assert "InstantTimeRequest" in failure["error"] and "#19902" in failure["error"]
     assert failure["restored_checkpoint"] == 1
     assert sync["status"] == "finished" and sync["exactly_once"]["verified"]
-    one_attempt = _sim(lock_held_config(_cfg(protocol="coordination-rpc", max_restarts=0)), simdir, "s1",
-                       seed=SEED)
+    one_attempt = _sim(lock_held_config(_cfg(protocol="coordination-rpc", max_restarts=0)), simdir, "s1", seed=SEED)
     assert one_attempt["status"] == "failed" and "#19902" in one_attempt["error"]
     assert [c["checkpoint"] for c in one_attempt["commits"]] == [1]
     asyn = _sim(lock_held_config(_cfg(protocol="coordination-rpc-async")), simdir, "a", seed=SEED)
@@ -166,7 +179,7 @@ def test_limits_end_a_run_with_a_reason(simdir):
 
 
 def test_a_used_workdir_is_refused(simdir):
-    from runtime.config import ConfigError
+    from runtime.core.config import ConfigError
 
     _sim(_cfg(checkpoints=1, records=100), simdir, "w", seed=SEED, verify=False)
     with pytest.raises(ConfigError, match="already holds a table"):
@@ -174,11 +187,25 @@ def test_a_used_workdir_is_refused(simdir):
 
 
 def test_cli_checks_determinism_and_writes_result_json(simdir):
-    from runtime.sim.cli import main
+    from runtime.sim.commands import main
 
     out = simdir / "out"
-    code = main(["--protocol", "operator-event", "--scenario", "deadlock", "--seed", "4",
-                 "--check-determinism", "--trace", "--no-verify", "--out", str(out), "--quiet"])
+    code = main(
+        [
+            "--protocol",
+            "operator-event",
+            "--scenario",
+            "deadlock",
+            "--seed",
+            "4",
+            "--check-determinism",
+            "--trace",
+            "--no-verify",
+            "--out",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 3  # deadlocked, as the run command's exit code says
     with open(out / "result.json") as f:
         result = json.load(f)
@@ -191,21 +218,28 @@ def test_cli_checks_determinism_and_writes_result_json(simdir):
 
 def test_same_trace_in_another_process_without_ray(simdir):
     """Another interpreter, another hash seed: the same trace, and Ray never imported."""
-    fields = dict(source="generator", writers=2, checkpoints=2, records=800, bucket_flush_rows=400,
-                  protocol="timeline-server")
+    fields = dict(
+        source="generator", writers=2, checkpoints=2, records=800, bucket_flush_rows=400, protocol="timeline-server"
+    )
     here = _sim(JobConfig(**fields), simdir, "here", seed=SEED, verify=False)
     code = (
         "import sys, json\n"
-        "from runtime.config import JobConfig\n"
-        "from runtime.sim.cli import main as _cli\n"
+        "from runtime.core.config import JobConfig\n"
+        "from runtime.sim.commands import main as _cli\n"
         "from runtime.sim import simulate\n"
         f"cfg = JobConfig(**{json.dumps(fields)})\n"
         f"r = simulate(cfg, seed={SEED}, workdir={str(simdir / 'there')!r}, verify=False)\n"
         "print(json.dumps([r['trace_sha256'], 'ray' in sys.modules]))\n"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env=env, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     sha, ray_imported = json.loads(out.stdout.strip().splitlines()[-1])
     assert sha == here["trace_sha256"]

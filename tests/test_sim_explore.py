@@ -12,9 +12,9 @@ import json
 
 import pytest
 
-from runtime.config import JobConfig
+from runtime.core.config import JobConfig
 from runtime.sim import simulate
-from runtime.sim.cli import main as sim_main
+from runtime.sim.commands import main as sim_main
 from runtime.sim.explore import InstantProbe, explore, judge, run_schedule
 from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
 from runtime.sim.shrink import shrink
@@ -34,8 +34,7 @@ def p1_exploration() -> dict:
 
 
 def test_exploration_finds_the_p1_deadlock_on_its_own(p1_exploration):
-    found = [r for r in p1_exploration["runs"] if r["outcome"] == "known failure"
-             and r["invariant"] == "no-deadlock"]
+    found = [r for r in p1_exploration["runs"] if r["outcome"] == "known failure" and r["invariant"] == "no-deadlock"]
     assert found, f"no P1 deadlock in {FIND_WITHIN} random schedules: {p1_exploration['counts']}"
     assert p1_exploration["failures"] == [], "P1's deadlock is its known failure, not a violation"
     # not every schedule deadlocks: the draws cover more than the one bad corner
@@ -63,9 +62,11 @@ def test_replay_reproduces_the_explore_verdict(p1_exploration, capsys):
     rec = p1_exploration["known_failures"][0]
     verdict, result = run_schedule(draw("deadlock", rec["seed"]), "operator-event", rec["seed"])
     assert (verdict.outcome, verdict.invariant, result["trace_sha256"]) == (
-        rec["outcome"], rec["invariant"], rec["trace_sha256"])
-    code = sim_main(["replay", "--seed", str(rec["seed"]), "--protocol", "operator-event",
-                     "--scenario", "deadlock"])
+        rec["outcome"],
+        rec["invariant"],
+        rec["trace_sha256"],
+    )
+    code = sim_main(["replay", "--seed", str(rec["seed"]), "--protocol", "operator-event", "--scenario", "deadlock"])
     out = capsys.readouterr().out
     assert code == 0  # a known failure is not a failure of the command
     assert "known failure (no-deadlock)" in out and "trace excerpt:" in out
@@ -96,8 +97,22 @@ def test_shrinking_a_passing_seed_is_refused():
 def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1_exploration):
     seeds = p1_exploration["known_failure_seeds"][:1]
     out = tmp_path / "ex"
-    code = sim_main(["explore", "--scenario", "deadlock", "--seeds", "1", "--first-seed", str(seeds[0]),
-                     "--protocol", "operator-event", "--out", str(out), "--shrink"])
+    code = sim_main(
+        [
+            "explore",
+            "--scenario",
+            "deadlock",
+            "--seeds",
+            "1",
+            "--first-seed",
+            str(seeds[0]),
+            "--protocol",
+            "operator-event",
+            "--out",
+            str(out),
+            "--shrink",
+        ]
+    )
     assert code == 0
     doc = json.loads((out / "explore.json").read_text())
     assert doc["counts"]["operator-event"]["known failure"] == 1
@@ -109,18 +124,25 @@ def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1
 
 
 def _result(**kw) -> dict:
-    base = {"status": "finished", "error": None, "deadlock": None,
-            "commits": [{"instant": "20260101000000100", "checkpoint": 1},
-                        {"instant": "20260101000000200", "checkpoint": 2}],
-            "exactly_once": {"verified": True}}
+    base = {
+        "status": "finished",
+        "error": None,
+        "deadlock": None,
+        "commits": [
+            {"instant": "20260101000000100", "checkpoint": 1},
+            {"instant": "20260101000000200", "checkpoint": 2},
+        ],
+        "exactly_once": {"verified": True},
+    }
     base.update(kw)
     return base
 
 
 def test_the_invariants_fire_on_what_they_guard():
     assert judge("message-bus", _result()).outcome == "passed"
-    backwards = _result(commits=[{"instant": "20260101000000100", "checkpoint": 2},
-                                 {"instant": "20260101000000200", "checkpoint": 1}])
+    backwards = _result(
+        commits=[{"instant": "20260101000000100", "checkpoint": 2}, {"instant": "20260101000000200", "checkpoint": 1}]
+    )
     assert judge("message-bus", backwards).invariant == "ascending-commits"
     lost = _result(exactly_once={"verified": False, "lost": 3, "duplicated": 0, "unexpected": 0, "mismatched": 0})
     assert (judge("message-bus", lost).outcome, judge("message-bus", lost).invariant) == ("VIOLATION", "exactly-once")
@@ -196,8 +218,9 @@ def test_schedules_are_drawn_from_the_seed_and_round_trip_as_json(scenario):
 
 def test_the_simulated_disk_runs_the_same_job_as_real_parquet(tmp_path):
     """Same seed, same trace, byte for byte: the storage option changes the disk, not the run."""
-    cfg = JobConfig(protocol="message-bus", source="generator", writers=2, checkpoints=3, records=1_200,
-                    bucket_flush_rows=200)
+    cfg = JobConfig(
+        protocol="message-bus", source="generator", writers=2, checkpoints=3, records=1_200, bucket_flush_rows=200
+    )
     mem = simulate(cfg, seed=4, storage="memory")
     disk = simulate(cfg, seed=4, workdir=str(tmp_path / "d"))
     assert mem["trace_sha256"] == disk["trace_sha256"]
@@ -230,7 +253,7 @@ def test_the_instant_probe_counts_per_failover_epoch():
     verdict, result = run_schedule(draw("wrong-instant", 0), "coordination-rpc", 0)
     assert result["failovers"][0]["strategy"] == "region"
     assert verdict.outcome == "passed", verdict.detail
-    from runtime.codec import to_wire
+    from runtime.core.codec import to_wire
     from runtime.protocols.coordination_rpc import InstantTimeReply
 
     def reply(instant: str) -> None:

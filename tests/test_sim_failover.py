@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.config import JobConfig
-from runtime.faults import FaultSpec
+from runtime.core.config import JobConfig
+from runtime.core.fault_spec import FaultSpec
 from runtime.protocols import PROTOCOLS
 from runtime.sim import check_determinism, simulate
 
 
 def _cfg(protocol: str = "message-bus", **kw) -> JobConfig:
-    base = dict(protocol=protocol, source="generator", writers=2, checkpoints=4, records=2_000,
-                bucket_flush_rows=200)
+    base = dict(protocol=protocol, source="generator", writers=2, checkpoints=4, records=2_000, bucket_flush_rows=200)
     base.update(kw)
     return JobConfig(**base)
 

@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from runtime import codec
-from runtime.env import WaitTimeout
-from runtime.messages import CheckpointNotice, CommitAckEvent
-from runtime.sim.env import SIM_EPOCH, SimEnv
+from runtime.core import codec
+from runtime.core.env import WaitTimeout
+from runtime.core.messages import CheckpointNotice, CommitAckEvent
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationStuck, VirtualTimeLimit
 from runtime.sim.network import Delay, SimNetwork, from_wire, to_wire
-from runtime.sim.trace import SimTracer, TraceRecorder, first_divergence, trace_sha256
+from runtime.sim.recorder import SimTracer, TraceRecorder, first_divergence, trace_sha256
+from runtime.sim.sim_env import SIM_EPOCH, SimEnv
 
 
 def run(coro, **kw):
@@ -121,8 +121,9 @@ class Sink:
 
 
 def _pair(loop, recorder, delay=Delay.uniform(0.0, 0.01)):
-    from runtime.dfs import Dfs
     import pyarrow.fs as pafs
+
+    from runtime.core.dfs import Dfs
 
     net = SimNetwork(loop, seed=7, recorder=recorder, delay=delay)
     dfs = Dfs(pafs.LocalFileSystem())
@@ -217,8 +218,9 @@ def test_the_recorder_scrubs_paths_and_addresses_and_spots_divergence():
     ref = TraceRecorder(lambda: now[0], scrub={"/tmp/x/table": "<table>"})
     ref.add("e", "r", "/tmp/x/table/.hoodie", "<obj at 0x7f00deadbeef>", {"b": 1, "a": 2})
     assert ref.events == [(0, "e", "r", "<table>/.hoodie", "<obj at 0x?>", '{"a": 2, "b": 1}')]
-    replay = TraceRecorder(lambda: now[0], scrub={"/tmp/y/table": "<table>"}, expected=ref.events,
-                           on_divergence=seen.append)
+    replay = TraceRecorder(
+        lambda: now[0], scrub={"/tmp/y/table": "<table>"}, expected=ref.events, on_divergence=seen.append
+    )
     replay.add("e", "r", "/tmp/y/table/.hoodie", "<obj at 0x7f00cafe0000>", {"a": 2, "b": 1})
     assert replay.divergence is None
     replay.add("extra", "r")

@@ -1,4 +1,4 @@
-"""Tests of runtime.table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
+"""Tests of runtime.hudi.table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
 reference table (shared/fixtures/hudi-reference/v6_simplekeygen_nonhivestyle.zip).
 
 What users rely on: the table the runtime writes reads back with exactly the rows written, the
@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 import pytest
 from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
-from runtime.dfs import open_dfs
-from runtime.messages import WriteStat
-from runtime.table import (
+from runtime.core.dfs import open_dfs
+from runtime.core.messages import WriteStat
+from runtime.hudi.table import (
     META_COLUMNS,
     HudiTable,
     TableError,
@@ -41,8 +41,7 @@ from runtime.table import (
 # a table written by Spark with Hudi 0.14 (from the hudi-rs test data), kept beside the tests
 FIXTURE = Path(__file__).parent / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"
 NAME = "trips"
-PROPS = TableProps(table_name=NAME, record_key_field="key", partition_field="partition",
-                   precombine_field="ts")
+PROPS = TableProps(table_name=NAME, record_key_field="key", partition_field="partition", precombine_field="ts")
 DATA_COLUMNS = ["key", "partition", "ts", "payload"]
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
 
@@ -56,19 +55,20 @@ def table(tmp_path) -> HudiTable:
 def stream(rows: list[tuple[str, str, int]], offset: int = 0) -> pa.Table:
     """(key, partition, ts) rows with the runtime's internal columns."""
     n = len(rows)
-    return pa.table({
-        "key": pa.array([r[0] for r in rows], pa.string()),
-        "partition": pa.array([r[1] for r in rows], pa.string()),
-        "ts": pa.array([r[2] for r in rows], pa.int64()),
-        "payload": pa.array([f"{r[0]}@{r[2]}" for r in rows], pa.string()),
-        "_offset": pa.array(range(offset, offset + n), pa.int64()),
-        "_bucket": pa.array([0] * n, pa.int32()),
-        "_task": pa.array([0] * n, pa.int32()),
-    })
+    return pa.table(
+        {
+            "key": pa.array([r[0] for r in rows], pa.string()),
+            "partition": pa.array([r[1] for r in rows], pa.string()),
+            "ts": pa.array([r[2] for r in rows], pa.int64()),
+            "payload": pa.array([f"{r[0]}@{r[2]}" for r in rows], pa.string()),
+            "_offset": pa.array(range(offset, offset + n), pa.int64()),
+            "_bucket": pa.array([0] * n, pa.int32()),
+            "_task": pa.array([0] * n, pa.int32()),
+        }
+    )
 
 
-def write_files(table: HudiTable, instant: str, rows: list[tuple[str, str, int]],
-                bucket: int = 0) -> list[WriteStat]:
+def write_files(table: HudiTable, instant: str, rows: list[tuple[str, str, int]], bucket: int = 0) -> list[WriteStat]:
     """What a write task does: one file group per partition, merged into its committed version."""
     data = stream(rows)
     stats = []
@@ -81,12 +81,24 @@ def write_files(table: HudiTable, instant: str, rows: list[tuple[str, str, int]]
         table.ensure_partition(partition, instant)
         name = base_file_name(fid, "0-0-0", instant)
         rel = f"{partition}/{name}"
-        merged = merge_file_group(base, part, instant=instant, partition=partition, file_name=name,
-                                  key="key", precombine="ts", partition_id=0)
+        merged = merge_file_group(
+            base, part, instant=instant, partition=partition, file_name=name, key="key", precombine="ts", partition_id=0
+        )
         size = table.write_base_file(rel, merged.table)
-        stats.append(WriteStat(fid, rel, partition, prev[0] if prev else "null",
-                               merged.table.num_rows, merged.inserts, merged.updates, size, size,
-                               merged.written))
+        stats.append(
+            WriteStat(
+                fid,
+                rel,
+                partition,
+                prev[0] if prev else "null",
+                merged.table.num_rows,
+                merged.inserts,
+                merged.updates,
+                size,
+                size,
+                merged.written,
+            )
+        )
     return stats
 
 
@@ -158,16 +170,19 @@ def test_second_commit_is_an_upsert(table):
 def test_incremental_read_returns_exactly_the_keys_the_second_commit_wrote(table):
     commit(table, I1, ROWS1, ckp=1)
     stats = commit(table, I2, ROWS2, ckp=2)
-    opts = (HudiReadOptions().with_query_type(HudiQueryType.Incremental)
-            .with_start_timestamp(I1).with_end_timestamp(I2))
+    opts = HudiReadOptions().with_query_type(HudiQueryType.Incremental).with_start_timestamp(I1).with_end_timestamp(I2)
     inc = by_key(read_all(table, opts))
     assert sorted(inc) == ["k1", "k6", "k7"]
     assert {r["_hoodie_commit_time"] for r in inc.values()} == {I2}
     assert len(inc) == sum(s.num_inserts + s.num_update_writes for s in stats)
     assert len(inc) == sum(s.keys_written for s in stats)
     # and (start, I1] from the beginning returns what the first commit wrote
-    first = (HudiReadOptions().with_query_type(HudiQueryType.Incremental)
-             .with_start_timestamp("19700101000000000").with_end_timestamp(I1))
+    first = (
+        HudiReadOptions()
+        .with_query_type(HudiQueryType.Incremental)
+        .with_start_timestamp("19700101000000000")
+        .with_end_timestamp(I1)
+    )
     assert len(by_key(read_all(table, first))) == 5
 
 
@@ -289,11 +304,14 @@ def test_reopening_with_the_same_settings_keeps_the_table(table):
     assert props_file.read_bytes() == before
 
 
-@pytest.mark.parametrize("field,value,prop", [
-    ("record_key_field", "id", "hoodie.table.recordkey.fields"),
-    ("partition_field", "region", "hoodie.table.partition.fields"),
-    ("precombine_field", "version", "hoodie.table.precombine.field"),
-])
+@pytest.mark.parametrize(
+    "field,value,prop",
+    [
+        ("record_key_field", "id", "hoodie.table.recordkey.fields"),
+        ("partition_field", "region", "hoodie.table.partition.fields"),
+        ("precombine_field", "version", "hoodie.table.precombine.field"),
+    ],
+)
 def test_opening_with_different_keys_raises_naming_the_field(table, field, value, prop):
     other = TableProps(**{**PROPS.__dict__, field: value})
     with pytest.raises(TableError) as exc:
@@ -449,18 +467,26 @@ def test_reference_table_latest_file_versions(tmp_path):
     tl = t.timeline()
     assert t.committed_base_files("10", tl) == {
         "97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0": (
-            FIX_C2, f"10/97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0_0-119-166_{FIX_C2}.parquet")}
+            FIX_C2,
+            f"10/97de74b1-2a8e-4bb7-874c-0a74e1f42a77-0_0-119-166_{FIX_C2}.parquet",
+        )
+    }
     assert t.committed_base_files("20", tl) == {
         "76e0556b-390d-4249-b7ad-9059e2bc2cbd-0": (
-            FIX_C1, f"20/76e0556b-390d-4249-b7ad-9059e2bc2cbd-0_0-98-141_{FIX_C1}.parquet")}
+            FIX_C1,
+            f"20/76e0556b-390d-4249-b7ad-9059e2bc2cbd-0_0-98-141_{FIX_C1}.parquet",
+        )
+    }
     assert t.committed_base_files("30", tl) == {
         "6db57019-98ee-480e-8eb1-fb3de48e1c24-0": (
-            FIX_C2, f"30/6db57019-98ee-480e-8eb1-fb3de48e1c24-0_1-119-167_{FIX_C2}.parquet")}
+            FIX_C2,
+            f"30/6db57019-98ee-480e-8eb1-fb3de48e1c24-0_1-119-167_{FIX_C2}.parquet",
+        )
+    }
     assert t.committed_base_files("no-such-partition", tl) == {}
     # the paths the runtime finds are the ones Hudi's commit metadata records
     doc = t.read_commit_metadata(FIX_C2)
-    recorded = {s["fileId"]: s["path"] for stats in doc["partitionToWriteStats"].values()
-                for s in stats}
+    recorded = {s["fileId"]: s["path"] for stats in doc["partitionToWriteStats"].values() for s in stats}
     for p in ("10", "30"):
         for fid, (_, rel) in t.committed_base_files(p, tl).items():
             assert recorded[fid] == rel

@@ -12,12 +12,11 @@ import os
 import numpy as np
 import pytest
 
-from runtime.config import JobConfig
-from runtime.scenarios import deadlock_config
+from runtime.core.config import JobConfig
+from runtime.core.trace import Tracer, write_trace
+from runtime.faults.scenarios import deadlock_config
+from runtime.lab.timeline_plot import normalize_events, plot_timeline, render_timeline, validate_trace
 from runtime.sim import simulate
-from runtime.timeline_plot import (normalize_events, plot_timeline, render_timeline,
-                                   validate_trace)
-from runtime.trace import Tracer, write_trace
 
 SEED = 1
 
@@ -26,8 +25,9 @@ def _run(tmp_path_factory, protocol: str) -> tuple[dict, dict]:
     work = tmp_path_factory.mktemp(protocol)
     trace_path = str(work / "trace.json")
     cfg = deadlock_config(JobConfig(source="generator", protocol=protocol, writers=2))
-    result = simulate(cfg, seed=SEED, workdir=str(work / "run"), chrome_trace_path=trace_path,
-                      verify=False, max_real_s=120.0)
+    result = simulate(
+        cfg, seed=SEED, workdir=str(work / "run"), chrome_trace_path=trace_path, verify=False, max_real_s=120.0
+    )
     with open(trace_path) as f:
         return result, json.load(f)
 
@@ -51,7 +51,7 @@ def _red(png: str) -> np.ndarray:
 
 
 def _red_in(mask: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]) -> int:
-    return int(mask[rows[0]:rows[1] + 1, cols[0]:cols[1] + 1].sum())
+    return int(mask[rows[0] : rows[1] + 1, cols[0] : cols[1] + 1].sum())
 
 
 def test_deadlock_trace_is_valid_and_the_picture_shows_it(p1_run, tmp_path):
@@ -61,8 +61,9 @@ def test_deadlock_trace_is_valid_and_the_picture_shows_it(p1_run, tmp_path):
     assert validate_trace(doc) == []
 
     png = str(tmp_path / "timeline.png")
-    plot = render_timeline(doc, png, title="P1 on the deadlock schedule", deadlock=dl,
-                           checkpoints=result["checkpoints"])
+    plot = render_timeline(
+        doc, png, title="P1 on the deadlock schedule", deadlock=dl, checkpoints=result["checkpoints"]
+    )
     assert plot.path == png and os.path.getsize(png) > 10_000
     assert plot.lanes[:2] == ["writer-0", "writer-1"] and plot.lanes[2:4] == ["coordinator", "job-manager"]
     assert plot.deadlock_label == f"DEADLOCK: waits for {dl['releasing_mail']} in its own mailbox"
@@ -87,7 +88,7 @@ def test_deadlock_trace_is_valid_and_the_picture_shows_it(p1_run, tmp_path):
     # drawn to the end of the run, from after the barrier of checkpoint 2 (the wait is in round
     # 3's first flush): red columns of the lane, inside the time axis
     top, bottom = plot.lane_pixels[dl["task"]]
-    red_cols = cols[0] + np.flatnonzero(red[top:bottom + 1, cols[0]:cols[1] + 1].any(axis=0))
+    red_cols = cols[0] + np.flatnonzero(red[top : bottom + 1, cols[0] : cols[1] + 1].any(axis=0))
     assert plot.time_of(red_cols.max()) >= plot.duration_s - 0.01
     ckp2 = next(m["t"] for m in plot.checkpoint_marks if m["kind"] == "trigger" and m["checkpoint"] == 2)
     assert plot.time_of(red_cols.min()) > ckp2
@@ -100,8 +101,9 @@ def test_message_bus_trace_is_valid_and_has_no_deadlock(p2_run, tmp_path):
     assert validate_trace(doc) == []
 
     png = str(tmp_path / "timeline.png")
-    plot = render_timeline(doc, png, title="P2 on the deadlock schedule",
-                           deadlock=result["deadlock"], checkpoints=result["checkpoints"])
+    plot = render_timeline(
+        doc, png, title="P2 on the deadlock schedule", deadlock=result["deadlock"], checkpoints=result["checkpoints"]
+    )
     assert os.path.getsize(png) > 10_000
     assert plot.deadlock_label is None
     assert plot.counts["commit"] == len(result["commits"]) == 2
@@ -116,12 +118,17 @@ def test_message_bus_trace_is_valid_and_has_no_deadlock(p2_run, tmp_path):
 
 def _raw(doc: dict, t0_us: float = 1.75e15) -> list[dict]:
     """The events as each role's tracer recorded them: pid = role, tid = thread, absolute ts."""
-    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
-             if e["ph"] == "M" and e["name"] == "process_name"}
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
-               if e["ph"] == "M" and e["name"] == "thread_name"}
-    return [dict(e, pid=procs[e["pid"]], tid=threads[(e["pid"], e["tid"])], ts=e["ts"] + t0_us)
-            for e in doc["traceEvents"] if e["ph"] != "M"]
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in doc["traceEvents"]
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    return [
+        dict(e, pid=procs[e["pid"]], tid=threads[(e["pid"], e["tid"])], ts=e["ts"] + t0_us)
+        for e in doc["traceEvents"]
+        if e["ph"] != "M"
+    ]
 
 
 def test_raw_and_written_events_draw_the_same(p1_run, tmp_path):
@@ -130,8 +137,10 @@ def test_raw_and_written_events_draw_the_same(p1_run, tmp_path):
     a, b = normalize_events(doc), normalize_events(raw)
     assert len(a) == len(b) > 0
     shift = a[0].t - b[0].t  # raw events start at 0, the written trace at its own origin
-    assert all((x.process, x.thread, x.name, x.ph) == (y.process, y.thread, y.name, y.ph)
-               and abs(x.t - y.t - shift) < 1e-6 for x, y in zip(a, b))
+    assert all(
+        (x.process, x.thread, x.name, x.ph) == (y.process, y.thread, y.name, y.ph) and abs(x.t - y.t - shift) < 1e-6
+        for x, y in zip(a, b)
+    )
     pa = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result["deadlock"])
     pb = render_timeline(raw, str(tmp_path / "b.png"), deadlock=result["deadlock"])
     assert pa.counts == pb.counts and pa.lanes == pb.lanes
@@ -161,9 +170,11 @@ def test_tracer_events_with_a_flow_validate(tmp_path):
 
 
 def test_only_a_deadlock_and_no_events(tmp_path):
-    plot = render_timeline([], str(tmp_path / "x.png"),
-                           deadlock={"task": "writer-3", "blocked_s": 4.0,
-                                     "releasing_mail": "CommitAckEvent(ckp=5)"})
+    plot = render_timeline(
+        [],
+        str(tmp_path / "x.png"),
+        deadlock={"task": "writer-3", "blocked_s": 4.0, "releasing_mail": "CommitAckEvent(ckp=5)"},
+    )
     assert "writer-3" in plot.lanes and plot.deadlock_label.startswith("DEADLOCK: waits for CommitAckEvent")
     assert os.path.getsize(plot.path) > 0
     empty = render_timeline({"traceEvents": []}, str(tmp_path / "y.png"))
@@ -179,40 +190,50 @@ def _doc(*events) -> dict:
 
 
 def test_a_minimal_trace_validates():
-    flow = [{"ph": "s", "name": "m", "cat": "msg", "id": 1, "ts": 1, "pid": 1, "tid": 1},
-            {"ph": "t", "name": "m", "cat": "msg", "id": 1, "ts": 2, "pid": 1, "tid": 1},
-            {"ph": "f", "name": "m", "cat": "msg", "id": 1, "ts": 3, "pid": 1, "tid": 2, "bp": "e"}]
+    flow = [
+        {"ph": "s", "name": "m", "cat": "msg", "id": 1, "ts": 1, "pid": 1, "tid": 1},
+        {"ph": "t", "name": "m", "cat": "msg", "id": 1, "ts": 2, "pid": 1, "tid": 1},
+        {"ph": "f", "name": "m", "cat": "msg", "id": 1, "ts": 3, "pid": 1, "tid": 2, "bp": "e"},
+    ]
     inst = {"ph": "i", "s": "g", "name": "now", "ts": 4, "pid": 1, "tid": 1}
     be = [{"ph": "B", "name": "b", "ts": 1, "pid": 1, "tid": 1}, {"ph": "E", "ts": 2, "pid": 1, "tid": 1}]
     assert validate_trace(_doc(_OK_X, inst, *flow, *be)) == []
 
 
-@pytest.mark.parametrize("doc, expect", [
-    ([_OK_X], "JSON object"),
-    ({"events": []}, "no traceEvents"),
-    ({"traceEvents": {"a": 1}}, "must be a list"),
-    (_doc(dict(_OK_X, dur=-1)), "negative dur"),
-    (_doc({k: v for k, v in _OK_X.items() if k != "dur"}), "needs dur"),
-    (_doc(dict(_OK_X, ph="Q")), "unknown ph"),
-    (_doc({k: v for k, v in _OK_X.items() if k != "ph"}), "no ph"),
-    (_doc(dict(_OK_X, ts=-3)), "negative ts"),
-    (_doc(dict(_OK_X, ts="12")), "finite number"),
-    (_doc({k: v for k, v in _OK_X.items() if k != "pid"}), "no pid"),
-    (_doc({k: v for k, v in _OK_X.items() if k != "name"}), "no name"),
-    (_doc(dict(_OK_X, tid="mailbox")), "tid must be"),
-    (_doc({"ph": "i", "s": "x", "name": "n", "ts": 1, "pid": 1, "tid": 1}), "scope"),
-    (_doc({"ph": "M", "name": "process_nam", "pid": 1, "args": {"name": "x"}}), "metadata name"),
-    (_doc({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {}}), "args.name"),
-    (_doc({"ph": "s", "name": "m", "cat": "msg", "id": 9, "ts": 1, "pid": 1, "tid": 1}), "never finishes"),
-    (_doc({"ph": "f", "name": "m", "cat": "msg", "id": 9, "ts": 1, "pid": 1, "tid": 1}), "no start"),
-    (_doc({"ph": "s", "name": "m", "cat": "msg", "ts": 1, "pid": 1, "tid": 1}), "needs an id"),
-    (_doc({"ph": "s", "name": "m", "cat": "msg", "id": 2, "ts": 5, "pid": 1, "tid": 1},
-          {"ph": "f", "name": "m", "cat": "msg", "id": 2, "ts": 1, "pid": 1, "tid": 1}), "no start"),
-    (_doc({"ph": "E", "ts": 2, "pid": 1, "tid": 1}), "no open B"),
-    (_doc(dict(_OK_X, args=[1])), "args must be an object"),
-    (dict(_doc(_OK_X), displayTimeUnit="s"), "displayTimeUnit"),
-    (_doc("not an event"), "not an object"),
-])
+@pytest.mark.parametrize(
+    "doc, expect",
+    [
+        ([_OK_X], "JSON object"),
+        ({"events": []}, "no traceEvents"),
+        ({"traceEvents": {"a": 1}}, "must be a list"),
+        (_doc(dict(_OK_X, dur=-1)), "negative dur"),
+        (_doc({k: v for k, v in _OK_X.items() if k != "dur"}), "needs dur"),
+        (_doc(dict(_OK_X, ph="Q")), "unknown ph"),
+        (_doc({k: v for k, v in _OK_X.items() if k != "ph"}), "no ph"),
+        (_doc(dict(_OK_X, ts=-3)), "negative ts"),
+        (_doc(dict(_OK_X, ts="12")), "finite number"),
+        (_doc({k: v for k, v in _OK_X.items() if k != "pid"}), "no pid"),
+        (_doc({k: v for k, v in _OK_X.items() if k != "name"}), "no name"),
+        (_doc(dict(_OK_X, tid="mailbox")), "tid must be"),
+        (_doc({"ph": "i", "s": "x", "name": "n", "ts": 1, "pid": 1, "tid": 1}), "scope"),
+        (_doc({"ph": "M", "name": "process_nam", "pid": 1, "args": {"name": "x"}}), "metadata name"),
+        (_doc({"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {}}), "args.name"),
+        (_doc({"ph": "s", "name": "m", "cat": "msg", "id": 9, "ts": 1, "pid": 1, "tid": 1}), "never finishes"),
+        (_doc({"ph": "f", "name": "m", "cat": "msg", "id": 9, "ts": 1, "pid": 1, "tid": 1}), "no start"),
+        (_doc({"ph": "s", "name": "m", "cat": "msg", "ts": 1, "pid": 1, "tid": 1}), "needs an id"),
+        (
+            _doc(
+                {"ph": "s", "name": "m", "cat": "msg", "id": 2, "ts": 5, "pid": 1, "tid": 1},
+                {"ph": "f", "name": "m", "cat": "msg", "id": 2, "ts": 1, "pid": 1, "tid": 1},
+            ),
+            "no start",
+        ),
+        (_doc({"ph": "E", "ts": 2, "pid": 1, "tid": 1}), "no open B"),
+        (_doc(dict(_OK_X, args=[1])), "args must be an object"),
+        (dict(_doc(_OK_X), displayTimeUnit="s"), "displayTimeUnit"),
+        (_doc("not an event"), "not an object"),
+    ],
+)
 def test_validate_trace_rejects_malformed_documents(doc, expect):
     problems = validate_trace(doc)
     assert problems, doc

@@ -10,11 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runtime.dfs import open_dfs
-from runtime.messages import WriteStat
-from runtime.table import (HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id,
-                           merge_file_group)
-from runtime.verify import expected_state, verify_commits, verify_run
+from runtime.core.dfs import open_dfs
+from runtime.core.messages import WriteStat
+from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id, merge_file_group
+from runtime.lab.verify import expected_state, verify_commits, verify_run
 
 KEY, PART, TS = "key", "partition", "ts"
 
@@ -31,11 +30,15 @@ def _write_commit(table: HudiTable, records: pa.Table, prev: dict) -> str:
         old = prev.get(fid)
         base = table.read_base_file(old[1]) if old else None
         table.ensure_partition(part, instant)
-        m = merge_file_group(base, rows, instant=instant, partition=part, file_name=name, key=KEY,
-                             precombine=TS, partition_id=0)
+        m = merge_file_group(
+            base, rows, instant=instant, partition=part, file_name=name, key=KEY, precombine=TS, partition_id=0
+        )
         size = table.write_base_file(rel, m.table)
-        stats.append(WriteStat(fid, rel, part, old[0] if old else "null", m.table.num_rows,
-                               m.inserts, m.updates, size, size, m.written))
+        stats.append(
+            WriteStat(
+                fid, rel, part, old[0] if old else "null", m.table.num_rows, m.inserts, m.updates, size, size, m.written
+            )
+        )
         prev[fid] = (instant, rel)
     table.commit(instant, stats, {"schema": avro_schema_json(records.schema, "t")})
     return instant
@@ -46,11 +49,24 @@ def good_table(tmp_path):
     path = str(tmp_path / "t")
     dfs, base = open_dfs(path)
     table = HudiTable.create_or_open(dfs, base, TableProps("t", KEY, PART, TS))
-    r1 = pa.table({KEY: [f"k{i}" for i in range(20)], PART: ["a", "b"] * 10,
-                   TS: list(range(20)), "v": [f"x{i}" for i in range(20)], "_offset": list(range(20))})
-    r2 = pa.table({KEY: [f"k{i}" for i in range(10, 30)], PART: ["a", "b"] * 10,
-                   TS: list(range(100, 120)), "v": [f"y{i}" for i in range(20)],
-                   "_offset": list(range(20, 40))})
+    r1 = pa.table(
+        {
+            KEY: [f"k{i}" for i in range(20)],
+            PART: ["a", "b"] * 10,
+            TS: list(range(20)),
+            "v": [f"x{i}" for i in range(20)],
+            "_offset": list(range(20)),
+        }
+    )
+    r2 = pa.table(
+        {
+            KEY: [f"k{i}" for i in range(10, 30)],
+            PART: ["a", "b"] * 10,
+            TS: list(range(100, 120)),
+            "v": [f"y{i}" for i in range(20)],
+            "_offset": list(range(20, 40)),
+        }
+    )
     prev: dict = {}
     _write_commit(table, r1, prev)
     _write_commit(table, r2, prev)
@@ -78,8 +94,10 @@ def _rewrite(file: str, fn) -> None:
 def test_a_changed_value_is_mismatched(good_table):
     path, expected, prev = good_table
     f = _latest_file(path, prev, "a")
-    _rewrite(f, lambda t: t.set_column(t.column_names.index("v"), "v",
-                                       pa.array(["tampered"] + t.column("v").to_pylist()[1:])))
+    _rewrite(
+        f,
+        lambda t: t.set_column(t.column_names.index("v"), "v", pa.array(["tampered"] + t.column("v").to_pylist()[1:])),
+    )
     verdict = verify_run(path, expected, KEY)
     assert not verdict["verified"]
     assert verdict["mismatched"] == 1 and verdict["lost"] == 0

@@ -10,14 +10,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runtime import spark_session as S
-from runtime import workload as W
-from runtime.workload import InputError, WorkloadSpec
-
+from actors import spark as S
+from actors.shards import shards_to_ray
+from runtime.data import workload as W
+from runtime.data.workload import InputError, WorkloadSpec
 
 # ---------------------------------------------------------------------------------------------
 # Pure Python: no Ray, no Spark
 # ---------------------------------------------------------------------------------------------
+
 
 def test_bucket_of_is_crc32_of_utf8_modulo_buckets():
     for key in ["key-000000123", "", "ключ", "键🙂"]:
@@ -59,10 +60,14 @@ def test_java_version_parsing_and_missing_java(monkeypatch, tmp_path):
 
 
 def test_spark_configs_keep_java_flags_when_user_adds_options():
-    confs = S.spark_configs(S.SparkConfig(extra_configs={
-        "spark.executor.extraJavaOptions": "-Dfoo=1", "spark.sql.shuffle.partitions": "8"}))
-    for k in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions",
-              "spark.ray.raydp_app_master.extraJavaOptions"):
+    confs = S.spark_configs(
+        S.SparkConfig(extra_configs={"spark.executor.extraJavaOptions": "-Dfoo=1", "spark.sql.shuffle.partitions": "8"})
+    )
+    for k in (
+        "spark.driver.extraJavaOptions",
+        "spark.executor.extraJavaOptions",
+        "spark.ray.raydp_app_master.extraJavaOptions",
+    ):
         assert "--add-opens=java.base/java.lang=ALL-UNNAMED" in confs[k]
     assert confs["spark.executor.extraJavaOptions"].endswith("-Dfoo=1")
     assert confs["spark.sql.shuffle.partitions"] == "8"
@@ -71,6 +76,7 @@ def test_spark_configs_keep_java_flags_when_user_adds_options():
 # ---------------------------------------------------------------------------------------------
 # Spark (RayDP on the session's Ray)
 # ---------------------------------------------------------------------------------------------
+
 
 def _sdf(spark, rows, schema: str):
     """A small Spark DataFrame via pandas/Arrow (a Python list would start Python workers: slow)."""
@@ -86,8 +92,18 @@ def _pdf(df) -> pd.DataFrame:
 def test_bucket_expr_agrees_with_python(spark):
     from pyspark.sql import functions as F
 
-    keys = [f"key-{i:09d}" for i in range(990)] + ["", "ключ", "键🙂", "a b", "x" * 300,
-                                                   "0", "-1", "1.5", "key-000000001 ", "ÄÖÜ"]
+    keys = [f"key-{i:09d}" for i in range(990)] + [
+        "",
+        "ключ",
+        "键🙂",
+        "a b",
+        "x" * 300,
+        "0",
+        "-1",
+        "1.5",
+        "key-000000001 ",
+        "ÄÖÜ",
+    ]
     df = _sdf(spark, [(k,) for k in keys], "k string")
     got = df.select("k", W.bucket_expr("k", 13).alias("b")).collect()
     assert {r["k"]: r["b"] for r in got} == {k: W.bucket_of(k, 13) for k in keys}
@@ -138,8 +154,7 @@ def test_generator_is_deterministic(spark, small_stream):
 def test_generator_honours_spec(spark, small_stream):
     spec, pdf = small_stream
     schema = dict(W.generate_stream(spark, spec).dtypes)
-    assert schema == {"key": "string", "partition": "string", "ts": "bigint", "payload": "string",
-                      "_offset": "bigint"}
+    assert schema == {"key": "string", "partition": "string", "ts": "bigint", "payload": "string", "_offset": "bigint"}
     assert len(pdf) == spec.records and pdf["_offset"].tolist() == list(range(spec.records))
     assert pdf["key"].nunique() == spec.num_keys
     first = pdf.drop_duplicates("key")
@@ -177,12 +192,18 @@ def test_shards_hold_exactly_their_tasks_in_offset_order(spark, ray_session, sma
     spec, pdf = small_stream
     buckets, writers = 8, 3
     prepared = W.prepare_stream(W.generate_stream(spark, spec), "key", buckets, writers)
-    shards = W.shards_to_ray(prepared, writers)
+    shards = shards_to_ray(prepared, writers)
     assert [s.task for s in shards] == list(range(writers))
     schema = shards[0].table().schema
     assert [(f.name, str(f.type)) for f in schema] == [
-        ("key", "string"), ("partition", "string"), ("ts", "int64"), ("payload", "string"),
-        ("_offset", "int64"), ("_bucket", "int32"), ("_task", "int32")]
+        ("key", "string"),
+        ("partition", "string"),
+        ("ts", "int64"),
+        ("payload", "string"),
+        ("_offset", "int64"),
+        ("_bucket", "int32"),
+        ("_task", "int32"),
+    ]
     seen = []
     for s in shards:
         t = s.table().to_pandas()
@@ -200,13 +221,16 @@ def test_shards_hold_exactly_their_tasks_in_offset_order(spark, ray_session, sma
     @ray.remote(num_cpus=0)
     class Reader:
         def read(self, shard, batch_size, start=None, stop=None):
-            return [(b.num_rows, b.column(W.OFFSET).to_pylist())
-                    for b in shard.iter_batches(batch_size, start_offset=start, stop_offset=stop)]
+            return [
+                (b.num_rows, b.column(W.OFFSET).to_pylist())
+                for b in shard.iter_batches(batch_size, start_offset=start, stop_offset=stop)
+            ]
 
         def read_dataset(self, shard, batch_size):
-            return [b.column(W.OFFSET).to_pylist()
-                    for b in shard.to_dataset().iter_batches(batch_size=batch_size,
-                                                             batch_format="pyarrow")]
+            return [
+                b.column(W.OFFSET).to_pylist()
+                for b in shard.to_dataset().iter_batches(batch_size=batch_size, batch_format="pyarrow")
+            ]
 
     reader = Reader.remote()
     offs = seen[1]["_offset"].tolist()
@@ -224,31 +248,39 @@ def test_shards_hold_exactly_their_tasks_in_offset_order(spark, ray_session, sma
 @pytest.mark.spark
 def test_idle_tasks_get_empty_shards(spark, ray_session):
     spec = WorkloadSpec(records=500, seed=5)
-    shards = W.shards_to_ray(W.prepare_stream(W.generate_stream(spark, spec), "key", 2, 4), 4)
+    shards = shards_to_ray(W.prepare_stream(W.generate_stream(spark, spec), "key", 2, 4), 4)
     assert [s.num_rows > 0 for s in shards] == [True, True, False, False]
     assert sum(s.num_rows for s in shards) == 500
     assert list(shards[3].iter_batches(10)) == []
     with pytest.raises(ValueError, match="prepare_stream"):
-        W.shards_to_ray(W.prepare_stream(W.generate_stream(spark, spec), "key", 2, 4), 3)
+        shards_to_ray(W.prepare_stream(W.generate_stream(spark, spec), "key", 2, 4), 3)
 
 
 @pytest.mark.spark
 def test_expected_state_keeps_largest_precombine_ties_to_later_offset(spark, small_stream):
-    rows = [("a", "p0", 5, "a0", 0), ("a", "p0", 7, "a1", 1), ("a", "p0", 6, "a2", 2),
-            ("b", "p1", 3, "b0", 3), ("b", "p1", 3, "b1", 4), ("c", "p0", 1, "c0", 5)]
+    rows = [
+        ("a", "p0", 5, "a0", 0),
+        ("a", "p0", 7, "a1", 1),
+        ("a", "p0", 6, "a2", 2),
+        ("b", "p1", 3, "b0", 3),
+        ("b", "p1", 3, "b1", 4),
+        ("c", "p0", 1, "c0", 5),
+    ]
     df = _sdf(spark, rows, "key string, partition string, ts long, payload string, _offset long")
     got = {r["key"]: r["payload"] for r in W.expected_state(df, "key", "ts").collect()}
     assert got == {"a": "a1", "b": "b1", "c": "c0"}
 
     spec, pdf = small_stream
     state = _pdf(W.expected_state(W.generate_stream(spark, spec), "key", "ts"))
-    want = (pdf.sort_values(["key", "ts", "_offset"]).groupby("key").tail(1)
-            .sort_values("_offset").reset_index(drop=True))
+    want = (
+        pdf.sort_values(["key", "ts", "_offset"]).groupby("key").tail(1).sort_values("_offset").reset_index(drop=True)
+    )
     assert len(state) == spec.num_keys
     pd.testing.assert_frame_equal(state, want)
 
 
 # --- user input ------------------------------------------------------------------------------
+
 
 def _parquet(path, **cols):
     pq.write_table(pa.table(cols), str(path))
@@ -311,8 +343,14 @@ def test_read_input_rejects_bad_input_before_writing(spark, tmp_path):
     assert "1.parquet" in msg and "2.parquet" in msg
 
     # empty: a file with a schema but no rows, and a directory without data files
-    assert "empty" in err(_parquet(tmp_path / "e.parquet", k=pa.array([], pa.string()),
-                                   p=pa.array([], pa.string()), ts=pa.array([], pa.int64())))
+    assert "empty" in err(
+        _parquet(
+            tmp_path / "e.parquet",
+            k=pa.array([], pa.string()),
+            p=pa.array([], pa.string()),
+            ts=pa.array([], pa.int64()),
+        )
+    )
     (tmp_path / "nothing").mkdir()
     assert "empty" in err(tmp_path / "nothing")
 

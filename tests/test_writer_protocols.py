@@ -12,22 +12,23 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any, Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import pytest
 
-from runtime.config import JobConfig
-from runtime.dfs import open_dfs
-from runtime.env import BlockedWait, Env
-from runtime.message_bus import MessageClient, MessageDriver, message_bus_path
-from runtime.messages import CheckpointNotice, CommitAckEvent
-from runtime.metrics import Metrics
+from runtime.core.config import JobConfig
+from runtime.core.dfs import open_dfs
+from runtime.core.env import BlockedWait, Env
+from runtime.core.messages import CheckpointNotice, CommitAckEvent
+from runtime.core.metrics import Metrics
+from runtime.core.trace import Tracer
+from runtime.hudi.dfs_message_bus import MessageClient, MessageDriver, message_bus_path
+from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols import PROTOCOLS
 from runtime.protocols.base import InstantWaitTimeout
 from runtime.protocols.message_bus import MessageBusWriter
 from runtime.protocols.operator_event import OperatorEventCoordinator, OperatorEventWriter
-from runtime.table import HudiTable, TableProps
-from runtime.trace import Tracer
 
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
 TICK = 0.01
@@ -71,8 +72,16 @@ class FakeEnv(Env):
 class Ctx:
     """The attributes of runtime.protocols.base.WriterContext."""
 
-    def __init__(self, env: FakeEnv, config: JobConfig, table: HudiTable, *, task_id: int = 0,
-                 current_instant: str | None = None, last_checkpoint_id: int = -1) -> None:
+    def __init__(
+        self,
+        env: FakeEnv,
+        config: JobConfig,
+        table: HudiTable,
+        *,
+        task_id: int = 0,
+        current_instant: str | None = None,
+        last_checkpoint_id: int = -1,
+    ) -> None:
         self.env = env
         self.config = config
         self.table = table
@@ -129,9 +138,12 @@ def tables(tmp_path):
 
 
 def make_ctx(writer_table: HudiTable, **cfg: Any) -> Ctx:
-    config = JobConfig(wait_tick_s=TICK, commit_ack_timeout_s=cfg.pop("commit_ack_timeout_s", 2.0),
-                       instant_wait_timeout_s=cfg.pop("instant_wait_timeout_s", 2.0),
-                       checkpoint_timeout_s=5.0)
+    config = JobConfig(
+        wait_tick_s=TICK,
+        commit_ack_timeout_s=cfg.pop("commit_ack_timeout_s", 2.0),
+        instant_wait_timeout_s=cfg.pop("instant_wait_timeout_s", 2.0),
+        checkpoint_timeout_s=5.0,
+    )
     return Ctx(FakeEnv(writer_table.dfs), config, writer_table, **cfg)
 
 
@@ -197,8 +209,9 @@ def test_p1_waits_on_the_same_instant_with_data_until_a_new_instant_starts(table
     w, ctx = p1(wt, current_instant=I1, last_checkpoint_id=2)
 
     async def scenario():
-        return await concurrently(w.instant_to_write(eager=False, has_data=True),
-                                  when_blocked(ctx, lambda: coord.start_instant(I2)))
+        return await concurrently(
+            w.instant_to_write(eager=False, has_data=True), when_blocked(ctx, lambda: coord.start_instant(I2))
+        )
 
     assert run(scenario()) == I2
     wait = ctx.blocked_calls[0]
@@ -218,8 +231,10 @@ def test_p1_waits_until_a_commit_ack_event_runs_and_reuses_the_instant(tables):
     w, ctx = p1(wt, current_instant=I1, last_checkpoint_id=2)
 
     async def scenario():
-        return await concurrently(w.instant_to_write(eager=True, has_data=True),
-                                  when_blocked(ctx, lambda: w.on_operator_event(CommitAckEvent(2))))
+        return await concurrently(
+            w.instant_to_write(eager=True, has_data=True),
+            when_blocked(ctx, lambda: w.on_operator_event(CommitAckEvent(2))),
+        )
 
     assert run(scenario()) == I1  # the reused instant
     assert w.acks_received == 1
@@ -285,10 +300,12 @@ def test_p1_coordinator_sends_one_ack_per_task_on_empty_round_and_abort():
     c = OperatorEventCoordinator(CCtx())
     run(c.on_empty_round(3, I1))
     run(c.on_checkpoint_aborted(4, I1))
-    assert c.ctx.env.sent == [("writer-0", "operator_event", CommitAckEvent(3)),
-                              ("writer-1", "operator_event", CommitAckEvent(3)),
-                              ("writer-0", "operator_event", CommitAckEvent(4)),
-                              ("writer-1", "operator_event", CommitAckEvent(4))]
+    assert c.ctx.env.sent == [
+        ("writer-0", "operator_event", CommitAckEvent(3)),
+        ("writer-1", "operator_event", CommitAckEvent(3)),
+        ("writer-0", "operator_event", CommitAckEvent(4)),
+        ("writer-1", "operator_event", CommitAckEvent(4)),
+    ]
 
 
 # == P2 message-bus ==============================================================================
@@ -307,10 +324,19 @@ def driver(tables):
     return MessageDriver(coord.dfs, coord.base_path)
 
 
-@pytest.mark.parametrize("ckp,eager,expected", [
-    (-1, True, 0), (-1, False, 0), (0, True, 0), (0, False, 0),
-    (1, True, 1), (1, False, 0), (5, True, 5), (5, False, 4),
-])
+@pytest.mark.parametrize(
+    "ckp,eager,expected",
+    [
+        (-1, True, 0),
+        (-1, False, 0),
+        (0, True, 0),
+        (0, False, 0),
+        (1, True, 1),
+        (1, False, 0),
+        (5, True, 5),
+        (5, False, 4),
+    ],
+)
 def test_p2_prev_ckp(tables, ckp, eager, expected):
     _, wt = tables
     w, ctx = p2(wt, last_checkpoint_id=ckp)
@@ -343,8 +369,9 @@ def test_p2_waits_until_the_message_appears(tables, driver):
     w, ctx = p2(wt, last_checkpoint_id=2)
 
     async def scenario():
-        return await concurrently(w.instant_to_write(eager=True, has_data=True),
-                                  when_blocked(ctx, lambda: driver.commit_ckp(2, I1, I2)))
+        return await concurrently(
+            w.instant_to_write(eager=True, has_data=True), when_blocked(ctx, lambda: driver.commit_ckp(2, I1, I2))
+        )
 
     assert run(scenario()) == I2
     wait = ctx.blocked_calls[0]
@@ -375,8 +402,9 @@ def test_p2_aborted_message_arriving_while_waiting(tables, driver):
     w, ctx = p2(wt, last_checkpoint_id=3)
 
     async def scenario():
-        return await concurrently(w.instant_to_write(eager=False, has_data=True),
-                                  when_blocked(ctx, lambda: driver.abort_ckp(2)))
+        return await concurrently(
+            w.instant_to_write(eager=False, has_data=True), when_blocked(ctx, lambda: driver.abort_ckp(2))
+        )
 
     assert run(scenario()) == I1
     assert w.aborts_seen == 1
@@ -396,8 +424,12 @@ def test_p2_timeout_after_ckp_0_assumes_a_silent_cancel(tables, driver):
 def test_p2_instant_wait_timeout_defaults_to_the_checkpoint_timeout(tables, driver):
     coord, wt = tables
     coord.start_instant(I1)
-    ctx = Ctx(FakeEnv(wt.dfs), JobConfig(wait_tick_s=0.05, instant_wait_timeout_s=0.0,
-                                         checkpoint_timeout_s=0.5), wt, last_checkpoint_id=1)
+    ctx = Ctx(
+        FakeEnv(wt.dfs),
+        JobConfig(wait_tick_s=0.05, instant_wait_timeout_s=0.0, checkpoint_timeout_s=0.5),
+        wt,
+        last_checkpoint_id=1,
+    )
     w = MessageBusWriter(ctx)
     run(w.open())
     assert run(w.instant_to_write(eager=True, has_data=True)) == I1
@@ -474,11 +506,10 @@ def test_p2_describe_reports_counters(tables, driver):
     driver.abort_ckp(1)
     w, _ = p2(wt, last_checkpoint_id=1)
     run(w.instant_to_write(eager=True, has_data=True))
-    assert w.describe() == {"confirming": False, "silent_cancels": 0, "aborts_seen": 1,
-                            "read_errors": 0}
+    assert w.describe() == {"confirming": False, "silent_cancels": 0, "aborts_seen": 1, "read_errors": 0}
 
 
 def _stat():
-    from runtime.messages import WriteStat
+    from runtime.core.messages import WriteStat
 
     return WriteStat("f-0", "p/f-0_0-0-0_1.parquet", "p", "null", 1, 1, 0, 1, 1, 1)

@@ -14,8 +14,15 @@ from runtime.protocols.operator_event import OperatorEventProtocol
 from runtime.protocols.timeline_server import TimelineServerProtocol
 
 PROTOCOLS: dict[str, type[Protocol]] = {
-    p.name: p for p in (OperatorEventProtocol, MessageBusProtocol, TimelineServerProtocol,
-                        CoordinationRpcProtocol, AsyncCoordinationRpcProtocol, ControlTopicProtocol)
+    p.name: p
+    for p in (
+        OperatorEventProtocol,
+        MessageBusProtocol,
+        TimelineServerProtocol,
+        CoordinationRpcProtocol,
+        AsyncCoordinationRpcProtocol,
+        ControlTopicProtocol,
+    )
 }
 
 

@@ -8,11 +8,12 @@ the write path (buffering, flushing, events, commit) is shared and knows nothing
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any, Protocol as _TypingProtocol
+from typing import TYPE_CHECKING, Any
+from typing import Protocol as _TypingProtocol
 
-from runtime.config import JobConfig
-from runtime.env import BlockedWait, Env
-from runtime.table import HudiTable
+from runtime.core.config import JobConfig
+from runtime.core.env import BlockedWait, Env
+from runtime.hudi.table import HudiTable
 
 if TYPE_CHECKING:
     pass
@@ -158,7 +159,6 @@ class Protocol:
     messages_on_dfs: bool = False
 
     @classmethod
-    def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable,
-                  task_names: list[str]) -> Any:
+    def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:
         """Builds one of ``extra_roles``; the object lists its RPC methods in ``RPC_METHODS``."""
         raise ValueError(f"protocol {cls.name} has no role {kind!r}")

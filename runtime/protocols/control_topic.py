@@ -23,13 +23,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime.control_topic import (ACK_COMMIT, END_COMMIT, START_COMMIT, WRITE_STATUS, ControlMessage,
-                                   ControlTopic, TopicConsumer, publish)
-from runtime.env import wait_ended
-from runtime.messages import WriteMetadataEvent, WriteStat
+from runtime.core.env import wait_ended
+from runtime.core.messages import WriteMetadataEvent, WriteStat
+from runtime.flink.source import SeekRequest
+from runtime.hudi.table import TableError
+from runtime.kafka.topic import (
+    ACK_COMMIT,
+    END_COMMIT,
+    START_COMMIT,
+    WRITE_STATUS,
+    ControlMessage,
+    ControlTopic,
+    TopicConsumer,
+    publish,
+)
 from runtime.protocols.base import CoordinatorSide, Protocol, WriterSide
-from runtime.source import SeekRequest
-from runtime.table import TableError
 
 TOPIC = "control-topic"
 OFFSETS_KEY = "kafka.commit.offsets"
@@ -62,8 +70,7 @@ class ControlTopicParticipant(WriterSide):
         self.committed_offset = 0  # acknowledged by ACK_COMMIT
         self.stats: dict[str, WriteStat] = {}  # this commit's writes, latest per file group
         self.last_status: tuple[str, int] | None = None
-        self.counts = {"stale": 0, "seek_back": 0, "skipped_rows": 0, "gap_batches": 0,
-                       "start": 0, "end": 0, "ack": 0}
+        self.counts = {"stale": 0, "seek_back": 0, "skipped_rows": 0, "gap_batches": 0, "start": 0, "end": 0, "ack": 0}
         self.consumer: TopicConsumer | None = None
         self._agent_task: asyncio.Task | None = None
 
@@ -87,8 +94,9 @@ class ControlTopicParticipant(WriterSide):
             for rec in records:
                 msg = rec.message
                 if msg.kind in (START_COMMIT, END_COMMIT, ACK_COMMIT):
-                    self.ctx.put_mail(lambda m=msg: self.handle(m), f"control:{msg.kind}",
-                                      f"{msg.kind}({msg.commit_time})")
+                    self.ctx.put_mail(
+                        lambda m=msg: self.handle(m), f"control:{msg.kind}", f"{msg.kind}({msg.commit_time})"
+                    )
 
     # -- offset rules (the task thread) -------------------------------------------------------
 
@@ -163,9 +171,14 @@ class ControlTopicParticipant(WriterSide):
             spec = env.fault("task.after_flush_before_event", checkpoint=self.counts["end"], task=task)
             if spec is not None:
                 env.crash("injected crash at task.after_flush_before_event")
-            await publish(env, ControlMessage(WRITE_STATUS, self.commit_time, env.role, partition=task,
-                                              write_stats=stats, last_offset=last_offset), TOPIC,
-                          timeout=self.ctx.config.rpc_timeout_s)
+            await publish(
+                env,
+                ControlMessage(
+                    WRITE_STATUS, self.commit_time, env.role, partition=task, write_stats=stats, last_offset=last_offset
+                ),
+                TOPIC,
+                timeout=self.ctx.config.rpc_timeout_s,
+            )
             self.last_status = (self.commit_time, last_offset)
             self.write_from = self.expected
             self.commit_time = None
@@ -178,9 +191,13 @@ class ControlTopicParticipant(WriterSide):
             self.committed_offset = self.last_status[1] + 1
 
     def describe(self) -> dict[str, Any]:
-        return {"commit_time": self.commit_time, "expected": self.expected,
-                "write_from": self.write_from, "committed_offset": self.committed_offset,
-                **self.counts}
+        return {
+            "commit_time": self.commit_time,
+            "expected": self.expected,
+            "write_from": self.write_from,
+            "committed_offset": self.committed_offset,
+            **self.counts,
+        }
 
 
 class ControlTopicCoordinator(CoordinatorSide):
@@ -233,8 +250,12 @@ class ControlTopicCoordinator(CoordinatorSide):
         return {"committed": False, "reason": "control-topic commits on its own interval"}
 
     async def _publish(self, kind: str, instant: str, **kw: Any) -> None:
-        await publish(self.ctx.env, ControlMessage(kind, instant, "coordinator", **kw), TOPIC,
-                      timeout=self.ctx.config.rpc_timeout_s)
+        await publish(
+            self.ctx.env,
+            ControlMessage(kind, instant, "coordinator", **kw),
+            TOPIC,
+            timeout=self.ctx.config.rpc_timeout_s,
+        )
 
     async def _run(self) -> None:
         try:
@@ -269,8 +290,9 @@ class ControlTopicCoordinator(CoordinatorSide):
             await ctx.env.io(ctx.table.rollback, instant, [])  # nothing to commit
             ctx.empty_rounds.append(ended_by)
         else:
-            ctx.events.extend(WriteMetadataEvent(p, ended_by, instant, m.write_stats, last_batch=True)
-                              for p, m in statuses.items())
+            ctx.events.extend(
+                WriteMetadataEvent(p, ended_by, instant, m.write_stats, last_batch=True) for p, m in statuses.items()
+            )
             await ctx.commit_instant(instant, ended_by, extra={OFFSETS_KEY: format_offsets(offsets)})
             self.commits += 1
             # the k-th commit (its interval may have spanned several checkpoint triggers)
@@ -313,8 +335,9 @@ class ControlTopicCoordinator(CoordinatorSide):
             if self._loop is not None and self._loop.done():
                 raise RuntimeError(f"the transaction coordinator stopped: {self.error}")
             if env.now() > deadline:
-                raise RuntimeError(f"control-topic: offsets {self.committed_offsets} never reached "
-                                   f"the end of input {final_offsets}")
+                raise RuntimeError(
+                    f"control-topic: offsets {self.committed_offsets} never reached the end of input {final_offsets}"
+                )
             self.interval.set()
             await env.sleep(0.05)
         self.stopping = True
@@ -322,16 +345,22 @@ class ControlTopicCoordinator(CoordinatorSide):
             self._loop.cancel()
             # bounded: a loop that does not stop is named, not waited for until the job times out
             if not await wait_ended(self._loop, cfg.rpc_timeout_s):
-                raise RuntimeError(f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s "
-                                   "of the end of input")
+                raise RuntimeError(
+                    f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s of the end of input"
+                )
         # the commit started after the last data (if any) holds nothing: take it off the timeline
         for pending in (await env.io(self.ctx.table.timeline)).pending_commits():
             await env.io(self.ctx.table.rollback, pending, [])
         return {"committed_offsets": dict(self.committed_offsets), "commits": self.commits}
 
     def describe(self) -> dict[str, Any]:
-        return {"committed_offsets": self.committed_offsets, "abandoned": self.abandoned,
-                "stale_dropped": self.stale_dropped, "commits": self.commits, "error": self.error}
+        return {
+            "committed_offsets": self.committed_offsets,
+            "abandoned": self.abandoned,
+            "stale_dropped": self.stale_dropped,
+            "commits": self.commits,
+            "error": self.error,
+        }
 
 
 class ControlTopicProtocol(Protocol):

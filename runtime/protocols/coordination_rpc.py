@@ -21,8 +21,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from runtime import codec
-from runtime.env import BlockedWait, WaitTimeout
+from runtime.core import codec
+from runtime.core.env import BlockedWait, WaitTimeout
 from runtime.protocols.base import CoordinatorSide, InstantWaitTimeout, Protocol, WriterSide
 
 OK, PENDING = "OK", "PENDING"
@@ -63,11 +63,15 @@ class CoordinationRpcWriter(WriterSide):
             return self.instants[key]
         env = self.ctx.env
         started = env.now()
-        self.ctx.set_blocked(BlockedWait(
-            what="instant request",
-            waiting_on=f"the coordinator's reply to InstantTimeRequest(ckp={key}) (an RPC future, "
-                       "not a mail)",
-            since=started, releasing_mail=None, checkpoint_id=key))
+        self.ctx.set_blocked(
+            BlockedWait(
+                what="instant request",
+                waiting_on=f"the coordinator's reply to InstantTimeRequest(ckp={key}) (an RPC future, not a mail)",
+                since=started,
+                releasing_mail=None,
+                checkpoint_id=key,
+            )
+        )
         try:
             instant = await (self._request_sync(key) if self.mode == "sync" else self._request_async(key))
         finally:
@@ -79,9 +83,12 @@ class CoordinationRpcWriter(WriterSide):
 
     async def _ask(self, key: int) -> InstantTimeReply:
         self.requests += 1
-        return await self.ctx.env.call("coordinator", "instant_time_request",
-                                       InstantTimeRequest(self.ctx.task_id, key),
-                                       timeout=self.ctx.config.rpc_timeout_s)
+        return await self.ctx.env.call(
+            "coordinator",
+            "instant_time_request",
+            InstantTimeRequest(self.ctx.task_id, key),
+            timeout=self.ctx.config.rpc_timeout_s,
+        )
 
     async def _request_sync(self, key: int) -> str:
         try:
@@ -92,7 +99,8 @@ class CoordinationRpcWriter(WriterSide):
                 f"{self.ctx.config.rpc_timeout_s:.1f}s with no reply: the coordinator creates the "
                 "instant inside the request, under the table lock, so a lock held longer than the "
                 "RPC timeout (Hudi #19902), like a lost request, ends here; the task fails and the "
-                f"job restarts ({exc})") from exc
+                f"job restarts ({exc})"
+            ) from exc
         return reply.instant
 
     async def _request_async(self, key: int) -> str:
@@ -108,15 +116,20 @@ class CoordinationRpcWriter(WriterSide):
             if remaining <= 0:
                 raise InstantWaitTimeout(
                     f"{env.role}: the instant of checkpoint {key} was still PENDING after "
-                    f"{cfg.instant_wait_timeout:.1f}s of polling")
+                    f"{cfg.instant_wait_timeout:.1f}s of polling"
+                )
             # jitter keeps writers from polling in step; the last sleep ends at the deadline,
             # where one more poll is made
             await env.sleep(min(remaining, backoff * (0.5 + env.rng.random())))
             backoff = min(backoff * 2, BACKOFF_MAX_S)
 
     def describe(self) -> dict[str, Any]:
-        return {"mode": self.mode, "requests": self.requests, "pending_replies": self.pending_replies,
-                "instants": dict(self.instants)}
+        return {
+            "mode": self.mode,
+            "requests": self.requests,
+            "pending_replies": self.pending_replies,
+            "instants": dict(self.instants),
+        }
 
 
 class CoordinationRpcCoordinator(CoordinatorSide):
@@ -210,7 +223,9 @@ class AsyncCoordinationRpcCoordinator(CoordinationRpcCoordinator):
 
 class AsyncCoordinationRpcProtocol(Protocol):
     name = "coordination-rpc-async"
-    description = ("P4 with PR #19960: the coordinator replies PENDING and creates the instant in "
-                   "the background; writers poll with backoff")
+    description = (
+        "P4 with PR #19960: the coordinator replies PENDING and creates the instant in "
+        "the background; writers poll with backoff"
+    )
     writer_side = AsyncCoordinationRpcWriter
     coordinator_side = AsyncCoordinationRpcCoordinator

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime import message_bus as bus
-from runtime.env import BlockedWait
+from runtime.core.env import BlockedWait
+from runtime.hudi import dfs_message_bus as bus
 from runtime.protocols.base import CoordinatorSide, InstantWaitTimeout, Protocol, WriterSide
 
 
@@ -68,14 +68,19 @@ class MessageBusWriter(WriterSide):
                             f"{env.role}: Timeout({cfg.instant_wait_timeout:.1f}s) while waiting for "
                             f"instant initialize: message {ckp} never appeared in "
                             f"{self.client.path}"  # type: ignore[union-attr]
-                            + ("" if exists else " (the message bus directory is missing: was it "
-                               "deleted? Hudi #8060)"))
+                            + ("" if exists else " (the message bus directory is missing: was it deleted? Hudi #8060)")
+                        )
                     if not blocked:
                         blocked = True
-                        self.ctx.set_blocked(BlockedWait(
-                            what="instant initialize",
-                            waiting_on=f"message bus file {ckp}.commit or {ckp}.aborted",
-                            since=started, releasing_mail=None, checkpoint_id=ckp))
+                        self.ctx.set_blocked(
+                            BlockedWait(
+                                what="instant initialize",
+                                waiting_on=f"message bus file {ckp}.commit or {ckp}.aborted",
+                                since=started,
+                                releasing_mail=None,
+                                checkpoint_id=ckp,
+                            )
+                        )
                     await env.sleep(cfg.wait_tick_s)
                     instant = await self._ack_instant(ckp)
                 elif bus.can_abort(instant, ckp):
@@ -94,9 +99,12 @@ class MessageBusWriter(WriterSide):
         self.confirming = True
 
     def describe(self) -> dict[str, Any]:
-        return {"confirming": self.confirming, "silent_cancels": self.silent_cancels,
-                "aborts_seen": self.aborts_seen,
-                "read_errors": self.client.read_errors if self.client else 0}
+        return {
+            "confirming": self.confirming,
+            "silent_cancels": self.silent_cancels,
+            "aborts_seen": self.aborts_seen,
+            "read_errors": self.client.read_errors if self.client else 0,
+        }
 
 
 class MessageBusCoordinator(CoordinatorSide):

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.env import BlockedWait
-from runtime.messages import CommitAckEvent
-from runtime.protocols.base import (CoordinatorSide, InstantWaitTimeout, Protocol, WriterSide)
+from runtime.core.env import BlockedWait
+from runtime.core.messages import CommitAckEvent
+from runtime.protocols.base import CoordinatorSide, InstantWaitTimeout, Protocol, WriterSide
 
 
 class OperatorEventWriter(WriterSide):
@@ -45,15 +45,22 @@ class OperatorEventWriter(WriterSide):
                         raise InstantWaitTimeout(
                             f"{env.role}: Timeout({cfg.commit_ack_timeout_s:.1f}s) while waiting for "
                             f"instant initialize: the timeline's last pending instant is still "
-                            f"{instant} and no CommitAckEvent ran")
+                            f"{instant} and no CommitAckEvent ran"
+                        )
                     if not blocked:
                         blocked = True
-                        self.ctx.set_blocked(BlockedWait(
-                            what="instant initialize",
-                            waiting_on=("a new pending instant on the timeline (polled every "
-                                        f"{cfg.wait_tick_s}s) or a CommitAckEvent"),
-                            since=started, releasing_mail="CommitAckEvent",
-                            checkpoint_id=self.ctx.last_checkpoint_id + 1))
+                        self.ctx.set_blocked(
+                            BlockedWait(
+                                what="instant initialize",
+                                waiting_on=(
+                                    "a new pending instant on the timeline (polled every "
+                                    f"{cfg.wait_tick_s}s) or a CommitAckEvent"
+                                ),
+                                since=started,
+                                releasing_mail="CommitAckEvent",
+                                checkpoint_id=self.ctx.last_checkpoint_id + 1,
+                            )
+                        )
                     await env.sleep(cfg.wait_tick_s)
                     instant = await self._poll()
                 else:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from runtime import message_bus as bus
-from runtime.config import JobConfig
-from runtime.dfs import DfsError, DfsNotFound
-from runtime.env import Env, WaitTimeout
+from runtime.core.config import JobConfig
+from runtime.core.dfs import DfsError, DfsNotFound
+from runtime.core.env import Env, WaitTimeout
+from runtime.hudi import dfs_message_bus as bus
+from runtime.hudi.table import HudiTable, TableError
 from runtime.protocols.base import Protocol
 from runtime.protocols.message_bus import MessageBusCoordinator, MessageBusWriter
-from runtime.table import HudiTable, TableError
 
 SERVER = "timeline-server"
 
@@ -109,8 +109,13 @@ class TimelineServer:
         await self._scan("refresh")
 
     def describe(self, _msg: Any = None) -> dict[str, Any]:
-        return {"requests": self.requests, "scans": dict(self.scans), "misses": self.misses,
-                "cached_messages": sorted(self.messages), "scan_errors": self.scan_errors[-5:]}
+        return {
+            "requests": self.requests,
+            "scans": dict(self.scans),
+            "misses": self.misses,
+            "cached_messages": sorted(self.messages),
+            "scan_errors": self.scan_errors[-5:],
+        }
 
 
 class TimelineServerWriter(MessageBusWriter):

@@ -1,7 +1,7 @@
 """The deterministic simulator: the same roles, one process, virtual time, a seed.
 
 FoundationDB-simulation / TigerBeetle-VOPR / madsim in miniature: :mod:`runtime.sim.loop` is an
-asyncio event loop whose clock is virtual, :mod:`runtime.sim.env` the roles' environment on it,
+asyncio event loop whose clock is virtual, :mod:`runtime.sim.sim_env` the roles' environment on it,
 :mod:`runtime.sim.network` the in-process network with seeded delays, :mod:`runtime.sim.host`
 builds and supervises a job like ``actors/job.py`` does. Nothing here imports Ray.
 """

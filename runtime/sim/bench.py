@@ -39,7 +39,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from runtime.config import JobConfig
+from runtime.core.config import JobConfig
 from runtime.sim.host import simulate
 
 # real-parquet tables in memory when the machine has /dev/shm: a disk's latency is not the simulator's
@@ -60,15 +60,22 @@ def _load() -> float | None:
 
 def _cfg(protocol: str, writers: int, checkpoints: int, workload: str) -> JobConfig:
     w = WORKLOADS[workload]
-    return JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
-                     records=writers * checkpoints * w["rows_per_writer_round"], partitions=w["partitions"],
-                     buckets=writers * w["buckets_per_writer"])
+    return JobConfig(
+        protocol=protocol,
+        source="generator",
+        writers=writers,
+        checkpoints=checkpoints,
+        records=writers * checkpoints * w["rows_per_writer_round"],
+        partitions=w["partitions"],
+        buckets=writers * w["buckets_per_writer"],
+    )
 
 
 def _warm_up(cfg: JobConfig) -> None:
     """Imports and first-call costs are not the simulator's speed: a short run first."""
-    simulate(cfg.replace(checkpoints=2, records=cfg.records // cfg.checkpoints * 2), seed=0, storage="memory",
-             verify=False)
+    simulate(
+        cfg.replace(checkpoints=2, records=cfg.records // cfg.checkpoints * 2), seed=0, storage="memory", verify=False
+    )
 
 
 def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
@@ -80,9 +87,17 @@ def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
     if r["status"] != "finished":
         raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
     done = r["checkpoints"]["completed"]
-    return {"seed": seed, "real_s": round(real, 3), "cpu_s": round(cpu, 3), "virtual_s": r["virtual_s"],
-            "checkpoints": done, "messages": r["sim"]["messages"], "trace_events": r["trace_events"],
-            "checkpoints_per_real_s": round(done / real, 2), "checkpoints_per_cpu_s": round(done / cpu, 2)}
+    return {
+        "seed": seed,
+        "real_s": round(real, 3),
+        "cpu_s": round(cpu, 3),
+        "virtual_s": r["virtual_s"],
+        "checkpoints": done,
+        "messages": r["sim"]["messages"],
+        "trace_events": r["trace_events"],
+        "checkpoints_per_real_s": round(done / real, 2),
+        "checkpoints_per_cpu_s": round(done / cpu, 2),
+    }
 
 
 def _worker_ready(_: int) -> int:
@@ -90,9 +105,16 @@ def _worker_ready(_: int) -> int:
     return os.getpid()
 
 
-def bench_checkpoints(*, protocol: str = "message-bus", writers: int = 16, checkpoints: int = 50,
-                      workload: str = "protocol", storage: str = "memory", seeds: int = 3,
-                      jobs: int = 1) -> dict[str, Any]:
+def bench_checkpoints(
+    *,
+    protocol: str = "message-bus",
+    writers: int = 16,
+    checkpoints: int = 50,
+    workload: str = "protocol",
+    storage: str = "memory",
+    seeds: int = 3,
+    jobs: int = 1,
+) -> dict[str, Any]:
     """Simulated checkpoints per real (and per CPU) second for one workload.
 
     ``jobs`` > 1 also runs the seeds in that many worker processes side by side, as ``commitlab
@@ -101,24 +123,37 @@ def bench_checkpoints(*, protocol: str = "message-bus", writers: int = 16, check
     cfg = _cfg(protocol, writers, checkpoints, workload)
     _warm_up(cfg)
     runs = [_timed_run(cfg, seed, storage) for seed in range(seeds)]
-    doc = {"protocol": protocol, "writers": writers, "checkpoints": checkpoints, "workload": workload,
-           "storage": storage, "records": cfg.records, "partitions": cfg.partitions,
-           "buckets_per_partition": cfg.num_buckets, "runs": runs,
-           "checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in runs),
-           "checkpoints_per_cpu_s_median": statistics.median(x["checkpoints_per_cpu_s"] for x in runs)}
+    doc = {
+        "protocol": protocol,
+        "writers": writers,
+        "checkpoints": checkpoints,
+        "workload": workload,
+        "storage": storage,
+        "records": cfg.records,
+        "partitions": cfg.partitions,
+        "buckets_per_partition": cfg.num_buckets,
+        "runs": runs,
+        "checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in runs),
+        "checkpoints_per_cpu_s_median": statistics.median(x["checkpoints_per_cpu_s"] for x in runs),
+    }
     if jobs > 1:
         n = max(seeds, 2 * jobs)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_warm_up, initargs=(cfg,)) as pool:
+        with ProcessPoolExecutor(
+            max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_warm_up, initargs=(cfg,)
+        ) as pool:
             list(pool.map(_worker_ready, range(jobs)))
             t = time.perf_counter()
             par = list(pool.map(_timed_run, [cfg] * n, range(n), [storage] * n))
             wall = time.perf_counter() - t
         done = sum(x["checkpoints"] for x in par)
-        doc["parallel"] = {"jobs": jobs, "runs": n, "checkpoints": done, "real_s": round(wall, 3),
-                           "checkpoints_per_real_s": round(done / wall, 2),
-                           "per_run_checkpoints_per_real_s_median":
-                               statistics.median(x["checkpoints_per_real_s"] for x in par)}
+        doc["parallel"] = {
+            "jobs": jobs,
+            "runs": n,
+            "checkpoints": done,
+            "real_s": round(wall, 3),
+            "checkpoints_per_real_s": round(done / wall, 2),
+            "per_run_checkpoints_per_real_s_median": statistics.median(x["checkpoints_per_real_s"] for x in par),
+        }
     return doc
 
 
@@ -131,11 +166,19 @@ def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jo
     doc = explore("deadlock", list(range(seeds)), [protocol], jobs=jobs)
     real, cpu = time.perf_counter() - t, time.process_time() - c
     own_cpu = jobs <= 1  # with worker processes this process's CPU time measures nothing
-    return {"scenario": "deadlock", "protocol": protocol, "seeds": seeds, "real_s": round(real, 2),
-            "cpu_s": round(cpu, 2) if own_cpu else None, "real_s_per_seed": round(real / seeds, 4),
-            "cpu_s_per_seed": round(cpu / seeds, 4) if own_cpu else None, "jobs": jobs, "counts": doc["counts"][protocol],
-            "run_s_mean": doc["timing"]["per_run_s_mean"],
-            "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol} --jobs {jobs}"}
+    return {
+        "scenario": "deadlock",
+        "protocol": protocol,
+        "seeds": seeds,
+        "real_s": round(real, 2),
+        "cpu_s": round(cpu, 2) if own_cpu else None,
+        "real_s_per_seed": round(real / seeds, 4),
+        "cpu_s_per_seed": round(cpu / seeds, 4) if own_cpu else None,
+        "jobs": jobs,
+        "counts": doc["counts"][protocol],
+        "run_s_mean": doc["timing"]["per_run_s_mean"],
+        "command": f"commitlab explore --scenario deadlock --seeds {seeds} --protocol {protocol} --jobs {jobs}",
+    }
 
 
 def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
@@ -154,25 +197,44 @@ def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
             firsts = {}
             for r in runs:
                 if r["outcome"] != "passed" and r["outcome"] not in firsts:
-                    firsts[r["outcome"]] = {"seed": r["seed"], "invariant": r["invariant"],
-                                            "detail": r["detail"][:300], "schedule": r["schedule"],
-                                            "replay": r.get("replay")}
-            cells.append({"scenario": scenario, "protocol": protocol, "counts": doc["counts"][protocol],
-                          "first": firsts})
-    return {"seeds_per_cell": seeds, "jobs": jobs, "real_s": round(time.perf_counter() - t, 1),
-            "cpu_s": round(time.process_time() - c, 1) if jobs <= 1 else None, "cells": cells}
+                    firsts[r["outcome"]] = {
+                        "seed": r["seed"],
+                        "invariant": r["invariant"],
+                        "detail": r["detail"][:300],
+                        "schedule": r["schedule"],
+                        "replay": r.get("replay"),
+                    }
+            cells.append(
+                {"scenario": scenario, "protocol": protocol, "counts": doc["counts"][protocol], "first": firsts}
+            )
+    return {
+        "seeds_per_cell": seeds,
+        "jobs": jobs,
+        "real_s": round(time.perf_counter() - t, 1),
+        "cpu_s": round(time.process_time() - c, 1) if jobs <= 1 else None,
+        "cells": cells,
+    }
 
 
 def environment() -> dict[str, Any]:
     import pyarrow
 
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                timeout=10).stdout.strip() or None
+        commit = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or None
+        )
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit,
-            "cpus": os.cpu_count(), "python": platform.python_version(), "pyarrow": pyarrow.__version__}
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "pyarrow": pyarrow.__version__,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,43 +244,73 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", type=int, default=50)
     p.add_argument("--seeds", type=int, default=3, help="runs per checkpoint workload (0: skip them)")
     p.add_argument("--deadlock-seeds", type=int, default=1000, help="seeds of the deadlock scenario (0: skip)")
-    p.add_argument("--explore-seeds", type=int, default=0,
-                   help="also explore every scenario x protocol with this many seeds each (0: skip)")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                   help="worker processes for the side-by-side figures (default: one per CPU; 1: none)")
+    p.add_argument(
+        "--explore-seeds",
+        type=int,
+        default=0,
+        help="also explore every scenario x protocol with this many seeds each (0: skip)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes for the side-by-side figures (default: one per CPU; 1: none)",
+    )
     p.add_argument("--no-real-parquet", action="store_true", help="skip the real-parquet runs")
     p.add_argument("--out", default="", help="write the figures as JSON to this file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args(argv)
-    doc: dict[str, Any] = {"benchmark": "simulator", "environment": environment(),
-                           "load_avg_1m_at_start": _load(), "checkpoints": []}
+    doc: dict[str, Any] = {
+        "benchmark": "simulator",
+        "environment": environment(),
+        "load_avg_1m_at_start": _load(),
+        "checkpoints": [],
+    }
     storages = ["memory"] if args.no_real_parquet else ["memory", "disk"]
     for workload in WORKLOADS if args.seeds else ():
         for storage in storages:
-            c = bench_checkpoints(protocol=args.protocol, writers=args.writers, checkpoints=args.checkpoints,
-                                  workload=workload, storage=storage, seeds=args.seeds, jobs=args.jobs)
+            c = bench_checkpoints(
+                protocol=args.protocol,
+                writers=args.writers,
+                checkpoints=args.checkpoints,
+                workload=workload,
+                storage=storage,
+                seeds=args.seeds,
+                jobs=args.jobs,
+            )
             doc["checkpoints"].append(c)
             if not args.json:
-                print(f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
-                      f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
-                      f"{c['buckets_per_partition']} buckets), {c['storage']}: "
-                      f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
-                      f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s" + (
-                          f"; {c['parallel']['jobs']} processes side by side: "
-                          f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
-                          if "parallel" in c else ""), flush=True)
+                print(
+                    f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
+                    f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
+                    f"{c['buckets_per_partition']} buckets), {c['storage']}: "
+                    f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
+                    f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s"
+                    + (
+                        f"; {c['parallel']['jobs']} processes side by side: "
+                        f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
+                        if "parallel" in c
+                        else ""
+                    ),
+                    flush=True,
+                )
     if args.deadlock_seeds:
         d = bench_deadlock_seeds(args.deadlock_seeds, jobs=args.jobs)
         doc["deadlock_seeds"] = d
         if not args.json:
-            print(f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}, {d['jobs']} process(es)): "
-                  f"{d['real_s']:.1f} real s ({d['run_s_mean']:.3f} s per run); {d['counts']}", flush=True)
+            print(
+                f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}, {d['jobs']} process(es)): "
+                f"{d['real_s']:.1f} real s ({d['run_s_mean']:.3f} s per run); {d['counts']}",
+                flush=True,
+            )
     if args.explore_seeds:
         e = bench_explore(args.explore_seeds, jobs=args.jobs)
         doc["explore"] = e
         if not args.json:
-            print(f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
-                  f"{e['real_s']:.0f} real s")
+            print(
+                f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
+                f"{e['real_s']:.0f} real s"
+            )
             for cell in e["cells"]:
                 counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
                 print(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}", flush=True)

@@ -23,15 +23,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from runtime.config import JobConfig
-from runtime.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
+from runtime.core.config import JobConfig
+from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
 from runtime.sim.host import simulate
+from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
-from runtime.sim.trace import Event
 
 EXCERPT_EVENTS = 24
 KNOWN_KEPT = 10  # known failures kept in full in explore.json
@@ -43,12 +44,14 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
 # failover (the simulator has none; the Ray host would restart the job)
 # what a failover caused by an injected crash says (those failovers are the schedule's own)
-INJECTED = ("InjectedCrash", "injected crash", "injected failure",
-            "InjectedDfsError", "injected transient DFS error")
+INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
-    ("operator-event", "no CommitAckEvent ran",
-     "P1 stall: no new instant after a lost or aborted completion, and no CommitAckEvent"),
+    (
+        "operator-event",
+        "no CommitAckEvent ran",
+        "P1 stall: no new instant after a lost or aborted completion, and no CommitAckEvent",
+    ),
 )
 
 
@@ -88,7 +91,7 @@ class InstantProbe:
     def __call__(self, replier: str, incarnation: int, caller: str, method: str, value: Any) -> None:
         if method != "instant_time_request":
             return
-        from runtime.codec import from_wire
+        from runtime.core.codec import from_wire
 
         reply = from_wire(value)
         if getattr(reply, "status", None) == "OK" and getattr(reply, "instant", ""):
@@ -108,8 +111,11 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
         twice = {k: sorted(v) for k, v in (instants_by_key or {}).items() if len(v) > 1}
         if twice:
             k = min(twice)
-            return Verdict(VIOLATION, "one-instant-per-checkpoint",
-                           f"the writers of checkpoint {k} were given instants {', '.join(twice[k])}")
+            return Verdict(
+                VIOLATION,
+                "one-instant-per-checkpoint",
+                f"the writers of checkpoint {k} were given instants {', '.join(twice[k])}",
+            )
     order = [int(c["checkpoint"]) for c in commits]
     if any(b < a for a, b in zip(order, order[1:])):
         return Verdict(VIOLATION, "ascending-commits", f"commits landed in checkpoint order {order}")
@@ -118,8 +124,10 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
         return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
     if status == "deadlocked":
         d = result["deadlock"]
-        text = (f"{d['task']} blocked {d['blocked_s']:.1f}s in {d['running_mail']} waiting for "
-                f"{d['releasing_mail']}, which sits in its own mailbox")
+        text = (
+            f"{d['task']} blocked {d['blocked_s']:.1f}s in {d['running_mail']} waiting for "
+            f"{d['releasing_mail']}, which sits in its own mailbox"
+        )
         if protocol in KNOWN_DEADLOCK:
             return Verdict(KNOWN, "no-deadlock", f"P1 deadlock: {text}", d["task"])
         return Verdict(VIOLATION, "no-deadlock", text, d["task"])
@@ -131,10 +139,15 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
         return Verdict(FAILED, None, f"{status}: {error}")
     eo = result.get("exactly_once")
     if eo is not None and not eo.get("verified"):
-        return Verdict(VIOLATION, "exactly-once",
-                       (f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
-                        f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')} "
-                        f"{eo.get('error') or ''}").strip())
+        return Verdict(
+            VIOLATION,
+            "exactly-once",
+            (
+                f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
+                f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')} "
+                f"{eo.get('error') or ''}"
+            ).strip(),
+        )
     # a failover nothing injected is a failure the job only survived by restarting
     for f in result.get("failovers") or []:
         cause = str(f.get("error") or "")
@@ -142,8 +155,7 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
             continue
         known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in cause), None)
         if known is None:
-            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}",
-                           at_failover=True)
+            return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}", at_failover=True)
         return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}", at_failover=True)
     return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
 
@@ -163,15 +175,16 @@ def format_event(ev: Event) -> str:
     return f"{t / 1e9:10.6f}s {kind:<11} {text}"[:220]
 
 
-def excerpt(events: list[Event], role: str | None = None, n: int = EXCERPT_EVENTS,
-            at_failover: bool = False) -> list[str]:
+def excerpt(
+    events: list[Event], role: str | None = None, n: int = EXCERPT_EVENTS, at_failover: bool = False
+) -> list[str]:
     """The last ``n`` events before the run's verdict (``at_failover``: before the first
     failover, which the failure caused); with ``role``, those involving it (the deadlocked task:
     what it ran, what reached it)."""
     if at_failover:
         first = next((i for i, e in enumerate(events) if e[1] == "host" and len(e) > 3 and e[3] == "failover"), None)
         if first is not None:
-            events = events[:first + 1]
+            events = events[: first + 1]
     body = [e for e in events if e[1] != "host"]
     if role is not None:
         mine = [e for e in body if role in (e[2], e[3] if len(e) > 3 else None)]
@@ -183,21 +196,37 @@ def excerpt(events: list[Event], role: str | None = None, n: int = EXCERPT_EVENT
 # -- one seed ---------------------------------------------------------------------------------------
 
 
-def replay_command(scenario: str, seed: int, protocol: str, storage: str = "memory",
-                   schedule_file: str | None = None) -> str:
+def replay_command(
+    scenario: str, seed: int, protocol: str, storage: str = "memory", schedule_file: str | None = None
+) -> str:
     cmd = f"commitlab replay --seed {seed} --protocol {protocol}"
     cmd += f" --schedule {schedule_file}" if schedule_file else f" --scenario {scenario}"
     return cmd + (" --real-parquet" if storage == "disk" else "")
 
 
-def run_schedule(schedule: SimSchedule, protocol: str, seed: int, *, storage: str = "memory",
-                 workdir: str | None = None, base: JobConfig | None = None) -> tuple[Verdict, dict[str, Any]]:
+def run_schedule(
+    schedule: SimSchedule,
+    protocol: str,
+    seed: int,
+    *,
+    storage: str = "memory",
+    workdir: str | None = None,
+    base: JobConfig | None = None,
+) -> tuple[Verdict, dict[str, Any]]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
     (with its trace)."""
     cfg = schedule.config(protocol, base)
     probe = InstantProbe()
-    result = simulate(cfg, seed=seed, workdir=workdir, storage=storage, trace=True, delay=_delay(schedule.delay),
-                      max_real_s=MAX_REAL_S, reply_probes=[probe])
+    result = simulate(
+        cfg,
+        seed=seed,
+        workdir=workdir,
+        storage=storage,
+        trace=True,
+        delay=_delay(schedule.delay),
+        max_real_s=MAX_REAL_S,
+        reply_probes=[probe],
+    )
     return judge(protocol, result, probe.by_key), result
 
 
@@ -207,18 +236,24 @@ def _delay(text: str) -> Any:
     return Delay.parse(text)
 
 
-def run_seed(scenario: str, seed: int, protocol: str, *, storage: str = "memory",
-             workdir: str | None = None) -> dict[str, Any]:
+def run_seed(
+    scenario: str, seed: int, protocol: str, *, storage: str = "memory", workdir: str | None = None
+) -> dict[str, Any]:
     """One exploration run: the record explore.json keeps for it (failures with their excerpt)."""
     schedule = draw(scenario, seed)
     t = time.perf_counter()
     verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir)
     real_s = time.perf_counter() - t
     rec: dict[str, Any] = {
-        "seed": seed, "protocol": protocol, "outcome": verdict.outcome, "invariant": verdict.invariant,
-        "detail": verdict.detail, "status": result["status"],
+        "seed": seed,
+        "protocol": protocol,
+        "outcome": verdict.outcome,
+        "invariant": verdict.invariant,
+        "detail": verdict.detail,
+        "status": result["status"],
         "commits": [int(c["checkpoint"]) for c in result["commits"]],
-        "virtual_s": result["virtual_s"], "trace_sha256": result["trace_sha256"],
+        "virtual_s": result["virtual_s"],
+        "trace_sha256": result["trace_sha256"],
         "schedule": schedule.describe(),
     }
     if verdict.outcome != PASSED:
@@ -258,9 +293,16 @@ def _records(tasks: list[tuple[str, int, str, str, str | None]], jobs: int) -> I
             raise
 
 
-def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: str = "memory",
-            workdir: str | None = None, jobs: int | None = None,
-            on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+def explore(
+    scenario: str,
+    seeds: list[int],
+    protocols: list[str],
+    *,
+    storage: str = "memory",
+    workdir: str | None = None,
+    jobs: int | None = None,
+    on_run: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
     returns the explore.json document. Everything but ``timing`` is a pure function of the
     arguments: each run is its own seeded simulation, whichever process runs it."""
@@ -284,15 +326,22 @@ def explore(scenario: str, seeds: list[int], protocols: list[str], *, storage: s
         c = counts.setdefault(r["protocol"], {PASSED: 0, KNOWN: 0, VIOLATION: 0, FAILED: 0})
         c[r["outcome"]] += 1
     return {
-        "scenario": scenario, "protocols": protocols, "seeds": len(seeds),
-        "first_seed": seeds[0] if seeds else None, "storage": storage,
+        "scenario": scenario,
+        "protocols": protocols,
+        "seeds": len(seeds),
+        "first_seed": seeds[0] if seeds else None,
+        "storage": storage,
         "counts": counts,
         "failures": [r for r in runs if r["outcome"] in (VIOLATION, FAILED)],
         # the known failures found (P1's deadlock): the first few in full, as findings to read
         "known_failures": [r for r in runs if r["outcome"] == KNOWN][:KNOWN_KEPT],
         "known_failure_seeds": [r["seed"] for r in runs if r["outcome"] == KNOWN],
         "runs": [{k: v for k, v in r.items() if k not in ("trace_excerpt", "schedule_json")} for r in runs],
-        "timing": {"real_s": round(total, 3), "runs": len(runs), "jobs": jobs,
-                   "per_run_s_mean": round(sum(real) / max(1, len(real)), 4),
-                   "per_run_s_max": round(max(real, default=0.0), 4)},
+        "timing": {
+            "real_s": round(total, 3),
+            "runs": len(runs),
+            "jobs": jobs,
+            "per_run_s_mean": round(sum(real) / max(1, len(real)), 4),
+            "per_run_s_max": round(max(real, default=0.0), 4),
+        },
     }

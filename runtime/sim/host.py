@@ -4,7 +4,7 @@
 coordinator, the job manager, one write task and one source per writer), starts them in the same
 order, runs the job manager's loop and the same deadlock watchdog (every 0.25 virtual s on the
 writers' ``dump()``), and returns a result with the field names of the Ray host's ``result.json``.
-The role code is unchanged: only the :class:`~runtime.env.Env` differs.
+The role code is unchanged: only the :class:`~runtime.core.env.Env` differs.
 
 Same config and seed, same trace, byte for byte; :func:`check_determinism` checks it by running
 twice, stopping the second run at the first event that differs.
@@ -16,30 +16,32 @@ import asyncio
 import inspect
 import os
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 
-from runtime import codec, generator
-from runtime.config import ConfigError, JobConfig
-from runtime.coordinator import Coordinator
-from runtime.deadlock import find_deadlock, find_stalls
-from runtime.dfs import DfsCounters, open_dfs
-from runtime.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
-from runtime.results import run_figures
-from runtime.job_manager import JobManager
-from runtime.message_bus import MessageClient
+from runtime.core import codec
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.data import generator
+from runtime.flink.job_manager import JobManager
+from runtime.flink.source import InMemoryShard, Source
+from runtime.hudi.dfs_message_bus import MessageClient
+from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.lab.deadlock import find_deadlock, find_stalls
+from runtime.lab.results import run_figures
+from runtime.lab.verify import expected_state, verify_run
 from runtime.protocols import PROTOCOLS, get_protocol
-from runtime.sim.env import SimEnv
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
+from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
+from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
-from runtime.sim.storage import MemoryDfs, MemoryStore
-from runtime.sim.storage import read_snapshot as read_memory_snapshot
-from runtime.sim.trace import Event, TraceRecorder, first_divergence, trace_sha256
-from runtime.source import InMemoryShard, Source
-from runtime.table import HudiTable, TableProps, avro_schema_json
-from runtime.verify import expected_state, verify_run
-from runtime.write_task import WriteTask
+from runtime.sim.recorder import Event, TraceRecorder, first_divergence, trace_sha256
+from runtime.sim.sim_env import SimEnv
+from runtime.writer.coordinator import Coordinator
+from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
+from runtime.writer.write_task import WriteTask
 
 POLL_S = 0.25  # the watchdog's period, as the Ray driver's
 SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
@@ -64,9 +66,19 @@ def _root_cause(exc: BaseException) -> str:
 class _SimRun:
     """One simulated job: roles, supervision and result collection (inside the loop)."""
 
-    def __init__(self, cfg: JobConfig, *, seed: int, loop: SimLoop, recorder: TraceRecorder,
-                 delay: Delay, io_delay: Delay | None, chrome_trace: bool,
-                 max_virtual_s: float | None, store: MemoryStore | None = None) -> None:
+    def __init__(
+        self,
+        cfg: JobConfig,
+        *,
+        seed: int,
+        loop: SimLoop,
+        recorder: TraceRecorder,
+        delay: Delay,
+        io_delay: Delay | None,
+        chrome_trace: bool,
+        max_virtual_s: float | None,
+        store: MemoryStore | None = None,
+    ) -> None:
         self.cfg = cfg
         self.store = store
         self.seed = seed
@@ -106,11 +118,19 @@ class _SimRun:
         """A role's env and table view, each role with its own DFS counters (its own process on
         Ray, so per-process singletons such as the message bus client stay per role)."""
         dfs, base = self._open_dfs(kind, DfsCounters())
-        env = SimEnv(name, dfs, self.network, seed=self.seed, recorder=self.recorder,
-                     chrome_trace=self.chrome_trace, io_delay=self.io_delay, incarnation=incarnation)
+        env = SimEnv(
+            name,
+            dfs,
+            self.network,
+            seed=self.seed,
+            recorder=self.recorder,
+            chrome_trace=self.chrome_trace,
+            io_delay=self.io_delay,
+            incarnation=incarnation,
+        )
         if self.cfg.faults:
             # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
-            from runtime.faults import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+            from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 
             env.faults = FaultInjector(self.cfg.faults, name, dfs, base)
             if kind == "coordinator" and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
@@ -130,7 +150,8 @@ class _SimRun:
         stream = generator.generate(cfg)
         shards = generator.shards_by_round(cfg, stream)
         self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
-            [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
+            [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
+        )
         schema_json = avro_schema_json(stream.schema, cfg.table_name)
         dfs, base = self._open_dfs("driver", self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
@@ -178,21 +199,27 @@ class _SimRun:
         region = "coordinator" not in views  # a region failover keeps the coordinator
         if not region:
             env, table = views["coordinator"]
-            coord = Coordinator(env, cfg, table, protocol, self.task_names, schema_json=self.schema_json,
-                                **({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {}))
+            coord = Coordinator(
+                env,
+                cfg,
+                table,
+                protocol,
+                self.task_names,
+                schema_json=self.schema_json,
+                **({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {}),
+            )
             self._bind("coordinator", coord)
             await self._bounded(coord.start(), "coordinator")
         env, table = views["job-manager"]
         optional: dict[str, Any] = {}
         try:
-            from runtime.state_backend import StateBackend  # the completed-checkpoint store, when present
+            from runtime.flink.state_backend import StateBackend  # the completed-checkpoint store, when present
 
             optional["state_backend"] = StateBackend(env.dfs, table.base_path)
         except ImportError:
             pass
         optional.update({k: v for k, v in resume.items() if k.startswith("start_")})
-        jm = JobManager(env, cfg, self.task_names, self.source_names,
-                        **_accepted(JobManager.__init__, **optional))
+        jm = JobManager(env, cfg, self.task_names, self.source_names, **_accepted(JobManager.__init__, **optional))
         self._bind("job-manager", jm)
         writers = []
         for i, name in enumerate(self.task_names):
@@ -204,10 +231,12 @@ class _SimRun:
 
         async def start_writer(name: str, w: WriteTask) -> None:
             if resume:
-                from runtime.messages import TaskState
+                from runtime.core.messages import TaskState
 
-                await w.start(codec.decode(states[name], TaskState) if states.get(name) else None,
-                              resume_checkpoint_id=resume["resume_checkpoint_id"])
+                await w.start(
+                    codec.decode(states[name], TaskState) if states.get(name) else None,
+                    resume_checkpoint_id=resume["resume_checkpoint_id"],
+                )
             else:
                 await w.start()
             self.network.started(name)
@@ -229,8 +258,10 @@ class _SimRun:
             start: dict[str, int] = {}
             if resume:
                 src_state = states.get(name)
-                start = {"start_round": resume["start_round"],
-                         "start_offset": codec.decode(src_state).offset if src_state else 0}
+                start = {
+                    "start_round": resume["start_round"],
+                    "start_offset": codec.decode(src_state).offset if src_state else 0,
+                }
             src = Source(env, cfg, i, InMemoryShard(self.shards[i]), writer=self.task_names[i], **start)
             self._bind(name, src)
             self.source_tasks[name] = env.spawn(src.run(), f"{name}.run")
@@ -250,8 +281,8 @@ class _SimRun:
         restart-all): every task, source, the coordinator and the job manager die and restart.
         Region: the coordinator lives on and is told to reset. The protocol's own roles (timeline
         server, control topic) live on either way."""
-        from runtime.coordinator import TasksReset
-        from runtime.state_backend import StateBackend
+        from runtime.core.messages import TasksReset
+        from runtime.flink.state_backend import StateBackend
 
         dfs, base = self._open_dfs("driver", self.driver_counters)
         restore = StateBackend(dfs, base).latest()
@@ -259,11 +290,15 @@ class _SimRun:
         self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
         self.prior_checkpoints.update({int(k): v for k, v in jm["checkpoints"].items()})
         region = self._region_failover_possible()
-        self.failovers.append({"error": error, "at_virtual_s": round(self.loop.time(), 6),
-                               "strategy": "region" if region else "global",
-                               **resume_summary(self.cfg, self.last_triggered, restore)})
-        self.recorder.add("host", "driver", "failover", error,
-                          restore.checkpoint_id if restore is not None else None)
+        self.failovers.append(
+            {
+                "error": error,
+                "at_virtual_s": round(self.loop.time(), 6),
+                "strategy": "region" if region else "global",
+                **resume_summary(self.cfg, self.last_triggered, restore),
+            }
+        )
+        self.recorder.add("host", "driver", "failover", error, restore.checkpoint_id if restore is not None else None)
         for probe in self.network.reply_probes:  # observers that count per failover epoch
             if hasattr(probe, "on_failover"):
                 probe.on_failover()
@@ -279,8 +314,9 @@ class _SimRun:
         views = {name: self._env(name, self.kinds[name], incarnation=len(self.failovers)) for name in names}
         if region:
             resume_id = resume_checkpoint_id(self.last_triggered, restore)
-            await self._bounded(self.roles["coordinator"].reset_tasks(TasksReset(resume_id, error or "")),
-                                "the coordinator's reset")
+            await self._bounded(
+                self.roles["coordinator"].reset_tasks(TasksReset(resume_id, error or "")), "the coordinator's reset"
+            )
         await self._launch(views, restore)
 
     def _bind(self, name: str, role: Any, *, starting: bool = False) -> None:
@@ -329,13 +365,17 @@ class _SimRun:
             now = self.loop.time()
             if now > deadline:
                 self.status = "timed-out"
-                self.error = (f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
-                              f"stalled tasks: {self.stalls or 'none'}")
+                self.error = (
+                    f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
+                    f"stalled tasks: {self.stalls or 'none'}"
+                )
                 break
             if self.max_virtual_s is not None and now >= self.max_virtual_s:
                 self.status = "timed-out"
-                self.error = (f"the simulation reached its virtual-time limit of {self.max_virtual_s}s; "
-                              f"stalled tasks: {self.stalls or 'none'}")
+                self.error = (
+                    f"the simulation reached its virtual-time limit of {self.max_virtual_s}s; "
+                    f"stalled tasks: {self.stalls or 'none'}"
+                )
                 break
         self.t_end = self.loop.time()
         if self.status == "finished":
@@ -354,15 +394,19 @@ class _SimRun:
         metrics = dict(self.prior_metrics)  # the roles that died in a failover count too
         for name, env in self.envs.items():
             metrics[name] = self._metrics_of(env)
-        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else {
-            "commits": [], "empty_rounds": [], "releases": []}
+        coord = (
+            self.roles["coordinator"].describe()
+            if "coordinator" in self.roles
+            else {"commits": [], "empty_rounds": [], "releases": []}
+        )
         jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {"checkpoints": {}}
         if self.failovers:
             jm["checkpoints"] = {**self.prior_checkpoints, **jm["checkpoints"]}
             coord = {**coord, "commits": self._commits_from_table()}
         dumps = self._dumps() if all(n in self.roles for n in self.task_names) else {}
-        figures = run_figures(metrics.values(), self.driver_counters.snapshot(), coord,
-                              jm["checkpoints"], dumps, cfg.checkpoints)
+        figures = run_figures(
+            metrics.values(), self.driver_counters.snapshot(), coord, jm["checkpoints"], dumps, cfg.checkpoints
+        )
         rows_in = figures["rows_in"]
         run_s = max(0.0, self.t_end - self.t_started)
         return {
@@ -374,16 +418,21 @@ class _SimRun:
             "status": self.status,
             "error": self.error,
             "records": cfg.records,
-            "commits": [{"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]}
-                        for c in coord["commits"]],
+            "commits": [
+                {"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]} for c in coord["commits"]
+            ],
             "empty_rounds": coord["empty_rounds"],
             "deadlock": self.deadlock.to_result() if self.deadlock else None,
             "stalls": self.stalls,
-            "timing": {"prepare_s": round(self.prepare_s, 3), "setup_s": round(self.t_started, 6),
-                       "run_s": round(run_s, 6)},
+            "timing": {
+                "prepare_s": round(self.prepare_s, 3),
+                "setup_s": round(self.t_started, 6),
+                "run_s": round(run_s, 6),
+            },
             "rows_per_s": round(rows_in / max(1e-9, run_s), 1),
-            "tasks": {n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")}
-                      for n, d in dumps.items()},
+            "tasks": {
+                n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")} for n, d in dumps.items()
+            },
             "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
             "failovers": self.failovers,
         }
@@ -441,22 +490,35 @@ def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -
     if storage == "memory":
         return cfg.replace(source="generator", table=MEMORY_TABLE).validate(list(PROTOCOLS))
     if workdir is None:
-        raise ConfigError("a simulation on disk writes its table under a workdir: pass workdir "
-                          "(or use storage='memory')")
+        raise ConfigError(
+            "a simulation on disk writes its table under a workdir: pass workdir (or use storage='memory')"
+        )
     table = os.path.join(os.path.abspath(workdir), "table")
     cfg = cfg.replace(source="generator", table=table).validate(list(PROTOCOLS))
     if os.path.isdir(table) and os.listdir(table):
-        raise ConfigError(f"{table} already holds a table: a simulation writes a fresh one (same seed, "
-                          "same files); remove it or use another workdir")
+        raise ConfigError(
+            f"{table} already holds a table: a simulation writes a fresh one (same seed, "
+            "same files); remove it or use another workdir"
+        )
     return cfg
 
 
-def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bool = False,
-             max_virtual_s: float | None = None, delay: Delay | None = None,
-             io_delay: Delay | None = None, max_real_s: float | None = DEFAULT_MAX_REAL_S,
-             verify: bool = True, chrome_trace_path: str | None = None,
-             expect_trace: list[Event] | None = None, storage: str = "disk",
-             reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None) -> dict[str, Any]:
+def simulate(
+    cfg: JobConfig,
+    *,
+    seed: int,
+    workdir: str | None = None,
+    trace: bool = False,
+    max_virtual_s: float | None = None,
+    delay: Delay | None = None,
+    io_delay: Delay | None = None,
+    max_real_s: float | None = DEFAULT_MAX_REAL_S,
+    verify: bool = True,
+    chrome_trace_path: str | None = None,
+    expect_trace: list[Event] | None = None,
+    storage: str = "disk",
+    reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
+) -> dict[str, Any]:
     """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
@@ -465,7 +527,7 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
     ``max_virtual_s`` stops the run (status ``timed-out``) at that virtual time; ``max_real_s``
     is the real-time guard. ``expect_trace``: a reference run's events; the run stops at the first
     event that differs (``result["divergence"]``). ``storage="memory"`` runs on the simulated
-    disk (:mod:`runtime.sim.storage`: no parquet, no workdir) and verifies exactly-once with the
+    disk (:mod:`runtime.sim.memory_dfs`: no parquet, no workdir) and verifies exactly-once with the
     project's own snapshot reader instead of the official one. ``reply_probes`` see every
     successful reply on the simulated network (replier, its incarnation: restarts so far, caller,
     method, wire value).
@@ -477,12 +539,23 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
         os.makedirs(cfg.table, exist_ok=True)
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
-    recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"}, expected=expect_trace,
-                             on_divergence=lambda d: loop.abort(
-                                 f"the trace diverged from the reference run at event {d['index']}"))
-    run = _SimRun(cfg, seed=seed, loop=loop, recorder=recorder, delay=delay or DEFAULT_DELAY,
-                  io_delay=io_delay, chrome_trace=chrome_trace_path is not None,
-                  max_virtual_s=max_virtual_s, store=store)
+    recorder = TraceRecorder(
+        loop.time,
+        scrub={cfg.table: "<table>"},
+        expected=expect_trace,
+        on_divergence=lambda d: loop.abort(f"the trace diverged from the reference run at event {d['index']}"),
+    )
+    run = _SimRun(
+        cfg,
+        seed=seed,
+        loop=loop,
+        recorder=recorder,
+        delay=delay or DEFAULT_DELAY,
+        io_delay=io_delay,
+        chrome_trace=chrome_trace_path is not None,
+        max_virtual_s=max_virtual_s,
+        store=store,
+    )
     run.network.reply_probes.extend(reply_probes or [])
     MessageClient.reset_singletons()  # per-process singletons keyed by object ids: start clean
     try:
@@ -497,10 +570,14 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
             run.status = "failed"
         result = run.collect()
         virtual_s = loop.time()
-        sim_info = {"loop_iterations": loop.iterations, "clock_jumps": loop.clock_jumps,
-                    "messages": run.network.messages, "delay": repr(run.network.delay),
-                    "io_delay": repr(io_delay) if io_delay else None,
-                    "inline_executor_calls": loop.inline_executor_calls}
+        sim_info = {
+            "loop_iterations": loop.iterations,
+            "clock_jumps": loop.clock_jumps,
+            "messages": run.network.messages,
+            "delay": repr(run.network.delay),
+            "io_delay": repr(io_delay) if io_delay else None,
+            "inline_executor_calls": loop.inline_executor_calls,
+        }
         chrome = run.chrome_events() if chrome_trace_path else []
     finally:
         run.reap()
@@ -518,22 +595,24 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
     else:
         result["exactly_once"] = None
     if chrome_trace_path:
-        from runtime.trace import write_trace
+        from runtime.core.trace import write_trace
 
         write_trace(chrome_trace_path, chrome, time_origin=0.0)
     events = recorder.events
-    result.update({
-        "host": "simulator",
-        "storage": storage,
-        "seed": seed,
-        "virtual_s": round(virtual_s, 6),
-        "wall_s": round(wall_s, 3),
-        "verify_s": round(verify_s, 3),
-        "sim": sim_info,
-        "trace_events": len(events),
-        "trace_sha256": trace_sha256(events),
-        "divergence": recorder.divergence,
-    })
+    result.update(
+        {
+            "host": "simulator",
+            "storage": storage,
+            "seed": seed,
+            "virtual_s": round(virtual_s, 6),
+            "wall_s": round(wall_s, 3),
+            "verify_s": round(verify_s, 3),
+            "sim": sim_info,
+            "trace_events": len(events),
+            "trace_sha256": trace_sha256(events),
+            "divergence": recorder.divergence,
+        }
+    )
     if trace or expect_trace is not None:
         result["trace"] = events
     return result
@@ -542,19 +621,17 @@ def simulate(cfg: JobConfig, *, seed: int, workdir: str | None = None, trace: bo
 def verify_memory(store: MemoryStore, table: str, expected: pa.Table, key: str) -> dict[str, Any]:
     """Exactly-once on the simulated disk: the snapshot by the project's own rules against the
     expected state (the official reader needs parquet files: use storage="disk" for it)."""
-    from runtime.verify import VerifyError, compare
+    from runtime.lab.verify import VerifyError, compare
 
     try:
         verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key)
     except VerifyError as exc:
-        return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc),
-                "samples": {}}
+        return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc), "samples": {}}
     verdict["reader"] = "commitlab snapshot (simulated disk)"
     return verdict
 
 
-def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None,
-                      **kwargs: Any) -> dict[str, Any] | None:
+def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None, **kwargs: Any) -> dict[str, Any] | None:
     """Runs ``cfg`` twice with ``seed``; returns the first divergence (``index``, the ``first``
     and ``second`` run's events) or None when the traces are identical. The second run stops at
     the first event that differs. ``kwargs`` go to :func:`simulate`."""

@@ -24,10 +24,10 @@ import concurrent.futures
 import heapq
 import itertools
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["SimLoop", "SimulationError", "SimulationStuck", "VirtualTimeLimit", "RealTimeLimit",
-           "SimulationAborted"]
+__all__ = ["SimLoop", "SimulationError", "SimulationStuck", "VirtualTimeLimit", "RealTimeLimit", "SimulationAborted"]
 
 
 class SimulationError(RuntimeError):
@@ -55,7 +55,7 @@ class _VirtualSelector:
     """Stands in for the selector: ``select(timeout)`` advances the virtual clock instead of
     waiting. There are no file descriptors to watch."""
 
-    def __init__(self, loop: "SimLoop") -> None:
+    def __init__(self, loop: SimLoop) -> None:
         self._loop = loop
 
     def select(self, timeout: float | None) -> list[Any]:
@@ -79,8 +79,9 @@ class _Timer(asyncio.TimerHandle):
 
     __slots__ = ("_seq",)
 
-    def __init__(self, when: float, callback: Callable[..., Any], args: tuple[Any, ...],
-                 loop: "SimLoop", context: Any, seq: int) -> None:
+    def __init__(
+        self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], loop: SimLoop, context: Any, seq: int
+    ) -> None:
         super().__init__(when, callback, args, loop, context)
         self._seq = seq
 
@@ -129,24 +130,29 @@ class SimLoop(asyncio.BaseEventLoop):
             raise SimulationAborted(reason)
         if self._real_deadline is not None and time.monotonic() > self._real_deadline:
             self._real_deadline = None  # raise once; clean-up after the error may run
-            raise RealTimeLimit(f"the simulation ran past its real-time guard of {self.max_real_s:.0f}s "
-                                f"(virtual time {self._now:.3f}s, {self.iterations} loop iterations)")
+            raise RealTimeLimit(
+                f"the simulation ran past its real-time guard of {self.max_real_s:.0f}s "
+                f"(virtual time {self._now:.3f}s, {self.iterations} loop iterations)"
+            )
         if timeout is None:
             raise SimulationStuck(
                 f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
-                "coroutine waits for something nothing will deliver")
+                "coroutine waits for something nothing will deliver"
+            )
         if timeout <= 0:
             return
         when = self._scheduled[0]._when if self._scheduled else self._now + timeout
         target = when if when - self._now <= timeout else self._now + timeout
         if self.max_virtual_s is not None and target > self.max_virtual_s:
-            raise VirtualTimeLimit(f"the next timer is at virtual time {target:.3f}s, past the limit of "
-                                   f"{self.max_virtual_s:.3f}s")
+            raise VirtualTimeLimit(
+                f"the next timer is at virtual time {target:.3f}s, past the limit of {self.max_virtual_s:.3f}s"
+            )
         self._now = target
         self.clock_jumps += 1
 
-    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
-                context: Any = None) -> asyncio.TimerHandle:
+    def call_at(
+        self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None
+    ) -> asyncio.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
         self._check_closed()

@@ -15,12 +15,13 @@ import asyncio
 import itertools
 import random
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from runtime.codec import from_wire, to_wire
-from runtime.env import bounded
-from runtime.sim.trace import TraceRecorder
+from runtime.core.codec import from_wire, to_wire
+from runtime.core.env import bounded
+from runtime.sim.recorder import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
 
@@ -42,26 +43,26 @@ class Delay:
         return self.name
 
     @staticmethod
-    def uniform(lo: float, hi: float) -> "Delay":
+    def uniform(lo: float, hi: float) -> Delay:
         if not 0 <= lo <= hi:
             raise ValueError(f"uniform delay needs 0 <= lo <= hi, got {lo}, {hi}")
         return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: r.uniform(lo, hi))
 
     @staticmethod
-    def fixed(seconds: float) -> "Delay":
+    def fixed(seconds: float) -> Delay:
         if seconds < 0:
             raise ValueError(f"a delay cannot be negative, got {seconds}")
         return Delay(f"fixed:{seconds:g}", lambda r: seconds)
 
     @staticmethod
-    def exponential(mean: float, cap: float) -> "Delay":
+    def exponential(mean: float, cap: float) -> Delay:
         """Mostly fast, sometimes slow (a long tail, cut at ``cap``)."""
         if mean <= 0 or cap < 0:
             raise ValueError(f"exponential delay needs mean > 0 and cap >= 0, got {mean}, {cap}")
         return Delay(f"exp:{mean:g}:{cap:g}", lambda r: min(cap, r.expovariate(1.0 / mean)))
 
     @staticmethod
-    def parse(text: str) -> "Delay":
+    def parse(text: str) -> Delay:
         """``uniform:LO:HI``, ``fixed:S`` or ``exp:MEAN:CAP`` (seconds)."""
         kind, *args = text.split(":")
         try:
@@ -80,7 +81,7 @@ class Delay:
 DEFAULT_DELAY = Delay.uniform(0.0002, 0.002)
 
 
-# the wire: the same rules as on Ray (runtime.codec.to_wire / from_wire)
+# the wire: the same rules as on Ray (runtime.core.codec.to_wire / from_wire)
 
 
 def message_kind(msg: Any) -> str:
@@ -139,8 +140,9 @@ class RoleDied(RuntimeError):
 class SimNetwork:
     """Delivers calls and sends between the roles registered with :meth:`add`."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, seed: int, recorder: TraceRecorder,
-                 delay: Delay = DEFAULT_DELAY) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, seed: int, recorder: TraceRecorder, delay: Delay = DEFAULT_DELAY
+    ) -> None:
         self.loop = loop
         self.seed = seed
         self.recorder = recorder
@@ -186,12 +188,29 @@ class SimNetwork:
             rng = self._rngs[who] = random.Random(f"commitlab-sim/{self.seed}/net/{who}")
         return self.delay(rng)
 
-    def post(self, sender: str, dest: str, method: str, msg: Any, *, want_reply: bool,
-             on_error: Callable[[str], None] | None = None) -> asyncio.Future[Any] | None:
+    def post(
+        self,
+        sender: str,
+        dest: str,
+        method: str,
+        msg: Any,
+        *,
+        want_reply: bool,
+        on_error: Callable[[str], None] | None = None,
+    ) -> asyncio.Future[Any] | None:
         """Puts a message on the (sender, dest) lane; returns the reply's future for a call."""
         reply = self.loop.create_future() if want_reply else None
-        env = _Envelope(next(self._ids), sender, dest, method, to_wire(msg), message_kind(msg), reply, on_error,
-                        self.incarnations.get(dest, 0))
+        env = _Envelope(
+            next(self._ids),
+            sender,
+            dest,
+            method,
+            to_wire(msg),
+            message_kind(msg),
+            reply,
+            on_error,
+            self.incarnations.get(dest, 0),
+        )
         lane = self._lanes.get((sender, dest))
         if lane is None:
             lane = self._lanes[(sender, dest)] = _Lane()
@@ -207,8 +226,9 @@ class SimNetwork:
         env = lane.queue.popleft()
         if env.incarnation != self.incarnations.get(env.dest, 0):  # sent to a role that died since
             self.recorder.add("lost", env.sender, env.dest, env.method, env.kind, env.call_id)
-            self._respond(env, ok=False, value=RoleDied(f"{env.dest} died before {env.method} reached it"),
-                          kind="RoleDied")
+            self._respond(
+                env, ok=False, value=RoleDied(f"{env.dest} died before {env.method} reached it"), kind="RoleDied"
+            )
             return
         self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
         task = self.loop.create_task(self._dispatch(env))
@@ -230,8 +250,10 @@ class SimNetwork:
                 try:
                     await bounded(starting.wait(), START_WAIT_S)
                 except asyncio.TimeoutError:
-                    raise RoleNotStarted(f"{env.dest} received {env.method} but did not finish "
-                                         f"starting within {START_WAIT_S:.0f} virtual s") from None
+                    raise RoleNotStarted(
+                        f"{env.dest} received {env.method} but did not finish "
+                        f"starting within {START_WAIT_S:.0f} virtual s"
+                    ) from None
             role = self.roles.get(env.dest)
             if role is None:
                 raise RoleNotStarted(f"{env.dest} received {env.method} before it started")

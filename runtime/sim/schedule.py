@@ -5,7 +5,7 @@ of each round (0: a quiet round), late checkpoint notifications, aborted checkpo
 notifications, slow snapshots, a table lock held by a cleaner, the network's delay distribution
 and the flush sizes. :func:`draw` makes one from a scenario name and a seed (the same seed, the
 same schedule, on every machine); :meth:`SimSchedule.config` turns it into the
-:class:`~runtime.config.JobConfig` the simulator runs. Nothing here knows which schedule breaks
+:class:`~runtime.core.config.JobConfig` the simulator runs. Nothing here knows which schedule breaks
 which protocol: the P1 deadlock (a quiet round, its completion notified late, an eager flush in
 the next round) is one corner of the space the draws cover, found by exploration, not written in.
 """
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
-from runtime.config import ConfigError, JobConfig, Schedule
-from runtime.faults import FaultSpec, parse_faults
+from runtime.core.config import ConfigError, JobConfig, Schedule
+from runtime.core.fault_spec import FaultSpec, parse_faults
 
 # Bounds of one simulated run: short enough for thousands of seeds, long enough for every
 # protocol's timeouts (commit ack 10 s, checkpoint 30 s) to play out.
@@ -50,22 +51,38 @@ class SimSchedule:
         return len(self.rounds)
 
     def faults(self) -> list[FaultSpec]:
-        return ([FaultSpec("checkpoint.notification_lost", c) for c in sorted(self.lost_notifications)]
-                + [FaultSpec("checkpoint.timeout", c, 0) for c in sorted(self.slow_snapshots)]
-                + parse_faults(",".join(self.crashes)))
+        return (
+            [FaultSpec("checkpoint.notification_lost", c) for c in sorted(self.lost_notifications)]
+            + [FaultSpec("checkpoint.timeout", c, 0) for c in sorted(self.slow_snapshots)]
+            + parse_faults(",".join(self.crashes))
+        )
 
     def config(self, protocol: str, base: JobConfig | None = None) -> JobConfig:
         """The job this schedule describes, for ``protocol``."""
         records = sum(self.rounds)
         cfg = (base or JobConfig()).replace(
-            protocol=protocol, source="generator", writers=self.writers, checkpoints=self.checkpoints,
-            records=records, keys=max(1, records), partitions=2, buckets=0,
-            bucket_flush_rows=self.bucket_flush_rows, source_batch_rows=self.source_batch_rows,
-            rpc_timeout_s=self.rpc_timeout_s, job_timeout_s=JOB_TIMEOUT_S, faults=self.faults(),
-            failover=self.failover, hold_bootstraps=self.hold_bootstraps,
-            schedule=Schedule(rounds=list(self.rounds), abort_checkpoints=sorted(self.abort_checkpoints),
-                              notify_delay_s=dict(sorted(self.notify_delay_s.items())),
-                              clean_lock_s=dict(sorted(self.clean_lock_s.items()))))
+            protocol=protocol,
+            source="generator",
+            writers=self.writers,
+            checkpoints=self.checkpoints,
+            records=records,
+            keys=max(1, records),
+            partitions=2,
+            buckets=0,
+            bucket_flush_rows=self.bucket_flush_rows,
+            source_batch_rows=self.source_batch_rows,
+            rpc_timeout_s=self.rpc_timeout_s,
+            job_timeout_s=JOB_TIMEOUT_S,
+            faults=self.faults(),
+            failover=self.failover,
+            hold_bootstraps=self.hold_bootstraps,
+            schedule=Schedule(
+                rounds=list(self.rounds),
+                abort_checkpoints=sorted(self.abort_checkpoints),
+                notify_delay_s=dict(sorted(self.notify_delay_s.items())),
+                clean_lock_s=dict(sorted(self.clean_lock_s.items())),
+            ),
+        )
         return cfg
 
     # -- as data ---------------------------------------------------------------------------------
@@ -74,7 +91,7 @@ class SimSchedule:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> "SimSchedule":
+    def from_dict(cls, doc: dict[str, Any]) -> SimSchedule:
         """Reads :meth:`to_dict`'s form (JSON turns checkpoint keys into strings; they come back)."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(doc) - known)
@@ -91,7 +108,7 @@ class SimSchedule:
         return cls(**d)
 
     @classmethod
-    def load(cls, path: str) -> "SimSchedule":
+    def load(cls, path: str) -> SimSchedule:
         try:
             with open(path) as f:
                 doc = json.load(f)
@@ -101,15 +118,28 @@ class SimSchedule:
 
     def size(self) -> tuple[int, int, int, int]:
         """What shrinking minimises, most important first: checkpoints, writers, faults, records."""
-        n_faults = (len(self.notify_delay_s) + len(self.abort_checkpoints) + len(self.lost_notifications)
-                    + len(self.slow_snapshots) + len(self.clean_lock_s) + len(self.crashes))
+        n_faults = (
+            len(self.notify_delay_s)
+            + len(self.abort_checkpoints)
+            + len(self.lost_notifications)
+            + len(self.slow_snapshots)
+            + len(self.clean_lock_s)
+            + len(self.crashes)
+        )
         return (self.checkpoints, self.writers, n_faults, sum(self.rounds))
 
     def describe(self) -> str:
-        parts = [f"{self.writers} writer(s)", f"rounds {self.rounds}", f"flush {self.bucket_flush_rows} rows",
-                 f"batch {self.source_batch_rows}", f"delay {self.delay}"]
+        parts = [
+            f"{self.writers} writer(s)",
+            f"rounds {self.rounds}",
+            f"flush {self.bucket_flush_rows} rows",
+            f"batch {self.source_batch_rows}",
+            f"delay {self.delay}",
+        ]
         if self.notify_delay_s:
-            parts.append("late notices " + ", ".join(f"ckp {k}: {v:.2f}s" for k, v in sorted(self.notify_delay_s.items())))
+            parts.append(
+                "late notices " + ", ".join(f"ckp {k}: {v:.2f}s" for k, v in sorted(self.notify_delay_s.items()))
+            )
         if self.abort_checkpoints:
             parts.append(f"aborted {sorted(self.abort_checkpoints)}")
         if self.lost_notifications:
@@ -117,7 +147,9 @@ class SimSchedule:
         if self.slow_snapshots:
             parts.append(f"slow snapshots {sorted(self.slow_snapshots)}")
         if self.clean_lock_s:
-            parts.append("lock held " + ", ".join(f"after ckp {k}: {v:.2f}s" for k, v in sorted(self.clean_lock_s.items())))
+            parts.append(
+                "lock held " + ", ".join(f"after ckp {k}: {v:.2f}s" for k, v in sorted(self.clean_lock_s.items()))
+            )
         if self.crashes:
             parts.append(f"faults {self.crashes}")
         if self.failover != "global":
@@ -129,8 +161,7 @@ class SimSchedule:
 
 
 def _rounds(rng: random.Random, writers: int, checkpoints: int, quiet_p: float) -> list[int]:
-    rounds = [0 if rng.random() < quiet_p else writers * rng.choice((50, 100, 200, 400))
-              for _ in range(checkpoints)]
+    rounds = [0 if rng.random() < quiet_p else writers * rng.choice((50, 100, 200, 400)) for _ in range(checkpoints)]
     if not any(rounds):  # a job with no data at all says nothing
         rounds[0] = writers * 100
     return rounds
@@ -140,13 +171,18 @@ def _late_notices(rng: random.Random, checkpoints: int, p: float) -> dict[int, f
     return {c: round(rng.uniform(0.05, 1.5), 3) for c in range(1, checkpoints + 1) if rng.random() < p}
 
 
-def _base(rng: random.Random, *, quiet_p: float, writers: tuple[int, int] = (1, 4),
-          checkpoints: tuple[int, int] = (3, 6)) -> SimSchedule:
+def _base(
+    rng: random.Random, *, quiet_p: float, writers: tuple[int, int] = (1, 4), checkpoints: tuple[int, int] = (3, 6)
+) -> SimSchedule:
     w = rng.randint(*writers)
     n = rng.randint(*checkpoints)
-    return SimSchedule(writers=w, rounds=_rounds(rng, w, n, quiet_p),
-                       delay=rng.choice(DELAYS), bucket_flush_rows=rng.choice((1, 25, 100, 20_000)),
-                       source_batch_rows=rng.choice((50, 200, 1_000)))
+    return SimSchedule(
+        writers=w,
+        rounds=_rounds(rng, w, n, quiet_p),
+        delay=rng.choice(DELAYS),
+        bucket_flush_rows=rng.choice((1, 25, 100, 20_000)),
+        source_batch_rows=rng.choice((50, 200, 1_000)),
+    )
 
 
 def _deadlock(rng: random.Random) -> SimSchedule:
@@ -191,9 +227,14 @@ def _message_delay(rng: random.Random) -> SimSchedule:
     return s
 
 
-CRASH_POINTS = ("task.before_flush", "task.after_flush_before_event", "task.in_snapshot",
-                "task.after_checkpoint_before_commit", "coordinator.before_commit_file",
-                "coordinator.after_commit_before_next_instant")
+CRASH_POINTS = (
+    "task.before_flush",
+    "task.after_flush_before_event",
+    "task.in_snapshot",
+    "task.after_checkpoint_before_commit",
+    "coordinator.before_commit_file",
+    "coordinator.after_commit_before_next_instant",
+)
 
 
 def _crash(rng: random.Random, s: SimSchedule, points: tuple[str, ...] = CRASH_POINTS) -> str:
@@ -223,8 +264,17 @@ def _wrong_instant(rng: random.Random, *, hold_bootstraps: bool = True) -> SimSc
         slow = round(rng.uniform(0.0, 3.0), 3)
         s.crashes = [f"tasks.fail_at_instant_start@{rng.randint(1, s.checkpoints)}" + (f"={slow}" if slow else "")]
     else:
-        s.crashes = [_crash(rng, s, ("task.after_checkpoint_before_commit",
-                                     "coordinator.after_commit_before_next_instant", "task.in_snapshot"))]
+        s.crashes = [
+            _crash(
+                rng,
+                s,
+                (
+                    "task.after_checkpoint_before_commit",
+                    "coordinator.after_commit_before_next_instant",
+                    "task.in_snapshot",
+                ),
+            )
+        ]
     s.notify_delay_s = _late_notices(rng, s.checkpoints, 0.4)
     if rng.random() < 0.3:
         s.abort_checkpoints = [rng.randint(1, s.checkpoints)]

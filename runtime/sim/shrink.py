@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from runtime.faults import parse_faults
+from runtime.core.fault_spec import parse_faults
 from runtime.sim.explore import Verdict, run_schedule
 from runtime.sim.schedule import DELAYS, SimSchedule
 
@@ -24,11 +25,12 @@ MAX_RUNS = 200
 
 def _drop_checkpoint(s: SimSchedule, k: int) -> SimSchedule:
     """Without round ``k`` (1-based): later checkpoints move one down, with their faults."""
+
     def shift(c: int) -> int | None:
         return None if c == k else (c - 1 if c > k else c)
 
     t = copy.deepcopy(s)
-    t.rounds = s.rounds[:k - 1] + s.rounds[k:]
+    t.rounds = s.rounds[: k - 1] + s.rounds[k:]
     t.notify_delay_s = {shift(c): v for c, v in s.notify_delay_s.items() if shift(c) is not None}
     t.clean_lock_s = {shift(c): v for c, v in s.clean_lock_s.items() if shift(c) is not None}
     for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
@@ -88,22 +90,37 @@ class ShrinkResult:
     steps: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"original": self.original.to_dict(), "schedule": self.schedule.to_dict(),
-                "original_size": list(self.original.size()), "size": list(self.schedule.size()),
-                "outcome": self.verdict.outcome, "invariant": self.verdict.invariant,
-                "detail": self.verdict.detail, "runs": self.runs, "steps": self.steps}
+        return {
+            "original": self.original.to_dict(),
+            "schedule": self.schedule.to_dict(),
+            "original_size": list(self.original.size()),
+            "size": list(self.schedule.size()),
+            "outcome": self.verdict.outcome,
+            "invariant": self.verdict.invariant,
+            "detail": self.verdict.detail,
+            "runs": self.runs,
+            "steps": self.steps,
+        }
 
 
-def shrink(schedule: SimSchedule, protocol: str, seed: int, *, storage: str = "memory",
-           max_runs: int = MAX_RUNS,
-           on_step: Callable[[str, SimSchedule], None] | None = None) -> ShrinkResult:
+def shrink(
+    schedule: SimSchedule,
+    protocol: str,
+    seed: int,
+    *,
+    storage: str = "memory",
+    max_runs: int = MAX_RUNS,
+    on_step: Callable[[str, SimSchedule], None] | None = None,
+) -> ShrinkResult:
     """The smallest schedule found that fails like ``schedule`` does (same outcome and invariant).
 
     Raises ValueError when ``schedule`` does not fail in the first place."""
     verdict, _ = run_schedule(schedule, protocol, seed, storage=storage)
     if verdict.outcome == "passed":
-        raise ValueError(f"seed {seed} passes for {protocol}: there is nothing to shrink "
-                         "(shrink a failing or known-failure seed from explore.json)")
+        raise ValueError(
+            f"seed {seed} passes for {protocol}: there is nothing to shrink "
+            "(shrink a failing or known-failure seed from explore.json)"
+        )
     want = verdict.kind
     current, runs, steps = schedule, 1, []
     progress = True

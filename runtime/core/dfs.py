@@ -1,0 +1,263 @@
+"""The one door to the distributed file system.
+
+Every byte the runtime reads or writes on the table, the message bus or the state backend goes
+through :class:`Dfs`, a thin layer over ``pyarrow.fs`` that counts each operation by type and by
+role. Those counts are what the protocol comparison is about (RFC-50 exists because writers listed
+the timeline too often), so nothing may bypass this layer.
+
+Paths are plain strings in the file system's own namespace (for the local file system: absolute
+paths; for S3: ``bucket/key``). :func:`open_dfs` turns a user's path or URI into a ``Dfs``.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+# Operation names, as they appear in the counters and results.
+OPS = ("exists", "list", "read", "write", "create", "delete", "mkdir", "rename", "stat")
+
+
+class DfsError(IOError):
+    """A DFS operation failed; the message names the operation and the path."""
+
+
+class DfsNotFound(DfsError, FileNotFoundError):
+    """The path does not exist."""
+
+
+class DfsCounters:
+    """Thread-safe counts of DFS operations, ``{role: {op: count}}``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def add(self, role: str, op: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[role][op] += n
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {role: dict(ops) for role, ops in self._counts.items()}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+    @staticmethod
+    def merge(parts: Iterable[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+        """Adds several snapshots (one per process) into one."""
+        total: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for part in parts:
+            for role, ops in part.items():
+                for op, n in ops.items():
+                    total[role][op] += n
+        return {role: dict(ops) for role, ops in total.items()}
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One entry of a directory listing."""
+
+    name: str
+    path: str
+    size: int
+    is_dir: bool
+
+
+# A hook the fault injector installs: called as hook(role, op, path) before every operation;
+# it may sleep or raise to simulate a slow or failing DFS.
+FaultHook = Callable[[str, str, str], None]
+
+
+class Dfs:
+    """Counting facade over a ``pyarrow.fs.FileSystem`` for one role.
+
+    ``for_role`` gives another role's view of the same file system and the same counters.
+    """
+
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        *,
+        role: str = "driver",
+        counters: DfsCounters | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        self.fs = fs
+        self.role = role
+        self.counters = counters if counters is not None else DfsCounters()
+        self.fault_hook = fault_hook
+
+    def for_role(self, role: str) -> Dfs:
+        return Dfs(self.fs, role=role, counters=self.counters, fault_hook=self.fault_hook)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _op(self, op: str, path: str) -> None:
+        self.counters.add(self.role, op)
+        if self.fault_hook is not None:
+            self.fault_hook(self.role, op, path)
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        head, *rest = parts
+        out = head.rstrip("/")
+        for part in rest:
+            out = f"{out}/{part.strip('/')}"
+        return out
+
+    # -- operations --------------------------------------------------------------------------
+
+    def exists(self, path: str) -> bool:
+        self._op("exists", path)
+        try:
+            return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+        except OSError as exc:
+            raise DfsError(f"exists({path}) failed: {exc}") from exc
+
+    def is_dir(self, path: str) -> bool:
+        self._op("stat", path)
+        try:
+            return self.fs.get_file_info(path).type == pafs.FileType.Directory
+        except OSError as exc:
+            raise DfsError(f"stat({path}) failed: {exc}") from exc
+
+    def list_dir(self, path: str) -> list[FileEntry]:
+        """Lists one directory (not recursive); raises DfsNotFound when it does not exist."""
+        self._op("list", path)
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=False))
+        except FileNotFoundError as exc:
+            raise DfsNotFound(f"directory {path} does not exist") from exc
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                raise DfsNotFound(f"directory {path} does not exist") from exc
+            raise DfsError(f"list({path}) failed: {exc}") from exc
+        return [FileEntry(i.base_name, i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
+
+    def read_bytes(self, path: str) -> bytes:
+        self._op("read", path)
+        try:
+            with self.fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError as exc:
+            raise DfsNotFound(f"file {path} does not exist") from exc
+        except OSError as exc:
+            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+                raise DfsNotFound(f"file {path} does not exist") from exc
+            raise DfsError(f"read({path}) failed: {exc}") from exc
+
+    def write_bytes(self, path: str, data: bytes, *, atomic: bool = True) -> None:
+        """Writes (overwrites) a file. ``atomic`` writes a temporary name and renames it, so a
+        reader never sees half a file (object stores are atomic per object anyway)."""
+        self._op("write", path)
+        try:
+            if atomic and isinstance(self.fs, pafs.LocalFileSystem):
+                tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+                with self.fs.open_output_stream(tmp) as f:
+                    f.write(data)
+                self.fs.move(tmp, path)
+            else:
+                with self.fs.open_output_stream(path) as f:
+                    f.write(data)
+        except OSError as exc:
+            raise DfsError(f"write({path}) failed: {exc}") from exc
+
+    def create_empty(self, path: str) -> None:
+        """Creates an empty marker file (Hadoop's createNewFile)."""
+        self._op("create", path)
+        try:
+            with self.fs.open_output_stream(path):
+                pass
+        except OSError as exc:
+            raise DfsError(f"create({path}) failed: {exc}") from exc
+
+    def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = True) -> None:
+        self._op("delete", path)
+        try:
+            info = self.fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                if missing_ok:
+                    return
+                raise DfsNotFound(f"cannot delete {path}: it does not exist")
+            if info.type == pafs.FileType.Directory:
+                if not recursive:
+                    raise DfsError(f"cannot delete directory {path} without recursive=True")
+                self.fs.delete_dir(path)
+            else:
+                self.fs.delete_file(path)
+        except DfsError:
+            raise
+        except OSError as exc:
+            raise DfsError(f"delete({path}) failed: {exc}") from exc
+
+    def mkdirs(self, path: str) -> None:
+        self._op("mkdir", path)
+        try:
+            self.fs.create_dir(path, recursive=True)
+        except OSError as exc:
+            raise DfsError(f"mkdir({path}) failed: {exc}") from exc
+
+    def rename(self, src: str, dst: str) -> None:
+        self._op("rename", src)
+        try:
+            self.fs.move(src, dst)
+        except OSError as exc:
+            raise DfsError(f"rename({src} -> {dst}) failed: {exc}") from exc
+
+    def write_parquet(self, path: str, table: pa.Table) -> int:
+        """Writes a parquet file under a temporary name, then renames it into place, so a
+        half-written ``*.parquet`` never exists (the reader fails on names it cannot parse).
+        Returns the size in bytes."""
+        self._op("write", path)
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            # object stores publish an object whole when its upload completes, and their
+            # "rename" is a copy plus a delete: write in place
+            try:
+                pq.write_table(table, path, filesystem=self.fs)
+                return self.fs.get_file_info(path).size or 0
+            except OSError as exc:
+                raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
+        tmp = f"{path}.{uuid.uuid4().hex}.inprogress"
+        try:
+            pq.write_table(table, tmp, filesystem=self.fs)
+            self.fs.move(tmp, path)
+            return self.fs.get_file_info(path).size or 0
+        except OSError as exc:
+            raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
+
+    def read_parquet(self, path: str) -> pa.Table:
+        self._op("read", path)
+        try:
+            return pq.read_table(path, filesystem=self.fs)
+        except FileNotFoundError as exc:
+            raise DfsNotFound(f"file {path} does not exist") from exc
+        except OSError as exc:
+            raise DfsError(f"read_parquet({path}) failed: {exc}") from exc
+
+
+def open_dfs(uri_or_path: str, *, role: str = "driver", counters: DfsCounters | None = None) -> tuple[Dfs, str]:
+    """Opens the file system behind a path or URI (``/tmp/t``, ``file:///tmp/t``,
+    ``s3://bucket/t?endpoint_override=...``: see runtime.core.storage). Returns the Dfs and the path
+    inside it."""
+    from runtime.core.storage import StorageError, open_filesystem
+
+    try:
+        fs, path = open_filesystem(uri_or_path)
+    except StorageError as exc:
+        raise DfsError(str(exc)) from exc
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise DfsError(
+            f"cannot open {uri_or_path!r}: {exc}. Use a local path or a pyarrow.fs URI "
+            "such as file:///abs/path or s3://bucket/prefix"
+        ) from exc
+    return Dfs(fs, role=role, counters=counters), path.rstrip("/")

@@ -1,0 +1,163 @@
+"""The messages roles exchange, and the task state they checkpoint.
+
+Names follow Hudi's Flink writer (``WriteMetadataEvent``, ``CommitAckEvent``) and Flink's checkpoint
+vocabulary. All are msgpack-encoded through :mod:`runtime.core.codec`, so they are the same bytes on Ray
+and in the simulator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from runtime.core.codec import message
+
+# The instant a task reports before any instant exists (Hudi's WriteMetadataEvent.BOOTSTRAP_INSTANT).
+BOOTSTRAP_INSTANT = ""
+
+
+@message
+@dataclass
+class WriteStat:
+    """What one flush wrote into one file group (one entry of ``partitionToWriteStats``)."""
+
+    file_id: str
+    path: str  # relative to the table base path
+    partition: str
+    prev_commit: str  # instant of the base file version this one replaced, or "null"
+    num_writes: int  # rows in the new file version
+    num_inserts: int
+    num_update_writes: int
+    total_write_bytes: int
+    file_size: int
+    keys_written: int = 0  # rows whose _hoodie_commit_time is this instant
+
+
+@message
+@dataclass
+class WriteMetadataEvent:
+    """Task -> coordinator after each flush (Hudi's WriteMetadataEvent).
+
+    ``last_batch`` marks the flush inside the barrier snapshot; ``bootstrap`` the event a task
+    sends when it (re)starts, carrying the uncommitted statuses restored from its state.
+    """
+
+    task_id: int
+    checkpoint_id: int
+    instant: str
+    write_stats: list[WriteStat] = field(default_factory=list)
+    last_batch: bool = False
+    end_input: bool = False
+    bootstrap: bool = False
+
+
+@message
+@dataclass
+class CommitAckEvent:
+    """Coordinator -> task operator event (P1): the instant is reused, stop confirming."""
+
+    checkpoint_id: int
+
+
+@message
+@dataclass
+class CheckpointTrigger:
+    checkpoint_id: int
+    timestamp: float = 0.0
+
+
+@message
+@dataclass
+class CheckpointNotice:
+    """Checkpoint complete or aborted, sent by the job manager."""
+
+    checkpoint_id: int
+    reason: str = ""
+
+
+@message
+@dataclass
+class TaskState:
+    """A write task's checkpointed state (Hudi keeps one WriteMetadataEvent in list state)."""
+
+    task_id: int
+    checkpoint_id: int
+    instant: str
+    uncommitted: list[WriteMetadataEvent] = field(default_factory=list)
+
+
+@message
+@dataclass
+class SourceState:
+    task_id: int
+    checkpoint_id: int
+    offset: int  # next stream position to emit after restore
+
+
+@message
+@dataclass
+class CheckpointAck:
+    """A task's (or source's) acknowledgement of a checkpoint, with its encoded state."""
+
+    role: str
+    checkpoint_id: int
+    state: bytes = b""
+
+
+@message
+@dataclass
+class RoundEmitted:
+    """A source finished emitting the data of one round (the records before barrier ``round``)."""
+
+    source: str
+    round: int
+    rows: int
+    end_offset: int = -1  # the source's shard position after the round (absolute, across restarts)
+
+
+@message
+@dataclass
+class TaskFailure:
+    role: str
+    error: str
+    checkpoint_id: int = -1
+
+
+@message
+@dataclass
+class InputFinished:
+    """The job manager's last checkpoint completed; rows each task's source emitted."""
+
+    final_offsets: dict[int, int] = field(default_factory=dict)
+
+
+@message
+@dataclass
+class TasksReset:
+    """Region failover: every write task restarts from the last completed checkpoint; the next
+    checkpoint id they see is ``resume_checkpoint_id + 1``."""
+
+    resume_checkpoint_id: int
+    reason: str = ""
+
+
+@dataclass
+class DataBatch:
+    """Records for one task, in stream order (not a codec message: it travels as Arrow)."""
+
+    records: pa.Table
+    round: int = 0
+    start_offset: int = -1  # position of the first row in this task's shard (-1: unknown)
+
+
+@message
+@dataclass
+class Barrier:
+    checkpoint_id: int
+
+
+@message
+@dataclass
+class EndOfInput:
+    pass

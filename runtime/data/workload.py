@@ -1,0 +1,707 @@
+"""The input stream: generated or read in Spark, assigned to file groups, handed to Ray by shard.
+
+Spark (RayDP) does the heavy, columnar work; the write path only ever sees per-task Arrow tables
+in Ray's object store. The pipeline is::
+
+    df = generate_stream(spark, WorkloadSpec(records=1_000_000))     # or read_input(spark, path, ...)
+    df = prepare_stream(df, "key", num_buckets=16, writers=4)        # + _bucket, _task; routed
+    shards = shards_to_ray(df, writers=4)                            # list[StreamShard], one per task
+    # in a source actor:  for batch in shard.iter_batches(4096): ...
+
+Stream columns: the data columns (generated: ``key``, ``partition``, ``ts``, ``payload``) plus
+``_offset`` (int64, 0..n-1, the stream position, unique), and after :func:`prepare_stream`
+``_bucket`` and ``_task`` (int32).
+
+The bucket index is a CONTRACT shared with the runtime (:func:`bucket_of`)::
+
+    bucket = zlib.crc32(key.encode("utf-8")) % num_buckets      # Spark: pmod(crc32(cast(key as binary)), n)
+    file group = (partition, bucket);   owning write task = bucket % writers
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+# Column names of the stream.
+KEY = "key"
+PARTITION = "partition"
+TS = "ts"
+PAYLOAD = "payload"
+OFFSET = "_offset"
+BUCKET = "_bucket"
+TASK = "_task"
+RESERVED = (OFFSET, BUCKET, TASK)
+
+# Generated ``ts``: nominal event time of record i is TS_BASE_MS + i * TS_STEP_MS (ms since epoch).
+TS_BASE_MS = 1_700_000_000_000
+TS_STEP_MS = 1_000
+
+SUPPORTED_FORMATS = ("parquet", "csv", "json")
+_EXTENSIONS = {
+    ".parquet": "parquet",
+    ".parq": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+
+DEFAULT_SPARK_TIMEOUT_S = 600.0
+DEFAULT_GET_TIMEOUT_S = 120.0
+
+T = TypeVar("T")
+
+
+class InputError(ValueError):
+    """The input cannot be written as a Hudi stream; the message names the problem and the fix.
+
+    Raised by :func:`read_input` before anything is written.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Bucket index: the contract
+# --------------------------------------------------------------------------------------------
+
+
+def bucket_of(key: str, num_buckets: int) -> int:
+    """Bucket of a record key: ``crc32(utf-8 bytes) % num_buckets`` (same as :func:`bucket_expr`)."""
+    return zlib.crc32(key.encode("utf-8")) % num_buckets
+
+
+def task_of_bucket(bucket: int, writers: int) -> int:
+    """Write task owning a bucket (in every partition): ``bucket % writers``."""
+    return bucket % writers
+
+
+def bucket_expr(key_col: str, num_buckets: int) -> Column:
+    """Spark expression equal to :func:`bucket_of` (the key is cast to string, then to UTF-8 bytes).
+
+    Casting to string first matters: Spark casts an int column to *4 raw bytes*, not its digits.
+    """
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.crc32(F.col(key_col).cast("string").cast("binary")), F.lit(num_buckets))
+
+
+# --------------------------------------------------------------------------------------------
+# Generated workload
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WorkloadSpec:
+    """A deterministic upsert stream of ``records`` records over a key space (same seed, same stream).
+
+    Semantics of ``keys`` and ``update_ratio`` (two views of one number):
+
+    - ``keys`` is the number of distinct keys in the stream; every one of them appears, so there
+      are exactly ``keys`` inserts (first occurrence of a key) and ``records - keys`` updates.
+    - ``update_ratio`` is the fraction of records that update an already-seen key; giving it
+      alone sets ``keys = records - round(records * update_ratio)`` (at least 1). Giving both is
+      allowed only if they agree. Neither: ``keys = records // 2`` (update ratio 0.5).
+
+    Inserts are spread evenly over the stream (record i is an insert iff
+    ``ceil((i+1)*keys/records) > ceil(i*keys/records)``); the j-th insert introduces
+    ``key-{j:09d}``. An update picks one of the keys introduced so far: uniformly, or with
+    ``skew="zipf"`` by an (approximate, continuous power-law) Zipf(``zipf_s``) over the keys in
+    insertion order, so the oldest keys are the hottest.
+
+    A key lives in one partition for its whole life (``p00``.. ``p{partitions-1}``, hash of the
+    key). ``payload`` is ``payload_bytes`` ASCII hex characters.
+
+    ``ts`` (the precombine field) is the nominal event time ``TS_BASE_MS + offset * TS_STEP_MS``,
+    so later versions usually win; but a ``tie_ratio`` fraction of updates carries exactly the
+    nominal ts of the key's previous version (a tie: the later offset must win), and a
+    ``late_ratio`` fraction carries a ts up to 10 steps *older* than the previous version's
+    (a late record: precombine must keep the earlier version).
+    """
+
+    records: int
+    keys: int | None = None
+    update_ratio: float | None = None
+    skew: Literal["uniform", "zipf"] = "uniform"
+    zipf_s: float = 1.1
+    partitions: int = 4
+    payload_bytes: int = 32
+    seed: int = 42
+    late_ratio: float = 0.05
+    tie_ratio: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.records < 1:
+            raise ValueError(f"records must be >= 1, got {self.records}")
+        if self.keys is not None and not 1 <= self.keys <= self.records:
+            raise ValueError(f"keys must be in 1..records ({self.records}), got {self.keys}")
+        if self.update_ratio is not None:
+            if not 0.0 <= self.update_ratio < 1.0:
+                raise ValueError(f"update_ratio must be in [0, 1), got {self.update_ratio}")
+            implied = max(1, self.records - round(self.records * self.update_ratio))
+            if self.keys is not None and self.keys != implied:
+                raise ValueError(
+                    f"keys={self.keys} contradicts update_ratio={self.update_ratio} (which implies "
+                    f"{implied} distinct keys of {self.records} records); give only one of them"
+                )
+        if self.skew not in ("uniform", "zipf"):
+            raise ValueError(f"skew must be 'uniform' or 'zipf', got {self.skew!r}")
+        if self.zipf_s <= 0:
+            raise ValueError(f"zipf_s must be > 0, got {self.zipf_s}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
+        if self.payload_bytes < 0:
+            raise ValueError(f"payload_bytes must be >= 0, got {self.payload_bytes}")
+        if not (0 <= self.late_ratio and 0 <= self.tie_ratio and self.late_ratio + self.tie_ratio <= 1):
+            raise ValueError("late_ratio and tie_ratio must be >= 0 and sum to <= 1")
+
+    @property
+    def num_keys(self) -> int:
+        """Distinct keys in the stream (= number of inserts)."""
+        if self.keys is not None:
+            return self.keys
+        if self.update_ratio is not None:
+            return max(1, self.records - round(self.records * self.update_ratio))
+        return max(1, self.records // 2)
+
+    @property
+    def num_updates(self) -> int:
+        """Records that update an already-seen key."""
+        return self.records - self.num_keys
+
+    def partition_names(self) -> list[str]:
+        """All partition values the stream can contain, in order."""
+        width = max(2, len(str(self.partitions - 1)))
+        return [f"p{p:0{width}d}" for p in range(self.partitions)]
+
+    def generate(self, spark: SparkSession) -> DataFrame:
+        """Same as :func:`generate_stream`."""
+        return generate_stream(spark, self)
+
+
+def _uniform(seed: int, salt: int, col: Column) -> Column:
+    """Deterministic uniform double in [0, 1) from (seed, salt, col): 53 bits of xxhash64."""
+    from pyspark.sql import functions as F
+
+    bits = F.pmod(F.xxhash64(F.lit(seed).cast("long"), F.lit(salt), col), F.lit(1 << 53))
+    return bits.cast("double") / float(1 << 53)
+
+
+def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
+    """The stream of ``spec`` as a DataFrame ``key, partition, ts, payload, _offset`` (row order unspecified).
+
+    Built from ``spark.range`` and hash expressions only (nothing random, nothing collected), so
+    it is reproducible bit for bit; ``ts`` needs the previous version of each key, one shuffle.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    n, k = spec.records, spec.num_keys
+    i = F.col("id")
+    seen = F.expr(f"(id * {k} + {n - 1}) div {n}")  # keys introduced before record i
+    seen_next = F.expr(f"((id + 1) * {k} + {n - 1}) div {n}")
+    u_key = _uniform(spec.seed, 1, i)
+    if spec.skew == "uniform":
+        rank = F.floor(u_key * seen)
+    else:
+        s = float(spec.zipf_s)
+        n1 = (seen + 1).cast("double")
+        if abs(s - 1.0) < 1e-9:
+            x = F.pow(n1, u_key)
+        else:
+            x = F.pow(1.0 + u_key * (F.pow(n1, 1.0 - s) - 1.0), 1.0 / (1.0 - s))
+        rank = F.floor(x) - 1
+    upd_key = F.greatest(F.lit(0), F.least(rank.cast("long"), seen - 1))
+    key_idx = F.when(seen_next > seen, seen).otherwise(upd_key)
+
+    width = max(2, len(str(spec.partitions - 1)))
+    part = F.pmod(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(2), F.col("_kidx")), F.lit(spec.partitions))
+
+    chunks = max(1, min(4, -(-spec.payload_bytes // 16)))
+    hexes = [
+        F.lpad(F.hex(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(3), i, F.lit(c))), 16, "0") for c in range(chunks)
+    ]
+    unit = F.concat(*hexes) if len(hexes) > 1 else hexes[0]
+    reps = max(1, -(-spec.payload_bytes // (16 * chunks)))
+    payload = F.substring(F.repeat(unit, reps), 1, spec.payload_bytes) if spec.payload_bytes else F.lit("")
+
+    base = spark.range(0, n, numPartitions=max(1, spark.sparkContext.defaultParallelism)).select(
+        i.alias(OFFSET),
+        key_idx.alias("_kidx"),
+        payload.alias(PAYLOAD),
+        _uniform(spec.seed, 4, i).alias("_u_ts"),
+        _uniform(spec.seed, 5, i).alias("_u_lag"),
+    )
+
+    prev = F.lag(F.col(OFFSET)).over(Window.partitionBy("_kidx").orderBy(OFFSET))
+    nominal = lambda c: F.lit(TS_BASE_MS) + c * F.lit(TS_STEP_MS)  # noqa: E731
+    late = nominal(F.col("_prev")) - 1 - F.floor(F.col("_u_lag") * (10 * TS_STEP_MS)).cast("long")
+    ts = (
+        F.when(F.col("_prev").isNull(), nominal(F.col(OFFSET)))
+        .when(F.col("_u_ts") < spec.tie_ratio, nominal(F.col("_prev")))
+        .when(F.col("_u_ts") < spec.tie_ratio + spec.late_ratio, late)
+        .otherwise(nominal(F.col(OFFSET)))
+    )
+    return base.withColumn("_prev", prev).select(
+        F.format_string("key-%09d", F.col("_kidx")).alias(KEY),
+        F.format_string(f"p%0{width}d", part).alias(PARTITION),
+        ts.cast("long").alias(TS),
+        F.col(PAYLOAD),
+        F.col(OFFSET).cast("long").alias(OFFSET),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# User input
+# --------------------------------------------------------------------------------------------
+
+_FILE = "_cl_file"
+_ROW = "_cl_row"
+_PID = "_cl_pid"
+
+
+def _list_files(path: str) -> tuple[list[str], list[int]]:
+    """Data files under ``path`` (a file or a directory, recursive; hidden ``.``/``_`` names skipped),
+    sorted by path, with their sizes. Paths are returned in Spark's spelling."""
+    import pyarrow.fs as pafs
+
+    if "://" in path and not path.startswith("file://"):
+        fs, root = pafs.FileSystem.from_uri(path)
+        scheme = path.split("://", 1)[0]
+        spell = lambda p: f"{scheme}://{p}"  # noqa: E731
+    else:
+        fs = pafs.LocalFileSystem()
+        root = os.path.abspath(path[len("file://") :] if path.startswith("file://") else path)
+        spell = lambda p: p  # noqa: E731
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.NotFound:
+        raise InputError(f"input path not found: {path!r}; fix: pass an existing file or directory")
+    if info.type == pafs.FileType.File:
+        return [spell(root)], [info.size or 0]
+    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    out = []
+    for fi in infos:
+        if fi.type != pafs.FileType.File:
+            continue
+        rel = fi.path[len(root) :].lstrip("/")
+        if any(part.startswith((".", "_")) for part in rel.split("/")):
+            continue
+        out.append((fi.path, fi.size or 0))
+    out.sort()
+    return [spell(p) for p, _ in out], [s for _, s in out]
+
+
+def _format_of(files: Sequence[str], fmt: str | None) -> str:
+    if fmt is not None:
+        f = fmt.lower()
+        if f == "jsonl":
+            f = "json"
+        if f not in SUPPORTED_FORMATS:
+            raise InputError(
+                f"unsupported input format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}; "
+                "fix: convert the input or pass one of them as fmt"
+            )
+        return f
+    found: dict[str, str] = {}
+    for p in files:
+        ext = os.path.splitext(p)[1].lower()
+        if ext not in _EXTENSIONS:
+            raise InputError(
+                f"cannot tell the format of {p!r} (extension {ext or 'none'!r}); supported: "
+                f"{', '.join(SUPPORTED_FORMATS)}; fix: pass fmt= or convert the file"
+            )
+        found.setdefault(_EXTENSIONS[ext], p)
+    if len(found) > 1:
+        desc = ", ".join(f"{f} ({p})" for f, p in found.items())
+        raise InputError(f"input mixes formats: {desc}; fix: keep one format per input path or pass fmt=")
+    return next(iter(found))
+
+
+def _spark_type_of_arrow(t: pa.DataType) -> str:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    try:
+        return from_arrow_type(t).simpleString()
+    except Exception:  # noqa: BLE001 - types Spark cannot map still get compared by name
+        return str(t)
+
+
+def _file_schemas(
+    spark: SparkSession, files: Sequence[str], sizes: Sequence[int], fmt: str
+) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(file, [(column, spark type)]) for each non-empty file: parquet footers via pyarrow
+    (cheap), CSV/JSON by Spark's own inference on each file (one pass per file)."""
+    out: list[tuple[str, list[tuple[str, str]]]] = []
+    for path, size in zip(files, sizes):
+        if fmt == "parquet":
+            import pyarrow.fs as pafs
+            import pyarrow.parquet as pq
+
+            try:
+                if "://" in path:
+                    fs, p = pafs.FileSystem.from_uri(path)
+                    schema = pq.read_schema(fs.open_input_file(p))
+                else:
+                    schema = pq.read_schema(path)
+            except Exception as e:  # noqa: BLE001
+                raise InputError(
+                    f"{path!r} is not a readable parquet file ({e}); fix: remove it from the input or rewrite it"
+                ) from e
+            out.append((path, [(f.name, _spark_type_of_arrow(f.type)) for f in schema]))
+            continue
+        if size == 0:
+            continue  # an empty CSV/JSON file has no header and no rows: nothing to compare
+        if fmt == "csv":
+            st = spark.read.csv(path, header=True, inferSchema=True).schema
+        else:
+            st = spark.read.json(path).schema
+            if "_corrupt_record" in st.fieldNames():
+                raise InputError(
+                    f"{path!r} has malformed JSON lines (Spark reads JSON as one object per "
+                    "line); fix: write one JSON object per line (JSON Lines)"
+                )
+        out.append((path, [(f.name, f.dataType.simpleString()) for f in st.fields]))
+    return out
+
+
+_INTEGRAL = {"tinyint", "smallint", "int", "bigint"}
+_FRACTIONAL = {"float", "double"}
+
+
+def _compatible(fmt: str, a: str, b: str) -> str | None:
+    """The merged type if a column typed ``a`` in one file and ``b`` in another can be read as one
+    (CSV/JSON inference only widens integers or floats), else None."""
+    if a == b:
+        return a
+    if fmt != "parquet":
+        for family, widest in ((_INTEGRAL, "bigint"), (_FRACTIONAL, "double")):
+            if a in family and b in family:
+                return widest
+    return None
+
+
+def _check_schemas(
+    fmt: str, schemas: list[tuple[str, list[tuple[str, str]]]], required: dict[str, str]
+) -> dict[str, str]:
+    """Merged {column: type}; raises InputError on a type change, a CSV header change or a
+    required column missing from one file."""
+    merged: dict[str, str] = {}
+    first_seen: dict[str, str] = {}
+    header0: tuple[str, list[str]] | None = None
+    for path, cols in schemas:
+        names = [c for c, _ in cols]
+        if fmt == "csv":
+            if header0 is None:
+                header0 = (path, names)
+            elif names != header0[1]:
+                raise InputError(
+                    f"CSV header of {path!r} {names} differs from {header0[0]!r} {header0[1]} (Spark "
+                    "matches CSV columns by position); fix: give all CSV files the same header"
+                )
+        for col, typ in cols:
+            if col not in merged:
+                merged[col], first_seen[col] = typ, path
+                continue
+            m = _compatible(fmt, merged[col], typ)
+            if m is None:
+                raise InputError(
+                    f"column {col!r} changes type between input files: {merged[col]} in "
+                    f"{first_seen[col]!r} but {typ} in {path!r}; fix: rewrite the files with one type "
+                    f"for {col!r} (e.g. cast it) or read them separately"
+                )
+            merged[col] = m
+    for path, cols in schemas:
+        names = {c for c, _ in cols}
+        for role, col in required.items():
+            if col in merged and col not in names:
+                raise InputError(
+                    f"{role} column {col!r} is missing from {path!r} (present in "
+                    f"{first_seen[col]!r}); fix: add it to every input file"
+                )
+    return merged
+
+
+def _missing_column(role: str, col: str, available: Sequence[str]) -> InputError:
+    near = [c for c in available if c.lower() == col.lower()]
+    hint = f" (did you mean {near[0]!r}? names are case-sensitive)" if near else ""
+    return InputError(
+        f"{role} column {col!r} not found in the input{hint}; available columns: "
+        f"{list(available)}; fix: pass the right column name"
+    )
+
+
+def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[[], T]) -> T:
+    """Run a blocking Spark action in a thread under its own job group; on timeout cancel the
+    group and raise TimeoutError saying what was waited for."""
+    sc = spark.sparkContext
+    group = f"commitlab-{uuid.uuid4().hex[:8]}"
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            sc.setJobGroup(group, what, interruptOnCancel=True)
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = e
+        finally:
+            try:
+                sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001
+                pass
+
+    t = threading.Thread(target=body, name=f"spark-{what[:20]}", daemon=True)
+    t.start()
+    t.join(timeout_s)
+    if t.is_alive():
+        sc.cancelJobGroup(group)
+        t.join(10.0)
+        raise TimeoutError(f"Spark did not finish '{what}' within {timeout_s:g} s; cancelled job group {group}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def read_input(
+    spark: SparkSession,
+    path: str,
+    key: str,
+    partition_field: str,
+    precombine_field: str,
+    fmt: str | None = None,
+    *,
+    timeout_s: float = DEFAULT_SPARK_TIMEOUT_S,
+) -> DataFrame:
+    """Read a user's parquet / CSV (header, inferred types) / JSON Lines input as a stream.
+
+    Returns the input columns (``key`` and ``partition_field`` cast to string: Hudi record keys
+    and partition paths are strings) plus ``_offset`` = 0..n-1 in stream order, which is: files
+    in lexicographic path order (a directory is read recursively, names starting with ``.`` or
+    ``_`` are skipped, directory names do NOT become columns), rows in file order.
+
+    Everything is validated before anything is written; :class:`InputError` names the problem
+    and the fix for: path not found, unsupported/mixed format, malformed JSON, a missing
+    key/partition/precombine column, a column whose type differs between files (or a changed
+    CSV header), a reserved column (``_offset``, ``_bucket``, ``_task``), empty input, null keys,
+    null precombine values, and partition values that are not a single directory name (null,
+    empty, containing ``/`` or ``\\``, or starting with ``.``). Validation costs one Spark pass
+    (plus one schema-inference pass per CSV/JSON file; parquet needs only the footers). The
+    returned DataFrame is lazy: every action re-reads the files (cache it to reuse it).
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    files, sizes = _list_files(path)
+    if not files:
+        raise InputError(
+            f"input is empty: no data files under {path!r} (names starting with '.' "
+            "or '_' are skipped); fix: point to the directory holding the data files"
+        )
+    fmt = _format_of(files, fmt)
+    required = {"key": key, "partition": partition_field, "precombine": precombine_field}
+    schemas = _file_schemas(spark, files, sizes, fmt)
+    if not schemas:
+        raise InputError(
+            f"input is empty: all {len(files)} file(s) under {path!r} are empty; fix: point to non-empty input"
+        )
+    merged = _check_schemas(fmt, schemas, required)
+    for role, col in required.items():
+        if col not in merged:
+            raise _missing_column(role, col, list(merged))
+    for col in RESERVED:
+        if col in merged:
+            raise InputError(f"input has a column named {col!r}, which the stream reserves; fix: rename or drop it")
+
+    if fmt == "parquet":
+        raw = spark.read.option("mergeSchema", "true").parquet(*files)
+    else:
+        # Read with the schema already inferred per file: no second inference pass.
+        from pyspark.sql.types import _parse_datatype_string
+
+        schema = T.StructType([T.StructField(c, _parse_datatype_string(t), True) for c, t in merged.items()])
+        reader = spark.read.schema(schema)
+        raw = reader.csv(list(files), header=True) if fmt == "csv" else reader.json(list(files))
+
+    dtypes = {f.name: f.dataType for f in raw.schema.fields}
+    for role, col in required.items():
+        if isinstance(dtypes[col], (T.ArrayType, T.MapType, T.StructType)):
+            raise InputError(
+                f"{role} column {col!r} has type {dtypes[col].simpleString()}, which cannot "
+                "be a record key / partition path / ordering value; fix: use an atomic "
+                "column (string, number, date, timestamp)"
+            )
+
+    data_cols = [c for c in raw.columns]
+    src = raw.select(
+        *[F.col(c).cast("string").alias(c) if c in (key, partition_field) else F.col(c) for c in data_cols],
+        F.input_file_name().alias(_FILE),
+        F.monotonically_increasing_id().alias(_ROW),
+    )
+    src = src.withColumn(_PID, F.shiftright(F.col(_ROW), 33))
+
+    part = F.col(partition_field)
+    part_bad = part.isNull() | (part == "") | part.contains("/") | part.contains("\\") | part.startswith(".")
+    key_null = F.col(key).isNull()
+    pc_null = F.col(precombine_field).isNull()
+    stats = src.groupBy(_FILE, _PID).agg(
+        F.count(F.lit(1)).alias("n"),
+        F.min(_ROW).alias("row0"),
+        F.sum(key_null.cast("long")).alias("key_nulls"),
+        F.min(F.when(key_null, F.col(_ROW))).alias("key_null_row"),
+        F.sum(part_bad.cast("long")).alias("part_bad"),
+        F.min(F.when(part_bad, F.col(_ROW))).alias("part_bad_row"),
+        F.min_by(part, F.when(part_bad, F.col(_ROW))).alias("part_bad_value"),
+        F.sum(pc_null.cast("long")).alias("pc_nulls"),
+        F.min(F.when(pc_null, F.col(_ROW))).alias("pc_null_row"),
+    )
+    rows = _run_bounded(spark, f"validate input {path}", timeout_s, stats.collect)
+    rows.sort(key=lambda r: (r[_FILE], r["row0"]))
+    total = sum(r["n"] for r in rows)
+    if total == 0:
+        raise InputError(
+            f"input is empty: {len(files)} file(s) under {path!r} hold 0 rows; fix: point to non-empty input"
+        )
+    base, deltas = 0, []
+    first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, offset, value, file)
+    for r in rows:
+        delta = base - r["row0"]
+        deltas.append((r[_FILE], r[_PID], delta))
+        for what, cnt, row, val in (
+            ("key", r["key_nulls"], r["key_null_row"], None),
+            ("part", r["part_bad"], r["part_bad_row"], r["part_bad_value"]),
+            ("pc", r["pc_nulls"], r["pc_null_row"], None),
+        ):
+            if cnt:
+                c0, off0, v0, f0 = first_bad.get(what, (0, -1, None, ""))
+                if off0 < 0:
+                    off0, v0, f0 = row + delta, val, r[_FILE]
+                first_bad[what] = (c0 + cnt, off0, v0, f0)
+        base += r["n"]
+    if "key" in first_bad:
+        cnt, off, _, f = first_bad["key"]
+        raise InputError(
+            f"key column {key!r} has {cnt} null value(s) of {total} rows (first at "
+            f"_offset {off}, in {f}); fix: drop or fill those rows (Hudi needs a record key)"
+        )
+    if "pc" in first_bad:
+        cnt, off, _, f = first_bad["pc"]
+        raise InputError(
+            f"precombine column {precombine_field!r} has {cnt} null value(s) of {total} "
+            f"rows (first at _offset {off}, in {f}); fix: fill them so versions can be ordered"
+        )
+    if "part" in first_bad:
+        cnt, off, val, f = first_bad["part"]
+        raise InputError(
+            f"partition column {partition_field!r} has {cnt} value(s) that are not a single directory "
+            f"name (first: {val!r} at _offset {off}, in {f}); partition values must be non-null, "
+            "non-empty, without '/' or '\\' and not start with '.'; fix: clean or map them"
+        )
+
+    import pandas as pd
+
+    # From pandas (Arrow path): a list would need a Python worker on the executor (seconds).
+    deltas_df = spark.createDataFrame(
+        pd.DataFrame(deltas, columns=[_FILE, _PID, "_cl_delta"]).astype({_PID: "int64", "_cl_delta": "int64"}),
+        f"{_FILE} string, {_PID} long, _cl_delta long",
+    )
+    out = src.join(F.broadcast(deltas_df), on=[_FILE, _PID], how="inner").select(
+        *[F.col(c) for c in data_cols], (F.col(_ROW) + F.col("_cl_delta")).alias(OFFSET)
+    )
+    log.info("read_input %s: %d rows from %d %s file(s)", path, total, len(files), fmt)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Routing: bucket -> task -> Spark partition -> Ray shard
+# --------------------------------------------------------------------------------------------
+
+
+def _spark_murmur3_int(value: int, seed: int = 42) -> int:
+    """Spark's ``Murmur3_x86_32.hashInt`` (signed), the hash of ``HashPartitioning`` (seed 42)."""
+    m = 0xFFFFFFFF
+    k1 = ((value & m) * 0xCC9E2D51) & m
+    k1 = ((k1 << 15) | (k1 >> 17)) & m
+    k1 = (k1 * 0x1B873593) & m
+    h1 = (seed & m) ^ k1
+    h1 = ((h1 << 13) | (h1 >> 19)) & m
+    h1 = (h1 * 5 + 0xE6546B64) & m
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & m
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & m
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def route_values(writers: int) -> list[int]:
+    """For each task t an int whose Spark hash partition (of ``writers``) is exactly t.
+
+    Why: ``repartition(writers, "_task")`` hashes the task id, so two tasks can share a Spark
+    partition and another stays empty; repartitioning by these surrogates makes Spark partition
+    t hold exactly task t, so the Spark -> Ray hand-off yields one block per task, no Ray-side split.
+    """
+    routes: list[int | None] = [None] * writers
+    left, v = writers, 0
+    while left:
+        p = _spark_murmur3_int(v) % writers
+        if routes[p] is None:
+            routes[p] = v
+            left -= 1
+        v += 1
+    return [int(r) for r in routes]  # type: ignore[arg-type]
+
+
+def prepare_stream(df: DataFrame, key: str, num_buckets: int, writers: int) -> DataFrame:
+    """Add ``_bucket`` and ``_task`` (int32) and route: Spark partition t holds exactly task t's rows,
+    sorted by ``_offset`` (``writers`` partitions; an idle task gets an empty one).
+
+    ``df`` needs ``key`` (non-null; cast to string for hashing) and ``_offset``.
+    """
+    from pyspark.sql import functions as F
+
+    if num_buckets < 1 or writers < 1:
+        raise ValueError(f"num_buckets and writers must be >= 1, got {num_buckets}, {writers}")
+    for col in (key, OFFSET):
+        if col not in df.columns:
+            raise ValueError(f"prepare_stream needs column {col!r}; columns: {df.columns}")
+    routes = F.array(*[F.lit(v).cast("int") for v in route_values(writers)])
+    out = (
+        df.withColumn(BUCKET, bucket_expr(key, num_buckets).cast("int"))
+        .withColumn(TASK, F.pmod(F.col(BUCKET), F.lit(writers)).cast("int"))
+        .withColumn("_cl_route", F.element_at(routes, F.col(TASK) + 1))
+        .repartition(writers, "_cl_route")
+        .sortWithinPartitions(OFFSET)
+        .drop("_cl_route")
+    )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Expected final state
+# --------------------------------------------------------------------------------------------
+
+
+def expected_state(df: DataFrame, key: str, precombine_field: str) -> DataFrame:
+    """The table after applying every upsert: per key the row with the largest precombine value,
+    ties to the larger ``_offset`` (Hudi's ``preCombine``: the later record wins a tie).
+    Same columns as ``df``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    for col in (key, precombine_field, OFFSET):
+        if col not in df.columns:
+            raise ValueError(f"expected_state needs column {col!r}; columns: {df.columns}")
+    w = Window.partitionBy(key).orderBy(F.col(precombine_field).desc_nulls_last(), F.col(OFFSET).desc())
+    return df.withColumn("_cl_rank", F.row_number().over(w)).where(F.col("_cl_rank") == 1).drop("_cl_rank")

@@ -1,0 +1,231 @@
+"""The job manager's checkpointing: Flink's CheckpointCoordinator, one checkpoint at a time.
+
+For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
+sources; collect an ack from every write task; on all acks notify completion (coordinator first,
+then tasks), on timeout or a scheduled abort notify abortion. Checkpoint k is triggered once every
+source has emitted round k (so a run's rounds are deterministic) and the interval has passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.env import Env, WaitTimeout, bounded
+from runtime.core.messages import CheckpointAck, CheckpointNotice, CheckpointTrigger, RoundEmitted, TaskFailure
+
+MAX_FINAL_CHECKPOINTS = 3  # extra checkpoints at end of input when the last one did not complete
+
+
+class JobFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class CheckpointRecord:
+    checkpoint_id: int
+    status: str = "pending"  # completed / aborted / timed-out
+    triggered_at: float = 0.0
+    acked_at: float = 0.0
+    notified_at: float = 0.0
+    reason: str = ""
+    acks: dict[str, bytes] = field(default_factory=dict)
+
+
+class JobManager:
+    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed")
+
+    def __init__(
+        self,
+        env: Env,
+        config: JobConfig,
+        task_names: list[str],
+        source_names: list[str],
+        *,
+        coordinator: str = "coordinator",
+        state_backend: Any = None,
+        start_checkpoint_id: int = 1,
+        start_round: int = 1,
+    ) -> None:
+        self.env = env
+        self.config = config
+        self.task_names = task_names
+        self.source_names = source_names
+        self.coordinator = coordinator
+        self.checkpoints: dict[int, CheckpointRecord] = {}
+        self.rounds_emitted: dict[str, int] = {s: 0 for s in source_names}
+        self.rows_emitted: dict[str, int] = {s: 0 for s in source_names}
+        self.failures: list[TaskFailure] = []
+        self._changed = asyncio.Event()
+        self.status = "created"
+        self.waiting_for = ""  # what the loop waits for now (a timed-out job's diagnosis)
+        self.current: int = 0
+        self.commit_results: dict[int, Any] = {}
+        self.state_backend = state_backend  # runtime.flink.state_backend.StateBackend, or None
+        self.start_checkpoint_id = start_checkpoint_id  # after a failover: ids go on increasing
+        self.start_round = start_round  # after a failover: the first round not yet checkpointed
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    def ack_checkpoint(self, ack: CheckpointAck) -> None:
+        rec = self.checkpoints.get(ack.checkpoint_id)
+        if rec is not None and rec.status == "pending":
+            rec.acks[ack.role] = ack.state
+        self._changed.set()
+
+    def round_emitted(self, msg: RoundEmitted) -> None:
+        if msg.round > self.rounds_emitted.get(msg.source, 0):
+            self.rows_emitted[msg.source] = max(self.rows_emitted.get(msg.source, 0) + msg.rows, msg.end_offset)
+        self.rounds_emitted[msg.source] = max(self.rounds_emitted.get(msg.source, 0), msg.round)
+        self._changed.set()
+
+    def task_failed(self, failure: TaskFailure) -> None:
+        self.failures.append(failure)
+        self._changed.set()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "current": self.current,
+            "waiting_for": self.waiting_for,
+            "checkpoints": {
+                k: {"status": r.status, "reason": r.reason, "acks": sorted(r.acks)} for k, r in self.checkpoints.items()
+            },
+            "rounds_emitted": dict(self.rounds_emitted),
+            "failures": [codec._to_plain(f) for f in self.failures],
+        }
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _wait_until(self, predicate, timeout: float, what: str) -> None:
+        self.waiting_for = what
+        deadline = self.env.now() + timeout
+        while not predicate():
+            self._check_failures()
+            remaining = deadline - self.env.now()
+            if remaining <= 0:
+                raise WaitTimeout(f"job-manager waited {timeout:.1f}s for {what}")
+            self._changed.clear()
+            try:
+                await bounded(self._changed.wait(), min(remaining, 0.5))
+            except asyncio.TimeoutError:
+                pass
+
+    def _check_failures(self) -> None:
+        if self.failures:
+            f = self.failures[0]
+            raise JobFailed(f"{f.role} failed: {f.error}")
+
+    async def run(self) -> dict[str, Any]:
+        """Runs one checkpoint per round of data, then final checkpoints until one completes;
+        returns a summary. Raises JobFailed on a task failure."""
+        self.status = "running"
+        cfg = self.config
+        last_trigger = self.env.now()
+        completed_last = False
+        ckp = self.start_checkpoint_id - 1
+        round_no = self.start_round - 1
+        finals = 0
+        try:
+            while True:
+                if round_no < cfg.checkpoints:
+                    round_no += 1
+                elif completed_last or finals >= MAX_FINAL_CHECKPOINTS:
+                    break
+                else:
+                    finals += 1  # end of input: retry until a checkpoint completes
+                ckp += 1
+                await self._wait_until(
+                    lambda: all(v >= round_no for v in self.rounds_emitted.values()),
+                    cfg.job_timeout_s,
+                    f"every source to emit round {round_no}",
+                )
+                wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
+                if wait > 0:
+                    await self.env.sleep(wait)
+                last_trigger = self.env.now()
+                completed_last = await self._checkpoint(ckp, round_no)
+            if not completed_last:
+                self.status = "failed"
+                raise JobFailed(
+                    f"the final checkpoint did not complete after "
+                    f"{MAX_FINAL_CHECKPOINTS} retries: data stays uncommitted"
+                )
+            from runtime.core.messages import InputFinished
+
+            final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
+            self.waiting_for = f"the coordinator to commit up to the end of input (rows per task {final})"
+            self.end_of_input = await self.env.call(
+                self.coordinator, "end_of_input", InputFinished(final), timeout=cfg.job_timeout_s
+            )
+            for src in self.source_names:
+                self.env.send(src, "finish", None)
+            self.status = "finished"
+            return self.describe()
+        except BaseException:
+            if self.status == "running":
+                self.status = "failed"
+            raise
+
+    async def _checkpoint(self, ckp: int, round_no: int) -> bool:
+        cfg = self.config
+        self.current = ckp
+        rec = CheckpointRecord(ckp, triggered_at=self.env.now())
+        self.checkpoints[ckp] = rec
+        self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
+        trigger = CheckpointTrigger(ckp, self.env.wall_time())
+        coordinator_state = await self.env.call(
+            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.rpc_timeout_s
+        )
+        for src in self.source_names:
+            self.env.send(src, "trigger_barrier", trigger)
+        try:
+            await self._wait_until(
+                lambda: all(t in rec.acks for t in self.task_names),
+                cfg.checkpoint_timeout_s,
+                f"acks of checkpoint {ckp}",
+            )
+        except WaitTimeout:
+            missing = sorted(set(self.task_names) - set(rec.acks))
+            rec.status, rec.reason = "timed-out", f"no ack from {', '.join(missing)}"
+            await self._notify_aborted(ckp, rec.reason)
+            return False
+        rec.acked_at = self.env.now()
+        if ckp in cfg.schedule.abort_checkpoints or self.env.fault("checkpoint.abort", checkpoint=ckp):
+            rec.status, rec.reason = "aborted", "aborted by the schedule"
+            await self._notify_aborted(ckp, rec.reason)
+            return False
+        if self.state_backend is not None:
+            # the checkpoint is complete once its states are stored; only then is it notified
+            from runtime.flink.state_backend import CompletedCheckpoint
+
+            states = dict(rec.acks, coordinator=coordinator_state or b"")
+            await self.env.io(self.state_backend.save, CompletedCheckpoint(ckp, round_no, states))
+        delay = cfg.schedule.notify_delay_s.get(ckp, 0.0)
+        if delay:
+            await self.env.sleep(delay)
+        rec.status = "completed"
+        rec.notified_at = self.env.now()
+        notice = CheckpointNotice(ckp)
+        if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
+            rec.reason = "the completion notification was lost"
+            return True
+        # Flink notifies the coordinator asynchronously: a commit slowed by a held table lock
+        # must not fail the job, so the bound is the checkpoint timeout, not the RPC timeout
+        self.commit_results[ckp] = await self.env.call(
+            self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.checkpoint_timeout_s
+        )
+        for task in self.task_names:
+            self.env.send(task, "notify_checkpoint_complete", notice)
+        self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")
+        return True
+
+    async def _notify_aborted(self, ckp: int, reason: str) -> None:
+        notice = CheckpointNotice(ckp, reason)
+        self.env.tracer.instant(f"checkpoint {ckp} aborted: {reason}", thread="checkpoints")
+        await self.env.call(self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.rpc_timeout_s)
+        for task in self.task_names:
+            self.env.send(task, "notify_checkpoint_aborted", notice)

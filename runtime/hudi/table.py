@@ -1,0 +1,623 @@
+"""A Hudi copy-on-write table, version 6, as the official readers expect it.
+
+The rules are those of ``shared/design/TABLE_FORMAT.md`` (checked against ``hudi`` 0.5.0):
+``hoodie.properties``; an instant goes ``<ts>.commit.requested`` -> ``<ts>.inflight`` -> parquet base
+files -> ``<ts>.commit`` (last; it publishes the commit); base files carry the five meta columns and
+are named ``<fileId>_<writeToken>_<ts>.parquet``; a parquet file never appears half-written.
+
+The table is shared by the coordinator (timeline: start, commit, roll back) and the write tasks
+(base files). Every access goes through :class:`runtime.core.dfs.Dfs`, so it is counted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import re
+import threading
+import uuid
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.messages import WriteStat
+
+META_COLUMNS = (
+    "_hoodie_commit_time",
+    "_hoodie_commit_seqno",
+    "_hoodie_record_key",
+    "_hoodie_partition_path",
+    "_hoodie_file_name",
+)
+# Columns the runtime adds to the stream; they never reach a base file.
+OFFSET_COLUMN = "_offset"
+INTERNAL_COLUMNS = (OFFSET_COLUMN, "_bucket", "_task")
+
+HOODIE = ".hoodie"
+AUX = ".aux"
+REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
+
+_INSTANT_FILE = re.compile(r"^(\d{14,17})\.([a-z_]+)(?:\.(requested|inflight))?$")
+_BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
+
+
+class TableError(RuntimeError):
+    """The table is missing, malformed or belongs to another configuration; the message says
+    which, and what to do."""
+
+
+@dataclass(frozen=True)
+class TableProps:
+    table_name: str
+    record_key_field: str
+    partition_field: str
+    precombine_field: str
+    database: str = "default"
+
+    def properties(self) -> dict[str, str]:
+        checksum = zlib.crc32(f"{self.database}.{self.table_name}".encode())
+        return {
+            "hoodie.table.name": self.table_name,
+            "hoodie.table.type": "COPY_ON_WRITE",
+            "hoodie.table.version": "6",
+            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.partition.fields": self.partition_field,
+            "hoodie.table.recordkey.fields": self.record_key_field,
+            "hoodie.table.precombine.field": self.precombine_field,
+            "hoodie.table.base.file.format": "PARQUET",
+            "hoodie.populate.meta.fields": "true",
+            "hoodie.datasource.write.hive_style_partitioning": "false",
+            "hoodie.datasource.write.drop.partition.columns": "false",
+            "hoodie.datasource.write.partitionpath.urlencode": "false",
+            "hoodie.timeline.timezone": "UTC",
+            "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.SimpleKeyGenerator",
+            "hoodie.database.name": self.database,
+            "hoodie.archivelog.folder": "archived",
+            "hoodie.table.checksum": str(checksum),
+        }
+
+
+@dataclass(frozen=True)
+class Instant:
+    ts: str
+    action: str  # "commit", "rollback", ...
+    state: str  # requested / inflight / completed
+
+
+class Timeline:
+    """The instants of ``.hoodie`` as read by one listing (Hudi's active timeline)."""
+
+    def __init__(self, instants: Iterable[Instant]) -> None:
+        latest: dict[tuple[str, str], Instant] = {}
+        order = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+        for inst in instants:
+            key = (inst.ts, inst.action)
+            if key not in latest or order[inst.state] > order[latest[key].state]:
+                latest[key] = inst
+        self.instants = sorted(latest.values(), key=lambda i: (i.ts, i.action))
+
+    def commits(self) -> list[Instant]:
+        return [i for i in self.instants if i.action == "commit"]
+
+    def completed_commits(self) -> list[str]:
+        return [i.ts for i in self.commits() if i.state == COMPLETED]
+
+    def pending_commits(self) -> list[str]:
+        return [i.ts for i in self.commits() if i.state != COMPLETED]
+
+    def last_pending(self) -> str | None:
+        pending = self.pending_commits()
+        return pending[-1] if pending else None
+
+    def last_completed(self) -> str | None:
+        done = self.completed_commits()
+        return done[-1] if done else None
+
+    def is_completed(self, ts: str) -> bool:
+        return any(i.ts == ts and i.state == COMPLETED for i in self.commits())
+
+    def latest_ts(self) -> str | None:
+        return self.instants[-1].ts if self.instants else None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties (the subset Hudi writes: key=value lines, # comments, \\: escapes)."""
+    props: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        props[key.strip()] = value.strip().replace("\\:", ":").replace("\\=", "=")
+    return props
+
+
+def format_instant(t: float) -> str:
+    """Hudi instant time ``yyyyMMddHHmmssSSS`` in UTC."""
+    d = _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc)
+    return d.strftime("%Y%m%d%H%M%S") + f"{d.microsecond // 1000:03d}"
+
+
+def bump_instant(ts: str) -> str:
+    """The instant one millisecond later (keeps instants strictly increasing)."""
+    d = _dt.datetime.strptime(ts[:14], "%Y%m%d%H%M%S").replace(tzinfo=_dt.timezone.utc)
+    d += _dt.timedelta(milliseconds=int(ts[14:17] or 0) + 1)
+    return d.strftime("%Y%m%d%H%M%S") + f"{d.microsecond // 1000:03d}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _instant_of_file(name: str) -> Instant | None:
+    """The instant a timeline file stands for (None: not an instant file). Cached: the coordinator
+    lists the timeline at every instant, and the names repeat."""
+    m = _INSTANT_FILE.match(name)
+    if not m:
+        return None
+    ts, action, state = m.group(1), m.group(2), m.group(3)
+    if action == "inflight" and state is None:  # <ts>.inflight is a commit's inflight
+        return Instant(ts, "commit", INFLIGHT)
+    return Instant(ts, action, state or COMPLETED)
+
+
+@functools.lru_cache(maxsize=65536)
+def file_group_id(table_name: str, partition: str, bucket: int) -> str:
+    """Bucket-index file id: the bucket number in the first 8 characters (as Hudi's
+    BucketIdentifier does), the rest a stable UUID, ``-0`` suffix; no ``_`` anywhere."""
+    stable = uuid.uuid5(uuid.NAMESPACE_URL, f"commitlab/{table_name}/{partition}/{bucket}")
+    return f"{bucket:08d}{str(stable)[8:]}-0"
+
+
+def bucket_of_file_id(file_id: str) -> int:
+    return int(file_id[:8])
+
+
+def base_file_name(file_id: str, write_token: str, instant: str) -> str:
+    return f"{file_id}_{write_token}_{instant}.parquet"
+
+
+def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
+    """(file_id, write_token, instant) of a base file name, or None if it is not one."""
+    m = _BASE_FILE.match(name)
+    return (m["file_id"], m["token"], m["instant"]) if m else None
+
+
+def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
+    """The Avro schema of the data columns (``extraMetadata.schema``), nullable unions as Spark
+    writes them."""
+
+    def avro_type(t: pa.DataType):
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "string"
+        if pa.types.is_int64(t):
+            return "long"
+        if pa.types.is_integer(t):
+            return "int"
+        if pa.types.is_float32(t):
+            return "float"
+        if pa.types.is_floating(t):
+            return "double"
+        if pa.types.is_boolean(t):
+            return "boolean"
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            return "bytes"
+        if pa.types.is_timestamp(t):
+            return {"type": "long", "logicalType": "timestamp-micros"}
+        if pa.types.is_date(t):
+            return {"type": "int", "logicalType": "date"}
+        return "string"
+
+    fields = [
+        {"name": f.name, "type": [avro_type(f.type), "null"]}
+        for f in schema
+        if f.name not in META_COLUMNS and f.name not in INTERNAL_COLUMNS
+    ]
+    rec = table_name.replace("-", "_")
+    return json.dumps(
+        {"type": "record", "name": f"{rec}_record", "namespace": f"hoodie.{rec}", "fields": fields},
+        separators=(",", ":"),
+    )
+
+
+def stat_to_json(s: WriteStat) -> dict:
+    return {
+        "fileId": s.file_id,
+        "path": s.path,
+        "cdcStats": None,
+        "prevCommit": s.prev_commit,
+        "numWrites": s.num_writes,
+        "numDeletes": 0,
+        "numUpdateWrites": s.num_update_writes,
+        "numInserts": s.num_inserts,
+        "totalWriteBytes": s.total_write_bytes,
+        "totalWriteErrors": 0,
+        "tempPath": None,
+        "partitionPath": s.partition,
+        "totalLogRecords": 0,
+        "totalLogFilesCompacted": 0,
+        "totalLogSizeCompacted": 0,
+        "totalUpdatedRecordsCompacted": 0,
+        "totalLogBlocks": 0,
+        "totalCorruptLogBlock": 0,
+        "totalRollbackBlocks": 0,
+        "fileSizeInBytes": s.file_size,
+        "minEventTime": None,
+        "maxEventTime": None,
+    }
+
+
+def commit_metadata_json(stats: list[WriteStat], extra: dict[str, str]) -> bytes:
+    by_partition: dict[str, list[dict]] = {}
+    for s in stats:
+        by_partition.setdefault(s.partition, []).append(stat_to_json(s))
+    doc = {"partitionToWriteStats": by_partition, "compacted": False, "extraMetadata": extra, "operationType": "UPSERT"}
+    return json.dumps(doc, indent=2).encode()
+
+
+class HudiTable:
+    """One Hudi COW table on a :class:`Dfs`."""
+
+    _instant_lock = threading.Lock()
+
+    def __init__(self, dfs: Dfs, base_path: str, props: TableProps) -> None:
+        self.dfs = dfs
+        self.base_path = base_path.rstrip("/")
+        self.props = props
+        self.hoodie = Dfs.join(self.base_path, HOODIE)
+        self._last_issued: str | None = None
+
+    def with_dfs(self, dfs: Dfs) -> HudiTable:
+        """The same table seen through another role's DFS view."""
+        t = HudiTable(dfs, self.base_path, self.props)
+        t._last_issued = self._last_issued
+        return t
+
+    # -- creation ------------------------------------------------------------------------------
+
+    @classmethod
+    def create_or_open(cls, dfs: Dfs, base_path: str, props: TableProps) -> HudiTable:
+        """Creates the table, or opens it after checking it was made with the same keys."""
+        table = cls(dfs, base_path, props)
+        props_path = Dfs.join(table.hoodie, "hoodie.properties")
+        cls.check_compatible(dfs, base_path, props)
+        if dfs.exists(props_path):
+            return table
+        for sub in (table.hoodie, Dfs.join(table.hoodie, AUX), Dfs.join(table.hoodie, "archived")):
+            dfs.mkdirs(sub)
+        body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
+        dfs.write_bytes(props_path, body.encode())
+        return table
+
+    @classmethod
+    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> None:
+        """Read-only: raises TableError if ``base_path`` holds a table with other keys or a
+        directory that is not a Hudi table; a missing path is fine (it will be created)."""
+        table = cls(dfs, base_path, props)
+        props_path = Dfs.join(table.hoodie, "hoodie.properties")
+        if dfs.exists(props_path):
+            table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
+        elif dfs.exists(base_path):
+            entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
+            if entries:
+                raise TableError(
+                    f"{base_path} exists and holds {len(entries)} entries (e.g. {entries[0].name}) "
+                    "but no .hoodie/hoodie.properties: it is not a Hudi table. Choose an empty or "
+                    "new --table path."
+                )
+
+    @classmethod
+    def open(cls, dfs: Dfs, base_path: str) -> HudiTable:
+        """Opens an existing table of any origin (reads its key fields from hoodie.properties)."""
+        props_path = Dfs.join(base_path.rstrip("/"), HOODIE, "hoodie.properties")
+        try:
+            p = parse_properties(dfs.read_bytes(props_path).decode())
+        except DfsNotFound as exc:
+            raise TableError(f"{base_path} is not a Hudi table: {props_path} is missing") from exc
+        return cls(
+            dfs,
+            base_path,
+            TableProps(
+                table_name=p.get("hoodie.table.name", ""),
+                record_key_field=p.get("hoodie.table.recordkey.fields", ""),
+                partition_field=p.get("hoodie.table.partition.fields", ""),
+                precombine_field=p.get("hoodie.table.precombine.field", ""),
+                database=p.get("hoodie.database.name", "default"),
+            ),
+        )
+
+    def _check_compatible(self, existing: dict[str, str]) -> None:
+        want = self.props.properties()
+        for key in (
+            "hoodie.table.type",
+            "hoodie.table.recordkey.fields",
+            "hoodie.table.partition.fields",
+            "hoodie.table.precombine.field",
+        ):
+            if existing.get(key) != want[key]:
+                raise TableError(
+                    f"the table at {self.base_path} has {key}={existing.get(key)!r} but this job "
+                    f"uses {want[key]!r}: write to a new --table, or use the table's settings"
+                )
+        if existing.get("hoodie.table.version") not in ("6", None):
+            raise TableError(
+                f"the table at {self.base_path} is version "
+                f"{existing.get('hoodie.table.version')}; only version 6 is written"
+            )
+
+    # -- timeline ------------------------------------------------------------------------------
+
+    def timeline(self) -> Timeline:
+        """One listing of ``.hoodie``."""
+        try:
+            entries = self.dfs.list_dir(self.hoodie)
+        except DfsNotFound as exc:
+            raise TableError(f"{self.hoodie} is missing: the table was deleted or moved") from exc
+        return Timeline([i for i in map(_instant_of_file, (e.name for e in entries)) if i is not None])
+
+    def last_pending_instant(self) -> str | None:
+        return self.timeline().last_pending()
+
+    def is_committed(self, instant: str) -> bool:
+        return self.dfs.exists(Dfs.join(self.hoodie, f"{instant}.commit"))
+
+    def new_instant_time(self, now: float, timeline: Timeline | None = None) -> str:
+        """A fresh instant, strictly after every instant on the timeline and every one issued."""
+        ts = format_instant(now)
+        floor = max([x for x in ((timeline.latest_ts() if timeline else None), self._last_issued) if x], default=None)
+        if floor is not None and ts <= floor:
+            ts = bump_instant(floor)
+        self._last_issued = ts
+        return ts
+
+    def start_instant(self, instant: str) -> None:
+        """requested -> inflight (Hudi's startCommitWithTime + transitionRequestedToInflight)."""
+        self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.commit.requested"))
+        empty = commit_metadata_json([], {})
+        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.inflight"), empty)
+
+    def commit(self, instant: str, stats: list[WriteStat], extra: dict[str, str]) -> None:
+        """Writes ``<instant>.commit``: the last step, which publishes the instant."""
+        if not stats:
+            raise TableError(
+                f"refusing to commit {instant} with no write stats: an empty commit "
+                "file makes incremental reads return nothing"
+            )
+        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.commit"), commit_metadata_json(stats, extra))
+
+    def read_commit_metadata(self, instant: str) -> dict:
+        return json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.commit")))
+
+    def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict]:
+        """Every completed commit (except those in ``skip``) as {instant, checkpoint, rows}, read
+        from the table itself: a job's commits, whichever coordinator made them."""
+        skipped = set(skip)
+        out = []
+        for instant in self.timeline().completed_commits():
+            if instant in skipped:
+                continue
+            meta = self.read_commit_metadata(instant)
+            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
+            out.append(
+                {
+                    "instant": instant,
+                    "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
+                    "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats),
+                }
+            )
+        return out
+
+    def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
+        """Deletes an uncommitted instant's base files, then its requested/inflight markers.
+
+        ``data_files`` are paths relative to the base path; files of the instant found by listing
+        their partitions (every partition when none is named) are deleted too. Returns what was
+        deleted. Refuses a committed instant.
+        """
+        if self.is_committed(instant):
+            raise TableError(f"cannot roll back {instant}: it is committed")
+        deleted = []
+        data_files = list(data_files)
+        partitions = {p.rsplit("/", 1)[0] for p in data_files if "/" in p}
+        if not data_files:  # nothing named: look for the instant's files in every partition
+            partitions = {e.name for e in self.dfs.list_dir(self.base_path) if e.is_dir and not e.name.startswith(".")}
+        targets = {Dfs.join(self.base_path, p) for p in data_files}
+        for part in partitions:
+            try:
+                for e in self.dfs.list_dir(Dfs.join(self.base_path, part)):
+                    parsed = parse_base_file_name(e.name)
+                    if parsed and parsed[2] == instant:
+                        targets.add(e.path)
+            except DfsNotFound:
+                continue
+        for path in sorted(targets):
+            self.dfs.delete(path)
+            deleted.append(path)
+        for suffix in (".inflight", ".commit.requested"):
+            self.dfs.delete(Dfs.join(self.hoodie, f"{instant}{suffix}"))
+        return deleted
+
+    # -- base files ----------------------------------------------------------------------------
+
+    def partition_path(self, partition: str) -> str:
+        return Dfs.join(self.base_path, partition)
+
+    def committed_base_files(self, partition: str, timeline: Timeline) -> dict[str, tuple[str, str]]:
+        """file_id -> (instant, relative path) of the latest committed version in a partition."""
+        out: dict[str, tuple[str, str]] = {}
+        try:
+            entries = self.dfs.list_dir(self.partition_path(partition))
+        except DfsNotFound:
+            return out
+        completed = set(timeline.completed_commits())
+        for e in entries:
+            parsed = parse_base_file_name(e.name)
+            if not parsed or parsed[2] not in completed:
+                continue
+            fid, _, inst = parsed
+            if fid not in out or inst > out[fid][0]:
+                out[fid] = (inst, f"{partition}/{e.name}")
+        return out
+
+    def ensure_partition(self, partition: str, instant: str) -> None:
+        """Creates the partition folder and its ``.hoodie_partition_metadata`` once."""
+        meta = Dfs.join(self.partition_path(partition), ".hoodie_partition_metadata")
+        if not self.dfs.exists(meta):
+            self.dfs.mkdirs(self.partition_path(partition))
+            self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth=1\n".encode())
+
+    def read_base_file(self, rel_path: str) -> pa.Table:
+        return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))
+
+    def write_base_file(self, rel_path: str, data: pa.Table) -> int:
+        return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data)
+
+
+# -- the copy-on-write merge ---------------------------------------------------------------------
+
+
+def dedupe_latest(records: pa.Table, key: str, precombine: str, *, sort: bool = True) -> pa.Table:
+    """One row per key, sorted by key (``sort=False``: in any order): the largest precombine value
+    wins; ties go to the later stream offset (or the later row when there is no offset column)."""
+    if records.num_rows == 0:
+        return records
+    keys = records.column(key)
+    if pc.count_distinct(keys, mode="all").as_py() == records.num_rows:
+        # every key once (the common case for a small batch): only the order is left to do
+        return records.take(pc.sort_indices(keys)) if sort else records
+    if OFFSET_COLUMN not in records.column_names:
+        records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
+    order = pc.sort_indices(
+        records, sort_keys=[(key, "ascending"), (precombine, "descending"), (OFFSET_COLUMN, "descending")]
+    )
+    s = records.take(order)
+    keys = s.column(key).combine_chunks()
+    first = np.empty(s.num_rows, dtype=bool)
+    first[0] = True
+    first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, s.num_rows - 1)).to_numpy(zero_copy_only=False)
+    return s.filter(pa.array(first))
+
+
+@dataclass
+class MergeResult:
+    table: pa.Table  # the new file version, meta columns first
+    inserts: int  # keys new to the file group
+    updates: int  # keys replaced whose previous row came from an earlier instant
+    rewritten: int  # keys replaced that were already written in this instant (re-flush)
+    written: int  # rows carrying this instant's commit time
+
+
+def _plain_numbers(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Two columns of one integer or floating type, without nulls."""
+    return (
+        a.type == b.type
+        and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type))
+        and not a.null_count
+        and not b.null_count
+    )
+
+
+def merge_file_group(
+    base: pa.Table | None,
+    incoming: pa.Table,
+    *,
+    instant: str,
+    partition: str,
+    file_name: str,
+    key: str,
+    precombine: str,
+    partition_id: int,
+    base_instant: str | None = None,
+) -> MergeResult:
+    """Copy-on-write upsert of ``incoming`` records into the file version ``base``.
+
+    The larger precombine value wins (ties: the incoming record, which is later in the stream).
+    Rows that do not change keep their original commit time and sequence number; every row gets
+    the new file name. The new version is sorted by record key. ``base_instant``, when the caller
+    knows it, is the instant that wrote ``base``: a version from another instant holds no row of
+    ``instant`` (instants only grow), so the rows are not searched for it.
+    """
+    # Few Arrow calls, each over whole columns: the surviving base rows and the winning incoming
+    # rows are concatenated and one take puts them in key order. The simulator merges tens of
+    # thousands of small file groups, where the cost is per call, not per row.
+    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    inc = dedupe_latest(incoming, key, precombine, sort=False)
+    n_base = 0 if base is None else base.num_rows
+    replaced = np.empty(0, dtype=np.int64)  # base rows an incoming record replaces
+    winners, kept_written, rewritten = inc, 0, 0
+    if n_base:
+        missing = sorted(set(data_cols) - set(base.column_names))
+        if missing:
+            raise TableError(
+                f"the incoming records have columns {missing} that the existing base "
+                "file lacks: schema evolution is not supported"
+            )
+        # where each incoming key sits in the file (null: a new key), and whether it wins there:
+        # the larger precombine value, or a tie (the incoming record is later in the stream)
+        pos = pc.index_in(inc.column(key), value_set=base.column(key))
+        if pos.null_count < len(pos):
+            at = pc.fill_null(pos, -1).to_numpy().astype(np.int64)  # -1: a new key
+            inc_pre, base_pre = inc.column(precombine), base.column(precombine)
+            if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
+                found = at >= 0
+                wins = ~found
+                wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
+            else:
+                inc_wins = pc.or_kleene(pc.is_null(pos), pc.greater_equal(inc_pre, pc.take(base_pre, pos)))
+                wins = pc.fill_null(inc_wins, False).to_numpy(zero_copy_only=False)  # null precombine: loses
+            if not wins.all():
+                winners = inc.filter(pa.array(wins))
+                at = at[wins]
+            replaced = at[at >= 0]
+        # rows already carrying this instant's commit time (a re-flush within one instant)
+        if base_instant is None or base_instant == instant:
+            of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
+        else:
+            of_instant = np.zeros(0, dtype=bool)
+        if of_instant.any():
+            rewritten = int(of_instant[replaced].sum())
+            kept_written = int(of_instant.sum()) - rewritten
+    inserts = winners.num_rows - len(replaced)
+    updates = len(replaced) - rewritten
+    n = winners.num_rows
+    seq_start = n_base - len(replaced)
+    # every column but the file name (the same for every row: added after the take)
+    cols = [c for c in META_COLUMNS if c != "_hoodie_file_name"] + data_cols
+    old = base.select(cols) if n_base else None
+    old_keys = None if old is None else old.column("_hoodie_record_key")
+    new_keys = pc.cast(winners.column(key), pa.string() if old_keys is None else old_keys.type)
+    # the new version's row order; the incoming rows take sequence numbers in key order
+    keys = new_keys if old_keys is None else pa.chunked_array(old_keys.chunks + new_keys.chunks)
+    order = pc.sort_indices(keys).to_numpy()
+    seq = np.empty(n, dtype=np.int64)
+    seq[order[order >= n_base] - n_base] = np.arange(seq_start, seq_start + n)
+    fresh = pa.Table.from_arrays(
+        [
+            pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
+            pa.array([f"{instant}_{partition_id}_{i}" for i in seq.tolist()], pa.string()),
+            new_keys,  # _hoodie_record_key
+            pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
+        ]
+        + [winners.column(c) for c in data_cols],
+        names=cols,
+    )
+    if old is not None:
+        if not fresh.schema.equals(old.schema):
+            fresh = fresh.cast(old.schema)
+        both = pa.concat_tables([old, fresh])
+    else:
+        both = fresh
+    if len(replaced):
+        dropped = np.zeros(both.num_rows, dtype=bool)
+        dropped[replaced] = True
+        order = order[~dropped[order]]
+    out = both.take(pa.array(order, pa.uint64()))
+    out = out.add_column(
+        META_COLUMNS.index("_hoodie_file_name"),
+        "_hoodie_file_name",
+        pa.repeat(pa.scalar(file_name, pa.string()), out.num_rows),
+    )
+    return MergeResult(out, inserts, updates, rewritten, n + kept_written)

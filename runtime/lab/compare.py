@@ -1,0 +1,224 @@
+"""The same workload under every protocol, one table of figures, JSON and plots.
+
+Latencies are also given as a multiple of one measured actor-RPC round trip: the physical floor a
+coordination protocol on Ray cannot beat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from runtime.core.config import JobConfig
+
+FIGURES = (
+    "commits",
+    "checkpoints_completed",
+    "checkpoints_aborted",
+    "deadlock",
+    "commit_to_unblock_p50_s",
+    "commit_to_unblock_p99_s",
+    "rows_per_s",
+    "dfs_ops_per_checkpoint",
+    "rpcs_per_checkpoint",
+    "writer_blocked_s",
+    "exactly_once",
+)
+
+
+def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
+    """One protocol's row of the comparison, from its result.json."""
+    ckp = result["checkpoints"]
+    n_ckp = max(1, ckp["completed"] + ckp["aborted"])
+    by_type: dict[str, float] = {}
+    for ops in result.get("dfs_ops_per_checkpoint", {}).values():
+        for op, n in ops.items():
+            by_type[op] = round(by_type.get(op, 0.0) + n, 2)
+    control_rpcs = {k: v for k, v in result["rpcs"].items() if k != "push_input"}
+    lat = result.get("commit_to_unblock_s") or {}
+    eo = result.get("exactly_once")
+
+    def times_rtt(x: float | None) -> float | None:
+        return round(x / rtt_s, 1) if x is not None and rtt_s else None
+
+    return {
+        "status": result["status"],
+        "commits": len(result["commits"]),
+        "checkpoints_completed": ckp["completed"],
+        "checkpoints_aborted": ckp["aborted"],
+        "deadlock": result["deadlock"] is not None,
+        "deadlock_task": result["deadlock"]["task"] if result["deadlock"] else None,
+        "commit_to_unblock_p50_s": lat.get("p50"),
+        "commit_to_unblock_p99_s": lat.get("p99"),
+        "commit_to_unblock_p50_rtt": times_rtt(lat.get("p50")),
+        "commit_to_unblock_p99_rtt": times_rtt(lat.get("p99")),
+        "commit_to_unblock_samples": result.get("commit_to_unblock_samples", []),
+        "rows_per_s": result["rows_per_s"],
+        "dfs_ops_per_checkpoint": by_type,
+        "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
+        "dfs_ops_per_checkpoint_by_role": result.get("dfs_ops_per_checkpoint", {}),
+        "rpcs_per_checkpoint": round(sum(control_rpcs.values()) / n_ckp, 2),
+        "rpcs_by_kind": control_rpcs,
+        "writer_blocked_s": round(sum(result.get("writer_blocked_s", {}).values()), 3),
+        "exactly_once": (None if eo is None else eo["verified"]),
+        "exactly_once_detail": eo,
+        "error": result.get("error"),
+        "run_s": result["timing"]["run_s"],
+    }
+
+
+def run_compare(
+    base: JobConfig,
+    protocols: list[str],
+    out_dir: str,
+    *,
+    run: Callable[[JobConfig, str], dict[str, Any]],
+    rtt: dict[str, float] | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+) -> dict[str, Any]:
+    """Runs ``base`` once per protocol (each on its own table under ``out_dir/<protocol>``)."""
+    rows: dict[str, Any] = {}
+    for i, name in enumerate(protocols):
+        if on_start:
+            on_start(name, i)
+        sub = os.path.join(out_dir, name)
+        cfg = base.replace(protocol=name, table=os.path.join(sub, "table"))
+        result = run(cfg, sub)
+        rows[name] = figures(result, rtt["p50_s"] if rtt else None)
+    doc = {
+        "workload": {
+            "writers": base.writers,
+            "checkpoints": base.checkpoints,
+            "records": base.records,
+            "source": base.source,
+        },
+        "rpc_round_trip": rtt,
+        "protocols": rows,
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "compare.json"), "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    return doc
+
+
+def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
+    """Latency distribution per protocol and DFS operations per checkpoint by type."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = doc["protocols"]
+    names = list(rows)
+    paths = []
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    data = [[s * 1000 for s in rows[n]["commit_to_unblock_samples"]] or [float("nan")] for n in names]
+    ax.boxplot(data, showfliers=True)
+    ax.set_xticks(range(1, len(names) + 1), names, rotation=15)
+    ax.set_ylabel("commit-to-unblock latency (ms)")
+    rtt = (doc.get("rpc_round_trip") or {}).get("p50_s")
+    if rtt:
+        ax.axhline(rtt * 1000, color="grey", linestyle="--", linewidth=1)
+        ax.text(0.6, rtt * 1000, f" one actor RPC ({rtt * 1000:.1f} ms)", va="bottom", color="grey")
+    for i, n in enumerate(names, start=1):
+        if rows[n]["deadlock"]:
+            ax.text(i, ax.get_ylim()[1] * 0.9, "DEADLOCK", ha="center", color="red", fontweight="bold")
+        elif not rows[n]["commit_to_unblock_samples"]:
+            ax.text(i, ax.get_ylim()[1] * 0.05, "writers never\nwaited", ha="center", color="grey")
+    ax.set_title(
+        f"How long a blocked writer waits after the instant is released ({doc['workload']['writers']} writers)"
+    )
+    fig.tight_layout()
+    p = os.path.join(out_dir, "latency.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    ops = sorted({op for n in names for op in rows[n]["dfs_ops_per_checkpoint"]})
+    bottom = [0.0] * len(names)
+    for op in ops:
+        vals = [rows[n]["dfs_ops_per_checkpoint"].get(op, 0.0) for n in names]
+        ax.bar(names, vals, bottom=bottom, label=op)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("DFS operations per checkpoint (protocol roles)")
+    ax.set_title("Storage requests the commit protocol makes per checkpoint")
+    ax.legend(fontsize=8)
+    plt.setp(ax.get_xticklabels(), rotation=15)
+    fig.tight_layout()
+    p = os.path.join(out_dir, "dfs_ops.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+    return paths
+
+
+def compare_table(doc: dict[str, Any]):
+    from rich.table import Table
+
+    rtt = doc.get("rpc_round_trip") or {}
+    t = Table(
+        title=f"commitlab compare: {doc['workload']['writers']} writers, "
+        f"{doc['workload']['checkpoints']} checkpoints, {doc['workload']['records']:,} records"
+        + (f"; one actor RPC = {rtt['p50_s'] * 1000:.2f} ms" if rtt else ""),
+        title_justify="left",
+    )
+    for col in (
+        "protocol",
+        "commits",
+        "ckp ok/aborted",
+        "deadlock",
+        "unblock p50/p99 ms",
+        "in RPCs",
+        "rows/s",
+        "DFS ops/ckp",
+        "RPCs/ckp",
+        "blocked s",
+        "exactly-once",
+    ):
+        t.add_column(col, no_wrap=col == "protocol")
+
+    def ms(x: float | None) -> str:
+        return "-" if x is None else f"{x * 1000:.1f}"
+
+    for name, r in doc["protocols"].items():
+        eo = r["exactly_once"]
+        rtts = (
+            "-"
+            if r["commit_to_unblock_p50_rtt"] is None
+            else f"{r['commit_to_unblock_p50_rtt']:g}/{r['commit_to_unblock_p99_rtt']:g}"
+        )
+        t.add_row(
+            name,
+            str(r["commits"]),
+            f"{r['checkpoints_completed']}/{r['checkpoints_aborted']}",
+            f"[red]yes: {r['deadlock_task']}[/red]" if r["deadlock"] else "no",
+            f"{ms(r['commit_to_unblock_p50_s'])}/{ms(r['commit_to_unblock_p99_s'])}",
+            rtts,
+            f"{r['rows_per_s']:,.0f}",
+            f"{r['dfs_ops_per_checkpoint_total']:g}",
+            f"{r['rpcs_per_checkpoint']:g}",
+            f"{r['writer_blocked_s']:.2f}",
+            "-" if eo is None else ("[green]verified[/green]" if eo else "[red]VIOLATED[/red]"),
+        )
+    return t
+
+
+def dfs_table(doc: dict[str, Any]):
+    """DFS operations per checkpoint by type, one row per protocol."""
+    from rich.table import Table
+
+    rows = doc["protocols"]
+    ops = sorted({op for r in rows.values() for op in r["dfs_ops_per_checkpoint"]})
+    t = Table(
+        title="DFS operations per checkpoint, by type (coordinator, writers, protocol roles)", title_justify="left"
+    )
+    t.add_column("protocol", no_wrap=True)
+    for op in ops:
+        t.add_column(op, justify="right")
+    for name, r in rows.items():
+        t.add_row(name, *[f"{r['dfs_ops_per_checkpoint'].get(op, 0):g}" for op in ops])
+    return t

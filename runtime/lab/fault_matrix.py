@@ -1,0 +1,305 @@
+"""``commitlab faults``: protocols x fault points x seeds, each run checked for exactly-once.
+
+Outcomes, in Jepsen's spirit:
+
+- ``passed``: the run recovered (or rode the fault out) and the official reader finds nothing
+  lost, duplicated or unexpected;
+- ``known failure``: the protocol reproduced the failure it is known for (P1's deadlock,
+  coordination-rpc's spurious restart under a held lock), detected and diagnosed;
+- ``VIOLATION``: the run finished but the table is not exactly-once: a bug, reported with the seed
+  and the command that replays it;
+- ``FAILED``: the run did not finish (restarts exhausted, timed out): a liveness failure, with
+  the diagnosis;
+- ``not fired``: the run never reached the fault point, so it says nothing about the fault;
+- ``n/a``: the fault does not exist under that protocol (no message bus to delete): not run.
+
+The seed picks the generated data and the checkpoint the fault fires at, so a seed names a run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from runtime.core.config import JobConfig
+from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
+
+PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
+NOT_FIRED, NOT_APPLICABLE = "not fired", "n/a"
+
+# the message each protocol's messaging faults hit: the one its commit path depends on; a
+# checkpoint of -1 means the first such message (it carries no checkpoint id)
+MESSAGE_TARGETS: dict[str, tuple[str, bool]] = {
+    "operator-event": ("write_metadata", True),  # an operator event (CommitAckEvents go only after aborts)
+    "message-bus": ("write_metadata", True),  # a writer's WriteMetadataEvent
+    "timeline-server": ("refresh", False),  # the coordinator's refresh to the server
+    "coordination-rpc": ("instant_time_request", True),
+    "coordination-rpc-async": ("instant_time_request", True),
+    "control-topic": ("append", False),  # a message to the control topic
+}
+
+# Faults whose purpose is a protocol's known failure, and how it shows.
+SCENARIO_FAULTS = {
+    "lock-held": "a cleaning action holds the table lock past the RPC timeout (#19902)",
+    "quiet-round": "an empty round then data, completion notified late (P1 deadlock)",
+    "wrong-instant": "region failover of every task as an instant starts, one task back 5 s late (HUDI-6194)",
+}
+
+
+def fault_checkpoint(seed: int, checkpoints: int) -> int:
+    """The checkpoint a seed's fault fires at: 2 .. checkpoints-1 (never the first or last)."""
+    span = max(1, checkpoints - 2)
+    return 2 + (seed % span)
+
+
+def applicable(protocol: str, fault: str) -> bool:
+    """Whether ``fault`` exists under ``protocol`` (the bus faults need a bus on the DFS)."""
+    from runtime.protocols import PROTOCOLS
+
+    return not fault.startswith("bus.") or PROTOCOLS[protocol].messages_on_dfs
+
+
+def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str) -> JobConfig:
+    from runtime.faults.scenarios import lock_held_config, with_quiet_round, wrong_instant_config
+
+    cfg = base.replace(protocol=protocol, seed=base.seed + seed, table=table)
+    if fault == "lock-held":
+        return lock_held_config(cfg)
+    if fault == "quiet-round":
+        return with_quiet_round(cfg)
+    if fault == "wrong-instant":
+        return wrong_instant_config(cfg)
+    ckp = fault_checkpoint(seed, cfg.checkpoints)
+    per_task = fault.startswith("task.") or fault in ("checkpoint.timeout", "bus.deleted_between_restarts")
+    task = seed % cfg.writers if per_task else -1
+    target = ""
+    if fault.startswith("message."):
+        target, has_checkpoint = MESSAGE_TARGETS.get(protocol, ("write_metadata", True))
+        ckp = ckp if has_checkpoint else -1
+    return cfg.replace(faults=[FaultSpec(fault, ckp, task, target=target)])
+
+
+def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, str]:
+    """(outcome, explanation) of one run."""
+    eo = result.get("exactly_once") or {}
+    status = result["status"]
+    if status == "deadlocked":
+        d = result["deadlock"]
+        if protocol == "operator-event":
+            return KNOWN, f"P1 deadlock reproduced: {d['task']} waits for {d['releasing_mail']} in its own mailbox"
+        return FAILED, f"unexpected deadlock in {d['task']}: {d['waiting_for']}"
+    failovers = result.get("failovers") or []
+    if (
+        fault == "lock-held"
+        and protocol == "coordination-rpc"
+        and any("#19902" in (f.get("error") or "") for f in failovers)
+    ):
+        verdict = "then recovered and verified" if eo.get("verified") else "and did not recover"
+        return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
+    if status != "finished":
+        return FAILED, f"{status}: {result.get('error')}"
+    if not eo.get("verified"):
+        return VIOLATION, (
+            f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
+            f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')}, commit problems "
+            f"{len(eo.get('commit_problems') or [])} {eo.get('error') or ''}"
+        ).strip()
+    if fault in FAULT_POINTS and not result.get("faults_fired"):
+        return NOT_FIRED, "the run never reached the fault point: it tells nothing about the fault"
+    how = f"recovered after {len(failovers)} failover(s)" if failovers else "rode it out"
+    return PASSED, how
+
+
+def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
+    faults = ",".join(s.text() for s in cfg.faults)
+    parts = [
+        f"commitlab run --source {cfg.source} --protocol {cfg.protocol} --writers {cfg.writers}",
+        f"--checkpoints {cfg.checkpoints} --records {cfg.records} --seed {cfg.seed}",
+        f"--bucket-flush-rows {cfg.bucket_flush_rows} --checkpoint-timeout {cfg.checkpoint_timeout_s:g}",
+        f"--rpc-timeout {cfg.rpc_timeout_s:g} --failover {cfg.failover}",
+    ]
+    if not cfg.hold_bootstraps:
+        parts.append("--no-hold-bootstraps")
+    if faults:
+        parts.append(f"--faults {faults}")
+    if fault in SCENARIO_FAULTS:
+        parts.append(f"# scenario {fault}")
+    return " ".join(parts)
+
+
+def run_matrix(
+    base: JobConfig,
+    protocols: list[str],
+    faults: list[str],
+    seeds: int,
+    out_dir: str,
+    *,
+    run: Callable[[JobConfig, str], dict[str, Any]],
+    on_run: Callable[[int, int, str], None] | None = None,
+    parallel: int = 1,
+) -> dict[str, Any]:
+    """Runs every (protocol, fault, seed), ``parallel`` at a time; writes ``out_dir/faults.json``
+    (records in matrix order whatever the order they finished in)."""
+    cells = [(fault, protocol, seed) for fault in faults for protocol in protocols for seed in range(seeds)]
+    done = 0
+    lock = threading.Lock()
+
+    def run_cell(cell: tuple[str, str, int]) -> dict[str, Any]:
+        nonlocal done
+        fault, protocol, seed = cell
+        if not applicable(protocol, fault):
+            rec = {
+                "protocol": protocol,
+                "fault": fault,
+                "seed": seed,
+                "outcome": NOT_APPLICABLE,
+                "explanation": "not under this protocol",
+                "fired": [],
+                "failovers": [],
+                "status": "not run",
+                "commits": 0,
+                "replay": "",
+            }
+        else:
+            sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
+            cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
+            try:
+                result = run(cfg, sub)
+                outcome, why = classify(protocol, fault, result)
+            except Exception as exc:  # a run that could not even start is a failure, not a crash
+                result = {
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "faults_fired": [],
+                    "failovers": [],
+                    "commits": [],
+                }
+                outcome, why = FAILED, result["error"]
+            rec = {
+                "protocol": protocol,
+                "fault": fault,
+                "seed": seed,
+                "outcome": outcome,
+                "explanation": why,
+                "fired": result.get("faults_fired", []),
+                "failovers": result.get("failovers", []),
+                "status": result["status"],
+                "commits": len(result.get("commits", [])),
+                "replay": replay_command(cfg, fault, seed),
+            }
+        with lock:
+            done += 1
+            if on_run:
+                on_run(done, len(cells), f"{protocol} x {fault} (seed {seed})")
+        return rec
+
+    t0 = time.monotonic()
+    # runs are independent (a namespace and a table each); running two at once overlaps one
+    # run's waits (timeouts, checkpoint intervals, actor start-up) with the other's work
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        records = list(pool.map(run_cell, cells))
+    doc = {
+        "protocols": protocols,
+        "faults": faults,
+        "seeds": seeds,
+        "parallel": parallel,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "fault_points": {f: FAULT_POINTS.get(f) or SCENARIO_FAULTS.get(f) for f in faults},
+        "runs": records,
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "faults.json"), "w") as f:
+        json.dump(doc, f, indent=2, default=str)
+    return doc
+
+
+_COLOURS = {
+    PASSED: "#4caf50",
+    KNOWN: "#ffb300",
+    VIOLATION: "#d32f2f",
+    FAILED: "#7b1fa2",
+    NOT_FIRED: "#9e9e9e",
+    NOT_APPLICABLE: "#f5f5f5",
+}
+
+
+def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    protocols, faults = doc["protocols"], doc["faults"]
+    worst = {VIOLATION: 5, FAILED: 4, NOT_FIRED: 3, KNOWN: 2, PASSED: 1, NOT_APPLICABLE: 0}
+    cell: dict[tuple[str, str], str] = {}
+    for r in doc["runs"]:
+        key = (r["protocol"], r["fault"])
+        if key not in cell or worst[r["outcome"]] > worst[cell[key]]:
+            cell[key] = r["outcome"]
+    img = [[to_rgb(_COLOURS.get(cell.get((p, f), ""), "#eeeeee")) for f in faults] for p in protocols]
+    fig, ax = plt.subplots(figsize=(1.1 * len(faults) + 3, 0.55 * len(protocols) + 3.0))
+    ax.imshow(img, aspect="auto")
+    ax.set_xticks(range(len(faults)), faults, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(protocols)), protocols, fontsize=9)
+    for i, p in enumerate(protocols):
+        for j, f in enumerate(faults):
+            outcome = cell.get((p, f))
+            if outcome and outcome != PASSED:
+                ax.text(
+                    j,
+                    i,
+                    {KNOWN: "known", VIOLATION: "VIOL", FAILED: "fail", NOT_FIRED: "not fired", NOT_APPLICABLE: "n/a"}[
+                        outcome
+                    ],
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="black",
+                )
+    ax.legend(
+        handles=[Patch(color=c, label=o) for o, c in _COLOURS.items()],
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.62),
+        ncol=6,
+        fontsize=8,
+    )
+    ax.set_title(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)")
+    fig.tight_layout()
+    path = os.path.join(out_dir, "faults.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def outcome_table(doc: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table(title="commitlab faults", title_justify="left")
+    for col in ("fault", "protocol", "seed", "outcome", "fired", "explanation"):
+        t.add_column(col)
+    style = {
+        PASSED: "green",
+        KNOWN: "yellow",
+        VIOLATION: "bold red",
+        FAILED: "magenta",
+        NOT_FIRED: "dim",
+        NOT_APPLICABLE: "dim",
+    }
+    for r in doc["runs"]:
+        fired = ", ".join(f"{f['point']}@{f['checkpoint']}" for f in r["fired"]) or "-"
+        t.add_row(
+            r["fault"],
+            r["protocol"],
+            str(r["seed"]),
+            f"[{style[r['outcome']]}]{r['outcome']}[/{style[r['outcome']]}]",
+            fired,
+            r["explanation"] + (f"\n  replay: {r['replay']}" if r["outcome"] in (VIOLATION, FAILED) else ""),
+        )
+    return t

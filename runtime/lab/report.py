@@ -1,0 +1,120 @@
+"""Human-readable output of a run: the progress bar and the summary table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+@contextmanager
+def checkpoint_progress(
+    console: Console, total: int, label: str, enabled: bool = True
+) -> Iterator[Callable[[dict[str, Any]], None]]:
+    """A progress bar over checkpoints; yields the callback a job run reports progress to."""
+    if not enabled:
+        yield lambda _p: None
+        return
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} checkpoints"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(label, total=total)
+
+        def update(p: dict[str, Any]) -> None:
+            if p:
+                progress.update(
+                    task,
+                    completed=min(p.get("completed", 0), total),
+                    description=f"{label} (checkpoint {p.get('checkpoint', 0)})",
+                )
+
+        yield update
+
+
+def summary_table(result: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"commitlab run: {result['protocol']}, {result['writers']} writers",
+        show_header=False,
+        title_justify="left",
+    )
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    ckp = result["checkpoints"]
+    t.add_row("status", _status(result))
+    if result.get("error"):
+        t.add_row("error", str(result["error"]))
+    t.add_row("rows in", f"{result['rows_in']:,} of {result['records']:,}")
+    t.add_row("checkpoints", f"{ckp['completed']} completed, {ckp['aborted']} aborted")
+    commits = result["commits"]
+    t.add_row(
+        "commits",
+        f"{len(commits)}: "
+        + ", ".join(f"{c['instant']} (ckp {c['checkpoint']}, {c['rows']:,} rows)" for c in commits[:6])
+        + (" ..." if len(commits) > 6 else ""),
+    )
+    if result.get("empty_rounds"):
+        t.add_row("empty rounds", ", ".join(map(str, result["empty_rounds"])))
+    timing = result["timing"]
+    t.add_row(
+        "time", f"{timing['run_s']:.2f}s run + {timing['setup_s']:.2f}s set-up; {result['rows_per_s']:,.0f} rows/s"
+    )
+    for role, ops in sorted(result.get("dfs_ops_per_checkpoint", {}).items()):
+        t.add_row(f"DFS ops/ckp ({role})", ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items())))
+    t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result["rpcs"].items())))
+    blocked = result.get("writer_blocked_s") or {}
+    if blocked:
+        t.add_row("writers blocked", ", ".join(f"{k} {v:.2f}s" for k, v in sorted(blocked.items())))
+    eo = result.get("exactly_once")
+    if eo is None:
+        t.add_row("exactly-once", "not checked (the run did not finish)")
+    else:
+        t.add_row("exactly-once", verdict_line(eo))
+    return t
+
+
+def verdict_line(eo: dict[str, Any]) -> str:
+    head = "[green]verified[/green]" if eo["verified"] else "[red]VIOLATED[/red]"
+    if eo.get("error"):
+        return f"{head}: {eo['error']}"
+    line = (
+        f"{head}: expected {eo['expected']:,}, actual {eo['actual']:,}, lost {eo['lost']}, "
+        f"duplicated {eo['duplicated']}, unexpected {eo['unexpected']}, "
+        f"mismatched {eo.get('mismatched', 0)}"
+    )
+    if "commits_checked" in eo:
+        bad = len(eo.get("commit_problems") or [])
+        line += f"; {eo['commits_checked']} commits' incremental reads " + (
+            "match their metadata" if not bad else f"[red]{bad} differ from their metadata[/red]"
+        )
+    return line
+
+
+def verdict_table(eo: dict[str, Any], title: str) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row("exactly-once", verdict_line(eo))
+    for kind, keys in (eo.get("samples") or {}).items():
+        if keys:
+            t.add_row(f"{kind} (sample)", ", ".join(map(str, keys)))
+    for p in eo.get("commit_problems") or []:
+        t.add_row(
+            f"commit {p['instant']}",
+            f"metadata says {p['rows_by_metadata']} rows, read {p['rows_read']}; {p['file_groups_differing']}",
+        )
+    return t
+
+
+def _status(result: dict[str, Any]) -> str:
+    s = result["status"]
+    colour = {"finished": "green", "deadlocked": "red", "failed": "red", "timed-out": "red"}.get(s, "yellow")
+    return f"[{colour}]{s}[/{colour}]"

@@ -1,0 +1,511 @@
+"""``commitlab simulate``: one job under the deterministic simulator (no Ray).
+
+``runtime/cli.py`` registers it with :func:`add_commands`; ``python -m runtime.sim.commands`` runs it
+alone. ``--seed`` is the schedule's seed (message delays, the roles' random sources);
+``--data-seed`` the generated stream's. ``--check-determinism`` runs twice and stops the second
+run at the first event that differs, naming it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from typing import Any
+
+from rich.console import Console
+
+from runtime.core.config import ConfigError, JobConfig, Schedule
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
+
+
+def _protocol_names() -> list[str]:
+    from runtime.protocols import PROTOCOLS
+
+    return list(PROTOCOLS)
+
+
+def add_commands(subparsers: Any) -> None:
+    """Registers ``simulate``, ``explore``, ``replay`` and ``shrink`` on the ``commitlab``
+    sub-command parser."""
+    d = JobConfig()
+    p = subparsers.add_parser(
+        "simulate", help="run a job under the deterministic simulator (virtual time, one process, a seed; no Ray)"
+    )
+    p.add_argument("--protocol", default=d.protocol, choices=_protocol_names())
+    p.add_argument("--seed", type=int, default=0, help="the schedule's seed: message delays, random sources")
+    p.add_argument("--out", default="commitlab-sim", help="directory for result.json and the table")
+    p.add_argument(
+        "--scenario",
+        choices=["none", "deadlock", "lock-held"],
+        default="none",
+        help="a named schedule from runtime.faults.scenarios (deadlock: P1's CommitAckEvent deadlock; "
+        "lock-held: a cleaner holds the table lock, #19902)",
+    )
+    p.add_argument(
+        "--check-determinism",
+        action="store_true",
+        help="run twice with the seed and stop at the first event that differs",
+    )
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="write OUT/trace.jsonl (the simulator's events) and OUT/trace.json (Perfetto)",
+    )
+    p.add_argument(
+        "--delay",
+        default="uniform:0.0002:0.002",
+        help="message delay: uniform:LO:HI, fixed:S or exp:MEAN:CAP (seconds)",
+    )
+    p.add_argument("--io-delay", default="", help="virtual time each DFS call takes (same forms; default none)")
+    p.add_argument(
+        "--max-virtual", type=float, default=None, help="stop at this virtual time (default: the job timeout)"
+    )
+    p.add_argument("--max-real", type=float, default=600.0, help="real-time guard of one run, seconds")
+    p.add_argument("--no-verify", action="store_true", help="skip the exactly-once check with the official reader")
+    p.add_argument("--quiet", action="store_true")
+    g = p.add_argument_group("workload")
+    g.add_argument("--writers", type=int, default=d.writers)
+    g.add_argument("--checkpoints", type=int, default=d.checkpoints)
+    g.add_argument("--records", type=int, default=d.records)
+    g.add_argument("--keys", type=int, default=d.keys, help="distinct keys (0: records/2)")
+    g.add_argument("--partitions", type=int, default=d.partitions)
+    g.add_argument("--buckets", type=int, default=d.buckets, help="buckets per partition (0: 2 per writer)")
+    g.add_argument("--data-seed", type=int, default=d.seed, help="the generated stream's seed")
+    g.add_argument("--source-batch-rows", type=int, default=d.source_batch_rows)
+    g.add_argument("--bucket-flush-rows", type=int, default=d.bucket_flush_rows)
+    g.add_argument("--task-buffer-rows", type=int, default=d.task_buffer_rows)
+    g.add_argument("--checkpoint-interval", type=float, default=d.checkpoint_interval_s)
+    g.add_argument("--wait-tick", type=float, default=d.wait_tick_s)
+    g.add_argument("--commit-ack-timeout", type=float, default=d.commit_ack_timeout_s)
+    g.add_argument("--deadlock-threshold", type=float, default=d.deadlock_threshold_s)
+    g.add_argument("--job-timeout", type=float, default=d.job_timeout_s)
+    g.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
+    p.add_argument(
+        "--storage",
+        choices=["disk", "memory"],
+        default="disk",
+        help="disk: real parquet, verified by the official reader (default); memory: the "
+        "simulated disk, verified by the project's own snapshot reader (fast)",
+    )
+    p.set_defaults(func=cmd_simulate)
+    _add_explore_commands(subparsers)
+
+
+def config_from(args: argparse.Namespace) -> JobConfig:
+    """The JobConfig of the arguments, with the scenario applied."""
+    from runtime.faults.scenarios import SCENARIOS
+
+    aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()]
+    cfg = JobConfig(
+        protocol=args.protocol,
+        writers=args.writers,
+        checkpoints=args.checkpoints,
+        records=args.records,
+        keys=args.keys,
+        partitions=args.partitions,
+        buckets=args.buckets,
+        seed=args.data_seed,
+        source="generator",
+        source_batch_rows=args.source_batch_rows,
+        bucket_flush_rows=args.bucket_flush_rows,
+        task_buffer_rows=args.task_buffer_rows,
+        checkpoint_interval_s=args.checkpoint_interval,
+        wait_tick_s=args.wait_tick,
+        commit_ack_timeout_s=args.commit_ack_timeout,
+        deadlock_threshold_s=args.deadlock_threshold,
+        job_timeout_s=args.job_timeout,
+        schedule=Schedule(abort_checkpoints=aborts),
+    )
+    if args.scenario != "none":
+        cfg = SCENARIOS[args.scenario](cfg)
+    return cfg
+
+
+def _fresh_table(workdir: str, console: Console, quiet: bool) -> None:
+    """A simulation writes a fresh table: a previous run's under OUT is removed (never anything
+    that is not a Hudi table)."""
+    table = os.path.join(workdir, "table")
+    if os.path.isfile(os.path.join(table, ".hoodie", "hoodie.properties")):
+        if not quiet:
+            console.print(f"removing the previous run's table {table}")
+        shutil.rmtree(table)
+
+
+def _delay(text: str) -> Any:
+    from runtime.sim.network import Delay
+
+    if not text:
+        return None
+    try:
+        return Delay.parse(text)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _exit_code(result: dict[str, Any]) -> int:
+    if result["status"] == "deadlocked":
+        return EXIT_DEADLOCK
+    eo = result.get("exactly_once")
+    verified = eo is None or eo.get("verified")  # --no-verify: the status decides
+    return EXIT_OK if result["status"] == "finished" and verified else EXIT_FAILED
+
+
+def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
+    from runtime.lab.report import summary_table
+    from runtime.sim.host import simulate
+    from runtime.sim.recorder import write_jsonl
+
+    out = os.path.abspath(args.out)
+    cfg = config_from(args)
+    os.makedirs(out, exist_ok=True)
+    _fresh_table(out, console, args.quiet)
+    kwargs = dict(
+        max_virtual_s=args.max_virtual,
+        delay=_delay(args.delay),
+        io_delay=_delay(args.io_delay),
+        max_real_s=args.max_real,
+        verify=not args.no_verify,
+        storage=args.storage,
+    )
+    result = simulate(
+        cfg,
+        seed=args.seed,
+        workdir=out,
+        trace=args.trace or args.check_determinism,
+        chrome_trace_path=os.path.join(out, "trace.json") if args.trace else None,
+        **kwargs,
+    )
+    events = result.pop("trace", None)
+    code = _exit_code(result)
+    if args.check_determinism:
+        replay_dir = os.path.join(out, ".determinism")
+        shutil.rmtree(replay_dir, ignore_errors=True)
+        try:
+            replay = simulate(
+                cfg, seed=args.seed, workdir=replay_dir, expect_trace=events, **{**kwargs, "verify": False}
+            )
+        finally:
+            shutil.rmtree(replay_dir, ignore_errors=True)
+        div = replay["divergence"]
+        if div is None and replay["trace_events"] != result["trace_events"]:
+            div = {"index": replay["trace_events"], "first": None, "second": None}
+        result["determinism"] = {
+            "identical": div is None,
+            "events": result["trace_events"],
+            "sha256": result["trace_sha256"],
+            "replay_sha256": replay["trace_sha256"],
+            "divergence": div,
+        }
+        if div is not None:
+            code = EXIT_FAILED
+    if args.trace and events is not None:
+        write_jsonl(os.path.join(out, "trace.jsonl"), events)
+    with open(os.path.join(out, "result.json"), "w") as f:
+        json.dump(result, f, indent=2, default=str)
+
+    console.print(summary_table(result))
+    if result.get("deadlock"):
+        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    console.print(
+        f"simulated {result['virtual_s']:.3f} virtual s in {result['wall_s']:.2f} real s "
+        f"(seed {args.seed}, {result['sim']['messages']} messages, delay {result['sim']['delay']}); "
+        f"trace: {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        highlight=False,
+    )
+    det = result.get("determinism")
+    if det is not None:
+        if det["identical"]:
+            console.print(
+                f"[green]deterministic[/green]: the replay gave the same {det['events']} events", highlight=False
+            )
+        else:
+            d = det["divergence"]
+            console.print(
+                f"[red]NOT deterministic[/red]: the traces differ at event {d['index']}\n"
+                f"  first run:  {d['first']}\n  second run: {d['second']}",
+                highlight=False,
+            )
+    console.print(
+        f"result: {os.path.join(out, 'result.json')}"
+        + (f"; trace: {os.path.join(out, 'trace.jsonl')}, {os.path.join(out, 'trace.json')}" if args.trace else ""),
+        highlight=False,
+    )
+    return code
+
+
+# -- explore, replay, shrink ----------------------------------------------------------------------
+
+
+def _add_explore_commands(subparsers: Any) -> None:
+    from runtime.sim.schedule import SCENARIOS
+
+    scen_help = "; ".join(f"{k}: {v[1]}" for k, v in SCENARIOS.items())
+    p = subparsers.add_parser(
+        "explore",
+        help="many seeds of a scenario under the simulator, a random schedule each, invariants checked after every run",
+    )
+    p.add_argument("--scenario", required=True, choices=list(SCENARIOS), help=scen_help)
+    p.add_argument("--seeds", type=int, default=100, help="how many seeds (from --first-seed)")
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument(
+        "--protocol",
+        choices=_protocol_names(),
+        default=None,
+        help="one protocol (default: every protocol, --seeds each)",
+    )
+    p.add_argument("--out", default="commitlab-explore", help="directory for explore.json")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="worker processes running seeds side by side (default: one per CPU, one for "
+        "fewer than 8 runs); the results do not depend on it",
+    )
+    p.add_argument(
+        "--real-parquet",
+        action="store_true",
+        help="write real parquet under OUT and verify with the official reader (slow)",
+    )
+    p.add_argument(
+        "--shrink",
+        action="store_true",
+        help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json",
+    )
+    p.set_defaults(func=cmd_explore)
+
+    for name, helptext in (
+        ("replay", "re-run one explored seed and print its verdict and trace excerpt"),
+        ("shrink", "reduce a failing seed's schedule to a smaller one that fails the same way"),
+    ):
+        q = subparsers.add_parser(name, help=helptext)
+        q.add_argument("--seed", type=int, required=True)
+        q.add_argument("--protocol", choices=_protocol_names(), required=True)
+        src = q.add_mutually_exclusive_group(required=True)
+        src.add_argument("--scenario", choices=list(SCENARIOS), help="draw the seed's schedule from this scenario")
+        src.add_argument("--schedule", help="a schedule JSON file (e.g. written by shrink)")
+        q.add_argument(
+            "--real-parquet", action="store_true", help="real parquet, verified by the official reader (needs --out)"
+        )
+        q.add_argument("--out", default=None, help="directory for the table (--real-parquet) or shrink's schedule file")
+        q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt")
+        if name == "shrink":
+            q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried")
+        q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
+
+
+def _storage(args: argparse.Namespace) -> str:
+    return "disk" if getattr(args, "real_parquet", False) else "memory"
+
+
+def _schedule_of(args: argparse.Namespace) -> Any:
+    from runtime.sim.schedule import SimSchedule, draw
+
+    return SimSchedule.load(args.schedule) if args.schedule else draw(args.scenario, args.seed)
+
+
+def _workdir(args: argparse.Namespace, what: str) -> str | None:
+    if _storage(args) == "memory":
+        return None
+    if not args.out:
+        raise ConfigError(f"--real-parquet writes a table: give --out DIR for {what}")
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    _fresh_table(out, Console(quiet=True), True)
+    return out
+
+
+def _outcome_style(outcome: str) -> str:
+    return {"passed": "green", "known failure": "yellow"}.get(outcome, "red")
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from runtime.sim.explore import explore, replay_command
+    from runtime.sim.schedule import SimSchedule
+    from runtime.sim.shrink import shrink
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
+    protocols = [args.protocol] if args.protocol else _protocol_names()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    storage = _storage(args)
+    workdir = os.path.join(out, "tables") if storage == "disk" else None
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    tally = {"passed": 0, "known failure": 0, "VIOLATION": 0, "FAILED": 0}
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tally]}"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=not console.is_terminal,
+    ) as progress:
+        task = progress.add_task(f"explore {args.scenario}", total=len(seeds) * len(protocols), tally="")
+
+        def on_run(rec: dict[str, Any]) -> None:
+            tally[rec["outcome"]] += 1
+            progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
+
+        doc = explore(args.scenario, seeds, protocols, storage=storage, workdir=workdir, jobs=args.jobs, on_run=on_run)
+    if args.shrink:
+        doc["shrunk"] = []
+        for protocol in protocols:
+            first = next((r for r in doc["failures"] + doc["known_failures"] if r["protocol"] == protocol), None)
+            if first is None:
+                continue
+            res = shrink(SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory")
+            path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
+            with open(path, "w") as f:
+                json.dump(res.to_dict(), f, indent=2)
+            doc["shrunk"].append(
+                {
+                    "protocol": protocol,
+                    "seed": first["seed"],
+                    "file": os.path.basename(path),
+                    "from": res.original.describe(),
+                    "to": res.schedule.describe(),
+                    "runs": res.runs,
+                    "replay": replay_command(args.scenario, first["seed"], protocol, schedule_file=path),
+                }
+            )
+    with open(os.path.join(out, "explore.json"), "w") as f:
+        json.dump(doc, f, indent=2)
+
+    for protocol, c in doc["counts"].items():
+        console.print(
+            f"{protocol:<24} "
+            + ", ".join(f"[{_outcome_style(k)}]{k} {v}[/{_outcome_style(k)}]" for k, v in c.items() if v),
+            highlight=False,
+        )
+    known = doc["known_failures"]
+    if known:
+        k = known[0]
+        console.print(
+            f"\n[yellow]known failure[/yellow] found on its own, e.g. {k['protocol']} seed "
+            f"{k['seed']}: {k['detail']}\n  schedule: {k['schedule']}\n  replay: {k['replay']}",
+            highlight=False,
+        )
+    for r in doc["failures"][:10]:
+        style = _outcome_style(r["outcome"])
+        console.print(
+            f"\n[{style}]{r['outcome']}[/{style}] {r['protocol']} seed {r['seed']}"
+            f"{' (' + r['invariant'] + ')' if r['invariant'] else ''}: {r['detail']}\n"
+            f"  schedule: {r['schedule']}\n  replay: {r['replay']}",
+            highlight=False,
+        )
+        for line in r["trace_excerpt"][-10:]:
+            console.print(f"    {line}", highlight=False, markup=False)
+    if len(doc["failures"]) > 10:
+        console.print(f"... and {len(doc['failures']) - 10} more failures in explore.json")
+    for s in doc.get("shrunk", []):
+        console.print(
+            f"\nshrunk {s['protocol']} seed {s['seed']} in {s['runs']} runs:\n  from {s['from']}\n"
+            f"  to   {s['to']}\n  replay: {s['replay']}",
+            highlight=False,
+        )
+    t = doc["timing"]
+    console.print(
+        f"\n{t['runs']} runs in {t['real_s']:.1f} real s ({t['jobs']} process(es), "
+        f"{t['per_run_s_mean']:.3f} s per run); "
+        f"results: {os.path.join(out, 'explore.json')}",
+        highlight=False,
+    )
+    return EXIT_FAILED if doc["failures"] else EXIT_OK
+
+
+def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: int) -> None:
+    from runtime.sim.explore import excerpt
+
+    style = _outcome_style(verdict.outcome)
+    console.print(
+        f"[{style}]{verdict.outcome}[/{style}]"
+        f"{' (' + verdict.invariant + ')' if verdict.invariant else ''}: {verdict.detail}",
+        highlight=False,
+    )
+    console.print(
+        f"status {result['status']}, commits at checkpoints "
+        f"{[c['checkpoint'] for c in result['commits']]}, {result['virtual_s']:.3f} virtual s, "
+        f"trace {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        highlight=False,
+    )
+    if result.get("deadlock"):
+        console.print(result["deadlock"]["explanation"], highlight=False, markup=False)
+    console.print("trace excerpt:")
+    for line in excerpt(result["trace"], verdict.role, n, at_failover=verdict.at_failover):
+        console.print(f"  {line}", highlight=False, markup=False)
+
+
+def cmd_replay(args: argparse.Namespace, console: Console) -> int:
+    from runtime.sim.explore import run_schedule
+
+    schedule = _schedule_of(args)
+    console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
+    verdict, result = run_schedule(
+        schedule, args.protocol, args.seed, storage=_storage(args), workdir=_workdir(args, "replay")
+    )
+    _print_verdict(console, verdict, result, args.trace_events)
+    return EXIT_FAILED if verdict.failing else EXIT_OK
+
+
+def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
+    from runtime.sim.explore import replay_command, run_schedule
+    from runtime.sim.shrink import shrink
+
+    schedule = _schedule_of(args)
+    console.print(f"shrinking {args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
+    try:
+        res = shrink(
+            schedule,
+            args.protocol,
+            args.seed,
+            max_runs=args.max_runs,
+            on_step=lambda what, s: console.print(f"  {what}: {s.describe()}", highlight=False),
+        )
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        return EXIT_USAGE
+    out = os.path.abspath(args.out or ".")
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, f"shrunk-{args.protocol}-{args.seed}.json")
+    with open(path, "w") as f:
+        json.dump(res.to_dict(), f, indent=2)
+    console.print(
+        f"{res.runs} runs; size (checkpoints, writers, faults, records) {res.original.size()} -> {res.schedule.size()}",
+        highlight=False,
+    )
+    verdict, result = run_schedule(res.schedule, args.protocol, args.seed)
+    _print_verdict(console, verdict, result, args.trace_events)
+    console.print(
+        f"schedule: {path}\nreplay: {replay_command('', args.seed, args.protocol, schedule_file=path)}", highlight=False
+    )
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="commitlab")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] not in (["simulate"], ["explore"], ["replay"], ["shrink"]):  # --protocol ... = simulate
+        argv = ["simulate", *argv]
+    args = parser.parse_args(argv)
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    try:
+        return args.func(args, console)
+    except ConfigError as exc:
+        console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""The simulator's trace: every message delivery and every mail or step, as plain tuples.
+
+An event is ``(t_ns, type, role, *fields)`` with ``t_ns`` the virtual time in integer
+nanoseconds and every field a str, int, float, bool or None, so the trace serializes to JSON lines
+byte for byte the same on every run with the same seed. Two runs are compared event by event
+(:func:`first_divergence`) or by hash (:func:`trace_sha256`). The types:
+
+* ``deliver``: ``from, to, method, kind, id``: a call or send starts at its destination
+  (``kind`` is the message's type with its checkpoint or round, e.g. ``Barrier(ckp=2)``);
+* ``reply`` / ``reply-error`` / ``reply-late``: ``from, to, method, kind, id``: the answer reaches
+  the caller (``reply-late``: the caller had given up); ``send-error``: a one-way message failed;
+* ``timeout``: ``caller, dest, method, seconds``: a call's bound fired;
+* ``mail``: ``task, kind``: a mail starts on a task's mailbox thread;
+* ``X`` / ``i`` / ``s`` / ``f``: ``role, thread, cat, name, ts_us, dur_us, args``: the role's own
+  trace events (every mail and default-action step when it ends, flushes, commits, blocked waits);
+* ``host``: ``driver, start|end, ...``: the run's start and its verdict.
+
+What could make two runs differ although nothing in the schedule does is scrubbed here, not in
+role code: the table's absolute path (two runs of one seed use two directories) and object
+addresses (``0x7f..``) in reprs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from runtime.core.metrics import Metrics
+from runtime.core.trace import Tracer
+
+Event = tuple
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+_SCALARS = frozenset((int, float, bool))
+# json.dumps(value, sort_keys=True, default=str), without building an encoder per call
+_FIELD_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+
+
+class TraceRecorder:
+    """Collects events in order. With ``expected`` (a reference run's events) it compares each new
+    event as it is recorded and calls ``on_divergence`` at the first difference, so a replay can
+    stop right there instead of running to the end."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        *,
+        scrub: dict[str, str] | None = None,
+        expected: Sequence[Event] | None = None,
+        on_divergence: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.events: list[Event] = []
+        self.scrub = sorted((scrub or {}).items(), key=lambda kv: -len(kv[0]))
+        self.expected = expected
+        self.on_divergence = on_divergence
+        self.divergence: dict[str, Any] | None = None
+        self.closed = False
+        self._scrubbed: dict[str, str] = {}
+
+    def _field(self, value: Any) -> Any:
+        if value is None or type(value) in _SCALARS:
+            return value
+        if type(value) is str:
+            # role, method and message names repeat all run long: scrub each once
+            done = self._scrubbed.get(value)
+            if done is None:
+                done = self._scrub_text(value)
+                if len(self._scrubbed) < 100_000:
+                    self._scrubbed[value] = done
+            return done
+        return self._scrub_text(_FIELD_ENCODER.encode(value))
+
+    def _scrub_text(self, text: str) -> str:
+        for old, new in self.scrub:
+            if old in text:
+                text = text.replace(old, new)
+        if "0x" in text:
+            text = _ADDRESS.sub("0x?", text)
+        return text
+
+    def add(self, kind: str, role: str, *fields: Any) -> None:
+        if self.closed:
+            return
+        f, known = self._field, self._scrubbed
+        # (a repeated string is looked up inline: most fields are names seen before)
+        event = (
+            round(self.clock() * 1e9),
+            kind,
+            role,
+            *[known.get(x) or f(x) if type(x) is str else f(x) for x in fields],
+        )
+        self.events.append(event)
+        if self.expected is not None and self.divergence is None:
+            index = len(self.events) - 1
+            want = self.expected[index] if index < len(self.expected) else None
+            if want is None or tuple(want) != event:
+                self.divergence = {
+                    "index": index,
+                    "first": list(want) if want is not None else None,
+                    "second": list(event),
+                }
+                if self.on_divergence is not None:
+                    self.on_divergence(self.divergence)
+
+    def close(self) -> None:
+        """Stops recording (the run is over; clean-up must not add events)."""
+        self.closed = True
+
+
+_LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def event_line(event: Event) -> str:
+    """One event as a JSON line (without the newline): what ``trace.jsonl`` holds and the hash covers."""
+    return _LINE_ENCODER.encode(event)
+
+
+def trace_sha256(events: Iterable[Event]) -> str:
+    h = hashlib.sha256()
+    for ev in events:
+        h.update(event_line(ev).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def write_jsonl(path: str, events: Iterable[Event]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for ev in events:
+            f.write(event_line(ev))
+            f.write("\n")
+
+
+def first_divergence(a: Sequence[Event], b: Sequence[Event]) -> dict[str, Any] | None:
+    """The first index where two traces differ, with both events (None for a missing one)."""
+    for i in range(min(len(a), len(b))):
+        if tuple(a[i]) != tuple(b[i]):
+            return {"index": i, "first": list(a[i]), "second": list(b[i])}
+    if len(a) != len(b):
+        i = min(len(a), len(b))
+        return {"index": i, "first": list(a[i]) if i < len(a) else None, "second": list(b[i]) if i < len(b) else None}
+    return None
+
+
+class SimTracer(Tracer):
+    """The role's Chrome-trace tracer, also feeding every event to the simulator's trace (mail and
+    step ends, flushes, commits, blocked waits). Chrome events are kept only when ``enabled``."""
+
+    def __init__(self, process: str, recorder: TraceRecorder, *, enabled: bool, clock: Callable[[], float]) -> None:
+        super().__init__(process, enabled=enabled, clock=clock)
+        self.recorder = recorder
+
+    def _add(self, ev: dict[str, Any]) -> None:
+        self.recorder.add(
+            ev.get("ph", "?"),
+            self.process,
+            ev.get("tid", ""),
+            ev.get("cat", ""),
+            ev.get("name", ""),
+            ev.get("ts"),
+            ev.get("dur"),
+            ev.get("args") or None,
+        )
+        super()._add(ev)
+
+    def complete(
+        self,
+        name: str,
+        start: float,
+        end: float,
+        *,
+        thread: str = "main",
+        cat: str = "",
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        if self.enabled:
+            super().complete(name, start, end, thread=thread, cat=cat, args=args)
+            return
+        # the commonest event (every mail and step), straight to the trace: the same fields as
+        # ``_add`` would take from the Chrome event, without building it
+        self.recorder.add(
+            "X",
+            self.process,
+            thread,
+            cat or "run",
+            name,
+            self._us(start),
+            self._us(max(0.0, end - start)),
+            args or None,
+        )
+
+
+class SimMetrics(Metrics):
+    """The role's counters; a mail that starts on a task's mailbox thread is also a trace event."""
+
+    def __init__(self, role: str, recorder: TraceRecorder) -> None:
+        super().__init__()
+        self._role = role
+        self._recorder = recorder
+
+    def mail(self, kind: str) -> None:
+        self._recorder.add("mail", self._role, kind)
+        super().mail(kind)

@@ -1,0 +1,180 @@
+"""The simulator's :class:`~runtime.core.env.Env`: virtual time, an in-process network, inline I/O.
+
+A role cannot tell it is simulated: ``now`` is the loop's virtual clock, ``wall_time`` a fixed
+epoch plus that clock (so Hudi instant times, and with them every file name, repeat from run to
+run), ``call``/``send`` go through :class:`~runtime.sim.network.SimNetwork` with the same encoding
+as on Ray, and ``io`` runs the blocking function inline: the simulator has one thread, and a
+thread pool would be a source of nondeterminism.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import random
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from runtime.core.dfs import Dfs
+from runtime.core.env import Env, WaitTimeout
+from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
+from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
+
+T = TypeVar("T")
+
+# 2026-01-01T00:00:00Z: virtual time 0 is this wall-clock time, so instant times are stable
+SIM_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc).timestamp()
+
+__all__ = ["SimEnv", "SimNetwork", "Delay", "DEFAULT_DELAY", "SIM_EPOCH", "role_rng"]
+
+
+def role_rng(seed: int, role: str, purpose: str = "role") -> random.Random:
+    """A random source derived from the seed and a role name (string seeds hash with SHA-512, so
+    this is the same in every process, unlike ``hash()``)."""
+    return random.Random(f"commitlab-sim/{seed}/{purpose}/{role}")
+
+
+class _ReplyTimeout(asyncio.TimeoutError):
+    """A call's reply did not come within its bound."""
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(_ReplyTimeout())
+
+
+class SimEnv(Env):
+    """One role's environment inside the simulator."""
+
+    def __init__(
+        self,
+        role: str,
+        dfs: Dfs,
+        network: SimNetwork,
+        *,
+        seed: int,
+        recorder: TraceRecorder,
+        chrome_trace: bool = False,
+        io_delay: Delay | None = None,
+        incarnation: int = 0,
+    ) -> None:
+        self.role = role
+        self.dfs = dfs
+        self.network = network
+        self._loop = network.loop
+        # a restarted role draws new numbers, as a new process would
+        self.incarnation = incarnation
+        key = role if incarnation == 0 else f"{role}#{incarnation}"
+        self.rng = role_rng(seed, key)
+        self._io_rng = role_rng(seed, key, "io")
+        self.alive = True
+        self.crashed: str | None = None  # why an injected crash ended this role
+        self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
+        self.io_delay = io_delay
+        self._deferred_io_s = 0.0  # slow-DFS time owed by the current inline I/O call
+        self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self.now)
+        self.metrics = SimMetrics(role, recorder)
+        self.recorder = recorder
+        self.send_errors: list[str] = []
+        network.add(role)
+
+    def now(self) -> float:
+        return self._loop.time()
+
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = self._loop.create_task(coro, name=name)
+        self.tasks.append(task)
+        return task
+
+    def kill(self) -> None:
+        """The role's process dies: everything it runs is cancelled, nothing more is sent."""
+        self.alive = False
+        for task in self.tasks:
+            if not task.done():
+                task.cancel()
+            elif not task.cancelled():
+                task.exception()  # died with the role: nobody else will look at it
+        self.tasks.clear()
+
+    def crash(self, reason: str) -> None:
+        """An injected crash: on Ray the process exits; here the role is marked dead for the
+        supervisor (which fails the job over, as the Ray driver does for a dead actor) and the
+        crashing coroutine ends."""
+        self.crashed = reason
+        super().crash(reason)
+
+    def _check_alive(self) -> None:
+        if not self.alive:
+            raise RoleDied(f"{self.role} (incarnation {self.incarnation}) is dead")
+
+    def wall_time(self) -> float:
+        return SIM_EPOCH + self._loop.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def _check_dest(self, dest: str) -> None:
+        if not self.network.knows(dest):
+            known = sorted(n for n in self.network.roles if n != self.role)
+            raise LookupError(f"{self.role} has no handle for {dest!r}; known: {known}")
+
+    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        self._check_alive()
+        self._check_dest(dest)
+        self.metrics.rpc(method)
+        await self.apply_call_fault(dest, method, msg, timeout)
+        fut = self.network.post(self.role, dest, method, msg, want_reply=True)
+        assert fut is not None
+        if not timeout:
+            return from_wire(await fut)
+        # the bound is a timer on the reply itself (what ``bounded`` does, minus its context
+        # manager and task bookkeeping: calls are most of what roles await)
+        timer = self._loop.call_at(self._loop.time() + timeout, _expire, fut)
+        try:
+            reply = await fut
+        except _ReplyTimeout as exc:
+            self.recorder.add("timeout", self.role, dest, method, timeout)
+            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
+        finally:
+            timer.cancel()
+        return from_wire(reply)
+
+    def send(self, dest: str, method: str, msg: Any = None) -> None:
+        self._check_alive()
+        self._check_dest(dest)
+        self.metrics.rpc(method)
+        delay = self.send_fault_delay(dest, method, msg)
+        if delay is None:
+            return  # lost in transit
+        if delay:  # delivered late; messages sent after it overtake it
+            self.network.loop.call_later(
+                delay,
+                lambda: self.network.post(
+                    self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append
+                ),
+            )
+            return
+        self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
+
+    def note_dropped(self, dest: str, method: str) -> None:
+        self.recorder.add("dropped", self.role, dest, method)
+
+    def defer_io_delay(self, seconds: float) -> None:
+        """Work inside an inline I/O call that should have taken ``seconds`` (a slow DFS
+        operation): the call's caller waits that long, in virtual time, when it returns."""
+        self._deferred_io_s += seconds
+
+    async def io(self, fn: Callable[..., T], *args: Any) -> T:
+        """Runs ``fn`` inline: blocking work takes no virtual time, unless ``io_delay`` says it
+        should (drawn from this role's seeded source after the work is done) or the work was
+        slowed by a fault (:meth:`defer_io_delay`)."""
+        self._check_alive()
+        try:
+            result = fn(*args)
+        finally:
+            slowed, self._deferred_io_s = self._deferred_io_s, 0.0
+            if slowed:
+                await asyncio.sleep(slowed)
+        if self.io_delay is not None:
+            await asyncio.sleep(self.io_delay(self._io_rng))
+        return result

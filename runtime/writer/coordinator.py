@@ -1,0 +1,363 @@
+"""The coordinator: Hudi's StreamWriteOperatorCoordinator.
+
+It owns the instants on the table's timeline (requested -> inflight -> completed), buffers each
+task's write metadata, and when a checkpoint completes commits the instant if every task reported
+its last batch, then starts the next one. A round with no data reuses the instant; an abort leaves
+it pending. What writers are told, and how, is the protocol's coordinator side.
+
+Handlers are serialized by one lock, as Hudi runs them on a single-thread executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.env import Env
+from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S
+from runtime.core.messages import (
+    BOOTSTRAP_INSTANT,
+    CheckpointNotice,
+    CheckpointTrigger,
+    InputFinished,
+    TasksReset,
+    WriteMetadataEvent,
+    WriteStat,
+)
+from runtime.hudi.table import HudiTable, TableError
+from runtime.protocols.base import CoordinatorSide, Protocol
+
+
+class CommitError(RuntimeError):
+    pass
+
+
+@codec.message
+@dataclass
+class CommitRecord:
+    instant: str
+    checkpoint: int
+    rows: int
+    files: int
+    committed_at: float = 0.0
+
+
+@codec.message
+@dataclass
+class CoordinatorState:
+    """The coordinator's checkpointed state (taken when a checkpoint is triggered)."""
+
+    checkpoint_id: int
+    instant: str
+    events: list[WriteMetadataEvent] = field(default_factory=list)
+
+
+class Coordinator:
+    RPC_METHODS = (
+        "write_metadata",
+        "checkpoint_coordinator",
+        "notify_checkpoint_complete",
+        "notify_checkpoint_aborted",
+        "end_of_input",
+        "reset_tasks",
+    )
+
+    def __init__(
+        self,
+        env: Env,
+        config: JobConfig,
+        table: HudiTable,
+        protocol: type[Protocol],
+        task_names: list[str],
+        *,
+        schema_json: str = "",
+        resume_checkpoint_id: int = 0,
+    ) -> None:
+        self.env = env
+        self.config = config
+        self.table = table
+        self.task_names = task_names
+        self.protocol: CoordinatorSide = protocol.coordinator_side(self)
+        # a protocol may answer RPCs of its own on the coordinator (coordination-rpc's request)
+        for method in self.protocol.RPC_METHODS:
+            setattr(self, method, getattr(self.protocol, method))
+        self.RPC_METHODS = Coordinator.RPC_METHODS + tuple(self.protocol.RPC_METHODS)
+        self.instant: str = BOOTSTRAP_INSTANT
+        self.events: list[WriteMetadataEvent] = []  # buffered, not yet committed
+        self.bootstrapped: set[int] = set()
+        self.commits: list[CommitRecord] = []
+        self.empty_rounds: list[int] = []
+        self.aborted: list[int] = []
+        self.cleanings: list[dict[str, float]] = []
+        # when each instant was made known to the writers (started, reused, or created on request)
+        self.releases: list[tuple[str, float]] = []
+        self.schema_json = schema_json
+        self.started = asyncio.Event()
+        self._lock = asyncio.Lock()  # serializes handlers (Hudi's single-thread executor)
+        self.table_lock = asyncio.Lock()  # the table's transaction lock (instant creation, commit, clean)
+        self.error: str | None = None
+        # after a failover: the checkpoint id the restored tasks resume from (message id for the bus)
+        self.resume_checkpoint_id = resume_checkpoint_id
+        self.rolled_back: list[str] = []
+        self.deleted_by_fault: list[str] = []  # what the bus.deleted fault removed
+        self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
+        self.messages_on_dfs = protocol.messages_on_dfs
+
+    async def start(self) -> None:
+        await self.protocol.open()
+
+    # -- handlers ------------------------------------------------------------------------------
+
+    async def write_metadata(self, event: WriteMetadataEvent) -> None:
+        async with self._lock:
+            if not event.bootstrap:
+                self.events.append(event)
+                return
+            await self._handle_bootstrap(event)
+        if self.resets and self.config.hold_bootstraps and not self.started.is_set():
+            # HUDI-6194: after a region failover a task that bootstrapped early must not write
+            # before the instants are re-initialised (the old one is about to be rolled back), so
+            # its bootstrap is answered only once every task's has arrived
+            await self.env.wait_for(
+                self.started.wait(),
+                self.config.bootstrap_hold_s,
+                "every write task's bootstrap after the region failover",
+            )
+
+    async def reset_tasks(self, notice: TasksReset) -> dict[str, Any]:
+        """Region failover (Flink's subtaskReset, for every write task): what the tasks sent since
+        their last completed checkpoint is void, and their restored states re-send what that
+        checkpoint left uncommitted. The coordinator re-initialises (recommit, roll back, new
+        instant) when every task has bootstrapped again."""
+        async with self._lock:
+            dropped = len(self.events)
+            self.events.clear()
+            self.bootstrapped.clear()
+            self.started.clear()
+            self.resume_checkpoint_id = notice.resume_checkpoint_id
+            await self.protocol.on_tasks_reset()
+            self.resets.append(
+                {
+                    "resume_checkpoint_id": notice.resume_checkpoint_id,
+                    "dropped_events": dropped,
+                    "instant": self.instant,
+                    "reason": notice.reason[:300],
+                }
+            )
+        self.env.tracer.instant("tasks reset (region failover)", thread="coordinator", args={"dropped_events": dropped})
+        return self.resets[-1]
+
+    async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
+        self.bootstrapped.add(event.task_id)
+        if event.write_stats:
+            self.events.append(event)
+        if len(self.bootstrapped) == len(self.task_names):
+            await self._init_instant()
+
+    async def _init_instant(self) -> None:
+        """All tasks bootstrapped: recommit what a restored checkpoint left uncommitted, then
+        start the first instant of this run (message 0 for the message bus)."""
+        recover = [e for e in self.events if e.write_stats]
+        recommitted = ""
+        if recover:
+            instant = recover[0].instant
+            committed = await self.env.io(self.table.is_committed, instant)
+            if not committed:
+                # the checkpoint completed but its commit never happened (a crash): commit now
+                await self.commit_instant(instant, recover[0].checkpoint_id)
+                recommitted = instant
+            self.events.clear()
+        # instants that can never complete (a failed attempt's): delete their files first
+        for pending in (await self.env.io(self.table.timeline)).pending_commits():
+            await self.env.io(self.table.rollback, pending, [])
+            self.rolled_back.append(pending)
+        if self.protocol.eager_instants:
+            await self._start_instant(self.resume_checkpoint_id, committed=recommitted)
+        await self.protocol.on_all_bootstrapped()
+        self.started.set()
+
+    async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
+        """The coordinator's snapshot, taken before the barriers are injected."""
+        spec = self.env.fault("dfs.latency", checkpoint=trigger.checkpoint_id)
+        if spec is not None:
+            self.env.slow_dfs(spec.value, DFS_LATENCY_WINDOW_S)
+        if self.env.fault("dfs.transient_error", checkpoint=trigger.checkpoint_id) is not None:
+            self.env.dfs_fail_next = True  # the host's DFS hook fails the next write or create
+        async with self._lock:
+            state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
+        await self.protocol.on_checkpoint_trigger(trigger.checkpoint_id)
+        return state
+
+    async def end_of_input(self, notice: InputFinished) -> dict[str, Any]:
+        return await self.protocol.on_end_of_input(dict(notice.final_offsets))
+
+    async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> dict[str, Any]:
+        ckp = notice.checkpoint_id
+        async with self._lock:
+            custom = await self.protocol.on_checkpoint_complete(ckp)
+            if custom is not None:
+                result = custom
+                if custom.get("committed") and self.env.fault(
+                    "coordinator.after_commit_before_next_instant", checkpoint=ckp
+                ):
+                    # instants created on request: the next one is whatever is asked for next
+                    self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
+            elif not self._all_events_received():
+                missing = [t for t in range(len(self.task_names)) if not self._has_last_batch(t)]
+                self.env.tracer.instant(
+                    f"ckp {ckp}: not all events received", thread="coordinator", args={"missing_tasks": missing}
+                )
+                result = {"committed": False, "reason": f"tasks {missing} sent no last batch"}
+            elif not any(e.write_stats for e in self.events):
+                # No data this round: reuse the instant and tell the writers.
+                self.events.clear()
+                self.empty_rounds.append(ckp)
+                self.env.tracer.instant(f"ckp {ckp}: empty round, reuse {self.instant}", thread="coordinator")
+                await self.protocol.on_empty_round(ckp, self.instant)
+                self.release(self.instant)
+                result = {"committed": False, "reason": "empty round", "instant": self.instant}
+            else:
+                instant = self.instant
+                await self.commit_instant(instant, ckp)
+                self.events.clear()
+                if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
+                    self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
+                await self._start_instant(ckp, committed=instant)
+                result = {"committed": True, "instant": instant}
+            if self.messages_on_dfs and self.env.fault("bus.deleted", checkpoint=ckp):
+                # someone removes the bus right after message ckp was written (#8060)
+                deleted = await self.protocol.delete_dfs_messages()
+                self.deleted_by_fault.extend([deleted] if deleted else [])
+        hold = self.config.schedule.clean_lock_s.get(ckp)
+        if hold:
+            self.env.spawn(self.clean(hold, ckp), f"clean-after-{ckp}")
+        return result
+
+    async def notify_checkpoint_aborted(self, notice: CheckpointNotice) -> None:
+        async with self._lock:
+            self.aborted.append(notice.checkpoint_id)
+            if self.instant != BOOTSTRAP_INSTANT:
+                await self.protocol.on_checkpoint_aborted(notice.checkpoint_id, self.instant)
+
+    async def clean(self, hold_s: float, after_checkpoint: int) -> None:
+        """A table service (Hudi's cleaner) that holds the table lock for ``hold_s``: the
+        lock-held scenario of #19902."""
+        start = self.env.now()
+        async with self.table_lock:
+            acquired = self.env.now()
+            await self.env.sleep(hold_s)
+        self.cleanings.append(
+            {"after_checkpoint": after_checkpoint, "held_s": hold_s, "waited_s": round(acquired - start, 3)}
+        )
+        self.env.tracer.complete(
+            "clean (holds the table lock)", acquired, self.env.now(), thread="coordinator", cat="clean"
+        )
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _has_last_batch(self, task: int) -> bool:
+        return any(e.last_batch and e.task_id == task for e in self.events)
+
+    def _all_events_received(self) -> bool:
+        return all(self._has_last_batch(t) for t in range(len(self.task_names)))
+
+    async def create_instant(self, checkpoint_id: int = -1) -> str:
+        """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
+        checkpoint the instant is for, when the caller knows it (fault points use it)."""
+
+        def create() -> str:
+            timeline = self.table.timeline()
+            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
+            self.table.start_instant(instant)
+            return instant
+
+        async with self.table_lock:
+            instant = await self.env.io(create)
+        if self.env.fault("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
+            # HUDI-6194: the whole task side fails over while this instant is being announced
+            for task in self.task_names:
+                self.env.send(task, "inject_failure", f"lost with every task as {instant} started")
+        return instant
+
+    async def _start_instant(self, checkpoint_id: int, committed: str) -> None:
+        start = self.env.now()
+        new = await self.create_instant(checkpoint_id)
+        await self.protocol.on_instant_started(checkpoint_id, committed, new)
+        self.release(new)
+        self.instant = new
+        self.env.tracer.complete(
+            f"start instant {new}",
+            start,
+            self.env.now(),
+            thread="coordinator",
+            cat="instant",
+            args={"checkpoint": checkpoint_id},
+        )
+
+    def release(self, instant: str) -> None:
+        """Records that writers may now learn ``instant`` (the start of commit-to-unblock)."""
+        self.releases.append((instant, self.env.now()))
+        del self.releases[:-1000]
+
+    async def commit_instant(
+        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None
+    ) -> CommitRecord | None:
+        """Commits the buffered events of ``instant`` (removing them from the buffer). Writes the
+        commit file under the table lock; on failure leaves the instant inflight and fails (the
+        job fails over and recommits it). Returns None when the instant has no data."""
+        start = self.env.now()
+        events = [e for e in self.events if e.instant == instant]
+        self.events = [e for e in self.events if e.instant != instant]
+        latest: dict[str, WriteStat] = {}
+        for e in events:
+            for s in e.write_stats:
+                latest[s.file_id] = s  # a later flush of the same file group supersedes
+        stats = list(latest.values())
+        if not stats:
+            return None
+        metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
+        if self.env.fault("coordinator.before_commit_file", checkpoint=checkpoint_id):
+            self.env.crash("injected crash at coordinator.before_commit_file")
+        try:
+            async with self.table_lock:
+                await self.env.io(self.table.commit, instant, stats, metadata)
+        except (OSError, TableError) as exc:
+            # No rollback here: the checkpoint this commit belongs to has completed, so the sources
+            # will not replay its records. The instant stays inflight; the job fails over and the
+            # next coordinator recommits it from the checkpoint's write statuses, as Hudi's does.
+            # (Rolling back lost the checkpoint's rows: the simulator found it with a DFS fault.)
+            self.events = events + self.events
+            self.error = f"commit of {instant} failed; the instant stays inflight for the restarted coordinator: {exc}"
+            raise CommitError(self.error) from exc
+        rows = sum(s.keys_written for s in stats)
+        rec = CommitRecord(instant, checkpoint_id, rows, len(stats), self.env.wall_time())
+        self.commits.append(rec)
+        self.env.tracer.complete(
+            f"commit {instant}",
+            start,
+            self.env.now(),
+            thread="coordinator",
+            cat="commit",
+            args={"checkpoint": checkpoint_id, "rows": rows},
+        )
+        return rec
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "instant": self.instant,
+            "commits": [codec._to_plain(c) for c in self.commits],
+            "empty_rounds": self.empty_rounds,
+            "aborted": self.aborted,
+            "bootstrapped": sorted(self.bootstrapped),
+            "error": self.error,
+            "cleanings": self.cleanings,
+            "buffered_events": len(self.events),
+            "releases": [list(r) for r in self.releases],
+            "rolled_back": self.rolled_back,
+            "protocol": self.protocol.describe(),
+            "deleted_by_fault": self.deleted_by_fault,
+            "resets": self.resets,
+        }

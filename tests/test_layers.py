@@ -1,0 +1,23 @@
+"""The package layering of ``runtime/`` and ``actors/`` (pyproject.toml, ``[tool.importlinter]``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_import_contract_is_kept():
+    lint = Path(sys.executable).with_name("lint-imports")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "0 broken" in run.stdout
+
+
+def test_runtime_root_holds_only_the_entry_point_and_packages():
+    loose = {p.name for p in (ROOT / "runtime").glob("*.py")}
+    assert loose == {"__init__.py", "__main__.py", "cli.py"}
