@@ -164,3 +164,9 @@ def test_replace_returns_a_new_config():
     cfg = JobConfig()
     other = cfg.replace(writers=5)
     assert other.writers == 5 and cfg.writers == 2
+
+
+def test_placement_option_is_validated():
+    with pytest.raises(ConfigError, match="--placement must be"):
+        JobConfig(placement="everywhere").validate()
+    JobConfig(placement="strict-spread").validate()

@@ -19,7 +19,7 @@ import pytest
 
 pytestmark = pytest.mark.ray
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JOB_TIMEOUT_S = 100
 
 

@@ -5,16 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.core.config import ConfigError, JobConfig
 
-
-def test_placement_option_is_validated():
-    with pytest.raises(ConfigError, match="--placement must be"):
-        JobConfig(placement="everywhere").validate()
-    JobConfig(placement="strict-spread").validate()
-
-
-@pytest.mark.ray
 def test_bundles_follow_the_roles_and_strict_spread_on_one_node_names_the_fix(ray_session):
     from actors.placement import Placement, PlacementError
 

@@ -1,7 +1,7 @@
 """The deterministic simulator end to end: the unchanged roles on virtual time, from a seed.
 
 Each run writes a real Hudi table that the official reader verifies. The scenario tests assert
-the outcomes the Ray host gives for the same schedules (tests/test_job_ray.py).
+the outcomes the Ray host gives for the same schedules (tests/ray/test_job_ray.py).
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol
 
 
 def test_lock_held_fails_sync_rpc_and_async_rides_it_out(simdir):
-    # as on Ray (tests/test_job_ray.py): the request times out under the held lock, the task
+    # as on Ray (tests/ray/test_job_ray.py): the request times out under the held lock, the task
     # fails, the job fails over (the spurious restart of #19902) from checkpoint 1 and finishes
     sync = _sim(lock_held_config(_cfg(protocol="coordination-rpc")), simdir, "s", seed=SEED)
     assert len(sync["failovers"]) == 1
@@ -238,7 +238,7 @@ def test_same_trace_in_another_process_without_ray(simdir):
         text=True,
         timeout=120,
         env=env,
-        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
     )
     assert out.returncode == 0, out.stderr[-2000:]
     sha, ray_imported = json.loads(out.stdout.strip().splitlines()[-1])

@@ -1,4 +1,4 @@
-"""Crashes and global failover under the simulator: the outcomes tests/test_faults_ray.py asserts
+"""Crashes and global failover under the simulator: the outcomes tests/ray/test_faults_ray.py asserts
 on Ray, on virtual time, on the simulated disk."""
 
 from __future__ import annotations

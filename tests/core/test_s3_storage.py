@@ -7,9 +7,6 @@ and read the table back with the official reader over S3.
 
 from __future__ import annotations
 
-import json
-import os
-
 import pyarrow as pa
 import pytest
 
@@ -100,50 +97,3 @@ def test_missing_bucket_and_unreachable_endpoint_name_the_fix(s3):
     dfs, _ = open_dfs(uri)
     with pytest.raises(StorageError, match="cannot reach the S3 endpoint .*endpoint_override"):
         check_location(dfs.fs, uri)
-
-
-@pytest.mark.ray
-def test_commitlab_run_on_s3_is_exactly_once_and_reports_endpoint_requests(s3, ray_session, tmp_path):
-    from runtime.cli import main
-
-    uri = s3.uri(BUCKET, "cli-run/table")
-    out = tmp_path / "out"
-    rc = main(
-        [
-            "run",
-            "--source",
-            "generator",
-            "--protocol",
-            "message-bus",
-            "--writers",
-            "2",
-            "--checkpoints",
-            "3",
-            "--records",
-            "3000",
-            "--bucket-flush-rows",
-            "300",
-            "--table",
-            uri,
-            "--out",
-            str(out),
-            "--quiet",
-            "--job-timeout",
-            "90",
-        ]
-    )
-    result = json.loads((out / "result.json").read_text())
-    assert rc == 0, result.get("error")
-    # the official reader read the table over S3 (storage options from the URI)
-    assert result["exactly_once"]["verified"] is True
-    assert result["checkpoints"]["completed"] == 3 and len(result["commits"]) == 3
-    assert result["table"].endswith("secret_key=***")  # the secret key is not written out
-    served = result["dfs_endpoint"]
-    client_ops = sum(n for ops in result["dfs_ops"].values() for n in ops.values())
-    assert served["requests"] >= client_ops > 0
-    assert served["ops"].get("CopyObject", 0) == 0  # nothing renamed on S3
-    assert {"PutObject", "GetObject", "ListObjects"} <= set(served["ops"])
-    keys = _keys(s3, "cli-run/table")
-    assert any(k.endswith(".parquet") for k in keys)
-    assert not [k for k in keys if k.endswith((".tmp", ".inprogress"))]
-    assert os.path.exists(out / "timeline.png")

@@ -39,7 +39,7 @@ from runtime.hudi.table import (
 )
 
 # a table written by Spark with Hudi 0.14 (from the hudi-rs test data), kept beside the tests
-FIXTURE = Path(__file__).parent / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"
 NAME = "trips"
 PROPS = TableProps(table_name=NAME, record_key_field="key", partition_field="partition", precombine_field="ts")
 DATA_COLUMNS = ["key", "partition", "ts", "payload"]
