@@ -142,6 +142,28 @@ class TasksReset:
     reason: str = ""
 
 
+@message
+@dataclass
+class InstantTimeRequest:
+    """Write task -> coordinator, on the RPC path (Hudi 1.1's Correspondent.InstantTimeRequest,
+    sent with TaskOperatorEventGateway.sendRequestToCoordinator): the instant of checkpoint key
+    ``checkpoint_id`` (the task's last checkpoint id, -1 before the first)."""
+
+    task_id: int
+    checkpoint_id: int
+
+
+@message
+@dataclass
+class InstantTimeReply:
+    """Coordinator -> write task, on the request's future (Correspondent.InstantTimeResponse);
+    ``status`` PENDING with no instant while it is being created (PR #19960)."""
+
+    checkpoint_id: int
+    status: str
+    instant: str = ""
+
+
 @dataclass
 class DataBatch:
     """Records for one task, in stream order (not a codec message: it travels as Arrow)."""

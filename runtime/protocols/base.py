@@ -97,6 +97,10 @@ class CoordinatorSide(abc.ABC):
     # whether the coordinator starts an instant at bootstrap and after each commit (Hudi <= 1.0);
     # coordination-rpc creates them on request instead
     eager_instants: bool = True
+    # Hudi 1.x: the protocol keeps the write metadata events in its own per-checkpoint buffers,
+    # which go into the coordinator's checkpoint (snapshot_state) and come back from it after a
+    # global failover (restore_state); the coordinator's 0.x event list and bootstrap path are skipped
+    buffers_events: bool = False
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
@@ -129,6 +133,18 @@ class CoordinatorSide(abc.ABC):
 
     async def on_checkpoint_aborted(self, checkpoint_id: int, instant: str) -> None:
         """Checkpoint aborted: ``instant`` stays pending and is reused."""
+
+    async def on_write_metadata(self, event: Any) -> None:
+        """With ``buffers_events``: every WriteMetadataEvent, bootstrap or not, under the handler
+        lock (Hudi 1.x handleBootstrapEvent / handleWriteMetaEvent)."""
+
+    def snapshot_state(self, checkpoint_id: int) -> bytes:
+        """With ``buffers_events``: this side's part of the coordinator's checkpoint."""
+        return b""
+
+    async def restore_state(self, state: bytes) -> None:
+        """With ``buffers_events``: a restarted coordinator's state from the last completed
+        checkpoint (Flink's resetToCheckpoint), before :meth:`open`."""
 
     def describe(self) -> dict[str, Any]:
         return {}

@@ -1,66 +1,145 @@
-"""P4 ``coordination-rpc`` (HUDI-9381, Hudi 1.1, PR #13285) and its async fix (PR #19960).
+"""P4 ``coordination-rpc`` (HUDI-9381, Hudi 1.1, PR #13285) and its async variant (PR #19960).
 
-A writer asks the coordinator directly: ``InstantTimeRequest(ckp)`` -> instant. The reply comes
-back on the RPC's future, not through the mailbox, so a task blocked waiting for it cannot be
-waiting on its own mailbox. One checkpoint id maps to one instant, created once, on request. On
-``notify_checkpoint_complete(n)`` the coordinator commits every instant whose key is below ``n``
-in ascending order; an abort does nothing, and the next success commits the backlog.
+Sources (apache/hudi, module hudi-flink, Hudi 1.1 and master):
 
-``sync`` (Hudi 1.1) creates the instant inside the request, under the table lock: if a cleaning
-action holds the lock longer than the RPC timeout, the request fails and the job restarts
-(#19902). ``async`` replies PENDING at once and creates the instant in the background; the writer
-polls with backoff (50 ms doubling to 1 s, with jitter) under one deadline.
+- ``sink/StreamWriteFunction``: ``flushBucket`` (an eager flush) and ``flushRemaining`` (the flush
+  in ``snapshotState``) each call ``instantToWrite``, so **every flush sends one request**; their
+  events carry the task's ``checkpointId``.
+- ``sink/common/AbstractStreamWriteFunction``: ``instantToWrite`` ->
+  ``correspondent.requestInstantTime(this.checkpointId)``; ``checkpointId`` is the last checkpoint
+  the task snapshotted (-1 before the first; updated after the barrier flush), so data written
+  after barrier k-1, eager or at barrier k, asks for key k-1. ``initializeState`` ->
+  ``sendBootstrapEvent``: a task on attempt > 0 sends ``WriteMetadataEvent.emptyBootstrap(taskID,
+  checkpointId)``, not its checkpointed write statuses (those are re-sent only on attempt 0).
+- ``sink/event/Correspondent``: ``InstantTimeRequest(checkpointId)`` / ``InstantTimeResponse``
+  through ``TaskOperatorEventGateway.sendRequestToCoordinator``: the reply returns on the
+  request's future, not through the mailbox.
+- ``sink/StreamWriteOperatorCoordinator``: ``handleCoordinationRequest`` ->
+  ``handleInstantRequest`` (single-thread ``instantRequestExecutor``): a checkpoint id without a
+  buffer gets a new instant (``startInstant``, under the table's transaction lock) and
+  ``eventBuffers.initNewEventBuffer(checkpointId, instant)``; one id, one instant.
+  ``handleWriteMetaEvent`` adds an event to its buffer; ``handleBootstrapEvent`` with the bootstrap
+  instant -> ``eventBuffers.cleanLegacyEvents`` (drops that task's events of keys >= its
+  checkpoint id). ``notifyCheckpointComplete(n)`` -> ``commitInstants``: every buffer with key < n,
+  in ascending order, **whatever the tasks reported**; ``commitInstant`` on a buffer with no write
+  status resets the buffer and leaves the instant pending (no rollback). ``checkpointCoordinator``
+  serializes ``eventBuffers.getAllCompletedEvents()`` (buffers in which every task sent its last
+  batch); ``resetToCheckpoint`` restores them and ``start`` -> ``restoreEvents`` ->
+  ``recommitInstant`` commits each one whose instant is not completed (HUDI-9570, PR #13543). An
+  abort does nothing: the next success commits the backlog. ``subtaskReset`` does nothing.
+- ``sink/utils/EventBuffers``: one slot per task; an event of the slot's instant merges into it.
 
-The request key follows the message bus's rule: data written after barrier k-1 (eager flushes and
-the flush at barrier k) goes to the instant of key k-1, i.e. ``max(0, ckp if eager else ckp - 1)``.
+``sync`` (Hudi 1.1): the instant is created inside the request, under the table lock; a cleaning
+action holding the lock longer than the RPC timeout (10 s) fails the request and the job restarts
+(#19902). ``async`` (PR #19960, open, as PROTOCOLS.md P4 describes it): the coordinator replies
+PENDING at once and creates the instant in the background, once per checkpoint id; the writer polls
+with backoff (50 ms doubling to 1 s, with jitter) under one deadline, and a request lost or timed
+out in transport is retried inside that deadline. (One stored revision of the PR's Correspondent
+polls from 200 ms without jitter and propagates request failures: the PR was still under review.)
+
+Known differences: the request key after a failover is the task's resume id (the last checkpoint
+triggered), not Flink's restored checkpoint id; the lab's commit metadata records the checkpoint
+whose completion committed the instant (Hudi writes the buffer's key); ``awaitAllInstantsTo
+CompleteIfNecessary`` (blocking instant generation, off by default) is not modelled. Hudi 1.1 loses
+the data of a completed checkpoint whose commit a coordinator crash interrupted (#19215: the
+coordinator's state omits buffers still collecting at the trigger, and tasks on attempt > 0 send
+an empty bootstrap; fixed after 1.1 by PR #19237): this model reproduces it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from typing import Any
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, cast
+from typing import Protocol as TypingProtocol
 
 from runtime.core import codec
 from runtime.core.env import BlockedWait, WaitTimeout
-from runtime.protocols.base import CoordinatorSide, InstantWaitTimeout, Protocol, WriterSide
+from runtime.core.messages import InstantTimeReply, InstantTimeRequest, WriteMetadataEvent
+from runtime.protocols.base import (
+    CoordinatorContext,
+    CoordinatorSide,
+    InstantWaitTimeout,
+    Protocol,
+    WriterContext,
+    WriterSide,
+)
+
+__all__ = [
+    "OK",
+    "PENDING",
+    "AsyncCoordinationRpcProtocol",
+    "CoordinationRpcProtocol",
+    "InstantTimeReply",
+    "InstantTimeRequest",
+]
 
 OK, PENDING = "OK", "PENDING"
 BACKOFF_START_S, BACKOFF_MAX_S = 0.05, 1.0
+NO_CHECKPOINT = -1  # AbstractStreamWriteFunction.checkpointId before any checkpoint
+
+
+class _CommitRecord(TypingProtocol):
+    instant: str
+
+
+class RpcCoordinatorContext(CoordinatorContext, TypingProtocol):
+    """What P4's coordinator side uses of the coordinator (runtime.writer.coordinator.Coordinator)."""
+
+    events: list[WriteMetadataEvent]
+    empty_rounds: list[int]
+
+    async def create_instant(self, checkpoint_id: int = -1) -> str: ...
+
+    def release(self, instant: str) -> None: ...
+
+    async def commit_instant(
+        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None
+    ) -> _CommitRecord | None: ...
 
 
 @codec.message
 @dataclass
-class InstantTimeRequest:
-    task_id: int
+class EventBufferState:
+    """One entry of EventBuffers: checkpoint key -> (instant, one event per task that reported)."""
+
     checkpoint_id: int
+    instant: str
+    events: list[WriteMetadataEvent] = field(default_factory=list)
 
 
 @codec.message
 @dataclass
-class InstantTimeReply:
-    checkpoint_id: int
-    status: str
-    instant: str = ""
+class RpcCoordinatorState:
+    """The coordinator's checkpointed state (getAllCompletedEvents)."""
+
+    buffers: list[EventBufferState] = field(default_factory=list)
+
+
+# -- the writer side ------------------------------------------------------------------------------
 
 
 class CoordinationRpcWriter(WriterSide):
     mode = "sync"
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: WriterContext) -> None:
         super().__init__(ctx)
-        self.instants: dict[int, str] = {}  # checkpoint key -> instant (one per checkpoint)
+        self.instants: dict[int, str] = {}  # the last reply per key (for introspection only)
         self.requests = 0
         self.pending_replies = 0
+        self.transport_retries = 0
 
     def request_key(self, eager: bool) -> int:
-        ckp = self.ctx.last_checkpoint_id
-        return max(0, ckp if eager else ckp - 1)
+        """AbstractStreamWriteFunction.checkpointId: the last checkpoint snapshotted. The task's
+        ``last_checkpoint_id`` already holds the barrier's id during the barrier flush, so that
+        flush asks for the one before; checkpoint ids start at 1, so 0 means none (-1)."""
+        ckp = self.ctx.last_checkpoint_id if eager else self.ctx.last_checkpoint_id - 1
+        return ckp if ckp >= 1 else NO_CHECKPOINT
 
     async def instant_to_write(self, *, eager: bool, has_data: bool) -> str | None:
+        """One request per flush (flushBucket / flushRemaining -> instantToWrite)."""
         key = self.request_key(eager)
-        if key in self.instants:
-            return self.instants[key]
         env = self.ctx.env
         started = env.now()
         self.ctx.set_blocked(
@@ -81,18 +160,16 @@ class CoordinationRpcWriter(WriterSide):
         self.instants[key] = instant
         return instant
 
-    async def _ask(self, key: int) -> InstantTimeReply:
+    async def _ask(self, key: int, timeout: float) -> InstantTimeReply:
         self.requests += 1
-        return await self.ctx.env.call(
-            "coordinator",
-            "instant_time_request",
-            InstantTimeRequest(self.ctx.task_id, key),
-            timeout=self.ctx.config.rpc_timeout_s,
+        reply = await self.ctx.env.call(
+            "coordinator", "instant_time_request", InstantTimeRequest(self.ctx.task_id, key), timeout=timeout
         )
+        return cast(InstantTimeReply, reply)
 
     async def _request_sync(self, key: int) -> str:
         try:
-            reply = await self._ask(key)
+            reply = await self._ask(key, self.ctx.config.rpc_timeout_s)
         except WaitTimeout as exc:
             raise InstantWaitTimeout(
                 f"{self.ctx.env.role}: InstantTimeRequest(ckp={key}) timed out after "
@@ -104,19 +181,30 @@ class CoordinationRpcWriter(WriterSide):
         return reply.instant
 
     async def _request_async(self, key: int) -> str:
+        """Polls until OK under one deadline; a request lost or timed out in transport counts as
+        one more poll (PR #19960)."""
         env, cfg = self.ctx.env, self.ctx.config
         deadline = env.now() + cfg.instant_wait_timeout
         backoff = BACKOFF_START_S
+        last_error = ""
         while True:
-            reply = await self._ask(key)
-            if reply.status == OK:
-                return reply.instant
-            self.pending_replies += 1
+            remaining = deadline - env.now()
+            try:
+                reply = await self._ask(key, min(cfg.rpc_timeout_s, max(remaining, 1e-3)))
+                if reply.status == OK:
+                    return reply.instant
+                self.pending_replies += 1
+                last_error = "still PENDING"
+            except (WaitTimeout, ConnectionError) as exc:
+                self.transport_retries += 1
+                env.metrics.count("instant_request_transport_retries")
+                last_error = f"the last request failed in transport: {exc}"
             remaining = deadline - env.now()
             if remaining <= 0:
                 raise InstantWaitTimeout(
-                    f"{env.role}: the instant of checkpoint {key} was still PENDING after "
-                    f"{cfg.instant_wait_timeout:.1f}s of polling"
+                    f"{env.role}: the instant of checkpoint {key} was not known after "
+                    f"{cfg.instant_wait_timeout:.1f}s of polling ({last_error}; the reply was PENDING "
+                    f"{self.pending_replies} times in this task)"
                 )
             # jitter keeps writers from polling in step; the last sleep ends at the deadline,
             # where one more poll is made
@@ -128,42 +216,80 @@ class CoordinationRpcWriter(WriterSide):
             "mode": self.mode,
             "requests": self.requests,
             "pending_replies": self.pending_replies,
+            "transport_retries": self.transport_retries,
             "instants": dict(self.instants),
         }
+
+
+# -- the coordinator side -------------------------------------------------------------------------
+
+
+@dataclass
+class _EventBuffer:
+    instant: str
+    slots: dict[int, WriteMetadataEvent] = field(default_factory=dict)  # task id -> its (merged) event
+
+    def add(self, event: WriteMetadataEvent) -> None:
+        """EventBuffer.addEvent: an event of the slot's instant merges into it (mergeWith)."""
+        prev = self.slots.get(event.task_id)
+        if prev is not None and prev.instant == event.instant:
+            event = dataclasses.replace(
+                prev,
+                checkpoint_id=event.checkpoint_id,
+                write_stats=[*prev.write_stats, *event.write_stats],
+                last_batch=prev.last_batch or event.last_batch,
+            )
+        self.slots[event.task_id] = event
+
+    def all_events_received(self, tasks: int) -> bool:
+        return all(t in self.slots and self.slots[t].last_batch for t in range(tasks))
+
+    def has_data(self) -> bool:
+        return any(e.write_stats for e in self.slots.values())
 
 
 class CoordinationRpcCoordinator(CoordinatorSide):
     RPC_METHODS = ("instant_time_request",)
     eager_instants = False
+    buffers_events = True
     mode = "sync"
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: CoordinatorContext) -> None:
         super().__init__(ctx)
-        self.instants: dict[int, str] = {}  # checkpoint key -> instant, pending commit
-        self.creating: dict[int, asyncio.Task] = {}
+        self.rpc = cast(RpcCoordinatorContext, ctx)
+        self.buffers: dict[int, _EventBuffer] = {}  # EventBuffers: checkpoint key -> buffer
+        self.creating: dict[int, asyncio.Task[str]] = {}
         self.created = 0
         self.failures: list[str] = []
-        self.epoch = 0  # bumped by a region failover
+        self.restored: list[int] = []  # keys restored from the coordinator's checkpoint
+        self.recommitted: list[str] = []
+        self.left_pending: list[str] = []  # instants whose buffer had no data (not rolled back)
+        self.cleaned_slots = 0  # task slots dropped by empty bootstraps (cleanLegacyEvents)
+        self.ignored_resent_stats = 0  # statuses a restored task re-sent (attempt > 0: ignored)
+
+    @property
+    def instants(self) -> dict[int, str]:
+        """Checkpoint key -> instant, for every buffer not yet committed."""
+        return {k: b.instant for k, b in sorted(self.buffers.items())}
+
+    # -- instant requests --------------------------------------------------------------------
 
     async def _create(self, key: int) -> str:
-        epoch = self.epoch
         try:
-            instant = await self.ctx.create_instant(key)  # takes the table lock
+            instant = await self.rpc.create_instant(key)  # startInstant: under the table lock
         except Exception as exc:
             # forget the attempt so the next request tries again, and say why this one failed
             self.creating.pop(key, None)
             self.failures.append(f"checkpoint {key}: {type(exc).__name__}: {exc}"[:300])
             self.ctx.env.metrics.count("instant_creation_failures")
             raise
-        if epoch != self.epoch:
-            return instant  # created across a region failover: rolled back, never handed out again
-        self.instants[key] = instant
-        self.ctx.release(instant)
+        self.buffers[key] = _EventBuffer(instant)  # initNewEventBuffer
+        self.rpc.release(instant)
         self.created += 1
         self.creating.pop(key, None)
         return instant
 
-    def _creation(self, key: int) -> asyncio.Task:
+    def _creation(self, key: int) -> asyncio.Task[str]:
         task = self.creating.get(key)
         if task is None:
             task = self.ctx.env.spawn(self._create(key), f"create-instant-{key}")
@@ -172,8 +298,9 @@ class CoordinationRpcCoordinator(CoordinatorSide):
 
     async def instant_time_request(self, req: InstantTimeRequest) -> InstantTimeReply:
         key = req.checkpoint_id
-        if key in self.instants:
-            return InstantTimeReply(key, OK, self.instants[key])
+        buffer = self.buffers.get(key)
+        if buffer is not None:
+            return InstantTimeReply(key, OK, buffer.instant)
         task = self._creation(key)  # one checkpoint id, one instant, created once
         if self.mode == "async":
             if task.done() and task.exception() is not None:
@@ -182,28 +309,104 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         instant = await asyncio.shield(task)
         return InstantTimeReply(key, OK, instant)
 
+    # -- events --------------------------------------------------------------------------------
+
+    async def on_write_metadata(self, event: Any) -> None:
+        if event.bootstrap:
+            self._bootstrap(event)
+            return
+        key = next((k for k, b in self.buffers.items() if b.instant == event.instant), None)
+        if key is None:  # Hudi: eventBuffers.get(checkpointId) is null and the job fails
+            raise RuntimeError(
+                f"coordination-rpc: task {event.task_id} reported instant {event.instant!r}, which no "
+                f"event buffer holds (buffers: {self.instants})"
+            )
+        self.buffers[key].add(event)
+
+    def _bootstrap(self, event: WriteMetadataEvent) -> None:
+        """A task on attempt > 0 sends an empty bootstrap: cleanLegacyEvents drops its slot in
+        every buffer of key >= its checkpoint id (what it wrote after that checkpoint is replayed)."""
+        self.ignored_resent_stats += len(event.write_stats)
+        for key, buffer in self.buffers.items():
+            if key >= event.checkpoint_id and buffer.slots.pop(event.task_id, None) is not None:
+                self.cleaned_slots += 1
+
     async def on_checkpoint_complete(self, checkpoint_id: int) -> dict[str, Any]:
+        """commitInstants: every buffer with key < n, ascending, whatever the tasks reported."""
         committed = []
-        for key in sorted(k for k in self.instants if k < checkpoint_id):
-            instant = self.instants.pop(key)
-            rec = await self.ctx.commit_instant(instant, checkpoint_id)
-            if rec is not None:
+        for key in sorted(k for k in self.buffers if k < checkpoint_id):
+            instant = await self._commit_buffer(key, checkpoint_id)
+            if instant is not None:
                 committed.append(instant)
-            else:  # requested at a barrier without data: nothing to commit, take it off the timeline
-                await self.ctx.env.io(self.ctx.table.rollback, instant, [])
         if not committed:
-            self.ctx.empty_rounds.append(checkpoint_id)
+            self.rpc.empty_rounds.append(checkpoint_id)
         return {"committed": bool(committed), "instants": committed}
 
+    async def _commit_buffer(self, key: int, checkpoint_id: int) -> str | None:
+        """commitInstant: no event at all (every task reset) or no write status: reset the buffer
+        and leave the instant pending; otherwise commit it and drop the buffer. Returns the
+        instant committed, or None."""
+        buffer = self.buffers[key]
+        if not buffer.has_data():
+            del self.buffers[key]
+            self.left_pending.append(buffer.instant)
+            del self.left_pending[:-100]
+            return None
+        events = list(buffer.slots.values())
+        self.rpc.events.extend(events)  # the coordinator commits the events of the instant it holds
+        try:
+            rec = await self.rpc.commit_instant(buffer.instant, checkpoint_id)
+        finally:
+            self.rpc.events[:] = [e for e in self.rpc.events if e.instant != buffer.instant]
+        del self.buffers[key]
+        return buffer.instant if rec is not None else None
+
+    # -- the coordinator's checkpoint ----------------------------------------------------------
+
+    def snapshot_state(self, checkpoint_id: int) -> bytes:
+        """checkpointCoordinator: the buffers in which every task sent its last batch."""
+        tasks = len(self.ctx.task_names)
+        complete = [
+            EventBufferState(k, b.instant, [b.slots[t] for t in sorted(b.slots)])
+            for k, b in sorted(self.buffers.items())
+            if b.all_events_received(tasks)
+        ]
+        return codec.encode(RpcCoordinatorState(complete))
+
+    async def restore_state(self, state: bytes) -> None:
+        """resetToCheckpoint: addEventsToBuffer."""
+        for entry in codec.decode(state, RpcCoordinatorState).buffers:
+            buffer = _EventBuffer(entry.instant)
+            for event in entry.events:
+                buffer.add(event)
+            self.buffers[entry.checkpoint_id] = buffer
+            self.restored.append(entry.checkpoint_id)
+
+    async def open(self) -> None:
+        """start -> restoreEvents -> recommitInstant: a restored buffer whose instant is not
+        completed is committed now (one already completed stays buffered, as in Hudi 1.1)."""
+        for key in sorted(self.restored):
+            buffer = self.buffers.get(key)
+            if buffer is None or await self.ctx.env.io(self.ctx.table.is_committed, buffer.instant):
+                continue
+            if await self._commit_buffer(key, key + 1) is not None:
+                self.recommitted.append(buffer.instant)
+
     async def on_tasks_reset(self) -> None:
-        # the pending instants are rolled back at re-initialisation: new requests get new ones;
-        # a creation still running belongs to the old epoch and is not recorded
-        self.epoch += 1
-        self.creating.clear()
-        self.instants.clear()
+        """subtaskReset does nothing in Hudi 1.x: the buffers stay, the restarted tasks' empty
+        bootstraps clean their slots."""
 
     def describe(self) -> dict[str, Any]:
-        return {"pending": dict(self.instants), "created": self.created, "failures": self.failures[-5:]}
+        return {
+            "pending": self.instants,
+            "created": self.created,
+            "failures": self.failures[-5:],
+            "restored": self.restored,
+            "recommitted": self.recommitted,
+            "left_pending": self.left_pending[-10:],
+            "cleaned_slots": self.cleaned_slots,
+            "ignored_resent_stats": self.ignored_resent_stats,
+        }
 
 
 class CoordinationRpcProtocol(Protocol):

@@ -107,16 +107,45 @@ class Coordinator:
         self.messages_on_dfs = protocol.messages_on_dfs
 
     async def start(self) -> None:
+        if self.protocol.buffers_events and self.resume_checkpoint_id > 0:
+            await self._restore_protocol_state()
         await self.protocol.open()
+
+    # -- Hudi 1.x event buffers (protocols with buffers_events: coordination-rpc) ---------------
+
+    async def _restore_protocol_state(self) -> None:
+        """Flink's resetToCheckpoint on a global failover: the coordinator's state of the last
+        completed checkpoint, read from the completed-checkpoint store the hosts restore from."""
+        from runtime.flink.state_backend import StateBackend
+
+        latest = await self.env.io(StateBackend(self.table.dfs, self.table.base_path).latest)
+        raw = latest.states.get("coordinator") if latest is not None else None
+        if raw:  # the state crossed the network as a message: it may come back decoded
+            await self.protocol.restore_state(raw if isinstance(raw, bytes) else codec.encode(raw))
+
+    async def _write_metadata_1x(self, event: WriteMetadataEvent) -> None:
+        """The protocol buffers the event; a bootstrap only counts towards every task being back."""
+        await self.protocol.on_write_metadata(event)
+        if not event.bootstrap:
+            return
+        self.bootstrapped.add(event.task_id)
+        if len(self.bootstrapped) == len(self.task_names):
+            await self.protocol.on_all_bootstrapped()
+            self.started.set()
 
     # -- handlers ------------------------------------------------------------------------------
 
     async def write_metadata(self, event: WriteMetadataEvent) -> None:
         async with self._lock:
-            if not event.bootstrap:
+            if self.protocol.buffers_events:
+                await self._write_metadata_1x(event)
+                if not event.bootstrap:
+                    return
+            elif not event.bootstrap:
                 self.events.append(event)
                 return
-            await self._handle_bootstrap(event)
+            else:
+                await self._handle_bootstrap(event)
         if self.resets and self.config.hold_bootstraps and not self.started.is_set():
             # HUDI-6194: after a region failover a task that bootstrapped early must not write
             # before the instants are re-initialised (the old one is about to be rolled back), so
@@ -187,7 +216,10 @@ class Coordinator:
         if self.env.fault("dfs.transient_error", checkpoint=trigger.checkpoint_id) is not None:
             self.env.dfs_fail_next = True  # the host's DFS hook fails the next write or create
         async with self._lock:
-            state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
+            if self.protocol.buffers_events:  # Hudi 1.x: the state is the completed event buffers
+                state = self.protocol.snapshot_state(trigger.checkpoint_id)
+            else:
+                state = codec.encode(CoordinatorState(trigger.checkpoint_id, self.instant, list(self.events)))
         await self.protocol.on_checkpoint_trigger(trigger.checkpoint_id)
         return state
 

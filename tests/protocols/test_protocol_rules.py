@@ -785,10 +785,11 @@ def test_p4_one_checkpoint_id_one_instant_even_for_concurrent_requests(world, pr
     assert i0 == i1
     assert world.hoodie_files(".commit.requested") == [f"{i0}.commit.requested"]
     assert world.hoodie_files(".inflight") == [f"{i0}.inflight"]
-    assert coord.protocol.created == 1 and coord.protocol.instants == {0: i0}
+    assert coord.protocol.created == 1 and coord.protocol.instants == {-1: i0}
     for ctx in (c0, c1):
         reqs = [c[2] for c in ctx.env.calls if c[1] == "instant_time_request"]
-        assert reqs and all(r.checkpoint_id == 0 for r in reqs)  # barrier 1 asks for key 0
+        # barrier 1 asks for the task's checkpointId, still -1 (AbstractStreamWriteFunction)
+        assert reqs and all(r.checkpoint_id == -1 for r in reqs)
 
 
 def test_p4_different_checkpoints_get_different_increasing_instants(world):
@@ -897,7 +898,7 @@ def test_p4_sync_request_under_a_long_table_lock_fails_the_task_19902(world):
         return err.value, failed_after, retry
 
     err, failed_after, retry = run(scenario())
-    assert "#19902" in str(err) and "InstantTimeRequest(ckp=0)" in str(err)
+    assert "#19902" in str(err) and "InstantTimeRequest(ckp=-1)" in str(err)
     assert isinstance(err.__cause__, WaitTimeout)
     assert failed_after == pytest.approx(1.0, abs=0.01)  # the RPC timeout, not the lock hold
     assert ctx.blocked_log[0].what == "instant request" and ctx.blocked_log[-1] is None
@@ -946,9 +947,9 @@ def test_p4_async_raises_instant_wait_timeout_when_the_deadline_passes_while_pen
         return err.value, now() - t0
 
     err, took = run(scenario())
-    assert "PENDING" in str(err) and "checkpoint 0" in str(err)
+    assert "PENDING" in str(err) and "checkpoint -1" in str(err)
     assert took <= 2.0 + 0.5  # never sleeps more than half a capped backoff past the deadline
-    assert w.pending_replies >= 4 and 0 not in w.instants
+    assert w.pending_replies >= 4 and -1 not in w.instants
 
 
 class _HalfJitter:
@@ -1003,28 +1004,30 @@ def test_p4_async_a_failed_instant_creation_is_retried_or_reported(world):
         assert world.hoodie_files(".commit.requested") == [f"{outcome}.commit.requested"]
 
 
-def test_p4_writer_caches_the_instant_of_a_checkpoint_key(world):
+def test_p4_writer_asks_at_every_flush_with_the_last_checkpoint_id(world):
+    """Hudi 1.1 keeps no cache: flushBucket and flushRemaining each call instantToWrite ->
+    requestInstantTime(checkpointId). (This test asserted a per-key cache before.)"""
     coord, cfg = rpc_world(world)
-    w, ctx = rpc_writer(world, cfg, 0, last_checkpoint_id=0)
+    w, ctx = rpc_writer(world, cfg, 0, last_checkpoint_id=-1)
 
     def requests():
         return [c[2].checkpoint_id for c in ctx.env.calls if c[1] == "instant_time_request"]
 
     async def scenario():
         await coord.start()
-        a = await w.instant_to_write(eager=True, has_data=True)  # eager before barrier 1: key 0
-        b = await w.instant_to_write(eager=True, has_data=True)  # key 0 again
+        a = await w.instant_to_write(eager=True, has_data=True)  # eager before barrier 1: key -1
+        b = await w.instant_to_write(eager=True, has_data=True)  # key -1 again, asked again
         ctx.last_checkpoint_id = 1
         w.on_snapshot(1)
-        c = await w.instant_to_write(eager=False, has_data=True)  # barrier 1: still key 0
-        assert requests() == [0]
+        c = await w.instant_to_write(eager=False, has_data=True)  # barrier 1: still key -1
+        assert requests() == [-1, -1, -1]
         d = await w.instant_to_write(eager=True, has_data=True)  # after barrier 1: key 1
         return a, b, c, d
 
     a, b, c, d = run(scenario())
     assert a == b == c and d > a
-    assert requests() == [0, 1]
-    assert w.instants == {0: a, 1: d}
+    assert requests() == [-1, -1, -1, 1]
+    assert w.instants == {-1: a, 1: d} and coord.protocol.created == 2
 
 
 # == P5 control-topic ============================================================================
