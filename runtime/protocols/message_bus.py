@@ -55,6 +55,10 @@ from runtime.protocols.base import (
 
 
 class MessageBusWriter(WriterSide):
+    # PR #3915's restore and re-read rules; P3 (timeline-server), built on this class, predates
+    # this correction and turns them off to keep its own behaviour
+    as_shipped_in_pr3915: bool = True
+
     def __init__(self, ctx: WriterContext) -> None:
         super().__init__(ctx)
         self.confirming = True
@@ -74,11 +78,16 @@ class MessageBusWriter(WriterSide):
         self.client = self.clients.get(self.ctx.table.dfs, self.ctx.table.base_path)
 
     def prev_ckp(self, eager: bool) -> int:
-        return max(0, self.checkpoint_id if eager else self.checkpoint_id - 1)
+        ckp = self.checkpoint_id if self.as_shipped_in_pr3915 else self.ctx.last_checkpoint_id
+        return max(0, ckp if eager else ckp - 1)
+
+    async def _message(self, ckp: int) -> bus.CkpMessage | None:
+        """``MessageClient.getCkpMessage`` (P3 asks its server here first)."""
+        assert self.client is not None
+        return await self.ctx.env.io(self.client.get_ckp_message, ckp)
 
     async def _ack_instant(self, ckp: int) -> str | None:
-        assert self.client is not None
-        msg = await self.ctx.env.io(self.client.get_ckp_message, ckp)
+        msg = await self._message(ckp)
         return msg.inflight_instant if msg is not None else None
 
     async def _last_pending(self) -> str | None:
@@ -88,7 +97,8 @@ class MessageBusWriter(WriterSide):
         if not eager:
             # snapshotState assigns the barrier's id before flushRemaining asks for the instant
             self.checkpoint_id = self.ctx.last_checkpoint_id
-        if not self.confirming and self.ctx.config.p2_fix_aborted_reread:
+        keep_round = self.ctx.config.p2_fix_aborted_reread or not self.as_shipped_in_pr3915
+        if not self.confirming and keep_round:
             return self.round_instant
         ckp = self.prev_ckp(eager)
         instant = await self._ack_instant(ckp)
@@ -175,6 +185,7 @@ class MessageBusWriter(WriterSide):
 
 class MessageBusCoordinator(CoordinatorSide):
     driver: bus.MessageDriver
+    as_shipped_in_pr3915: bool = True  # see MessageBusWriter
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         super().__init__(ctx)
@@ -187,6 +198,9 @@ class MessageBusCoordinator(CoordinatorSide):
 
     async def on_instant_started(self, checkpoint_id: int, committed: str, new_instant: str) -> None:
         # initInstant -> startInstant() writes INITIAL_CKP_ID whatever checkpoint was restored
+        if not self.as_shipped_in_pr3915:
+            await self.ctx.env.io(self.driver.commit_ckp, checkpoint_id, committed, new_instant)
+            return
         ckp = bus.INITIAL_CKP_ID if self.initializing else checkpoint_id
         await self.ctx.env.io(self.driver.commit_ckp, ckp, self.instant, new_instant)
         self.instant = new_instant
