@@ -102,6 +102,13 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
         "before HUDI-6194 (reproduces writes into a rolled-back instant)",
     )
     t.add_argument(
+        "--p2-fix-aborted-reread",
+        action="store_true",
+        help="message-bus only: a later flush of a round keeps the instant the round confirmed "
+        "(PR #3915 re-reads the message and hands a second eager flush after an abort the "
+        "literal 'aborted'); other protocols ignore it",
+    )
+    t.add_argument(
         "--failover",
         choices=["global", "region"],
         default=defaults.failover,
@@ -158,6 +165,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         failover=args.failover,
         rpc_timeout_s=args.rpc_timeout,
         hold_bootstraps=args.hold_bootstraps,
+        p2_fix_aborted_reread=args.p2_fix_aborted_reread,
         placement=args.placement,
     )
 

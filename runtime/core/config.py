@@ -91,6 +91,10 @@ class JobConfig:
     # has arrived, so no task writes into an instant about to be rolled back; False is Hudi
     # before HUDI-6194 (a task that bootstrapped early may write into that instant)
     hold_bootstraps: bool = True
+    # P2 message-bus only: a flush made after the round's instant was confirmed keeps that
+    # instant; False is PR #3915 as shipped, which re-reads the message and hands a second
+    # eager flush after an aborted checkpoint the literal 'aborted'
+    p2_fix_aborted_reread: bool = False
     placement: str = "spread"  # role actors over the nodes: spread, pack, strict-spread, none
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults.injector)
     schedule: Schedule = field(default_factory=Schedule)
@@ -183,6 +187,11 @@ class JobConfig:
             raise ConfigError(
                 "the generator source writes fields key, partition and ts; "
                 "--key/--partition-field/--precombine-field go with --input"
+            )
+        if not isinstance(self.p2_fix_aborted_reread, bool):
+            raise ConfigError(
+                f"p2_fix_aborted_reread must be true or false, got {self.p2_fix_aborted_reread!r}: "
+                "pass --p2-fix-aborted-reread to turn it on"
             )
         if self.failover not in ("global", "region"):
             raise ConfigError(f"--failover must be global or region, got {self.failover!r}")

@@ -1,17 +1,41 @@
 """The DFS message bus of HUDI-2677 (Hudi PR #3915): checkpoint messages as files.
 
-Directory ``<table>/.hoodie/.aux/message_bus/``. The driver (coordinator side) writes
-``<ckp>.commit`` holding ``"<committed instant>,<inflight instant>"`` when checkpoint ``ckp``
-completes (message k names the instant to write during checkpoint k+1; message 0 is written when
-the first instant starts) and an empty ``<ckp>.aborted`` when it is aborted. The client (write
-task side) reads them, caching a few. No operator event is involved, so a task that waits for a
-message never waits on its own mailbox.
+Source: apache/hudi commit dbf8c44 (master, 2021-11-04, PR #3915 "[HUDI-2677] Add DFS based message
+queue for flink writer"), module hudi-flink, package ``org.apache.hudi.sink.message``. ``CkpMetadata``
+(protocol P2b, Hudi 0.11) later took its place.
+
+- ``MessageBus.java``, class ``MessageBus``: the directory ``<table>/.hoodie/.aux/message_bus``
+  (``messageBusPath``), file names ``<ckp>.commit`` / ``<ckp>.aborted`` (``getCommitFileName``,
+  ``getAbortedFileName``), ``INITIAL_CKP_ID`` 0, ``ABORTED_CKP_INSTANT`` "aborted",
+  ``MESSAGE_QUEUE_LENGTH`` 20, ``CLIENT_MESSAGE_CACHE_SIZE`` 10, ``canAbort``, ``notInitialCkp``.
+- ``MessageBus.CkpMessage``: ``toBytes`` writes ``"<commit instant>,<inflight instant>"``;
+  ``fromBytes`` is ``content.split(",")`` then ``splits[0]``, ``splits[1]``. Java's
+  ``String.split`` drops trailing empty fields, so ``"a,"`` gives ``["a"]``, ``","`` gives ``[]``
+  and ``""`` gives ``[""]``: each throws ArrayIndexOutOfBoundsException, which the client swallows
+  (no message: the writer keeps waiting). ``"a,b,c"`` reads as ``a``/``b``. :func:`java_split`
+  and :meth:`CkpMessage.from_bytes` model exactly that. ``fromPath``: an ``.aborted`` file is not
+  read; its message holds ``aborted`` in both fields.
+- ``MessageDriver.java``, class ``MessageDriver``: ``initialize`` (the constructor) deletes and
+  recreates the directory; ``commitCkp`` creates ``<ckp>.commit`` with overwrite; ``abortCkp``
+  ``createNewFile``s ``<ckp>.aborted``; both remember the id in ``ckpIdCache`` (a TreeMap) and call
+  ``clean``, which, once the cache holds at least 20 + 10 ids, deletes the oldest down to 20;
+  ``close`` clears the cache and keeps the files.
+- ``MessageClient.java``, class ``MessageClient``: ``getSingleton`` keeps one client per base path
+  in a static map (one per TaskManager JVM); ``getCkpMessage`` first evicts the lowest id when the
+  cache holds 10 (even for a cached id), then answers from the cache, else reads ``.commit`` then
+  ``.aborted``; any error reading is logged and answered as no message (not cached); ``close``
+  clears the cache (every write task calls it when it closes).
+
+Differences, each named: the one-client-per-path map is a :class:`MessageClientRegistry` owned by
+the role that reads (a write task is its own process on Ray, so within a process the registry
+keeps Hudi's sharing; no process-global map); a write to a deleted directory recreates it, as
+Hadoop's ``FileSystem.create`` creates missing parents (our local DFS does not), and is counted.
 """
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.core import codec
@@ -24,10 +48,22 @@ CLEAN_BATCH = 10  # the driver cleans once it holds MESSAGE_QUEUE_LENGTH + CLEAN
 CLIENT_MESSAGE_CACHE_SIZE = 10
 COMMIT_SUFFIX = ".commit"
 ABORTED_SUFFIX = ".aborted"
+MESSAGE_SEPARATOR = ","
 
 
 class MessageBusError(RuntimeError):
     """A bus file is malformed or the bus directory is unusable; the message names the file."""
+
+
+def java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split(sep)`` (limit 0) for a one-character, non-regex separator: no match
+    gives ``[text]`` (so ``""`` gives ``[""]``); otherwise trailing empty fields are dropped."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
 
 
 def message_bus_path(base_path: str) -> str:
@@ -52,15 +88,19 @@ class CkpMessage:
 
     @staticmethod
     def to_bytes(commit_instant: str, inflight_instant: str) -> bytes:
-        return f"{commit_instant},{inflight_instant}".encode()
+        return f"{commit_instant}{MESSAGE_SEPARATOR}{inflight_instant}".encode()
 
     @classmethod
     def from_bytes(cls, checkpoint_id: int, data: bytes, *, path: str = "") -> CkpMessage:
-        parts = data.decode("utf-8", errors="replace").split(",")
-        if len(parts) != 2:
+        """``CkpMessage.fromBytes``: fewer than two fields after Java's split is the
+        ArrayIndexOutOfBoundsException Hudi throws (and its client swallows); extra fields are
+        ignored, as ``splits[0]``, ``splits[1]`` ignore them."""
+        parts = java_split(data.decode("utf-8", errors="replace"), MESSAGE_SEPARATOR)
+        if len(parts) < 2:
             raise MessageBusError(
-                f"message file {path or checkpoint_id} holds {data[:40]!r}, expected "
-                "'<committed instant>,<inflight instant>'"
+                f'message file {path or checkpoint_id} holds {data[:40]!r}: String.split(",") gives '
+                f"{len(parts)} field(s), so CkpMessage.fromBytes fails (ArrayIndexOutOfBoundsException); "
+                "a message is '<committed instant>,<inflight instant>' with a non-empty inflight instant"
             )
         return cls(checkpoint_id, True, parts[0], parts[1])
 
@@ -99,11 +139,11 @@ class MessageDriver:
         self._write(lambda: self.dfs.create_empty(self._file(checkpoint_id, False)))
         self._remember(checkpoint_id, False)
 
-    def _write(self, write) -> None:
-        """Writes one message. HDFS and object stores create missing parents on write; a local
-        file system does not, so a bus deleted under the job (#8060) is recreated here, once per
-        write, and counted. The messages it held are gone: writers waiting for one give up at
-        their instant-wait timeout."""
+    def _write(self, write: Callable[[], object]) -> None:
+        """Writes one message. Hadoop's ``FileSystem.create`` creates missing parents; our local
+        DFS does not, so a bus deleted under the job (#8060) is recreated here, once per write,
+        and counted. The messages it held are gone: writers waiting for one give up at their
+        instant-wait timeout."""
         try:
             write()
         except DfsError:
@@ -129,10 +169,8 @@ class MessageDriver:
 
 
 class MessageClient:
-    """Reads checkpoint messages. One per table path per process (``get_singleton``)."""
-
-    _clients: dict[tuple[int, str], MessageClient] = {}
-    _lock = threading.Lock()
+    """Reads checkpoint messages (``MessageClient``). Obtain one through a
+    :class:`MessageClientRegistry`, which keeps Hudi's one client per table path."""
 
     def __init__(self, dfs: Dfs, base_path: str) -> None:
         self.dfs = dfs
@@ -140,19 +178,6 @@ class MessageClient:
         self.ckp_cache: OrderedDict[int, CkpMessage] = OrderedDict()
         self.read_errors = 0
         self.last_error: str | None = None
-
-    @classmethod
-    def get_singleton(cls, dfs: Dfs, base_path: str) -> MessageClient:
-        key = (id(dfs.counters), base_path)
-        with cls._lock:
-            if key not in cls._clients:
-                cls._clients[key] = cls(dfs, base_path)
-            return cls._clients[key]
-
-    @classmethod
-    def reset_singletons(cls) -> None:
-        with cls._lock:
-            cls._clients.clear()
 
     def get_ckp_message(self, checkpoint_id: int) -> CkpMessage | None:
         """The message of a checkpoint, or None if there is none yet (read errors count as none,
@@ -187,3 +212,25 @@ class MessageClient:
 
     def close(self) -> None:
         self.ckp_cache.clear()
+
+
+class MessageClientRegistry:
+    """Hudi's ``MessageClient.getSingleton`` map (base path -> client), as an object owned by the
+    process that reads: in Hudi a static map shared by the write tasks of one TaskManager JVM;
+    here each write task is its own process (a Ray actor), so its protocol side owns one registry
+    and every lookup of a path within it returns the same client. Keyed by base path only, as
+    Hudi's (the DFS given first wins)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[str, MessageClient] = {}
+
+    def get(self, dfs: Dfs, base_path: str) -> MessageClient:
+        client = self._clients.get(base_path)
+        if client is None:
+            client = self._clients[base_path] = MessageClient(dfs, base_path)
+        return client
+
+    def close(self) -> None:
+        """Every client's ``close`` (cache cleared); the clients stay registered, as in Hudi."""
+        for client in self._clients.values():
+            client.close()

@@ -121,6 +121,7 @@ class TimelineServer:
 class TimelineServerWriter(MessageBusWriter):
     """P2's wait loop, with every read asked of the server first."""
 
+    as_shipped_in_pr3915 = False
     fallbacks = 0
 
     async def _ask(self, method: str, arg: Any) -> Any:
@@ -151,6 +152,8 @@ class TimelineServerWriter(MessageBusWriter):
 
 class TimelineServerCoordinator(MessageBusCoordinator):
     """Writes the bus as in P2, then asks the server to refresh."""
+
+    as_shipped_in_pr3915 = False
 
     async def open(self) -> None:
         await super().open()  # recreates the bus directory

@@ -27,7 +27,6 @@ from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.data import generator
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import InMemoryShard, Source
-from runtime.hudi.dfs_message_bus import MessageClient
 from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
 from runtime.lab.deadlock import find_deadlock, find_stalls
 from runtime.lab.results import run_figures
@@ -557,7 +556,6 @@ def simulate(
         store=store,
     )
     run.network.reply_probes.extend(reply_probes or [])
-    MessageClient.reset_singletons()  # per-process singletons keyed by object ids: start clean
     try:
         try:
             loop.run_until_complete(run.main())
@@ -582,7 +580,6 @@ def simulate(
     finally:
         run.reap()
         _shutdown(loop)
-        MessageClient.reset_singletons()
     wall_s = time.perf_counter() - wall0
     verify_s = 0.0
     if verify and result["status"] == "finished" and run.expected is not None:

@@ -12,23 +12,17 @@ import os
 
 import pytest
 
-from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.dfs import open_dfs
 from runtime.hudi import dfs_message_bus as bus
 from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
     CkpMessage,
     MessageBusError,
     MessageClient,
+    MessageClientRegistry,
     MessageDriver,
     message_bus_path,
 )
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients():
-    MessageClient.reset_singletons()
-    yield
-    MessageClient.reset_singletons()
 
 
 @pytest.fixture
@@ -57,7 +51,7 @@ def ids(keys) -> str:
 
 def test_write_and_read_message(base, driver):
     dfs, path = base
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
 
     # write and read 5 committed checkpoints
     for i in range(5):
@@ -104,7 +98,7 @@ def test_write_cleaning(base, driver):
 
 def test_read_cleaning(base, driver):
     dfs, path = base
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
 
     # write 20 committed checkpoints
     for i in range(20):
@@ -171,7 +165,7 @@ def test_driver_creates_the_directory_when_missing(base):
 
 def test_a_message_not_yet_written_reads_as_none_and_is_found_later(base, driver):
     dfs, path = base
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
     assert client.get_ckp_message(1) is None
     assert 1 not in client.ckp_cache  # "none yet" is never cached
     driver.commit_ckp(1, "x", "y")
@@ -186,18 +180,18 @@ def test_commit_is_preferred_over_aborted_for_the_same_id(base, driver):
     assert msg.committed and msg.inflight_instant == "i"
 
 
-@pytest.mark.parametrize("content", [b"garbage-without-separator", b"", b"a,b,c"])
+@pytest.mark.parametrize("content", [b"garbage-without-separator", b""])
 def test_a_malformed_commit_file_reads_as_no_message_and_is_recorded(base, driver, content):
     dfs, path = base
     with open(os.path.join(message_bus_path(path), "5.commit"), "wb") as f:
         f.write(content)
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
     assert client.last_error is None
     assert client.get_ckp_message(5) is None
     assert client.read_errors == 1
     assert client.last_error is not None
     assert "5.commit" in client.last_error
-    assert "expected '<committed instant>,<inflight instant>'" in client.last_error
+    assert "a message is '<committed instant>,<inflight instant>'" in client.last_error
     assert 5 not in client.ckp_cache
     # once the driver rewrites it properly, the message is read
     driver.commit_ckp(5, "c5", "i5")
@@ -214,7 +208,7 @@ def test_from_bytes_raises_message_bus_error_naming_the_file():
 def test_a_deleted_bus_directory_reads_as_none_and_is_diagnosed(base, driver):
     dfs, path = base
     driver.commit_ckp(0, "", "20240101000000000")
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
     assert client.get_ckp_message(0).inflight_instant == "20240101000000000"
     assert client.bus_exists()
     dfs.delete(message_bus_path(path), recursive=True)
@@ -226,19 +220,16 @@ def test_a_deleted_bus_directory_reads_as_none_and_is_diagnosed(base, driver):
     assert client.get_ckp_message(0).inflight_instant == "20240101000000000"
 
 
-def test_get_singleton_returns_one_client_per_counters_and_path(base, tmp_path):
+def test_registry_returns_one_client_per_path(base, tmp_path):
+    """MessageClient.getSingleton: one client per base path (Hudi keys its map by path only)."""
     dfs, path = base
-    a = MessageClient.get_singleton(dfs, path)
-    assert MessageClient.get_singleton(dfs, path) is a
-    # another role's view of the same process counters: the same client
-    assert MessageClient.get_singleton(dfs.for_role("writer"), path) is a
-    # another path: another client
-    assert MessageClient.get_singleton(dfs, str(tmp_path / "other")) is not a
-    # another process (its own counters): another client
-    other_dfs, _ = open_dfs(path, counters=DfsCounters())
-    assert MessageClient.get_singleton(other_dfs, path) is not a
-    MessageClient.reset_singletons()
-    assert MessageClient.get_singleton(dfs, path) is not a
+    clients = MessageClientRegistry()
+    a = clients.get(dfs, path)
+    assert clients.get(dfs, path) is a
+    assert clients.get(dfs.for_role("writer"), path) is a
+    assert clients.get(dfs, str(tmp_path / "other")) is not a
+    # another process owns another registry: another client
+    assert MessageClientRegistry().get(dfs, path) is not a
 
 
 def test_dfs_counters_count_operations_by_role(base):
@@ -251,7 +242,7 @@ def test_dfs_counters_count_operations_by_role(base):
     snap = counters.snapshot()
     assert snap == {"coordinator": {"exists": 1, "mkdir": 1, "write": 1, "create": 1}}
 
-    client = MessageClient.get_singleton(dfs.for_role("writer"), path)
+    client = MessageClient(dfs.for_role("writer"), path)
     assert client.get_ckp_message(0).inflight_instant == "i0"  # exists + read
     assert client.get_ckp_message(1).committed is False  # exists(.commit) + exists(.aborted)
     assert client.get_ckp_message(2) is None  # exists + exists
@@ -293,7 +284,7 @@ def test_driver_cleaning_handles_ids_written_out_of_order(base, driver):
 def test_close_clears_the_caches(base, driver):
     dfs, path = base
     driver.commit_ckp(0, "", "i")
-    client = MessageClient.get_singleton(dfs, path)
+    client = MessageClient(dfs, path)
     client.get_ckp_message(0)
     client.close()
     driver.close()

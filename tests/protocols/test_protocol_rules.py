@@ -335,13 +335,6 @@ class ParticipantCtx:
 # -- fixtures and small helpers ------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def _fresh_bus_clients():
-    bus.MessageClient.reset_singletons()
-    yield
-    bus.MessageClient.reset_singletons()
-
-
 class World:
     def __init__(self, tmp_path) -> None:
         dfs, self.path = open_dfs(str(tmp_path / "t"), role="setup")

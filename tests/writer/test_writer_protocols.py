@@ -23,7 +23,7 @@ from runtime.core.env import BlockedWait, Env
 from runtime.core.messages import CheckpointNotice, CommitAckEvent
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
-from runtime.hudi.dfs_message_bus import MessageClient, MessageDriver, message_bus_path
+from runtime.hudi.dfs_message_bus import MessageDriver, message_bus_path
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols import PROTOCOLS
 from runtime.protocols.base import InstantWaitTimeout
@@ -120,13 +120,6 @@ async def concurrently(writer_call: Awaitable[Any], other: Awaitable[Any]) -> An
             helper.cancel()
         else:
             helper.result()  # re-raise a failure of the helper
-
-
-@pytest.fixture(autouse=True)
-def _fresh_clients():
-    MessageClient.reset_singletons()
-    yield
-    MessageClient.reset_singletons()
 
 
 @pytest.fixture
@@ -312,9 +305,14 @@ def test_p1_coordinator_sends_one_ack_per_task_on_empty_round_and_abort():
 
 
 def p2(writer_table: HudiTable, **kw: Any) -> tuple[MessageBusWriter, Ctx]:
+    fix = kw.pop("p2_fix_aborted_reread", False)
     ctx = make_ctx(writer_table, **kw)
+    ctx.config = ctx.config.replace(p2_fix_aborted_reread=fix)
     w = MessageBusWriter(ctx)
     run(w.open())
+    if ctx.last_checkpoint_id >= 0:
+        # the task took that snapshot since it opened (a (re)started task's checkpointId is -1)
+        w.on_snapshot(ctx.last_checkpoint_id)
     return w, ctx
 
 
@@ -392,8 +390,9 @@ def test_p2_aborted_message_reuses_the_last_pending_instant(tables, driver):
     assert run(w.instant_to_write(eager=True, has_data=True)) == I1
     assert w.aborts_seen == 1
     assert ctx.blocked_calls == []
-    # a later eager flush of the same round keeps the instant (not the literal "aborted")
-    assert run(w.instant_to_write(eager=True, has_data=True)) == I1
+    # PR #3915 re-reads the message for a later eager flush of the same round: the literal
+    # "aborted" (the --p2-fix-aborted-reread variant keeps I1)
+    assert run(w.instant_to_write(eager=True, has_data=True)) == "aborted"
 
 
 def test_p2_aborted_message_arriving_while_waiting(tables, driver):
@@ -432,6 +431,7 @@ def test_p2_instant_wait_timeout_defaults_to_the_checkpoint_timeout(tables, driv
     )
     w = MessageBusWriter(ctx)
     run(w.open())
+    w.on_snapshot(1)
     assert run(w.instant_to_write(eager=True, has_data=True)) == I1
     assert 0.5 <= ctx.env.now() < 0.6
 
@@ -462,9 +462,10 @@ def test_p2_deleted_bus_at_ckp_0_is_diagnosed(tables, driver):
 
 
 def test_p2_round_instant_is_kept_without_reading_until_on_snapshot(tables, driver):
+    """The --p2-fix-aborted-reread variant (PR #3915 re-reads the message on every call)."""
     _, wt = tables
     driver.commit_ckp(0, "", I1)
-    w, ctx = p2(wt, last_checkpoint_id=0)
+    w, ctx = p2(wt, last_checkpoint_id=0, p2_fix_aborted_reread=True)
     assert run(w.instant_to_write(eager=True, has_data=True)) == I1
     assert not w.confirming
 
@@ -488,15 +489,18 @@ def test_p2_round_instant_is_kept_without_reading_until_on_snapshot(tables, driv
     assert run(w.instant_to_write(eager=True, has_data=True)) == I2
 
 
-def test_p2_writers_of_one_process_share_the_client_cache(tables, driver):
+def test_p2_a_writer_reads_a_message_once_then_from_its_client_cache(tables, driver):
+    """MessageClient.getSingleton: one client per path in a process; each write task is its own
+    process, so two tasks hold two clients."""
     _, wt = tables
     driver.commit_ckp(0, "", I1)
     w0, ctx0 = p2(wt, last_checkpoint_id=0)
     w1, ctx1 = p2(wt, last_checkpoint_id=0, task_id=1)
-    assert w0.client is w1.client
+    assert w0.client is not w1.client
+    assert w0.clients.get(wt.dfs, wt.base_path) is w0.client
     assert run(w0.instant_to_write(eager=True, has_data=True)) == I1
     reads = wt.dfs.counters.snapshot()["writer"].get("read", 0)
-    assert run(w1.instant_to_write(eager=True, has_data=True)) == I1
+    assert run(w0.instant_to_write(eager=True, has_data=True)) == I1
     assert wt.dfs.counters.snapshot()["writer"].get("read", 0) == reads  # served by the cache
 
 
@@ -506,7 +510,14 @@ def test_p2_describe_reports_counters(tables, driver):
     driver.abort_ckp(1)
     w, _ = p2(wt, last_checkpoint_id=1)
     run(w.instant_to_write(eager=True, has_data=True))
-    assert w.describe() == {"confirming": False, "silent_cancels": 0, "aborts_seen": 1, "read_errors": 0}
+    assert w.describe() == {
+        "confirming": False,
+        "checkpoint_id": 1,
+        "silent_cancels": 0,
+        "aborts_seen": 1,
+        "aborted_handed_out": 0,
+        "read_errors": 0,
+    }
 
 
 def _stat():
