@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the world fixture is imported from test_protocol_rules)
 """P2b ckp-meta: P1's confirming/CommitAckEvent loop reading ckp_meta (Hudi 0.11 to 1.0)."""
 
 from __future__ import annotations

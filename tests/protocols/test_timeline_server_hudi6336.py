@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the world fixture is imported from test_protocol_rules)
 """P3 timeline-server as HUDI-6336 (PR #9651): InstantStateHandler and TimelineBasedCkpMetadata.
 
 Runs on the virtual-clock harness of test_protocol_rules (real DFS, real coordinator)."""
@@ -134,7 +135,7 @@ def test_a_working_server_keeps_writers_off_the_dfs_and_the_coordinator_refreshe
         assert await w.last_pending_instant() == first
         return first
 
-    first = run(scenario())
+    run(scenario())
     mine = world.ops("writer-0")
     assert mine.get("list", 0) == 0 and mine.get("exists", 0) == 0, mine
     assert server.refreshes >= 2  # after startInstant and after abortInstant
