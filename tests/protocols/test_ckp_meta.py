@@ -82,3 +82,16 @@ def test_end_to_end_in_the_simulator_is_exactly_once(tmp_path, protocol):
     result = simulate(cfg, seed=3, workdir=str(tmp_path), storage="memory")
     assert result["status"] == "finished", result.get("error")
     assert result["exactly_once"]["verified"], result["exactly_once"]
+
+
+@pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
+def test_p1s_deadlock_survives_in_the_ckp_meta_era(tmp_path, protocol):
+    """The deadlock schedule (an empty round, its completion notified late, then an eager flush)
+    blocks the writer in instantToWrite while the CommitAckEvent that would end the wait sits in
+    its own mailbox: the loop and the ack after an empty round are P1's."""
+    from runtime.faults.scenarios import deadlock_config
+
+    cfg = deadlock_config(JobConfig(source="generator", writers=2, protocol=protocol))
+    result = simulate(cfg, seed=5, workdir=str(tmp_path), storage="memory")
+    assert result["status"] == "deadlocked"
+    assert result["deadlock"]["releasing_mail"].startswith("CommitAckEvent")
