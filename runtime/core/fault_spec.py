@@ -27,9 +27,10 @@ FAULT_POINTS: dict[str, str] = {
     "checkpoint.notification_lost": "the checkpoint-complete notification never reaches the coordinator",
     "dfs.transient_error": "the coordinator's first DFS write or create after the checkpoint's trigger fails",
     "dfs.latency": "the coordinator's DFS operations each take `param` s longer (default 0.2) for 5 s",
-    "bus.deleted": "the message-bus directory is deleted while the job runs (#8060; P2, P3)",
-    "bus.deleted_between_restarts": "a write task crashes and the message-bus directory is deleted "
-    "before the job restarts (#8060, #8120; P2, P3)",
+    "bus.deleted": "the protocol's message directory (message_bus, ckp_meta) is deleted while the job runs "
+    "(#8060; P2, P2b, P3)",
+    "bus.deleted_between_restarts": "a write task crashes and the protocol's message directory "
+    "(message_bus, ckp_meta) is deleted before the job restarts (#8060, #8120; P2, P2b, P3)",
     "message.dropped": "one message to `target` is lost in transit (a request: the caller times out)",
     "message.delayed": "one message to `target` arrives `param` s late (default 2)",
     "tasks.fail_at_instant_start": "every write task fails over at once while the coordinator "

@@ -7,6 +7,7 @@ one line in :data:`PROTOCOLS`.
 from __future__ import annotations
 
 from runtime.protocols.base import Protocol
+from runtime.protocols.ckp_meta import CkpMetaProtocol
 from runtime.protocols.control_topic import ControlTopicProtocol
 from runtime.protocols.coordination_rpc import AsyncCoordinationRpcProtocol, CoordinationRpcProtocol
 from runtime.protocols.message_bus import MessageBusProtocol
@@ -18,6 +19,7 @@ PROTOCOLS: dict[str, type[Protocol]] = {
     for p in (
         OperatorEventProtocol,
         MessageBusProtocol,
+        CkpMetaProtocol,
         TimelineServerProtocol,
         CoordinationRpcProtocol,
         AsyncCoordinationRpcProtocol,

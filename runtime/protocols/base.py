@@ -175,6 +175,13 @@ class Protocol:
     messages_on_dfs: bool = False
 
     @classmethod
+    def dfs_message_dirs(cls, base_path: str) -> tuple[str, ...]:
+        """The directories of messages this protocol keeps on the DFS under the table at
+        ``base_path``: what the bus.deleted_between_restarts fault removes while the job is down
+        (#8060, #8120), so a host need not know any protocol's layout."""
+        return ()
+
+    @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:
         """Builds one of ``extra_roles``; the object lists its RPC methods in ``RPC_METHODS``."""
         raise ValueError(f"protocol {cls.name} has no role {kind!r}")

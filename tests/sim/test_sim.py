@@ -142,7 +142,7 @@ def test_deadlock_schedule_gives_the_ray_outcome(simdir, seed):
     assert "operator_event" not in p2["rpcs"]
 
 
-@pytest.mark.parametrize("protocol", ["timeline-server", "coordination-rpc", "coordination-rpc-async", "control-topic"])
+@pytest.mark.parametrize("protocol", ["coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol):
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
     assert result["status"] == "finished", result["error"]
