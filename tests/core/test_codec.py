@@ -24,6 +24,8 @@ from runtime.core.messages import (
     DataBatch,
     EndOfInput,
     InputFinished,
+    InstantTimeReply,
+    InstantTimeRequest,
     RoundEmitted,
     SourceState,
     TaskFailure,
@@ -87,6 +89,9 @@ SAMPLES = [
     EndOfInput(),
     InputFinished(final_offsets={0: 1200, 1: 980}),
     TasksReset(resume_checkpoint_id=4, reason="writer-1 crashed"),
+    InstantTimeRequest(task_id=1, checkpoint_id=-1),
+    InstantTimeReply(checkpoint_id=3, status="PENDING"),
+    InstantTimeReply(checkpoint_id=3, status="OK", instant="20240101000000123"),
 ]
 
 
