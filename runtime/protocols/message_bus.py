@@ -235,3 +235,7 @@ class MessageBusProtocol(Protocol):
     description = "P2: checkpoint messages as files under .hoodie/.aux/message_bus (HUDI-2677)"
     writer_side = MessageBusWriter
     coordinator_side = MessageBusCoordinator
+
+    @classmethod
+    def dfs_message_dirs(cls, base_path: str) -> tuple[str, ...]:
+        return (bus.message_bus_path(base_path),)
