@@ -12,6 +12,10 @@ protocol relies on, and the ones that make it fail:
   read are then *missed*: the ``missed-msg`` scenario);
 - committed offsets per consumer name, as Kafka's ``__consumer_offsets``.
 
+The wire messages (``ControlMessage``, ``TopicRecord``, ``AppendRequest``, ``FetchRequest``,
+``FetchResponse``, ``OffsetCommit``) live in :mod:`runtime.core.messages` with every other wire
+message and are re-exported here; this module is the log model.
+
 The role never raises across the wire for an out-of-range fetch (on Ray an exception inside an
 actor arrives wrapped in a RayTaskError): :meth:`ControlTopic.fetch` returns a
 :class:`FetchResponse` whose ``error`` is ``OFFSET_OUT_OF_RANGE``; :class:`TopicConsumer` handles it.
@@ -292,7 +296,8 @@ class ControlTopic:
 async def publish(env: Env, message: ControlMessage, topic: str = DEFAULT_TOPIC, *, timeout: float = 10.0) -> int:
     """Producer: appends ``message`` to the topic role; returns its offset. Bounded: a lost
     append fails the producer (Kafka's delivery timeout) rather than hanging it."""
-    return await env.call(topic, "append", AppendRequest(message=message), timeout=timeout)
+    offset: int = await env.call(topic, "append", AppendRequest(message=message), timeout=timeout)
+    return offset
 
 
 class TopicConsumer:
@@ -384,7 +389,8 @@ class TopicConsumer:
 
     async def committed(self) -> int | None:
         """This consumer's committed offset on the topic, or None."""
-        return await self.env.call(self.topic, "committed_offset", self.name, timeout=self.rpc_timeout_s)
+        offset: int | None = await self.env.call(self.topic, "committed_offset", self.name, timeout=self.rpc_timeout_s)
+        return offset
 
     async def seek_to_end(self) -> int:
         """Skips everything already in the topic (a consumer that starts after a restart: the
