@@ -240,10 +240,12 @@ class ControlTopicParticipant(WriterSide):
 
     async def _cleanup_and_sync(self, msg: ControlMessage) -> None:
         """cleanupOngoingTransaction + syncKafkaOffsetWithLeader: the ongoing commit (if any) is
-        over; consume again from the leader's offset when it differs from ours, or when rows
-        were already flushed into the dead commit (its files are rolled back)."""
+        over; consume again from the leader's offset (without one for this partition, from the
+        offset last acknowledged, as Hudi's participant resets its last written offset to its
+        committed one) when it differs from where we are, or when rows were already flushed into
+        the dead commit (its files are rolled back)."""
         leader = leader_offset(msg, self.ctx.task_id)
-        target = self.write_from if leader is None else leader
+        target = self.committed_offset if leader is None else leader
         dead_writes = self.commit_time is not None and bool(self.stats)
         self.commit_time = None
         self.stats = {}
