@@ -117,6 +117,20 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
         "when the coordinator itself failed)",
     )
     t.add_argument(
+        "--control-topic-interval",
+        choices=["wall", "checkpoint"],
+        default=defaults.control_topic_interval,
+        help="control-topic: what ends a commit; wall: the commit interval after START_COMMIT, "
+        "as Hudi's Kafka Connect coordinator; checkpoint: each checkpoint trigger",
+    )
+    t.add_argument(
+        "--kafka-commit-interval",
+        type=float,
+        default=defaults.kafka_commit_interval_s,
+        help="control-topic: seconds from START_COMMIT to END_COMMIT with --control-topic-interval "
+        "wall (Hudi hoodie.kafka.commit.interval.secs: 60 s)",
+    )
+    t.add_argument(
         "--placement",
         choices=["spread", "pack", "strict-spread", "none"],
         default=defaults.placement,
@@ -167,6 +181,8 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         hold_bootstraps=args.hold_bootstraps,
         p2_fix_aborted_reread=args.p2_fix_aborted_reread,
         placement=args.placement,
+        control_topic_interval=args.control_topic_interval,
+        kafka_commit_interval_s=args.kafka_commit_interval,
     )
 
 

@@ -81,6 +81,11 @@ class JobConfig:
     timeline_refresh_requests: int = 100  # RFC-50: the server rescans after this many requests
     write_status_timeout_s: float = 10.0  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
     topic_retention_records: int = 10_000  # control topic retention
+    # P5: what ends a Kafka Connect commit. "wall": the coordinator schedules END_COMMIT
+    # kafka_commit_interval_s after START_COMMIT, as Hudi's ConnectTransactionCoordinator does;
+    # "checkpoint": each Flink checkpoint trigger ends it (every protocol runs the same rounds)
+    control_topic_interval: str = "wall"
+    kafka_commit_interval_s: float = 0.2  # Hudi hoodie.kafka.commit.interval.secs: 60 s
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
     max_restarts: int = 3  # failovers (restart from the last completed checkpoint) before giving up
     # what a task failure restarts: "global" (every role, the coordinator included: Flink's
@@ -193,6 +198,13 @@ class JobConfig:
                 f"p2_fix_aborted_reread must be true or false, got {self.p2_fix_aborted_reread!r}: "
                 "pass --p2-fix-aborted-reread to turn it on"
             )
+        if self.control_topic_interval not in ("wall", "checkpoint"):
+            raise ConfigError(
+                f"--control-topic-interval must be wall or checkpoint, got {self.control_topic_interval!r}"
+            )
+        for name in ("kafka_commit_interval_s", "write_status_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.failover not in ("global", "region"):
             raise ConfigError(f"--failover must be global or region, got {self.failover!r}")
         if self.skew not in ("uniform", "zipf"):

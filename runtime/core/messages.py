@@ -183,3 +183,97 @@ class Barrier:
 @dataclass
 class EndOfInput:
     pass
+
+
+# -- P5's control topic (RFC-32, Hudi's Kafka Connect sink); the log model is runtime.kafka.topic --
+
+# message kinds: the EventType of Hudi's ControlMessage.proto (hudi-kafka-connect)
+START_COMMIT = "START_COMMIT"
+END_COMMIT = "END_COMMIT"
+WRITE_STATUS = "WRITE_STATUS"
+ACK_COMMIT = "ACK_COMMIT"
+KINDS: tuple[str, ...] = (START_COMMIT, END_COMMIT, WRITE_STATUS, ACK_COMMIT)
+
+OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"  # Kafka's error code name
+
+
+@message
+@dataclass
+class ControlMessage:
+    """One message on the control topic (Hudi's ``ControlMessage`` proto).
+
+    ``offsets`` is the proto's ``CoordinatorInfo.globalKafkaCommitOffsets``: every message the
+    coordinator sends (START_COMMIT, END_COMMIT, ACK_COMMIT; ``buildControlMessage``) carries the
+    offsets committed so far per source (Kafka) partition, which participants treat as the truth.
+    ``write_stats`` and ``last_offset`` are a participant's WRITE_STATUS for ``partition``
+    (``ParticipantInfo``; the proto's ``kafkaOffset`` is ``last_offset + 1``, the next offset);
+    ``seq`` numbers a sender's messages so receivers can spot gaps and duplicates.
+    """
+
+    kind: str
+    commit_time: str
+    sender: str
+    partition: int = -1
+    offsets: dict[int, int] = field(default_factory=dict)
+    write_stats: list[WriteStat] = field(default_factory=list)
+    last_offset: int = -1
+    seq: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown control message kind {self.kind!r}; expected one of {KINDS}")
+
+
+@message
+@dataclass
+class TopicRecord:
+    """A message as stored in the control topic's log: its offset and when the topic appended it."""
+
+    offset: int
+    message: ControlMessage
+    appended_at: float
+
+
+@message
+@dataclass
+class AppendRequest:
+    """Producer -> topic; the reply is the offset the message was appended at."""
+
+    message: ControlMessage
+
+
+@message
+@dataclass
+class FetchRequest:
+    """Consumer -> topic: records from ``offset`` on; ``timeout_s > 0`` long-polls when none exist."""
+
+    consumer: str
+    offset: int
+    max_records: int = 100
+    timeout_s: float = 0.0
+
+
+@message
+@dataclass
+class FetchResponse:
+    """Topic -> consumer. ``next_offset`` is where the consumer should fetch next.
+
+    ``error`` is empty on success or ``OFFSET_OUT_OF_RANGE`` when the requested offset is below
+    ``log_start_offset``; then ``records`` is empty and ``next_offset`` is the log start
+    (``runtime.kafka.topic.raise_for_error`` turns the marker into an exception).
+    """
+
+    records: list[TopicRecord]
+    next_offset: int
+    log_start_offset: int
+    high_watermark: int
+    error: str = ""
+
+
+@message
+@dataclass
+class OffsetCommit:
+    """Consumer -> topic: ``offset`` is the next offset the consumer will read (Kafka's convention)."""
+
+    consumer: str
+    offset: int

@@ -12,6 +12,10 @@ protocol relies on, and the ones that make it fail:
   read are then *missed*: the ``missed-msg`` scenario);
 - committed offsets per consumer name, as Kafka's ``__consumer_offsets``.
 
+The wire messages (``ControlMessage``, ``TopicRecord``, ``AppendRequest``, ``FetchRequest``,
+``FetchResponse``, ``OffsetCommit``) live in :mod:`runtime.core.messages` with every other wire
+message and are re-exported here; this module is the log model.
+
 The role never raises across the wire for an out-of-range fetch (on Ray an exception inside an
 actor arrives wrapped in a RayTaskError): :meth:`ControlTopic.fetch` returns a
 :class:`FetchResponse` whose ``error`` is ``OFFSET_OUT_OF_RANGE``; :class:`TopicConsumer` handles it.
@@ -22,22 +26,47 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from runtime.core import codec
 from runtime.core.env import Env, WaitTimeout
-from runtime.core.messages import WriteStat
+from runtime.core.messages import (
+    ACK_COMMIT,
+    END_COMMIT,
+    KINDS,
+    OFFSET_OUT_OF_RANGE,
+    START_COMMIT,
+    WRITE_STATUS,
+    AppendRequest,
+    ControlMessage,
+    FetchRequest,
+    FetchResponse,
+    OffsetCommit,
+    TopicRecord,
+)
 
-# -- message kinds (RFC-32) ----------------------------------------------------------------------
-
-START_COMMIT = "START_COMMIT"
-END_COMMIT = "END_COMMIT"
-WRITE_STATUS = "WRITE_STATUS"
-ACK_COMMIT = "ACK_COMMIT"
-KINDS: tuple[str, ...] = (START_COMMIT, END_COMMIT, WRITE_STATUS, ACK_COMMIT)
-
-OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"  # Kafka's error code name
+# the wire messages live in runtime.core.messages (every wire message in one module); they are
+# re-exported here with the log model that uses them
+__all__ = [
+    "ACK_COMMIT",
+    "DEFAULT_TOPIC",
+    "END_COMMIT",
+    "KINDS",
+    "OFFSET_OUT_OF_RANGE",
+    "START_COMMIT",
+    "WRITE_STATUS",
+    "AppendRequest",
+    "ControlMessage",
+    "ControlTopic",
+    "FetchRequest",
+    "FetchResponse",
+    "OffsetCommit",
+    "OffsetOutOfRange",
+    "TopicConsumer",
+    "TopicRecord",
+    "publish",
+    "raise_for_error",
+]
 
 DEFAULT_TOPIC = "control-topic"
 
@@ -56,91 +85,13 @@ class OffsetOutOfRange(LookupError):
         )
 
 
-@codec.message
-@dataclass
-class ControlMessage:
-    """One message on the control topic.
-
-    ``offsets`` maps a source (Kafka) partition to an offset: on START_COMMIT the offsets the
-    coordinator wants each participant to resume from (read back from the last commit).
-    ``write_stats`` and ``last_offset`` are a participant's WRITE_STATUS for ``partition``;
-    ``seq`` numbers a sender's messages so receivers can spot gaps and duplicates.
-    """
-
-    kind: str
-    commit_time: str
-    sender: str
-    partition: int = -1
-    offsets: dict[int, int] = field(default_factory=dict)
-    write_stats: list[WriteStat] = field(default_factory=list)
-    last_offset: int = -1
-    seq: int = 0
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown control message kind {self.kind!r}; expected one of {KINDS}")
-
-
-@codec.message
-@dataclass
-class TopicRecord:
-    """A message as stored in the log: its offset and when the topic appended it."""
-
-    offset: int
-    message: ControlMessage
-    appended_at: float
-
-
-@codec.message
-@dataclass
-class AppendRequest:
-    """Producer -> topic; the reply is the offset the message was appended at."""
-
-    message: ControlMessage
-
-
-@codec.message
-@dataclass
-class FetchRequest:
-    """Consumer -> topic: records from ``offset`` on; ``timeout_s > 0`` long-polls when none exist."""
-
-    consumer: str
-    offset: int
-    max_records: int = 100
-    timeout_s: float = 0.0
-
-
-@codec.message
-@dataclass
-class FetchResponse:
-    """Topic -> consumer. ``next_offset`` is where the consumer should fetch next.
-
-    ``error`` is empty on success or ``OFFSET_OUT_OF_RANGE`` when the requested offset is below
-    ``log_start_offset``; then ``records`` is empty and ``next_offset`` is the log start.
-    """
-
-    records: list[TopicRecord]
-    next_offset: int
-    log_start_offset: int
-    high_watermark: int
-    error: str = ""
-
-    def raise_for_error(self, requested: int) -> FetchResponse:
-        """The local API: turns the error marker back into :class:`OffsetOutOfRange`."""
-        if self.error == OFFSET_OUT_OF_RANGE:
-            raise OffsetOutOfRange(requested, self.log_start_offset, self.high_watermark)
-        if self.error:
-            raise RuntimeError(f"fetch from offset {requested} failed: {self.error}")
-        return self
-
-
-@codec.message
-@dataclass
-class OffsetCommit:
-    """Consumer -> topic: ``offset`` is the next offset the consumer will read (Kafka's convention)."""
-
-    consumer: str
-    offset: int
+def raise_for_error(response: FetchResponse, requested: int) -> FetchResponse:
+    """The local API: turns a fetch's error marker back into :class:`OffsetOutOfRange`."""
+    if response.error == OFFSET_OUT_OF_RANGE:
+        raise OffsetOutOfRange(requested, response.log_start_offset, response.high_watermark)
+    if response.error:
+        raise RuntimeError(f"fetch from offset {requested} failed: {response.error}")
+    return response
 
 
 @dataclass
@@ -345,7 +296,8 @@ class ControlTopic:
 async def publish(env: Env, message: ControlMessage, topic: str = DEFAULT_TOPIC, *, timeout: float = 10.0) -> int:
     """Producer: appends ``message`` to the topic role; returns its offset. Bounded: a lost
     append fails the producer (Kafka's delivery timeout) rather than hanging it."""
-    return await env.call(topic, "append", AppendRequest(message=message), timeout=timeout)
+    offset: int = await env.call(topic, "append", AppendRequest(message=message), timeout=timeout)
+    return offset
 
 
 class TopicConsumer:
@@ -437,7 +389,8 @@ class TopicConsumer:
 
     async def committed(self) -> int | None:
         """This consumer's committed offset on the topic, or None."""
-        return await self.env.call(self.topic, "committed_offset", self.name, timeout=self.rpc_timeout_s)
+        offset: int | None = await self.env.call(self.topic, "committed_offset", self.name, timeout=self.rpc_timeout_s)
+        return offset
 
     async def seek_to_end(self) -> int:
         """Skips everything already in the topic (a consumer that starts after a restart: the

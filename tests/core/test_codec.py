@@ -16,21 +16,27 @@ import pytest
 from runtime.core import codec, messages
 from runtime.core.codec import CodecError, decode, encode, roundtrip
 from runtime.core.messages import (
+    AppendRequest,
     Barrier,
     CheckpointAck,
     CheckpointNotice,
     CheckpointTrigger,
     CommitAckEvent,
+    ControlMessage,
     DataBatch,
     EndOfInput,
+    FetchRequest,
+    FetchResponse,
     InputFinished,
     InstantTimeReply,
     InstantTimeRequest,
+    OffsetCommit,
     RoundEmitted,
     SourceState,
     TaskFailure,
     TasksReset,
     TaskState,
+    TopicRecord,
     WriteMetadataEvent,
     WriteStat,
 )
@@ -92,6 +98,20 @@ SAMPLES = [
     InstantTimeRequest(task_id=1, checkpoint_id=-1),
     InstantTimeReply(checkpoint_id=3, status="PENDING"),
     InstantTimeReply(checkpoint_id=3, status="OK", instant="20240101000000123"),
+    ControlMessage(
+        "WRITE_STATUS",
+        "20240101000000123",
+        "writer-1",
+        partition=1,
+        offsets={0: 3},
+        write_stats=[stat(2)],
+        last_offset=9,
+    ),
+    TopicRecord(offset=5, message=ControlMessage("ACK_COMMIT", "1", "coordinator", offsets={0: 4}), appended_at=1.5),
+    AppendRequest(ControlMessage("START_COMMIT", "2", "coordinator", offsets={1: 0}, seq=3)),
+    FetchRequest(consumer="writer-0", offset=4, max_records=10, timeout_s=0.5),
+    FetchResponse(records=[], next_offset=3, log_start_offset=3, high_watermark=8, error="OFFSET_OUT_OF_RANGE"),
+    OffsetCommit(consumer="coordinator", offset=7),
 ]
 
 

@@ -38,6 +38,7 @@ from runtime.kafka.topic import (
     TopicConsumer,
     TopicRecord,
     publish,
+    raise_for_error,
 )
 
 
@@ -245,7 +246,7 @@ def test_retention_by_count_advances_log_start_and_old_offsets_are_out_of_range(
         assert reply.error == OFFSET_OUT_OF_RANGE and reply.records == []
         assert (reply.next_offset, reply.log_start_offset, reply.high_watermark) == (3, 3, 8)
         with pytest.raises(OffsetOutOfRange, match=r"fetch offset 1 .* log start offset 3"):
-            reply.raise_for_error(1)
+            raise_for_error(reply, 1)
         assert topic.describe_topic()["consumers"]["late"]["out_of_range"] == 1
 
     run(body())

@@ -830,13 +830,15 @@ def test_p5_end_commit_flushes_and_reports_write_status_then_ack_advances(world)
     ctx.flush_stats = [final]
 
     async def scenario():
+        # an END while in no commit (its START was missed): stale, no WRITE_STATUS (an END of
+        # another commit *during* one ends it: see test_control_topic_connect.py)
+        await p.handle(_msg(END_COMMIT, I_B))
+        assert p.counts["stale"] == 1 and ctx.flushed == [] and topic.high_watermark == 0
         await p.handle(_msg(START_COMMIT, I_A, offsets={1: 0}))
         assert p.accept(rows(0, 12), 0).num_rows == 12
         kept = await p.on_write_event(WriteMetadataEvent(1, 1, I_A, [eager]))
         kept2 = await p.on_write_event(WriteMetadataEvent(1, 1, I_A, [stale_version]))
         assert kept and kept2  # reported with WRITE_STATUS, never as an operator event
-        await p.handle(_msg(END_COMMIT, I_B))  # another commit's END: stale
-        assert p.counts["stale"] == 1 and ctx.flushed == [] and topic.high_watermark == 0
         await p.handle(_msg(END_COMMIT, I_A))
         assert ctx.flushed == [I_A]
         (status,) = await topic_messages(ctx.env)
@@ -882,7 +884,9 @@ def test_p5_participant_agent_hands_control_messages_to_the_mailbox(world):
 class CoordinatorRig:
     def __init__(self, world: World, **cfg_kw: Any) -> None:
         self.world = world
-        self.cfg = config(**cfg_kw)
+        # these tests end each commit with a checkpoint trigger (the "checkpoint" interval); the
+        # wall-clock interval, Hudi's, is tested in test_control_topic_connect.py
+        self.cfg = config(**{"control_topic_interval": "checkpoint", **cfg_kw})
         self.topic = world.hub.register("control-topic", ControlTopic(world.hub.env("control-topic")))
         self.coord = self.make_coordinator("coordinator")
         self.jm = world.hub.env("job-manager")
