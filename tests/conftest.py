@@ -16,7 +16,6 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
-
 from harness import sim  # noqa: F401 - the shared fixture, for every test package
 
 _CPU = pytest.StashKey[dict[str, float]]()

@@ -69,14 +69,15 @@ def table_props() -> TableProps:
 
 class TestEnv(SimEnv):
     """A role's :class:`SimEnv` that records what the role did: ``calls`` (dest, method, msg),
-    ``sent`` (dest, method, msg, what ``send_probe`` returned at the send), ``sleeps``, ``io_calls``."""
+    ``sent`` (dest, method, msg; and, when ``send_probe`` is set, what it returned at the send),
+    ``sleeps``, ``io_calls``."""
 
     __test__ = False  # not a test class, whatever its name says
 
     def __init__(self, role: str, dfs: Dfs, network: SimNetwork, *, seed: int, recorder: TraceRecorder) -> None:
         super().__init__(role, dfs, network, seed=seed, recorder=recorder)
         self.calls: list[tuple[str, str, Any]] = []
-        self.sent: list[tuple[str, str, Any, Any]] = []
+        self.sent: list[tuple[Any, ...]] = []
         self.sleeps: list[float] = []
         self.io_calls = 0
         self.send_probe: Callable[[], Any] | None = None
@@ -90,7 +91,10 @@ class TestEnv(SimEnv):
         return await super().call(dest, method, msg, timeout=timeout)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
-        self.sent.append((dest, method, msg, self.send_probe() if self.send_probe else None))
+        if self.send_probe is None:
+            self.sent.append((dest, method, msg))
+        else:
+            self.sent.append((dest, method, msg, self.send_probe()))
         super().send(dest, method, msg)
 
     async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
