@@ -4,13 +4,14 @@ whose conftest starts them once per session. ``pytest --ignore=tests/ray`` is th
 Tests that run roles without Ray share one environment, tests/harness.py (the simulator's loop,
 network and env); its ``sim`` fixture is available everywhere.
 
-``--cpu-durations=N`` lists the N tests that used the most CPU time of the pytest process
-(setup, call and teardown): unlike ``--durations`` (wall time) it means the same on a loaded
-machine. Work done in other processes (Ray actors, Spark, a subprocess) is not counted.
+``--cpu-durations=N`` lists the N tests that used the most CPU time (setup, call and teardown;
+the pytest process and the subprocesses it waited for): unlike ``--durations`` (wall time) it
+means about the same on a loaded machine. Work in Ray's or Spark's processes is not counted.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Generator
 from typing import Any
@@ -35,13 +36,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CPU] = {}
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that ended (a subprocess a test ran)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-    t0 = time.process_time()
+    t0 = _cpu_s()
     try:
         return (yield)
     finally:
-        item.config.stash[_CPU][item.nodeid] = time.process_time() - t0
+        item.config.stash[_CPU][item.nodeid] = _cpu_s() - t0
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
