@@ -254,7 +254,10 @@ class Sim:
             result = self.loop.run_until_complete(asyncio.wait_for(coro, timeout))
         finally:
             asyncio.set_event_loop(None)
-        gc.collect()  # finalize finished tasks now, while the handler records their errors
+        # finalize the tasks that ended in this run now, while the handler records their errors:
+        # the young generations hold them (a full collection costs a fifth of a second once the
+        # suite has imported everything, and some tests run many short runs)
+        gc.collect(1)
         seen, self.errors[:] = list(self.errors), []
         if background_errors is not None:
             background_errors.extend(seen)
