@@ -1,10 +1,15 @@
-"""The bounded wait every role and host uses (``runtime.core.env.bounded``)."""
+"""The bounded wait every role and host uses (``runtime.core.env.bounded``).
+
+The first two tests pin CPython's own asyncio loop (``asyncio.run``): what they show is a
+property of the standard library. The others run in the shared test environment, on virtual time.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
+import harness
 import pytest
 
 from runtime.core.env import bounded, wait_ended
@@ -37,12 +42,12 @@ def test_wait_for_loses_it_which_is_why_the_hosts_do_not_use_it():
     assert asyncio.run(_cancel_as_the_reply_lands(asyncio.wait_for)) == "ran on"
 
 
-def test_a_bounded_wait_gives_up():
+def test_a_bounded_wait_gives_up(sim):
     async def main() -> None:
         await bounded(asyncio.Event().wait(), 0.01)
 
     with pytest.raises(asyncio.TimeoutError):
-        asyncio.run(main())
+        harness.run(main())
 
 
 def test_waiting_for_a_task_to_end_is_bounded_and_takes_its_error():
@@ -58,14 +63,9 @@ def test_waiting_for_a_task_to_end_is_bounded_and_takes_its_error():
         endless.cancel()
         return gave_up, ended, still_running
 
-    loop = asyncio.new_event_loop()
     unhandled: list[dict] = []
-    loop.set_exception_handler(lambda _loop, ctx: unhandled.append(ctx))
-    try:
-        assert loop.run_until_complete(main()) == (False, True, True)
-    finally:
-        loop.close()
-    import gc
-
-    gc.collect()  # an error never retrieved is reported when its task is collected
+    with harness.opened() as sim:
+        # the run collects, after the end, what the loop reported: an error never retrieved is
+        # reported when its task is collected
+        assert sim.run(main(), background_errors=unhandled) == (False, True, True)
     assert unhandled == []

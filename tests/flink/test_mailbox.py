@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import harness
 import pytest
 
 from runtime.flink.mailbox import (
@@ -34,8 +35,11 @@ BLOCKED = 0.3  # "never completes": the deadlock detection window
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 2.0) -> Any:
-    """Runs a test coroutine with a hard bound so a regression cannot hang the suite."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+    """Runs a test coroutine in the shared test environment (tests/harness.py): on virtual time,
+    so the waits below cost no real time, bounded by ``timeout`` virtual seconds and by a
+    real-time guard, so a regression cannot hang the suite."""
+    with harness.opened() as sim:
+        return sim.run(coro, timeout)
 
 
 def mail(kind: str, priority: int = MIN_PRIORITY, action: Callable[[], Any] | None = None) -> Mail:

@@ -24,6 +24,7 @@ from test_protocol_rules import (  # the virtual-clock rig of the protocol tests
     seeks,
     topic_messages,
     wait_until,
+    world,  # noqa: F401 - the fixture
     write_file,
 )
 
@@ -49,11 +50,6 @@ from runtime.protocols.control_topic import OFFSETS_KEY, RESTART_COMMIT_DELAY_S,
 from runtime.sim import check_determinism, simulate
 
 INTERVAL = 0.5
-
-
-@pytest.fixture
-def world(tmp_path: Any) -> World:
-    return World(tmp_path)
 
 
 async def stop(rig: CoordinatorRig) -> None:

@@ -1,43 +1,33 @@
 """Rules of P4 (coordination-rpc) and P5 (control-topic), without Ray (P3 timeline-server: test_timeline_server_hudi6336.py).
 
-Every test runs on a VIRTUAL clock: an asyncio event loop whose ``time()`` only moves when every
-coroutine waits on a timer, and then jumps straight to the next one (``asyncio.sleep``,
-``asyncio.wait_for`` and ``env.wait_for`` all use it). A one-second lock hold or a ten-second
-timeout costs no real time, and the schedule is deterministic. A loop with nothing left to run
-and no timer pending (a hang) raises instead of blocking, and a wall-clock guard stops a busy loop.
-
-Roles talk through a small in-process hub: ``env.call(dest, method, msg)`` runs the destination
-role's RPC method (it must be listed in its ``RPC_METHODS``) after a codec roundtrip of the request
-and of the reply (as the Ray host does for registered messages), with the caller's timeout raising
-``WaitTimeout`` while the handler keeps running (a Ray actor is not cancelled by a caller's
-timeout). ``send`` delivers one-way in a task. Every call and send is recorded. ``env.io`` runs the
-function inline after one yield. The DFS (a local directory, counted per role), the Hudi table,
-the message bus, the coordinator and the control topic are the real ones.
+Every test runs in the shared test environment (tests/harness.py): the simulator's event loop
+on virtual time (a one-second lock hold or a ten-second timeout costs no real time, the schedule
+is deterministic, a hang raises instead of blocking, a real-time guard stops a busy loop) and its
+network: ``env.call(dest, method, msg)`` reaches the destination role's RPC method (listed in its
+``RPC_METHODS``) with the request and the reply encoded as on Ray, after a seeded sub-millisecond
+delay; a caller's timeout raises ``WaitTimeout`` while the handler keeps running (a Ray actor is
+not cancelled by a caller's timeout). Every call and send is recorded by the env. The DFS (a local
+directory, counted per role), the Hudi table, the message bus, the coordinator and the control
+topic are the real ones.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import gc
-import inspect
 import os
-import random
-import selectors
-import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from harness import Sim, TestEnv, local_dfs, now, opened, run, wait_until
 
 from runtime.core import codec
 from runtime.core.config import JobConfig
-from runtime.core.dfs import DfsError, open_dfs
-from runtime.core.env import BlockedWait, Env, WaitTimeout
+from runtime.core.dfs import Dfs, DfsError
+from runtime.core.env import BlockedWait, WaitTimeout
 from runtime.core.messages import CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
-from runtime.core.metrics import Metrics
-from runtime.core.trace import Tracer
 from runtime.flink.source import SeekRequest
 from runtime.hudi import dfs_message_bus as bus
 from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
@@ -72,201 +62,6 @@ from runtime.protocols.coordination_rpc import (
 from runtime.writer.coordinator import Coordinator
 
 TASKS = ["writer-0", "writer-1"]
-WALL_GUARD_S = 20.0  # real seconds one test may spend before the loop gives up
-
-
-# == a virtual clock ==============================================================================
-
-
-class _VirtualSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
-    """Never blocks: a wait for the next timer jumps the loop's clock to it instead."""
-
-    loop: VirtualLoop
-
-    def select(self, timeout: float | None = None):  # type: ignore[override]
-        loop = self.loop
-        if time.monotonic() - loop.wall_start > WALL_GUARD_S:
-            raise RuntimeError(
-                f"the test ran {WALL_GUARD_S}s of real time (virtual t={loop.vt:.3f}s): "
-                "a busy loop that never waits on a timer?"
-            )
-        events = super().select(0)
-        if events or timeout == 0:
-            return events
-        if timeout is None:
-            raise RuntimeError(
-                f"hang at virtual t={loop.vt:.3f}s: every coroutine waits for "
-                "something that no timer and no other coroutine will ever provide"
-            )
-        loop.vt += timeout
-        return events
-
-
-class VirtualLoop(asyncio.SelectorEventLoop):
-    def __init__(self) -> None:
-        self.vt = 0.0
-        self.wall_start = time.monotonic()
-        selector = _VirtualSelector()
-        selector.loop = self
-        super().__init__(selector)
-
-    def time(self) -> float:
-        return self.vt
-
-
-def run(
-    coro: Coroutine[Any, Any, Any], timeout: float = 600.0, *, background_errors: list[dict[str, Any]] | None = None
-) -> Any:
-    """``asyncio.run`` on a virtual-time loop, bounded by ``timeout`` VIRTUAL seconds.
-
-    A background task that died with an exception nobody retrieved fails the test, unless the
-    caller collects such errors in ``background_errors``. (Recording them instead of letting
-    asyncio log them also keeps the log's traceback formatting out of garbage collection.)
-    """
-    loop = VirtualLoop()
-    errors: list[dict[str, Any]] = [] if background_errors is None else background_errors
-    loop.set_exception_handler(lambda _loop, context: errors.append(context))
-    try:
-        asyncio.set_event_loop(loop)
-        result = loop.run_until_complete(asyncio.wait_for(coro, timeout))
-        gc.collect()  # finalize finished tasks while the handler is installed
-        failures = [e["exception"] for e in errors if "exception" in e]
-        if background_errors is None and failures:
-            raise AssertionError(f"background tasks failed: {failures!r}")
-        return result
-    finally:
-        try:
-            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in pending:
-                t.cancel()
-            if pending:
-                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
-
-
-def now() -> float:
-    return asyncio.get_running_loop().time()
-
-
-async def wait_until(
-    pred: Callable[[], Any], timeout: float = 10.0, step: float = 0.01, what: str = "the condition"
-) -> None:
-    deadline = now() + timeout
-    while True:
-        result = pred()
-        if inspect.isawaitable(result):
-            result = await result
-        if result:
-            return
-        if now() > deadline:
-            raise AssertionError(f"{what} did not hold within {timeout}s (virtual)")
-        await asyncio.sleep(step)
-
-
-# == an in-process host ==========================================================================
-
-
-def _wire(obj: Any) -> Any:
-    """What crosses a host boundary: registered messages go through the codec (as on Ray)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and type(obj).__name__ in codec._REGISTRY:
-        return codec.roundtrip(obj)
-    return obj
-
-
-class Hub:
-    """Roles by name, and one FakeEnv per role, all sharing one DFS (and its counters)."""
-
-    def __init__(self, dfs) -> None:
-        self.dfs = dfs
-        self.roles: dict[str, Any] = {}
-        self.envs: dict[str, FakeEnv] = {}
-        self.down: dict[str, BaseException] = {}  # dest -> what calling it raises
-        self.deliveries: list[asyncio.Task] = []
-        self.handlers: list[asyncio.Task] = []
-        self.send_errors: list[str] = []
-
-    def env(self, role: str, *, seed: int = 0) -> FakeEnv:
-        env = FakeEnv(self, role, self.dfs.for_role(role), seed=seed)
-        self.envs[role] = env
-        return env
-
-    def register(self, name: str, obj: Any) -> Any:
-        self.roles[name] = obj
-        return obj
-
-    async def dispatch(self, sender: str, dest: str, method: str, msg: Any, timeout: float | None) -> Any:
-        if dest in self.down:
-            raise self.down[dest]
-        role = self.roles[dest]
-        assert method in role.RPC_METHODS, f"{method} is not an RPC method of {dest}"
-
-        async def handle() -> Any:
-            result = getattr(role, method)(_wire(msg))
-            if inspect.isawaitable(result):
-                result = await result
-            return _wire(result)
-
-        task = asyncio.ensure_future(handle())
-        self.handlers.append(task)  # a handler outliving its caller's timeout stays referenced
-        if timeout is None:
-            return await task
-        try:
-            return await asyncio.wait_for(asyncio.shield(task), timeout)
-        except asyncio.TimeoutError as exc:
-            raise WaitTimeout(f"{sender} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
-
-    def post(self, sender: str, dest: str, method: str, msg: Any) -> None:
-        async def deliver() -> None:
-            try:
-                await self.dispatch(sender, dest, method, msg, None)
-            except Exception as exc:
-                self.send_errors.append(f"{dest}.{method}: {type(exc).__name__}: {exc}")
-
-        self.deliveries.append(asyncio.ensure_future(deliver()))
-
-    async def drain(self) -> None:
-        """Waits for every one-way message sent so far to be handled."""
-        while any(not t.done() for t in self.deliveries):
-            await asyncio.gather(*self.deliveries)
-        assert not self.send_errors, self.send_errors
-
-
-class FakeEnv(Env):
-    def __init__(self, hub: Hub, role: str, dfs, *, seed: int = 0) -> None:
-        self.hub = hub
-        self.role = role
-        self.dfs = dfs
-        self.rng = random.Random(seed)
-        self.tracer = Tracer("x")
-        self.metrics = Metrics()
-        self.calls: list[tuple[str, str, Any]] = []
-        self.sent: list[tuple[str, str, Any, Any]] = []
-        self.sleeps: list[float] = []
-        self.send_probe: Callable[[], Any] | None = None  # what the world looked like at each send
-
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        await asyncio.sleep(seconds)
-
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        self.calls.append((dest, method, msg))
-        self.metrics.rpc(method)
-        return await self.hub.dispatch(self.role, dest, method, msg, timeout)
-
-    def send(self, dest: str, method: str, msg: Any = None) -> None:
-        self.sent.append((dest, method, msg, self.send_probe() if self.send_probe else None))
-        self.metrics.rpc(method)
-        self.hub.post(self.role, dest, method, msg)
-
-    async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        await asyncio.sleep(0)  # other coroutines may run meanwhile, as with a thread
-        return fn(*args)
 
 
 class WriterCtx:
@@ -274,7 +69,7 @@ class WriterCtx:
 
     def __init__(
         self,
-        env: FakeEnv,
+        env: TestEnv,
         config: JobConfig,
         table: HudiTable,
         *,
@@ -299,7 +94,7 @@ class WriterCtx:
 class ParticipantCtx:
     """What ControlTopicParticipant uses of its write task."""
 
-    def __init__(self, env: FakeEnv, config: JobConfig, task_id: int = 0) -> None:
+    def __init__(self, env: TestEnv, config: JobConfig, task_id: int = 0) -> None:
         self.env = env
         self.config = config
         self.task_id = task_id
@@ -335,10 +130,13 @@ class ParticipantCtx:
 
 
 class World:
-    def __init__(self, tmp_path) -> None:
-        dfs, self.path = open_dfs(str(tmp_path / "t"), role="setup")
+    """The shared test environment (``hub``: roles, envs and messages on virtual time) on a table
+    in a local directory (the tests look at its files)."""
+
+    def __init__(self, hub: Sim, dfs: Dfs, path: str) -> None:
+        self.path = path
         self.dfs = dfs
-        self.hub = Hub(dfs)
+        self.hub = hub
         self.table = HudiTable.create_or_open(dfs, self.path, TableProps("t", "key", "partition", "ts"))
         self.bus_path = bus.message_bus_path(self.path)
         self.hoodie = os.path.join(self.path, ".hoodie")
@@ -358,8 +156,10 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path) -> World:
-    return World(tmp_path)
+def world(tmp_path) -> Iterator[World]:
+    dfs, path = local_dfs(tmp_path / "t")
+    with opened(dfs) as hub:
+        yield World(hub, dfs, path)
 
 
 def config(**kw: Any) -> JobConfig:
@@ -640,7 +440,18 @@ class _HalfJitter:
         return 0.5
 
 
-def test_p4_async_writer_polls_until_the_deadline_not_before(world):
+@pytest.fixture
+def instant_world(tmp_path) -> Iterator[World]:
+    """A world whose messages take no time: the poll timing below is the backoff's alone."""
+    from runtime.sim.network import Delay
+
+    dfs, path = local_dfs(tmp_path / "t")
+    with opened(dfs, delay=Delay.fixed(0.0)) as hub:
+        yield World(hub, dfs, path)
+
+
+def test_p4_async_writer_polls_until_the_deadline_not_before(instant_world):
+    world = instant_world
     coord, cfg = rpc_world(world, AsyncCoordinationRpcProtocol, instant_wait_timeout_s=1.0)
     w, ctx = rpc_writer(world, cfg, 0, mode="async", last_checkpoint_id=1)
     ctx.env.rng = _HalfJitter()  # sleeps exactly 0.05, 0.1, 0.2, 0.4 ...
@@ -779,7 +590,7 @@ def _msg(kind: str, commit_time: str, **kw: Any) -> ControlMessage:
     return codec.roundtrip(ControlMessage(kind, commit_time, "coordinator", **kw))
 
 
-async def topic_messages(env: FakeEnv) -> list[ControlMessage]:
+async def topic_messages(env: TestEnv) -> list[ControlMessage]:
     reply = await env.call("control-topic", "fetch", FetchRequest("test-reader", 0, 10_000))
     return [r.message for r in reply.records]
 

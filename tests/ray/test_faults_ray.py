@@ -204,28 +204,14 @@ def test_fault_specs_read_back_from_their_text():
         parse_faults("task.in_snapshot@two")
 
 
-def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one():
-    from runtime.core.env import Env
-    from runtime.core.trace import Tracer
+def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one(sim):
     from runtime.faults.injector import FaultInjector
-
-    class _Env(Env):
-        role = "coordinator"
-        tracer = Tracer("coordinator", enabled=False, clock=lambda: 0.0)
-
-        def now(self) -> float:
-            return 0.0
-
-        async def sleep(self, seconds): ...
-        async def call(self, dest, method, msg=None, *, timeout=None): ...
-        def send(self, dest, method, msg=None): ...
-        async def io(self, fn, *args): ...
 
     class _Msg:
         def __init__(self, ckp: int) -> None:
             self.checkpoint_id = ckp
 
-    env = _Env()
+    env = sim.env("coordinator")
     env.faults = FaultInjector([FaultSpec("message.dropped", 3, target="operator_event")], "coordinator", None, "")
     assert env.message_fault("writer-0", "operator_event", None) is None  # no checkpoint id
     assert env.message_fault("writer-0", "operator_event", _Msg(2)) is None

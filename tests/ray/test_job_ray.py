@@ -40,10 +40,25 @@ ALL = [
 ]
 
 
+@pytest.fixture(scope="module")
+def job_of(ray_session, tmp_path_factory):
+    """The default job of a protocol, run once per module: (result, its directory, holding
+    ``table`` and ``out``). Several tests assert on the same run instead of running it again."""
+    runs: dict[str, tuple[dict, object]] = {}
+
+    def job(protocol: str):
+        if protocol not in runs:
+            workdir = tmp_path_factory.mktemp(protocol)
+            runs[protocol] = (run_job(_cfg(workdir, protocol=protocol), str(workdir / "out")), workdir)
+        return runs[protocol]
+
+    return job
+
+
 @pytest.mark.parametrize("protocol", ALL)
-def test_run_commits_every_checkpoint_exactly_once(ray_session, tmp_path, protocol):
+def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
+    result, tmp_path = job_of(protocol)
     out = tmp_path / "out"
-    result = run_job(_cfg(tmp_path, protocol=protocol), str(out))
     assert result["status"] == "finished", result["error"]
     assert RESULT_KEYS <= set(result)
     with open(out / "result.json") as f:
@@ -75,8 +90,8 @@ def test_run_commits_every_checkpoint_exactly_once(ray_session, tmp_path, protoc
         assert meta["extraMetadata"]["checkpoint.id"] == str(c["checkpoint"])
 
 
-def test_message_bus_run_writes_bus_files_and_no_timeline_polls(ray_session, tmp_path):
-    result = run_job(_cfg(tmp_path, protocol="message-bus"), None)
+def test_message_bus_run_writes_bus_files_and_no_timeline_polls(job_of):
+    result, tmp_path = job_of("message-bus")
     assert result["exactly_once"]["verified"]
     bus = tmp_path / "table" / ".hoodie" / ".aux" / "message_bus"
     # message 0 (first instant) and one per completed checkpoint
@@ -86,8 +101,8 @@ def test_message_bus_run_writes_bus_files_and_no_timeline_polls(ray_session, tmp
     assert result["dfs_ops"]["writer"]["exists"] >= 1
 
 
-def test_operator_event_writers_poll_the_timeline(ray_session, tmp_path):
-    result = run_job(_cfg(tmp_path, protocol="operator-event"), None)
+def test_operator_event_writers_poll_the_timeline(job_of):
+    result, _ = job_of("operator-event")
     assert result["exactly_once"]["verified"]
     assert result["dfs_ops"]["writer"]["list"] >= 2 * 3  # every writer, every round
 
@@ -148,8 +163,8 @@ def test_deadlock_schedule_completes_under_every_other_protocol(ray_session, tmp
     assert result["exactly_once"]["verified"]
 
 
-def test_timeline_server_answers_writers_so_they_never_read_the_dfs(ray_session, tmp_path):
-    result = run_job(_cfg(tmp_path, protocol="timeline-server"), None)
+def test_timeline_server_answers_writers_so_they_never_read_the_dfs(job_of):
+    result, _ = job_of("timeline-server")
     assert result["exactly_once"]["verified"]
     assert result["rpcs"]["get_ckp_message"] >= 2
     assert result["rpcs"]["refresh"] >= 3  # the coordinator asks for a refresh after each message
@@ -195,8 +210,8 @@ def test_lock_held_fails_sync_rpc_and_async_rides_it_out(ray_session, tmp_path):
     assert max(asyn["writer_blocked_s"].values()) >= 1.0
 
 
-def test_control_topic_commits_with_offsets_in_the_metadata(ray_session, tmp_path):
-    result = run_job(_cfg(tmp_path, protocol="control-topic"), None)
+def test_control_topic_commits_with_offsets_in_the_metadata(job_of):
+    result, tmp_path = job_of("control-topic")
     assert result["exactly_once"]["verified"]
     last = result["commits"][-1]["instant"]
     meta = json.loads((tmp_path / "table" / ".hoodie" / f"{last}.commit").read_text())

@@ -1,7 +1,10 @@
 """The deterministic simulator end to end: the unchanged roles on virtual time, from a seed.
 
-Each run writes a real Hudi table that the official reader verifies. The scenario tests assert
-the outcomes the Ray host gives for the same schedules (tests/ray/test_job_ray.py).
+The scenario tests assert the outcomes the Ray host gives for the same schedules
+(tests/ray/test_job_ray.py). Runs are on the simulated disk (``storage="memory"``: no parquet,
+exactly-once verified by the project's own snapshot reader) unless a test reads the parquet
+files: every protocol's run writes a real Hudi table that the official reader verifies, and the
+tests of the table's rows, of a used workdir and of the command line use the real disk too.
 """
 
 from __future__ import annotations
@@ -67,14 +70,17 @@ def _cfg(**kw) -> JobConfig:
 
 
 def _sim(cfg: JobConfig, simdir, name: str = "run", **kw):
-    return simulate(cfg, workdir=str(simdir / name), max_real_s=MAX_REAL_S, **kw)
+    """A run on the simulated disk, or (``storage="disk"``) a real table under ``simdir/name``."""
+    kw.setdefault("storage", "memory")
+    workdir = str(simdir / name) if kw["storage"] == "disk" else None
+    return simulate(cfg, workdir=workdir, max_real_s=MAX_REAL_S, **kw)
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_every_protocol_commits_every_checkpoint_exactly_once(simdir, protocol):
     # control-topic commits by checkpoint only with its "checkpoint" interval (Hudi's own, the
     # default, is wall time: tests/protocols/test_control_topic_connect.py)
-    result = _sim(_cfg(protocol=protocol, control_topic_interval="checkpoint"), simdir, seed=SEED)
+    result = _sim(_cfg(protocol=protocol, control_topic_interval="checkpoint"), simdir, seed=SEED, storage="disk")
     assert result["status"] == "finished", result["error"]
     assert RESULT_KEYS <= set(result)
     assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
@@ -96,7 +102,7 @@ def test_control_topic_end_of_input_while_the_last_ack_is_in_flight(simdir, seed
 
 def test_the_same_seed_gives_the_same_trace(simdir):
     # the most concurrent protocol (agents polling a topic) and the deadlock schedule
-    assert check_determinism(_cfg(protocol="control-topic"), SEED, workdir=str(simdir)) is None
+    assert check_determinism(_cfg(protocol="control-topic"), SEED, storage="memory") is None
     cfg = deadlock_config(_cfg(protocol="operator-event"))
     a = _sim(cfg, simdir, "a", seed=3, trace=True, verify=False)
     b = _sim(cfg, simdir, "b", seed=3, trace=True, verify=False)
@@ -108,8 +114,8 @@ def test_different_seeds_change_the_schedule_not_the_rows(simdir):
     from runtime.lab.verify import read_snapshot
 
     cfg = _cfg(protocol="message-bus")
-    a = _sim(cfg, simdir, "a", seed=1, trace=True)
-    b = _sim(cfg, simdir, "b", seed=2, trace=True)
+    a = _sim(cfg, simdir, "a", seed=1, trace=True, storage="disk")
+    b = _sim(cfg, simdir, "b", seed=2, trace=True, storage="disk")
     assert a["trace_sha256"] != b["trace_sha256"]
     div = first_divergence(a["trace"], b["trace"])
     assert div is not None and div["first"][0] != div["second"][0]  # delivery times differ
@@ -176,16 +182,16 @@ def test_limits_end_a_run_with_a_reason(simdir):
     short = _sim(_cfg(), simdir, "v", seed=SEED, max_virtual_s=0.1)
     assert short["status"] == "timed-out" and "virtual-time limit" in short["error"]
     assert short["virtual_s"] < 0.5
-    guarded = simulate(_cfg(), seed=SEED, workdir=str(simdir / "r"), max_real_s=1e-6)
+    guarded = simulate(_cfg(), seed=SEED, storage="memory", max_real_s=1e-6)
     assert guarded["status"] == "timed-out" and "RealTimeLimit" in guarded["error"]
 
 
 def test_a_used_workdir_is_refused(simdir):
     from runtime.core.config import ConfigError
 
-    _sim(_cfg(checkpoints=1, records=100), simdir, "w", seed=SEED, verify=False)
+    _sim(_cfg(checkpoints=1, records=100), simdir, "w", seed=SEED, verify=False, storage="disk")
     with pytest.raises(ConfigError, match="already holds a table"):
-        _sim(_cfg(checkpoints=1, records=100), simdir, "w", seed=SEED)
+        _sim(_cfg(checkpoints=1, records=100), simdir, "w", seed=SEED, storage="disk")
 
 
 def test_cli_checks_determinism_and_writes_result_json(simdir):
@@ -206,6 +212,8 @@ def test_cli_checks_determinism_and_writes_result_json(simdir):
             "--out",
             str(out),
             "--quiet",
+            "--storage",
+            "memory",
         ]
     )
     assert code == 3  # deadlocked, as the run command's exit code says
@@ -230,7 +238,7 @@ def test_same_trace_in_another_process_without_ray(simdir):
         "from runtime.sim.commands import main as _cli\n"
         "from runtime.sim import simulate\n"
         f"cfg = JobConfig(**{json.dumps(fields)})\n"
-        f"r = simulate(cfg, seed={SEED}, workdir={str(simdir / 'there')!r}, verify=False)\n"
+        f"r = simulate(cfg, seed={SEED}, storage='memory', verify=False)\n"
         "print(json.dumps([r['trace_sha256'], 'ray' in sys.modules]))\n"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")

@@ -30,7 +30,9 @@ def _without_timing(doc: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def p1_exploration() -> dict:
-    return explore("deadlock", list(range(FIND_WITHIN)), ["operator-event"])
+    # in this process: two spawned workers cost more than they save on 30 short runs (that
+    # workers give the same records is test_explore_gives_the_same_verdicts_in_worker_processes's)
+    return explore("deadlock", list(range(FIND_WITHIN)), ["operator-event"], jobs=1)
 
 
 def test_exploration_finds_the_p1_deadlock_on_its_own(p1_exploration):
@@ -52,10 +54,12 @@ def test_the_same_schedules_do_not_deadlock_the_message_bus(p1_exploration):
 
 def test_explore_verdicts_are_a_function_of_the_seeds(p1_exploration):
     seeds = list(range(8))
-    again = explore("deadlock", seeds, ["operator-event"])
+    # in this process, as the fixture's (that worker processes give the same records is the
+    # worker-process test's)
+    again = explore("deadlock", seeds, ["operator-event"], jobs=1)
     first = {r["seed"]: r for r in p1_exploration["runs"] if r["seed"] in seeds}
     assert [first[s] for s in seeds] == again["runs"]
-    assert _without_timing(explore("deadlock", seeds, ["operator-event"])) == _without_timing(again)
+    assert _without_timing(explore("deadlock", seeds, ["operator-event"], jobs=1)) == _without_timing(again)
 
 
 def test_replay_reproduces_the_explore_verdict(p1_exploration, capsys):

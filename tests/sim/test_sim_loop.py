@@ -120,13 +120,11 @@ class Sink:
         return "should not be reachable"
 
 
-def _pair(loop, recorder, delay=Delay.uniform(0.0, 0.01)):
-    import pyarrow.fs as pafs
+def _pair(loop, recorder, delay=None):
+    from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 
-    from runtime.core.dfs import Dfs
-
-    net = SimNetwork(loop, seed=7, recorder=recorder, delay=delay)
-    dfs = Dfs(pafs.LocalFileSystem())
+    net = SimNetwork(loop, seed=7, recorder=recorder, delay=delay or Delay.uniform(0.0, 0.01))
+    dfs = MemoryDfs(MemoryStore())
     a = SimEnv("a", dfs, net, seed=7, recorder=recorder)
     SimEnv("b", dfs, net, seed=7, recorder=recorder)
     sink = Sink()

@@ -1,28 +1,27 @@
 """Tests of the writer sides of P1 (operator-event) and P2 (message-bus).
 
-The writer runs on a FAKE Env: a virtual clock that ``sleep`` advances (and yields to the event
-loop, so other asyncio tasks run between ticks), ``io`` running the function inline, ``call`` and
-``send`` recording. The DFS, the table and the message bus are real (a local directory).
-Everything that would "happen meanwhile" (the coordinator starting an instant, writing a bus
-message, an operator event's mail running) is done from another asyncio task once the writer has
-reported that it is blocked.
+The writer runs in the shared test environment (tests/harness.py): the simulator's env on
+virtual time (``sleep`` costs no real time; other asyncio tasks run meanwhile), ``io`` inline,
+every ``call``, ``send`` and ``sleep`` recorded. The DFS is the simulator's in-memory one; the
+table and the message bus are real. Everything that would "happen meanwhile" (the coordinator
+starting an instant, writing a bus message, an operator event's mail running) is done from
+another asyncio task once the writer has reported that it is blocked.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any
 
+import harness
 import pytest
+from harness import Inbox, Sim, TestEnv, active, memory_dfs
 
 from runtime.core.config import JobConfig
-from runtime.core.dfs import open_dfs
-from runtime.core.env import BlockedWait, Env
+from runtime.core.dfs import Dfs
+from runtime.core.env import BlockedWait
 from runtime.core.messages import CheckpointNotice, CommitAckEvent
-from runtime.core.metrics import Metrics
-from runtime.core.trace import Tracer
 from runtime.hudi.dfs_message_bus import MessageDriver, message_bus_path
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols import PROTOCOLS
@@ -34,39 +33,9 @@ I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
 TICK = 0.01
 
 
-class FakeEnv(Env):
-    """Virtual time: ``now`` only moves when someone sleeps."""
-
-    def __init__(self, dfs, role: str = "writer-0") -> None:
-        self.role = role
-        self.dfs = dfs
-        self.rng = random.Random(0)
-        self.tracer = Tracer(role, enabled=False)
-        self.metrics = Metrics()
-        self.clock = 0.0
-        self.sleeps: list[float] = []
-        self.calls: list[tuple[str, str, Any]] = []
-        self.sent: list[tuple[str, str, Any]] = []
-        self.io_calls = 0
-
-    def now(self) -> float:
-        return self.clock
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.clock += seconds
-        await asyncio.sleep(0)
-
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        self.calls.append((dest, method, msg))
-        return None
-
-    def send(self, dest: str, method: str, msg: Any = None) -> None:
-        self.sent.append((dest, method, msg))
-
-    async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        self.io_calls += 1
-        return fn(*args)
+def task_env(dfs: Dfs | None, role: str = "writer-0") -> TestEnv:
+    """``role``'s env in the test's shared environment, on ``dfs`` (None: the environment's own)."""
+    return active().env(role, dfs=dfs)
 
 
 class Ctx:
@@ -74,7 +43,7 @@ class Ctx:
 
     def __init__(
         self,
-        env: FakeEnv,
+        env: TestEnv,
         config: JobConfig,
         table: HudiTable,
         *,
@@ -97,8 +66,9 @@ class Ctx:
 
 
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 5.0) -> Any:
-    """A hard wall-clock bound, so a broken wait fails the test instead of hanging it."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+    """Runs ``coro`` in the test's environment, bounded by ``timeout`` virtual seconds (and by
+    the environment's real-time guard), so a broken wait fails the test instead of hanging it."""
+    return harness.run(coro, timeout)
 
 
 async def when_blocked(ctx: Ctx, action: Callable[[], Any]) -> None:
@@ -122,10 +92,19 @@ async def concurrently(writer_call: Awaitable[Any], other: Awaitable[Any]) -> An
             helper.result()  # re-raise a failure of the helper
 
 
+@pytest.fixture(autouse=True)
+def world() -> Iterator[Sim]:
+    """The test's environment; the two write tasks' inboxes collect what a coordinator sends."""
+    with harness.opened() as sim:
+        for name in ("writer-0", "writer-1"):
+            sim.register(name, Inbox("operator_event"))
+        yield sim
+
+
 @pytest.fixture
-def tables(tmp_path):
+def tables():
     """(coordinator's table, writer's view of it): same files and counters, two roles."""
-    dfs, path = open_dfs(str(tmp_path / "t"), role="coordinator")
+    dfs, path = memory_dfs("coordinator")
     coord = HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
     return coord, coord.with_dfs(dfs.for_role("writer"))
 
@@ -137,7 +116,7 @@ def make_ctx(writer_table: HudiTable, **cfg: Any) -> Ctx:
         instant_wait_timeout_s=cfg.pop("instant_wait_timeout_s", 2.0),
         checkpoint_timeout_s=5.0,
     )
-    return Ctx(FakeEnv(writer_table.dfs), config, writer_table, **cfg)
+    return Ctx(task_env(writer_table.dfs), config, writer_table, **cfg)
 
 
 def test_protocol_registry_names_the_writer_sides():
@@ -287,7 +266,7 @@ def test_p1_polls_the_timeline_every_tick(tables):
 def test_p1_coordinator_sends_one_ack_per_task_on_empty_round_and_abort():
     class CCtx:
         def __init__(self):
-            self.env = FakeEnv(None, role="coordinator")
+            self.env = task_env(None, role="coordinator")
             self.task_names = ["writer-0", "writer-1"]
 
     c = OperatorEventCoordinator(CCtx())
@@ -424,7 +403,7 @@ def test_p2_instant_wait_timeout_defaults_to_the_checkpoint_timeout(tables, driv
     coord, wt = tables
     coord.start_instant(I1)
     ctx = Ctx(
-        FakeEnv(wt.dfs),
+        task_env(wt.dfs),
         JobConfig(wait_tick_s=0.05, instant_wait_timeout_s=0.0, checkpoint_timeout_s=0.5),
         wt,
         last_checkpoint_id=1,
