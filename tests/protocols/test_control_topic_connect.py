@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from harness import local_dfs, opened
 from test_protocol_rules import (  # the virtual-clock rig of the protocol tests
     CoordinatorRig,
     World,
@@ -24,7 +26,6 @@ from test_protocol_rules import (  # the virtual-clock rig of the protocol tests
     seeks,
     topic_messages,
     wait_until,
-    world,  # noqa: F401 - the fixture
     write_file,
 )
 
@@ -50,6 +51,14 @@ from runtime.protocols.control_topic import OFFSETS_KEY, RESTART_COMMIT_DELAY_S,
 from runtime.sim import check_determinism, simulate
 
 INTERVAL = 0.5
+
+
+@pytest.fixture
+def world(tmp_path: Any) -> Iterator[World]:
+    """The protocol tests' world (test_protocol_rules.py) on a table in a local directory."""
+    dfs, path = local_dfs(tmp_path / "t")
+    with opened(dfs) as hub:
+        yield World(hub, dfs, path)
 
 
 async def stop(rig: CoordinatorRig) -> None:

@@ -1,4 +1,4 @@
-"""Rules of P4 (coordination-rpc) and P5 (control-topic), without Ray (P3 timeline-server: test_timeline_server_hudi6336.py).
+"""Rules of P4 (coordination-rpc) and P5 (control-topic), without Ray (P3: test_timeline_server_hudi6336.py).
 
 Every test runs in the shared test environment (tests/harness.py): the simulator's event loop
 on virtual time (a one-second lock hold or a ten-second timeout costs no real time, the schedule
