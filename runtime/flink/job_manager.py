@@ -15,7 +15,14 @@ from typing import Any
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, WaitTimeout, bounded
-from runtime.core.messages import CheckpointAck, CheckpointNotice, CheckpointTrigger, RoundEmitted, TaskFailure
+from runtime.core.messages import (
+    CheckpointAck,
+    CheckpointNotice,
+    CheckpointTrigger,
+    RoundEmitted,
+    TaskFailure,
+    WriteMetadataEvent,
+)
 
 MAX_FINAL_CHECKPOINTS = 3  # extra checkpoints at end of input when the last one did not complete
 
@@ -36,7 +43,7 @@ class CheckpointRecord:
 
 
 class JobManager:
-    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed")
+    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed", "write_metadata")
 
     def __init__(
         self,
@@ -75,6 +82,13 @@ class JobManager:
         if rec is not None and rec.status == "pending":
             rec.acks[ack.role] = ack.state
         self._changed.set()
+
+    def write_metadata(self, event: WriteMetadataEvent) -> None:
+        """``JobMaster.sendOperatorEventToCoordinator``: a task's operator event is handed on to
+        its coordinator at once, on the same lane as this job manager's later checkpoint
+        notifications, so an event a task sent before its ack reaches the coordinator before the
+        completion of that checkpoint does (Flink delivers both on the JobMaster's main thread)."""
+        self.env.send(self.coordinator, "write_metadata", event)
 
     def round_emitted(self, msg: RoundEmitted) -> None:
         if msg.round > self.rounds_emitted.get(msg.source, 0):

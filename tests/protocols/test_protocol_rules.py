@@ -34,7 +34,7 @@ import pytest
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsError, open_dfs
-from runtime.core.env import BlockedWait, Env, WaitTimeout
+from runtime.core.env import BlockedWait, Env, WaitTimeout, rpc_handler
 from runtime.core.messages import CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
@@ -205,7 +205,7 @@ class Hub:
         assert method in role.RPC_METHODS, f"{method} is not an RPC method of {dest}"
 
         async def handle() -> Any:
-            result = getattr(role, method)(_wire(msg))
+            result = rpc_handler(role, method)(_wire(msg))
             if inspect.isawaitable(result):
                 result = await result
             return _wire(result)
