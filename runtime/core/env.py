@@ -167,7 +167,7 @@ class Env(abc.ABC):
         if fault.point == "message.dropped":
             self.note_dropped(dest, method)
             return None
-        return fault.value
+        return float(fault.value)
 
     def note_dropped(self, dest: str, method: str) -> None:
         """Hook: a host that records deliveries records the loss too."""
