@@ -9,6 +9,8 @@ source has emitted round k (so a run's rounds are deterministic) and the interva
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,8 @@ class JobManager:
         self.state_backend = state_backend  # runtime.flink.state_backend.StateBackend, or None
         self.start_checkpoint_id = start_checkpoint_id  # after a failover: ids go on increasing
         self.start_round = start_round  # after a failover: the first round not yet checkpointed
+        self.latest_completed = start_checkpoint_id - 1  # pending checkpoints below it are subsumed
+        self.latest_notified = start_checkpoint_id - 1  # completion notifications below it are skipped
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -81,7 +85,7 @@ class JobManager:
         rec = self.checkpoints.get(ack.checkpoint_id)
         if rec is not None and rec.status == "pending":
             rec.acks[ack.role] = ack.state
-        self._changed.set()
+        self._notify_changed()
 
     def write_metadata(self, event: WriteMetadataEvent) -> None:
         """``JobMaster.sendOperatorEventToCoordinator``: a task's operator event is handed on to
@@ -94,11 +98,11 @@ class JobManager:
         if msg.round > self.rounds_emitted.get(msg.source, 0):
             self.rows_emitted[msg.source] = max(self.rows_emitted.get(msg.source, 0) + msg.rows, msg.end_offset)
         self.rounds_emitted[msg.source] = max(self.rounds_emitted.get(msg.source, 0), msg.round)
-        self._changed.set()
+        self._notify_changed()
 
     def task_failed(self, failure: TaskFailure) -> None:
         self.failures.append(failure)
-        self._changed.set()
+        self._notify_changed()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -114,17 +118,25 @@ class JobManager:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def _wait_until(self, predicate, timeout: float, what: str) -> None:
+    def _notify_changed(self) -> None:
+        """Wakes every wait of the loop and of the checkpoints in flight (each waits on the event
+        of its generation, so one waiter never clears another's wake-up)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         self.waiting_for = what
         deadline = self.env.now() + timeout
-        while not predicate():
+        while True:
+            changed = self._changed
+            if predicate():
+                return
             self._check_failures()
             remaining = deadline - self.env.now()
             if remaining <= 0:
                 raise WaitTimeout(f"job-manager waited {timeout:.1f}s for {what}")
-            self._changed.clear()
             try:
-                await bounded(self._changed.wait(), min(remaining, 0.5))
+                await bounded(changed.wait(), min(remaining, 0.5))
             except asyncio.TimeoutError:
                 pass
 
@@ -133,36 +145,55 @@ class JobManager:
             f = self.failures[0]
             raise JobFailed(f"{f.role} failed: {f.error}")
 
+    def _all_emitted(self, round_no: int) -> bool:
+        return all(v >= round_no for v in self.rounds_emitted.values())
+
+    async def _settle(self, inflight: dict[int, asyncio.Task[bool]], below: int) -> None:
+        """Waits until fewer than ``below`` checkpoints are in flight; a checkpoint that failed
+        (its coordinator call raised) fails the job here."""
+        await self._wait_until(
+            lambda: sum(not t.done() for t in inflight.values()) < below,
+            self.config.job_timeout_s,
+            f"fewer than {below} checkpoints in flight (max_concurrent_checkpoints)",
+        )
+        for ckp in sorted(k for k, t in inflight.items() if t.done()):
+            inflight.pop(ckp).result()  # raises what the checkpoint raised
+
     async def run(self) -> dict[str, Any]:
-        """Runs one checkpoint per round of data, then final checkpoints until one completes;
-        returns a summary. Raises JobFailed on a task failure."""
+        """Runs one checkpoint per round of data, at most ``max_concurrent_checkpoints`` in
+        flight, then final checkpoints until one completes; returns a summary. Raises JobFailed on
+        a task failure."""
         self.status = "running"
         cfg = self.config
         last_trigger = self.env.now()
-        completed_last = False
         ckp = self.start_checkpoint_id - 1
         round_no = self.start_round - 1
         finals = 0
+        inflight: dict[int, asyncio.Task[bool]] = {}
         try:
             while True:
                 if round_no < cfg.checkpoints:
                     round_no += 1
-                elif completed_last or finals >= MAX_FINAL_CHECKPOINTS:
-                    break
                 else:
+                    await self._settle(inflight, 1)  # end of input: every checkpoint settled
+                    last = self.checkpoints.get(ckp)
+                    if (last is not None and last.status == "completed") or finals >= MAX_FINAL_CHECKPOINTS:
+                        break
                     finals += 1  # end of input: retry until a checkpoint completes
                 ckp += 1
                 await self._wait_until(
-                    lambda: all(v >= round_no for v in self.rounds_emitted.values()),
+                    functools.partial(self._all_emitted, round_no),
                     cfg.job_timeout_s,
                     f"every source to emit round {round_no}",
                 )
+                await self._settle(inflight, cfg.max_concurrent_checkpoints)
                 wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
                 if wait > 0:
                     await self.env.sleep(wait)
                 last_trigger = self.env.now()
-                completed_last = await self._checkpoint(ckp, round_no)
-            if not completed_last:
+                inflight[ckp] = self.env.spawn(self._checkpoint(ckp, round_no), f"checkpoint-{ckp}")
+            last = self.checkpoints.get(ckp)
+            if last is None or last.status != "completed":
                 self.status = "failed"
                 raise JobFailed(
                     f"the final checkpoint did not complete after "
@@ -182,13 +213,21 @@ class JobManager:
         except BaseException:
             if self.status == "running":
                 self.status = "failed"
+            for task in inflight.values():
+                task.cancel()
             raise
 
     async def _checkpoint(self, ckp: int, round_no: int) -> bool:
-        cfg = self.config
         self.current = ckp
         rec = CheckpointRecord(ckp, triggered_at=self.env.now())
         self.checkpoints[ckp] = rec
+        try:
+            return await self._run_checkpoint(rec, round_no)
+        finally:
+            self._notify_changed()
+
+    async def _run_checkpoint(self, rec: CheckpointRecord, round_no: int) -> bool:
+        cfg, ckp = self.config, rec.checkpoint_id
         self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
         coordinator_state = await self.env.call(
@@ -198,7 +237,7 @@ class JobManager:
             self.env.send(src, "trigger_barrier", trigger)
         try:
             await self._wait_until(
-                lambda: all(t in rec.acks for t in self.task_names),
+                lambda: all(t in rec.acks for t in self.task_names) or self.latest_completed > ckp,
                 cfg.checkpoint_timeout_s,
                 f"acks of checkpoint {ckp}",
             )
@@ -207,6 +246,8 @@ class JobManager:
             rec.status, rec.reason = "timed-out", f"no ack from {', '.join(missing)}"
             await self._notify_aborted(ckp, rec.reason)
             return False
+        if self.latest_completed > ckp:
+            return await self._subsumed(rec)
         rec.acked_at = self.env.now()
         if ckp in cfg.schedule.abort_checkpoints or self.env.fault("checkpoint.abort", checkpoint=ckp):
             rec.status, rec.reason = "aborted", "aborted by the schedule"
@@ -218,10 +259,19 @@ class JobManager:
 
             states = dict(rec.acks, coordinator=coordinator_state or b"")
             await self.env.io(self.state_backend.save, CompletedCheckpoint(ckp, round_no, states))
+        rec.status = "completed"
+        self.latest_completed = max(self.latest_completed, ckp)
+        self._notify_changed()  # older checkpoints still pending are subsumed now
         delay = cfg.schedule.notify_delay_s.get(ckp, 0.0)
         if delay:
             await self.env.sleep(delay)
-        rec.status = "completed"
+        if self.latest_notified > ckp:
+            # a later checkpoint's notification went out first and subsumes this one (Flink's
+            # CheckpointListener contract: a notification may be skipped; the next one covers it)
+            rec.reason = f"the completion notification was subsumed by checkpoint {self.latest_notified}"
+            self.env.tracer.instant(f"checkpoint {ckp} notification subsumed", thread="checkpoints")
+            return True
+        self.latest_notified = ckp
         rec.notified_at = self.env.now()
         notice = CheckpointNotice(ckp)
         if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
@@ -236,6 +286,13 @@ class JobManager:
             self.env.send(task, "notify_checkpoint_complete", notice)
         self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")
         return True
+
+    async def _subsumed(self, rec: CheckpointRecord) -> bool:
+        """A later checkpoint completed while this one was pending: Flink aborts it
+        (``CheckpointFailureReason.CHECKPOINT_SUBSUMED``, ``dropSubsumedCheckpoints``)."""
+        rec.status, rec.reason = "subsumed", f"subsumed by checkpoint {self.latest_completed}"
+        await self._notify_aborted(rec.checkpoint_id, rec.reason)
+        return False
 
     async def _notify_aborted(self, ckp: int, reason: str) -> None:
         notice = CheckpointNotice(ckp, reason)
