@@ -1,9 +1,24 @@
-"""The job manager's checkpointing: Flink's CheckpointCoordinator, one checkpoint at a time.
+"""The job manager's checkpointing: Flink's CheckpointCoordinator.
+
+Sources: Apache Flink 1.14-1.18 ``flink-runtime/.../checkpoint/CheckpointCoordinator.java``
+(``triggerCheckpoint``, ``receiveAcknowledgeMessage``, ``completePendingCheckpoint``,
+``dropSubsumedCheckpoints``: pending checkpoints older than a completed one are aborted with
+``CHECKPOINT_SUBSUMED``), ``CheckpointCoordinatorConfiguration`` (``maxConcurrentCheckpoints``,
+default 1), ``CheckpointListener`` (a completion notification may be skipped: a later one subsumes
+it), ``OperatorCoordinatorCheckpoints`` (the coordinator's snapshot is taken first, bounded by the
+checkpoint timeout), ``JobMaster.sendOperatorEventToCoordinator`` (a task's operator event reaches
+the coordinator through the job master, in order with the task's acknowledgements).
 
 For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
 sources; collect an ack from every write task; on all acks notify completion (coordinator first,
 then tasks), on timeout or a scheduled abort notify abortion. Checkpoint k is triggered once every
-source has emitted round k (so a run's rounds are deterministic) and the interval has passed.
+source has emitted round k (so a run's rounds are deterministic), the interval has passed and fewer
+than ``max_concurrent_checkpoints`` are in flight.
+
+Differences: the completion notification to the coordinator is awaited (bounded by the checkpoint
+timeout) before the next trigger when one checkpoint at a time is allowed, so a run's rounds stay in
+lock step; Flink sends it asynchronously. The coordinator's handlers are serialized anyway, so the
+next snapshot would queue behind the commit in Flink too.
 """
 
 from __future__ import annotations
@@ -230,8 +245,10 @@ class JobManager:
         cfg, ckp = self.config, rec.checkpoint_id
         self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
+        # Flink: the coordinator's snapshot is a future of the pending checkpoint, bounded by the
+        # checkpoint timeout (it queues behind commits on Hudi's executor), not by an ask timeout
         coordinator_state = await self.env.call(
-            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.rpc_timeout_s
+            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.checkpoint_timeout_s
         )
         for src in self.source_names:
             self.env.send(src, "trigger_barrier", trigger)
@@ -297,6 +314,9 @@ class JobManager:
     async def _notify_aborted(self, ckp: int, reason: str) -> None:
         notice = CheckpointNotice(ckp, reason)
         self.env.tracer.instant(f"checkpoint {ckp} aborted: {reason}", thread="checkpoints")
-        await self.env.call(self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.rpc_timeout_s)
+        # (Flink's notifyCheckpointAborted is asynchronous too: queued behind a commit, not an ask)
+        await self.env.call(
+            self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.checkpoint_timeout_s
+        )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_aborted", notice)
