@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from fidelity_env import RecordingEnv
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
@@ -17,7 +18,6 @@ from runtime.core.messages import CheckpointNotice, TaskFailure, WriteMetadataEv
 from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
 from runtime.protocols import PROTOCOLS
 from runtime.writer.coordinator import Coordinator
-from tests.writer.fidelity_env import RecordingEnv
 
 TASKS = ["writer-0", "writer-1"]
 

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pyarrow as pa
+from fidelity_env import RecordingEnv
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
@@ -17,7 +18,6 @@ from runtime.flink.job_manager import JobManager
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols.base import CoordinatorSide, Protocol, WriterSide
 from runtime.writer.write_task import WriteTask
-from tests.writer.fidelity_env import RecordingEnv
 
 INSTANT = "20260101000000001"
 
