@@ -188,6 +188,16 @@ class JobConfig:
         rescaled = {n: UNSET for n in SCALED_DURATIONS if n not in explicit}
         return dataclasses.replace(self, **{**rescaled, **changes, "explicit_durations": None})
 
+    def _validate_durations(self) -> None:
+        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_concurrent_checkpoints < 1:
+            raise ConfigError(
+                f"--max-concurrent-checkpoints must be at least 1 (Flink's default is 1), "
+                f"got {self.max_concurrent_checkpoints}"
+            )
+
     def validate(self, known_protocols: list[str] | None = None) -> JobConfig:
         """Raises ConfigError naming the first bad option; returns self for chaining."""
         positive_ints = (
@@ -205,20 +215,7 @@ class JobConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.records < 0:
             raise ConfigError(f"--records must not be negative, got {self.records}")
-        for name in ("checkpoint_interval_s", "wait_tick_s", "deadlock_threshold_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("checkpoint_timeout_s", "job_timeout_s", "commit_ack_timeout_s", "rpc_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("instant_wait_timeout_s", "write_status_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_concurrent_checkpoints < 1:
-            raise ConfigError(
-                f"--max-concurrent-checkpoints must be at least 1 (Flink's default is 1), "
-                f"got {self.max_concurrent_checkpoints}"
-            )
+        self._validate_durations()
         if self.buckets < 0 or self.keys < 0:
             raise ConfigError("--buckets and --keys must not be negative")
         if self.num_buckets < self.writers:

@@ -279,6 +279,11 @@ class JobManager:
         rec.status = "completed"
         self.latest_completed = max(self.latest_completed, ckp)
         self._notify_changed()  # older checkpoints still pending are subsumed now
+        return await self._notify_complete(rec)
+
+    async def _notify_complete(self, rec: CheckpointRecord) -> bool:
+        """Notifies the coordinator, then the tasks, unless a later notification went out first."""
+        cfg, ckp = self.config, rec.checkpoint_id
         delay = cfg.schedule.notify_delay_s.get(ckp, 0.0)
         if delay:
             await self.env.sleep(delay)
