@@ -87,7 +87,8 @@ class RayEnv(Env):
         delay = self.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         payload = to_wire(msg)
-        ref = None if delay else handle.deliver.remote(method, payload, self.role)
+        # submitted now unless lost (None) or held back (> 0)
+        ref = handle.deliver.remote(method, payload, self.role) if delay == 0.0 else None
 
         async def watch() -> None:
             try:
@@ -95,7 +96,7 @@ class RayEnv(Env):
                     await asyncio.sleep(timeout)
                     on_failure(f"{what} did not come within {timeout:.1f}s (the message was lost)")
                     return
-                if ref is None:
+                if ref is None:  # delivered late; messages sent after it overtake it
                     await asyncio.sleep(delay)
                 await bounded(ref if ref is not None else handle.deliver.remote(method, payload, self.role), timeout)
             except asyncio.TimeoutError:
