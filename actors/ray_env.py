@@ -77,6 +77,37 @@ class RayEnv(Env):
         self._pending_sends.add(task)
         task.add_done_callback(self._pending_sends.discard)
 
+    def send_event(
+        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+    ) -> None:
+        """Submitted now (in order with this sender's other messages to ``dest``); the sender does
+        not wait; a missing or failed acknowledgement calls ``on_failure`` (Flink fails the task)."""
+        self.metrics.rpc(method)
+        handle = self._handle(dest)
+        delay = self.send_fault_delay(dest, method, msg)
+        what = f"{self.role}: the acknowledgement of {dest}.{method}"
+        payload = to_wire(msg)
+        # submitted now unless lost (None) or held back (> 0)
+        ref = handle.deliver.remote(method, payload, self.role) if delay == 0.0 else None
+
+        async def watch() -> None:
+            try:
+                if delay is None:  # lost in transit: noticed when the ask times out
+                    await asyncio.sleep(timeout)
+                    on_failure(f"{what} did not come within {timeout:.1f}s (the message was lost)")
+                    return
+                if ref is None:  # delivered late; messages sent after it overtake it
+                    await asyncio.sleep(delay)
+                await bounded(ref if ref is not None else handle.deliver.remote(method, payload, self.role), timeout)
+            except asyncio.TimeoutError:
+                on_failure(f"{what} did not come within {timeout:.1f}s")
+            except Exception as exc:  # noqa: BLE001 - reported to the sender, which fails
+                on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
+
+        task = asyncio.get_running_loop().create_task(watch())
+        self._pending_sends.add(task)
+        task.add_done_callback(self._pending_sends.discard)
+
     async def io(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
 

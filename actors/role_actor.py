@@ -18,7 +18,7 @@ from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
-from runtime.core.env import bounded, wait_ended
+from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.messages import TaskState
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.job_manager import JobManager
@@ -132,7 +132,7 @@ class RoleActor:
                 ) from None
         if method not in getattr(self.role, "RPC_METHODS", ()):
             raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
-        result = getattr(self.role, method)(from_wire(payload))
+        result = rpc_handler(self.role, method)(from_wire(payload))
         if asyncio.iscoroutine(result):
             result = await result
         return to_wire(result)

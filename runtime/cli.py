@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import ConfigError, JobConfig, Schedule
+from runtime.core.config import UNSET, ConfigError, JobConfig, Schedule
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -65,15 +65,30 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     t.add_argument(
         "--task-buffer-rows", type=int, default=defaults.task_buffer_rows, help="Hudi write.task.max.size, in rows"
     )
-    t.add_argument("--checkpoint-interval", type=float, default=defaults.checkpoint_interval_s)
-    t.add_argument("--checkpoint-timeout", type=float, default=defaults.checkpoint_timeout_s)
+    t.add_argument(
+        "--time-scale",
+        type=float,
+        default=defaults.time_scale,
+        help="multiplies every Hudi/Flink default duration (1 = production values; "
+        f"default {defaults.time_scale:g}); an explicit duration flag wins",
+    )
+    t.add_argument(
+        "--checkpoint-interval", type=float, default=UNSET, help="seconds (Flink: user-set; 4 s x time scale)"
+    )
+    t.add_argument("--checkpoint-timeout", type=float, default=UNSET, help="seconds (Flink: 10 min x time scale)")
     t.add_argument(
         "--wait-tick",
         type=float,
-        default=defaults.wait_tick_s,
-        help="a writer's poll interval while waiting for an instant (Hudi: 1 s)",
+        default=UNSET,
+        help="a writer's poll interval while waiting for an instant (Hudi: 1 s x time scale)",
     )
-    t.add_argument("--commit-ack-timeout", type=float, default=defaults.commit_ack_timeout_s)
+    t.add_argument("--commit-ack-timeout", type=float, default=UNSET, help="seconds (Hudi: the checkpoint timeout)")
+    t.add_argument(
+        "--max-concurrent-checkpoints",
+        type=int,
+        default=defaults.max_concurrent_checkpoints,
+        help="checkpoints in flight at once (Flink's default: 1)",
+    )
     t.add_argument("--deadlock-threshold", type=float, default=defaults.deadlock_threshold_s)
     t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
     t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
@@ -85,8 +100,8 @@ def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None
     t.add_argument(
         "--rpc-timeout",
         type=float,
-        default=defaults.rpc_timeout_s,
-        help="seconds an RPC between roles may take (Flink's ask timeout)",
+        default=UNSET,
+        help="seconds an RPC between roles may take (Flink's ask timeout: 10 s x time scale)",
     )
     t.add_argument(
         "--max-restarts",
@@ -167,10 +182,12 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
         source_batch_rows=args.source_batch_rows,
         bucket_flush_rows=args.bucket_flush_rows,
         task_buffer_rows=args.task_buffer_rows,
+        time_scale=args.time_scale,
         checkpoint_interval_s=args.checkpoint_interval,
         checkpoint_timeout_s=args.checkpoint_timeout,
         wait_tick_s=args.wait_tick,
         commit_ack_timeout_s=args.commit_ack_timeout,
+        max_concurrent_checkpoints=args.max_concurrent_checkpoints,
         deadlock_threshold_s=args.deadlock_threshold,
         job_timeout_s=args.job_timeout,
         schedule=Schedule(abort_checkpoints=aborts),

@@ -1,7 +1,25 @@
 """Job configuration: one dataclass, validated once, shipped to every role.
 
-Hudi's and Flink's defaults (1 s wait tick, 10 min checkpoint timeout, 256 MB buckets) are scaled
-down here so a run takes seconds; every value is a field, so a study can set Hudi's real numbers.
+One time scale: every duration Hudi or Flink gives a default to is that default times
+``time_scale`` (``--time-scale``), unless set explicitly (an explicit value wins). The defaults,
+in seconds before scaling (:data:`HUDI_FLINK_DURATIONS_S`):
+
+* ``wait_tick_s`` 1 s: Hudi 0.10-1.0 ``StreamWriteFunction.instantToWrite`` / ``CkpMetadata`` readers
+  poll once a second;
+* ``checkpoint_timeout_s`` 600 s: Flink ``execution.checkpointing.timeout`` (10 min);
+* ``commit_ack_timeout_s`` and ``instant_wait_timeout_s`` = the checkpoint timeout: Hudi
+  ``write.commit.ack.timeout`` (-1: the checkpoint timeout, ``FlinkOptions``);
+* ``checkpoint_interval_s`` 4 s: user-set in Flink (no default); 4 s keeps this lab's 0.2 s run;
+* ``rpc_timeout_s`` 10 s: Flink ``akka.ask.timeout`` / ``pekko.ask.timeout``;
+* ``write_status_timeout_s`` 300 s: Hudi Kafka Connect ``hoodie.kafka.coordinator.write.timeout.secs``
+  (its 60 s ``hoodie.kafka.commit.interval.secs`` is the checkpoint interval here).
+
+The default scale, 0.05, keeps a run to seconds on a shared machine (a 10 min timeout becomes
+30 s, the 1 s tick 50 ms: the values this lab used before the scale existed). What does not
+scale: RPC and DFS latencies (real or simulated) and lock hold times are what they are, so at a
+small scale they weigh more against the timeouts than in production.
+
+``timeline_refresh_requests`` (RFC-50's server rescans after N requests) is a count, not a time.
 """
 
 from __future__ import annotations
@@ -16,6 +34,21 @@ from runtime.core.fault_spec import FaultSpec
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message names the option and what is allowed."""
+
+
+DEFAULT_TIME_SCALE = 0.05
+UNSET = -1.0  # a duration left to its Hudi/Flink default times the time scale
+# Hudi's and Flink's defaults in seconds, before the time scale (see the module docstring)
+HUDI_FLINK_DURATIONS_S: dict[str, float] = {
+    "wait_tick_s": 1.0,
+    "checkpoint_timeout_s": 600.0,
+    "checkpoint_interval_s": 4.0,
+    "rpc_timeout_s": 10.0,
+    "write_status_timeout_s": 300.0,
+}
+# durations whose default is the (effective) checkpoint timeout
+CHECKPOINT_TIMEOUT_DURATIONS = ("commit_ack_timeout_s", "instant_wait_timeout_s")
+SCALED_DURATIONS = (*HUDI_FLINK_DURATIONS_S, *CHECKPOINT_TIMEOUT_DURATIONS)
 
 
 @message
@@ -70,16 +103,17 @@ class JobConfig:
     bucket_flush_rows: int = 20_000  # Hudi write.batch.size, in rows
     task_buffer_rows: int = 100_000  # Hudi write.task.max.size, in rows
     input_queue_batches: int = 8  # bounded input queue of a write task (back-pressure)
-    # timing (Hudi/Flink defaults in comments)
-    checkpoint_interval_s: float = 0.2  # Flink: user-set
-    checkpoint_timeout_s: float = 30.0  # Flink: 10 min
-    wait_tick_s: float = 0.05  # Hudi: 1 s
-    instant_wait_timeout_s: float = 0.0  # Hudi: = checkpoint timeout; 0 means that
-    commit_ack_timeout_s: float = 10.0  # Hudi write.commit.ack.timeout (P1)
+    # timing: UNSET means the Hudi/Flink default times time_scale (see the module docstring)
+    time_scale: float = DEFAULT_TIME_SCALE
+    checkpoint_interval_s: float = UNSET  # Flink: user-set (4 s here)
+    checkpoint_timeout_s: float = UNSET  # Flink: 10 min
+    wait_tick_s: float = UNSET  # Hudi: 1 s
+    instant_wait_timeout_s: float = UNSET  # Hudi: = checkpoint timeout
+    commit_ack_timeout_s: float = UNSET  # Hudi write.commit.ack.timeout (P1): = checkpoint timeout
     deadlock_threshold_s: float = 2.0  # blocked this long on a mail in its own mailbox: deadlock
-    rpc_timeout_s: float = 10.0  # Hudi/Flink RPC ask timeout
+    rpc_timeout_s: float = UNSET  # Flink RPC ask timeout: 10 s
     timeline_refresh_requests: int = 100  # RFC-50: the server rescans after this many requests
-    write_status_timeout_s: float = 10.0  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
+    write_status_timeout_s: float = UNSET  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
     topic_retention_records: int = 10_000  # control topic retention
     # P5: what ends a Kafka Connect commit. "wall": the coordinator schedules END_COMMIT
     # kafka_commit_interval_s after START_COMMIT, as Hudi's ConnectTransactionCoordinator does;
@@ -87,6 +121,7 @@ class JobConfig:
     control_topic_interval: str = "wall"
     kafka_commit_interval_s: float = 0.2  # Hudi hoodie.kafka.commit.interval.secs: 60 s
     job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
+    max_concurrent_checkpoints: int = 1  # Flink execution.checkpointing.max-concurrent-checkpoints
     max_restarts: int = 3  # failovers (restart from the last completed checkpoint) before giving up
     # what a task failure restarts: "global" (every role, the coordinator included: Flink's
     # restart-all) or "region" (the write tasks, their sources and the checkpointing; the
@@ -103,6 +138,27 @@ class JobConfig:
     placement: str = "spread"  # role actors over the nodes: spread, pack, strict-spread, none
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults.injector)
     schedule: Schedule = field(default_factory=Schedule)
+    # the durations set explicitly (not from the time scale); None until resolved at construction
+    explicit_durations: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.explicit_durations is not None:
+            return  # a copy or a decoded config: its durations are already effective
+        if not self.time_scale > 0:
+            raise ConfigError(f"--time-scale must be positive, got {self.time_scale}")
+        if self.instant_wait_timeout_s == 0.0:  # (0 meant "the checkpoint timeout" before the scale)
+            self.instant_wait_timeout_s = UNSET
+        self.explicit_durations = [n for n in SCALED_DURATIONS if getattr(self, n) != UNSET]
+        for name, base in HUDI_FLINK_DURATIONS_S.items():
+            if getattr(self, name) == UNSET:
+                setattr(self, name, round(base * self.time_scale, 9))
+        for name in CHECKPOINT_TIMEOUT_DURATIONS:
+            if getattr(self, name) == UNSET:
+                setattr(self, name, self.checkpoint_timeout_s)
+
+    def effective_durations(self) -> dict[str, float]:
+        """The time scale and every scaled duration as the run uses it (for result.json)."""
+        return {"time_scale": self.time_scale, **{n: float(getattr(self, n)) for n in SCALED_DURATIONS}}
 
     # -- derived -------------------------------------------------------------------------------
 
@@ -116,7 +172,7 @@ class JobConfig:
 
     @property
     def instant_wait_timeout(self) -> float:
-        return self.instant_wait_timeout_s or self.checkpoint_timeout_s
+        return self.instant_wait_timeout_s
 
     @property
     def bootstrap_hold_s(self) -> float:
@@ -133,7 +189,23 @@ class JobConfig:
         return [base + (1 if i < extra else 0) for i in range(self.checkpoints)]
 
     def replace(self, **changes: Any) -> JobConfig:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``; a new ``time_scale`` rescales every duration not set
+        explicitly (durations in ``changes`` count as explicit)."""
+        if "time_scale" not in changes:
+            return dataclasses.replace(self, **changes)
+        explicit = set(self.explicit_durations or ()) | {n for n in changes if n in SCALED_DURATIONS}
+        rescaled = {n: UNSET for n in SCALED_DURATIONS if n not in explicit}
+        return dataclasses.replace(self, **{**rescaled, **changes, "explicit_durations": None})
+
+    def _validate_durations(self) -> None:
+        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.max_concurrent_checkpoints < 1:
+            raise ConfigError(
+                f"--max-concurrent-checkpoints must be at least 1 (Flink's default is 1), "
+                f"got {self.max_concurrent_checkpoints}"
+            )
 
     def validate(self, known_protocols: list[str] | None = None) -> JobConfig:
         """Raises ConfigError naming the first bad option; returns self for chaining."""
@@ -152,17 +224,7 @@ class JobConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.records < 0:
             raise ConfigError(f"--records must not be negative, got {self.records}")
-        for name in ("checkpoint_interval_s", "wait_tick_s", "deadlock_threshold_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("checkpoint_timeout_s", "job_timeout_s", "commit_ack_timeout_s", "rpc_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.instant_wait_timeout_s < 0:
-            raise ConfigError(
-                f"instant_wait_timeout_s must not be negative (0 means the checkpoint "
-                f"timeout), got {self.instant_wait_timeout_s}"
-            )
+        self._validate_durations()
         if self.buckets < 0 or self.keys < 0:
             raise ConfigError("--buckets and --keys must not be negative")
         if self.num_buckets < self.writers:

@@ -55,6 +55,17 @@ async def wait_ended(task: asyncio.Task[Any], timeout: float) -> bool:
     return bool(done)
 
 
+def rpc_handler(role: Any, method: str) -> Callable[[Any], Any]:
+    """The handler a host runs for RPC ``method`` of ``role``: it must be one of the role's
+    ``RPC_METHODS`` (its declared wire names); a role that routes some of them elsewhere (the
+    coordinator, to its protocol side) gives the handler through ``rpc_handler(method)``."""
+    if method not in getattr(role, "RPC_METHODS", ()):
+        raise ValueError(f"{type(role).__name__} has no RPC method {method!r}")
+    route = getattr(role, "rpc_handler", None)
+    handler: Callable[[Any], Any] = route(method) if route is not None else getattr(role, method)
+    return handler
+
+
 @dataclass
 class BlockedWait:
     """What a role's mailbox thread is blocked on right now (for introspection and the
@@ -156,7 +167,7 @@ class Env(abc.ABC):
         if fault.point == "message.dropped":
             self.note_dropped(dest, method)
             return None
-        return fault.value
+        return float(fault.value)
 
     def note_dropped(self, dest: str, method: str) -> None:
         """Hook: a host that records deliveries records the loss too."""
@@ -187,6 +198,17 @@ class Env(abc.ABC):
     @abc.abstractmethod
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         """One-way message; delivered in order per (sender, destination)."""
+
+    def send_event(
+        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+    ) -> None:
+        """Flink's ``OperatorEventGateway.sendEventToCoordinator`` (as ``RpcTaskOperatorEventGateway``
+        does it, Flink 1.14+): the message goes out now, in order with this sender's other messages
+        and calls to ``dest``, and the sender does not wait; if it is not acknowledged within
+        ``timeout`` (lost, or its handler failed) ``on_failure`` is called with the reason (Flink
+        fails the task: "an OperatorEvent ... was lost"). A host without delivery acknowledgement
+        sends one-way and never calls ``on_failure``."""
+        self.send(dest, method, msg)
 
     @abc.abstractmethod
     async def io(self, fn: Callable[..., T], *args: Any) -> T:

@@ -9,12 +9,11 @@ is exercised, not assumed. A key always lives in the same partition.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pyarrow as pa
 
 from runtime.core.config import JobConfig
+from runtime.data.bucket import bucket_ids, bucket_of  # noqa: F401 - bucket_of: the rule, re-exported
 
 KEY_FIELD, PARTITION_FIELD, PRECOMBINE_FIELD = "key", "partition", "ts"
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -26,12 +25,6 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
         z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
         z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
         return z ^ (z >> np.uint64(31))
-
-
-def bucket_of(key: str, num_buckets: int) -> int:
-    """Bucket index of a record key: CRC-32 of its UTF-8 bytes modulo the bucket count (Spark's
-    ``pmod(crc32(key), n)`` computes the same)."""
-    return zlib.crc32(key.encode("utf-8")) % num_buckets
 
 
 def task_of_bucket(bucket: int, writers: int) -> int:
@@ -54,7 +47,7 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
     width = cfg.payload_bytes
     payload = [f"v{o}".ljust(width, "x") for o in offsets.tolist()]
     n_buckets = cfg.num_buckets
-    buckets = np.fromiter((zlib.crc32(k.encode()) % n_buckets for k in key_list), dtype=np.int32, count=len(key_list))
+    buckets = bucket_ids(key_list, n_buckets)
     return pa.table(
         {
             KEY_FIELD: pa.array(key_list, pa.string()),

@@ -14,7 +14,7 @@ Stream columns: the data columns (generated: ``key``, ``partition``, ``ts``, ``p
 
 The bucket index is a CONTRACT shared with the runtime (:func:`bucket_of`)::
 
-    bucket = zlib.crc32(key.encode("utf-8")) % num_buckets      # Spark: pmod(crc32(cast(key as binary)), n)
+    bucket = (List.hashCode([key]) & Integer.MAX_VALUE) % num_buckets   # Hudi's BucketIdentifier (runtime.data.bucket)
     file group = (partition, bucket);   owning write task = bucket % writers
 """
 
@@ -24,12 +24,13 @@ import logging
 import os
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
+
+from runtime.data.bucket import bucket_expr, bucket_of  # noqa: F401 - the contract, re-exported
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -78,24 +79,9 @@ class InputError(ValueError):
 # --------------------------------------------------------------------------------------------
 
 
-def bucket_of(key: str, num_buckets: int) -> int:
-    """Bucket of a record key: ``crc32(utf-8 bytes) % num_buckets`` (same as :func:`bucket_expr`)."""
-    return zlib.crc32(key.encode("utf-8")) % num_buckets
-
-
 def task_of_bucket(bucket: int, writers: int) -> int:
     """Write task owning a bucket (in every partition): ``bucket % writers``."""
     return bucket % writers
-
-
-def bucket_expr(key_col: str, num_buckets: int) -> Column:
-    """Spark expression equal to :func:`bucket_of` (the key is cast to string, then to UTF-8 bytes).
-
-    Casting to string first matters: Spark casts an int column to *4 raw bytes*, not its digits.
-    """
-    from pyspark.sql import functions as F
-
-    return F.pmod(F.crc32(F.col(key_col).cast("string").cast("binary")), F.lit(num_buckets))
 
 
 # --------------------------------------------------------------------------------------------

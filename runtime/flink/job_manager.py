@@ -1,21 +1,45 @@
-"""The job manager's checkpointing: Flink's CheckpointCoordinator, one checkpoint at a time.
+"""The job manager's checkpointing: Flink's CheckpointCoordinator.
+
+Sources: Apache Flink 1.14-1.18 ``flink-runtime/.../checkpoint/CheckpointCoordinator.java``
+(``triggerCheckpoint``, ``receiveAcknowledgeMessage``, ``completePendingCheckpoint``,
+``dropSubsumedCheckpoints``: pending checkpoints older than a completed one are aborted with
+``CHECKPOINT_SUBSUMED``), ``CheckpointCoordinatorConfiguration`` (``maxConcurrentCheckpoints``,
+default 1), ``CheckpointListener`` (a completion notification may be skipped: a later one subsumes
+it), ``OperatorCoordinatorCheckpoints`` (the coordinator's snapshot is taken first, bounded by the
+checkpoint timeout), ``JobMaster.sendOperatorEventToCoordinator`` (a task's operator event reaches
+the coordinator through the job master, in order with the task's acknowledgements).
 
 For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
 sources; collect an ack from every write task; on all acks notify completion (coordinator first,
 then tasks), on timeout or a scheduled abort notify abortion. Checkpoint k is triggered once every
-source has emitted round k (so a run's rounds are deterministic) and the interval has passed.
+source has emitted round k (so a run's rounds are deterministic), the interval has passed and fewer
+than ``max_concurrent_checkpoints`` are in flight.
+
+Differences: the completion notification to the coordinator is awaited (bounded by the checkpoint
+timeout) before the next trigger when one checkpoint at a time is allowed, so a run's rounds stay in
+lock step; Flink sends it asynchronously. The coordinator's handlers are serialized anyway, so the
+next snapshot would queue behind the commit in Flink too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, WaitTimeout, bounded
-from runtime.core.messages import CheckpointAck, CheckpointNotice, CheckpointTrigger, RoundEmitted, TaskFailure
+from runtime.core.messages import (
+    CheckpointAck,
+    CheckpointNotice,
+    CheckpointTrigger,
+    RoundEmitted,
+    TaskFailure,
+    WriteMetadataEvent,
+)
 
 MAX_FINAL_CHECKPOINTS = 3  # extra checkpoints at end of input when the last one did not complete
 
@@ -36,7 +60,7 @@ class CheckpointRecord:
 
 
 class JobManager:
-    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed")
+    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed", "write_metadata")
 
     def __init__(
         self,
@@ -67,6 +91,8 @@ class JobManager:
         self.state_backend = state_backend  # runtime.flink.state_backend.StateBackend, or None
         self.start_checkpoint_id = start_checkpoint_id  # after a failover: ids go on increasing
         self.start_round = start_round  # after a failover: the first round not yet checkpointed
+        self.latest_completed = start_checkpoint_id - 1  # pending checkpoints below it are subsumed
+        self.latest_notified = start_checkpoint_id - 1  # completion notifications below it are skipped
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -74,17 +100,24 @@ class JobManager:
         rec = self.checkpoints.get(ack.checkpoint_id)
         if rec is not None and rec.status == "pending":
             rec.acks[ack.role] = ack.state
-        self._changed.set()
+        self._notify_changed()
+
+    def write_metadata(self, event: WriteMetadataEvent) -> None:
+        """``JobMaster.sendOperatorEventToCoordinator``: a task's operator event is handed on to
+        its coordinator at once, on the same lane as this job manager's later checkpoint
+        notifications, so an event a task sent before its ack reaches the coordinator before the
+        completion of that checkpoint does (Flink delivers both on the JobMaster's main thread)."""
+        self.env.send(self.coordinator, "write_metadata", event)
 
     def round_emitted(self, msg: RoundEmitted) -> None:
         if msg.round > self.rounds_emitted.get(msg.source, 0):
             self.rows_emitted[msg.source] = max(self.rows_emitted.get(msg.source, 0) + msg.rows, msg.end_offset)
         self.rounds_emitted[msg.source] = max(self.rounds_emitted.get(msg.source, 0), msg.round)
-        self._changed.set()
+        self._notify_changed()
 
     def task_failed(self, failure: TaskFailure) -> None:
         self.failures.append(failure)
-        self._changed.set()
+        self._notify_changed()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -100,17 +133,25 @@ class JobManager:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    async def _wait_until(self, predicate, timeout: float, what: str) -> None:
+    def _notify_changed(self) -> None:
+        """Wakes every wait of the loop and of the checkpoints in flight (each waits on the event
+        of its generation, so one waiter never clears another's wake-up)."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def _wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         self.waiting_for = what
         deadline = self.env.now() + timeout
-        while not predicate():
+        while True:
+            changed = self._changed
+            if predicate():
+                return
             self._check_failures()
             remaining = deadline - self.env.now()
             if remaining <= 0:
                 raise WaitTimeout(f"job-manager waited {timeout:.1f}s for {what}")
-            self._changed.clear()
             try:
-                await bounded(self._changed.wait(), min(remaining, 0.5))
+                await bounded(changed.wait(), min(remaining, 0.5))
             except asyncio.TimeoutError:
                 pass
 
@@ -119,36 +160,55 @@ class JobManager:
             f = self.failures[0]
             raise JobFailed(f"{f.role} failed: {f.error}")
 
+    def _all_emitted(self, round_no: int) -> bool:
+        return all(v >= round_no for v in self.rounds_emitted.values())
+
+    async def _settle(self, inflight: dict[int, asyncio.Task[bool]], below: int) -> None:
+        """Waits until fewer than ``below`` checkpoints are in flight; a checkpoint that failed
+        (its coordinator call raised) fails the job here."""
+        await self._wait_until(
+            lambda: sum(not t.done() for t in inflight.values()) < below,
+            self.config.job_timeout_s,
+            f"fewer than {below} checkpoints in flight (max_concurrent_checkpoints)",
+        )
+        for ckp in sorted(k for k, t in inflight.items() if t.done()):
+            inflight.pop(ckp).result()  # raises what the checkpoint raised
+
     async def run(self) -> dict[str, Any]:
-        """Runs one checkpoint per round of data, then final checkpoints until one completes;
-        returns a summary. Raises JobFailed on a task failure."""
+        """Runs one checkpoint per round of data, at most ``max_concurrent_checkpoints`` in
+        flight, then final checkpoints until one completes; returns a summary. Raises JobFailed on
+        a task failure."""
         self.status = "running"
         cfg = self.config
         last_trigger = self.env.now()
-        completed_last = False
         ckp = self.start_checkpoint_id - 1
         round_no = self.start_round - 1
         finals = 0
+        inflight: dict[int, asyncio.Task[bool]] = {}
         try:
             while True:
                 if round_no < cfg.checkpoints:
                     round_no += 1
-                elif completed_last or finals >= MAX_FINAL_CHECKPOINTS:
-                    break
                 else:
+                    await self._settle(inflight, 1)  # end of input: every checkpoint settled
+                    last = self.checkpoints.get(ckp)
+                    if (last is not None and last.status == "completed") or finals >= MAX_FINAL_CHECKPOINTS:
+                        break
                     finals += 1  # end of input: retry until a checkpoint completes
                 ckp += 1
                 await self._wait_until(
-                    lambda: all(v >= round_no for v in self.rounds_emitted.values()),
+                    functools.partial(self._all_emitted, round_no),
                     cfg.job_timeout_s,
                     f"every source to emit round {round_no}",
                 )
+                await self._settle(inflight, cfg.max_concurrent_checkpoints)
                 wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
                 if wait > 0:
                     await self.env.sleep(wait)
                 last_trigger = self.env.now()
-                completed_last = await self._checkpoint(ckp, round_no)
-            if not completed_last:
+                inflight[ckp] = self.env.spawn(self._checkpoint(ckp, round_no), f"checkpoint-{ckp}")
+            last = self.checkpoints.get(ckp)
+            if last is None or last.status != "completed":
                 self.status = "failed"
                 raise JobFailed(
                     f"the final checkpoint did not complete after "
@@ -168,23 +228,33 @@ class JobManager:
         except BaseException:
             if self.status == "running":
                 self.status = "failed"
+            for task in inflight.values():
+                task.cancel()
             raise
 
     async def _checkpoint(self, ckp: int, round_no: int) -> bool:
-        cfg = self.config
         self.current = ckp
         rec = CheckpointRecord(ckp, triggered_at=self.env.now())
         self.checkpoints[ckp] = rec
+        try:
+            return await self._run_checkpoint(rec, round_no)
+        finally:
+            self._notify_changed()
+
+    async def _run_checkpoint(self, rec: CheckpointRecord, round_no: int) -> bool:
+        cfg, ckp = self.config, rec.checkpoint_id
         self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
+        # Flink: the coordinator's snapshot is a future of the pending checkpoint, bounded by the
+        # checkpoint timeout (it queues behind commits on Hudi's executor), not by an ask timeout
         coordinator_state = await self.env.call(
-            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.rpc_timeout_s
+            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.checkpoint_timeout_s
         )
         for src in self.source_names:
             self.env.send(src, "trigger_barrier", trigger)
         try:
             await self._wait_until(
-                lambda: all(t in rec.acks for t in self.task_names),
+                lambda: all(t in rec.acks for t in self.task_names) or self.latest_completed > ckp,
                 cfg.checkpoint_timeout_s,
                 f"acks of checkpoint {ckp}",
             )
@@ -193,6 +263,8 @@ class JobManager:
             rec.status, rec.reason = "timed-out", f"no ack from {', '.join(missing)}"
             await self._notify_aborted(ckp, rec.reason)
             return False
+        if self.latest_completed > ckp:
+            return await self._subsumed(rec)
         rec.acked_at = self.env.now()
         if ckp in cfg.schedule.abort_checkpoints or self.env.fault("checkpoint.abort", checkpoint=ckp):
             rec.status, rec.reason = "aborted", "aborted by the schedule"
@@ -204,10 +276,24 @@ class JobManager:
 
             states = dict(rec.acks, coordinator=coordinator_state or b"")
             await self.env.io(self.state_backend.save, CompletedCheckpoint(ckp, round_no, states))
+        rec.status = "completed"
+        self.latest_completed = max(self.latest_completed, ckp)
+        self._notify_changed()  # older checkpoints still pending are subsumed now
+        return await self._notify_complete(rec)
+
+    async def _notify_complete(self, rec: CheckpointRecord) -> bool:
+        """Notifies the coordinator, then the tasks, unless a later notification went out first."""
+        cfg, ckp = self.config, rec.checkpoint_id
         delay = cfg.schedule.notify_delay_s.get(ckp, 0.0)
         if delay:
             await self.env.sleep(delay)
-        rec.status = "completed"
+        if self.latest_notified > ckp:
+            # a later checkpoint's notification went out first and subsumes this one (Flink's
+            # CheckpointListener contract: a notification may be skipped; the next one covers it)
+            rec.reason = f"the completion notification was subsumed by checkpoint {self.latest_notified}"
+            self.env.tracer.instant(f"checkpoint {ckp} notification subsumed", thread="checkpoints")
+            return True
+        self.latest_notified = ckp
         rec.notified_at = self.env.now()
         notice = CheckpointNotice(ckp)
         if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
@@ -223,9 +309,19 @@ class JobManager:
         self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")
         return True
 
+    async def _subsumed(self, rec: CheckpointRecord) -> bool:
+        """A later checkpoint completed while this one was pending: Flink aborts it
+        (``CheckpointFailureReason.CHECKPOINT_SUBSUMED``, ``dropSubsumedCheckpoints``)."""
+        rec.status, rec.reason = "subsumed", f"subsumed by checkpoint {self.latest_completed}"
+        await self._notify_aborted(rec.checkpoint_id, rec.reason)
+        return False
+
     async def _notify_aborted(self, ckp: int, reason: str) -> None:
         notice = CheckpointNotice(ckp, reason)
         self.env.tracer.instant(f"checkpoint {ckp} aborted: {reason}", thread="checkpoints")
-        await self.env.call(self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.rpc_timeout_s)
+        # (Flink's notifyCheckpointAborted is asynchronous too: queued behind a commit, not an ask)
+        await self.env.call(
+            self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.checkpoint_timeout_s
+        )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_aborted", notice)

@@ -14,18 +14,25 @@ Mapping to Flink:
 
 * :class:`TaskMailbox` - ``TaskMailboxImpl``: states OPEN -> QUIESCED -> CLOSED, ``put``/``putFirst``
   only when OPEN, ``take``/``tryTake`` when OPEN or QUIESCED, ``take(priority)`` returns the oldest
-  mail whose priority is >= the requested one, ``close`` returns the queued mails and wakes takers.
+  mail whose priority is >= the requested one (the batch first, then the queue); ``createBatch``
+  moves every queued mail into the batch and ``tryTakeFromBatch`` takes from it only (FLINK-14304,
+  Flink 1.10+); ``close`` returns the batched and queued mails and wakes takers.
 * :class:`MailboxExecutor` - ``MailboxExecutorImpl``: bound to a priority; ``yield_``/``try_yield``
   only run mails of at least that priority, so an operator's executor (priority = chain index >= 1)
   never runs an operator event (sent through the main executor at ``MIN_PRIORITY``).
-* :class:`MailboxProcessor` - ``MailboxProcessor.runMailboxLoop``: run pending mails, block on the
-  mailbox while the default action is suspended, then run one step of the default action.
+* :class:`MailboxProcessor` - ``MailboxProcessor.runMailboxLoop`` / ``processMail``: create a batch
+  and run the mails in it (``processMailsNonBlocking``: mails put meanwhile wait for the next
+  batch, so a mail that re-queues itself cannot starve the default action), block on the mailbox
+  while the default action is suspended (``processMailsWhenDefaultActionUnavailable``), then run one
+  step of the default action. ``close`` closes the mailbox and cancels the futures of the mails it
+  dropped (``Mail.tryCancel``: a ``submit`` caller learns its action will never run).
+* :class:`Mail` - ``Mail``; its ``future`` is the ``FutureTaskWithException`` of ``submit``.
 * :class:`Controller` / :class:`Suspension` - ``MailboxDefaultAction.Controller`` / ``Suspension``.
 
 Deliberate differences (documented so nobody is surprised):
 
-* Flink drains a *batch* (the mails queued when the drain starts); here the non-blocking drain
-  runs until the mailbox has no mail, so mails put while draining also run before the next step.
+* ``putFirst`` always goes to the head of the queue (Flink puts into the batch's head when called
+  on the mailbox thread); the only caller here, a resume from outside the loop, is never on it.
 * ``suspend()`` / ``all_actions_completed()`` set the flag directly and wake a loop blocked in
   ``take`` instead of enqueuing a "poison" control mail, so they never leave a stray mail in
   :meth:`TaskMailbox.snapshot`. ``all_actions_completed`` lets the pending mails run before the
@@ -74,8 +81,8 @@ MAX_PRIORITY = 2**31 - 1  # checkpoint complete/abort notifications, control mai
 
 Action = Callable[[], Awaitable[Any] | Any]
 Clock = Callable[[], float]
-MailHook = Callable[[dict], None]
-MailEndHook = Callable[[dict, BaseException | None], None]
+MailHook = Callable[[dict[str, Any]], None]
+MailEndHook = Callable[[dict[str, Any], BaseException | None], None]
 
 
 class MailboxStateError(RuntimeError):
@@ -118,10 +125,16 @@ class Mail:
     description: str = ""
     seq: int = -1
     enqueued_at: float = 0.0
+    # the result of a submitted action (Flink: the mail's RunnableFuture); cancelled if dropped
+    future: asyncio.Future[Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.description:
             self.description = self.kind
+
+    def try_cancel(self) -> bool:
+        """Cancels the mail's future if it has one that is not done (Flink: ``tryCancel``)."""
+        return self.future is not None and self.future.cancel()
 
     async def run(self) -> Any:
         """Runs the action; awaits it if it returns an awaitable (this is what blocks the loop)."""
@@ -134,6 +147,7 @@ class TaskMailbox:
     def __init__(self, clock: Clock = time.monotonic) -> None:
         self._clock = clock
         self._queue: deque[Mail] = deque()
+        self._batch: deque[Mail] = deque()  # taken by the processor's non-blocking drain only
         self._state = MailboxState.OPEN
         self._seq = itertools.count()
         # Blocked takers: (requested priority, future resolved to make them re-check).
@@ -168,9 +182,11 @@ class TaskMailbox:
             self._state = MailboxState.QUIESCED
 
     def close(self) -> list[Mail]:
-        """Closes for good: returns and drops the queued mails, wakes blocked takers (they raise)."""
-        dropped = list(self._queue)
-        self._queue.clear()
+        """Closes for good: returns and drops the batched and queued mails, wakes blocked takers
+        (they raise). Closing twice returns nothing the second time."""
+        if self._state is MailboxState.CLOSED:
+            return []
+        dropped = self.drain()
         self._state = MailboxState.CLOSED
         self._wake_all()
         return dropped
@@ -225,11 +241,23 @@ class TaskMailbox:
 
     # ------------------------------------------------------------------ take
     def _pop_qualifying(self, priority: int) -> Mail | None:
-        for i, mail in enumerate(self._queue):
-            if mail.priority >= priority:
-                del self._queue[i]
-                return mail
+        for source in (self._batch, self._queue):
+            for i, mail in enumerate(source):
+                if mail.priority >= priority:
+                    del source[i]
+                    return mail
         return None
+
+    def create_batch(self) -> bool:
+        """Moves every queued mail to the end of the batch; True if the batch has mails."""
+        self._batch.extend(self._queue)
+        self._queue.clear()
+        return bool(self._batch)
+
+    def try_take_from_batch(self) -> Mail | None:
+        """The batch's first mail, or None; mails put after :meth:`create_batch` are not in it."""
+        self._check_take()
+        return self._batch.popleft() if self._batch else None
 
     def try_take(self, priority: int) -> Mail | None:
         """The oldest mail with ``mail.priority >= priority``, or None; never waits."""
@@ -263,17 +291,21 @@ class TaskMailbox:
                 self._waiters.remove(entry)
 
     def drain(self) -> list[Mail]:
-        """Removes and returns all queued mails (Flink: ``drain``, used before closing)."""
-        out = list(self._queue)
+        """Removes and returns all mails, batch first (Flink: ``drain``, used before closing)."""
+        out = [*self._batch, *self._queue]
+        self._batch.clear()
         self._queue.clear()
         return out
 
+    def _all(self) -> list[Mail]:
+        return [*self._batch, *self._queue]
+
     # ---------------------------------------------------------- introspection
     def has_mail(self, priority: int = MIN_PRIORITY) -> bool:
-        return any(m.priority >= priority for m in self._queue)
+        return any(m.priority >= priority for m in self._all())
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._batch) + len(self._queue)
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The queue in take order, for explaining a block ("the releasing mail is at position 0")."""
@@ -287,18 +319,18 @@ class TaskMailbox:
                 "priority": m.priority,
                 "waited_s": now - m.enqueued_at,
             }
-            for i, m in enumerate(self._queue)
+            for i, m in enumerate(self._all())
         ]
 
     def find(self, kind: str) -> int | None:
         """Position of the first queued mail of ``kind``, or None."""
-        for i, m in enumerate(self._queue):
+        for i, m in enumerate(self._all()):
             if m.kind == kind:
                 return i
         return None
 
     def __repr__(self) -> str:
-        return f"TaskMailbox(state={self._state}, mails={len(self._queue)})"
+        return f"TaskMailbox(state={self._state}, mails={len(self)})"
 
 
 # The "mailbox thread": (processor, task running its loop). A task spawned from a mail inherits
@@ -358,7 +390,8 @@ class MailboxExecutor:
                 if not fut.done():
                     fut.set_result(result)
 
-        self.execute(_run, kind, description)
+        mail = Mail(_run, self._priority, kind, description, future=fut)
+        self._mailbox.put(mail)
         return fut
 
     async def _run(self, mail: Mail) -> None:
@@ -607,14 +640,26 @@ class MailboxProcessor:
         return len(mails)
 
     async def _run_pending_mails(self) -> int:
+        """``processMailsNonBlocking``: runs the mails present when the batch is created; mails
+        put meanwhile (one that re-queues itself included) wait until after the next step."""
         n = 0
+        if not self._mailbox.create_batch():
+            return n
         while not self._suspended:
-            mail = self._mailbox.try_take(MIN_PRIORITY)
+            mail = self._mailbox.try_take_from_batch()
             if mail is None:
                 break
             await self._run_mail(mail)
             n += 1
         return n
+
+    def close(self) -> list[Mail]:
+        """Closes the mailbox and cancels the futures of the mails it dropped (Flink:
+        ``MailboxProcessor.close``, ``Mail.tryCancel(false)``); returns the dropped mails."""
+        dropped = self._mailbox.close()
+        for mail in dropped:
+            mail.try_cancel()
+        return dropped
 
     def _should_stop_waiting(self) -> bool:
         return self._suspended or self._completed or self._suspension is None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.codec import from_wire, to_wire
-from runtime.core.env import bounded
+from runtime.core.env import bounded, rpc_handler
 from runtime.sim.recorder import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
@@ -259,7 +259,7 @@ class SimNetwork:
                 raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
             if env.method not in getattr(role, "RPC_METHODS", ()):
                 raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
-            result = getattr(role, env.method)(from_wire(env.payload))
+            result = rpc_handler(role, env.method)(from_wire(env.payload))
             if asyncio.iscoroutine(result):
                 result = await result
         except asyncio.CancelledError:

@@ -156,6 +156,43 @@ class SimEnv(Env):
             return
         self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
 
+    def send_event(
+        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+    ) -> None:
+        """A call whose caller does not wait (Flink's operator event gateway): posted now on the
+        (sender, dest) lane; a failed or missing acknowledgement calls ``on_failure``."""
+        self._check_alive()
+        self._check_dest(dest)
+        self.metrics.rpc(method)
+        loop = self.network.loop
+        delay = self.send_fault_delay(dest, method, msg)
+        what = f"{self.role}: the acknowledgement of {dest}.{method}"
+        if delay is None:  # lost in transit: the sender learns it when its ask times out
+            loop.call_later(timeout, on_failure, f"{what} did not come within {timeout:.1f}s (the message was lost)")
+            return
+
+        def post() -> None:
+            fut = self.network.post(self.role, dest, method, msg, want_reply=True)
+            assert fut is not None
+            timer = loop.call_later(timeout, _expire, fut)
+
+            def done(f: asyncio.Future[Any]) -> None:
+                timer.cancel()
+                if f.cancelled():
+                    return
+                exc = f.exception()
+                if isinstance(exc, _ReplyTimeout):
+                    on_failure(f"{what} did not come within {timeout:.1f}s")
+                elif exc is not None:
+                    on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
+
+            fut.add_done_callback(done)
+
+        if delay:  # delivered late; messages sent after it overtake it
+            loop.call_later(delay, post)
+        else:
+            post()
+
     def note_dropped(self, dest: str, method: str) -> None:
         self.recorder.add("dropped", self.role, dest, method)
 

@@ -1,16 +1,39 @@
-"""The coordinator: Hudi's StreamWriteOperatorCoordinator.
+"""The coordinator: Hudi's StreamWriteOperatorCoordinator, as Hudi 0.10 / 0.11 run it.
 
-It owns the instants on the table's timeline (requested -> inflight -> completed), buffers each
-task's write metadata, and when a checkpoint completes commits the instant if every task reported
-its last batch, then starts the next one. A round with no data reuses the instant; an abort leaves
-it pending. What writers are told, and how, is the protocol's coordinator side.
+Sources: Apache Hudi 0.10.0 - 0.11.1, ``hudi-flink/.../sink/StreamWriteOperatorCoordinator.java``:
 
-Handlers are serialized by one lock, as Hudi runs them on a single-thread executor.
+* ``handleEventFromOperator`` -> ``handleWriteMetaEvent``: an event is buffered; one whose instant
+  is newer than the coordinator's (``checkState(compareTimestamps(this.instant,
+  GREATER_THAN_OR_EQUALS, event.getInstantTime()))``) fails the job ("Receive an unexpected event for
+  instant %s from task %d"; the executor's exception hook calls ``context.failJob``). Here:
+  :meth:`Coordinator.write_metadata`, which sets ``error`` and reports the failure to the job manager.
+* ``notifyCheckpointComplete`` -> ``commitInstant(this.instant, checkpointId)``: commits whatever
+  events it received ("commits the ever received events anyway ... a successful checkpoint subsumes
+  the old one"), not only when every task sent its last batch; no event at all: nothing happens;
+  events without write statuses: ``reset()`` (the buffers are cleared) and ``sendCommitAckEvents``
+  (the protocol's :meth:`~runtime.protocols.base.CoordinatorSide.on_empty_round`); a commit:
+  ``reset()`` and ``startInstant()``.
+* ``NonThrownExecutor``: one thread runs the handlers in submission order; here one FIFO lock.
+
+It owns the instants on the table's timeline (requested -> inflight -> completed). A round with no
+data reuses the instant; an abort leaves it pending. What writers are told, and how, is the
+protocol's coordinator side.
+
+Differences: events of an instant older than the current one are accepted (as Hudi) but not
+committed into the current instant (Hudi's would be: their base files carry the older instant in
+their names, which this table model's readers would not resolve); they are dropped at the next
+reset and counted in ``stale_events_dropped``. The protocols modelled never produce them outside a
+region failover whose old instant is rolled back anyway.
+
+RPC surface: :attr:`Coordinator.RPC_METHODS` are the wire names the hosts dispatch through
+:meth:`Coordinator.rpc_handler` (the coordinator's own handlers, then those the protocol's
+coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``instant_time_request``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +46,7 @@ from runtime.core.messages import (
     CheckpointNotice,
     CheckpointTrigger,
     InputFinished,
+    TaskFailure,
     TasksReset,
     WriteMetadataEvent,
     WriteStat,
@@ -56,7 +80,8 @@ class CoordinatorState:
 
 
 class Coordinator:
-    RPC_METHODS = (
+    # the coordinator's own RPC handlers (wire names); the protocol's side may declare more
+    OWN_RPC_METHODS = (
         "write_metadata",
         "checkpoint_coordinator",
         "notify_checkpoint_complete",
@@ -75,16 +100,19 @@ class Coordinator:
         *,
         schema_json: str = "",
         resume_checkpoint_id: int = 0,
+        job_manager: str = "job-manager",
     ) -> None:
         self.env = env
         self.config = config
         self.table = table
         self.task_names = task_names
+        self.job_manager = job_manager
         self.protocol: CoordinatorSide = protocol.coordinator_side(self)
-        # a protocol may answer RPCs of its own on the coordinator (coordination-rpc's request)
-        for method in self.protocol.RPC_METHODS:
-            setattr(self, method, getattr(self.protocol, method))
-        self.RPC_METHODS = Coordinator.RPC_METHODS + tuple(self.protocol.RPC_METHODS)
+        clash = set(self.OWN_RPC_METHODS) & set(self.protocol.RPC_METHODS)
+        if clash:
+            raise ValueError(
+                f"protocol {protocol.name} declares coordinator RPC methods {sorted(clash)} it may not override"
+            )
         self.instant: str = BOOTSTRAP_INSTANT
         self.events: list[WriteMetadataEvent] = []  # buffered, not yet committed
         self.bootstrapped: set[int] = set()
@@ -105,6 +133,20 @@ class Coordinator:
         self.deleted_by_fault: list[str] = []  # what the bus.deleted fault removed
         self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
         self.messages_on_dfs = protocol.messages_on_dfs
+        self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
+
+    @property
+    def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
+        """Every wire name this role answers: its own, then the protocol side's."""
+        return self.OWN_RPC_METHODS + tuple(self.protocol.RPC_METHODS)
+
+    def rpc_handler(self, method: str) -> Callable[[Any], Any]:
+        """The handler of RPC ``method`` (hosts dispatch through this, see runtime.core.env.rpc_handler)."""
+        if method in self.OWN_RPC_METHODS:
+            return getattr(self, method)  # type: ignore[no-any-return]
+        if method in self.protocol.RPC_METHODS:
+            return getattr(self.protocol, method)  # type: ignore[no-any-return]
+        raise ValueError(f"the coordinator has no RPC method {method!r}; it answers {', '.join(self.RPC_METHODS)}")
 
     async def start(self) -> None:
         if self.protocol.buffers_events and self.resume_checkpoint_id > 0:
@@ -142,7 +184,7 @@ class Coordinator:
                 if not event.bootstrap:
                     return
             elif not event.bootstrap:
-                self.events.append(event)
+                self._handle_write_event(event)
                 return
             else:
                 await self._handle_bootstrap(event)
@@ -155,6 +197,22 @@ class Coordinator:
                 self.config.bootstrap_hold_s,
                 "every write task's bootstrap after the region failover",
             )
+
+    def _handle_write_event(self, event: WriteMetadataEvent) -> None:
+        """Hudi's handleWriteMetaEvent: an event for an instant newer than the current one fails
+        the job. (coordination-rpc creates instants on request and keeps no current one.)"""
+        if self.protocol.eager_instants and event.instant > self.instant:
+            self.fail_job(f"Receive an unexpected event for instant {event.instant} from task {event.task_id}")
+            return
+        self.events.append(event)
+
+    def fail_job(self, reason: str) -> None:
+        """Flink's ``OperatorCoordinator.Context.failJob`` (called by Hudi's executor exception
+        hook): the job fails over; a coordinator with an error is never kept by a region failover."""
+        if self.error is None:
+            self.error = reason
+        self.env.tracer.instant(f"fail job: {reason}", thread="coordinator")
+        self.env.send(self.job_manager, "task_failed", TaskFailure(self.env.role, reason, -1))
 
     async def reset_tasks(self, notice: TasksReset) -> dict[str, Any]:
         """Region failover (Flink's subtaskReset, for every write task): what the tasks sent since
@@ -237,15 +295,12 @@ class Coordinator:
                 ):
                     # instants created on request: the next one is whatever is asked for next
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
-            elif not self._all_events_received():
-                missing = [t for t in range(len(self.task_names)) if not self._has_last_batch(t)]
-                self.env.tracer.instant(
-                    f"ckp {ckp}: not all events received", thread="coordinator", args={"missing_tasks": missing}
-                )
-                result = {"committed": False, "reason": f"tasks {missing} sent no last batch"}
-            elif not any(e.write_stats for e in self.events):
-                # No data this round: reuse the instant and tell the writers.
-                self.events.clear()
+            elif not self.events:
+                # Hudi: every buffer slot empty, "the last checkpoint finished successfully"
+                result = {"committed": False, "reason": "no write metadata event received"}
+            elif not any(e.write_stats for e in self.events if e.instant == self.instant):
+                # No data this round: reset the buffers, reuse the instant and tell the writers.
+                self._reset_events()
                 self.empty_rounds.append(ckp)
                 self.env.tracer.instant(f"ckp {ckp}: empty round, reuse {self.instant}", thread="coordinator")
                 await self.protocol.on_empty_round(ckp, self.instant)
@@ -254,7 +309,7 @@ class Coordinator:
             else:
                 instant = self.instant
                 await self.commit_instant(instant, ckp)
-                self.events.clear()
+                self._reset_events()
                 if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
                 await self._start_instant(ckp, committed=instant)
@@ -290,11 +345,17 @@ class Coordinator:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _has_last_batch(self, task: int) -> bool:
-        return any(e.last_batch and e.task_id == task for e in self.events)
-
-    def _all_events_received(self) -> bool:
-        return all(self._has_last_batch(t) for t in range(len(self.task_names)))
+    def _reset_events(self) -> None:
+        """Hudi's ``reset()``: a new, empty event buffer."""
+        stale = [e for e in self.events if e.write_stats]
+        if stale:
+            self.stale_events_dropped += len(stale)
+            self.env.tracer.instant(
+                f"dropped {len(stale)} events of older instants",
+                thread="coordinator",
+                args={"instants": sorted({e.instant for e in stale})},
+            )
+        self.events.clear()
 
     async def create_instant(self, checkpoint_id: int = -1) -> str:
         """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
@@ -392,4 +453,5 @@ class Coordinator:
             "protocol": self.protocol.describe(),
             "deleted_by_fault": self.deleted_by_fault,
             "resets": self.resets,
+            "stale_events_dropped": self.stale_events_dropped,
         }

@@ -1,11 +1,26 @@
 """The write task: Hudi's StreamWriteFunction on a Flink mailbox thread.
 
+Sources: Apache Hudi 0.10.0 - 0.11.1, ``hudi-flink/.../sink/StreamWriteFunction.java``
+(``bufferRecord``, ``flushBucket``, ``flushRemaining``, ``snapshotState``) and
+``AbstractStreamWriteFunction`` (``initializeState`` sends the bootstrap event,
+``this.eventGateway.sendEventToCoordinator(event)``); Apache Flink 1.14+
+``TaskOperatorEventGateway`` / ``RpcTaskOperatorEventGateway`` (the event travels TaskExecutor ->
+JobMaster -> the coordinator; a failed delivery fails the task).
+
 Everything the task does runs on its mailbox loop: input batches and barriers (the default
 action), operator events (lowest-priority mails), checkpoint notifications (highest). Records are
 buffered per file group (bucket); a bucket is flushed when it reaches ``bucket_flush_rows``, the
 largest bucket when the task holds ``task_buffer_rows``, and everything at the barrier. Each flush
 asks the protocol for the instant to write, which may block the mailbox thread: that is where the
-protocols differ.
+protocols differ. An eager flush with no instant is skipped and its bucket stays buffered (Hudi:
+"No inflight instant when flushing data, skip."); at the barrier it fails the task.
+
+A flush's ``WriteMetadataEvent`` is fire-and-forget (:meth:`WriteTask._send_event`): the mailbox
+thread does not wait for the coordinator, whose handlers queue behind commits and the table lock.
+It goes to the job manager, which hands it on to the coordinator in order with the checkpoint's
+completion (Flink's route), so the coordinator has a task's last batch before it learns that the
+checkpoint completed. The bootstrap event is the one the task awaits: after a region failover the
+coordinator answers it only when every task is back (HUDI-6194).
 
 RPC-facing methods (``push_input``, ``operator_event``, ``notify_*``, ``dump``) run on the host's
 event loop outside the mailbox thread, so the task answers introspection while its mailbox is blocked.
@@ -106,6 +121,7 @@ class WriteTask:
         self.error: str | None = None
         self.rows_in = 0
         self.flushes = {"bucket": 0, "buffer": 0, "barrier": 0}
+        self.skipped_flushes = 0  # eager flushes skipped for want of an instant (data kept)
         self.step = ""  # what the current default-action step is doing, for introspection
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -279,6 +295,7 @@ class WriteTask:
             "last_checkpoint_id": self.last_checkpoint_id,
             "rows_in": self.rows_in,
             "flushes": dict(self.flushes),
+            "skipped_flushes": self.skipped_flushes,
             "protocol": self.protocol.describe(),
             "waits": list(self.waits),
         }
@@ -339,23 +356,29 @@ class WriteTask:
         ):
             largest = max(self.bucket_rows, key=lambda k: self.bucket_rows[k])
             self.flushes["buffer"] += 1
-            await self.flush_bucket(largest)
+            if not await self.flush_bucket(largest):
+                break  # Hudi logs "still flush the max size data bucket failed" and buffers on
 
     def has_data(self) -> bool:
         return self.buffered_rows > 0
 
-    async def flush_bucket(self, key: tuple[str, int]) -> None:
-        """An eager flush of one bucket (before the barrier)."""
+    async def flush_bucket(self, key: tuple[str, int]) -> bool:
+        """An eager flush of one bucket (before the barrier); False when it was skipped for want
+        of an instant (Hudi 0.10+ ``StreamWriteFunction.flushBucket``)."""
         outer = self.step
         self.step = f"{outer} -> flushBucket({key[0]}/{key[1]}) -> instantToWrite(eager)"
         instant = await self._instant_to_write(eager=True, has_data=True)
         self.step = outer
         if instant is None:
-            raise FlushError(f"{self.env.role}: no inflight instant for an eager flush")
+            # Hudi: "No inflight instant when flushing data, skip." The bucket stays buffered.
+            self.skipped_flushes += 1
+            self.env.tracer.instant(f"flush of {key[0]}/{key[1]} skipped: no inflight instant", thread="mailbox")
+            return False
         self.current_instant = instant
         stat = await self._write_bucket(key, instant)
         event = WriteMetadataEvent(self.task_id, self.last_checkpoint_id + 1, instant, [stat])
         await self._send_event(event)
+        return True
 
     async def snapshot_state(self, checkpoint_id: int) -> None:
         """The barrier: flush everything into the instant, report the last batch, ack the checkpoint."""
@@ -431,12 +454,32 @@ class WriteTask:
         self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
 
     async def _send_event(self, event: WriteMetadataEvent) -> None:
+        """``sendEventToCoordinator``: fire-and-forget. The event goes to the job manager, which
+        hands it to the coordinator (Flink's route: TaskExecutor -> JobMaster -> the coordinator's
+        holder), so it reaches the coordinator before this task's checkpoint ack does, as in Flink;
+        a lost event fails the task (``RpcTaskOperatorEventGateway``)."""
         self.fault_point("task.after_flush_before_event")
         self.events_of_instant = [e for e in self.events_of_instant if e.instant == event.instant]
         self.events_of_instant.append(event)
         if await self.protocol.on_write_event(event):
             return
-        await self.env.call(self.coordinator, "write_metadata", event, timeout=self.config.rpc_timeout_s)
+        self.env.send_event(
+            self.job_manager,
+            "write_metadata",
+            event,
+            timeout=self.config.rpc_timeout_s,
+            on_failure=self._event_lost,
+        )
+
+    def _event_lost(self, reason: str) -> None:
+        """Flink fails the task when an operator event could not be delivered."""
+        if self.state != "running":
+            return
+        self.state = "failed"
+        self.error = f"an operator event to the coordinator was lost: {reason}"
+        from runtime.core.messages import TaskFailure
+
+        self.env.send(self.job_manager, "task_failed", TaskFailure(self.env.role, self.error, self.last_checkpoint_id))
 
     def _on_checkpoint_complete(self, notice: CheckpointNotice) -> None:
         # Nothing to release here: Hudi's write function only cleans write handles.

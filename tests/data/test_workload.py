@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import zlib
-
 import pytest
 
 from actors import spark as S
@@ -15,11 +13,20 @@ from runtime.data.workload import WorkloadSpec
 # ---------------------------------------------------------------------------------------------
 
 
-def test_bucket_of_is_crc32_of_utf8_modulo_buckets():
+def test_bucket_of_is_hudis_bucket_identifier():
     for key in ["key-000000123", "", "ключ", "键🙂"]:
         for n in (1, 7, 16):
-            assert W.bucket_of(key, n) == zlib.crc32(key.encode("utf-8")) % n
+            java_list_hash = (31 + _java_hash(key)) & 0xFFFFFFFF
+            assert W.bucket_of(key, n) == (java_list_hash & 0x7FFFFFFF) % n
     assert [W.task_of_bucket(b, 3) for b in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def _java_hash(s: str) -> int:
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
+    return h
 
 
 def test_spec_keys_and_update_ratio_are_one_number():

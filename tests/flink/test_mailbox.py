@@ -258,8 +258,9 @@ def test_mail_run_awaits_async_actions_and_returns_result() -> None:
 
 
 def test_loop_runs_pending_mails_before_each_step_and_ends_after_completion() -> None:
-    """Order pins: pending mails first, mails put by a step/mail run before the next step,
-    one step per iteration, and after all_actions_completed the pending mails still run."""
+    """Order pins: pending mails first, mails put by a step run before the next step, a mail put
+    while a batch runs waits for the next batch (FLINK-14304), one step per iteration, and after
+    all_actions_completed the pending mails still run."""
     log: list[str] = []
 
     async def body() -> None:
@@ -289,7 +290,7 @@ def test_loop_runs_pending_mails_before_each_step_and_ends_after_completion() ->
         assert not proc.is_running and proc.current is None and len(proc.mailbox) == 0
 
     run(body())
-    assert log == ["m1", "m2", "step1", "m3", "m4", "step2", "step3", "m5"]
+    assert log == ["m1", "m2", "step1", "m3", "step2", "m4", "step3", "m5"]
 
 
 def test_all_actions_completed_from_another_coroutine_ends_the_loop() -> None:

@@ -1,0 +1,68 @@
+"""One time scale: every Hudi/Flink default duration times --time-scale; an explicit value wins;
+Hudi's ack timeout is the checkpoint timeout."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.core import codec
+from runtime.core.config import DEFAULT_TIME_SCALE, ConfigError, JobConfig
+
+
+def test_the_default_scale_multiplies_hudi_and_flink_defaults():
+    cfg = JobConfig()
+    assert cfg.time_scale == DEFAULT_TIME_SCALE == 0.05
+    assert cfg.wait_tick_s == pytest.approx(1.0 * 0.05)
+    assert cfg.checkpoint_timeout_s == pytest.approx(600.0 * 0.05)
+    assert cfg.rpc_timeout_s == pytest.approx(10.0 * 0.05)
+    assert cfg.checkpoint_interval_s == pytest.approx(4.0 * 0.05)
+    assert cfg.write_status_timeout_s == pytest.approx(300.0 * 0.05)
+
+
+def test_the_commit_ack_and_instant_wait_timeouts_are_the_checkpoint_timeout_as_in_hudi():
+    cfg = JobConfig()
+    assert cfg.commit_ack_timeout_s == cfg.checkpoint_timeout_s == cfg.instant_wait_timeout
+    cfg = JobConfig(checkpoint_timeout_s=7.0)
+    assert cfg.commit_ack_timeout_s == 7.0 and cfg.instant_wait_timeout_s == 7.0
+
+
+def test_another_scale_scales_everything_and_an_explicit_flag_wins():
+    cfg = JobConfig(time_scale=1.0, rpc_timeout_s=3.0)
+    assert cfg.checkpoint_timeout_s == 600.0 and cfg.wait_tick_s == 1.0 and cfg.commit_ack_timeout_s == 600.0
+    assert cfg.rpc_timeout_s == 3.0
+    assert cfg.explicit_durations == ["rpc_timeout_s"]
+
+
+def test_replace_with_a_new_scale_rescales_what_was_not_set():
+    cfg = JobConfig(rpc_timeout_s=3.0).replace(time_scale=0.5)
+    assert cfg.checkpoint_timeout_s == 300.0 and cfg.rpc_timeout_s == 3.0
+    # other changes keep the durations as they are
+    assert cfg.replace(writers=4).checkpoint_timeout_s == 300.0
+
+
+def test_effective_durations_for_the_result():
+    eff = JobConfig(time_scale=0.1).effective_durations()
+    assert eff == {
+        "time_scale": 0.1,
+        "wait_tick_s": pytest.approx(0.1),
+        "checkpoint_timeout_s": pytest.approx(60.0),
+        "checkpoint_interval_s": pytest.approx(0.4),
+        "rpc_timeout_s": pytest.approx(1.0),
+        "write_status_timeout_s": pytest.approx(30.0),
+        "commit_ack_timeout_s": pytest.approx(60.0),
+        "instant_wait_timeout_s": pytest.approx(60.0),
+    }
+
+
+def test_a_config_crosses_the_wire_with_its_effective_values():
+    cfg = JobConfig(time_scale=0.2, wait_tick_s=0.3)
+    back = codec.roundtrip(cfg)
+    assert back.effective_durations() == cfg.effective_durations()
+    assert back.explicit_durations == ["wait_tick_s"]
+
+
+def test_a_bad_scale_is_named():
+    with pytest.raises(ConfigError, match="--time-scale must be positive"):
+        JobConfig(time_scale=0.0)
+    with pytest.raises(ConfigError, match="--max-concurrent-checkpoints"):
+        JobConfig(max_concurrent_checkpoints=0).validate()
