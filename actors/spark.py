@@ -158,10 +158,12 @@ def spark_configs(cfg: SparkConfig) -> dict[str, str]:
 
 
 def _alive(session: SparkSession) -> bool:
+    from py4j.protocol import Py4JError
+
     try:
         sc = session.sparkContext
         return sc._jsc is not None and not sc._jsc.sc().isStopped()
-    except Exception:  # the JVM went away: the gateway raises on any call
+    except (Py4JError, OSError):  # the JVM went away: the gateway raises on any call
         return False
 
 

@@ -158,7 +158,7 @@ class Env(abc.ABC):
             return None
         return fault.value
 
-    def note_dropped(self, dest: str, method: str) -> None:
+    def note_dropped(self, dest: str, method: str) -> None:  # noqa: B027 - an optional hook, empty by default
         """Hook: a host that records deliveries records the loss too."""
 
     def crash(self, reason: str) -> None:

@@ -344,7 +344,7 @@ def _file_schemas(
     """(file, [(column, spark type)]) for each non-empty file: parquet footers via pyarrow
     (cheap), CSV/JSON by Spark's own inference on each file (one pass per file)."""
     out: list[tuple[str, list[tuple[str, str]]]] = []
-    for path, size in zip(files, sizes):
+    for path, size in zip(files, sizes, strict=True):
         if fmt == "parquet":
             import pyarrow.fs as pafs
             import pyarrow.parquet as pq

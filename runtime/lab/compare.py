@@ -143,7 +143,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     for op in ops:
         vals = [rows[n]["dfs_ops_per_checkpoint"].get(op, 0.0) for n in names]
         ax.bar(names, vals, bottom=bottom, label=op)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("DFS operations per checkpoint (protocol roles)")
     ax.set_title("Storage requests the commit protocol makes per checkpoint")
     ax.legend(fontsize=8)

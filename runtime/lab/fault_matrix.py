@@ -171,7 +171,7 @@ def run_matrix(
             try:
                 result = run(cfg, sub)
                 outcome, why = classify(protocol, fault, result)
-            except Exception as exc:  # a run that could not even start is a failure, not a crash
+            except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
                 result = {
                     "status": "error",
                     "error": f"{type(exc).__name__}: {exc}",

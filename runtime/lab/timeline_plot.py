@@ -598,7 +598,7 @@ def render_timeline(
     ax.set_ylim(len(lanes) - 0.5, -0.5)  # the first lane on top
     min_w = (x1 - x0) / (width_in * (right - left) * dpi) * 1.2  # a zero-length bar stays visible
 
-    for i, name in enumerate(lanes):
+    for i in range(len(lanes)):
         if i % 2 == 0:
             ax.axhspan(i - 0.5, i + 0.5, color="#f4f6f9", zorder=0, lw=0)
         if i:

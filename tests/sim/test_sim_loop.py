@@ -120,7 +120,10 @@ class Sink:
         return "should not be reachable"
 
 
-def _pair(loop, recorder, delay=Delay.uniform(0.0, 0.01)):
+_DEFAULT_DELAY = Delay.uniform(0.0, 0.01)
+
+
+def _pair(loop, recorder, delay=_DEFAULT_DELAY):
     import pyarrow.fs as pafs
 
     from runtime.core.dfs import Dfs
