@@ -295,12 +295,6 @@ def stop_spark() -> None:
         log.info("Spark on Ray stopped in %.1f s", time.monotonic() - t0)
 
 
-def current_spark() -> SparkSession | None:
-    """The running session started by this module, or None."""
-    with _lock:
-        return _session if _session is not None and _alive(_session) else None
-
-
 def last_start_seconds() -> float | None:
     """Wall time of the last successful :func:`start_spark` (for benchmarks), or None."""
     return _last_start_seconds

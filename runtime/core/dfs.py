@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-# Operation names, as they appear in the counters and results.
-OPS = ("exists", "list", "read", "write", "create", "delete", "mkdir", "rename", "stat")
+# Operation names in the counters and results: exists, list, read, write, create, delete, mkdir, rename, stat.
 
 
 class DfsError(IOError):

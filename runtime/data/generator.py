@@ -34,10 +34,6 @@ def bucket_of(key: str, num_buckets: int) -> int:
     return zlib.crc32(key.encode("utf-8")) % num_buckets
 
 
-def task_of_bucket(bucket: int, writers: int) -> int:
-    return bucket % writers
-
-
 def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Table:
     """Records ``[start, stop)`` of the stream, with ``_offset``, ``_bucket`` and ``_task``."""
     stop = cfg.records if stop is None else stop
@@ -54,7 +50,7 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
     width = cfg.payload_bytes
     payload = [f"v{o}".ljust(width, "x") for o in offsets.tolist()]
     n_buckets = cfg.num_buckets
-    buckets = np.fromiter((zlib.crc32(k.encode()) % n_buckets for k in key_list), dtype=np.int32, count=len(key_list))
+    buckets = np.fromiter((bucket_of(k, n_buckets) for k in key_list), dtype=np.int32, count=len(key_list))
     return pa.table(
         {
             KEY_FIELD: pa.array(key_list, pa.string()),

@@ -12,7 +12,7 @@ Stream columns: the data columns (generated: ``key``, ``partition``, ``ts``, ``p
 ``_offset`` (int64, 0..n-1, the stream position, unique), and after :func:`prepare_stream`
 ``_bucket`` and ``_task`` (int32).
 
-The bucket index is a CONTRACT shared with the runtime (:func:`bucket_of`)::
+The bucket index is a CONTRACT shared with the generator (:func:`runtime.data.generator.bucket_of`)::
 
     bucket = zlib.crc32(key.encode("utf-8")) % num_buckets      # Spark: pmod(crc32(cast(key as binary)), n)
     file group = (partition, bucket);   owning write task = bucket % writers
@@ -24,7 +24,6 @@ import logging
 import os
 import threading
 import uuid
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -78,18 +77,9 @@ class InputError(ValueError):
 # --------------------------------------------------------------------------------------------
 
 
-def bucket_of(key: str, num_buckets: int) -> int:
-    """Bucket of a record key: ``crc32(utf-8 bytes) % num_buckets`` (same as :func:`bucket_expr`)."""
-    return zlib.crc32(key.encode("utf-8")) % num_buckets
-
-
-def task_of_bucket(bucket: int, writers: int) -> int:
-    """Write task owning a bucket (in every partition): ``bucket % writers``."""
-    return bucket % writers
-
-
 def bucket_expr(key_col: str, num_buckets: int) -> Column:
-    """Spark expression equal to :func:`bucket_of` (the key is cast to string, then to UTF-8 bytes).
+    """Spark expression equal to :func:`runtime.data.generator.bucket_of` (the key is cast to string,
+    then to UTF-8 bytes).
 
     Casting to string first matters: Spark casts an int column to *4 raw bytes*, not its digits.
     """
@@ -177,14 +167,13 @@ class WorkloadSpec:
         return max(1, self.records // 2)
 
     @property
-    def num_updates(self) -> int:
-        """Records that update an already-seen key."""
-        return self.records - self.num_keys
+    def partition_width(self) -> int:
+        """Digits in a partition value (``p00``.. or ``p000``..): all values sort as their numbers."""
+        return max(2, len(str(self.partitions - 1)))
 
     def partition_names(self) -> list[str]:
         """All partition values the stream can contain, in order."""
-        width = max(2, len(str(self.partitions - 1)))
-        return [f"p{p:0{width}d}" for p in range(self.partitions)]
+        return [f"p{p:0{self.partition_width}d}" for p in range(self.partitions)]
 
     def generate(self, spark: SparkSession) -> DataFrame:
         """Same as :func:`generate_stream`."""
@@ -226,7 +215,7 @@ def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
     upd_key = F.greatest(F.lit(0), F.least(rank.cast("long"), seen - 1))
     key_idx = F.when(seen_next > seen, seen).otherwise(upd_key)
 
-    width = max(2, len(str(spec.partitions - 1)))
+    width = spec.partition_width
     part = F.pmod(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(2), F.col("_kidx")), F.lit(spec.partitions))
 
     chunks = max(1, min(4, -(-spec.payload_bytes // 16)))

@@ -172,10 +172,6 @@ def file_group_id(table_name: str, partition: str, bucket: int) -> str:
     return f"{bucket:08d}{str(stable)[8:]}-0"
 
 
-def bucket_of_file_id(file_id: str) -> int:
-    return int(file_id[:8])
-
-
 def base_file_name(file_id: str, write_token: str, instant: str) -> str:
     return f"{file_id}_{write_token}_{instant}.parquet"
 

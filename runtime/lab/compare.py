@@ -13,20 +13,6 @@ from typing import Any
 
 from runtime.core.config import JobConfig
 
-FIGURES = (
-    "commits",
-    "checkpoints_completed",
-    "checkpoints_aborted",
-    "deadlock",
-    "commit_to_unblock_p50_s",
-    "commit_to_unblock_p99_s",
-    "rows_per_s",
-    "dfs_ops_per_checkpoint",
-    "rpcs_per_checkpoint",
-    "writer_blocked_s",
-    "exactly_once",
-)
-
 
 def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
     """One protocol's row of the comparison, from its result.json."""

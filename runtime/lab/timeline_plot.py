@@ -322,11 +322,6 @@ class TimelinePlot:
     x_range_s: tuple[float, float] = (0.0, 1.0)  # the seconds at x_pixels' two ends
     size_px: tuple[int, int] = (0, 0)  # (width, height)
 
-    def column_of(self, t: float) -> int:
-        """The PNG column of time ``t`` (seconds from the start)."""
-        (c0, c1), (s0, s1) = self.x_pixels, self.x_range_s
-        return int(round(c0 + (t - s0) / (s1 - s0) * (c1 - c0)))
-
     def time_of(self, column: int) -> float:
         """The time (seconds from the start) at a PNG column."""
         (c0, c1), (s0, s1) = self.x_pixels, self.x_range_s
