@@ -457,16 +457,24 @@ def _label_deadlock(fig: Any, ax: Any, span: tuple[float, float], y: float, head
             bbox={"facecolor": "white", "edgecolor": COLORS["alarm"], "pad": 2.0},
         )
         return
-    # centre the block vertically: the head above, the detail line below
+    _centre_deadlock_label(fig, ax, t, box, (span[0], y), detail if with_detail else None, room_w)
+
+
+def _centre_deadlock_label(
+    fig: Any, ax: Any, t: Any, box: Any, at: tuple[float, float], detail: str | None, room_w: float
+) -> None:
+    """Centres the block vertically in the bar: the head above, the detail line (shortened to fit) below."""
+    renderer = fig.canvas.get_renderer()
+    span0, y = at
     pad = 6 * 72.0 / fig.dpi  # points
-    if not with_detail:
-        t.set_position((span[0], y))
+    if detail is None:
+        t.set_position((span0, y))
         t.set_transform(ax.transData + _offset(fig, pad, 0))
         return
     head_pt = box.height * 72.0 / fig.dpi
     t.set_transform(ax.transData + _offset(fig, pad, 5.5))  # the block (head, gap, detail) centred
     sub = ax.text(
-        span[0],
+        span0,
         y,
         detail,
         fontsize=7.5,
