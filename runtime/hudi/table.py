@@ -567,18 +567,33 @@ def merge_file_group(
     seq_start = n_base - len(replaced)
     seq = np.empty(n, dtype=np.int64)
     seq[order[order >= n_base] - n_base] = np.arange(seq_start, seq_start + n)
-    fresh = pa.Table.from_arrays(
+    seq_nos = [f"{instant}_{partition_id}_{i}" for i in seq.tolist()]
+    fresh = _fresh_rows(winners, new_keys, seq_nos, instant, partition, cols, data_cols)
+    out = _in_key_order(old, fresh, order, replaced, file_name)
+    return MergeResult(out, inserts, updates, rewritten, n + kept_written)
+
+
+def _fresh_rows(
+    winners: pa.Table,
+    new_keys: pa.ChunkedArray,
+    seq_nos: list[str],
+    instant: str,
+    partition: str,
+    cols: list[str],
+    data_cols: list[str],
+) -> pa.Table:
+    """The winning incoming records with this instant's meta columns (all but the file name)."""
+    n = winners.num_rows
+    return pa.Table.from_arrays(
         [
             pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
-            pa.array([f"{instant}_{partition_id}_{i}" for i in seq.tolist()], pa.string()),
+            pa.array(seq_nos, pa.string()),  # _hoodie_commit_seqno
             new_keys,  # _hoodie_record_key
             pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
         ]
         + [winners.column(c) for c in data_cols],
         names=cols,
     )
-    out = _in_key_order(old, fresh, order, replaced, file_name)
-    return MergeResult(out, inserts, updates, rewritten, n + kept_written)
 
 
 def _winners_over_base(inc: pa.Table, base: pa.Table, key: str, precombine: str) -> tuple[pa.Table, np.ndarray]:

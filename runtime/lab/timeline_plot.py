@@ -943,6 +943,19 @@ def _pixel_layout(fr: _Frame) -> tuple[dict[str, tuple[int, int]], tuple[int, in
     return lane_pixels, (int(round(xa)), int(round(xb))), (w_px, h_px)
 
 
+def _time_range(
+    evs: list[TraceEvent], deadlock: Mapping[str, Any] | None, dl_task: str | None
+) -> tuple[float, float, tuple[float, float] | None]:
+    """(start, end) of the run (the start at 0 or before), and the deadlocked wait, which may end last."""
+    t_end = max((e.end for e in evs), default=0.0)
+    t_start = min(0.0, min((e.t for e in evs), default=0.0))
+    dl_span = None
+    if deadlock and dl_task:
+        dl_span = _deadlock_span(evs, deadlock, dl_task, t_start, t_end)
+        t_end = max(t_end, dl_span[1])
+    return t_start, t_end, dl_span
+
+
 def render_timeline(
     events: Iterable[Mapping[str, Any]] | Mapping[str, Any],
     out_png: str,
@@ -963,12 +976,7 @@ def render_timeline(
     dl_task = str(deadlock.get("task")) if deadlock and deadlock.get("task") else None
     lanes = _lanes(evs, dl_task)
     writers = [n for n in lanes if _WRITER.match(n) or any(e.process == n and e.thread == "mailbox" for e in evs)]
-    t_end = max((e.end for e in evs), default=0.0)
-    t_start = min(0.0, min((e.t for e in evs), default=0.0))
-    dl_span = None
-    if deadlock and dl_task:
-        dl_span = _deadlock_span(evs, deadlock, dl_task, t_start, t_end)
-        t_end = max(t_end, dl_span[1])
+    t_start, t_end, dl_span = _time_range(evs, deadlock, dl_task)
     span = max(t_end - t_start, 1e-3)
     srt = _sort_events(evs, writers)
     statuses = _checkpoint_int(checkpoints)
