@@ -13,6 +13,7 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from runtime.core.config import JobConfig
 
@@ -20,7 +21,7 @@ KEY_FIELD, PARTITION_FIELD, PRECOMBINE_FIELD = "key", "partition", "ts"
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def _splitmix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     with np.errstate(over="ignore"):
         z = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
         z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64

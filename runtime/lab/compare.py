@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
@@ -142,7 +145,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     return paths
 
 
-def compare_table(doc: dict[str, Any]):
+def compare_table(doc: dict[str, Any]) -> Table:
     from rich.table import Table
 
     rtt = doc.get("rpc_round_trip") or {}
@@ -193,7 +196,7 @@ def compare_table(doc: dict[str, Any]):
     return t
 
 
-def dfs_table(doc: dict[str, Any]):
+def dfs_table(doc: dict[str, Any]) -> Table:
     """DFS operations per checkpoint by type, one row per protocol."""
     from rich.table import Table
 
