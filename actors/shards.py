@@ -151,7 +151,7 @@ def shards_to_ray(
         if release_spark_cache:
             raydp_dataset.release_spark_recoverable(df)
     shards = []
-    for t, (ref, (n, tmin, tmax, first, last, ordered)) in enumerate(zip(refs, summaries)):
+    for t, (ref, (n, tmin, tmax, first, last, ordered)) in enumerate(zip(refs, summaries, strict=True)):
         if n and not (tmin == tmax == t and ordered):
             raise RuntimeError(
                 f"block {t} holds tasks {tmin}..{tmax} (ordered={ordered}), expected only task {t} in "

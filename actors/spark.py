@@ -158,10 +158,12 @@ def spark_configs(cfg: SparkConfig) -> dict[str, str]:
 
 
 def _alive(session: SparkSession) -> bool:
+    from py4j.protocol import Py4JError
+
     try:
         sc = session.sparkContext
         return sc._jsc is not None and not sc._jsc.sc().isStopped()
-    except Exception:  # the JVM went away: the gateway raises on any call
+    except (Py4JError, OSError):  # the JVM went away: the gateway raises on any call
         return False
 
 
@@ -196,70 +198,13 @@ def start_spark(cfg: SparkConfig | None = None, *, timeout_s: float = DEFAULT_ST
 
         if not ray.is_initialized():
             ray.init(address=os.environ.get("RAY_ADDRESS"))
-
-        import raydp
-
         configs = spark_configs(cfg)
-        per_executor = float(configs.get("spark.ray.raydp_spark_executor.actor.resource.cpu", cfg.executor_cores))
-        need = cfg.executors * per_executor
-        total = ray.cluster_resources().get("CPU", 0.0)
-        if need > total:
-            raise SparkStartError(
-                f"Spark needs {need:g} Ray CPUs ({cfg.executors} executor(s) x {per_executor:g}) but "
-                f"the Ray cluster has {total:g}; fix: fewer executors/executor_cores in SparkConfig, "
-                "or ray.init(num_cpus=...) with more CPUs"
-            )
-        free = ray.available_resources().get("CPU", 0.0)
-        if need > free:
-            log.warning(
-                "start_spark: %g Ray CPUs free, Spark executors need %g: the start waits "
-                "(up to %.0f s) for running tasks/actors to release CPUs",
-                free,
-                need,
-                timeout_s,
-            )
-        result: dict[str, object] = {}
-
-        def _init() -> None:
-            try:
-                result["session"] = raydp.init_spark(
-                    cfg.app_name,
-                    num_executors=cfg.executors,
-                    executor_cores=cfg.executor_cores,
-                    executor_memory=cfg.executor_memory,
-                    configs=dict(configs),
-                )
-            except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-                result["error"] = e
-
+        _check_ray_cpus(cfg, configs, timeout_s)
         t0 = time.monotonic()
-        worker = threading.Thread(target=_init, name="raydp-init-spark", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if worker.is_alive():
-            raise SparkStartError(
-                f"raydp.init_spark did not return within {timeout_s:.0f} s (waiting for the RayDP "
-                f"app master and {cfg.executors} executor(s) of {cfg.executor_cores} CPU each); "
-                "fix: check free CPUs in ray.available_resources() and the JVM logs "
-                "(session_latest/logs/java-worker-*.log under Ray's temp dir)"
-            )
-        err = result.get("error")
-        if err is not None:
-            msg = str(err)
-            if "has inited" in msg:
-                raise SparkStartError(
-                    "a RayDP Spark session was started outside actors.spark; "
-                    "fix: call raydp.stop_spark() first, or use start_spark()/stop_spark() only"
-                ) from err
-            raise SparkStartError(
-                f"raydp.init_spark failed: {type(err).__name__}: {msg[:500]}; fix: check Java "
-                f"({java_version}), free CPUs (need {cfg.executors * cfg.executor_cores}) and the "
-                "JVM logs (session_latest/logs/java-worker-*.log under Ray's temp dir)"
-            ) from err
-        session = result["session"]
+        session = _init_spark_bounded(cfg, configs, timeout_s, java_version)
         _last_start_seconds = time.monotonic() - t0
-        session.sparkContext.setLogLevel("WARN")  # type: ignore[attr-defined]
-        _session, _session_cfg = session, cfg  # type: ignore[assignment]
+        session.sparkContext.setLogLevel("WARN")
+        _session, _session_cfg = session, cfg
         log.info(
             "Spark on Ray started in %.1f s (java %s, %d executor(s) x %d core(s), %s)",
             _last_start_seconds,
@@ -268,7 +213,76 @@ def start_spark(cfg: SparkConfig | None = None, *, timeout_s: float = DEFAULT_ST
             cfg.executor_cores,
             cfg.executor_memory,
         )
-        return _session  # type: ignore[return-value]
+        return session
+
+
+def _check_ray_cpus(cfg: SparkConfig, configs: dict[str, str], timeout_s: float) -> None:
+    """Fails when the Ray cluster has fewer CPUs than the executors need; warns when they are busy."""
+    import ray
+
+    per_executor = float(configs.get("spark.ray.raydp_spark_executor.actor.resource.cpu", cfg.executor_cores))
+    need = cfg.executors * per_executor
+    total = ray.cluster_resources().get("CPU", 0.0)
+    if need > total:
+        raise SparkStartError(
+            f"Spark needs {need:g} Ray CPUs ({cfg.executors} executor(s) x {per_executor:g}) but "
+            f"the Ray cluster has {total:g}; fix: fewer executors/executor_cores in SparkConfig, "
+            "or ray.init(num_cpus=...) with more CPUs"
+        )
+    free = ray.available_resources().get("CPU", 0.0)
+    if need > free:
+        log.warning(
+            "start_spark: %g Ray CPUs free, Spark executors need %g: the start waits "
+            "(up to %.0f s) for running tasks/actors to release CPUs",
+            free,
+            need,
+            timeout_s,
+        )
+
+
+def _init_spark_bounded(cfg: SparkConfig, configs: dict[str, str], timeout_s: float, java_version: str) -> SparkSession:
+    """raydp.init_spark in a thread, waited for at most ``timeout_s``; its failure as a SparkStartError."""
+    import raydp
+
+    result: dict[str, object] = {}
+
+    def _init() -> None:
+        try:
+            result["session"] = raydp.init_spark(
+                cfg.app_name,
+                num_executors=cfg.executors,
+                executor_cores=cfg.executor_cores,
+                executor_memory=cfg.executor_memory,
+                configs=dict(configs),
+            )
+        except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = e
+
+    worker = threading.Thread(target=_init, name="raydp-init-spark", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise SparkStartError(
+            f"raydp.init_spark did not return within {timeout_s:.0f} s (waiting for the RayDP "
+            f"app master and {cfg.executors} executor(s) of {cfg.executor_cores} CPU each); "
+            "fix: check free CPUs in ray.available_resources() and the JVM logs "
+            "(session_latest/logs/java-worker-*.log under Ray's temp dir)"
+        )
+    err = result.get("error")
+    if isinstance(err, BaseException):
+        msg = str(err)
+        if "has inited" in msg:
+            raise SparkStartError(
+                "a RayDP Spark session was started outside actors.spark; "
+                "fix: call raydp.stop_spark() first, or use start_spark()/stop_spark() only"
+            ) from err
+        raise SparkStartError(
+            f"raydp.init_spark failed: {type(err).__name__}: {msg[:500]}; fix: check Java "
+            f"({java_version}), free CPUs (need {cfg.executors * cfg.executor_cores}) and the "
+            "JVM logs (session_latest/logs/java-worker-*.log under Ray's temp dir)"
+        ) from err
+    session: SparkSession = result["session"]  # type: ignore[assignment]
+    return session
 
 
 def _stop_raydp_quietly() -> None:
@@ -291,12 +305,6 @@ def stop_spark() -> None:
         _session_cfg = None
         _stop_raydp_quietly()
         log.info("Spark on Ray stopped in %.1f s", time.monotonic() - t0)
-
-
-def current_spark() -> SparkSession | None:
-    """The running session started by this module, or None."""
-    with _lock:
-        return _session if _session is not None and _alive(_session) else None
 
 
 def last_start_seconds() -> float | None:

@@ -459,7 +459,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
         f"commitlab/Spark\n= {r['commitlab_run_over_spark_write']:.3f}",
         f"commitlab/pyarrow\n= {r['commitlab_run_over_pyarrow_write']:.3f}",
     ]
-    for b, v, note in zip(bars, vals, notes):
+    for b, v, note in zip(bars, vals, notes, strict=True):
         ax1.text(
             b.get_x() + b.get_width() / 2,
             v * 1.08,

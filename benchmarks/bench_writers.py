@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,16 @@ def point_figures(
         "writer_peak_private_mean_mib": memory.get("writer_peak_private_mean_mib"),
         "writer_first_rss_mean_mib": memory.get("writer_first_rss_mean_mib"),
     }
+
+
+def _first_checkpoint_clock(first: dict[str, float], t0: float) -> Callable[[dict[str, Any]], None]:
+    """A progress callback that stores in first["t"] the seconds from t0 to the first completed checkpoint."""
+
+    def on_progress(p: dict[str, Any]) -> None:
+        if p.get("completed", 0) >= 1 and "t" not in first:
+            first["t"] = time.monotonic() - t0
+
+    return on_progress
 
 
 def main() -> int:
@@ -168,10 +179,7 @@ def main() -> int:
         con.log(f"{w} writers: {cfg.records:,} records, {2 * w + 2} role actors")
         first: dict[str, float] = {}
         t0 = time.monotonic()
-
-        def on_progress(p: dict[str, Any]) -> None:
-            if p.get("completed", 0) >= 1 and "t" not in first:
-                first["t"] = time.monotonic() - t0
+        on_progress = _first_checkpoint_clock(first, t0)
 
         try:
             result, memory, wall = common.run_job_sampled(
@@ -248,7 +256,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
         "storage requests (protocol roles)",
         "start-up: actors up / first checkpoint",
     ]
-    for ax, (label, ys, extra), title in zip(axes, series, titles):
+    for ax, (label, ys, extra), title in zip(axes, series, titles, strict=True):
         ax.plot(
             ws,
             ys,
@@ -270,7 +278,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
     fig.suptitle(
         f"commitlab write tasks on one machine ({env['cpus']} cores): {prm['protocol']}, "
         f"{prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints; "
-        f"USS per write task {', '.join(f'{w}: {m} MiB' for w, m in zip(ws, mem))}",
+        f"USS per write task {', '.join(f'{w}: {m} MiB' for w, m in zip(ws, mem, strict=True))}",
         fontsize=10,
     )
     return common.save_figure(fig, path)

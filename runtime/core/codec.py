@@ -26,7 +26,7 @@ class CodecError(ValueError):
 def message(cls: type[T]) -> type[T]:
     """Class decorator: makes ``cls`` a frozen-by-convention dataclass known to the codec."""
     if not dataclasses.is_dataclass(cls):
-        cls = dataclasses.dataclass(cls)  # type: ignore[assignment]
+        cls = dataclasses.dataclass(cls)
     name = cls.__name__
     if name in _REGISTRY and _REGISTRY[name] is not cls:
         raise TypeError(f"two message classes are named {name}")

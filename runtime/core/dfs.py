@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-# Operation names, as they appear in the counters and results.
-OPS = ("exists", "list", "read", "write", "create", "delete", "mkdir", "rename", "stat")
+# Operation names in the counters and results: exists, list, read, write, create, delete, mkdir, rename, stat.
 
 
 class DfsError(IOError):
@@ -120,14 +119,14 @@ class Dfs:
     def exists(self, path: str) -> bool:
         self._op("exists", path)
         try:
-            return self.fs.get_file_info(path).type != pafs.FileType.NotFound
+            return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
         except OSError as exc:
             raise DfsError(f"exists({path}) failed: {exc}") from exc
 
     def is_dir(self, path: str) -> bool:
         self._op("stat", path)
         try:
-            return self.fs.get_file_info(path).type == pafs.FileType.Directory
+            return bool(self.fs.get_file_info(path).type == pafs.FileType.Directory)
         except OSError as exc:
             raise DfsError(f"stat({path}) failed: {exc}") from exc
 
@@ -148,7 +147,8 @@ class Dfs:
         self._op("read", path)
         try:
             with self.fs.open_input_stream(path) as f:
-                return f.read()
+                data: bytes = f.read()
+                return data
         except FileNotFoundError as exc:
             raise DfsNotFound(f"file {path} does not exist") from exc
         except OSError as exc:

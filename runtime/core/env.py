@@ -12,11 +12,14 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.core.dfs import Dfs
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
+
+if TYPE_CHECKING:
+    from runtime.core.fault_spec import FaultSpec
 
 T = TypeVar("T")
 
@@ -116,7 +119,7 @@ class Env(abc.ABC):
             return 0.0
         return self.dfs_slow[0]
 
-    def message_fault(self, dest: str, method: str, msg: Any) -> Any:
+    def message_fault(self, dest: str, method: str, msg: Any) -> FaultSpec | None:
         """The armed messaging fault (``message.dropped`` / ``message.delayed``) that hits this
         message now, or None. The checkpoint is the message's own; the task is the write task at
         either end."""
@@ -132,7 +135,7 @@ class Env(abc.ABC):
             end = dest if dest.startswith("writer-") else self.role
             task = int(end.rsplit("-", 1)[1]) if end.startswith("writer-") else -1
         for point in MESSAGE_FAULTS:
-            spec = self.faults.hit(
+            spec: FaultSpec | None = self.faults.hit(
                 point, checkpoint=ckp if isinstance(ckp, int) else -1, task=task, target=method, strict=True
             )
             if spec is not None:
@@ -169,7 +172,7 @@ class Env(abc.ABC):
             return None
         return float(fault.value)
 
-    def note_dropped(self, dest: str, method: str) -> None:
+    def note_dropped(self, dest: str, method: str) -> None:  # noqa: B027 - an optional hook, empty by default
         """Hook: a host that records deliveries records the loss too."""
 
     def crash(self, reason: str) -> None:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _MAX_EVENTS = 200_000  # per role: a long run keeps its first events, never unbounded memory
 
 
 class Tracer:
-    def __init__(self, process: str, *, enabled: bool = True, clock=time.monotonic) -> None:
+    def __init__(self, process: str, *, enabled: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
         self.process = process
         self.enabled = enabled
         self.clock = clock

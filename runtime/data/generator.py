@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from runtime.core.config import JobConfig
 from runtime.data.bucket import bucket_ids, bucket_of  # noqa: F401 - bucket_of: the rule, re-exported
@@ -19,16 +20,12 @@ KEY_FIELD, PARTITION_FIELD, PRECOMBINE_FIELD = "key", "partition", "ts"
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
+def _splitmix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
     with np.errstate(over="ignore"):
         z = (x + np.uint64(0x9E3779B97F4A7C15)) & _M64
         z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
         z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
         return z ^ (z >> np.uint64(31))
-
-
-def task_of_bucket(bucket: int, writers: int) -> int:
-    return bucket % writers
 
 
 def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Table:

@@ -12,7 +12,7 @@ Stream columns: the data columns (generated: ``key``, ``partition``, ``ts``, ``p
 ``_offset`` (int64, 0..n-1, the stream position, unique), and after :func:`prepare_stream`
 ``_bucket`` and ``_task`` (int32).
 
-The bucket index is a CONTRACT shared with the runtime (:func:`bucket_of`)::
+The bucket index is a CONTRACT shared with the generator (:func:`runtime.data.generator.bucket_of`)::
 
     bucket = (List.hashCode([key]) & Integer.MAX_VALUE) % num_buckets   # Hudi's BucketIdentifier (runtime.data.bucket)
     file group = (partition, bucket);   owning write task = bucket % writers
@@ -77,11 +77,6 @@ class InputError(ValueError):
 # --------------------------------------------------------------------------------------------
 # Bucket index: the contract
 # --------------------------------------------------------------------------------------------
-
-
-def task_of_bucket(bucket: int, writers: int) -> int:
-    """Write task owning a bucket (in every partition): ``bucket % writers``."""
-    return bucket % writers
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,14 +158,13 @@ class WorkloadSpec:
         return max(1, self.records // 2)
 
     @property
-    def num_updates(self) -> int:
-        """Records that update an already-seen key."""
-        return self.records - self.num_keys
+    def partition_width(self) -> int:
+        """Digits in a partition value (``p00``.. or ``p000``..): all values sort as their numbers."""
+        return max(2, len(str(self.partitions - 1)))
 
     def partition_names(self) -> list[str]:
         """All partition values the stream can contain, in order."""
-        width = max(2, len(str(self.partitions - 1)))
-        return [f"p{p:0{width}d}" for p in range(self.partitions)]
+        return [f"p{p:0{self.partition_width}d}" for p in range(self.partitions)]
 
     def generate(self, spark: SparkSession) -> DataFrame:
         """Same as :func:`generate_stream`."""
@@ -185,20 +179,15 @@ def _uniform(seed: int, salt: int, col: Column) -> Column:
     return bits.cast("double") / float(1 << 53)
 
 
-def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
-    """The stream of ``spec`` as a DataFrame ``key, partition, ts, payload, _offset`` (row order unspecified).
-
-    Built from ``spark.range`` and hash expressions only (nothing random, nothing collected), so
-    it is reproducible bit for bit; ``ts`` needs the previous version of each key, one shuffle.
-    """
-    from pyspark.sql import Window
+def _key_index(spec: WorkloadSpec) -> Column:
+    """The key of record ``id``: a new key when the count of keys introduced grows at ``id``, else
+    an already-seen key drawn by ``spec.skew`` (uniform, or Zipf over the key index)."""
     from pyspark.sql import functions as F
 
     n, k = spec.records, spec.num_keys
-    i = F.col("id")
     seen = F.expr(f"(id * {k} + {n - 1}) div {n}")  # keys introduced before record i
     seen_next = F.expr(f"((id + 1) * {k} + {n - 1}) div {n}")
-    u_key = _uniform(spec.seed, 1, i)
+    u_key = _uniform(spec.seed, 1, F.col("id"))
     if spec.skew == "uniform":
         rank = F.floor(u_key * seen)
     else:
@@ -210,23 +199,40 @@ def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
             x = F.pow(1.0 + u_key * (F.pow(n1, 1.0 - s) - 1.0), 1.0 / (1.0 - s))
         rank = F.floor(x) - 1
     upd_key = F.greatest(F.lit(0), F.least(rank.cast("long"), seen - 1))
-    key_idx = F.when(seen_next > seen, seen).otherwise(upd_key)
+    return F.when(seen_next > seen, seen).otherwise(upd_key)
 
-    width = max(2, len(str(spec.partitions - 1)))
-    part = F.pmod(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(2), F.col("_kidx")), F.lit(spec.partitions))
+
+def _payload(spec: WorkloadSpec) -> Column:
+    """``payload_bytes`` hex characters hashed from the seed and ``id``."""
+    from pyspark.sql import functions as F
 
     chunks = max(1, min(4, -(-spec.payload_bytes // 16)))
     hexes = [
-        F.lpad(F.hex(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(3), i, F.lit(c))), 16, "0") for c in range(chunks)
+        F.lpad(F.hex(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(3), F.col("id"), F.lit(c))), 16, "0")
+        for c in range(chunks)
     ]
     unit = F.concat(*hexes) if len(hexes) > 1 else hexes[0]
     reps = max(1, -(-spec.payload_bytes // (16 * chunks)))
-    payload = F.substring(F.repeat(unit, reps), 1, spec.payload_bytes) if spec.payload_bytes else F.lit("")
+    return F.substring(F.repeat(unit, reps), 1, spec.payload_bytes) if spec.payload_bytes else F.lit("")
 
+
+def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
+    """The stream of ``spec`` as a DataFrame ``key, partition, ts, payload, _offset`` (row order unspecified).
+
+    Built from ``spark.range`` and hash expressions only (nothing random, nothing collected), so
+    it is reproducible bit for bit; ``ts`` needs the previous version of each key, one shuffle.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    n = spec.records
+    i = F.col("id")
+    width = spec.partition_width
+    part = F.pmod(F.xxhash64(F.lit(spec.seed).cast("long"), F.lit(2), F.col("_kidx")), F.lit(spec.partitions))
     base = spark.range(0, n, numPartitions=max(1, spark.sparkContext.defaultParallelism)).select(
         i.alias(OFFSET),
-        key_idx.alias("_kidx"),
-        payload.alias(PAYLOAD),
+        _key_index(spec).alias("_kidx"),
+        _payload(spec).alias(PAYLOAD),
         _uniform(spec.seed, 4, i).alias("_u_ts"),
         _uniform(spec.seed, 5, i).alias("_u_lag"),
     )
@@ -330,7 +336,7 @@ def _file_schemas(
     """(file, [(column, spark type)]) for each non-empty file: parquet footers via pyarrow
     (cheap), CSV/JSON by Spark's own inference on each file (one pass per file)."""
     out: list[tuple[str, list[tuple[str, str]]]] = []
-    for path, size in zip(files, sizes):
+    for path, size in zip(files, sizes, strict=True):
         if fmt == "parquet":
             import pyarrow.fs as pafs
             import pyarrow.parquet as pq
@@ -431,6 +437,8 @@ def _missing_column(role: str, col: str, available: Sequence[str]) -> InputError
 def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[[], T]) -> T:
     """Run a blocking Spark action in a thread under its own job group; on timeout cancel the
     group and raise TimeoutError saying what was waited for."""
+    from py4j.protocol import Py4JError
+
     sc = spark.sparkContext
     group = f"commitlab-{uuid.uuid4().hex[:8]}"
     box: dict[str, Any] = {}
@@ -444,8 +452,8 @@ def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[
         finally:
             try:
                 sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001
-                pass
+            except (Py4JError, OSError) as exc:  # the JVM went away: the job's own outcome is what matters
+                log.warning("%s: could not clear Spark job group %s: %s", what, group, exc)
 
     t = threading.Thread(target=body, name=f"spark-{what[:20]}", daemon=True)
     t.start()
@@ -486,8 +494,38 @@ def read_input(
     returned DataFrame is lazy: every action re-reads the files (cache it to reuse it).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
+    required = {"key": key, "partition": partition_field, "precombine": precombine_field}
+    files, fmt, merged = _checked_schema(spark, path, fmt, required)
+    raw = _read_files(spark, files, fmt, merged)
+    _check_atomic_columns(raw, required)
+
+    data_cols = list(raw.columns)
+    src = raw.select(
+        *[F.col(c).cast("string").alias(c) if c in (key, partition_field) else F.col(c) for c in data_cols],
+        F.input_file_name().alias(_FILE),
+        F.monotonically_increasing_id().alias(_ROW),
+    )
+    src = src.withColumn(_PID, F.shiftright(F.col(_ROW), 33))
+    rows = _run_bounded(spark, f"validate input {path}", timeout_s, _row_stats(src, required).collect)
+    rows.sort(key=lambda r: (r[_FILE], r["row0"]))
+    total = sum(r["n"] for r in rows)
+    if total == 0:
+        raise InputError(
+            f"input is empty: {len(files)} file(s) under {path!r} hold 0 rows; fix: point to non-empty input"
+        )
+    deltas, first_bad = _offset_deltas(rows)
+    _raise_bad_values(first_bad, total, required)
+    out = _with_offsets(spark, src, deltas, data_cols)
+    log.info("read_input %s: %d rows from %d %s file(s)", path, total, len(files), fmt)
+    return out
+
+
+def _checked_schema(
+    spark: SparkSession, path: str, fmt: str | None, required: dict[str, str]
+) -> tuple[list[str], str, dict[str, str]]:
+    """(files, format, merged schema) of the input, after checking it is not empty, has the
+    required columns and none the stream reserves."""
     files, sizes = _list_files(path)
     if not files:
         raise InputError(
@@ -495,7 +533,6 @@ def read_input(
             "or '_' are skipped); fix: point to the directory holding the data files"
         )
     fmt = _format_of(files, fmt)
-    required = {"key": key, "partition": partition_field, "precombine": precombine_field}
     schemas = _file_schemas(spark, files, sizes, fmt)
     if not schemas:
         raise InputError(
@@ -508,16 +545,23 @@ def read_input(
     for col in RESERVED:
         if col in merged:
             raise InputError(f"input has a column named {col!r}, which the stream reserves; fix: rename or drop it")
+    return list(files), fmt, merged
 
+
+def _read_files(spark: SparkSession, files: list[str], fmt: str, merged: dict[str, str]) -> DataFrame:
     if fmt == "parquet":
-        raw = spark.read.option("mergeSchema", "true").parquet(*files)
-    else:
-        # Read with the schema already inferred per file: no second inference pass.
-        from pyspark.sql.types import _parse_datatype_string
+        return spark.read.option("mergeSchema", "true").parquet(*files)
+    # Read with the schema already inferred per file: no second inference pass.
+    from pyspark.sql import types as T
+    from pyspark.sql.types import _parse_datatype_string
 
-        schema = T.StructType([T.StructField(c, _parse_datatype_string(t), True) for c, t in merged.items()])
-        reader = spark.read.schema(schema)
-        raw = reader.csv(list(files), header=True) if fmt == "csv" else reader.json(list(files))
+    schema = T.StructType([T.StructField(c, _parse_datatype_string(t), True) for c, t in merged.items()])
+    reader = spark.read.schema(schema)
+    return reader.csv(list(files), header=True) if fmt == "csv" else reader.json(list(files))
+
+
+def _check_atomic_columns(raw: DataFrame, required: dict[str, str]) -> None:
+    from pyspark.sql import types as T
 
     dtypes = {f.name: f.dataType for f in raw.schema.fields}
     for role, col in required.items():
@@ -528,19 +572,17 @@ def read_input(
                 "column (string, number, date, timestamp)"
             )
 
-    data_cols = [c for c in raw.columns]
-    src = raw.select(
-        *[F.col(c).cast("string").alias(c) if c in (key, partition_field) else F.col(c) for c in data_cols],
-        F.input_file_name().alias(_FILE),
-        F.monotonically_increasing_id().alias(_ROW),
-    )
-    src = src.withColumn(_PID, F.shiftright(F.col(_ROW), 33))
 
-    part = F.col(partition_field)
+def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
+    """Per (file, Spark partition): rows, first row id, and the count and first row of null keys,
+    bad partition values (with the first one) and null precombine values."""
+    from pyspark.sql import functions as F
+
+    part = F.col(required["partition"])
     part_bad = part.isNull() | (part == "") | part.contains("/") | part.contains("\\") | part.startswith(".")
-    key_null = F.col(key).isNull()
-    pc_null = F.col(precombine_field).isNull()
-    stats = src.groupBy(_FILE, _PID).agg(
+    key_null = F.col(required["key"]).isNull()
+    pc_null = F.col(required["precombine"]).isNull()
+    return src.groupBy(_FILE, _PID).agg(
         F.count(F.lit(1)).alias("n"),
         F.min(_ROW).alias("row0"),
         F.sum(key_null.cast("long")).alias("key_nulls"),
@@ -551,13 +593,13 @@ def read_input(
         F.sum(pc_null.cast("long")).alias("pc_nulls"),
         F.min(F.when(pc_null, F.col(_ROW))).alias("pc_null_row"),
     )
-    rows = _run_bounded(spark, f"validate input {path}", timeout_s, stats.collect)
-    rows.sort(key=lambda r: (r[_FILE], r["row0"]))
-    total = sum(r["n"] for r in rows)
-    if total == 0:
-        raise InputError(
-            f"input is empty: {len(files)} file(s) under {path!r} hold 0 rows; fix: point to non-empty input"
-        )
+
+
+def _offset_deltas(
+    rows: list[Any],
+) -> tuple[list[tuple[str, int, int]], dict[str, tuple[int, int, Any, str]]]:
+    """From the per-(file, partition) stats in stream order: what turns each row id into its
+    ``_offset`` (file, partition, delta), and the first bad value of each kind with its count."""
     base, deltas = 0, []
     first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, offset, value, file)
     for r in rows:
@@ -574,38 +616,46 @@ def read_input(
                     off0, v0, f0 = row + delta, val, r[_FILE]
                 first_bad[what] = (c0 + cnt, off0, v0, f0)
         base += r["n"]
+    return deltas, first_bad
+
+
+def _raise_bad_values(first_bad: dict[str, tuple[int, int, Any, str]], total: int, required: dict[str, str]) -> None:
     if "key" in first_bad:
         cnt, off, _, f = first_bad["key"]
         raise InputError(
-            f"key column {key!r} has {cnt} null value(s) of {total} rows (first at "
+            f"key column {required['key']!r} has {cnt} null value(s) of {total} rows (first at "
             f"_offset {off}, in {f}); fix: drop or fill those rows (Hudi needs a record key)"
         )
     if "pc" in first_bad:
         cnt, off, _, f = first_bad["pc"]
         raise InputError(
-            f"precombine column {precombine_field!r} has {cnt} null value(s) of {total} "
+            f"precombine column {required['precombine']!r} has {cnt} null value(s) of {total} "
             f"rows (first at _offset {off}, in {f}); fix: fill them so versions can be ordered"
         )
     if "part" in first_bad:
         cnt, off, val, f = first_bad["part"]
         raise InputError(
-            f"partition column {partition_field!r} has {cnt} value(s) that are not a single directory "
+            f"partition column {required['partition']!r} has {cnt} value(s) that are not a single directory "
             f"name (first: {val!r} at _offset {off}, in {f}); partition values must be non-null, "
             "non-empty, without '/' or '\\' and not start with '.'; fix: clean or map them"
         )
 
+
+def _with_offsets(
+    spark: SparkSession, src: DataFrame, deltas: list[tuple[str, int, int]], data_cols: list[str]
+) -> DataFrame:
+    """The data columns plus ``_offset`` = row id + its (file, partition) delta."""
     import pandas as pd
+    from pyspark.sql import functions as F
 
     # From pandas (Arrow path): a list would need a Python worker on the executor (seconds).
     deltas_df = spark.createDataFrame(
         pd.DataFrame(deltas, columns=[_FILE, _PID, "_cl_delta"]).astype({_PID: "int64", "_cl_delta": "int64"}),
         f"{_FILE} string, {_PID} long, _cl_delta long",
     )
-    out = src.join(F.broadcast(deltas_df), on=[_FILE, _PID], how="inner").select(
+    return src.join(F.broadcast(deltas_df), on=[_FILE, _PID], how="inner").select(
         *[F.col(c) for c in data_cols], (F.col(_ROW) + F.col("_cl_delta")).alias(OFFSET)
     )
-    log.info("read_input %s: %d rows from %d %s file(s)", path, total, len(files), fmt)
-    return out
 
 
 # --------------------------------------------------------------------------------------------

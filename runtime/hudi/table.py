@@ -172,10 +172,6 @@ def file_group_id(table_name: str, partition: str, bucket: int) -> str:
     return f"{bucket:08d}{str(stable)[8:]}-0"
 
 
-def bucket_of_file_id(file_id: str) -> int:
-    return int(file_id[:8])
-
-
 def base_file_name(file_id: str, write_token: str, instant: str) -> str:
     return f"{file_id}_{write_token}_{instant}.parquet"
 
@@ -548,62 +544,100 @@ def merge_file_group(
     n_base = 0 if base is None else base.num_rows
     replaced = np.empty(0, dtype=np.int64)  # base rows an incoming record replaces
     winners, kept_written, rewritten = inc, 0, 0
-    if n_base:
+    if base is not None and n_base:
         missing = sorted(set(data_cols) - set(base.column_names))
         if missing:
             raise TableError(
                 f"the incoming records have columns {missing} that the existing base "
                 "file lacks: schema evolution is not supported"
             )
-        # where each incoming key sits in the file (null: a new key), and whether it wins there:
-        # the larger precombine value, or a tie (the incoming record is later in the stream)
-        pos = pc.index_in(inc.column(key), value_set=base.column(key))
-        if pos.null_count < len(pos):
-            at = pc.fill_null(pos, -1).to_numpy().astype(np.int64)  # -1: a new key
-            inc_pre, base_pre = inc.column(precombine), base.column(precombine)
-            if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
-                found = at >= 0
-                wins = ~found
-                wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
-            else:
-                inc_wins = pc.or_kleene(pc.is_null(pos), pc.greater_equal(inc_pre, pc.take(base_pre, pos)))
-                wins = pc.fill_null(inc_wins, False).to_numpy(zero_copy_only=False)  # null precombine: loses
-            if not wins.all():
-                winners = inc.filter(pa.array(wins))
-                at = at[wins]
-            replaced = at[at >= 0]
-        # rows already carrying this instant's commit time (a re-flush within one instant)
-        if base_instant is None or base_instant == instant:
-            of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
-        else:
-            of_instant = np.zeros(0, dtype=bool)
-        if of_instant.any():
-            rewritten = int(of_instant[replaced].sum())
-            kept_written = int(of_instant.sum()) - rewritten
+        winners, replaced = _winners_over_base(inc, base, key, precombine)
+        rewritten, kept_written = _rows_of_instant(base, instant, base_instant, replaced)
     inserts = winners.num_rows - len(replaced)
     updates = len(replaced) - rewritten
     n = winners.num_rows
-    seq_start = n_base - len(replaced)
     # every column but the file name (the same for every row: added after the take)
     cols = [c for c in META_COLUMNS if c != "_hoodie_file_name"] + data_cols
-    old = base.select(cols) if n_base else None
+    old = base.select(cols) if base is not None and n_base else None
     old_keys = None if old is None else old.column("_hoodie_record_key")
     new_keys = pc.cast(winners.column(key), pa.string() if old_keys is None else old_keys.type)
     # the new version's row order; the incoming rows take sequence numbers in key order
     keys = new_keys if old_keys is None else pa.chunked_array(old_keys.chunks + new_keys.chunks)
     order = pc.sort_indices(keys).to_numpy()
+    seq_start = n_base - len(replaced)
     seq = np.empty(n, dtype=np.int64)
     seq[order[order >= n_base] - n_base] = np.arange(seq_start, seq_start + n)
-    fresh = pa.Table.from_arrays(
+    seq_nos = [f"{instant}_{partition_id}_{i}" for i in seq.tolist()]
+    fresh = _fresh_rows(winners, new_keys, seq_nos, instant, partition, cols, data_cols)
+    out = _in_key_order(old, fresh, order, replaced, file_name)
+    return MergeResult(out, inserts, updates, rewritten, n + kept_written)
+
+
+def _fresh_rows(
+    winners: pa.Table,
+    new_keys: pa.ChunkedArray,
+    seq_nos: list[str],
+    instant: str,
+    partition: str,
+    cols: list[str],
+    data_cols: list[str],
+) -> pa.Table:
+    """The winning incoming records with this instant's meta columns (all but the file name)."""
+    n = winners.num_rows
+    return pa.Table.from_arrays(
         [
             pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
-            pa.array([f"{instant}_{partition_id}_{i}" for i in seq.tolist()], pa.string()),
+            pa.array(seq_nos, pa.string()),  # _hoodie_commit_seqno
             new_keys,  # _hoodie_record_key
             pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
         ]
         + [winners.column(c) for c in data_cols],
         names=cols,
     )
+
+
+def _winners_over_base(inc: pa.Table, base: pa.Table, key: str, precombine: str) -> tuple[pa.Table, np.ndarray]:
+    """The incoming records that win over the base file (the larger precombine value, or a tie:
+    the incoming record is later in the stream; a new key always wins), and the base rows they
+    replace."""
+    # where each incoming key sits in the file (null: a new key)
+    pos = pc.index_in(inc.column(key), value_set=base.column(key))
+    if pos.null_count == len(pos):
+        return inc, np.empty(0, dtype=np.int64)
+    at = pc.fill_null(pos, -1).to_numpy().astype(np.int64)  # -1: a new key
+    inc_pre, base_pre = inc.column(precombine), base.column(precombine)
+    if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
+        found = at >= 0
+        wins = ~found
+        wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
+    else:
+        inc_wins = pc.or_kleene(pc.is_null(pos), pc.greater_equal(inc_pre, pc.take(base_pre, pos)))
+        wins = pc.fill_null(inc_wins, False).to_numpy(zero_copy_only=False)  # null precombine: loses
+    winners = inc
+    if not wins.all():
+        winners = inc.filter(pa.array(wins))
+        at = at[wins]
+    return winners, at[at >= 0]
+
+
+def _rows_of_instant(base: pa.Table, instant: str, base_instant: str | None, replaced: np.ndarray) -> tuple[int, int]:
+    """(rewritten, kept): the base rows already carrying this instant's commit time (a re-flush
+    within one instant) that an incoming record replaces, and those that stay."""
+    if base_instant is None or base_instant == instant:
+        of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
+    else:
+        of_instant = np.zeros(0, dtype=bool)
+    if not of_instant.any():
+        return 0, 0
+    rewritten = int(of_instant[replaced].sum())
+    return rewritten, int(of_instant.sum()) - rewritten
+
+
+def _in_key_order(
+    old: pa.Table | None, fresh: pa.Table, order: np.ndarray, replaced: np.ndarray, file_name: str
+) -> pa.Table:
+    """The surviving old rows and the fresh rows in key order (``order`` over both, replaced old
+    rows dropped), with the new file name on every row."""
     if old is not None:
         if not fresh.schema.equals(old.schema):
             fresh = fresh.cast(old.schema)
@@ -615,9 +649,8 @@ def merge_file_group(
         dropped[replaced] = True
         order = order[~dropped[order]]
     out = both.take(pa.array(order, pa.uint64()))
-    out = out.add_column(
+    return out.add_column(
         META_COLUMNS.index("_hoodie_file_name"),
         "_hoodie_file_name",
         pa.repeat(pa.scalar(file_name, pa.string()), out.num_rows),
     )
-    return MergeResult(out, inserts, updates, rewritten, n + kept_written)

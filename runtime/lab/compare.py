@@ -9,23 +9,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
 
-FIGURES = (
-    "commits",
-    "checkpoints_completed",
-    "checkpoints_aborted",
-    "deadlock",
-    "commit_to_unblock_p50_s",
-    "commit_to_unblock_p99_s",
-    "rows_per_s",
-    "dfs_ops_per_checkpoint",
-    "rpcs_per_checkpoint",
-    "writer_blocked_s",
-    "exactly_once",
-)
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
@@ -143,7 +132,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     for op in ops:
         vals = [rows[n]["dfs_ops_per_checkpoint"].get(op, 0.0) for n in names]
         ax.bar(names, vals, bottom=bottom, label=op)
-        bottom = [b + v for b, v in zip(bottom, vals)]
+        bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("DFS operations per checkpoint (protocol roles)")
     ax.set_title("Storage requests the commit protocol makes per checkpoint")
     ax.legend(fontsize=8)
@@ -156,7 +145,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     return paths
 
 
-def compare_table(doc: dict[str, Any]):
+def compare_table(doc: dict[str, Any]) -> Table:
     from rich.table import Table
 
     rtt = doc.get("rpc_round_trip") or {}
@@ -207,7 +196,7 @@ def compare_table(doc: dict[str, Any]):
     return t
 
 
-def dfs_table(doc: dict[str, Any]):
+def dfs_table(doc: dict[str, Any]) -> Table:
     """DFS operations per checkpoint by type, one row per protocol."""
     from rich.table import Table
 

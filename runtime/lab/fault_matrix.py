@@ -24,10 +24,13 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
 NOT_FIRED, NOT_APPLICABLE = "not fired", "n/a"
@@ -171,7 +174,7 @@ def run_matrix(
             try:
                 result = run(cfg, sub)
                 outcome, why = classify(protocol, fault, result)
-            except Exception as exc:  # a run that could not even start is a failure, not a crash
+            except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
                 result = {
                     "status": "error",
                     "error": f"{type(exc).__name__}: {exc}",
@@ -278,7 +281,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
     return path
 
 
-def outcome_table(doc: dict[str, Any]):
+def outcome_table(doc: dict[str, Any]) -> Table:
     from rich.table import Table
 
     t = Table(title="commitlab faults", title_justify="left")

@@ -14,8 +14,8 @@ same seed driving the network, and :func:`judge` checks the invariants on the re
 
 A run that ends otherwise (failed, timed out), or that only finished thanks to a failover no
 injected crash caused, is ``FAILED``: a liveness failure, reported with its diagnosis, unless it is
-a protocol's documented failure (``KNOWN_FAILURES``). Every failure carries its seed, a short trace excerpt around the violation and the
-command that replays it. The outcome names are those of ``commitlab faults``.
+a protocol's documented failure (``KNOWN_FAILURES``). Every failure carries its seed, a short trace
+excerpt around the violation and the command that replays it. The outcome names are those of ``commitlab faults``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from runtime.core.config import JobConfig
@@ -117,10 +118,10 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
                 f"the writers of checkpoint {k} were given instants {', '.join(twice[k])}",
             )
     order = [int(c["checkpoint"]) for c in commits]
-    if any(b < a for a, b in zip(order, order[1:])):
+    if any(b < a for a, b in pairwise(order)):
         return Verdict(VIOLATION, "ascending-commits", f"commits landed in checkpoint order {order}")
     instants = [c["instant"] for c in commits]
-    if any(b < a for a, b in zip(instants, instants[1:])):
+    if any(b < a for a, b in pairwise(instants)):
         return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
     if status == "deadlocked":
         d = result["deadlock"]

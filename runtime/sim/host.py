@@ -241,7 +241,7 @@ class _SimRun:
             self.network.started(name)
 
         async def start_writers() -> None:
-            await asyncio.gather(*(start_writer(n, w) for n, w in zip(self.task_names, writers)))
+            await asyncio.gather(*(start_writer(n, w) for n, w in zip(self.task_names, writers, strict=True)))
 
         starts = start_writers()
         if region:

@@ -15,9 +15,10 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from runtime.core.codec import from_wire
 from runtime.core.dfs import Dfs
 from runtime.core.env import Env, WaitTimeout
-from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork, from_wire
+from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
 from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
 
 T = TypeVar("T")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from actors import spark as S
+from runtime.core.config import JobConfig
 from runtime.data import workload as W
+from runtime.data.generator import bucket_of, generate
 from runtime.data.workload import WorkloadSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -18,7 +20,15 @@ def test_bucket_of_is_hudis_bucket_identifier():
         for n in (1, 7, 16):
             java_list_hash = (31 + _java_hash(key)) & 0xFFFFFFFF
             assert W.bucket_of(key, n) == (java_list_hash & 0x7FFFFFFF) % n
-    assert [W.task_of_bucket(b, 3) for b in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_generated_records_go_to_the_bucket_of_their_key_and_the_task_owning_it():
+    cfg = JobConfig(source="generator", writers=3, checkpoints=2, records=500)
+    t = generate(cfg)
+    buckets = t.column("_bucket").to_pylist()
+    assert buckets == [bucket_of(k, cfg.num_buckets) for k in t.column("key").to_pylist()]
+    assert t.column("_task").to_pylist() == [b % 3 for b in buckets]
+    assert len(set(buckets)) > 3  # the keys spread over the buckets
 
 
 def _java_hash(s: str) -> int:
@@ -32,7 +42,6 @@ def _java_hash(s: str) -> int:
 def test_spec_keys_and_update_ratio_are_one_number():
     assert WorkloadSpec(records=1000).num_keys == 500
     assert WorkloadSpec(records=4000, update_ratio=0.75).num_keys == 1000
-    assert WorkloadSpec(records=4000, update_ratio=0.75).num_updates == 3000
     assert WorkloadSpec(records=4000, keys=1000, update_ratio=0.75).num_keys == 1000
     assert WorkloadSpec(records=10, update_ratio=0.99).num_keys == 1
     assert WorkloadSpec(records=1).num_keys == 1

@@ -8,6 +8,7 @@ them) but move to the new file. The runtime's internal columns never reach a bas
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -260,7 +261,7 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
     same_instant = data.draw(st.booleans())
     instant_of_offset: dict[int, str] = {}
     table, total_inserts, last_instant = None, 0, None
-    for j, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+    for j, (lo, hi) in enumerate(pairwise(bounds)):
         instant = I1 if same_instant else f"2024010100000{j:04d}"
         for off in range(lo, hi):
             instant_of_offset[off] = instant

@@ -29,7 +29,6 @@ from runtime.hudi.table import (
     TableProps,
     avro_schema_json,
     base_file_name,
-    bucket_of_file_id,
     bump_instant,
     file_group_id,
     format_instant,
@@ -422,7 +421,6 @@ def test_file_group_id_starts_with_the_bucket_and_has_no_underscore(bucket):
     assert "_" not in fid
     assert fid[:8] == f"{bucket:08d}" and fid[:8].isdigit()
     assert fid.endswith("-0")
-    assert bucket_of_file_id(fid) == bucket
     assert file_group_id(NAME, "us", bucket) == fid  # stable across calls and processes
     assert file_group_id(NAME, "eu", bucket) != fid
     assert file_group_id("other", "us", bucket) != fid

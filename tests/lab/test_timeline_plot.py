@@ -139,7 +139,7 @@ def test_raw_and_written_events_draw_the_same(p1_run, tmp_path):
     shift = a[0].t - b[0].t  # raw events start at 0, the written trace at its own origin
     assert all(
         (x.process, x.thread, x.name, x.ph) == (y.process, y.thread, y.name, y.ph) and abs(x.t - y.t - shift) < 1e-6
-        for x, y in zip(a, b)
+        for x, y in zip(a, b, strict=True)
     )
     pa = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result["deadlock"])
     pb = render_timeline(raw, str(tmp_path / "b.png"), deadlock=result["deadlock"])

@@ -12,6 +12,7 @@ import pytest
 from actors import spark as S
 from actors.shards import shards_to_ray
 from runtime.data import workload as W
+from runtime.data.generator import bucket_of
 from runtime.data.workload import InputError, WorkloadSpec
 
 # ---------------------------------------------------------------------------------------------
@@ -47,10 +48,10 @@ def test_bucket_expr_agrees_with_python(spark):
     ]
     df = _sdf(spark, [(k,) for k in keys], "k string")
     got = df.select("k", W.bucket_expr("k", 13).alias("b")).collect()
-    assert {r["k"]: r["b"] for r in got} == {k: W.bucket_of(k, 13) for k in keys}
+    assert {r["k"]: r["b"] for r in got} == {k: bucket_of(k, 13) for k in keys}
     # Non-string keys hash as their string form (the runtime sees str(key)).
     ints = spark.range(0, 50).select(F.col("id").alias("k"), W.bucket_expr("id", 7).alias("b")).collect()
-    assert all(r["b"] == W.bucket_of(str(r["k"]), 7) for r in ints)
+    assert all(r["b"] == bucket_of(str(r["k"]), 7) for r in ints)
 
 
 @pytest.mark.spark
@@ -150,7 +151,7 @@ def test_shards_hold_exactly_their_tasks_in_offset_order(spark, ray_session, sma
         t = s.table().to_pandas()
         assert len(t) == s.num_rows > 0
         assert t["_task"].eq(s.task).all()
-        assert t["_bucket"].tolist() == [W.bucket_of(k, buckets) for k in t["key"]]
+        assert t["_bucket"].tolist() == [bucket_of(k, buckets) for k in t["key"]]
         assert (t["_bucket"] % writers == s.task).all()
         assert t["_offset"].is_monotonic_increasing and t["_offset"].is_unique
         assert (s.first_offset, s.last_offset) == (t["_offset"].iloc[0], t["_offset"].iloc[-1])
