@@ -280,7 +280,9 @@ class _SimRun:
 
     def collect(self) -> JobResult:
         """The result record, from the roles in this process."""
-        assert self.driver is not None
+        if self.driver is None:  # stopped before the job was set up
+            dfs, base = self._open_dfs("driver", self.driver_counters)
+            self.driver = JobDriver(self.cfg, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
         outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
         coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else {}

@@ -331,6 +331,13 @@ class JobDriver:
         """Every checkpoint of the job, those of job managers a failover replaced included."""
         return {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
 
+    def commits(self, before: set[str]) -> list[dict[str, Any]]:
+        """The job's commits, read from the table: they survive any failover (none when the job
+        stopped before the table was created)."""
+        if not self.table.dfs.exists(self.table.dfs.join(self.table.base_path, ".hoodie")):
+            return []
+        return self.table.commit_summaries(skip=before)
+
     def result(
         self,
         outcome: Outcome,
@@ -358,7 +365,7 @@ class JobDriver:
             status=outcome.status,
             error=outcome.error,
             records=cfg.records,
-            commits=self.table.commit_summaries(skip=commits_before),  # they survive any failover
+            commits=self.commits(commits_before),
             empty_rounds=coord.get("empty_rounds", []),
             failovers=self.failovers,
             faults_fired=fired_faults(self.table.dfs, self.table.base_path),
