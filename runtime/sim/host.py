@@ -398,25 +398,8 @@ def simulate(
     store = MemoryStore() if storage == "memory" else None
     if store is None:
         os.makedirs(cfg.table, exist_ok=True)
-    vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
-    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
-    recorder = TraceRecorder(
-        loop.time,
-        scrub={cfg.table: "<table>"},
-        expected=expect_trace,
-        on_divergence=lambda d: loop.abort(f"the trace diverged from the reference run at event {d['index']}"),
-    )
-    run = _SimRun(
-        cfg,
-        seed=seed,
-        loop=loop,
-        recorder=recorder,
-        delay=delay or DEFAULT_DELAY,
-        io_delay=io_delay,
-        chrome_trace=chrome_trace_path is not None,
-        max_virtual_s=max_virtual_s,
-        store=store,
-    )
+    run = _new_run(cfg, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace)
+    loop, recorder = run.loop, run.recorder
     run.network.reply_probes.extend(reply_probes or [])
     record = _run_loop(run, loop, chrome_trace_path)
     record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
@@ -436,6 +419,40 @@ def simulate(
     if trace or expect_trace is not None:
         record.host_fields["trace"] = events
     return record.to_json()
+
+
+def _new_run(
+    cfg: JobConfig,
+    seed: int,
+    store: MemoryStore | None,
+    max_virtual_s: float | None,
+    max_real_s: float | None,
+    delay: Delay | None,
+    io_delay: Delay | None,
+    chrome_trace_path: str | None,
+    expect_trace: list[Event] | None,
+) -> _SimRun:
+    """The loop, the trace recorder and the host of one simulated run."""
+    vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
+    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
+    recorder = TraceRecorder(
+        loop.time,
+        scrub={cfg.table: "<table>"},
+        expected=expect_trace,
+        on_divergence=lambda d: loop.abort(f"the trace diverged from the reference run at event {d['index']}"),
+    )
+    run = _SimRun(
+        cfg,
+        seed=seed,
+        loop=loop,
+        recorder=recorder,
+        delay=delay or DEFAULT_DELAY,
+        io_delay=io_delay,
+        chrome_trace=chrome_trace_path is not None,
+        max_virtual_s=max_virtual_s,
+        store=store,
+    )
+    return run
 
 
 def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> JobResult:
