@@ -40,7 +40,7 @@ def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | No
     for name, ref in refs.items():
         try:
             roles[name] = ray.get(ref, timeout=10)
-        except Exception as exc:  # a dead actor: its place is unknown
+        except ray.exceptions.RayError as exc:  # a dead actor: its place is unknown
             roles[name] = {"error": type(exc).__name__}
     per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
     writer_nodes = {r["node_id"] for n, r in roles.items() if n.startswith("writer-") and "node_id" in r}

@@ -12,6 +12,7 @@ default scheduling, no placement group).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import ray
@@ -20,6 +21,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK", "strict-spread": "STRICT_SPREAD", "none": None}
 BUNDLE = {"CPU": 0.01}
+log = logging.getLogger(__name__)
 
 
 class PlacementError(RuntimeError):
@@ -75,6 +77,6 @@ class Placement:
         if self.pg is not None:
             try:
                 remove_placement_group(self.pg)
-            except Exception:
-                pass  # the cluster may be gone already
+            except Exception as exc:  # noqa: BLE001 - the cluster may be gone already
+                log.info("the placement group was not removed: %s", exc)
             self.pg = None

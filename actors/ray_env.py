@@ -70,7 +70,7 @@ class RayEnv(Env):
                     await handle.deliver.remote(method, payload, self.role)
                 else:
                     await ref
-            except Exception as exc:  # a one-way message that failed: remember, never raise here
+            except Exception as exc:  # noqa: BLE001 - a one-way message that failed: recorded, never raised here
                 self.send_errors.append(f"{dest}.{method}: {type(exc).__name__}: {exc}"[:500])
 
         task = asyncio.get_running_loop().create_task(watch())

@@ -19,17 +19,14 @@ from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded, rpc_handler, wait_ended
-from runtime.core.messages import TaskState
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
-from runtime.flink.job_manager import JobManager
-from runtime.flink.source import InMemoryShard, Source
-from runtime.flink.state_backend import StateBackend
+from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
-from runtime.protocols import get_protocol
-from runtime.writer.coordinator import Coordinator
-from runtime.writer.write_task import WriteTask
+from runtime.writer.topology import RoleNames, RoleSpec, make_role, start_role
 
 START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
+# what the Ray host adds to a role's arguments: tracing, armed faults, the source's shard
+TRANSPORT_ARGS = ("trace", "faults", "stream_shard", "bounds", "rounds")
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
@@ -55,62 +52,21 @@ class RoleActor:
         self._task: asyncio.Task | None = None
         self._started = asyncio.Event()  # set once start() returned: messages wait for it
 
-    async def start(
-        self, handles: dict[str, Any], task_names: list[str], source_names: list[str], restored: bytes | None = None
-    ) -> str:
+    async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> str:
+        """Builds and starts the role as every host does (:mod:`runtime.writer.topology`)."""
         self.env.handles = {k: v for k, v in handles.items() if k != self.name}
-        protocol = get_protocol(self.config.protocol)
-        if self.kind == "coordinator":
-            self.role = Coordinator(
-                self.env,
-                self.config,
-                self.table,
-                protocol,
-                task_names,
-                schema_json=self.extra.get("schema_json", ""),
-                resume_checkpoint_id=int(self.extra.get("resume_checkpoint_id", 0)),
-            )
-            await self.role.start()
-        elif self.kind == "job-manager":
-            self.role = JobManager(
-                self.env,
-                self.config,
-                task_names,
-                source_names,
-                state_backend=StateBackend(self.env.dfs, self.table.base_path),
-                start_checkpoint_id=int(self.extra.get("start_checkpoint_id", 1)),
-                start_round=int(self.extra.get("start_round", 1)),
-            )
-        elif self.kind == "writer":
-            task_id = int(self.extra["task_id"])
-            data_table = self.table.with_dfs(self.env.dfs.for_role("writer.data"))
-            self.role = WriteTask(self.env, self.config, task_id, self.table, protocol, data_table=data_table)
-            restored = self.extra.get("restored_state") or restored
-            state = codec.decode(restored, TaskState) if restored else None
-            await self.role.start(state, resume_checkpoint_id=self.extra.get("resume_checkpoint_id"))
-        elif self.kind == "source":
-            task_id = int(self.extra["task_id"])
+        args = {k: v for k, v in self.extra.items() if k not in TRANSPORT_ARGS}
+        spec = RoleSpec(self.name, self.kind, args)
+        shard = None
+        if self.kind == "source":
             if "stream_shard" in self.extra:
                 shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
             else:
                 shard = InMemoryShard(self.extra["rounds"])
-            self.role = Source(
-                self.env,
-                self.config,
-                task_id,
-                shard,
-                writer=self.extra["writer"],
-                start_round=int(self.extra.get("start_round", 1)),
-                start_offset=int(self.extra.get("start_offset", 0)),
-            )
+        self.role = make_role(spec, self.env, self.config, self.table, RoleNames(task_names, source_names), shard)
+        await start_role(self.role, spec)
+        if self.kind == "source":
             self._task = asyncio.get_running_loop().create_task(self.role.run())
-        elif self.kind in protocol.extra_roles:
-            # a role the protocol brings (the timeline server, the control topic)
-            self.role = protocol.make_role(self.kind, self.env, self.config, self.table, task_names)
-            if hasattr(self.role, "start"):
-                await self.role.start()
-        else:
-            raise ValueError(f"unknown role kind {self.kind!r}")
         self._started.set()
         return self.name
 
@@ -203,9 +159,3 @@ class RoleActor:
             "rss_bytes": mem.rss,
             "uss_bytes": uss,
         }
-
-    async def ping(self) -> float:
-        return self.env.now()
-
-    async def fired_faults(self) -> list[dict[str, Any]]:
-        return list(self.env.faults.fired) if self.env.faults is not None else []

@@ -1,11 +1,12 @@
-"""The figures of a run that every host reports the same way (Ray, the simulator)."""
+"""The result record of a run and the figures every host reports the same way (Ray, the simulator)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runtime.core.dfs import DfsCounters
+from runtime.core.dfs import Dfs, DfsCounters, DfsError
 from runtime.core.metrics import Metrics
 from runtime.lab.latency import percentiles, unblock_latencies
 
@@ -50,3 +51,93 @@ def run_figures(
         "commit_to_unblock_samples": [round(x, 5) for x in latencies],
         "counters": merged.get("counters", {}),
     }
+
+
+@dataclass
+class FailoverRecord:
+    """One failover of a job: why, when, how (global or region) and where the job resumed."""
+
+    error: str | None
+    at: float  # the host's clock: wall-clock seconds on Ray, virtual seconds in the simulator
+    strategy: str  # global (restart all) or region (the coordinator lives on)
+    restored_checkpoint: int | None
+    resumed_round: int
+    deleted: str | None = None  # what the bus.deleted_between_restarts fault removed (table-relative)
+    coordinator_reset: Any = None  # the coordinator's answer to a region failover's reset
+    clock: str = "at"  # the key of ``at`` in result.json: "at" (Ray) or "at_virtual_s" (simulator)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "error": self.error,
+            self.clock: round(self.at, 6) if self.clock == "at_virtual_s" else self.at,
+            "strategy": self.strategy,
+            "restored_checkpoint": self.restored_checkpoint,
+            "resumed_round": self.resumed_round,
+        }
+        if self.deleted is not None:
+            out["deleted"] = self.deleted
+        if self.strategy == "region":
+            out["coordinator_reset"] = self.coordinator_reset
+        return out
+
+
+@dataclass
+class JobResult:
+    """The result record of a job on any host; :meth:`to_json` gives ``result.json``'s fields."""
+
+    figures: dict[str, Any]  # :func:`run_figures`
+    protocol: str
+    writers: int
+    source: str
+    table: str
+    status: str
+    error: str | None
+    records: int
+    commits: list[dict[str, Any]]
+    empty_rounds: list[Any]
+    failovers: list[FailoverRecord]
+    faults_fired: list[dict[str, Any]]
+    rolled_back: list[str]
+    coordinator: dict[str, Any]  # what the coordinator lived through: resets, a deleted bus, protocol
+    deadlock: dict[str, Any] | None
+    stalls: list[dict[str, Any]]
+    timing: dict[str, Any]
+    rows_per_s: float
+    tasks: dict[str, dict[str, Any]]
+    send_errors: list[str]
+    durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
+    host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self.figures}
+        for f in fields(self):
+            if f.name not in ("figures", "host_fields", "failovers"):
+                out[f.name] = getattr(self, f.name)
+        out["failovers"] = [f.to_json() for f in self.failovers]
+        out.update(self.host_fields)
+        return out
+
+
+def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
+    """Every fault that fired in a job, in order, from the markers the injectors left on the DFS
+    (file ``point@checkpoint#task[:target].n`` holding the role that fired it)."""
+    from runtime.faults.injector import faults_path
+
+    try:
+        entries = dfs.list_dir(faults_path(table_base))
+    except DfsError:
+        return []
+    fired = []
+    for e in entries:
+        info = dfs.fs.get_file_info(e.path)
+        with dfs.fs.open_input_stream(e.path) as f:
+            role = f.read().decode(errors="replace").split(" ")[0]
+        key, _, target = e.name.rsplit(".", 1)[0].partition(":")
+        point, _, rest = key.partition("@")
+        ckp, _, task = rest.partition("#")
+        at = info.mtime.timestamp() if info.mtime else 0.0
+        fired.append(
+            {"point": point, "role": role, "checkpoint": int(ckp), "task": int(task), "at": at}
+            | ({"target": target} if target else {})
+        )
+    return sorted(fired, key=lambda f: (f["at"], f["point"], f["checkpoint"], f["task"]))

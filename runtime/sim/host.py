@@ -1,9 +1,8 @@
 """The simulation host: the Ray host's job, in one process, on virtual time, from a seed.
 
-:func:`simulate` builds the roles ``actors/job.py`` builds (the protocol's extra roles, the
-coordinator, the job manager, one write task and one source per writer), starts them in the same
-order, runs the job manager's loop and the same deadlock watchdog (every 0.25 virtual s on the
-writers' ``dump()``), and returns a result with the field names of the Ray host's ``result.json``.
+:func:`simulate` runs the job topology both hosts share (:mod:`runtime.writer.topology`: the
+roles, their start order and arguments, the watchdog, the failover, the result record) with
+roles that are objects in this process, each on its own :class:`~runtime.sim.sim_env.SimEnv`.
 The role code is unchanged: only the :class:`~runtime.core.env.Env` differs.
 
 Same config and seed, same trace, byte for byte; :func:`check_determinism` checks it by running
@@ -13,36 +12,30 @@ twice, stopping the second run at the first event that differs.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from runtime.core import codec
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.data import generator
-from runtime.flink.job_manager import JobManager
-from runtime.flink.source import InMemoryShard, Source
+from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
-from runtime.lab.deadlock import find_deadlock, find_stalls
-from runtime.lab.results import run_figures
+from runtime.lab.results import JobResult
 from runtime.lab.verify import expected_state, verify_run
-from runtime.protocols import PROTOCOLS, get_protocol
+from runtime.protocols import PROTOCOLS
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
 from runtime.sim.recorder import Event, TraceRecorder, first_divergence, trace_sha256
 from runtime.sim.sim_env import SimEnv
-from runtime.writer.coordinator import Coordinator
-from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
-from runtime.writer.write_task import WriteTask
+from runtime.writer.topology import JobDriver, Outcome, RoleSpec, make_role, start_role
 
-POLL_S = 0.25  # the watchdog's period, as the Ray driver's
 SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
 STORAGES = ("disk", "memory")  # disk: real parquet, the official reader verifies; memory: the simulated disk
 MEMORY_TABLE = "/commitlab-sim/table"  # the table's path on the simulated disk (same in every run)
@@ -51,19 +44,16 @@ DEFAULT_MAX_REAL_S = 600.0  # real-time guard of one run
 CLEANUP_REAL_S = 30.0  # real-time guard of cancelling what still runs after the verdict
 
 
-def _accepted(fn: Callable[..., Any], **optional: Any) -> dict[str, Any]:
-    """The optional keyword arguments ``fn`` accepts: the host passes what the Ray host passes
-    when this version of a role takes it, and stays runnable while roles gain options."""
-    params = inspect.signature(fn).parameters
-    return {k: v for k, v in optional.items() if k in params}
-
-
 def _root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
 
 
 class _SimRun:
-    """One simulated job: roles, supervision and result collection (inside the loop)."""
+    """One simulated job: the simulation host of :class:`~runtime.writer.topology.JobDriver`.
+    Every role is an object in this process with its own :class:`SimEnv`; a role is killed by
+    cancelling its tasks, and every wait is on virtual time."""
+
+    start_errors: tuple[type[BaseException], ...] = ()  # a start that fails aborts the simulation
 
     def __init__(
         self,
@@ -87,29 +77,21 @@ class _SimRun:
         self.io_delay = io_delay
         self.chrome_trace = chrome_trace
         self.max_virtual_s = max_virtual_s
-        self.task_names = [f"writer-{i}" for i in range(cfg.writers)]
-        self.source_names = [f"source-{i}" for i in range(cfg.writers)]
         self.envs: dict[str, SimEnv] = {}
+        self.views: dict[str, tuple[SimEnv, HudiTable, RoleSpec]] = {}
         self.roles: dict[str, Any] = {}
         self.source_tasks: dict[str, asyncio.Task[Any]] = {}
         self.jm_task: asyncio.Task[Any] | None = None
-        self.status: str = "created"
-        self.error: str | None = None
+        self.outcome: Outcome | None = None
         self.props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
-        self.deadlock: Any = None
-        self.stalls: list[dict[str, Any]] = []
-        self.t_started = 0.0
         self.t_end = 0.0
         self.driver_counters = DfsCounters()
         self.expected: pa.Table | None = None
         self.prepare_s = 0.0
-        self.failovers: list[dict[str, Any]] = []
-        self.last_triggered = 0
-        self.prior_checkpoints: dict[int, Any] = {}
-        self.prior_metrics: dict[str, dict[str, Any]] = {}
-        self.kinds: dict[str, str] = {}
         self.shards: list[Any] = []
-        self.schema_json = ""
+        self.driver: JobDriver | None = None
+        self.sim_info: dict[str, Any] = {}  # the loop's own figures, for the result
+        self.wall_s = 0.0  # when the loop was closed (perf_counter)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -129,8 +111,6 @@ class _SimRun:
         )
         if self.cfg.faults:
             # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
-            from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
-
             env.faults = FaultInjector(self.cfg.faults, name, dfs, base)
             if kind == "coordinator" and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS operation costs virtual time, spent when the I/O call returns
@@ -147,36 +127,25 @@ class _SimRun:
         cfg = self.cfg
         t0 = time.perf_counter()
         stream = generator.generate(cfg)
-        shards = generator.shards_by_round(cfg, stream)
+        self.shards = generator.shards_by_round(cfg, stream)
         self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
             [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
         )
-        schema_json = avro_schema_json(stream.schema, cfg.table_name)
         dfs, base = self._open_dfs("driver", self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
-        HudiTable.create_or_open(dfs, base, self.props)
+        table = HudiTable.create_or_open(dfs, base, self.props)
+        self.driver = JobDriver(cfg, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
+        self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
         self.recorder.add("host", "driver", "start", cfg.protocol, cfg.writers)
-
-        protocol = get_protocol(cfg.protocol)
-        # every name is known to the network before anything starts, as every actor exists on Ray
-        # before the first start() call
-        kinds: list[tuple[str, str]] = [(k, k) for k in protocol.extra_roles]
-        kinds += [("coordinator", "coordinator"), ("job-manager", "job-manager")]
-        kinds += [(n, "writer") for n in self.task_names] + [(n, "source") for n in self.source_names]
-        self.kinds = dict(kinds)
-        self.shards, self.schema_json = shards, schema_json
-        views = {name: self._env(name, kind) for name, kind in kinds}
-        for kind in protocol.extra_roles:  # protocol roles first: the coordinator may call them
-            env, table = views[kind]
-            role = protocol.make_role(kind, env, cfg, table, self.task_names)
-            self._bind(kind, role)
-            if hasattr(role, "start"):
-                await self._bounded(role.start(), kind)
-        await self._launch(views, restore=None)
-        self.t_started = self.loop.time()
-        self.status = "running"
-        await self._supervise()
+        self.outcome = await self.driver.run(self)
+        self.t_end = self.loop.time()
+        if self.outcome.status == "finished":
+            # let the sources push end-of-input so every mailbox loop ends cleanly (bounded)
+            pending = [t for t in self.source_tasks.values() if not t.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=SOURCE_DONE_S)
+        self.recorder.add("host", "driver", "end", self.outcome.status, self.outcome.error)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
@@ -185,256 +154,154 @@ class _SimRun:
         except asyncio.TimeoutError:
             raise SimulationError(f"{what} did not start within {start_timeout:.0f} virtual s") from None
 
-    async def _launch(self, views: dict[str, tuple[SimEnv, HudiTable]], restore: Any) -> None:
-        """Creates and starts the coordinator, the job manager, the write tasks and the sources, as
-        ``actors/job.py`` does; after a failover from ``restore`` (the last completed checkpoint,
-        or None)."""
-        cfg = self.cfg
-        protocol = get_protocol(cfg.protocol)
-        resume: dict[str, int] = {}
-        if self.failovers:
-            restore, resume = resume_plan(cfg, self.last_triggered, restore)
-        states = restore.states if restore is not None else {}
-        region = "coordinator" not in views  # a region failover keeps the coordinator
-        if not region:
-            env, table = views["coordinator"]
-            coord = Coordinator(
-                env,
-                cfg,
-                table,
-                protocol,
-                self.task_names,
-                schema_json=self.schema_json,
-                **({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {}),
-            )
-            self._bind("coordinator", coord)
-            await self._bounded(coord.start(), "coordinator")
-        env, table = views["job-manager"]
-        optional: dict[str, Any] = {}
-        try:
-            from runtime.flink.state_backend import StateBackend  # the completed-checkpoint store, when present
+    # -- the host ------------------------------------------------------------------------------
 
-            optional["state_backend"] = StateBackend(env.dfs, table.base_path)
-        except ImportError:
-            pass
-        optional.update({k: v for k, v in resume.items() if k.startswith("start_")})
-        jm = JobManager(env, cfg, self.task_names, self.source_names, **_accepted(JobManager.__init__, **optional))
-        self._bind("job-manager", jm)
-        writers = []
-        for i, name in enumerate(self.task_names):
-            env, table = views[name]
-            data_table = table.with_dfs(env.dfs.for_role("writer.data"))
-            task = WriteTask(env, cfg, i, table, protocol, data_table=data_table)
-            self._bind(name, task, starting=region)
-            writers.append(task)
+    def now(self) -> float:
+        return self.loop.time()
 
-        async def start_writer(name: str, w: WriteTask) -> None:
-            if resume:
-                from runtime.core.messages import TaskState
+    def place(self, spec: RoleSpec, incarnation: int) -> None:
+        """The role's env; every name is known to the network before anything starts, as every
+        actor exists on Ray before the first start() call."""
+        env, table = self._env(spec.name, spec.kind, incarnation)
+        self.views[spec.name] = (env, table, spec)
 
-                await w.start(
-                    codec.decode(states[name], TaskState) if states.get(name) else None,
-                    resume_checkpoint_id=resume["resume_checkpoint_id"],
-                )
-            else:
-                await w.start()
+    def _make(self, name: str, *, starting: bool = False) -> Any:
+        env, table, spec = self.views[name]
+        assert self.driver is not None
+        shard = InMemoryShard(self.shards[int(spec.args["task_id"])]) if spec.kind == "source" else None
+        role = make_role(spec, env, self.cfg, table, self.driver.names, shard)
+        self.roles[name] = role
+        self.network.bind(name, role, starting=starting)
+        return role
+
+    async def start(self, names: Sequence[str]) -> None:
+        kind = self.views[names[0]][2].kind if names else ""
+        if kind == "writer":
+            await self._bounded(self._start_writers(names, starting=False), "the write tasks")
+        elif kind == "source":
+            for name in names:
+                self.source_tasks[name] = self.envs[name].spawn(self._make(name).run(), f"{name}.run")
+        else:  # the protocol's roles, the coordinator, the job manager: one at a time
+            for name in names:
+                role, spec = self._make(name), self.views[name][2]
+                if spec.kind != "job-manager" and hasattr(role, "start"):
+                    await self._bounded(start_role(role, spec), name)
+
+    def _start_writers(self, names: Sequence[str], *, starting: bool) -> Awaitable[Any]:
+        """Builds the write tasks now; the returned awaitable starts them together."""
+        tasks = [(name, self._make(name, starting=starting)) for name in names]
+
+        async def start_one(name: str, task: Any) -> None:
+            await start_role(task, self.views[name][2])
             self.network.started(name)
 
-        async def start_writers() -> None:
-            await asyncio.gather(*(start_writer(n, w) for n, w in zip(self.task_names, writers, strict=True)))
+        async def start_all() -> None:
+            await asyncio.gather(*(start_one(n, t) for n, t in tasks))
 
-        starts = start_writers()
-        if region:
-            # as the Ray host: a region's tasks are deployed together, so sources may feed a task
-            # while another has not bootstrapped yet (the HUDI-6194 window); the starts are
-            # awaited after the sources are up
-            starts_task = self.envs["job-manager"].spawn(starts, "the write tasks' start")
-        else:
-            await self._bounded(starts, "the write tasks")
-        self.jm_task = self.envs["job-manager"].spawn(jm.run(), "job-manager.run")
-        for i, name in enumerate(self.source_names):
-            env, _ = views[name]
-            start: dict[str, int] = {}
-            if resume:
-                src_state = states.get(name)
-                start = {
-                    "start_round": resume["start_round"],
-                    "start_offset": codec.decode(src_state).offset if src_state else 0,
-                }
-            src = Source(env, cfg, i, InMemoryShard(self.shards[i]), writer=self.task_names[i], **start)
-            self._bind(name, src)
-            self.source_tasks[name] = env.spawn(src.run(), f"{name}.run")
-        if region:
-            await self._bounded(starts_task, "the write tasks")
+        return start_all()
 
-    def _region_failover_possible(self) -> bool:
-        """As ``actors/job.py``: ``failover=region``, a protocol whose tasks restore from their
-        checkpointed state, and a coordinator alive and sound."""
-        coord = self.roles.get("coordinator")
-        env = self.envs.get("coordinator")
-        sound = coord is not None and env is not None and env.crashed is None and not coord.error
-        return region_failover_applies(self.cfg, coordinator_sound=sound)
+    def start_later(self, names: Sequence[str]) -> Awaitable[None]:
+        # sources may feed a task while another has not bootstrapped yet (the HUDI-6194 window)
+        starts = self.envs["job-manager"].spawn(self._start_writers(names, starting=True), "the write tasks' start")
+        return self._bounded(starts, "the write tasks")
 
-    async def _failover(self, error: str | None) -> None:
-        """As ``actors/job.py``: restart from the last completed checkpoint. Global (Flink's
-        restart-all): every task, source, the coordinator and the job manager die and restart.
-        Region: the coordinator lives on and is told to reset. The protocol's own roles (timeline
-        server, control topic) live on either way."""
-        from runtime.core.messages import TasksReset
-        from runtime.flink.state_backend import StateBackend
+    async def rebind(self, name: str) -> None:
+        pass  # the simulated network reaches every role by name
 
-        dfs, base = self._open_dfs("driver", self.driver_counters)
-        restore = StateBackend(dfs, base).latest()
-        jm = self.roles["job-manager"].describe()
-        self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
-        self.prior_checkpoints.update({int(k): v for k, v in jm["checkpoints"].items()})
-        region = self._region_failover_possible()
-        self.failovers.append(
-            {
-                "error": error,
-                "at_virtual_s": round(self.loop.time(), 6),
-                "strategy": "region" if region else "global",
-                **resume_summary(self.cfg, self.last_triggered, restore),
-            }
-        )
+    def run_job_manager(self) -> None:
+        self.jm_task = self.envs["job-manager"].spawn(self.roles["job-manager"].run(), "job-manager.run")
+
+    async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
+        assert self.jm_task is not None
+        done, _ = await asyncio.wait({self.jm_task}, timeout=timeout)
+        if not done:
+            return False, None
+        exc = self.jm_task.exception()
+        return True, None if exc is None else _root_cause(exc)
+
+    async def describe(self, name: str) -> dict[str, Any] | None:
+        """The role's description; a role that crashed reports it as its error."""
+        role, env = self.roles.get(name), self.envs.get(name)
+        if role is None or env is None:
+            return None
+        described: dict[str, Any] = role.describe()
+        return {**described, "error": env.crashed} if env.crashed is not None else described
+
+    async def dumps(self) -> dict[str, dict[str, Any]]:
+        return self._dumps()
+
+    def _dumps(self) -> dict[str, dict[str, Any]]:
+        assert self.driver is not None
+        out = {}
+        for name in self.driver.task_names:
+            role = self.roles.get(name)
+            out[name] = role.dump() if role is not None else {"role": name, "state": "not started"}
+        return out
+
+    def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None:
+        dead = [n for n, e in self.envs.items() if e.crashed is not None]
+        return f"{dead[0]} died ({self.envs[dead[0]].crashed})" if dead else None
+
+    def past_limit(self) -> str | None:
+        if self.max_virtual_s is not None and self.loop.time() >= self.max_virtual_s:
+            return f"the simulation reached its virtual-time limit of {self.max_virtual_s}s"
+        return None
+
+    async def timed_out(self) -> str:
+        return ""  # the trace says where every role waited
+
+    def on_failover(self, error: str | None, restore: Any) -> None:
         self.recorder.add("host", "driver", "failover", error, restore.checkpoint_id if restore is not None else None)
         for probe in self.network.reply_probes:  # observers that count per failover epoch
             if hasattr(probe, "on_failover"):
                 probe.on_failover()
-        names = ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]
+
+    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
+        metrics = []
         for name in names:
             old = self.envs[name]
-            self.prior_metrics[f"{name}#{old.incarnation}"] = self._metrics_of(old)
+            metrics.append(self._metrics_of(old))
             self.network.kill(name)
             old.kill()
         self.source_tasks = {}
         # let the cancellations land before anything new starts (bounded: a task cannot refuse)
         await asyncio.sleep(0)
-        views = {name: self._env(name, self.kinds[name], incarnation=len(self.failovers)) for name in names}
-        if region:
-            resume_id = resume_checkpoint_id(self.last_triggered, restore)
-            await self._bounded(
-                self.roles["coordinator"].reset_tasks(TasksReset(resume_id, error or "")), "the coordinator's reset"
-            )
-        await self._launch(views, restore)
+        return metrics
 
-    def _bind(self, name: str, role: Any, *, starting: bool = False) -> None:
-        self.roles[name] = role
-        self.network.bind(name, role, starting=starting)
+    async def call(self, name: str, method: str, msg: Any) -> Any:
+        what = "the coordinator's reset" if method == "reset_tasks" else f"{name}.{method}"
+        return await self._bounded(getattr(self.roles[name], method)(msg), what)
 
-    # -- supervision ---------------------------------------------------------------------------
-
-    def _dumps(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        for name in self.task_names:
-            role = self.roles.get(name)
-            out[name] = role.dump() if role is not None else {"role": name, "state": "not started"}
-        return out
-
-    async def _supervise(self) -> None:
-        """The Ray driver's loop: wait for the job manager a poll at a time, run the watchdog,
-        stop at the job timeout or the virtual-time limit."""
-        cfg = self.cfg
-        assert self.jm_task is not None
-        deadline = self.loop.time() + cfg.job_timeout_s
-        while True:
-            done, _ = await asyncio.wait({self.jm_task}, timeout=POLL_S)
-            if done:
-                exc = self.jm_task.exception()
-                self.status, self.error = ("finished", None) if exc is None else ("failed", _root_cause(exc))
-                if exc is not None and len(self.failovers) < cfg.max_restarts:
-                    await self._failover(self.error)
-                    self.status, self.error = "running", None
-                    continue
-                break
-            dead = [n for n, e in self.envs.items() if e.crashed is not None]
-            if dead:  # as the Ray driver sees a dead actor: the job fails, and fails over
-                self.status, self.error = "failed", f"{dead[0]} died ({self.envs[dead[0]].crashed})"
-                if len(self.failovers) < cfg.max_restarts:
-                    await self._failover(self.error)
-                    self.status, self.error = "running", None
-                    continue
-                break
-            dumps = self._dumps()
-            self.deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
-            if self.deadlock is not None:
-                self.status = "deadlocked"
-                break
-            self.stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
-            now = self.loop.time()
-            if now > deadline:
-                self.status = "timed-out"
-                self.error = (
-                    f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; "
-                    f"stalled tasks: {self.stalls or 'none'}"
-                )
-                break
-            if self.max_virtual_s is not None and now >= self.max_virtual_s:
-                self.status = "timed-out"
-                self.error = (
-                    f"the simulation reached its virtual-time limit of {self.max_virtual_s}s; "
-                    f"stalled tasks: {self.stalls or 'none'}"
-                )
-                break
-        self.t_end = self.loop.time()
-        if self.status == "finished":
-            # let the sources push end-of-input so every mailbox loop ends cleanly (bounded)
-            pending = [t for t in self.source_tasks.values() if not t.done()]
-            if pending:
-                await asyncio.wait(pending, timeout=SOURCE_DONE_S)
-        self.recorder.add("host", "driver", "end", self.status, self.error)
+    async def progress(self) -> None:
+        pass  # nobody watches a simulation while it runs
 
     # -- results -------------------------------------------------------------------------------
 
-    def collect(self) -> dict[str, Any]:
-        """The Ray host's result record, from the roles in this process."""
-        cfg = self.cfg
+    def collect(self) -> JobResult:
+        """The result record, from the roles in this process."""
+        if self.driver is None:  # stopped before the job was set up
+            dfs, base = self._open_dfs("driver", self.driver_counters)
+            self.driver = JobDriver(self.cfg, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
-        metrics = dict(self.prior_metrics)  # the roles that died in a failover count too
-        for name, env in self.envs.items():
-            metrics[name] = self._metrics_of(env)
-        coord = (
-            self.roles["coordinator"].describe()
-            if "coordinator" in self.roles
-            else {"commits": [], "empty_rounds": [], "releases": []}
+        outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
+        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else {}
+        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {}
+        dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
+        t_started = self.driver.t_launched or 0.0
+        run_s = max(0.0, self.t_end - t_started)
+        timing = {"prepare_s": round(self.prepare_s, 3), "setup_s": round(t_started, 6), "run_s": round(run_s, 6)}
+        return self.driver.result(
+            outcome,
+            metrics=[self._metrics_of(env) for env in self.envs.values()],
+            driver_dfs_ops=self.driver_counters.snapshot(),
+            coord=coord,
+            jm=jm,
+            dumps=dumps,
+            commits_before=set(),
+            table=self.cfg.table,
+            timing=timing,
+            run_s=run_s,
         )
-        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {"checkpoints": {}}
-        if self.failovers:
-            jm["checkpoints"] = {**self.prior_checkpoints, **jm["checkpoints"]}
-            coord = {**coord, "commits": self._commits_from_table()}
-        dumps = self._dumps() if all(n in self.roles for n in self.task_names) else {}
-        figures = run_figures(
-            metrics.values(), self.driver_counters.snapshot(), coord, jm["checkpoints"], dumps, cfg.checkpoints
-        )
-        rows_in = figures["rows_in"]
-        run_s = max(0.0, self.t_end - self.t_started)
-        return {
-            **figures,
-            "protocol": cfg.protocol,
-            "writers": cfg.writers,
-            "source": cfg.source,
-            "table": cfg.table,
-            "status": self.status,
-            "error": self.error,
-            "records": cfg.records,
-            "commits": [
-                {"instant": c["instant"], "checkpoint": c["checkpoint"], "rows": c["rows"]} for c in coord["commits"]
-            ],
-            "empty_rounds": coord["empty_rounds"],
-            "deadlock": self.deadlock.to_result() if self.deadlock else None,
-            "stalls": self.stalls,
-            "timing": {
-                "prepare_s": round(self.prepare_s, 3),
-                "setup_s": round(self.t_started, 6),
-                "run_s": round(run_s, 6),
-            },
-            "rows_per_s": round(rows_in / max(1e-9, run_s), 1),
-            "tasks": {
-                n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")} for n, d in dumps.items()
-            },
-            "send_errors": [e for m in metrics.values() for e in m.get("send_errors", [])],
-            "failovers": self.failovers,
-        }
 
     def reap(self) -> None:
         """Takes the outcome of every finished role task: a task that failed (a source whose
@@ -451,12 +318,6 @@ class _SimRun:
         snap["dfs_ops"] = env.dfs.counters.snapshot()
         snap["send_errors"] = list(env.send_errors)
         return snap
-
-    def _commits_from_table(self) -> list[dict[str, Any]]:
-        """The commits of the job, read from the table (as the Ray host does): after a failover
-        the coordinator that made the early ones is gone."""
-        dfs, base = self._open_dfs("driver", DfsCounters())
-        return HudiTable(dfs, base, self.props).commit_summaries()
 
     def chrome_events(self) -> list[dict[str, Any]]:
         return [ev for env in self.envs.values() for ev in env.tracer.drain()]
@@ -536,6 +397,41 @@ def simulate(
     store = MemoryStore() if storage == "memory" else None
     if store is None:
         os.makedirs(cfg.table, exist_ok=True)
+    run = _new_run(cfg, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace)
+    loop, recorder = run.loop, run.recorder
+    run.network.reply_probes.extend(reply_probes or [])
+    record = _run_loop(run, loop, chrome_trace_path)
+    record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
+    events = recorder.events
+    record.host_fields.update(
+        host="simulator",
+        storage=storage,
+        seed=seed,
+        virtual_s=round(loop.time(), 6),
+        wall_s=round(run.wall_s - wall0, 3),
+        verify_s=round(verify_s, 3),
+        sim=run.sim_info,
+        trace_events=len(events),
+        trace_sha256=trace_sha256(events),
+        divergence=recorder.divergence,
+    )
+    if trace or expect_trace is not None:
+        record.host_fields["trace"] = events
+    return record.to_json()
+
+
+def _new_run(
+    cfg: JobConfig,
+    seed: int,
+    store: MemoryStore | None,
+    max_virtual_s: float | None,
+    max_real_s: float | None,
+    delay: Delay | None,
+    io_delay: Delay | None,
+    chrome_trace_path: str | None,
+    expect_trace: list[Event] | None,
+) -> _SimRun:
+    """The loop, the trace recorder and the host of one simulated run."""
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
     recorder = TraceRecorder(
@@ -555,64 +451,51 @@ def simulate(
         max_virtual_s=max_virtual_s,
         store=store,
     )
-    run.network.reply_probes.extend(reply_probes or [])
+    return run
+
+
+def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> JobResult:
+    """Runs the job on the loop to its verdict, collects the result, closes the loop."""
     try:
         try:
             loop.run_until_complete(run.main())
         except SimulationError as exc:
-            run.status = "aborted" if isinstance(exc, SimulationAborted) else "timed-out"
-            run.error = f"{type(exc).__name__}: {exc}"
+            status = "aborted" if isinstance(exc, SimulationAborted) else "timed-out"
+            stalls = run.driver.stalls if run.driver is not None else []
+            run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
             run.t_end = loop.time()
-            recorder.add("host", "driver", "end", run.status, run.error)
-        if run.status in ("created", "running") and run.error is None:
-            run.status = "failed"
-        result = run.collect()
-        virtual_s = loop.time()
-        sim_info = {
+            run.recorder.add("host", "driver", "end", run.outcome.status, run.outcome.error)
+        record = run.collect()
+        run.sim_info = {
             "loop_iterations": loop.iterations,
             "clock_jumps": loop.clock_jumps,
             "messages": run.network.messages,
             "delay": repr(run.network.delay),
-            "io_delay": repr(io_delay) if io_delay else None,
+            "io_delay": repr(run.io_delay) if run.io_delay else None,
             "inline_executor_calls": loop.inline_executor_calls,
         }
         chrome = run.chrome_events() if chrome_trace_path else []
     finally:
         run.reap()
         _shutdown(loop)
-    wall_s = time.perf_counter() - wall0
-    verify_s = 0.0
-    if verify and result["status"] == "finished" and run.expected is not None:
-        t = time.perf_counter()
-        if store is not None:
-            result["exactly_once"] = verify_memory(store, cfg.table, run.expected, cfg.key_field)
-        else:
-            result["exactly_once"] = verify_run(cfg.table, run.expected, cfg.key_field)
-        verify_s = time.perf_counter() - t
-    else:
-        result["exactly_once"] = None
+    run.wall_s = time.perf_counter()
     if chrome_trace_path:
         from runtime.core.trace import write_trace
 
         write_trace(chrome_trace_path, chrome, time_origin=0.0)
-    events = recorder.events
-    result.update(
-        {
-            "host": "simulator",
-            "storage": storage,
-            "seed": seed,
-            "virtual_s": round(virtual_s, 6),
-            "wall_s": round(wall_s, 3),
-            "verify_s": round(verify_s, 3),
-            "sim": sim_info,
-            "trace_events": len(events),
-            "trace_sha256": trace_sha256(events),
-            "divergence": recorder.divergence,
-        }
-    )
-    if trace or expect_trace is not None:
-        result["trace"] = events
-    return result
+    return record
+
+
+def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict[str, Any] | None, float]:
+    """Exactly-once of a finished run (None when not verified), and how long it took."""
+    if not verify or run.expected is None:
+        return None, 0.0
+    t = time.perf_counter()
+    if store is not None:
+        verdict = verify_memory(store, run.cfg.table, run.expected, run.cfg.key_field)
+    else:
+        verdict = verify_run(run.cfg.table, run.expected, run.cfg.key_field)
+    return verdict, time.perf_counter() - t
 
 
 def verify_memory(store: MemoryStore, table: str, expected: pa.Table, key: str) -> dict[str, Any]:

@@ -70,7 +70,7 @@ def test_a_commit_that_fails_on_the_dfs_stays_inflight_and_is_recommitted(protoc
         # PR #3915: the restarted driver emptied the bus and wrote message 0; barrier 3 reads
         # message 2 (prevCkp), waits the whole instant-wait timeout, then assumes a silent
         # cancel: checkpoint 3 times out and checkpoint 4 commits its rows
-        assert result["checkpoints"]["detail"][3]["status"] == "timed-out"
+        assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"  # keys are strings, as in result.json
         assert sorted(c["checkpoint"] for c in result["commits"]) == [1, 2, 4]
     else:
         assert sorted(c["checkpoint"] for c in result["commits"]) == [1, 2, 3, 4]
@@ -84,3 +84,20 @@ def test_a_slow_dfs_costs_the_coordinator_virtual_time_and_nothing_else():
     assert slow["failovers"] == [] and slow["exactly_once"]["verified"]
     # a commit (several coordinator DFS operations, each 0.5 s slower) lies inside the 5 s window
     assert slow["virtual_s"] > base["virtual_s"] + 1.0
+
+
+@pytest.mark.parametrize("storage", ["memory", "disk"])
+def test_a_bus_deleted_between_restarts_is_deleted_by_the_simulator_too(storage, tmp_path):
+    """As on Ray (tests/ray/test_faults_ray.py): once the task crash of the fault fired, the host
+    deletes the message bus while the job is down; the new coordinator starts without it. The result
+    names the fault and what the coordinator lived through, as the Ray host's does."""
+    cfg = _cfg(faults=[FaultSpec("bus.deleted_between_restarts", 2, 0)])
+    result = simulate(cfg, seed=1, storage=storage, workdir=str(tmp_path), max_real_s=120.0)
+    assert [(f["point"], f["role"], f["checkpoint"], f["task"]) for f in result["faults_fired"]] == [
+        ("bus.deleted_between_restarts", "writer-0", 2, 0)
+    ]
+    assert result["failovers"][0]["deleted"] == ".hoodie/.aux/message_bus"
+    assert set(result["coordinator"]) == {"resets", "deleted_by_fault", "protocol"}
+    assert isinstance(result["rolled_back"], list)
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"], result["exactly_once"]

@@ -1,0 +1,391 @@
+"""One job topology for every host: the roles, their arguments, their start order, the
+supervision loop, the failover and the result record.
+
+The Ray host (``actors/job.py``) and the simulation host (``runtime/sim/host.py``) implement
+:class:`JobHost`: how a role is placed, started, killed, called and awaited, and how time passes.
+:class:`JobDriver` does everything else once, for both: which roles exist (the protocol's own
+roles, the coordinator, the job manager, one write task and one source per writer) and in which
+order they start, the arguments each is built with (:func:`make_role`, :func:`start_role`),
+the watchdog, the failover decision (Flink's restart-all or region strategy,
+:mod:`runtime.writer.failover`) and the result (:class:`~runtime.lab.results.JobResult`).
+
+The order follows Flink's deployment: the coordinator starts before its tasks (Flink 1.16,
+``OperatorCoordinatorHolder#start`` runs when the job starts, before tasks are deployed); a
+region failover (``RestartPipelinedRegionFailoverStrategy``) restarts the region's tasks
+together and resets the coordinator (``OperatorCoordinator#subtaskReset``); a global one
+restarts every task and the coordinator (``RestartAllFailoverStrategy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.env import Env
+from runtime.core.messages import TasksReset, TaskState
+from runtime.flink.job_manager import JobManager
+from runtime.flink.source import Source
+from runtime.flink.state_backend import StateBackend
+from runtime.hudi.table import HudiTable
+from runtime.lab.deadlock import find_deadlock, find_stalls
+from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
+from runtime.protocols import get_protocol
+from runtime.writer.coordinator import Coordinator
+from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
+from runtime.writer.write_task import WriteTask
+
+POLL_S = 0.25  # the watchdog's period
+BUS_DELETED_FAULT = "bus.deleted_between_restarts"
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One role of the job: its name, its kind and what it is built with (wire-safe values)."""
+
+    name: str
+    kind: str  # writer, source, coordinator, job-manager, or one of the protocol's extra roles
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoleNames:
+    task_names: list[str]
+    source_names: list[str]
+
+
+def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any = None) -> Any:
+    """Builds the role of ``spec`` (the same code on every host; ``shard`` feeds a source)."""
+    protocol = get_protocol(cfg.protocol)
+    a = spec.args
+    if spec.kind == "coordinator":
+        return Coordinator(
+            env,
+            cfg,
+            table,
+            protocol,
+            names.task_names,
+            schema_json=a.get("schema_json", ""),
+            resume_checkpoint_id=int(a.get("resume_checkpoint_id", 0)),
+        )
+    if spec.kind == "job-manager":
+        return JobManager(
+            env,
+            cfg,
+            names.task_names,
+            names.source_names,
+            state_backend=StateBackend(env.dfs, table.base_path),
+            start_checkpoint_id=int(a.get("start_checkpoint_id", 1)),
+            start_round=int(a.get("start_round", 1)),
+        )
+    if spec.kind == "writer":
+        data_table = table.with_dfs(env.dfs.for_role("writer.data"))
+        return WriteTask(env, cfg, int(a["task_id"]), table, protocol, data_table=data_table)
+    if spec.kind == "source":
+        start = {"start_round": int(a.get("start_round", 1)), "start_offset": int(a.get("start_offset", 0))}
+        return Source(env, cfg, int(a["task_id"]), shard, writer=a["writer"], **start)
+    if spec.kind in protocol.extra_roles:  # a role the protocol brings (timeline server, control topic)
+        return protocol.make_role(spec.kind, env, cfg, table, names.task_names)
+    raise ValueError(f"unknown role kind {spec.kind!r}")
+
+
+async def start_role(role: Any, spec: RoleSpec) -> None:
+    """Starts a built role (a source's loop and the job manager's run are the host's to spawn)."""
+    if spec.kind == "writer":
+        restored = spec.args.get("restored_state")
+        state = codec.decode(restored, TaskState) if restored else None
+        await role.start(state, resume_checkpoint_id=spec.args.get("resume_checkpoint_id"))
+    elif spec.kind not in ("source", "job-manager") and hasattr(role, "start"):
+        await role.start()
+
+
+class JobHost(Protocol):
+    """What differs between hosts. Names are role names; ``start`` builds and starts roles
+    (:func:`make_role`, :func:`start_role`) placed before with ``place``."""
+
+    start_errors: tuple[type[BaseException], ...]  # a role that failed while starting: the job fails
+
+    def now(self) -> float: ...
+
+    def place(self, spec: RoleSpec, incarnation: int) -> None: ...
+
+    async def start(self, names: Sequence[str]) -> None: ...
+
+    def start_later(self, names: Sequence[str]) -> Awaitable[None]: ...
+
+    async def rebind(self, name: str) -> None: ...
+
+    def run_job_manager(self) -> None: ...
+
+    async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]: ...
+
+    async def describe(self, name: str) -> dict[str, Any] | None: ...
+
+    async def dumps(self) -> dict[str, dict[str, Any]]: ...
+
+    def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None: ...
+
+    def past_limit(self) -> str | None: ...
+
+    async def timed_out(self) -> str: ...
+
+    def on_failover(self, error: str | None, restore: Any) -> None: ...
+
+    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, method: str, msg: Any) -> Any: ...
+
+    async def progress(self) -> None: ...
+
+
+@dataclass
+class Outcome:
+    status: str  # finished, failed, deadlocked, timed-out (aborted: the simulator's verdict)
+    error: str | None = None
+    deadlock: Any = None
+    stalls: list[dict[str, Any]] = field(default_factory=list)
+
+
+class JobDriver:
+    """Runs one job's topology on a :class:`JobHost`; ``table`` is the driver's view of it."""
+
+    def __init__(self, cfg: JobConfig, table: HudiTable, *, schema_json: str) -> None:
+        self.cfg = cfg
+        self.table = table
+        self.schema_json = schema_json
+        self.protocol = get_protocol(cfg.protocol)
+        self.names = RoleNames([f"writer-{i}" for i in range(cfg.writers)], [f"source-{i}" for i in range(cfg.writers)])
+        self.failovers: list[FailoverRecord] = []
+        self.last_triggered = 0
+        self.prior_checkpoints: dict[str, Any] = {}
+        self.prior_metrics: list[dict[str, Any]] = []
+        self.deadline: float | None = None
+        self.stalls: list[dict[str, Any]] = []  # what the watchdog saw last
+        self.t_launched: float | None = None  # when the first launch had every role up
+        self.failover_clock = "at"  # the failover record's time key in result.json
+
+    @property
+    def task_names(self) -> list[str]:
+        return self.names.task_names
+
+    @property
+    def source_names(self) -> list[str]:
+        return self.names.source_names
+
+    def restartable(self, region: bool) -> list[str]:
+        """What a failover restarts: the protocol's own roles live on, the coordinator too in a region."""
+        return ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]
+
+    def specs(self, names: Sequence[str], resume: dict[str, int], states: dict[str, bytes]) -> list[RoleSpec]:
+        """The specs of ``names``; ``resume`` (empty on a fresh start) and the restored ``states``."""
+        out = []
+        for name in names:
+            if name == "coordinator":
+                args: dict[str, Any] = {"schema_json": self.schema_json}
+                args.update({"resume_checkpoint_id": resume["resume_checkpoint_id"]} if resume else {})
+                out.append(RoleSpec(name, name, args))
+            elif name == "job-manager":
+                out.append(RoleSpec(name, name, {k: v for k, v in resume.items() if k.startswith("start_")}))
+            elif name in self.task_names:
+                args = {"task_id": self.task_names.index(name)}
+                if resume:
+                    args.update(resume_checkpoint_id=resume["resume_checkpoint_id"], restored_state=states.get(name))
+                out.append(RoleSpec(name, "writer", args))
+            elif name in self.source_names:
+                i = self.source_names.index(name)
+                args = {"task_id": i, "writer": self.task_names[i]}
+                if resume:
+                    state = states.get(name)
+                    offset = codec.decode(state).offset if state else 0
+                    args.update(start_round=resume["start_round"], start_offset=offset)
+                out.append(RoleSpec(name, "source", args))
+            else:
+                out.append(RoleSpec(name, name))  # one of the protocol's own roles
+        return out
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self, host: JobHost) -> Outcome:
+        """Launches, supervises, fails over up to ``max_restarts`` times; the job's outcome."""
+        error: str | None = None
+        while True:
+            try:
+                if error is None:
+                    await self.launch_first(host)
+                else:
+                    await self.failover(host, error)
+                outcome = await self.supervise(host)
+            except host.start_errors as exc:  # a role failed while starting
+                outcome = Outcome("failed", root_cause(exc))
+            if outcome.status == "failed" and len(self.failovers) < self.cfg.max_restarts:
+                error = outcome.error
+                continue
+            return outcome
+
+    async def launch_first(self, host: JobHost) -> None:
+        extra = list(self.protocol.extra_roles)
+        for spec in self.specs(extra + self.restartable(region=False), {}, {}):
+            host.place(spec, 0)  # every role exists before anything starts
+        await host.start(extra)  # protocol roles first: the coordinator may call them
+        await self.launch(host, region=False)
+        self.t_launched = host.now()
+
+    async def launch(self, host: JobHost, *, region: bool) -> None:
+        """Starts the placed roles in Flink's order; a region failover keeps the coordinator."""
+        if region:
+            await host.rebind("coordinator")  # kept: it must reach the new tasks
+        else:
+            await host.start(["coordinator"])
+        await host.start(["job-manager"])
+        if region:
+            # a region's tasks are deployed together, as Flink does: a source may feed its task
+            # while another task has not bootstrapped yet (the HUDI-6194 window)
+            tasks = host.start_later(self.task_names)
+            host.run_job_manager()
+            await host.start(self.source_names)
+            await tasks
+        else:
+            await host.start(self.task_names)
+            host.run_job_manager()
+            await host.start(self.source_names)
+
+    async def supervise(self, host: JobHost) -> Outcome:
+        """Waits for the job manager a poll at a time: dead roles, deadlocks, the time limits."""
+        cfg = self.cfg
+        if self.deadline is None:
+            self.deadline = host.now() + cfg.job_timeout_s
+        while True:
+            ended, error = await host.wait_job_manager(POLL_S)
+            if ended:
+                return Outcome("finished" if error is None else "failed", error, None, self.stalls)
+            dumps = await host.dumps()
+            dead = host.dead(dumps)
+            if dead is not None:  # a dead role fails the job, which fails over
+                return Outcome("failed", dead, None, self.stalls)
+            deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
+            if deadlock is not None:
+                return Outcome("deadlocked", None, deadlock, self.stalls)
+            self.stalls = stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
+            if host.now() > self.deadline:
+                waiting = await host.timed_out()
+                error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
+                return Outcome("timed-out", f"{error}stalled tasks: {stalls or 'none'}", None, stalls)
+            limit = host.past_limit()
+            if limit is not None:
+                return Outcome("timed-out", f"{limit}; stalled tasks: {stalls or 'none'}", None, stalls)
+            await host.progress()
+
+    # -- failover ------------------------------------------------------------------------------
+
+    async def failover(self, host: JobHost, error: str | None) -> None:
+        """Restarts from the last completed checkpoint: globally (every task, source, the
+        coordinator and the job manager) or by region (the coordinator lives on and is told to
+        reset; it re-initialises once every task has bootstrapped again)."""
+        restore = StateBackend(self.table.dfs, self.table.base_path).latest()
+        jm = await host.describe("job-manager")
+        if jm is not None:
+            self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
+            self.prior_checkpoints.update({str(k): v for k, v in jm["checkpoints"].items()})
+        region = False
+        if self.cfg.failover == "region":  # the coordinator must be alive and sound
+            coord = await host.describe("coordinator")
+            region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.get("error"))
+        summary = resume_summary(self.cfg, self.last_triggered, restore)
+        record = FailoverRecord(error, host.now(), "region" if region else "global", **summary)
+        record.clock = self.failover_clock
+        self.failovers.append(record)
+        host.on_failover(error, restore)
+        record.deleted = self.delete_bus_if_armed()
+        names = self.restartable(region)
+        self.prior_metrics += await host.kill(names)
+        planned, resume = resume_plan(self.cfg, self.last_triggered, restore)
+        for spec in self.specs(names, resume, planned.states if planned is not None else {}):
+            host.place(spec, len(self.failovers))
+        if region:
+            notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
+            record.coordinator_reset = await host.call("coordinator", "reset_tasks", notice)
+        await self.launch(host, region=region)
+
+    def delete_bus_if_armed(self) -> str | None:
+        """The bus.deleted_between_restarts fault: once its task crash fired, the protocol's message
+        directories on the DFS (the message bus, ckp_meta) are removed while the job is down
+        (#8060, #8120), before anything restarts. Returns the deleted paths, relative to the
+        table (results travel), or None."""
+        from runtime.faults.injector import FaultInjector
+
+        specs = [s for s in self.cfg.faults if s.point == BUS_DELETED_FAULT]
+        if not specs or any(f.deleted for f in self.failovers[:-1]):
+            return None  # not armed, or the bus went at an earlier failover already
+        dfs, base = self.table.dfs, self.table.base_path
+        if not FaultInjector(specs, "driver", dfs, base).has_fired(specs[0]):
+            return None
+        deleted = []
+        for path in get_protocol(self.cfg.protocol).dfs_message_dirs(base):
+            if dfs.exists(path):
+                dfs.delete(path, recursive=True)
+                deleted.append(path[len(base) :].lstrip("/"))
+        return ",".join(deleted) or None
+
+    # -- the result ----------------------------------------------------------------------------
+
+    def checkpoints(self, jm: dict[str, Any]) -> dict[str, Any]:
+        """Every checkpoint of the job, those of job managers a failover replaced included."""
+        return {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
+
+    def commits(self, before: set[str]) -> list[dict[str, Any]]:
+        """The job's commits, read from the table: they survive any failover (none when the job
+        stopped before the table was created)."""
+        if not self.table.dfs.exists(self.table.dfs.join(self.table.base_path, ".hoodie")):
+            return []
+        return self.table.commit_summaries(skip=before)
+
+    def result(
+        self,
+        outcome: Outcome,
+        *,
+        metrics: list[dict[str, Any]],
+        driver_dfs_ops: dict[str, dict[str, int]],
+        coord: dict[str, Any],
+        jm: dict[str, Any],
+        dumps: dict[str, dict[str, Any]],
+        commits_before: set[str],
+        table: str,
+        timing: dict[str, Any],
+        run_s: float,
+    ) -> JobResult:
+        """The result record, from what the host gathered of its roles at the end."""
+        cfg = self.cfg
+        parts = [m for m in metrics if "error" not in m] + self.prior_metrics
+        figures = run_figures(parts, driver_dfs_ops, coord, self.checkpoints(jm), dumps, cfg.checkpoints)
+        return JobResult(
+            figures=figures,
+            protocol=cfg.protocol,
+            writers=cfg.writers,
+            source=cfg.source,
+            table=table,
+            status=outcome.status,
+            error=outcome.error,
+            records=cfg.records,
+            commits=self.commits(commits_before),
+            empty_rounds=coord.get("empty_rounds", []),
+            failovers=self.failovers,
+            faults_fired=fired_faults(self.table.dfs, self.table.base_path),
+            rolled_back=coord.get("rolled_back", []),
+            coordinator={k: coord.get(k) for k in ("resets", "deleted_by_fault", "protocol")},
+            deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
+            stalls=outcome.stalls,
+            timing=timing,
+            rows_per_s=round(figures["rows_in"] / max(1e-9, run_s), 1),
+            tasks={
+                n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")} for n, d in dumps.items()
+            },
+            send_errors=[e for m in metrics + self.prior_metrics for e in m.get("send_errors", [])],
+            durations=cfg.effective_durations(),
+        )
+
+
+def root_cause(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None) or exc
+    return f"{type(cause).__name__}: {cause}".splitlines()[0][:2000]
