@@ -6,8 +6,8 @@ same seed driving the network, and :func:`judge` checks the invariants on the re
 * ``exactly-once``: a finished run's table holds the expected state (nothing lost, duplicated,
   unexpected or mismatched);
 * ``no-deadlock``: no task blocked past the deadlock threshold on a mail of its own mailbox. The
-  operator-event protocol (P1) is known to deadlock: there it is a *known failure*, elsewhere a
-  violation;
+  protocols whose writers wait for a CommitAckEvent (P1, ckp-meta, timeline-server: Hudi 0.10 to
+  1.0) are known to deadlock: there it is a *known failure*, elsewhere a violation;
 * ``one-instant-per-checkpoint``: where the protocol promises it (coordination-rpc), the writers
   of one checkpoint are never given two instants (seen on the simulated network);
 * ``ascending-commits``: commits land in ascending checkpoint order.
@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Any
 
 from runtime.core.config import JobConfig
-from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
+from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION
 from runtime.sim.host import simulate
 from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
@@ -38,8 +38,6 @@ from runtime.sim.schedule import SimSchedule, draw
 EXCERPT_EVENTS = 24
 KNOWN_KEPT = 10  # known failures kept in full in explore.json
 MAX_REAL_S = 120.0  # one run's real-time guard
-# P1 is the protocol whose deadlock is documented (PROTOCOLS.md section 5)
-KNOWN_DEADLOCK = {"operator-event"}
 # the protocols whose coordinator maps one checkpoint id to one instant (PROTOCOLS.md, P4)
 ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 # (protocol, text of the error, what it is): the documented failures that end a run without
@@ -48,10 +46,13 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
-    (
-        "operator-event",
-        "no CommitAckEvent ran",
-        "P1 stall: no new instant after a lost or aborted completion, and no CommitAckEvent",
+    *(
+        (
+            p,
+            "no CommitAckEvent ran",
+            "P1's stall: no new instant after a lost or aborted completion, and no CommitAckEvent",
+        )
+        for p in sorted(COMMIT_ACK_DEADLOCK)
     ),
 )
 
@@ -129,8 +130,8 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
             f"{d['task']} blocked {d['blocked_s']:.1f}s in {d['running_mail']} waiting for "
             f"{d['releasing_mail']}, which sits in its own mailbox"
         )
-        if protocol in KNOWN_DEADLOCK:
-            return Verdict(KNOWN, "no-deadlock", f"P1 deadlock: {text}", d["task"])
+        if protocol in COMMIT_ACK_DEADLOCK:
+            return Verdict(KNOWN, "no-deadlock", f"P1's deadlock: {text}", d["task"])
         return Verdict(VIOLATION, "no-deadlock", text, d["task"])
     error = str(result.get("error") or "")
     for proto, marker, what in KNOWN_FAILURES:
