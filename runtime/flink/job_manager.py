@@ -7,7 +7,11 @@ Sources: Apache Flink 1.14-1.18 ``flink-runtime/.../checkpoint/CheckpointCoordin
 default 1), ``CheckpointListener`` (a completion notification may be skipped: a later one subsumes
 it), ``OperatorCoordinatorCheckpoints`` (the coordinator's snapshot is taken first, bounded by the
 checkpoint timeout), ``JobMaster.sendOperatorEventToCoordinator`` (a task's operator event reaches
-the coordinator through the job master, in order with the task's acknowledgements).
+the coordinator through the job master, in order with the task's acknowledgements),
+``completePendingCheckpoint`` -> ``cleanupAfterCompletedCheckpoint`` -> ``sendAcknowledgeMessages``
+(the checkpoint is stored and the coordinators notified in one step, so a task failure handled
+afterwards cannot come between them: a notification already sent is awaited before the failure is
+reported).
 
 For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
 sources; collect an ack from every write task; on all acks notify completion (coordinator first,
@@ -55,6 +59,7 @@ class CheckpointRecord:
     triggered_at: float = 0.0
     acked_at: float = 0.0
     notified_at: float = 0.0
+    notifying: bool = False  # the completion notification is on its way to the coordinator
     reason: str = ""
     acks: dict[str, bytes] = field(default_factory=dict)
 
@@ -225,12 +230,32 @@ class JobManager:
                 self.env.send(src, "finish", None)
             self.status = "finished"
             return self.describe()
-        except BaseException:
+        except BaseException as exc:
             if self.status == "running":
                 self.status = "failed"
+            if isinstance(exc, JobFailed):
+                await self._finish_sent_notifications(inflight)
             for task in inflight.values():
                 task.cancel()
             raise
+
+    async def _finish_sent_notifications(self, inflight: dict[int, asyncio.Task[bool]]) -> None:
+        """A task failure does not cut a completed checkpoint's notification to the coordinator:
+        Flink's ``completePendingCheckpoint`` stores the checkpoint and calls
+        ``sendAcknowledgeMessages`` (-> ``coordinatorContext.notifyCheckpointComplete``) in one
+        step on the job master's thread, so a failure handled after the completion cannot come
+        between them. Here the coordinator is another role, so the notification already sent is
+        awaited (bounded by the checkpoint timeout) before the failure is reported."""
+        sent = [
+            t for k, t in inflight.items() if not t.done() and k in self.checkpoints and self.checkpoints[k].notifying
+        ]
+        if not sent:
+            return
+        self.waiting_for = "the coordinator's completion notifications already sent, before failing over"
+        done, _ = await asyncio.wait(sent, timeout=self.config.checkpoint_timeout_s)
+        for task in done:
+            if not task.cancelled() and task.exception() is not None:
+                self.env.metrics.count("completion_notifications_failed_at_failover")
 
     async def _checkpoint(self, ckp: int, round_no: int) -> bool:
         self.current = ckp
@@ -301,6 +326,7 @@ class JobManager:
             return True
         # Flink notifies the coordinator asynchronously: a commit slowed by a held table lock
         # must not fail the job, so the bound is the checkpoint timeout, not the RPC timeout
+        rec.notifying = True
         self.commit_results[ckp] = await self.env.call(
             self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.checkpoint_timeout_s
         )

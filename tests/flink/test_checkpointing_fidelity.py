@@ -100,3 +100,51 @@ def test_a_completion_notification_is_subsumed_by_a_later_one():
     assert notified == [2]
     assert jm.checkpoints[1].status == "completed"
     assert "subsumed by checkpoint 2" in jm.checkpoints[1].reason
+
+
+class _SlowCommitEnv(_JmEnv):
+    """The coordinator's completion notification takes ``commit_s`` (a commit in progress)."""
+
+    def __init__(self, on_barrier: Callable[[int], None], commit_s: float) -> None:
+        super().__init__(on_barrier)
+        self.commit_s = commit_s
+        self.commits_done: list[int] = []
+
+    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        reply = await super().call(dest, method, msg, timeout=timeout)
+        if method == "notify_checkpoint_complete":
+            await asyncio.sleep(self.commit_s)
+            self.commits_done.append(msg.checkpoint_id)
+        return reply
+
+
+def test_a_task_failure_does_not_cut_a_completion_notification_already_sent():
+    """Flink's completePendingCheckpoint stores the checkpoint and notifies the coordinators in one
+    step (sendAcknowledgeMessages): a task failure handled after the completion cannot come between
+    them. The job manager reports the failure only once the coordinator answered; the failover
+    then restores a checkpoint whose data the coordinator committed."""
+    from runtime.core.messages import TaskFailure
+    from runtime.flink.job_manager import JobFailed
+
+    def acks(jm: JobManager, ckp: int) -> None:
+        _ack(jm, ckp)
+        # writer-0 dies right after its ack, while the coordinator commits checkpoint 1
+        asyncio.get_running_loop().call_later(0.05, jm.task_failed, TaskFailure("writer-0", "crash", ckp))
+
+    jm_box: list[JobManager] = []
+    env = _SlowCommitEnv(lambda ckp: asyncio.get_running_loop().call_later(0.01, acks, jm_box[0], ckp), 0.3)
+    jm = JobManager(env, _config(), TASKS, ["source-0"])
+    jm_box.append(jm)
+    for r in range(1, 3):
+        jm.round_emitted(RoundEmitted("source-0", r, 0))
+
+    async def main() -> None:
+        try:
+            await asyncio.wait_for(jm.run(), 10.0)
+        except JobFailed:
+            return
+        raise AssertionError("the job did not fail")
+
+    asyncio.run(main())
+    assert jm.checkpoints[1].status == "completed"
+    assert env.commits_done == [1]  # the old job manager cancelled the call: []

@@ -8,6 +8,7 @@ results they exist for.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -178,13 +179,16 @@ def test_the_control_topic_rollback_bug_exploration_found_stays_fixed():
 
 @pytest.mark.parametrize("scenario,outcome", [("wrong-instant-unfixed", "VIOLATION"), ("wrong-instant", "passed")])
 def test_exploration_finds_hudi_6194_only_without_the_bootstrap_hold(scenario, outcome):
-    """Found by exploration: with the coordinator answering every bootstrap at once (Hudi before
-    HUDI-6194), a task back early after a region failover writes into the instant the
-    coordinator rolls back when the last task is in; rows are lost. The same seed with the
-    bootstraps held passes."""
-    verdict, result = run_schedule(draw(scenario, 13), "message-bus", 13)
+    """Found by exploring wrong-instant-unfixed under message-bus (seed 87): every task fails over
+    (regionally) as the coordinator starts instant 3; the coordinator answers the bootstraps at
+    once (Hudi before HUDI-6194), so the two tasks back early flush before it re-initialises: their
+    checkpoint id is -1 (PR #3915), they read message 0, still the job's first instant (committed
+    long ago), and write round 4's rows into it; those rows are lost. The same schedule with the
+    bootstraps held (the fix) passes: the tasks flush only after message 0 holds the new instant."""
+    schedule = dataclasses.replace(draw("wrong-instant-unfixed", 87), hold_bootstraps=scenario == "wrong-instant")
+    verdict, result = run_schedule(schedule, "message-bus", 87)
     assert verdict.outcome == outcome, verdict.detail
-    assert result["failovers"][0]["strategy"] == "region"
+    assert [f["strategy"] for f in result["failovers"]] == ["region"]
     if outcome == "VIOLATION":
         assert verdict.invariant == "exactly-once" and "lost" in verdict.detail
 
