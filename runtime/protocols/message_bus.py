@@ -55,10 +55,6 @@ from runtime.protocols.base import (
 
 
 class MessageBusWriter(WriterSide):
-    # PR #3915's restore and re-read rules; P3 (timeline-server), built on this class, predates
-    # this correction and turns them off to keep its own behaviour
-    as_shipped_in_pr3915: bool = True
-
     def __init__(self, ctx: WriterContext) -> None:
         super().__init__(ctx)
         self.confirming = True
@@ -78,7 +74,7 @@ class MessageBusWriter(WriterSide):
         self.client = self.clients.get(self.ctx.table.dfs, self.ctx.table.base_path)
 
     def prev_ckp(self, eager: bool) -> int:
-        ckp = self.checkpoint_id if self.as_shipped_in_pr3915 else self.ctx.last_checkpoint_id
+        ckp = self.checkpoint_id
         return max(0, ckp if eager else ckp - 1)
 
     async def _message(self, ckp: int) -> bus.CkpMessage | None:
@@ -97,7 +93,7 @@ class MessageBusWriter(WriterSide):
         if not eager:
             # snapshotState assigns the barrier's id before flushRemaining asks for the instant
             self.checkpoint_id = self.ctx.last_checkpoint_id
-        keep_round = self.ctx.config.p2_fix_aborted_reread or not self.as_shipped_in_pr3915
+        keep_round = self.ctx.config.p2_fix_aborted_reread
         if not self.confirming and keep_round:
             return self.round_instant
         ckp = self.prev_ckp(eager)
@@ -185,7 +181,6 @@ class MessageBusWriter(WriterSide):
 
 class MessageBusCoordinator(CoordinatorSide):
     driver: bus.MessageDriver
-    as_shipped_in_pr3915: bool = True  # see MessageBusWriter
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         super().__init__(ctx)
@@ -198,9 +193,6 @@ class MessageBusCoordinator(CoordinatorSide):
 
     async def on_instant_started(self, checkpoint_id: int, committed: str, new_instant: str) -> None:
         # initInstant -> startInstant() writes INITIAL_CKP_ID whatever checkpoint was restored
-        if not self.as_shipped_in_pr3915:
-            await self.ctx.env.io(self.driver.commit_ckp, checkpoint_id, committed, new_instant)
-            return
         ckp = bus.INITIAL_CKP_ID if self.initializing else checkpoint_id
         await self.ctx.env.io(self.driver.commit_ckp, ckp, self.instant, new_instant)
         self.instant = new_instant
