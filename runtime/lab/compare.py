@@ -83,6 +83,9 @@ def run_compare(
             "records": base.records,
             "source": base.source,
         },
+        "durations": base.effective_durations(),
+        # what --time-scale does not shrink: at a small scale these weigh more against the timeouts
+        "not_scaled": ["RPC latency", "DFS latency", "table-lock hold time"],
         "rpc_round_trip": rtt,
         "protocols": rows,
     }
@@ -192,6 +195,13 @@ def compare_table(doc: dict[str, Any]) -> Table:
             f"{r['rpcs_per_checkpoint']:g}",
             f"{r['writer_blocked_s']:.2f}",
             "-" if eo is None else ("[green]verified[/green]" if eo else "[red]VIOLATED[/red]"),
+        )
+    scale = (doc.get("durations") or {}).get("time_scale")
+    if scale is not None:
+        t.caption = (
+            f"Hudi's and Flink's durations x {scale:g} (--time-scale); not scaled: "
+            + ", ".join(doc.get("not_scaled", []))
+            + ": latencies in ms are this machine's, not production's"
         )
     return t
 
