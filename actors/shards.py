@@ -85,7 +85,8 @@ class StreamShard:
         """The shard as a (materialized, single-block) Ray Dataset, for Ray Data consumers."""
         import ray
 
-        return ray.data.from_arrow_refs(list(self.refs))
+        dataset: ray.data.Dataset = ray.data.from_arrow_refs(list(self.refs))
+        return dataset
 
 
 def _summarize_block(table: pa.Table) -> tuple[int, int | None, int | None, int | None, int | None, bool]:

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from runtime.core.config import UNSET, ConfigError, JobConfig, Schedule
+from runtime.core.fault_spec import FaultSpec
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -203,7 +204,7 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
     )
 
 
-def _parse_faults(text: str):
+def _parse_faults(text: str) -> list[FaultSpec]:
     from runtime.core.fault_spec import parse_faults
 
     try:
@@ -512,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 150)
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args, console)
+        code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser
+        return code
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE

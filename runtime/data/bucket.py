@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
@@ -48,7 +49,7 @@ def bucket_of(key: str, num_buckets: int) -> int:
     return (((LIST_HASH_SEED + java_string_hash(key)) & _MASK32) & INT_MAX) % num_buckets
 
 
-def bucket_ids(keys: Sequence[str], num_buckets: int) -> np.ndarray:
+def bucket_ids(keys: Sequence[str], num_buckets: int) -> npt.NDArray[np.int32]:
     """:func:`bucket_of` of many keys at once (int32), vectorised over the UTF-16 code units of
     keys in the Basic Multilingual Plane (one code point is one code unit there); other keys take
     the scalar path."""

@@ -238,7 +238,7 @@ def generate_stream(spark: SparkSession, spec: WorkloadSpec) -> DataFrame:
     )
 
     prev = F.lag(F.col(OFFSET)).over(Window.partitionBy("_kidx").orderBy(OFFSET))
-    nominal = lambda c: F.lit(TS_BASE_MS) + c * F.lit(TS_STEP_MS)  # noqa: E731
+    nominal: Callable[[Column], Column] = lambda c: F.lit(TS_BASE_MS) + c * F.lit(TS_STEP_MS)  # noqa: E731
     late = nominal(F.col("_prev")) - 1 - F.floor(F.col("_u_lag") * (10 * TS_STEP_MS)).cast("long")
     ts = (
         F.when(F.col("_prev").isNull(), nominal(F.col(OFFSET)))
@@ -269,6 +269,7 @@ def _list_files(path: str) -> tuple[list[str], list[int]]:
     sorted by path, with their sizes. Paths are returned in Spark's spelling."""
     import pyarrow.fs as pafs
 
+    spell: Callable[[str], str]
     if "://" in path and not path.startswith("file://"):
         fs, root = pafs.FileSystem.from_uri(path)
         scheme = path.split("://", 1)[0]
@@ -415,9 +416,9 @@ def _check_schemas(
                 )
             merged[col] = m
     for path, cols in schemas:
-        names = {c for c, _ in cols}
+        present = {c for c, _ in cols}
         for role, col in required.items():
-            if col in merged and col not in names:
+            if col in merged and col not in present:
                 raise InputError(
                     f"{role} column {col!r} is missing from {path!r} (present in "
                     f"{first_seen[col]!r}); fix: add it to every input file"
@@ -441,14 +442,15 @@ def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[
 
     sc = spark.sparkContext
     group = f"commitlab-{uuid.uuid4().hex[:8]}"
-    box: dict[str, Any] = {}
+    values: list[T] = []  # fn's result, or the error it raised: set by the thread
+    errors: list[BaseException] = []
 
     def body() -> None:
         try:
             sc.setJobGroup(group, what, interruptOnCancel=True)
-            box["value"] = fn()
+            values.append(fn())
         except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
-            box["error"] = e
+            errors.append(e)
         finally:
             try:
                 sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
@@ -462,9 +464,9 @@ def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[
         sc.cancelJobGroup(group)
         t.join(10.0)
         raise TimeoutError(f"Spark did not finish '{what}' within {timeout_s:g} s; cancelled job group {group}")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    if errors:
+        raise errors[0]
+    return values[0]
 
 
 def read_input(

@@ -73,7 +73,8 @@ class FaultInjector:
         """Whether ``spec`` fired in this job, in any role or earlier attempt (its first marker)."""
         if self.dfs is None:
             return any(f["point"] == spec.point for f in self.fired)
-        return self.dfs.fs.get_file_info(Dfs.join(self.path, f"{spec.key()}.0")).type.name != "NotFound"
+        kind: str = self.dfs.fs.get_file_info(Dfs.join(self.path, f"{spec.key()}.0")).type.name
+        return kind != "NotFound"
 
     def _claim(self, spec: FaultSpec) -> bool:
         """Atomically takes one of the spec's firings (a marker file per firing)."""

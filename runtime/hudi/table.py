@@ -20,8 +20,10 @@ import uuid
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -186,7 +188,7 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     """The Avro schema of the data columns (``extraMetadata.schema``), nullable unions as Spark
     writes them."""
 
-    def avro_type(t: pa.DataType):
+    def avro_type(t: pa.DataType) -> str | dict[str, str]:
         if pa.types.is_string(t) or pa.types.is_large_string(t):
             return "string"
         if pa.types.is_int64(t):
@@ -219,7 +221,7 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     )
 
 
-def stat_to_json(s: WriteStat) -> dict:
+def stat_to_json(s: WriteStat) -> dict[str, Any]:
     return {
         "fileId": s.file_id,
         "path": s.path,
@@ -247,7 +249,7 @@ def stat_to_json(s: WriteStat) -> dict:
 
 
 def commit_metadata_json(stats: list[WriteStat], extra: dict[str, str]) -> bytes:
-    by_partition: dict[str, list[dict]] = {}
+    by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s.partition, []).append(stat_to_json(s))
     doc = {"partitionToWriteStats": by_partition, "compacted": False, "extraMetadata": extra, "operationType": "UPSERT"}
@@ -384,14 +386,16 @@ class HudiTable:
             )
         self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.commit"), commit_metadata_json(stats, extra))
 
-    def read_commit_metadata(self, instant: str) -> dict:
-        return json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.commit")))
+    def read_commit_metadata(self, instant: str) -> dict[str, Any]:
+        """The commit file's JSON document (Hudi's HoodieCommitMetadata, as written above)."""
+        meta: dict[str, Any] = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.commit")))
+        return meta
 
-    def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict]:
+    def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Every completed commit (except those in ``skip``) as {instant, checkpoint, rows}, read
         from the table itself: a job's commits, whichever coordinator made them."""
         skipped = set(skip)
-        out = []
+        out: list[dict[str, Any]] = []
         for instant in self.timeline().completed_commits():
             if instant in skipped:
                 continue
@@ -596,7 +600,9 @@ def _fresh_rows(
     )
 
 
-def _winners_over_base(inc: pa.Table, base: pa.Table, key: str, precombine: str) -> tuple[pa.Table, np.ndarray]:
+def _winners_over_base(
+    inc: pa.Table, base: pa.Table, key: str, precombine: str
+) -> tuple[pa.Table, npt.NDArray[np.int64]]:
     """The incoming records that win over the base file (the larger precombine value, or a tie:
     the incoming record is later in the stream; a new key always wins), and the base rows they
     replace."""
@@ -620,7 +626,9 @@ def _winners_over_base(inc: pa.Table, base: pa.Table, key: str, precombine: str)
     return winners, at[at >= 0]
 
 
-def _rows_of_instant(base: pa.Table, instant: str, base_instant: str | None, replaced: np.ndarray) -> tuple[int, int]:
+def _rows_of_instant(
+    base: pa.Table, instant: str, base_instant: str | None, replaced: npt.NDArray[np.int64]
+) -> tuple[int, int]:
     """(rewritten, kept): the base rows already carrying this instant's commit time (a re-flush
     within one instant) that an incoming record replaces, and those that stay."""
     if base_instant is None or base_instant == instant:
@@ -634,7 +642,11 @@ def _rows_of_instant(base: pa.Table, instant: str, base_instant: str | None, rep
 
 
 def _in_key_order(
-    old: pa.Table | None, fresh: pa.Table, order: np.ndarray, replaced: np.ndarray, file_name: str
+    old: pa.Table | None,
+    fresh: pa.Table,
+    order: npt.NDArray[np.uint64],
+    replaced: npt.NDArray[np.int64],
+    file_name: str,
 ) -> pa.Table:
     """The surviving old rows and the fresh rows in key order (``order`` over both, replaced old
     rows dropped), with the new file name on every row."""

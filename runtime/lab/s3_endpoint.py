@@ -17,8 +17,10 @@ import threading
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
 
 STATS_PATH = "/_commitlab/endpoint-stats"
 DUMMY_KEY = "commitlab"
@@ -77,10 +79,10 @@ class _Counter:
             }
 
 
-def _counting_app(app: Callable, counter: _Counter) -> Callable:
+def _counting_app(app: WSGIApplication, counter: _Counter) -> WSGIApplication:
     """WSGI middleware: counts every request by S3 operation and answers the stats path itself."""
 
-    def wrapped(environ: dict, start_response: Callable) -> Any:
+    def wrapped(environ: WSGIEnvironment, start_response: StartResponse) -> list[bytes]:
         if environ.get("PATH_INFO") == STATS_PATH:
             body = json.dumps(counter.snapshot()).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])

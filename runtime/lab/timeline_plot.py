@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 __all__ = [
     "TraceEvent",
@@ -56,7 +56,7 @@ _ID_PHASES = set("bneSTpFstfNOD")  # events that need an id (async, flow, object
 _MAX_PROBLEMS = 200
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
@@ -192,7 +192,8 @@ def _check_metadata(ev: Mapping[str, Any], name: Any, where: str, problems: list
     if name not in _METADATA_NAMES:
         bad(f"{where}: unknown metadata name {name!r}")
         return
-    args = ev.get("args") if isinstance(ev.get("args"), Mapping) else {}
+    raw_args = ev.get("args")
+    args: Mapping[str, Any] = raw_args if isinstance(raw_args, Mapping) else {}
     if name.endswith("_name"):
         if not isinstance(args.get("name"), str):
             bad(f"{where}: {name} needs args.name (a string)")
@@ -259,7 +260,7 @@ class TraceEvent:
         return self.t + self.dur
 
 
-def _events_of(events: Any) -> list[dict[str, Any]]:
+def _events_of(events: Any) -> list[Mapping[str, Any]]:
     if isinstance(events, Mapping):
         events = events.get("traceEvents", [])
     return [e for e in events if isinstance(e, Mapping)]
@@ -359,7 +360,7 @@ class TimelinePlot:
         return s0 + (column - c0) / (c1 - c0) * (s1 - s0)
 
 
-def _natural(name: str) -> tuple:
+def _natural(name: str) -> tuple[int | str, ...]:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
@@ -1043,18 +1044,20 @@ def plot_trace_file(
 
     with open(trace_path) as f:
         doc = json.load(f)
+    record: Mapping[str, Any]
     if isinstance(result, str):
         with open(result) as f:
-            result = json.load(f)
-    result = result or {}
+            record = json.load(f) or {}
+    else:
+        record = result or {}
     if title is None:
         title = (
-            f"{result.get('protocol', '')}: {result.get('status', '')}".strip(": ")
-            if result
+            f"{record.get('protocol', '')}: {record.get('status', '')}".strip(": ")
+            if record
             else os.path.basename(trace_path)
         )
     return render_timeline(
-        doc, out_png, title=title, deadlock=result.get("deadlock"), checkpoints=result.get("checkpoints")
+        doc, out_png, title=title, deadlock=record.get("deadlock"), checkpoints=record.get("checkpoints")
     )
 
 

@@ -312,7 +312,7 @@ def _workdir(args: argparse.Namespace, what: str) -> str | None:
         return None
     if not args.out:
         raise ConfigError(f"--real-parquet writes a table: give --out DIR for {what}")
-    out = os.path.abspath(args.out)
+    out: str = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, Console(quiet=True), True)
     return out
@@ -501,7 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(width=None if sys.stdout.isatty() else 150)
     try:
-        return args.func(args, console)
+        code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser
+        return code
     except ConfigError as exc:
         console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
         return EXIT_USAGE

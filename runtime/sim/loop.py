@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import heapq
 import itertools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple, Unpack
 
 __all__ = ["SimLoop", "SimulationError", "SimulationStuck", "VirtualTimeLimit", "RealTimeLimit", "SimulationAborted"]
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
 
 
 class SimulationError(RuntimeError):
@@ -78,6 +82,9 @@ class _Timer(asyncio.TimerHandle):
     """A timer ordered by (when, sequence): equal virtual times fire in the order they were set."""
 
     __slots__ = ("_seq",)
+    # asyncio's own slots, which typeshed does not declare
+    _when: float
+    _scheduled: bool
 
     def __init__(
         self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], loop: SimLoop, context: Any, seq: int
@@ -88,9 +95,11 @@ class _Timer(asyncio.TimerHandle):
     def __lt__(self, other: Any) -> bool:
         # every timer in this loop's heap is a _Timer (call_at makes them all); the heap compares
         # a hundred thousand times per run, so no isinstance check here
-        if self._when == other._when:
-            return self._seq < other._seq
-        return self._when < other._when
+        other_when: float = other._when
+        if self._when == other_when:
+            other_seq: int = other._seq
+            return self._seq < other_seq
+        return self._when < other_when
 
     def __le__(self, other: Any) -> bool:
         return self < other or self is other
@@ -103,6 +112,11 @@ class SimLoop(asyncio.BaseEventLoop):
     jump past it); ``max_real_s`` bounds real time from the first ``run_*`` call (or from
     :meth:`arm_real_time_guard`); either may be None.
     """
+
+    # BaseEventLoop's private members used here, which typeshed does not declare: the timer heap
+    # (only call_at below fills it, so it holds _Timer only) and the closed-loop check
+    _scheduled: list[_Timer]
+    _check_closed: Callable[[], None]
 
     def __init__(self, *, max_virtual_s: float | None = None, max_real_s: float | None = None) -> None:
         super().__init__()
@@ -151,7 +165,11 @@ class SimLoop(asyncio.BaseEventLoop):
         self.clock_jumps += 1
 
     def call_at(
-        self, when: float, callback: Callable[..., Any], *args: Any, context: Any = None
+        self,
+        when: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: Unpack[_Ts],
+        context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
@@ -193,12 +211,14 @@ class SimLoop(asyncio.BaseEventLoop):
         # sees the callback anyway
         pass
 
-    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    def run_in_executor(
+        self, executor: concurrent.futures.Executor | None, func: Callable[[Unpack[_Ts]], _T], *args: Unpack[_Ts]
+    ) -> asyncio.Future[_T]:
         """Runs ``func`` inline (no thread pool: threads would make the order nondeterministic)
         and returns a finished future."""
         self._check_closed()
         self.inline_executor_calls += 1
-        fut: asyncio.Future[Any] = self.create_future()
+        fut: asyncio.Future[_T] = self.create_future()
         try:
             fut.set_result(func(*args))
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine

@@ -57,7 +57,8 @@ class MemoryDfs(Dfs):
         with self.fs.open_output_stream(path) as f:
             f.write(PLACEHOLDER)
         self.store.tables[path] = table
-        return table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
+        size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
+        return size
 
     def read_parquet(self, path: str) -> pa.Table:
         self._op("read", path)

@@ -31,7 +31,7 @@ from typing import Any
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
 
-Event = tuple
+Event = tuple[Any, ...]  # (t_ns, type, role, *fields): scalar fields of varying arity
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _SCALARS = frozenset((int, float, bool))
 # json.dumps(value, sort_keys=True, default=str), without building an encoder per call

@@ -31,8 +31,8 @@ def _drop_checkpoint(s: SimSchedule, k: int) -> SimSchedule:
 
     t = copy.deepcopy(s)
     t.rounds = s.rounds[: k - 1] + s.rounds[k:]
-    t.notify_delay_s = {shift(c): v for c, v in s.notify_delay_s.items() if shift(c) is not None}
-    t.clean_lock_s = {shift(c): v for c, v in s.clean_lock_s.items() if shift(c) is not None}
+    t.notify_delay_s = {n: v for c, v in s.notify_delay_s.items() if (n := shift(c)) is not None}
+    t.clean_lock_s = {n: v for c, v in s.clean_lock_s.items() if (n := shift(c)) is not None}
     for name in ("abort_checkpoints", "lost_notifications", "slow_snapshots"):
         setattr(t, name, [shift(c) for c in getattr(s, name) if shift(c) is not None])
     t.crashes = []

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -49,9 +49,21 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.flink.mailbox import MAX_PRIORITY, MIN_PRIORITY, Mail, MailboxProcessor, TaskMailbox
+from runtime.flink.mailbox import (
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    Action,
+    Controller,
+    Mail,
+    MailboxProcessor,
+    Suspension,
+    TaskMailbox,
+)
 from runtime.hudi.table import HudiTable, base_file_name, file_group_id, merge_file_group
 from runtime.protocols.base import Protocol, WriterSide
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class FlushError(RuntimeError):
@@ -105,8 +117,8 @@ class WriteTask:
         )
         self.mailbox = self.processor.mailbox
         self._inputs: list[Any] = []
-        self._input_space = None  # asyncio.Condition, created on start (needs the running loop)
-        self._suspension = None
+        self._input_space: asyncio.Condition | None = None  # created on start (needs the running loop)
+        self._suspension: Suspension | None = None
         self.buckets: dict[tuple[str, int], list[pa.Table]] = {}
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
@@ -318,7 +330,7 @@ class WriteTask:
                 args={"error": repr(error)} if error else None,
             )
 
-    async def _default_action(self, controller) -> None:
+    async def _default_action(self, controller: Controller) -> None:
         if not self._inputs:
             self._suspension = controller.suspend_default_action()
             return
@@ -449,7 +461,7 @@ class WriteTask:
         self.buffered_rows = 0
         return rows
 
-    def put_mail(self, action, kind: str, description: str, priority: int = MIN_PRIORITY) -> None:
+    def put_mail(self, action: Action, kind: str, description: str, priority: int = MIN_PRIORITY) -> None:
         """Queues work for the mailbox thread (what a protocol's own agent delivers)."""
         self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
 
@@ -540,11 +552,10 @@ class WriteTask:
             key=self._key_field,
             precombine=self._precombine,
             partition_id=self.task_id,
-            base_instant=prev.instant if base is not None else None,
+            base_instant=prev.instant if prev is not None and base is not None else None,
         )
         size = table.write_base_file(rel, merged.table)
-        same_instant = prev is not None and prev.instant == instant
-        if same_instant:
+        if prev is not None and prev.instant == instant:  # the same instant writes this file group again
             prev_commit = prev.stat.prev_commit
             inserts = prev.stat.num_inserts + merged.inserts
             updates = prev.stat.num_update_writes + merged.updates
