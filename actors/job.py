@@ -68,7 +68,11 @@ class JobRun:
     :class:`~runtime.writer.topology.JobDriver`: roles are named actors, placed by the job's
     placement group, called with ``ray.get`` (bounded) and killed with ``ray.kill``."""
 
-    start_errors = (ray.exceptions.RayTaskError, ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError)
+    start_errors: tuple[type[BaseException], ...] = (
+        ray.exceptions.RayTaskError,
+        ray.exceptions.RayActorError,
+        ray.exceptions.GetTimeoutError,
+    )
 
     def __init__(
         self,
@@ -169,7 +173,9 @@ class JobRun:
         if spec.kind == "source":
             extra.update(self.plan.shard_args[int(spec.args["task_id"])])
         opts = self.placement.options(spec.name) if self.placement else {}
-        self.actors[spec.name] = RoleActor.options(name=spec.name, namespace=self.namespace, **opts).remote(
+        # ray.remote gives the actor class options() and remote(), which mypy cannot see
+        actor_class: Any = RoleActor
+        self.actors[spec.name] = actor_class.options(name=spec.name, namespace=self.namespace, **opts).remote(
             spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra
         )
 
@@ -210,7 +216,8 @@ class JobRun:
     async def describe(self, name: str) -> dict[str, Any] | None:
         """The role's description; None when it is gone or does not answer."""
         try:
-            return ray.get(self.actors[name].describe.remote(), timeout=5)
+            described: dict[str, Any] = ray.get(self.actors[name].describe.remote(), timeout=5)
+            return described
         except (KeyError, ray.exceptions.RayError) as exc:
             log.info("%s did not describe itself: %s", name, type(exc).__name__)
             return None
@@ -358,7 +365,8 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
     import numpy as np
 
     ensure_ray()
-    echo = _Echo.remote()
+    echo_class: Any = _Echo  # a Ray actor class: ray.remote gave it remote()
+    echo = echo_class.remote()
     ray.get(echo.ping.remote(), timeout=60)
     samples = []
     for _ in range(n):

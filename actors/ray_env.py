@@ -25,7 +25,7 @@ class RayEnv(Env):
         self.tracer = Tracer(role, enabled=trace, clock=time.time)
         self.metrics = Metrics()
         self.handles: dict[str, Any] = {}
-        self._pending_sends: set[asyncio.Task] = set()
+        self._pending_sends: set[asyncio.Task[Any]] = set()
         self.send_errors: list[str] = []
 
     def now(self) -> float:

@@ -19,6 +19,7 @@ from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded, rpc_handler, wait_ended
+from runtime.core.fault_spec import FaultSpec
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
@@ -43,13 +44,13 @@ class RoleActor:
         self.env = RayEnv(name, dfs, seed=self.config.seed, trace=self.extra.get("trace", True))
         self.table = HudiTable(dfs, base, TableProps(**props))
         if self.extra.get("faults"):
-            specs = codec.decode(self.extra["faults"])
+            specs: list[FaultSpec] = codec.decode(self.extra["faults"])
             self.env.faults = FaultInjector(specs, name, dfs, base)
             if kind == "coordinator" and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
                 dfs.fault_hook = coordinator_dfs_hook(self.env, time.sleep)
         self.role: Any = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._started = asyncio.Event()  # set once start() returned: messages wait for it
 
     async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> str:
@@ -57,7 +58,7 @@ class RoleActor:
         self.env.handles = {k: v for k, v in handles.items() if k != self.name}
         args = {k: v for k, v in self.extra.items() if k not in TRANSPORT_ARGS}
         spec = RoleSpec(self.name, self.kind, args)
-        shard = None
+        shard: StreamShardRounds | InMemoryShard | None = None
         if self.kind == "source":
             if "stream_shard" in self.extra:
                 shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
@@ -100,9 +101,8 @@ class RoleActor:
     async def dump(self) -> dict[str, Any]:
         if self.role is None:
             return {"role": self.name, "state": "not started"}
-        if hasattr(self.role, "dump"):
-            return self.role.dump()
-        return self.role.describe()
+        dumped: dict[str, Any] = self.role.dump() if hasattr(self.role, "dump") else self.role.describe()
+        return dumped
 
     async def describe(self) -> dict[str, Any]:
         return self.role.describe() if hasattr(self.role, "describe") else await self.dump()
@@ -113,7 +113,8 @@ class RoleActor:
         is stuck in and the task state ("cancelling" for a cancellation that did not land)."""
         out: dict[str, list[str]] = {}
         for task in asyncio.all_tasks():
-            frames, coro = [], task.get_coro()
+            frames: list[str] = []
+            coro: Any = task.get_coro()  # a coroutine, or a generator-based one: walked by duck typing
             while coro is not None and getattr(coro, "cr_frame", None) is not None:
                 code = coro.cr_frame.f_code
                 where = "/".join(code.co_filename.rsplit("/", 2)[-2:])

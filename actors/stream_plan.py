@@ -8,12 +8,14 @@ and the expected final state the run is verified against.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import ray
+from numpy.typing import NDArray
 
 from runtime.core.config import JobConfig
 from runtime.data import generator
@@ -82,7 +84,7 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
             records=cfg.records,
             keys=cfg.keys or None,
             update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
-            skew=cfg.skew,
+            skew="zipf" if cfg.skew == "zipf" else "uniform",  # validated by JobConfig
             zipf_s=cfg.zipf_s,
             partitions=cfg.partitions,
             payload_bytes=cfg.payload_bytes,
@@ -126,17 +128,18 @@ class StreamShardRounds:
         self.shard = shard
         self.bounds = bounds
         self._table: pa.Table | None = None
-        self._offsets: np.ndarray | None = None
+        self._offsets: NDArray[np.int64] | None = None
 
-    async def batches(self, round_no: int, batch_rows: int):
+    async def batches(self, round_no: int, batch_rows: int) -> AsyncIterator[pa.Table]:
         import asyncio
 
-        if self._table is None:
-            self._table = await asyncio.to_thread(self.shard.table)
-            self._offsets = (
-                self._table.column("_offset").to_numpy() if self._table.num_rows else np.array([], dtype=np.int64)
-            )
-        lo = int(self._offsets.searchsorted(self.bounds[round_no - 1], side="left"))
-        hi = int(self._offsets.searchsorted(self.bounds[round_no], side="left"))
+        if self._table is None or self._offsets is None:
+            loaded: pa.Table = await asyncio.to_thread(self.shard.table)
+            self._table = loaded
+            self._offsets = loaded.column("_offset").to_numpy() if loaded.num_rows else np.array([], dtype=np.int64)
+        table: pa.Table = self._table
+        offsets = self._offsets
+        lo = int(offsets.searchsorted(self.bounds[round_no - 1], side="left"))
+        hi = int(offsets.searchsorted(self.bounds[round_no], side="left"))
         for off in range(lo, hi, batch_rows):
-            yield self._table.slice(off, min(batch_rows, hi - off))
+            yield table.slice(off, min(batch_rows, hi - off))

@@ -84,8 +84,15 @@ def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names:
         data_table = table.with_dfs(env.dfs.for_role("writer.data"))
         return WriteTask(env, cfg, int(a["task_id"]), table, protocol, data_table=data_table)
     if spec.kind == "source":
-        start = {"start_round": int(a.get("start_round", 1)), "start_offset": int(a.get("start_offset", 0))}
-        return Source(env, cfg, int(a["task_id"]), shard, writer=a["writer"], **start)
+        return Source(
+            env,
+            cfg,
+            int(a["task_id"]),
+            shard,
+            writer=a["writer"],
+            start_round=int(a.get("start_round", 1)),
+            start_offset=int(a.get("start_offset", 0)),
+        )
     if spec.kind in protocol.extra_roles:  # a role the protocol brings (timeline server, control topic)
         return protocol.make_role(spec.kind, env, cfg, table, names.task_names)
     raise ValueError(f"unknown role kind {spec.kind!r}")
