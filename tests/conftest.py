@@ -60,3 +60,18 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.section(f"CPU time: {sum(cpu.values()):.2f}s in {len(cpu)} tests; slowest {n or 'all'}")
     for nodeid, seconds in ranked[: n or None]:
         terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
+
+
+S3_BUCKET = "lab"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Generator[Any, None, None]:
+    """A real S3-compatible endpoint (moto's server) on loopback, with bucket ``lab``."""
+    pytest.importorskip("moto", reason="the S3 tests need moto[server] (the test extra)")
+    from runtime.lab.s3_endpoint import S3Endpoint
+
+    ep = S3Endpoint("127.0.0.1", 0).start()
+    ep.create_bucket(S3_BUCKET)
+    yield ep
+    ep.stop()

@@ -13,19 +13,7 @@ import pytest
 from runtime.core.dfs import DfsNotFound, open_dfs
 from runtime.core.storage import StorageError, check_location, parse_s3_uri, reader_location, redact
 
-moto = pytest.importorskip("moto", reason="the S3 tests need moto[server] (the test extra)")
-
-BUCKET = "lab"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    from runtime.lab.s3_endpoint import S3Endpoint
-
-    ep = S3Endpoint("127.0.0.1", 0).start()
-    ep.create_bucket(BUCKET)
-    yield ep
-    ep.stop()
+BUCKET = "lab"  # the bucket the shared s3 fixture creates (tests/conftest.py)
 
 
 def _keys(s3, prefix: str) -> list[str]:

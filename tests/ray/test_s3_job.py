@@ -5,21 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
-moto = pytest.importorskip("moto", reason="the S3 tests need moto[server] (the test extra)")
-
-BUCKET = "lab"
-
-
-@pytest.fixture(scope="module")
-def s3():
-    from runtime.lab.s3_endpoint import S3Endpoint
-
-    ep = S3Endpoint("127.0.0.1", 0).start()
-    ep.create_bucket(BUCKET)
-    yield ep
-    ep.stop()
+BUCKET = "lab"  # the bucket the shared s3 fixture creates (tests/conftest.py)
 
 
 def _keys(s3, prefix: str) -> list[str]:
