@@ -192,6 +192,11 @@ class JobConfig:
         """A copy with ``changes``; a new ``time_scale`` rescales every duration not set
         explicitly (durations in ``changes`` count as explicit)."""
         if "time_scale" not in changes:
+            if "checkpoint_timeout_s" in changes:
+                # the timeouts that default to the checkpoint timeout (Hudi) follow a new one
+                explicit = set(self.explicit_durations or ()) | set(changes)
+                follow = {n: changes["checkpoint_timeout_s"] for n in CHECKPOINT_TIMEOUT_DURATIONS if n not in explicit}
+                changes = {**follow, **changes}
             return dataclasses.replace(self, **changes)
         explicit = set(self.explicit_durations or ()) | {n for n in changes if n in SCALED_DURATIONS}
         rescaled = {n: UNSET for n in SCALED_DURATIONS if n not in explicit}

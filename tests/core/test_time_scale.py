@@ -66,3 +66,13 @@ def test_a_bad_scale_is_named():
         JobConfig(time_scale=0.0)
     with pytest.raises(ConfigError, match="--max-concurrent-checkpoints"):
         JobConfig(max_concurrent_checkpoints=0).validate()
+
+
+def test_a_new_checkpoint_timeout_carries_the_timeouts_that_follow_it():
+    """Hudi's commit-ack and instant-wait timeouts default to the checkpoint timeout: a copy with
+    another checkpoint timeout (a scenario that needs more room) moves them too, but not an
+    explicit one."""
+    cfg = JobConfig(checkpoint_timeout_s=4.0).replace(checkpoint_timeout_s=15.0)
+    assert cfg.instant_wait_timeout_s == cfg.commit_ack_timeout_s == 15.0
+    kept = JobConfig(checkpoint_timeout_s=4.0, instant_wait_timeout_s=2.0).replace(checkpoint_timeout_s=15.0)
+    assert kept.instant_wait_timeout_s == 2.0 and kept.commit_ack_timeout_s == 15.0

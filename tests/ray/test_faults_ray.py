@@ -220,12 +220,15 @@ def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one(sim):
     assert spec is not None and env.faults.fired[0]["task"] == 1  # the writer at the other end
 
 
-def test_a_dropped_request_times_out_and_the_job_recovers(ray_session, tmp_path):
+def test_a_dropped_event_fails_the_task_and_the_job_recovers(ray_session, tmp_path):
+    """A write-metadata event is one-way (Flink's operator event gateway): its loss is noticed when
+    the acknowledgement does not come within the RPC timeout, and the task fails, as Flink's
+    RpcTaskOperatorEventGateway fails it. Eight checkpoints keep the job running past that moment."""
     spec = FaultSpec("message.dropped", 2, 0, target="write_metadata")
-    result = run_job(_cfg(tmp_path, faults=[spec], rpc_timeout_s=2.0), None)
+    result = run_job(_cfg(tmp_path, faults=[spec], rpc_timeout_s=1.0, checkpoints=8), None)
     assert [(f["point"], f.get("target")) for f in result["faults_fired"]] == [("message.dropped", "write_metadata")]
     assert len(result["failovers"]) == 1
-    assert "request was lost in transit" in result["failovers"][0]["error"]
+    assert "operator event to the coordinator was lost" in result["failovers"][0]["error"]
     assert result["status"] == "finished", result["error"]
     assert result["exactly_once"]["verified"]
 
@@ -243,13 +246,22 @@ def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
     assert result["checkpoints"]["detail"]["2"]["status"] == "completed"  # 1 s late is within 4 s
 
 
-@pytest.mark.parametrize("protocol", ["message-bus", "timeline-server"])
-def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_session, tmp_path, protocol):
-    result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("bus.deleted", 2)]), None)
+def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_session, tmp_path):
+    result = run_job(_cfg(tmp_path, "message-bus", faults=[FaultSpec("bus.deleted", 2)]), None)
     assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
     coord = result["coordinator"]
     assert coord["deleted_by_fault"] and coord["deleted_by_fault"][0].endswith("message_bus")
     assert coord["protocol"]["bus_recreated"] >= 1  # the next message found the directory gone
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"]
+
+
+def test_a_ckp_meta_directory_deleted_while_running_stalls_writers_until_a_failover(ray_session, tmp_path):
+    """#8060: with ckp_meta gone, writers find no pending instant and wait in instantToWrite until
+    the instant-wait timeout fails them; the restarted job bootstraps ckp_meta again."""
+    result = run_job(_cfg(tmp_path, "timeline-server", faults=[FaultSpec("bus.deleted", 2)]), None)
+    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
+    assert len(result["failovers"]) >= 1
     assert result["status"] == "finished", result["error"]
     assert result["exactly_once"]["verified"]
 
@@ -317,7 +329,10 @@ def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_pat
     assert len(result["coordinator"]["resets"]) == 1
     assert result["status"] == "finished", result["error"]
     assert result["exactly_once"]["verified"]
-    assert _pending_instant_files(tmp_path / "table") == []
+    if not protocol.startswith("coordination-rpc"):
+        assert _pending_instant_files(tmp_path / "table") == []
+    # else Hudi 1.1 leaves the instant a region failover interrupted pending, its files unread
+    # (subtaskReset keeps the event buffers; no rollback: docs/FIDELITY.md, coordination-rpc)
 
 
 def test_region_failover_falls_back_to_global_when_the_coordinator_died(ray_session, tmp_path):
