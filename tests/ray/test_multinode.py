@@ -55,14 +55,16 @@ PINNED_DRIVER = (
 )
 
 
-def _start_job(address: str, out: Path, *args: str, driver_ip: str | None = None) -> subprocess.Popen:
+def _start_job(
+    address: str, out: Path, *args: str, driver_ip: str | None = None, protocol: str = "message-bus"
+) -> subprocess.Popen:
     env = {**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(ROOT)}
     run = [
         "run",
         "--source",
         "generator",
         "--protocol",
-        "message-bus",
+        protocol,
         "--out",
         str(out),
         "--quiet",
@@ -109,6 +111,9 @@ def test_writers_land_on_both_nodes_and_the_job_is_exactly_once(cluster, tmp_pat
 
 
 def test_a_worker_node_removed_mid_run_fails_over_and_stays_exactly_once(cluster, tmp_path):
+    # ckp-meta (Hudi 0.11-1.0): the message bus as #3915 shipped it can lose a restored task's rows
+    # when a failover lands between a barrier and its commit (docs/FIDELITY.md, P2 under region
+    # failover), and when the node goes is a matter of timing here
     c, worker = cluster
     out = tmp_path / "out"
     table = tmp_path / "table"
@@ -128,6 +133,7 @@ def test_a_worker_node_removed_mid_run_fails_over_and_stays_exactly_once(cluster
         "--placement",
         "spread",
         driver_ip=c.head_node.node_ip_address,
+        protocol="ckp-meta",
     )
     hoodie = table / ".hoodie"
     deadline = time.time() + 90
@@ -141,7 +147,7 @@ def test_a_worker_node_removed_mid_run_fails_over_and_stays_exactly_once(cluster
     rc, result = _finish(proc, out)
     assert result["status"] == "finished", result.get("error")
     assert result["failovers"], "removing a node with writers on it must cause a failover"
-    assert result["exactly_once"]["verified"] is True
+    assert result["exactly_once"]["verified"] is True, result["exactly_once"]
     assert rc == 0
     nodes = {r["node_id"] for r in result["placement"]["roles"].values() if "node_id" in r}
     assert nodes == {c.head_node.node_id}  # after the failover every role runs on the survivor
