@@ -175,21 +175,28 @@ def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
     assert set(FAULT_POINTS) >= set(CRASHES)
 
 
-@pytest.mark.xfail(
-    reason="open: since write events go one-way through the job manager and the commit-ack timeout equals the "
-    "checkpoint timeout (Hudi's), this schedule finished on Ray in one run instead of deadlocking; the simulator "
-    "still finds P1's stall after a lost completion. To be re-derived against Hudi 0.10",
-    strict=False,
-)
 def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path):
-    """Found by the fault matrix: under P1, when checkpoint 2's completion never reaches the
-    coordinator, no new instant starts; the writers block in round 3's eager flush, checkpoint 3
-    times out, and its abort sends a CommitAckEvent into the mailbox of a writer that is already
-    blocked: the same wait-for cycle as after an empty round."""
-    cfg = _cfg(tmp_path, "operator-event", faults=[FaultSpec("checkpoint.notification_lost", 2)])
+    """Found by the fault matrix: under P1 (Hudi 0.10), when checkpoint 2's completion never
+    reaches the coordinator, no new instant starts; each writer's barrier flush of checkpoint 3
+    (``snapshotState -> flushRemaining -> instantToWrite``) waits for an instant that does not
+    change, checkpoint 3 times out, and its abort's CommitAckEvent lands in the mailbox of the
+    writer that is blocked: the same wait-for cycle as after an empty round.
+
+    In Hudi, ``write.commit.ack.timeout`` equals the checkpoint timeout, so the writer's wait ends
+    about one wait tick after the abort: the task fails and the job fails over. Whether the lab's
+    watchdog sees the cycle within that tick is a race, so this test gives the ack timeout twice
+    the checkpoint timeout (``commit_ack_timeout_s``, the lab's knob for exactly this) to make the
+    cycle observable every time; the fault matrix runs Hudi's equal timeouts."""
+    cfg = _cfg(
+        tmp_path,
+        "operator-event",
+        commit_ack_timeout_s=8.0,
+        faults=[FaultSpec("checkpoint.notification_lost", 2)],
+    )
     result = run_job(cfg, None)
-    assert result["status"] == "deadlocked"
+    assert result["status"] == "deadlocked", result["error"]
     assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=3)"
+    assert result["deadlock"]["running_mail"] == "snapshotState(checkpoint 3)"
     assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"
 
 
