@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
@@ -148,6 +149,54 @@ def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
     return " ".join(parts)
 
 
+@dataclass
+class MatrixRun:
+    """One cell of the matrix as ``faults.json`` records it."""
+
+    protocol: str
+    fault: str
+    seed: int
+    outcome: str
+    explanation: str
+    fired: list[Any] = field(default_factory=list)
+    failovers: list[Any] = field(default_factory=list)
+    status: str = "not run"
+    commits: int = 0
+    replay: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+RunFn = Callable[[JobConfig, str], dict[str, Any]]
+
+
+def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: str, seed: int) -> MatrixRun:
+    """Runs one (protocol, fault, seed) in its own directory and classifies the outcome."""
+    if not applicable(protocol, fault):
+        return MatrixRun(protocol, fault, seed, NOT_APPLICABLE, "not under this protocol")
+    sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
+    cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
+    try:
+        result = run(cfg, sub)
+        outcome, why = classify(protocol, fault, result)
+    except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
+        result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+        outcome, why = FAILED, result["error"]
+    return MatrixRun(
+        protocol,
+        fault,
+        seed,
+        outcome,
+        why,
+        fired=result.get("faults_fired", []),
+        failovers=result.get("failovers", []),
+        status=result["status"],
+        commits=len(result.get("commits", [])),
+        replay=replay_command(cfg, fault, seed),
+    )
+
+
 def run_matrix(
     base: JobConfig,
     protocols: list[str],
@@ -155,7 +204,7 @@ def run_matrix(
     seeds: int,
     out_dir: str,
     *,
-    run: Callable[[JobConfig, str], dict[str, Any]],
+    run: RunFn,
     on_run: Callable[[int, int, str], None] | None = None,
     parallel: int = 1,
 ) -> dict[str, Any]:
@@ -165,60 +214,20 @@ def run_matrix(
     done = 0
     lock = threading.Lock()
 
-    def run_cell(cell: tuple[str, str, int]) -> dict[str, Any]:
+    def one(cell: tuple[str, str, int]) -> dict[str, Any]:
         nonlocal done
-        fault, protocol, seed = cell
-        if not applicable(protocol, fault):
-            rec = {
-                "protocol": protocol,
-                "fault": fault,
-                "seed": seed,
-                "outcome": NOT_APPLICABLE,
-                "explanation": "not under this protocol",
-                "fired": [],
-                "failovers": [],
-                "status": "not run",
-                "commits": 0,
-                "replay": "",
-            }
-        else:
-            sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
-            cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
-            try:
-                result = run(cfg, sub)
-                outcome, why = classify(protocol, fault, result)
-            except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
-                result = {
-                    "status": "error",
-                    "error": f"{type(exc).__name__}: {exc}",
-                    "faults_fired": [],
-                    "failovers": [],
-                    "commits": [],
-                }
-                outcome, why = FAILED, result["error"]
-            rec = {
-                "protocol": protocol,
-                "fault": fault,
-                "seed": seed,
-                "outcome": outcome,
-                "explanation": why,
-                "fired": result.get("faults_fired", []),
-                "failovers": result.get("failovers", []),
-                "status": result["status"],
-                "commits": len(result.get("commits", [])),
-                "replay": replay_command(cfg, fault, seed),
-            }
+        rec = run_cell(base, out_dir, run, *cell)
         with lock:
             done += 1
             if on_run:
-                on_run(done, len(cells), f"{protocol} x {fault} (seed {seed})")
-        return rec
+                on_run(done, len(cells), f"{rec.protocol} x {rec.fault} (seed {rec.seed})")
+        return rec.to_json()
 
     t0 = time.monotonic()
     # runs are independent (a namespace and a table each); running two at once overlaps one
     # run's waits (timeouts, checkpoint intervals, actor start-up) with the other's work
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        records = list(pool.map(run_cell, cells))
+        records = list(pool.map(one, cells))
     doc = {
         "protocols": protocols,
         "faults": faults,
