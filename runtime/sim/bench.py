@@ -237,7 +237,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m runtime.sim.bench")
     p.add_argument("--protocol", default="message-bus")
     p.add_argument("--writers", type=int, default=16)
@@ -259,7 +259,43 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-real-parquet", action="store_true", help="skip the real-parquet runs")
     p.add_argument("--out", default="", help="write the figures as JSON to this file")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = p.parse_args(argv)
+    return p
+
+
+def _checkpoints_line(c: dict[str, Any]) -> str:
+    side_by_side = (
+        f"; {c['parallel']['jobs']} processes side by side: "
+        f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
+        if "parallel" in c
+        else ""
+    )
+    return (
+        f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
+        f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
+        f"{c['buckets_per_partition']} buckets), {c['storage']}: "
+        f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
+        f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s{side_by_side}"
+    )
+
+
+def _explore_lines(e: dict[str, Any]) -> list[str]:
+    lines = [
+        f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
+        f"{e['real_s']:.0f} real s"
+    ]
+    for cell in e["cells"]:
+        counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
+        lines.append(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+
+    def say(line: str) -> None:
+        if not args.json:
+            print(line, flush=True)
+
     doc: dict[str, Any] = {
         "benchmark": "simulator",
         "environment": environment(),
@@ -279,41 +315,17 @@ def main(argv: list[str] | None = None) -> int:
                 jobs=args.jobs,
             )
             doc["checkpoints"].append(c)
-            if not args.json:
-                print(
-                    f"{c['protocol']}, {c['writers']} writers, {c['checkpoints']} checkpoints, workload "
-                    f"{c['workload']} ({c['records']:,} records, {c['partitions']} partition(s) x "
-                    f"{c['buckets_per_partition']} buckets), {c['storage']}: "
-                    f"{c['checkpoints_per_real_s_median']:.1f} checkpoints per real s, "
-                    f"{c['checkpoints_per_cpu_s_median']:.1f} per CPU s"
-                    + (
-                        f"; {c['parallel']['jobs']} processes side by side: "
-                        f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
-                        if "parallel" in c
-                        else ""
-                    ),
-                    flush=True,
-                )
+            say(_checkpoints_line(c))
     if args.deadlock_seeds:
-        d = bench_deadlock_seeds(args.deadlock_seeds, jobs=args.jobs)
-        doc["deadlock_seeds"] = d
-        if not args.json:
-            print(
-                f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}, {d['jobs']} process(es)): "
-                f"{d['real_s']:.1f} real s ({d['run_s_mean']:.3f} s per run); {d['counts']}",
-                flush=True,
-            )
+        d = doc["deadlock_seeds"] = bench_deadlock_seeds(args.deadlock_seeds, jobs=args.jobs)
+        say(
+            f"{d['seeds']} seeds of the deadlock scenario ({d['protocol']}, {d['jobs']} process(es)): "
+            f"{d['real_s']:.1f} real s ({d['run_s_mean']:.3f} s per run); {d['counts']}"
+        )
     if args.explore_seeds:
-        e = bench_explore(args.explore_seeds, jobs=args.jobs)
-        doc["explore"] = e
-        if not args.json:
-            print(
-                f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
-                f"{e['real_s']:.0f} real s"
-            )
-            for cell in e["cells"]:
-                counts = ", ".join(f"{k} {v}" for k, v in cell["counts"].items() if v)
-                print(f"  {cell['scenario']:<20} {cell['protocol']:<24} {counts}", flush=True)
+        doc["explore"] = bench_explore(args.explore_seeds, jobs=args.jobs)
+        for line in _explore_lines(doc["explore"]):
+            say(line)
     doc["load_avg_1m_at_end"] = _load()
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
