@@ -89,7 +89,11 @@ class StreamShard:
         return dataset
 
 
-def _summarize_block(table: pa.Table) -> tuple[int, int | None, int | None, int | None, int | None, bool]:
+# (rows, smallest task, largest task, first offset, last offset, offsets strictly increasing)
+BlockSummary = tuple[int, int | None, int | None, int | None, int | None, bool]
+
+
+def _summarize_block(table: pa.Table) -> BlockSummary:
     """(rows, min task, max task, first offset, last offset, offsets strictly increasing)."""
     import numpy as np
     import pyarrow.compute as pc
@@ -101,6 +105,20 @@ def _summarize_block(table: pa.Table) -> tuple[int, int | None, int | None, int 
     offsets = table.column(OFFSET).to_numpy()
     ordered = bool(np.all(offsets[1:] > offsets[:-1]))
     return n, mm["min"].as_py(), mm["max"].as_py(), int(offsets[0]), int(offsets[-1]), ordered
+
+
+def _checked_shards(refs: list[Any], summaries: list[BlockSummary]) -> list[StreamShard]:
+    """One shard per block, after checking block t holds only task t's rows in ``_offset`` order."""
+    shards = []
+    for t, (ref, (n, tmin, tmax, first, last, ordered)) in enumerate(zip(refs, summaries, strict=True)):
+        if n and not (tmin == tmax == t and ordered):
+            raise RuntimeError(
+                f"block {t} holds tasks {tmin}..{tmax} (ordered={ordered}), expected only task {t} in "
+                "_offset order: pass the DataFrame returned by prepare_stream unchanged (if you did, "
+                "Spark's hash partitioning no longer matches route_values())"
+            )
+        shards.append(StreamShard(task=t, num_rows=n, first_offset=first, last_offset=last, refs=[ref]))
+    return shards
 
 
 def shards_to_ray(
@@ -151,15 +169,7 @@ def shards_to_ray(
     finally:
         if release_spark_cache:
             raydp_dataset.release_spark_recoverable(df)
-    shards = []
-    for t, (ref, (n, tmin, tmax, first, last, ordered)) in enumerate(zip(refs, summaries, strict=True)):
-        if n and not (tmin == tmax == t and ordered):
-            raise RuntimeError(
-                f"block {t} holds tasks {tmin}..{tmax} (ordered={ordered}), expected only task {t} in "
-                "_offset order: pass the DataFrame returned by prepare_stream unchanged (if you did, "
-                "Spark's hash partitioning no longer matches route_values())"
-            )
-        shards.append(StreamShard(task=t, num_rows=n, first_offset=first, last_offset=last, refs=[ref]))
+    shards = _checked_shards(refs, summaries)
     log.info(
         "shards_to_ray: %d rows in %d shards in %.2f s", sum(s.num_rows for s in shards), writers, time.monotonic() - t0
     )
