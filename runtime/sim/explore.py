@@ -46,6 +46,17 @@ ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
 INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
 KNOWN_FAILURES = (
     ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
+    # PR #3915 as shipped, after a region failover (docs/FIDELITY.md, P2 under region failover)
+    (
+        "message-bus",
+        "No inflight instant when flushing data",
+        "#3915: a restored task's flush reads a message whose instant the re-initialised coordinator abandoned",
+    ),
+    (
+        "message-bus",
+        "Receive an unexpected event for instant aborted",
+        "#3915: an eager flush after an abort reads the literal 'aborted' as its instant",
+    ),
     *(
         (
             p,
