@@ -322,25 +322,13 @@ def _outcome_style(outcome: str) -> str:
     return {"passed": "green", "known failure": "yellow"}.get(outcome, "red")
 
 
-def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+def _explore_with_progress(
+    args: argparse.Namespace, console: Console, seeds: list[int], protocols: list[str], workdir: str | None
+) -> dict[str, Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from runtime.sim.explore import explore, replay_command
-    from runtime.sim.schedule import SimSchedule
-    from runtime.sim.shrink import shrink
+    from runtime.sim.explore import explore
 
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
-    if args.jobs is not None and args.jobs < 1:
-        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    protocols = [args.protocol] if args.protocol else _protocol_names()
-    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
-    out = os.path.abspath(args.out)
-    os.makedirs(out, exist_ok=True)
-    storage = _storage(args)
-    workdir = os.path.join(out, "tables") if storage == "disk" else None
-    if workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
     tally = {"passed": 0, "known failure": 0, "VIOLATION": 0, "FAILED": 0}
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -357,31 +345,41 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
             tally[rec["outcome"]] += 1
             progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
 
-        doc = explore(args.scenario, seeds, protocols, storage=storage, workdir=workdir, jobs=args.jobs, on_run=on_run)
-    if args.shrink:
-        doc["shrunk"] = []
-        for protocol in protocols:
-            first = next((r for r in doc["failures"] + doc["known_failures"] if r["protocol"] == protocol), None)
-            if first is None:
-                continue
-            res = shrink(SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory")
-            path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
-            with open(path, "w") as f:
-                json.dump(res.to_dict(), f, indent=2)
-            doc["shrunk"].append(
-                {
-                    "protocol": protocol,
-                    "seed": first["seed"],
-                    "file": os.path.basename(path),
-                    "from": res.original.describe(),
-                    "to": res.schedule.describe(),
-                    "runs": res.runs,
-                    "replay": replay_command(args.scenario, first["seed"], protocol, schedule_file=path),
-                }
-            )
-    with open(os.path.join(out, "explore.json"), "w") as f:
-        json.dump(doc, f, indent=2)
+        return explore(
+            args.scenario, seeds, protocols, storage=_storage(args), workdir=workdir, jobs=args.jobs, on_run=on_run
+        )
 
+
+def _shrink_first_failures(doc: dict[str, Any], scenario: str, protocols: list[str], out: str) -> list[dict[str, Any]]:
+    """Shrinks the first failure (or known failure) of each protocol; writes ``shrunk-P-S.json``."""
+    from runtime.sim.explore import replay_command
+    from runtime.sim.schedule import SimSchedule
+    from runtime.sim.shrink import shrink
+
+    shrunk = []
+    for protocol in protocols:
+        first = next((r for r in doc["failures"] + doc["known_failures"] if r["protocol"] == protocol), None)
+        if first is None:
+            continue
+        res = shrink(SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory")
+        path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
+        with open(path, "w") as f:
+            json.dump(res.to_dict(), f, indent=2)
+        shrunk.append(
+            {
+                "protocol": protocol,
+                "seed": first["seed"],
+                "file": os.path.basename(path),
+                "from": res.original.describe(),
+                "to": res.schedule.describe(),
+                "runs": res.runs,
+                "replay": replay_command(scenario, first["seed"], protocol, schedule_file=path),
+            }
+        )
+    return shrunk
+
+
+def _print_exploration(console: Console, doc: dict[str, Any], path: str) -> None:
     for protocol, c in doc["counts"].items():
         console.print(
             f"{protocol:<24} "
@@ -417,10 +415,30 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     t = doc["timing"]
     console.print(
         f"\n{t['runs']} runs in {t['real_s']:.1f} real s ({t['jobs']} process(es), "
-        f"{t['per_run_s_mean']:.3f} s per run); "
-        f"results: {os.path.join(out, 'explore.json')}",
+        f"{t['per_run_s_mean']:.3f} s per run); results: {path}",
         highlight=False,
     )
+
+
+def cmd_explore(args: argparse.Namespace, console: Console) -> int:
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
+    protocols = [args.protocol] if args.protocol else _protocol_names()
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    out = os.path.abspath(args.out)
+    os.makedirs(out, exist_ok=True)
+    workdir = os.path.join(out, "tables") if _storage(args) == "disk" else None
+    if workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    doc = _explore_with_progress(args, console, seeds, protocols, workdir)
+    if args.shrink:
+        doc["shrunk"] = _shrink_first_failures(doc, args.scenario, protocols, out)
+    path = os.path.join(out, "explore.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    _print_exploration(console, doc, path)
     return EXIT_FAILED if doc["failures"] else EXIT_OK
 
 
