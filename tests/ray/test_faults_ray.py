@@ -117,29 +117,23 @@ def test_restarts_are_bounded_and_the_failure_is_named(ray_session, tmp_path):
 
 
 def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_path):
+    # the bookkeeping of every outcome is tests/lab/test_fault_matrix.py's; here two real runs side
+    # by side: a crash P1 recovers from and the quiet round it deadlocks in
     base = _cfg(tmp_path)
     doc = run_matrix(
         base,
-        ["message-bus", "operator-event"],
+        ["operator-event"],
         ["task.in_snapshot", "quiet-round"],
         1,
         str(tmp_path / "m"),
         run=lambda cfg, sub: run_job(cfg, sub),
         parallel=2,
     )
-    # two at a time, recorded in matrix order
-    assert [(r["fault"], r["protocol"]) for r in doc["runs"]] == [
-        ("task.in_snapshot", "message-bus"),
-        ("task.in_snapshot", "operator-event"),
-        ("quiet-round", "message-bus"),
-        ("quiet-round", "operator-event"),
+    assert [(r["fault"], r["protocol"], r["outcome"]) for r in doc["runs"]] == [
+        ("task.in_snapshot", "operator-event", PASSED),
+        ("quiet-round", "operator-event", KNOWN),
     ]
-    outcomes = {(r["protocol"], r["fault"]): r["outcome"] for r in doc["runs"]}
-    assert outcomes[("message-bus", "task.in_snapshot")] == PASSED
-    assert outcomes[("operator-event", "quiet-round")] == KNOWN
-    assert outcomes[("message-bus", "quiet-round")] == PASSED
     on_disk = json.loads((tmp_path / "m" / "faults.json").read_text())
-    assert {"protocol", "fault", "seed", "outcome", "fired", "replay"} <= set(on_disk["runs"][0])
     assert on_disk["runs"][0]["fired"][0]["point"] == "task.in_snapshot"
     assert os.path.getsize(plot_heatmap(doc, str(tmp_path / "m"))) > 1000
 
