@@ -116,7 +116,11 @@ class JobRun:
         record.host_fields.update(placed)
         record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
         finished = outcome.status == "finished"
-        verified = verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field) if finished else None
+        verified = (
+            verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field, cfg.partition_field)
+            if finished
+            else None
+        )
         record.host_fields["exactly_once"] = verified
         self._shutdown()
         result = record.to_json()

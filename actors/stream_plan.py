@@ -43,7 +43,7 @@ def plan_generator(cfg: JobConfig) -> StreamPlan:
     stream = generator.generate(cfg)
     shards = generator.shards_by_round(cfg, stream)
     props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
-    expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
+    expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
     )
     args = [{"rounds": [ray.put(t) for t in shards[i]]} for i in range(cfg.writers)]
@@ -97,7 +97,9 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     records = sum(s.num_rows for s in shards)
     cfg = cfg.replace(records=records)
     t_handoff = time.time()
-    expected = pa.Table.from_batches(wl.expected_state(df, cfg.key_field, cfg.precombine_field)._collect_as_arrow())
+    expected = pa.Table.from_batches(
+        wl.expected_state(df, cfg.key_field, cfg.precombine_field, cfg.partition_field)._collect_as_arrow()
+    )
     df.unpersist()
     schema = to_arrow_schema(df.schema)
     bounds = round_bounds(cfg)

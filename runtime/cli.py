@@ -281,40 +281,70 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
-    """Checks any Hudi table against an input: snapshot vs expected state, commits vs metadata."""
+    """Checks any Hudi table: against itself (timeline, files, metadata, unique records), and
+    against an input (``--input``) or a generator run's recorded configuration (``--result``)."""
+    from runtime.lab.report import audit_table_view, verdict_table
+    from runtime.lab.table_audit import audit_table
+    from runtime.lab.verify import verify_commits, verify_run
+
+    expected, commits, source = None, None, ""
+    if args.result:
+        from runtime.lab.verify import VerifyError, expected_from_result
+
+        try:
+            expected, commits, table_of_run = expected_from_result(args.result)
+        except VerifyError as exc:
+            raise ConfigError(str(exc)) from None
+        args.table = args.table or table_of_run
+        source = args.result
+    if not args.table:
+        raise ConfigError("verify needs --table TABLE (or --result DIR/result.json, whose run names its table)")
+    table = args.table if "://" in args.table else os.path.abspath(args.table)
+    audit = audit_table(table, expected_commits=commits)
+    console.print(audit_table_view(audit))
+    if args.input:
+        console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
+        expected = _expected_from_input(args)
+        source = args.input
+    if expected is None:
+        checked = _commits_or_error(table, verify_commits)
+        for p in checked["problems"]:
+            console.print(f"[red]commit {p['instant']}[/red]: " + "; ".join(p["reasons"]), highlight=False)
+        console.print(f"{checked['commits']} commits' incremental reads checked against their metadata")
+        return EXIT_OK if audit.ok and checked["verified"] else EXIT_FAILED
+    partition = args.partition_field if args.input else None  # --result: the table's own field
+    verdict = verify_run(table, expected, args.key, partition)
+    console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
+    return EXIT_OK if verdict["verified"] and audit.ok else EXIT_FAILED
+
+
+def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
+    """verify_commits, with a reader failure as a problem rather than a traceback."""
+    from runtime.lab.verify import VerifyError
+
+    try:
+        result: dict[str, Any] = check(table)
+    except VerifyError as exc:
+        return {"verified": False, "commits": 0, "problems": [{"instant": "(reader)", "reasons": [str(exc)]}]}
+    return result
+
+
+def _expected_from_input(args: argparse.Namespace) -> Any:
+    """The expected state of ``--input``, computed in Spark on Ray: one row per (partition, key)."""
     import pyarrow as pa
 
-    from runtime.lab.report import verdict_table
-    from runtime.lab.verify import read_snapshot, verify_commits, verify_run
-
-    table = args.table if "://" in args.table else os.path.abspath(args.table)
-    if not args.input:
-        commits = verify_commits(table)
-        rows = read_snapshot(table).num_rows
-        console.print(
-            f"{table}: {rows:,} rows; {commits['commits']} commits, incremental reads "
-            + (
-                "match their metadata"
-                if commits["verified"]
-                else f"DIFFER from their metadata: {commits['problems'][:3]}"
-            )
-        )
-        return EXIT_OK if commits["verified"] else EXIT_FAILED
     from actors.spark import start_spark, stop_spark
     from runtime.data import workload as wl
 
-    console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
     try:
         spark = start_spark()
         df = wl.read_input(
             spark, args.input, args.key, args.partition_field, args.precombine_field, args.input_format or None
         )
-        expected = pa.Table.from_batches(wl.expected_state(df, args.key, args.precombine_field)._collect_as_arrow())
+        state = wl.expected_state(df, args.key, args.precombine_field, args.partition_field)
+        return pa.Table.from_batches(state._collect_as_arrow())
     finally:
         stop_spark()
-    verdict = verify_run(table, expected, args.key)
-    console.print(verdict_table(verdict, title=f"verify {table} against {args.input}"))
-    return EXIT_OK if verdict["verified"] else EXIT_FAILED
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -493,8 +523,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     flt.set_defaults(func=cmd_faults, protocol="message-bus", trace=None)
 
-    ver = sub.add_parser("verify", help="check a Hudi table against its input with the official reader")
-    ver.add_argument("--table", required=True, help="table path or URI")
+    ver = sub.add_parser(
+        "verify",
+        help="check a Hudi table: against itself (timeline, files, metadata, unique records) and, "
+        "with --input or --result, against what was written",
+    )
+    ver.add_argument("--table", default="", help="table path or URI (default with --result: the run's table)")
+    ver.add_argument(
+        "--result",
+        default="",
+        help="a generator run's result.json: re-derive its expected state and committed instants from it",
+    )
     ver.add_argument("--input", default="", help="the input the table was written from (parquet, CSV, JSON)")
     ver.add_argument("--input-format", default="", choices=["", "parquet", "csv", "json"])
     ver.add_argument("--key", default=defaults.key_field)

@@ -235,14 +235,25 @@ class Dfs:
         except OSError as exc:
             raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
 
-    def read_parquet(self, path: str) -> pa.Table:
+    def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
         try:
-            return pq.read_table(path, filesystem=self.fs)
+            return pq.read_table(path, filesystem=self.fs, columns=columns)
         except FileNotFoundError as exc:
             raise DfsNotFound(f"file {path} does not exist") from exc
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a truncated file: ArrowInvalid
             raise DfsError(f"read_parquet({path}) failed: {exc}") from exc
+
+    def read_parquet_metadata(self, path: str) -> pq.FileMetaData:
+        """The footer of a parquet file (row count, row groups, schema), without its data."""
+        self._op("read", path)
+        try:
+            with self.fs.open_input_file(path) as f:
+                return pq.ParquetFile(f).metadata
+        except FileNotFoundError as exc:
+            raise DfsNotFound(f"file {path} does not exist") from exc
+        except (OSError, pa.ArrowException) as exc:  # a truncated footer: ArrowInvalid
+            raise DfsError(f"read_parquet_metadata({path}) failed: {exc}") from exc
 
 
 def open_dfs(uri_or_path: str, *, role: str = "driver", counters: DfsCounters | None = None) -> tuple[Dfs, str]:

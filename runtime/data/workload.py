@@ -731,15 +731,17 @@ def prepare_stream(df: DataFrame, key: str, num_buckets: int, writers: int) -> D
 # --------------------------------------------------------------------------------------------
 
 
-def expected_state(df: DataFrame, key: str, precombine_field: str) -> DataFrame:
-    """The table after applying every upsert: per key the row with the largest precombine value,
-    ties to the larger ``_offset`` (Hudi's ``preCombine``: the later record wins a tie).
-    Same columns as ``df``."""
+def expected_state(df: DataFrame, key: str, precombine_field: str, partition_field: str = "") -> DataFrame:
+    """The table after applying every upsert: per record the row with the largest precombine
+    value, ties to the larger ``_offset`` (Hudi's ``preCombine``: the later record wins a tie).
+    A record is (partition, key) when ``partition_field`` is given (a non-global index: Hudi's
+    ``HoodieKey``), the key alone otherwise. Same columns as ``df``."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    for col in (key, precombine_field, OFFSET):
+    identity = [partition_field, key] if partition_field else [key]
+    for col in (*identity, precombine_field, OFFSET):
         if col not in df.columns:
             raise ValueError(f"expected_state needs column {col!r}; columns: {df.columns}")
-    w = Window.partitionBy(key).orderBy(F.col(precombine_field).desc_nulls_last(), F.col(OFFSET).desc())
+    w = Window.partitionBy(*identity).orderBy(F.col(precombine_field).desc_nulls_last(), F.col(OFFSET).desc())
     return df.withColumn("_cl_rank", F.row_number().over(w)).where(F.col("_cl_rank") == 1).drop("_cl_rank")

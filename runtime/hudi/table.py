@@ -479,25 +479,35 @@ class HudiTable:
 # -- the copy-on-write merge ---------------------------------------------------------------------
 
 
-def dedupe_latest(records: pa.Table, key: str, precombine: str, *, sort: bool = True) -> pa.Table:
+def dedupe_latest(
+    records: pa.Table, key: str, precombine: str, *, sort: bool = True, partition: str | None = None
+) -> pa.Table:
     """One row per key, sorted by key (``sort=False``: in any order): the largest precombine value
-    wins; ties go to the later stream offset (or the later row when there is no offset column)."""
+    wins; ties go to the later stream offset (or the later row when there is no offset column).
+
+    ``partition``: one row per (partition, key) instead, sorted by both: the record's identity
+    under a non-global index (Hudi's ``HoodieKey`` is the record key and the partition path).
+    """
     if records.num_rows == 0:
         return records
-    keys = records.column(key)
-    if pc.count_distinct(keys, mode="all").as_py() == records.num_rows:
+    ident = [partition, key] if partition else [key]
+    if len(ident) == 1 and pc.count_distinct(records.column(key), mode="all").as_py() == records.num_rows:
         # every key once (the common case for a small batch): only the order is left to do
-        return records.take(pc.sort_indices(keys)) if sort else records
+        return records.take(pc.sort_indices(records.column(key))) if sort else records
     if OFFSET_COLUMN not in records.column_names:
         records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
     order = pc.sort_indices(
-        records, sort_keys=[(key, "ascending"), (precombine, "descending"), (OFFSET_COLUMN, "descending")]
+        records,
+        sort_keys=[(c, "ascending") for c in ident] + [(precombine, "descending"), (OFFSET_COLUMN, "descending")],
     )
     s = records.take(order)
-    keys = s.column(key).combine_chunks()
-    first = np.empty(s.num_rows, dtype=bool)
+    first = np.zeros(s.num_rows, dtype=bool)
     first[0] = True
-    first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, s.num_rows - 1)).to_numpy(zero_copy_only=False)
+    for c in ident:  # a row starts a new identity when any of its columns differs from the row before
+        col = s.column(c).combine_chunks()
+        first[1:] |= pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, s.num_rows - 1)), True).to_numpy(
+            zero_copy_only=False
+        )
     return s.filter(pa.array(first))
 
 

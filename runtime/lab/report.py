@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -106,11 +107,30 @@ def verdict_table(eo: dict[str, Any], title: str) -> Table:
     for kind, keys in (eo.get("samples") or {}).items():
         if keys:
             t.add_row(f"{kind} (sample)", ", ".join(map(str, keys)))
+    if eo.get("identity"):
+        t.add_row("record identity", eo["identity"])
     for p in eo.get("commit_problems") or []:
-        t.add_row(
-            f"commit {p['instant']}",
-            f"metadata says {p['rows_by_metadata']} rows, read {p['rows_read']}; {p['file_groups_differing']}",
-        )
+        t.add_row(f"commit {p['instant']}", escape("; ".join(p.get("reasons") or [str(p)])))
+    return t
+
+
+def audit_table_view(audit: Any) -> Table:
+    """The findings of :func:`runtime.lab.table_audit.audit_table`, errors first."""
+    head = "[green]consistent[/green]" if audit.ok else f"[red]{len(audit.errors)} error(s)[/red]"
+    t = Table(title=f"table check {audit.table}: {head}", show_header=False, title_justify="left")
+    t.add_column("what", style="bold")
+    t.add_column("value")
+    t.add_row(
+        "timeline",
+        f"{len(audit.completed)} completed commit(s), {len(audit.pending)} pending"
+        + (f" ({', '.join(audit.pending[:5])})" if audit.pending else ""),
+    )
+    t.add_row("snapshot", f"{audit.snapshot_rows:,} rows in {audit.file_groups} file group(s)")
+    colour = {"error": "red", "warning": "yellow", "info": "cyan"}
+    order = {"error": 0, "warning": 1, "info": 2}
+    for f in sorted(audit.findings, key=lambda f: order.get(f.severity, 3)):
+        c = colour.get(f.severity, "white")
+        t.add_row(f"[{c}]{f.severity}[/{c}] {f.kind}", escape(f.message))
     return t
 
 

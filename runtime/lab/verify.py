@@ -1,16 +1,27 @@
 """Exactly-once, checked with the official reader.
 
 The actual state is the snapshot that ``hudi`` (hudi-rs, the official Rust reader) reads; the
-expected state is the input deduplicated by key (largest precombine value, ties to the later
-offset). They are compared row for row, in Jepsen's vocabulary: *lost* (expected, not there),
-*duplicated* (a key more than once), *unexpected* (there, never written) and *mismatched* (there,
-with the wrong values).
+expected state is the input deduplicated by record identity (largest precombine value, ties to the
+later offset). They are compared record for record, in Jepsen's vocabulary: *lost* (expected, not
+there), *duplicated* (an identity more than once), *unexpected* (there, never written) and
+*mismatched* (there, with the wrong values).
+
+A record's identity is Hudi's: ``HoodieKey`` (hudi-common, ``org.apache.hudi.common.model.HoodieKey``,
+``equals``/``hashCode`` over ``recordKey`` and ``partitionPath``). The tables here use the bucket
+index, which is not global (hudi-client-common, ``org.apache.hudi.index.bucket.HoodieBucketIndex``,
+``isGlobal`` returns false; a file group is a bucket of one partition), so the same record key under
+two partition paths is two records, and the identity is (``_hoodie_partition_path``,
+``_hoodie_record_key``). The comparison is deterministic: where a damaged table holds an identity
+twice, the row compared is the one of the latest commit time, then the smallest file name, whatever
+order the reader returns rows in (``drop_duplicates`` on reader order made ``run`` and ``verify``
+count mismatches differently on the same table).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -73,71 +84,191 @@ def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
-def expected_state(records: pa.Table, key: str, precombine: str) -> pa.Table:
-    return dedupe_latest(records, key, precombine)
+def expected_state(records: pa.Table, key: str, precombine: str, partition: str | None = None) -> pa.Table:
+    """The table the records should leave: one row per identity, (partition, key) when
+    ``partition`` is given (a non-global index), the key alone otherwise."""
+    return dedupe_latest(records, key, precombine, partition=partition or None)
 
 
-def compare(expected: pa.Table, actual: pa.Table, key: str) -> dict[str, Any]:
-    """Compares the expected final state with what the reader returned."""
-    value_cols = [c for c in expected.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
-    exp_keys = expected.column(key).cast(pa.string())
-    if actual.num_rows == 0:
-        act_keys = pa.array([], pa.string())
+ID_SEP = "\x1f"  # joins partition path and record key into one identity string (in neither)
+
+
+def _identity(partitions: pa.ChunkedArray | pa.Array, keys: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """``partition<US>key`` strings: one value per record identity."""
+    parts = pc.cast(partitions, pa.string())
+    ks = pc.cast(keys, pa.string())
+    joined = pc.binary_join_element_wise(parts, ks, ID_SEP)
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
+
+
+def _shown(identity: str) -> str:
+    """An identity as a reader writes it: ``partition/key`` (the key alone when unpartitioned)."""
+    part, _, key = identity.partition(ID_SEP)
+    return f"{part}/{key}" if part else key
+
+
+def _expected_identity(expected: pa.Table, key: str, partition: str | None) -> pa.Array:
+    if partition and partition in expected.column_names:
+        return _identity(expected.column(partition), expected.column(key))
+    return _identity(pa.repeat(pa.scalar("", pa.string()), expected.num_rows), expected.column(key))
+
+
+def _actual_identity(actual: pa.Table, key: str, partition: str | None) -> pa.Array:
+    """The identity the table stores: the ``_hoodie_partition_path`` and ``_hoodie_record_key``
+    meta columns when there, else the data columns. Without ``partition`` (a global index) the
+    partition path is left out."""
+    names = actual.column_names
+    keys = actual.column("_hoodie_record_key") if "_hoodie_record_key" in names else None
+    if keys is None:
+        if key not in names:
+            raise VerifyError(f"the table has no column {key!r}; it has {names}")
+        keys = actual.column(key)
+    if not partition:
+        parts: pa.ChunkedArray | pa.Array = pa.repeat(pa.scalar("", pa.string()), actual.num_rows)
+    elif "_hoodie_partition_path" in names:
+        parts = actual.column("_hoodie_partition_path")
+    elif partition in names:
+        parts = actual.column(partition)
     else:
-        if key not in actual.column_names:
-            raise VerifyError(f"the table has no column {key!r}; it has {actual.column_names}")
-        act_keys = actual.column(key).cast(pa.string()).combine_chunks()
-    counts = (
-        pc.value_counts(act_keys)
-        if len(act_keys)
-        else pa.array([], pa.struct([("values", pa.string()), ("counts", pa.int64())]))
-    )
-    dup_keys = [c["values"] for c in counts.to_pylist() if c["counts"] > 1]
-    duplicated = sum(c["counts"] - 1 for c in counts.to_pylist() if c["counts"] > 1)
-    lost_mask = pc.invert(pc.is_in(exp_keys, value_set=act_keys))
-    lost_keys = pc.filter(exp_keys, lost_mask)
-    unexpected_mask = pc.invert(pc.is_in(act_keys, value_set=exp_keys))
-    unexpected_keys = pc.filter(act_keys, unexpected_mask)
+        raise VerifyError(f"the table has neither _hoodie_partition_path nor {partition!r}; it has {names}")
+    return _identity(parts, keys)
+
+
+def _one_row_per_identity(actual: pa.Table, ids: pa.Array) -> pa.Table:
+    """The actual table with an ``_id`` column, one row per identity: of duplicates the one with
+    the latest commit time, then the smallest file name (deterministic whatever order the reader
+    returned the rows in)."""
+    t = actual.append_column("_id", ids)
+    sort = [("_id", "ascending")]
+    for col, order in (("_hoodie_commit_time", "descending"), ("_hoodie_file_name", "ascending")):
+        if col in t.column_names:
+            sort.append((col, order))
+    t = t.take(pc.sort_indices(t, sort_keys=sort))
+    if t.num_rows < 2:
+        return t
+    col = t.column("_id").combine_chunks()
+    first = np.ones(t.num_rows, dtype=bool)
+    first[1:] = pc.not_equal(col.slice(1), col.slice(0, t.num_rows - 1)).to_numpy(zero_copy_only=False)
+    return t.filter(pa.array(first))
+
+
+def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
+    """Compares the expected final state with what the reader returned, record by record, a
+    record being (partition path, record key) when ``partition`` names the partition field (a
+    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index)."""
+    value_cols = [c for c in expected.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    exp_ids = _expected_identity(expected, key, partition)
+    act_ids = _actual_identity(actual, key, partition) if actual.num_rows else pa.array([], pa.string())
+    counts = pc.value_counts(act_ids).to_pylist() if len(act_ids) else []
+    dups = sorted(c["values"] for c in counts if c["counts"] > 1)
+    duplicated = sum(c["counts"] - 1 for c in counts if c["counts"] > 1)
+    lost_ids = pc.filter(exp_ids, pc.invert(pc.is_in(exp_ids, value_set=act_ids)))
+    unexpected_ids = pc.filter(act_ids, pc.invert(pc.is_in(act_ids, value_set=exp_ids)))
     mismatched: list[str] = []
     n_mismatched = 0
     if actual.num_rows and value_cols:
         missing_cols = sorted(set(value_cols) - set(actual.column_names))
         if missing_cols:
             raise VerifyError(f"the table lacks the input columns {missing_cols}")
-        others = [c for c in value_cols if c != key]
-        a = actual.select(value_cols).to_pandas().drop_duplicates(subset=[key]).set_index(key)
-        e = expected.select(value_cols).to_pandas().set_index(key)
-        common = e.index.intersection(a.index)
+        others = [c for c in value_cols if c not in (key, partition)]
+        tie = [c for c in ("_hoodie_commit_time", "_hoodie_file_name") if c in actual.column_names]
+        a = _one_row_per_identity(actual.select(value_cols + tie), act_ids).select(value_cols + ["_id"])
+        a = a.to_pandas().set_index("_id")
+        e = expected.select(value_cols).append_column("_id", exp_ids).to_pandas().set_index("_id")
+        common = e.index.intersection(a.index).sort_values()
         diff = (a.loc[common, others].astype(str) != e.loc[common, others].astype(str)).any(axis=1)
-        mismatched = [str(k) for k in diff[diff].index[:SAMPLE]]
+        mismatched = [_shown(str(k)) for k in diff[diff].index[:SAMPLE]]
         n_mismatched = int(diff.sum())
-    verdict = {
-        "verified": len(lost_keys) == 0 and duplicated == 0 and len(unexpected_keys) == 0 and n_mismatched == 0,
+    return {
+        "verified": len(lost_ids) == 0 and duplicated == 0 and len(unexpected_ids) == 0 and n_mismatched == 0,
+        "identity": "(partition path, record key)" if partition else "record key",
         "expected": expected.num_rows,
         "actual": actual.num_rows,
-        "lost": len(lost_keys),
+        "lost": len(lost_ids),
         "duplicated": duplicated,
-        "unexpected": len(unexpected_keys),
+        "unexpected": len(unexpected_ids),
         "mismatched": n_mismatched,
         "samples": {
-            "lost": lost_keys.slice(0, SAMPLE).to_pylist(),
-            "duplicated": dup_keys[:SAMPLE],
-            "unexpected": unexpected_keys.slice(0, SAMPLE).to_pylist(),
+            "lost": _sample(lost_ids),
+            "duplicated": [_shown(x) for x in dups[:SAMPLE]],
+            "unexpected": _sample(unexpected_ids),
             "mismatched": mismatched,
         },
     }
-    return verdict
 
 
-def verify_table(table_uri: str, expected: pa.Table, key: str) -> dict[str, Any]:
+def table_partition_field(table_uri: str) -> str:
+    """The partition field ``hoodie.properties`` names (empty: an unpartitioned table)."""
+    from runtime.core.dfs import open_dfs
+    from runtime.hudi.table import HudiTable, TableError
+
+    dfs, base = open_dfs(table_uri, role="verifier")
+    try:
+        return HudiTable.open(dfs, base).props.partition_field
+    except TableError as exc:
+        raise VerifyError(str(exc)) from exc
+
+
+def _sample(ids: pa.Array) -> list[str]:
+    return [_shown(x) for x in sorted(ids.to_pylist())[:SAMPLE]]
+
+
+def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
     """Reads the table with the official reader and compares it with ``expected``."""
-    return compare(expected, read_snapshot(table_uri), key)
+    return compare(expected, read_snapshot(table_uri), key, partition)
+
+
+def _rows_by_file_group(meta: dict[str, Any]) -> dict[str, int]:
+    want: dict[str, int] = {}
+    for stats in meta.get("partitionToWriteStats", {}).values():
+        for s in stats:
+            want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]
+    return want
+
+
+def _commit_problem(instant: str, want: dict[str, int], rows: pa.Table) -> dict[str, Any] | None:
+    """What is wrong with one commit's incremental read against its metadata (None: nothing),
+    each reason spelled out in ``reasons``."""
+    got: dict[str, int] = {}
+    bad_time = twice = 0
+    if rows.num_rows:
+        for n in rows.column("_hoodie_file_name").to_pylist():
+            fid = n.split("_", 1)[0]
+            got[fid] = got.get(fid, 0) + 1
+        bad_time = int(pc.sum(pc.not_equal(rows.column("_hoodie_commit_time"), instant)).as_py() or 0)
+        # one record per (partition path, record key): a key in two partitions is two records
+        ids = _identity(rows.column("_hoodie_partition_path"), rows.column("_hoodie_record_key"))
+        twice = len(ids) - pc.count_distinct(ids).as_py()
+    # a file group the commit rewrote without a winning record has 0 rows by metadata and none read
+    diff = {f: (want.get(f, 0), got.get(f, 0)) for f in sorted(set(want) | set(got)) if want.get(f, 0) != got.get(f, 0)}
+    if not diff and not bad_time and not twice:
+        return None
+    reasons = []
+    if diff:
+        reasons.append(
+            f"metadata says {sum(want.values())} rows, the incremental read returns {rows.num_rows}; "
+            f"{len(diff)} file group(s) differ (file id: (metadata, read)): {dict(list(diff.items())[:SAMPLE])}"
+        )
+    if bad_time:
+        reasons.append(f"{bad_time} row(s) read for this commit carry another _hoodie_commit_time")
+    if twice:
+        reasons.append(f"{twice} (partition path, record key) pair(s) written more than once")
+    return {
+        "instant": instant,
+        "rows_by_metadata": sum(want.values()),
+        "rows_read": rows.num_rows,
+        "file_groups_differing": dict(list(diff.items())[:SAMPLE]),
+        "rows_with_other_commit_time": bad_time,
+        "keys_twice": twice,
+        "reasons": reasons,
+    }
 
 
 def verify_commits(table_uri: str) -> dict[str, Any]:
     """Each commit's incremental read (the official reader, between consecutive instants) must
     hold exactly the rows its metadata says it wrote: per file group, numInserts +
-    numUpdateWrites rows, each once, all stamped with that commit's time."""
+    numUpdateWrites rows, each (partition path, record key) once, all stamped with that commit's
+    time. A commit file that cannot be parsed is a problem of its own, named by its file."""
     from runtime.core.dfs import open_dfs
     from runtime.hudi.table import HudiTable
 
@@ -147,44 +278,29 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     problems: list[dict[str, Any]] = []
     prev = "19700101000000000"
     for instant in commits:
-        meta = table.read_commit_metadata(instant)
-        want: dict[str, int] = {}
-        for stats in meta.get("partitionToWriteStats", {}).values():
-            for s in stats:
-                want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]
-        rows = read_incremental(table_uri, prev, instant)
-        got: dict[str, int] = {}
-        bad_time = 0
-        dup_keys = 0
-        if rows.num_rows:
-            names = rows.column("_hoodie_file_name").to_pylist()
-            for n in names:
-                fid = n.split("_", 1)[0]
-                got[fid] = got.get(fid, 0) + 1
-            bad_time = int(pc.sum(pc.not_equal(rows.column("_hoodie_commit_time"), instant)).as_py() or 0)
-            keys = rows.column("_hoodie_record_key")
-            dup_keys = keys.length() - pc.count_distinct(keys).as_py()
-        if got != want or bad_time or dup_keys:
-            diff = {f: (want.get(f, 0), got.get(f, 0)) for f in set(want) | set(got) if want.get(f, 0) != got.get(f, 0)}
-            problems.append(
-                {
-                    "instant": instant,
-                    "rows_by_metadata": sum(want.values()),
-                    "rows_read": rows.num_rows,
-                    "file_groups_differing": dict(list(diff.items())[:SAMPLE]),
-                    "rows_with_other_commit_time": bad_time,
-                    "keys_twice": dup_keys,
-                }
-            )
+        try:
+            want = _rows_by_file_group(table.read_commit_metadata(instant))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = f".hoodie/{instant}.commit is not valid commit metadata: {type(exc).__name__}: {exc}"
+            problems.append({"instant": instant, "reasons": [reason]})
+            prev = instant
+            continue
+        problem = _commit_problem(instant, want, read_incremental(table_uri, prev, instant))
+        if problem:
+            problems.append(problem)
         prev = instant
     return {"verified": not problems, "commits": len(commits), "problems": problems}
 
 
-def verify_run(table_uri: str, expected: pa.Table, key: str) -> dict[str, Any]:
+def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
     """The exactly-once verdict of a run: the snapshot against the expected state, and every
-    commit's incremental read against its metadata. A table the reader cannot read fails."""
+    commit's incremental read against its metadata. A table the reader cannot read fails.
+    ``partition`` is the partition field (the record identity is (partition path, record key),
+    as the table's non-global bucket index has it); None reads it from ``hoodie.properties``."""
     try:
-        verdict = verify_table(table_uri, expected, key)
+        if partition is None:
+            partition = table_partition_field(table_uri)
+        verdict = verify_table(table_uri, expected, key, partition)
         commits = verify_commits(table_uri)
     except VerifyError as exc:
         return {
@@ -202,3 +318,42 @@ def verify_run(table_uri: str, expected: pa.Table, key: str) -> dict[str, Any]:
     verdict["commit_problems"] = commits["problems"]
     verdict["verified"] = verdict["verified"] and commits["verified"]
     return verdict
+
+
+def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
+    """(expected state, committed instants, table) of a generator run, re-derived from its
+    ``result.json``: the recorded configuration regenerates the same stream (the generator is
+    deterministic for a configuration), deduplicated as the run's verdict was."""
+    import json
+    import os
+
+    from runtime.core.config import JobConfig
+    from runtime.data import generator
+
+    path = os.path.join(result_path, "result.json") if os.path.isdir(result_path) else result_path
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise VerifyError(f"--result {result_path}: cannot read a result.json: {exc}") from exc
+    recorded = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(recorded, dict):
+        raise VerifyError(
+            f"--result {path} holds no 'config' record (the run's effective configuration), so its stream "
+            "cannot be regenerated; fix: verify with --input, or re-run with a commitlab that records it"
+        )
+    scalar = (str, int, float, bool)
+    known = {f for f in JobConfig.__dataclass_fields__}
+    fields: dict[str, Any] = {k: v for k, v in recorded.items() if k in known and isinstance(v, scalar)}
+    cfg = JobConfig(**fields)
+    if cfg.source != "generator" or cfg.input_path:
+        raise VerifyError(
+            f"--result {path}: the run read its stream from {cfg.input_path or 'Spark'} (source {cfg.source}), "
+            "not the built-in generator; fix: verify with --input INPUT"
+        )
+    stream = generator.generate(cfg)
+    expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
+        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
+    )
+    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
+    return expected, commits, str(doc.get("table") or cfg.table)

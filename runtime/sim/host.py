@@ -128,7 +128,7 @@ class _SimRun:
         t0 = time.perf_counter()
         stream = generator.generate(cfg)
         self.shards = generator.shards_by_round(cfg, stream)
-        self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field).select(
+        self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
             [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
         )
         dfs, base = self._open_dfs("driver", self.driver_counters)
@@ -492,19 +492,21 @@ def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict
         return None, 0.0
     t = time.perf_counter()
     if store is not None:
-        verdict = verify_memory(store, run.cfg.table, run.expected, run.cfg.key_field)
+        verdict = verify_memory(store, run.cfg.table, run.expected, run.cfg.key_field, run.cfg.partition_field)
     else:
-        verdict = verify_run(run.cfg.table, run.expected, run.cfg.key_field)
+        verdict = verify_run(run.cfg.table, run.expected, run.cfg.key_field, run.cfg.partition_field)
     return verdict, time.perf_counter() - t
 
 
-def verify_memory(store: MemoryStore, table: str, expected: pa.Table, key: str) -> dict[str, Any]:
+def verify_memory(
+    store: MemoryStore, table: str, expected: pa.Table, key: str, partition: str | None = None
+) -> dict[str, Any]:
     """Exactly-once on the simulated disk: the snapshot by the project's own rules against the
     expected state (the official reader needs parquet files: use storage="disk" for it)."""
     from runtime.lab.verify import VerifyError, compare
 
     try:
-        verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key)
+        verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key, partition)
     except VerifyError as exc:
         return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc), "samples": {}}
     verdict["reader"] = "commitlab snapshot (simulated disk)"

@@ -1,0 +1,418 @@
+"""What ``commitlab verify --table`` checks without the input: the table against itself.
+
+Each check names what Hudi means by a valid table (sources: Apache Hudi 0.14/1.0, ``hudi-common``
+and ``hudi-client-common``):
+
+- **Snapshot**: the latest file slice of each file group whose base instant is completed
+  (``HoodieFileGroup.isFileSliceCommitted``: ``timeline.containsOrBeforeTimelineStarts``). A base
+  file of a completed instant is read whether or not that instant's commit metadata lists it
+  (``AbstractTableFileSystemView`` builds file groups from the storage listing), so an unlisted
+  base file of a completed instant is an error: readers see rows no commit accounts for.
+- **Record identity**: (partition path, record key) (``HoodieKey``; the bucket index is not global,
+  ``HoodieBucketIndex.isGlobal``): one identity twice in the snapshot, in one file group or across
+  two, is a duplicate.
+- **Pending instants** (``.commit.requested`` / ``.inflight`` without ``.commit``) are legal before
+  completed ones: a failed or concurrent write awaiting rollback. With the default failed-writes
+  policy EAGER, ``BaseHoodieWriteClient.startCommit`` calls ``CleanerUtils.rollbackFailedWrites``
+  first, so a single writer leaves none behind a later instant; with LAZY (multi-writer, heartbeats)
+  it may. Their base files are invisible to readers: reported as info, or as a warning when a later
+  instant started after them.
+- **A lost commit (gap)**: an instant that is not completed (pending, or absent from the timeline)
+  although the table says it completed: a later commit's write stat names it as ``prevCommit``
+  (that file version was merged from its base file), snapshot rows carry it as
+  ``_hoodie_commit_time``, a checkpoint message records it as committed (``ckp_meta``
+  ``<instant>.COMPLETED``: ``CkpMetadata.commitInstant``; message bus ``<ckp>.commit`` holding
+  ``<committed>,<inflight>``: ``MessageDriver.commitCkp``), or the run's ``result.json`` lists it.
+  Each is an error: readers lost that commit's rows, or hold rows of an instant that never
+  completed. Without such evidence a deleted last ``.commit`` looks exactly like a write that
+  failed before committing; that is a warning, not an error (see docs/fidelity/checker.md).
+- **Orphan base file**: a base file whose instant is on the timeline in no state and not before the
+  timeline's start (Hudi's ``isBeforeTimelineStarts`` would read such a file as archived and
+  committed: a warning).
+- **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
+  stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
+  when recorded. A corrupt commit file or parquet footer is a finding naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
+from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
+from runtime.hudi.dfs_message_bus import (
+    ABORTED_CKP_INSTANT,
+    COMMIT_SUFFIX,
+    INITIAL_CKP_ID,
+    MessageBusError,
+    message_bus_path,
+)
+from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
+from runtime.hudi.table import AUX, COMPLETED, HOODIE, HudiTable, TableError, parse_base_file_name
+
+ERROR, WARNING, INFO = "error", "warning", "info"
+SAMPLE = 10
+MAX_PARTITION_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str  # error / warning / info
+    kind: str
+    message: str
+    file: str = ""  # table-relative path of the file concerned
+
+
+@dataclass
+class BaseFile:
+    partition: str
+    name: str
+    file_id: str
+    instant: str
+    size: int
+
+    @property
+    def rel(self) -> str:
+        return f"{self.partition}/{self.name}" if self.partition else self.name
+
+
+@dataclass
+class Audit:
+    """Everything :func:`audit_table` found, with the figures a reader wants first."""
+
+    table: str
+    findings: list[Finding] = field(default_factory=list)
+    completed: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+    snapshot_rows: int = 0
+    file_groups: int = 0
+
+    def add(self, severity: str, kind: str, message: str, file: str = "") -> None:
+        self.findings.append(Finding(severity, kind, message, file))
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == ERROR]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "ok": self.ok,
+            "completed": len(self.completed),
+            "pending": self.pending,
+            "snapshot_rows": self.snapshot_rows,
+            "file_groups": self.file_groups,
+            "findings": [f.__dict__ for f in self.findings],
+        }
+
+
+@dataclass
+class _Scan:
+    """What one pass over the table found, shared by the checks."""
+
+    table: HudiTable
+    states: dict[str, str]  # commit instant -> its highest state on the timeline
+    metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
+    files: list[BaseFile]
+    # instant -> why the table says it completed (only for instants that did not)
+    evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+
+def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Audit:
+    """Checks a table against itself (and against ``expected_commits``, the instants a run
+    recorded as committed, when known). Never raises for a damaged table: each problem is a
+    finding."""
+    audit = Audit(table_uri)
+    try:
+        dfs, base = open_dfs(table_uri, role="verifier")
+        table = HudiTable.open(dfs, base)
+        timeline = table.timeline()
+    except (TableError, DfsError) as exc:
+        audit.add(ERROR, "not-a-table", str(exc))
+        return audit
+    states = {i.ts: i.state for i in timeline.commits()}
+    audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
+    audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
+    scan = _Scan(table, states, _read_metadata(table, audit), _list_base_files(table, audit))
+    _check_commit_files(scan, audit)
+    _check_unlisted_and_orphans(scan, audit)
+    _snapshot_checks(scan, audit)
+    _checkpoint_messages(scan, audit)
+    for instant in expected_commits or []:
+        if states.get(instant) != COMPLETED:
+            scan.evidence[instant].append("the run's result.json records it as committed")
+    _prev_commit_references(scan)
+    _lost_commits(scan, audit)
+    _pending_files(scan, audit)
+    return audit
+
+
+def _read_metadata(table: HudiTable, audit: Audit) -> dict[str, dict[str, Any]]:
+    """Each completed instant's commit metadata; a file that does not parse is an error."""
+    out: dict[str, dict[str, Any]] = {}
+    for instant in audit.completed:
+        rel = f"{HOODIE}/{instant}.commit"
+        try:
+            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, f"{instant}.commit")))
+            stats = meta["partitionToWriteStats"] if isinstance(meta, dict) else None
+            if not isinstance(stats, dict) or not all(isinstance(v, list) for v in stats.values()):
+                raise ValueError("partitionToWriteStats is not a map of partition -> list of write stats")
+            for v in stats.values():
+                for s in v:
+                    if not isinstance(s, dict) or not isinstance(s.get("path"), str):
+                        raise ValueError(f"a write stat without a path: {str(s)[:80]}")
+        except (ValueError, KeyError, DfsError) as exc:
+            audit.add(ERROR, "corrupt-commit", f"{rel} is not valid commit metadata: {exc}", rel)
+            continue
+        out[instant] = meta
+    return out
+
+
+def _list_base_files(table: HudiTable, audit: Audit) -> list[BaseFile]:
+    """Every base file under the table, partitions found by walking the directories."""
+    files: list[BaseFile] = []
+    todo = [("", table.base_path, 0)]
+    while todo:
+        part, path, depth = todo.pop()
+        try:
+            entries = table.dfs.list_dir(path)
+        except DfsError as exc:
+            audit.add(ERROR, "unreadable-directory", f"cannot list {part or '/'}: {exc}", part)
+            continue
+        for e in sorted(entries, key=lambda e: e.name):
+            if e.name.startswith("."):
+                continue
+            if e.is_dir and depth < MAX_PARTITION_DEPTH:
+                todo.append((f"{part}/{e.name}" if part else e.name, e.path, depth + 1))
+                continue
+            parsed = parse_base_file_name(e.name)
+            if parsed:
+                files.append(BaseFile(part, e.name, parsed[0], parsed[2], e.size))
+    return files
+
+
+def _stats(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
+
+
+def _check_commit_files(scan: _Scan, audit: Audit) -> None:
+    """Each write stat's file exists, with the size and row count its stat records."""
+    on_disk = {f.rel: f for f in scan.files}
+    for instant, meta in sorted(scan.metadata.items()):
+        for s in _stats(meta):
+            rel = s["path"]
+            f = on_disk.get(rel)
+            if f is None:
+                audit.add(ERROR, "missing-file", f"{instant}.commit lists {rel}, which does not exist", rel)
+                continue
+            size = s.get("fileSizeInBytes") or 0
+            if size and size != f.size:
+                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {instant}.commit records {size}", rel)
+            try:
+                rows = scan.table.dfs.read_parquet_metadata(Dfs.join(scan.table.base_path, rel)).num_rows
+            except DfsError as exc:
+                audit.add(ERROR, "corrupt-parquet", f"{rel} (of {instant}) has no readable parquet footer: {exc}", rel)
+                continue
+            want = s.get("numWrites")
+            if isinstance(want, int) and want and want != rows:
+                audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {instant}.commit records {want}", rel)
+
+
+def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
+    """Base files of a completed instant its metadata does not list; base files of no instant."""
+    listed = {s["path"] for meta in scan.metadata.values() for s in _stats(meta)}
+    first = min(scan.states) if scan.states else None
+    for f in scan.files:
+        state = scan.states.get(f.instant)
+        if state == COMPLETED:
+            if f.instant in scan.metadata and f.rel not in listed:
+                audit.add(
+                    ERROR,
+                    "unlisted-file",
+                    f"{f.rel} belongs to completed instant {f.instant} but its commit metadata does not list it: "
+                    "readers take it as the file group's latest version",
+                    f.rel,
+                )
+        elif state is None and first is not None and f.instant < first:
+            audit.add(
+                WARNING,
+                "before-timeline",
+                f"{f.rel}: instant {f.instant} is older than the timeline's first instant {first}; "
+                "Hudi reads it as archived and committed",
+                f.rel,
+            )
+        elif state is None:
+            audit.add(
+                ERROR,
+                "orphan-file",
+                f"{f.rel}: instant {f.instant} is on the timeline in no state (no .commit, .inflight or "
+                ".commit.requested); its file is invisible to readers and no rollback will remove it",
+                f.rel,
+            )
+
+
+def _latest_slices(scan: _Scan) -> list[BaseFile]:
+    """The latest completed base file of each file group (the snapshot's files)."""
+    latest: dict[tuple[str, str], BaseFile] = {}
+    for f in scan.files:
+        if scan.states.get(f.instant) != COMPLETED:
+            continue
+        k = (f.partition, f.file_id)
+        if k not in latest or f.instant > latest[k].instant:
+            latest[k] = f
+    return [latest[k] for k in sorted(latest)]
+
+
+def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
+    """Unique (partition path, record key) in the snapshot, and rows whose commit time is no
+    completed instant (evidence of a lost commit)."""
+    slices = _latest_slices(scan)
+    audit.file_groups = len(slices)
+    cols = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
+    parts: list[pa.Table] = []
+    for f in slices:
+        try:
+            t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel), columns=cols)
+        except DfsError as exc:
+            if not any(x.file == f.rel and x.kind == "corrupt-parquet" for x in audit.findings):
+                audit.add(ERROR, "corrupt-parquet", f"{f.rel} cannot be read: {exc}", f.rel)
+            continue
+        parts.append(t.append_column("_file_group", pa.repeat(pa.scalar(f.file_id), t.num_rows)))
+    if not parts:
+        return
+    snap = pa.concat_tables(parts, promote_options="default")
+    audit.snapshot_rows = snap.num_rows
+    _duplicates(snap, audit)
+    times = pc.value_counts(snap.column("_hoodie_commit_time").combine_chunks()).to_pylist()
+    for c in times:
+        ts = c["values"]
+        if scan.states.get(ts) != COMPLETED:
+            scan.evidence[ts].append(f"{c['counts']} snapshot row(s) carry it as _hoodie_commit_time")
+
+
+def _duplicates(snap: pa.Table, audit: Audit) -> None:
+    grouped = snap.group_by(["_hoodie_partition_path", "_hoodie_record_key"]).aggregate(
+        [("_file_group", "count"), ("_file_group", "count_distinct")]
+    )
+    dup = grouped.filter(pc.greater(grouped.column("_file_group_count"), 1))
+    if not dup.num_rows:
+        return
+    rows = sorted(dup.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
+    extra = sum(r["_file_group_count"] - 1 for r in rows)
+    across = sum(1 for r in rows if r["_file_group_count_distinct"] > 1)
+    sample = ", ".join(f"{r['_hoodie_partition_path']}/{r['_hoodie_record_key']}" for r in rows[:SAMPLE])
+    audit.add(
+        ERROR,
+        "duplicate-key",
+        f"{len(rows)} (partition path, record key) pair(s) appear more than once in the snapshot "
+        f"({extra} extra row(s); {across} across two or more file groups of one partition): {sample}",
+    )
+
+
+def _checkpoint_messages(scan: _Scan, audit: Audit) -> None:
+    """ckp_meta COMPLETED files and message-bus commit messages name committed instants."""
+    aux = Dfs.join(scan.table.hoodie, AUX)
+    try:
+        dirs = [e for e in scan.table.dfs.list_dir(aux) if e.is_dir and e.name.startswith(CKP_META)]
+    except DfsNotFound:
+        dirs = []
+    for d in dirs:
+        for e in scan.table.dfs.list_dir(d.path):
+            try:
+                msg = CkpMessage.parse(e.name)
+            except CkpMetaError as exc:
+                audit.add(WARNING, "bad-checkpoint-message", str(exc), f"{HOODIE}/{AUX}/{d.name}/{e.name}")
+                continue
+            if msg.state is State.COMPLETED and scan.states.get(msg.instant) != COMPLETED:
+                scan.evidence[msg.instant].append(f"checkpoint message {HOODIE}/{AUX}/{d.name}/{e.name} says committed")
+    _bus_messages(scan, audit)
+
+
+def _bus_messages(scan: _Scan, audit: Audit) -> None:
+    path = message_bus_path(scan.table.base_path)
+    try:
+        entries = scan.table.dfs.list_dir(path)
+    except DfsNotFound:
+        return
+    for e in entries:
+        ckp = e.name[: -len(COMMIT_SUFFIX)]
+        if not e.name.endswith(COMMIT_SUFFIX) or not ckp.isdigit() or int(ckp) == INITIAL_CKP_ID:
+            continue  # message 0 carries whatever instant the coordinator held at its (re)start
+        rel = f"{HOODIE}/{AUX}/message_bus/{e.name}"
+        try:
+            msg = BusMessage.from_bytes(int(ckp), scan.table.dfs.read_bytes(e.path), path=rel)
+        except (MessageBusError, DfsError) as exc:
+            audit.add(WARNING, "bad-checkpoint-message", str(exc), rel)
+            continue
+        committed = msg.commit_instant
+        # an empty round's message repeats the reused instant in both fields: nothing committed
+        if committed and committed != ABORTED_CKP_INSTANT and committed != msg.inflight_instant:
+            if scan.states.get(committed) != COMPLETED:
+                scan.evidence[committed].append(f"checkpoint message {rel} says checkpoint {ckp} committed it")
+
+
+def _prev_commit_references(scan: _Scan) -> None:
+    """Later commits whose write stats name an instant that did not complete as ``prevCommit``."""
+    refs: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for instant, meta in sorted(scan.metadata.items()):
+        for s in _stats(meta):
+            prev = s.get("prevCommit")
+            if isinstance(prev, str) and prev not in ("", "null") and scan.states.get(prev) != COMPLETED:
+                refs[(prev, instant)].append(s["path"])
+    for (prev, instant), paths in sorted(refs.items()):
+        scan.evidence[prev].append(
+            f"{instant}.commit merged {len(paths)} file version(s) from its files (prevCommit), e.g. {paths[0]}"
+        )
+
+
+def _lost_commits(scan: _Scan, audit: Audit) -> None:
+    files_of: dict[str, list[BaseFile]] = defaultdict(list)
+    for f in scan.files:
+        files_of[f.instant].append(f)
+    for instant in sorted(scan.evidence):
+        state = scan.states.get(instant)
+        where = f"pending ({state})" if state else "absent from the timeline"
+        kept = files_of.get(instant, [])
+        reasons = sorted(set(scan.evidence[instant]))
+        kind = "checkpoint-message-without-commit" if all("checkpoint message" in r for r in reasons) else "lost-commit"
+        audit.add(
+            ERROR,
+            kind,
+            f"instant {instant} is {where} but the table says it completed: {'; '.join(reasons[:SAMPLE])}"
+            + (f"; its {len(kept)} base file(s) are invisible to readers" if kept else ""),
+            f"{HOODIE}/{instant}.commit",
+        )
+
+
+def _pending_files(scan: _Scan, audit: Audit) -> None:
+    """Base files of pending instants with no evidence of completion: legal, reported."""
+    latest = max(scan.states) if scan.states else None
+    counts: dict[str, int] = defaultdict(int)
+    for f in scan.files:
+        if f.instant in scan.states and scan.states[f.instant] != COMPLETED and f.instant not in scan.evidence:
+            counts[f.instant] += 1
+    for instant, n in sorted(counts.items()):
+        later = latest is not None and latest > instant
+        audit.add(
+            WARNING if later else INFO,
+            "pending-files",
+            f"instant {instant} is pending ({scan.states[instant]}) with {n} base file(s) readers do not see: "
+            + (
+                "a later instant started after it, which a single writer with Hudi's default EAGER failed-writes "
+                "policy does not do (it rolls pending writes back first): a failed write left behind, or a "
+                "commit file that was lost"
+                if later
+                else "a write in progress, or a failed one awaiting rollback"
+            ),
+            f"{HOODIE}/{instant}.inflight",
+        )
