@@ -89,6 +89,13 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/scaling", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
     ap.add_argument("--job-timeout", type=float, default=180.0, help="JobConfig.job_timeout_s of each run")
+    ap.add_argument(
+        "--rpc-timeout",
+        type=float,
+        default=10.0,
+        help="RPC ask timeout, s (default Flink's 10 s, not time-scaled: RPC latency does not scale, and 16 "
+        "writers on 2 shared cores answer slower than the scaled 0.5 s; 0: the time-scaled default)",
+    )
     ap.add_argument("--sample-interval", type=float, default=0.2, help="RSS sampling period, s")
     args = ap.parse_args()
 
@@ -118,6 +125,7 @@ def main() -> int:
             checkpoints=args.checkpoints,
             table=os.path.join(scratch, f"{protocol}-w{writers}", "table"),
             job_timeout_s=args.job_timeout,
+            **({"rpc_timeout_s": args.rpc_timeout} if args.rpc_timeout > 0 else {}),
         )
         if args.schedule == "quiet-round":
             cfg = with_quiet_round(cfg)
@@ -150,6 +158,8 @@ def main() -> int:
             "bucket_flush_rows": {str(w): config(names[0], w).bucket_flush_rows for w in writer_counts},
             "checkpoint_interval_s": base.checkpoint_interval_s,
             "wait_tick_s": base.wait_tick_s,
+            "rpc_timeout_s": base.rpc_timeout_s,
+            "time_scale": base.time_scale,
             "buckets_per_partition": "2 per writer",
             "partitions": base.partitions,
         },
