@@ -15,7 +15,11 @@ and a later job:
   name seeds this lab's file ids, so another name is another set of file groups).
 
 The bucket count does not follow the writer count: a write task owns the buckets the partitioner
-gives it (``task = bucket % writers`` here; :mod:`runtime.data.workload`).
+gives it, as Hudi's Flink ``BucketIndexPartitioner.partition`` assigns a bucket to a subtask for any
+parallelism (``hudi-flink/.../sink/partitioner/BucketIndexPartitioner.java``; later releases through
+``BucketIndexUtil.getPartitionIndexFunc``). Here ``task = bucket % writers``
+(:mod:`runtime.data.workload`): Hudi's later formula whenever the bucket count is a multiple of
+the writer count, another one-owner assignment otherwise.
 
 Difference from Hudi (docs/fidelity/layout.md): Hudi 0.11 - 1.1 keeps the bucket count a write
 config only (``HoodieTableConfig`` has no bucket property; apache/hudi#13241 shows the corruption
