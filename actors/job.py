@@ -32,6 +32,7 @@ from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
 from runtime.flink.state_backend import StateBackend
+from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.lab.results import JobResult
 from runtime.lab.verify import verify_run
@@ -133,7 +134,7 @@ class JobRun:
         cfg = self.cfg
         dfs, base = open_dfs(cfg.table, role="driver", counters=counters)
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
-        props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+        props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         plan = plan_stream(cfg)
         table = HudiTable.create_or_open(dfs, base, props)
@@ -387,6 +388,8 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
 
 
 def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
-    """Runs a job on the current Ray cluster (starting a local one if needed)."""
+    """Runs a job on the current Ray cluster (starting a local one if needed). Options that
+    disagree with an existing table fail first, before Ray starts."""
+    cfg = resolve_layout(cfg.validate(list(PROTOCOLS)))
     ensure_ray()
     return JobRun(cfg, out_dir, **kwargs).run()

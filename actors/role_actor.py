@@ -33,7 +33,7 @@ TRANSPORT_ARGS = ("trace", "faults", "stream_shard", "bounds", "rounds")
 @ray.remote(num_cpus=0, max_restarts=0)
 class RoleActor:
     def __init__(
-        self, kind: str, name: str, config: bytes, props: dict[str, str], extra: dict[str, Any] | None = None
+        self, kind: str, name: str, config: bytes, props: dict[str, Any], extra: dict[str, Any] | None = None
     ) -> None:
         self.kind = kind
         self.name = name

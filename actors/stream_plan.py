@@ -42,7 +42,7 @@ def plan_generator(cfg: JobConfig) -> StreamPlan:
     t0 = time.time()
     stream = generator.generate(cfg)
     shards = generator.shards_by_round(cfg, stream)
-    props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+    props = TableProps.for_job(cfg)
     expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
     )
@@ -103,7 +103,7 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     df.unpersist()
     schema = to_arrow_schema(df.schema)
     bounds = round_bounds(cfg)
-    props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+    props = TableProps.for_job(cfg)
     args = [{"stream_shard": shards[i], "bounds": bounds} for i in range(cfg.writers)]
     return StreamPlan(
         cfg,

@@ -243,6 +243,9 @@ def _run_and_report(
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = os.path.abspath(args.out)
     cfg = _config_from(args, out).validate(_protocol_names())
+    from runtime.hudi.layout import resolve_layout
+
+    cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
     result = _run_and_report(
         cfg, out, console, quiet=args.quiet, trace=args.trace, label=f"{cfg.protocol}: {cfg.records:,} records"
     )

@@ -27,6 +27,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
 
@@ -45,6 +46,10 @@ HOODIE = ".hoodie"
 AUX = ".aux"
 REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 
+# Hudi's bucket index config key (``HoodieIndexConfig.BUCKET_INDEX_NUM_BUCKETS``). Hudi keeps it a
+# write config; this lab records it in hoodie.properties at creation (see runtime.hudi.layout).
+BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
+
 _INSTANT_FILE = re.compile(r"^(\d{14,17})\.([a-z_]+)(?:\.(requested|inflight))?$")
 _BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
 
@@ -61,9 +66,19 @@ class TableProps:
     partition_field: str
     precombine_field: str
     database: str = "default"
+    # buckets per partition (file groups of the bucket index); 0: not stated (not recorded/checked)
+    num_buckets: int = 0
+
+    @classmethod
+    def for_job(cls, cfg: JobConfig) -> TableProps:
+        """The table a job writes: its key fields and its bucket count."""
+        return cls(
+            cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field, num_buckets=cfg.num_buckets
+        )
 
     def properties(self) -> dict[str, str]:
         checksum = zlib.crc32(f"{self.database}.{self.table_name}".encode())
+        buckets = {BUCKETS_KEY: str(self.num_buckets)} if self.num_buckets > 0 else {}
         return {
             "hoodie.table.name": self.table_name,
             "hoodie.table.type": "COPY_ON_WRITE",
@@ -81,7 +96,8 @@ class TableProps:
             "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.SimpleKeyGenerator",
             "hoodie.database.name": self.database,
             "hoodie.archivelog.folder": "archived",
-            "hoodie.table.checksum": str(checksum),
+            **buckets,
+            "hoodie.table.checksum": str(checksum),  # Hudi writes it last
         }
 
 
@@ -324,6 +340,7 @@ class HudiTable:
                 partition_field=p.get("hoodie.table.partition.fields", ""),
                 precombine_field=p.get("hoodie.table.precombine.field", ""),
                 database=p.get("hoodie.database.name", "default"),
+                num_buckets=int(p[BUCKETS_KEY]) if p.get(BUCKETS_KEY, "").isdigit() else 0,
             ),
         )
 
@@ -340,6 +357,12 @@ class HudiTable:
                     f"the table at {self.base_path} has {key}={existing.get(key)!r} but this job "
                     f"uses {want[key]!r}: write to a new --table, or use the table's settings"
                 )
+        if self.props.num_buckets > 0 and existing.get(BUCKETS_KEY) != want[BUCKETS_KEY]:
+            raise TableError(
+                f"the table at {self.base_path} has {BUCKETS_KEY}={existing.get(BUCKETS_KEY)!r} but this job "
+                f"uses {want[BUCKETS_KEY]!r} buckets per partition: a key would land in two file groups of one "
+                "partition. Use the table's bucket count, or write to a new --table"
+            )
         if existing.get("hoodie.table.version") not in ("6", None):
             raise TableError(
                 f"the table at {self.base_path} is version "

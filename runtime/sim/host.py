@@ -83,7 +83,7 @@ class _SimRun:
         self.source_tasks: dict[str, asyncio.Task[Any]] = {}
         self.jm_task: asyncio.Task[Any] | None = None
         self.outcome: Outcome | None = None
-        self.props = TableProps(cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field)
+        self.props = TableProps.for_job(cfg)
         self.t_end = 0.0
         self.driver_counters = DfsCounters()
         self.expected: pa.Table | None = None

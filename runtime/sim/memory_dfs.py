@@ -60,11 +60,12 @@ class MemoryDfs(Dfs):
         size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
         return size
 
-    def read_parquet(self, path: str) -> pa.Table:
+    def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
         if self.fs.get_file_info(path).type == pafs.FileType.NotFound or path not in self.store.tables:
             raise DfsNotFound(f"file {path} does not exist")
-        return self.store.tables[path]
+        table = self.store.tables[path]
+        return table if columns is None else table.select(columns)
 
 
 def read_snapshot(dfs: Dfs, base_path: str) -> pa.Table:
