@@ -13,6 +13,7 @@ always passes them.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -305,6 +307,28 @@ def stop_spark() -> None:
         _session_cfg = None
         _stop_raydp_quietly()
         log.info("Spark on Ray stopped in %.1f s", time.monotonic() - t0)
+
+
+def spark_running() -> bool:
+    """Whether a session started by :func:`start_spark` is running and alive."""
+    with _lock:
+        return _session is not None and _alive(_session)
+
+
+@contextlib.contextmanager
+def spark_scope() -> Iterator[None]:
+    """Stops Spark on exit only if no session was running on entry.
+
+    The CLI's commands run inside one: called from a program (a notebook, a test session) that
+    already runs Spark, a command leaves that session running instead of stopping it under its
+    owner; called alone, it stops the session it started.
+    """
+    owned = not spark_running()
+    try:
+        yield
+    finally:
+        if owned:
+            stop_spark()
 
 
 def last_start_seconds() -> float | None:

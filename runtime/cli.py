@@ -217,18 +217,13 @@ def _run_and_report(
     cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str
 ) -> dict[str, Any]:
     from actors.job import run_job
+    from actors.spark import spark_scope
     from runtime.lab.report import checkpoint_progress, summary_table
 
     if cfg.source == "spark":
         console.print("preparing the stream in Spark on Ray (RayDP): starting Spark takes ~15 s")
-    try:
-        with checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
-            result = run_job(cfg, out, on_progress=progress, trace_path=trace)
-    finally:
-        if cfg.source == "spark":
-            from actors.spark import stop_spark
-
-            stop_spark()
+    with spark_scope(), checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
+        result = run_job(cfg, out, on_progress=progress, trace_path=trace)
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
@@ -336,18 +331,16 @@ def _expected_from_input(args: argparse.Namespace) -> Any:
     """The expected state of ``--input``, computed in Spark on Ray: one row per (partition, key)."""
     import pyarrow as pa
 
-    from actors.spark import start_spark, stop_spark
+    from actors.spark import spark_scope, start_spark
     from runtime.data import workload as wl
 
-    try:
+    with spark_scope():
         spark = start_spark()
         df = wl.read_input(
             spark, args.input, args.key, args.partition_field, args.precombine_field, args.input_format or None
         )
         state = wl.expected_state(df, args.key, args.precombine_field, args.partition_field)
         return pa.Table.from_batches(state._collect_as_arrow())
-    finally:
-        stop_spark()
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:

@@ -119,11 +119,14 @@ def test_bad_input_fails_before_any_instant(spark, tmp_path, case):
 
 def test_a_table_with_other_keys_is_refused_before_spark_work(spark, tmp_path):
     dfs, base = open_dfs(str(tmp_path / "table"))
-    from runtime.hudi.table import TableError, TableProps
+    from runtime.core.config import ConfigError
+    from runtime.hudi.table import TableProps
 
     HudiTable.create_or_open(dfs, base, TableProps("commitlab", "other_key", "partition", "ts"))
-    with pytest.raises(TableError, match="recordkey"):
+    # the layout check names the table's field and the flag that would match it
+    with pytest.raises(ConfigError, match="recordkey.fields=other_key.*--key other_key"):
         run_job(_cfg(tmp_path), None)
+    _assert_nothing_written(tmp_path)
 
 
 def test_a_csv_whose_keys_recur_under_several_partitions_verifies_the_same_in_run_and_verify(spark, tmp_path, capsys):
@@ -164,3 +167,7 @@ def test_a_csv_whose_keys_recur_under_several_partitions_verifies_the_same_in_ru
     out = capsys.readouterr().out
     assert code == 0, out
     assert "1,500" in out or "1500" in out, out
+    # the command found Spark running (this session's) and left it running for its owner
+    from actors.spark import spark_running
+
+    assert spark_running() and spark.range(3).count() == 3
