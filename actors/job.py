@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 
 _RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
 
+# Flink declares a TaskManager lost after heartbeat.timeout without an answer (default 50 s,
+# flink-runtime HeartbeatManagerOptions.HEARTBEAT_TIMEOUT); a task that only answers slowly (16
+# writer processes on 2 cores) is busy, not dead. A process Ray saw die fails the job at once.
+HEARTBEAT_TIMEOUT_S = 50.0
+DUMP_TIMEOUT_S = 5.0
+
 
 def ensure_ray(num_cpus: int | None = None) -> bool:
     """Connects to ``RAY_ADDRESS`` if set, else starts a local Ray. Returns True if started here."""
@@ -95,6 +101,7 @@ class JobRun:
         self.stacks_at_timeout: dict[str, Any] = {}  # filled when the job times out
         self.trace_events: list[dict[str, Any]] = []
         self._last_progress = 0.0
+        self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
 
     def run(self) -> dict[str, Any]:
         t0 = time.time()
@@ -232,9 +239,16 @@ class JobRun:
         out = {}
         for name, ref in refs.items():
             try:
-                out[name] = ray.get(ref, timeout=5.0)
-            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+                out[name] = ray.get(ref, timeout=DUMP_TIMEOUT_S)
+                self._silent_since.pop(name, None)
+            except ray.exceptions.RayActorError as exc:
                 out[name] = {"role": name, "state": f"unreachable: {type(exc).__name__}"}
+            except ray.exceptions.GetTimeoutError:
+                ray.cancel(ref)
+                silent = time.monotonic() - self._silent_since.setdefault(name, time.monotonic()) + DUMP_TIMEOUT_S
+                out[name] = {"role": name, "state": f"not answering for {silent:.0f} s"}
+                if silent >= HEARTBEAT_TIMEOUT_S:
+                    out[name]["state"] = f"unreachable: no answer for {silent:.0f} s (heartbeat timeout)"
         return out
 
     def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None:
@@ -258,6 +272,7 @@ class JobRun:
         metrics = []
         for name in names:
             actor = self.actors.pop(name)
+            self._silent_since.pop(name, None)
             try:
                 metrics.append(ray.get(actor.metrics.remote(), timeout=5))
             except ray.exceptions.RayError as exc:  # a dead actor's counters are lost with it

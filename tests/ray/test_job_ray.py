@@ -230,3 +230,22 @@ def test_control_topic_commits_with_offsets_in_the_metadata(job_of):
     assert sum(int(o) for o in offsets.values()) == 6_000
     assert result["rpcs"]["append"] >= 4 * 3  # START, END, 2 WRITE_STATUS, ACK per commit
     assert "write_metadata" not in result["rpcs"] or result["rpcs"]["write_metadata"] == 2  # bootstrap only
+
+
+@pytest.mark.parametrize("heartbeat_s", [50.0, 0.0])
+def test_a_task_that_answers_slowly_is_busy_not_dead_until_the_heartbeat_timeout(
+    ray_session, tmp_path, monkeypatch, heartbeat_s
+):
+    """Every liveness probe times out (as with 16 writer processes on 2 busy cores): within Flink's
+    heartbeat timeout the job runs on and commits; past it the silent task is declared lost."""
+    import actors.job
+
+    monkeypatch.setattr(actors.job, "DUMP_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(actors.job, "HEARTBEAT_TIMEOUT_S", heartbeat_s)
+    result = run_job(_cfg(tmp_path, protocol="coordination-rpc", max_restarts=0), None)
+    if heartbeat_s:
+        assert result["status"] == "finished", result["error"]
+        assert result["exactly_once"]["verified"] and not result["failovers"]
+    else:
+        assert result["status"] == "failed"
+        assert "heartbeat timeout" in result["error"]
