@@ -5,8 +5,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from runtime.core.config import JobConfig
-from runtime.lab.fault_matrix import FAILED, NOT_APPLICABLE, NOT_FIRED, PASSED, run_matrix
+from runtime.core.fault_spec import FAULT_POINTS
+from runtime.lab.fault_matrix import (
+    FAILED,
+    NOT_APPLICABLE,
+    NOT_FIRED,
+    PASSED,
+    applicable,
+    classify,
+    config_for,
+    run_matrix,
+)
 
 
 def _finished(cfg: JobConfig, fired: bool) -> dict[str, Any]:
@@ -54,3 +66,47 @@ def test_every_cell_is_recorded_in_matrix_order_with_its_outcome(tmp_path):
     assert failed["explanation"] == "RuntimeError: could not start" and failed["status"] == "error"
     assert doc["runs"][0]["commits"] == 2 and doc["runs"][0]["replay"].startswith("commitlab run")
     assert json.loads((tmp_path / "faults.json").read_text())["runs"] == doc["runs"]
+
+
+def test_classify_calls_a_finished_but_unverified_run_a_violation():
+    result = {
+        "status": "finished",
+        "failovers": [],
+        "deadlock": None,
+        "exactly_once": {
+            "verified": False,
+            "lost": 3,
+            "duplicated": 0,
+            "unexpected": 0,
+            "mismatched": 0,
+            "commit_problems": [],
+        },
+    }
+    outcome, why = classify("message-bus", "task.in_snapshot", result)
+    assert outcome == "VIOLATION" and "lost 3" in why
+
+
+def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
+    base = JobConfig(source="generator", writers=2, checkpoints=6, table=str(tmp_path / "table"))
+    picks = {
+        (
+            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].checkpoint,
+            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].task,
+        )
+        for s in range(8)
+    }
+    assert all(2 <= c <= 5 for c, _ in picks) and len(picks) > 2
+    assert {"task.in_snapshot", "coordinator.before_commit_file", "dfs.transient_error"} <= set(FAULT_POINTS)
+
+
+def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
+    assert applicable("message-bus", "bus.deleted") and not applicable("coordination-rpc", "bus.deleted")
+    doc = run_matrix(
+        JobConfig(source="generator"),
+        ["operator-event"],
+        ["bus.deleted"],
+        1,
+        str(tmp_path),
+        run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"),
+    )
+    assert doc["runs"][0]["outcome"] == NOT_APPLICABLE

@@ -1,5 +1,11 @@
-"""Faults on Ray: every fault point fires, the job recovers, and the official reader finds the
-table exactly-once. Real crashes: a crashed actor's process exits."""
+"""Faults on Ray: what the Ray host does itself, once per mechanism. A crashed actor's process
+really exits and the role is re-placed under its name; a fault fires once across processes (a
+marker on the DFS); messages are dropped or delayed by the Ray env; a slow DFS sleeps in the I/O
+thread; a region failover re-places the tasks beside the living coordinator.
+
+The matrices of fault points, protocols and failover strategies run the same role code under the
+simulator (tests/sim/test_sim_faults.py, tests/sim/test_sim_failover.py), where a run takes a
+fraction of a second instead of ten."""
 
 from __future__ import annotations
 
@@ -10,20 +16,13 @@ import pytest
 
 from actors.job import run_job
 from runtime.core.config import JobConfig
-from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
-from runtime.lab.fault_matrix import KNOWN, PASSED, classify, config_for, plot_heatmap, run_matrix
+from runtime.core.fault_spec import FaultSpec
+from runtime.lab.fault_matrix import KNOWN, PASSED, plot_heatmap, run_matrix
 
 pytestmark = pytest.mark.ray
 
-CRASHES = [
-    "task.before_flush",
-    "task.after_flush_before_event",
-    "task.in_snapshot",
-    "task.after_checkpoint_before_commit",
-    "coordinator.before_commit_file",
-    "coordinator.after_commit_before_next_instant",
-    "dfs.transient_error",
-]
+# a write task's process and the coordinator's process (the job manager's actor) exit
+CRASHES = ["task.in_snapshot", "coordinator.after_commit_before_next_instant"]
 
 
 def _cfg(tmp_path, protocol="message-bus", **kw) -> JobConfig:
@@ -78,14 +77,7 @@ def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_sta
     assert result["exactly_once"]["verified"]
 
 
-@pytest.mark.parametrize(
-    "point,effect",
-    [
-        ("checkpoint.abort", "aborted"),
-        ("checkpoint.timeout", "timed-out"),
-        ("checkpoint.notification_lost", "completed"),
-    ],
-)
+@pytest.mark.parametrize("point,effect", [("checkpoint.timeout", "timed-out")])  # on real time
 def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_session, tmp_path, point, effect):
     result = run_job(_cfg(tmp_path, faults=[FaultSpec(point, 2, 0)]), None)
     assert [f["point"] for f in result["faults_fired"]] == [point]
@@ -95,25 +87,6 @@ def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_sessio
     assert result["exactly_once"]["verified"]
     # checkpoint 2's data was committed by a later checkpoint: no commit names checkpoint 2
     assert 2 not in [c["checkpoint"] for c in result["commits"]]
-
-
-@pytest.mark.parametrize(
-    "protocol", ["operator-event", "timeline-server", "coordination-rpc", "coordination-rpc-async", "control-topic"]
-)
-def test_every_protocol_recovers_from_a_task_crash(ray_session, tmp_path, protocol):
-    result = run_job(_cfg(tmp_path, protocol, faults=[FaultSpec("task.in_snapshot", 2, 1)]), None)
-    assert len(result["failovers"]) == 1
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
-
-
-def test_restarts_are_bounded_and_the_failure_is_named(ray_session, tmp_path):
-    spec = FaultSpec("task.in_snapshot", -1, 0, times=5)  # crashes at every snapshot
-    result = run_job(_cfg(tmp_path, faults=[spec], max_restarts=2), None)
-    assert result["status"] == "failed"
-    assert len(result["failovers"]) == 2
-    assert "writer-0" in result["error"]
-    assert result["exactly_once"] is None
 
 
 def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_path):
@@ -136,37 +109,6 @@ def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_p
     on_disk = json.loads((tmp_path / "m" / "faults.json").read_text())
     assert on_disk["runs"][0]["fired"][0]["point"] == "task.in_snapshot"
     assert os.path.getsize(plot_heatmap(doc, str(tmp_path / "m"))) > 1000
-
-
-def test_classify_calls_a_finished_but_unverified_run_a_violation():
-    result = {
-        "status": "finished",
-        "failovers": [],
-        "deadlock": None,
-        "exactly_once": {
-            "verified": False,
-            "lost": 3,
-            "duplicated": 0,
-            "unexpected": 0,
-            "mismatched": 0,
-            "commit_problems": [],
-        },
-    }
-    outcome, why = classify("message-bus", "task.in_snapshot", result)
-    assert outcome == "VIOLATION" and "lost 3" in why
-
-
-def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
-    base = _cfg(tmp_path, checkpoints=6)
-    picks = {
-        (
-            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].checkpoint,
-            config_for(base, "message-bus", "task.in_snapshot", s, "t").faults[0].task,
-        )
-        for s in range(8)
-    }
-    assert all(2 <= c <= 5 for c, _ in picks) and len(picks) > 2
-    assert set(FAULT_POINTS) >= set(CRASHES)
 
 
 def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path):
@@ -194,37 +136,7 @@ def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path
     assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"
 
 
-# -- fault specs, messaging, DFS latency, the bus deleted, HUDI-6194, region failover ------------
-
-
-def test_fault_specs_read_back_from_their_text():
-    from runtime.core.fault_spec import parse_faults
-
-    text = "task.in_snapshot@2#0,message.dropped:operator_event@3,dfs.latency=0.5,message.delayed#1=1.5"
-    specs = parse_faults(text)
-    assert ",".join(s.text() for s in specs) == text
-    assert specs[1].target == "operator_event" and specs[2].value == 0.5
-    assert parse_faults("dfs.latency")[0].value == 0.2  # the point's default
-    with pytest.raises(ValueError, match="only message.dropped and message.delayed take a :target"):
-        parse_faults("task.in_snapshot:write_metadata")
-    with pytest.raises(ValueError, match="cannot read fault"):
-        parse_faults("task.in_snapshot@two")
-
-
-def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one(sim):
-    from runtime.faults.injector import FaultInjector
-
-    class _Msg:
-        def __init__(self, ckp: int) -> None:
-            self.checkpoint_id = ckp
-
-    env = sim.env("coordinator")
-    env.faults = FaultInjector([FaultSpec("message.dropped", 3, target="operator_event")], "coordinator", None, "")
-    assert env.message_fault("writer-0", "operator_event", None) is None  # no checkpoint id
-    assert env.message_fault("writer-0", "operator_event", _Msg(2)) is None
-    assert env.message_fault("writer-0", "write_metadata", _Msg(3)) is None  # another target
-    spec = env.message_fault("writer-1", "operator_event", _Msg(3))
-    assert spec is not None and env.faults.fired[0]["task"] == 1  # the writer at the other end
+# -- messaging, DFS latency, the bus deleted, HUDI-6194, region failover --------------------------
 
 
 def test_a_dropped_event_fails_the_task_and_the_job_recovers(ray_session, tmp_path):
@@ -282,21 +194,6 @@ def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_
     assert result["exactly_once"]["verified"]
 
 
-def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
-    from runtime.lab.fault_matrix import NOT_APPLICABLE, applicable, run_matrix
-
-    assert applicable("message-bus", "bus.deleted") and not applicable("coordination-rpc", "bus.deleted")
-    doc = run_matrix(
-        JobConfig(source="generator"),
-        ["operator-event"],
-        ["bus.deleted"],
-        1,
-        str(tmp_path),
-        run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"),
-    )
-    assert doc["runs"][0]["outcome"] == NOT_APPLICABLE
-
-
 def _pending_instant_files(table) -> list[str]:
     names = os.listdir(table / ".hoodie")
     pending = [
@@ -306,7 +203,7 @@ def _pending_instant_files(table) -> list[str]:
     return [f for f in data for p in pending if p in f]
 
 
-@pytest.mark.parametrize("failover", ["global", "region"])
+@pytest.mark.parametrize("failover", ["region"])  # global: tests/sim/test_sim_faults.py
 def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back_instant(
     ray_session, tmp_path, failover
 ):
@@ -325,9 +222,8 @@ def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back
         assert reset["resume_checkpoint_id"] >= 2
 
 
-@pytest.mark.parametrize(
-    "protocol", ["operator-event", "message-bus", "timeline-server", "coordination-rpc", "coordination-rpc-async"]
-)
+# the eager-instant family and the RPC family reset differently; every protocol: tests/sim/test_sim_faults.py
+@pytest.mark.parametrize("protocol", ["message-bus", "coordination-rpc"])
 def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_path, protocol):
     result = run_job(
         _cfg(tmp_path, protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)], failover="region"), None
@@ -342,13 +238,6 @@ def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_pat
     # (subtaskReset keeps the event buffers; no rollback: docs/FIDELITY.md, coordination-rpc)
 
 
-def test_region_failover_falls_back_to_global_when_the_coordinator_died(ray_session, tmp_path):
-    spec = FaultSpec("coordinator.before_commit_file", 2)
-    result = run_job(_cfg(tmp_path, faults=[spec], failover="region"), None)
-    assert [f["strategy"] for f in result["failovers"]] == ["global"]
-    assert result["exactly_once"]["verified"]
-
-
 def _flush_instants(trace_path) -> set[str]:
     with open(trace_path) as f:
         doc = json.load(f)
@@ -360,7 +249,7 @@ def _flush_instants(trace_path) -> set[str]:
     }
 
 
-@pytest.mark.parametrize("hold", [True, False])
+@pytest.mark.parametrize("hold", [True])  # without the hold: tests/sim/test_sim_faults.py, deterministic
 def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(ray_session, tmp_path, hold):
     """Every task fails as instant I1 starts; the failover is regional (the coordinator keeps I1
     pending) and one task comes back 5 s late. Answering the early tasks' bootstraps at once lets

@@ -79,8 +79,9 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
     assert eo["expected"] == eo["actual"] == 3_000
     # the official reader sees exactly the commits the coordinator made
     assert read_completed_commits(str(tmp_path / "table")) == [c["instant"] for c in result["commits"]]
-    # counters by role: the coordinator created instants, writers wrote base files
-    assert result["dfs_ops"]["coordinator"]["create"] >= 3
+    # counters by role: the coordinator created an instant per commit (the control topic's
+    # wall-time interval may close fewer commits than checkpoints), writers wrote base files
+    assert result["dfs_ops"]["coordinator"]["create"] >= len(result["commits"]) >= 1
     assert result["dfs_ops"]["writer.data"]["write"] >= 3
     assert result["deadlock"] is None
     # every commit records its checkpoint in extraMetadata
@@ -156,23 +157,6 @@ def test_aborted_checkpoint_keeps_the_instant_pending_and_loses_nothing(ray_sess
     assert result["exactly_once"]["verified"]
 
 
-@pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
-def test_deadlock_schedule_deadlocks_in_the_ckp_meta_era_too(ray_session, tmp_path, protocol):
-    """Hudi 0.11 to 1.0 read the instant from ckp_meta but still release a writer blocked after an
-    empty round only with a CommitAckEvent: P1's deadlock on Ray too (docs/FIDELITY.md)."""
-    result = run_job(deadlock_config(_cfg(tmp_path, protocol=protocol)), None)
-    assert result["status"] == "deadlocked"
-    assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
-
-
-@pytest.mark.parametrize("protocol", ["coordination-rpc", "coordination-rpc-async", "control-topic"])
-def test_deadlock_schedule_completes_under_every_other_protocol(ray_session, tmp_path, protocol):
-    result = run_job(deadlock_config(_cfg(tmp_path, protocol=protocol)), None)
-    assert result["status"] == "finished", result["error"]
-    assert result["deadlock"] is None
-    assert result["exactly_once"]["verified"]
-
-
 def test_timeline_server_answers_writers_so_they_never_read_the_dfs(job_of):
     result, _ = job_of("timeline-server")
     assert result["exactly_once"]["verified"]
@@ -197,29 +181,6 @@ def test_coordination_rpc_creates_one_instant_per_checkpoint_and_commits_the_bac
     assert result["exactly_once"]["verified"]
 
 
-def test_lock_held_fails_sync_rpc_and_async_rides_it_out(ray_session, tmp_path):
-    from runtime.faults.scenarios import lock_held_config
-
-    sync = run_job(lock_held_config(_cfg(tmp_path / "s", protocol="coordination-rpc")), None)
-    # the request timed out under the held lock: the task failed and the job restarted (the
-    # spurious restart of #19902); restored from checkpoint 1, it then finished
-    assert len(sync["failovers"]) == 1
-    failure = sync["failovers"][0]
-    assert "InstantTimeRequest" in failure["error"] and "#19902" in failure["error"]
-    assert failure["restored_checkpoint"] == 1
-    assert sync["status"] == "finished" and sync["exactly_once"]["verified"]
-    one_attempt = run_job(lock_held_config(_cfg(tmp_path / "s1", protocol="coordination-rpc", max_restarts=0)), None)
-    assert one_attempt["status"] == "failed" and "#19902" in one_attempt["error"]
-    assert [c["checkpoint"] for c in one_attempt["commits"]] == [1]
-    asyn = run_job(lock_held_config(_cfg(tmp_path / "a", protocol="coordination-rpc-async")), None)
-    assert asyn["status"] == "finished", asyn["error"]
-    assert asyn["failovers"] == []
-    assert [c["checkpoint"] for c in asyn["commits"]] == [1, 2, 3]
-    assert asyn["exactly_once"]["verified"]
-    # the writers waited through the held lock (2.5 s) instead of failing
-    assert max(asyn["writer_blocked_s"].values()) >= 1.0
-
-
 def test_control_topic_commits_with_offsets_in_the_metadata(job_of):
     result, tmp_path = job_of("control-topic")
     assert result["exactly_once"]["verified"]
@@ -228,7 +189,9 @@ def test_control_topic_commits_with_offsets_in_the_metadata(job_of):
     offsets = dict(p.split("=") for p in meta["extraMetadata"]["kafka.commit.offsets"].split(","))
     # every partition's offset reached its source's row count: nothing left uncommitted
     assert sum(int(o) for o in offsets.values()) == 6_000
-    assert result["rpcs"]["append"] >= 4 * 3  # START, END, 2 WRITE_STATUS, ACK per commit
+    # START, END, a WRITE_STATUS per partition and ACK per commit; how many commits the wall-time
+    # interval closes depends on the run's speed
+    assert result["rpcs"]["append"] >= (3 + 2) * len(result["commits"])
     assert "write_metadata" not in result["rpcs"] or result["rpcs"]["write_metadata"] == 2  # bootstrap only
 
 

@@ -150,6 +150,16 @@ def test_deadlock_schedule_gives_the_ray_outcome(simdir, seed):
     assert "operator_event" not in p2["rpcs"]
 
 
+@pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
+def test_deadlock_schedule_deadlocks_in_the_ckp_meta_era_too(simdir, protocol):
+    """Hudi 0.11 to 1.0 read the instant from ckp_meta but still release a writer blocked after an
+    empty round only with a CommitAckEvent: P1's deadlock (docs/FIDELITY.md)."""
+    result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
+    assert result["status"] == "deadlocked"
+    assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
+    assert [c["checkpoint"] for c in result["commits"]] == [1]
+
+
 @pytest.mark.parametrize("protocol", ["coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol):
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
