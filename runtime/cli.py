@@ -9,8 +9,14 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import UNSET, ConfigError, JobConfig, Schedule
-from runtime.core.fault_spec import FaultSpec
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.options import (
+    add_config_option,
+    add_job_options,
+    apply_config_file,
+    check_writable_dir,
+    config_from_args,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -21,196 +27,9 @@ def _protocol_names() -> list[str]:
     return list(PROTOCOLS)
 
 
-def _add_job_options(p: argparse.ArgumentParser, *, defaults: JobConfig) -> None:
-    g = p.add_argument_group("workload")
-    g.add_argument("--writers", type=int, default=defaults.writers, help="write tasks (and sources)")
-    g.add_argument("--checkpoints", type=int, default=defaults.checkpoints)
-    g.add_argument("--records", type=int, default=defaults.records)
-    g.add_argument("--keys", type=int, default=defaults.keys, help="distinct keys (0: records/2)")
-    g.add_argument("--partitions", type=int, default=defaults.partitions)
-    g.add_argument("--buckets", type=int, default=defaults.buckets, help="buckets per partition (0: 2 per writer)")
-    g.add_argument("--payload-bytes", type=int, default=defaults.payload_bytes)
-    g.add_argument("--seed", type=int, default=defaults.seed)
-    g.add_argument(
-        "--source",
-        choices=["spark", "generator"],
-        default=defaults.source,
-        help="spark: PySpark on Ray (RayDP) generates or reads the stream; generator: "
-        "a built-in Python generator (fast, for tests)",
-    )
-    g.add_argument("--input", default="", help="parquet, CSV or JSON file or directory read by Spark")
-    g.add_argument("--input-format", default="", choices=["", "parquet", "csv", "json"])
-    g.add_argument("--key", default=defaults.key_field, help="record key column")
-    g.add_argument("--partition-field", default=defaults.partition_field)
-    g.add_argument(
-        "--precombine-field", default=defaults.precombine_field, help="ordering column: the larger value wins an upsert"
-    )
-    g.add_argument(
-        "--update-ratio",
-        type=float,
-        default=defaults.update_ratio,
-        help="fraction of generated records that update a seen key",
-    )
-    g.add_argument("--skew", choices=["uniform", "zipf"], default=defaults.skew)
-    g.add_argument("--zipf-s", type=float, default=defaults.zipf_s)
-    g.add_argument("--spark-executors", type=int, default=defaults.spark_executors)
-    g.add_argument("--spark-executor-cores", type=int, default=defaults.spark_executor_cores)
-    g.add_argument("--spark-executor-memory", default=defaults.spark_executor_memory)
-    g.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
-    g.add_argument("--table-name", default=defaults.table_name)
-    t = p.add_argument_group("write path and timing")
-    t.add_argument("--source-batch-rows", type=int, default=defaults.source_batch_rows)
-    t.add_argument(
-        "--bucket-flush-rows", type=int, default=defaults.bucket_flush_rows, help="Hudi write.batch.size, in rows"
-    )
-    t.add_argument(
-        "--task-buffer-rows", type=int, default=defaults.task_buffer_rows, help="Hudi write.task.max.size, in rows"
-    )
-    t.add_argument(
-        "--time-scale",
-        type=float,
-        default=defaults.time_scale,
-        help="multiplies every Hudi/Flink default duration (1 = production values; "
-        f"default {defaults.time_scale:g}); an explicit duration flag wins",
-    )
-    t.add_argument(
-        "--checkpoint-interval", type=float, default=UNSET, help="seconds (Flink: user-set; 4 s x time scale)"
-    )
-    t.add_argument("--checkpoint-timeout", type=float, default=UNSET, help="seconds (Flink: 10 min x time scale)")
-    t.add_argument(
-        "--wait-tick",
-        type=float,
-        default=UNSET,
-        help="a writer's poll interval while waiting for an instant (Hudi: 1 s x time scale)",
-    )
-    t.add_argument("--commit-ack-timeout", type=float, default=UNSET, help="seconds (Hudi: the checkpoint timeout)")
-    t.add_argument(
-        "--max-concurrent-checkpoints",
-        type=int,
-        default=defaults.max_concurrent_checkpoints,
-        help="checkpoints in flight at once (Flink's default: 1)",
-    )
-    t.add_argument("--deadlock-threshold", type=float, default=defaults.deadlock_threshold_s)
-    t.add_argument("--job-timeout", type=float, default=defaults.job_timeout_s)
-    t.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
-    t.add_argument(
-        "--faults",
-        default="",
-        help="fault points to arm: point[:target][@checkpoint][#task][=param],... (see commitlab faults --list)",
-    )
-    t.add_argument(
-        "--rpc-timeout",
-        type=float,
-        default=UNSET,
-        help="seconds an RPC between roles may take (Flink's ask timeout: 10 s x time scale)",
-    )
-    t.add_argument(
-        "--max-restarts",
-        type=int,
-        default=defaults.max_restarts,
-        help="failovers from the last completed checkpoint before the job gives up",
-    )
-    t.add_argument(
-        "--no-hold-bootstraps",
-        dest="hold_bootstraps",
-        action="store_false",
-        help="after a region failover, answer each task's bootstrap at once, as Hudi did "
-        "before HUDI-6194 (reproduces writes into a rolled-back instant)",
-    )
-    t.add_argument(
-        "--p2-fix-aborted-reread",
-        action="store_true",
-        help="message-bus only: a later flush of a round keeps the instant the round confirmed "
-        "(PR #3915 re-reads the message and hands a second eager flush after an abort the "
-        "literal 'aborted'); other protocols ignore it",
-    )
-    t.add_argument(
-        "--failover",
-        choices=["global", "region"],
-        default=defaults.failover,
-        help="global: a task failure restarts every role; region: the tasks, sources and "
-        "checkpointing restart, the coordinator keeps running (falls back to global "
-        "when the coordinator itself failed)",
-    )
-    t.add_argument(
-        "--control-topic-interval",
-        choices=["wall", "checkpoint"],
-        default=defaults.control_topic_interval,
-        help="control-topic: what ends a commit; wall: the commit interval after START_COMMIT, "
-        "as Hudi's Kafka Connect coordinator; checkpoint: each checkpoint trigger",
-    )
-    t.add_argument(
-        "--kafka-commit-interval",
-        type=float,
-        default=defaults.kafka_commit_interval_s,
-        help="control-topic: seconds from START_COMMIT to END_COMMIT with --control-topic-interval "
-        "wall (Hudi hoodie.kafka.commit.interval.secs: 60 s)",
-    )
-    t.add_argument(
-        "--placement",
-        choices=["spread", "pack", "strict-spread", "none"],
-        default=defaults.placement,
-        help="how role actors spread over a Ray cluster's nodes (a placement group; none: Ray's default scheduling)",
-    )
-
-
 def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
-    aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()] if args.abort_checkpoints else []
-    return JobConfig(
-        protocol=args.protocol,
-        writers=args.writers,
-        checkpoints=args.checkpoints,
-        records=args.records,
-        keys=args.keys,
-        partitions=args.partitions,
-        buckets=args.buckets,
-        payload_bytes=args.payload_bytes,
-        seed=args.seed,
-        source=args.source,
-        input_path=args.input,
-        input_format=args.input_format,
-        key_field=args.key,
-        partition_field=args.partition_field,
-        precombine_field=args.precombine_field,
-        update_ratio=args.update_ratio,
-        skew=args.skew,
-        zipf_s=args.zipf_s,
-        spark_executors=args.spark_executors,
-        spark_executor_cores=args.spark_executor_cores,
-        spark_executor_memory=args.spark_executor_memory,
-        table=args.table or os.path.join(out, "table"),
-        table_name=args.table_name,
-        source_batch_rows=args.source_batch_rows,
-        bucket_flush_rows=args.bucket_flush_rows,
-        task_buffer_rows=args.task_buffer_rows,
-        time_scale=args.time_scale,
-        checkpoint_interval_s=args.checkpoint_interval,
-        checkpoint_timeout_s=args.checkpoint_timeout,
-        wait_tick_s=args.wait_tick,
-        commit_ack_timeout_s=args.commit_ack_timeout,
-        max_concurrent_checkpoints=args.max_concurrent_checkpoints,
-        deadlock_threshold_s=args.deadlock_threshold,
-        job_timeout_s=args.job_timeout,
-        schedule=Schedule(abort_checkpoints=aborts),
-        faults=_parse_faults(args.faults) if arm_faults else [],
-        max_restarts=args.max_restarts,
-        failover=args.failover,
-        rpc_timeout_s=args.rpc_timeout,
-        hold_bootstraps=args.hold_bootstraps,
-        p2_fix_aborted_reread=args.p2_fix_aborted_reread,
-        placement=args.placement,
-        control_topic_interval=args.control_topic_interval,
-        kafka_commit_interval_s=args.kafka_commit_interval,
-    )
-
-
-def _parse_faults(text: str) -> list[FaultSpec]:
-    from runtime.core.fault_spec import parse_faults
-
-    try:
-        return parse_faults(text)
-    except ValueError as exc:
-        raise ConfigError(f"--faults: {exc}") from None
+    """The job configuration of a command's arguments; the table defaults to OUT/table."""
+    return config_from_args(args, table=args.table or os.path.join(out, "table"), arm_faults=arm_faults)
 
 
 def _run_and_report(
@@ -236,8 +55,10 @@ def _run_and_report(
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    out = os.path.abspath(args.out)
+    out = check_writable_dir(args.out, "--out")
     cfg = _config_from(args, out).validate(_protocol_names())
+    if "://" not in cfg.table:
+        check_writable_dir(cfg.table, "--table")
     from runtime.hudi.layout import resolve_layout
 
     cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
@@ -253,16 +74,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
     from runtime.faults.scenarios import deadlock_config
 
-    out = os.path.abspath(args.out)
-    base = JobConfig(
-        protocol=args.protocol,
-        writers=args.writers,
-        source="generator",
-        table=args.table or os.path.join(out, "table"),
-        deadlock_threshold_s=args.deadlock_threshold,
-        commit_ack_timeout_s=args.commit_ack_timeout,
-    )
-    cfg = deadlock_config(base).validate(_protocol_names())
+    out = check_writable_dir(args.out, "--out")
+    cfg = deadlock_config(_config_from(args, out)).validate(_protocol_names())
     console.print(
         f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
@@ -344,38 +157,29 @@ def _expected_from_input(args: argparse.Namespace) -> Any:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from actors.job import measure_rpc_round_trip, run_job
     from runtime.faults.scenarios import with_quiet_round
     from runtime.lab.compare import compare_table, dfs_table, plot_compare, run_compare
+    from runtime.lab.report import runs_progress
 
-    out = os.path.abspath(args.out)
-    names = [p.strip() for p in args.protocols.split(",") if p.strip()] or _protocol_names()
-    unknown = sorted(set(names) - set(_protocol_names()))
-    if unknown:
-        raise ConfigError(f"unknown protocol(s) {unknown}; choose from {', '.join(_protocol_names())}")
+    out = check_writable_dir(args.out, "--out")
+    names = _names(args.protocols, _protocol_names(), "--protocols")
     base = _config_from(args, out)
     if args.schedule == "quiet-round":
         base = with_quiet_round(base)
     base.validate(_protocol_names())
     rtt = measure_rpc_round_trip()
     console.print(f"one actor RPC round trip: p50 {rtt['p50_s'] * 1000:.2f} ms, p99 {rtt['p99_s'] * 1000:.2f} ms")
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} protocols"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-    ) as progress:
-        bar = progress.add_task("compare", total=len(names))
-
-        def on_start(name: str, i: int) -> None:
-            progress.update(bar, completed=i, description=f"running {name}")
-
-        doc = run_compare(base, names, out, run=lambda cfg, sub: run_job(cfg, sub), rtt=rtt, on_start=on_start)
-        progress.update(bar, completed=len(names), description="done")
+    with runs_progress(console, len(names), "protocols", enabled=not args.quiet) as update:
+        doc = run_compare(
+            base,
+            names,
+            out,
+            run=lambda cfg, sub: run_job(cfg, sub),
+            rtt=rtt,
+            on_start=lambda name, i: update(i, f"running {name}"),
+        )
+        update(len(names), "done")
     plots = plot_compare(doc, out)
     console.print(compare_table(doc))
     console.print(dfs_table(doc))
@@ -387,46 +191,22 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_faults(args: argparse.Namespace, console: Console) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from actors.job import run_job
     from runtime.core.fault_spec import FAULT_POINTS
-    from runtime.lab.fault_matrix import (
-        FAILED,
-        KNOWN,
-        NOT_APPLICABLE,
-        NOT_FIRED,
-        PASSED,
-        SCENARIO_FAULTS,
-        VIOLATION,
-        outcome_table,
-        plot_heatmap,
-        run_matrix,
-    )
+    from runtime.lab.fault_matrix import OUTCOMES, SCENARIO_FAULTS, outcome_table, plot_heatmap, run_matrix
+    from runtime.lab.report import runs_progress
 
     known = list(FAULT_POINTS) + list(SCENARIO_FAULTS)
     if args.list:
         for name in known:
             console.print(f"{name:45s} {FAULT_POINTS.get(name) or SCENARIO_FAULTS[name]}")
         return EXIT_OK
-    out = os.path.abspath(args.out)
-    protocols = [p.strip() for p in args.protocols.split(",") if p.strip()] or _protocol_names()
-    faults = [f.strip() for f in args.faults.split(",") if f.strip()] or known
-    for name, pool in (("protocol", _protocol_names()), ("fault", known)):
-        bad = sorted(set(protocols if name == "protocol" else faults) - set(pool))
-        if bad:
-            raise ConfigError(f"unknown {name}(s) {bad}; choose from {', '.join(pool)}")
+    out = check_writable_dir(args.out, "--out")
+    protocols = _names(args.protocols, _protocol_names(), "--protocols")
+    faults = _names(args.faults, known, "--faults")
     base = _config_from(args, out, arm_faults=False)  # here --faults names the matrix's columns
     base.validate(_protocol_names())
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} runs"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=args.quiet,
-    ) as progress:
-        bar = progress.add_task("faults", total=len(protocols) * len(faults) * args.seeds)
+    with runs_progress(console, len(protocols) * len(faults) * args.seeds, "runs", enabled=not args.quiet) as update:
         # no per-run timeline.png: plotting would cost a fifth of each run
         doc = run_matrix(
             base,
@@ -436,89 +216,114 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
             out,
             run=lambda cfg, sub: run_job(cfg, sub, timeline=False),
             parallel=args.parallel,
-            on_run=lambda i, n, what: progress.update(bar, completed=i, description=what),
+            on_run=lambda i, n, what: update(i, what),
         )
-        progress.update(bar, completed=len(doc["runs"]), description="done")
+        update(len(doc["runs"]), "done")
     heat = plot_heatmap(doc, out)
     console.print(outcome_table(doc))
-    counts = {
-        o: sum(1 for r in doc["runs"] if r["outcome"] == o)
-        for o in (PASSED, KNOWN, VIOLATION, FAILED, NOT_FIRED, NOT_APPLICABLE)
-    }
+    counts = {o: sum(1 for r in doc["runs"] if r["outcome"] == o) for o in OUTCOMES}
     console.print(", ".join(f"{o}: {n}" for o, n in counts.items()))
     console.print(f"results: {os.path.join(out, 'faults.json')}; heat map: {heat}")
-    return EXIT_FAILED if counts[VIOLATION] or counts[FAILED] else EXIT_OK
+    return EXIT_FAILED if counts["VIOLATION"] or counts["FAILED"] else EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    defaults = JobConfig()
-    parser = argparse.ArgumentParser(
-        prog="commitlab", description="Runs Hudi's Flink-writer commit protocols on Ray and checks what they commit."
+def _names(text: str, known: list[str], flag: str) -> list[str]:
+    """A comma-separated selection from ``known`` (empty: all of them)."""
+    names = [n.strip() for n in text.split(",") if n.strip()] or list(known)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ConfigError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    return names
+
+
+def _job_command(
+    sub: Any, name: str, help: str, defaults: JobConfig, *, out: str, exclude: tuple[str, ...] = ()
+) -> argparse.ArgumentParser:
+    """A command that runs jobs: --out, --trace, --quiet, --config and the job options."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    p.add_argument(
+        "--out", default=out, help=f"directory for the results and, without --table, the table (default: {out})"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    p.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_option(p, job=True)
+    add_job_options(p, defaults, exclude=exclude)
+    return p
 
-    run = sub.add_parser("run", help="run a streaming write job and verify exactly-once")
-    run.add_argument("--protocol", default=defaults.protocol, choices=_protocol_names())
-    run.add_argument("--out", default="commitlab-out", help="directory for result.json and the table")
-    run.add_argument("--trace", default=None, help="write a Chrome trace-event file (Perfetto)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_job_options(run, defaults=defaults)
+
+def _protocol_option(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--protocol", default=default, choices=_protocol_names(), help=f"the protocol (default: {default})")
+
+
+def _add_run_commands(sub: Any) -> None:
+    run = _job_command(
+        sub, "run", "run a streaming write job and verify exactly-once", JobConfig(), out="commitlab-out"
+    )
+    _protocol_option(run, JobConfig().protocol)
+    run.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
     run.set_defaults(func=cmd_run)
 
-    dl = sub.add_parser("deadlock", help="run the schedule that deadlocks P1 (operator events)")
-    dl.add_argument("--protocol", default="operator-event", choices=_protocol_names())
-    dl.add_argument("--writers", type=int, default=2)
-    dl.add_argument("--out", default="commitlab-deadlock")
-    dl.add_argument("--table", default=None)
-    dl.add_argument("--trace", default=None)
-    dl.add_argument("--quiet", action="store_true")
-    dl.add_argument("--deadlock-threshold", type=float, default=2.0)
-    dl.add_argument("--commit-ack-timeout", type=float, default=20.0)
+    dl = _job_command(
+        sub,
+        "deadlock",
+        "run the schedule that deadlocks P1 (operator events): a quiet round, then data",
+        JobConfig(source="generator", commit_ack_timeout_s=20.0),
+        out="commitlab-deadlock",
+    )
+    _protocol_option(dl, "operator-event")
+    dl.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
     dl.add_argument(
         "--expect",
         choices=["any", "deadlock", "commits"],
         default="any",
-        help="exit non-zero unless the run deadlocks / commits",
+        help="exit non-zero unless the run deadlocks / commits (default: any)",
     )
     dl.set_defaults(func=cmd_deadlock)
 
-    cmp = sub.add_parser("compare", help="run the same workload under every protocol")
-    cmp.add_argument("--protocols", default="", help="comma-separated (default: all)")
-    cmp.add_argument("--out", default="commitlab-compare")
+
+def _add_experiment_commands(sub: Any) -> None:
+    cmp = _job_command(
+        sub, "compare", "run the same workload under every protocol", JobConfig(writers=4), out="commitlab-compare"
+    )
+    cmp.add_argument("--protocols", default="", help="comma-separated protocols (default: all)")
     cmp.add_argument(
         "--schedule",
         choices=["quiet-round", "even"],
         default="quiet-round",
-        help="quiet-round: round 2 carries no data and its completion arrives late "
-        "(a quiet period in the stream; exposes P1's deadlock); even: data in every round",
+        help="quiet-round: round 2 carries no data and its completion arrives late (a quiet period in the "
+        "stream; exposes P1's deadlock); even: data in every round (default: quiet-round)",
     )
-    cmp.add_argument("--quiet", action="store_true")
-    _add_job_options(cmp, defaults=JobConfig(writers=4))
     cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
 
-    flt = sub.add_parser("faults", help="protocols x fault points x seeds, each run checked for exactly-once")
-    flt.add_argument("--protocols", default="", help="comma-separated (default: all)")
-    flt.add_argument("--seeds", type=int, default=1)
+    matrix_defaults = JobConfig(
+        source="generator",
+        writers=2,
+        checkpoints=4,
+        records=4_000,
+        bucket_flush_rows=500,
+        checkpoint_timeout_s=4.0,
+        rpc_timeout_s=4.0,
+    )
+    flt = _job_command(
+        sub,
+        "faults",
+        "protocols x fault points x seeds, each run checked for exactly-once",
+        matrix_defaults,
+        out="commitlab-faults",
+        exclude=("faults",),
+    )
+    flt.add_argument("--protocols", default="", help="comma-separated protocols (default: all)")
+    flt.add_argument("--faults", default="", help="comma-separated fault points and scenarios (default: all)")
+    flt.add_argument("--seeds", type=int, default=1, help="runs per cell (default: 1)")
     flt.add_argument(
         "--parallel", type=int, default=2, help="runs at a time (default 2: one run's waits overlap the other's work)"
     )
-    flt.add_argument("--out", default="commitlab-faults")
     flt.add_argument("--list", action="store_true", help="list the fault points and exit")
-    flt.add_argument("--quiet", action="store_true")
-    _add_job_options(
-        flt,
-        defaults=JobConfig(
-            source="generator",
-            writers=2,
-            checkpoints=4,
-            records=4_000,
-            bucket_flush_rows=500,
-            checkpoint_timeout_s=4.0,
-            rpc_timeout_s=4.0,
-        ),
-    )
     flt.set_defaults(func=cmd_faults, protocol="message-bus", trace=None)
 
+
+def _add_verify_command(sub: Any) -> None:
+    defaults = JobConfig()
     ver = sub.add_parser(
         "verify",
         help="check a Hudi table: against itself (timeline, files, metadata, unique records) and, "
@@ -528,26 +333,75 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument(
         "--result",
         default="",
-        help="a generator run's result.json: re-derive its expected state and committed instants from it",
+        help="a generator run's result.json: re-derive its expected state and committed instants from it "
+        "(default: none)",
     )
-    ver.add_argument("--input", default="", help="the input the table was written from (parquet, CSV, JSON)")
-    ver.add_argument("--input-format", default="", choices=["", "parquet", "csv", "json"])
-    ver.add_argument("--key", default=defaults.key_field)
-    ver.add_argument("--partition-field", default=defaults.partition_field)
-    ver.add_argument("--precombine-field", default=defaults.precombine_field)
+    ver.add_argument(
+        "--input", default="", help="the input the table was written from: parquet, CSV, JSON (default: none)"
+    )
+    ver.add_argument(
+        "--input-format",
+        default="",
+        choices=["", "parquet", "csv", "json"],
+        help="format of --input (default: from the file names)",
+    )
+    ver.add_argument("--key", default=defaults.key_field, help=f"record key column (default: {defaults.key_field})")
+    ver.add_argument(
+        "--partition-field",
+        default=defaults.partition_field,
+        help=f"partition path column (default: {defaults.partition_field})",
+    )
+    ver.add_argument(
+        "--precombine-field",
+        default=defaults.precombine_field,
+        help=f"ordering column: the larger value wins an upsert (default: {defaults.precombine_field})",
+    )
+    add_config_option(ver, job=False)
     ver.set_defaults(func=cmd_verify)
 
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser and each command's sub-parser (a --config file sets a sub-parser's defaults)."""
+    parser = argparse.ArgumentParser(
+        prog="commitlab", description="Runs Hudi's Flink-writer commit protocols on Ray and checks what they commit."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run_commands(sub)
+    _add_experiment_commands(sub)
+    _add_verify_command(sub)
     from runtime.sim.commands import add_commands as add_sim_commands
 
     add_sim_commands(sub)
-    return parser
+    return parser, dict(sub.choices)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The arguments; with ``--config FILE`` the file's values are the defaults flags override
+    (and a value the file gives is no longer required on the command line)."""
+    parser, commands = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command, config = _command_and_config(argv)
+    if config and command in commands:
+        apply_config_file(commands[command], config, command)
+    return parser.parse_args(argv)
+
+
+def _command_and_config(argv: list[str]) -> tuple[str | None, str | None]:
+    command = next((a for a in argv if not a.startswith("-")), None)
+    config = None
+    for i, arg in enumerate(argv):
+        if arg == "--config" and i + 1 < len(argv):
+            config = argv[i + 1]
+        elif arg.startswith("--config="):
+            config = arg.split("=", 1)[1]
+    return command, config
 
 
 def main(argv: list[str] | None = None) -> int:
     # a pipe or a CI log gets wide tables rather than folded ones
     console = Console(width=None if sys.stdout.isatty() else 150)
-    args = build_parser().parse_args(argv)
     try:
+        args = parse_args(argv)
         code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser
         return code
     except ConfigError as exc:

@@ -11,8 +11,9 @@ in seconds before scaling (:data:`HUDI_FLINK_DURATIONS_S`):
   ``write.commit.ack.timeout`` (-1: the checkpoint timeout, ``FlinkOptions``);
 * ``checkpoint_interval_s`` 4 s: user-set in Flink (no default); 4 s keeps this lab's 0.2 s run;
 * ``rpc_timeout_s`` 10 s: Flink ``akka.ask.timeout`` / ``pekko.ask.timeout``;
-* ``write_status_timeout_s`` 300 s: Hudi Kafka Connect ``hoodie.kafka.coordinator.write.timeout.secs``
-  (its 60 s ``hoodie.kafka.commit.interval.secs`` is the checkpoint interval here).
+* ``write_status_timeout_s`` 300 s: Hudi Kafka Connect ``hoodie.kafka.coordinator.write.timeout.secs``;
+* ``kafka_commit_interval_s`` 60 s: Hudi Kafka Connect ``hoodie.kafka.commit.interval.secs``
+  (``KafkaConnectConfigs.COMMIT_INTERVAL_SECS``).
 
 The default scale, 0.05, keeps a run to seconds on a shared machine (a 10 min timeout becomes
 30 s, the 1 s tick 50 ms: the values this lab used before the scale existed). What does not
@@ -45,6 +46,7 @@ HUDI_FLINK_DURATIONS_S: dict[str, float] = {
     "checkpoint_interval_s": 4.0,
     "rpc_timeout_s": 10.0,
     "write_status_timeout_s": 300.0,
+    "kafka_commit_interval_s": 60.0,
 }
 # durations whose default is the (effective) checkpoint timeout
 CHECKPOINT_TIMEOUT_DURATIONS = ("commit_ack_timeout_s", "instant_wait_timeout_s")
@@ -68,74 +70,172 @@ class Schedule:
     clean_lock_s: dict[int, float] = field(default_factory=dict)
 
 
+# the command line's option groups, in the order --help shows them
+WORKLOAD, SPARK, WRITE_PATH, TIMING, RECOVERY = (
+    "workload",
+    "Spark on Ray",
+    "write path",
+    "timing (Hudi's and Flink's defaults times --time-scale)",
+    "faults and recovery",
+)
+
+
+@dataclass(frozen=True)
+class Option:
+    """How a :class:`JobConfig` field appears on the command line and in a ``--config`` file.
+
+    ``flag`` defaults to the field's name in kebab case without a duration's ``_s``. A field with
+    ``choices`` is checked against them by :meth:`JobConfig.validate`, which names the flag."""
+
+    help: str
+    group: str
+    flag: str = ""
+    choices: tuple[str, ...] = ()
+
+
+def _opt(default: Any, help: str, group: str, *, flag: str = "", choices: tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"option": Option(help, group, flag, choices)})
+
+
+def option_of(name: str) -> Option | None:
+    """The command-line option of a JobConfig field, or None for a field that has none."""
+    return _OPTIONS.get(name)
+
+
+def flag_of(name: str) -> str:
+    """The flag a user writes for a JobConfig field (``checkpoint_timeout_s`` -> ``--checkpoint-timeout``)."""
+    opt = _OPTIONS.get(name)
+    if opt is not None and opt.flag:
+        return opt.flag
+    stem = name[:-2] if name.endswith("_s") else name
+    return "--" + stem.replace("_", "-")
+
+
 @message
 @dataclass
 class JobConfig:
     protocol: str = "message-bus"
-    writers: int = 2
-    checkpoints: int = 5
-    records: int = 10_000
-    source: str = "spark"  # "spark": prepared by PySpark on Ray (RayDP); "generator": in Python
-    table: str = "./commitlab-table"
-    table_name: str = "commitlab"
+    writers: int = _opt(2, "write tasks (one source each)", WORKLOAD)
+    checkpoints: int = _opt(5, "checkpoints the job takes; round k is the data before barrier k", WORKLOAD)
+    records: int = _opt(10_000, "records in the generated stream", WORKLOAD)
+    source: str = _opt(
+        "spark",
+        "spark: PySpark on Ray (RayDP) generates or reads the stream; generator: a built-in Python "
+        "generator (fast, for tests)",
+        WORKLOAD,
+        choices=("spark", "generator"),
+    )
+    table: str = "./commitlab-table"  # the command line's --table (default OUT/table)
+    table_name: str = _opt("commitlab", "hoodie.table.name of a new table", WORKLOAD)
     # the record's fields (a user's --input names its own)
-    key_field: str = "key"
-    partition_field: str = "partition"
-    precombine_field: str = "ts"
-    input_path: str = ""  # parquet, CSV or JSON read by Spark; empty: generate the workload
-    input_format: str = ""  # empty: from the file names
+    key_field: str = _opt("key", "record key column", WORKLOAD, flag="--key")
+    partition_field: str = _opt("partition", "partition path column", WORKLOAD)
+    precombine_field: str = _opt("ts", "ordering column: the larger value wins an upsert", WORKLOAD)
+    input_path: str = _opt("", "parquet, CSV or JSON file or directory read by Spark", WORKLOAD, flag="--input")
+    input_format: str = _opt(
+        "", "format of --input (empty: from the file names)", WORKLOAD, choices=("", "parquet", "csv", "json")
+    )
     # generated workload
-    keys: int = 0  # distinct keys; 0 means records // 2
-    update_ratio: float = -1.0  # fraction of records updating a seen key; < 0: from keys
-    skew: str = "uniform"  # or "zipf"
-    zipf_s: float = 1.1
-    partitions: int = 4
-    payload_bytes: int = 32
-    seed: int = 42
+    keys: int = _opt(0, "distinct keys (0: records/2)", WORKLOAD)
+    update_ratio: float = _opt(
+        -1.0, "fraction of generated records that update a seen key (< 0: from --keys)", WORKLOAD
+    )
+    skew: str = _opt("uniform", "which keys updates pick", WORKLOAD, choices=("uniform", "zipf"))
+    zipf_s: float = _opt(1.1, "the Zipf exponent of --skew zipf", WORKLOAD, flag="--zipf-s")
+    partitions: int = _opt(4, "partition values of the generated stream", WORKLOAD)
+    payload_bytes: int = _opt(32, "bytes of payload per generated record", WORKLOAD)
+    seed: int = _opt(42, "seed of the generated stream", WORKLOAD)
     # Spark on Ray
-    spark_executors: int = 1
-    spark_executor_cores: int = 1
-    spark_executor_memory: str = "1G"
+    spark_executors: int = _opt(1, "RayDP Spark executors", SPARK)
+    spark_executor_cores: int = _opt(1, "cores per Spark executor", SPARK)
+    spark_executor_memory: str = _opt("1G", "memory per Spark executor", SPARK)
     # layout
-    buckets: int = 0  # buckets per partition; 0 means 2 per writer
+    buckets: int = _opt(
+        0, "buckets per partition of a new table (0: 2 per writer; an existing table keeps its own)", WORKLOAD
+    )
     # data flow
-    source_batch_rows: int = 1_000  # records per batch a source emits
-    bucket_flush_rows: int = 20_000  # Hudi write.batch.size, in rows
-    task_buffer_rows: int = 100_000  # Hudi write.task.max.size, in rows
-    input_queue_batches: int = 8  # bounded input queue of a write task (back-pressure)
+    source_batch_rows: int = _opt(1_000, "records per batch a source emits", WRITE_PATH)
+    bucket_flush_rows: int = _opt(20_000, "Hudi write.batch.size, in rows: a bucket this full is flushed", WRITE_PATH)
+    task_buffer_rows: int = _opt(
+        100_000,
+        "Hudi write.task.max.size, in rows: the largest bucket is flushed when the task holds this many",
+        WRITE_PATH,
+    )
+    input_queue_batches: int = _opt(8, "a write task's bounded input queue, in batches (back-pressure)", WRITE_PATH)
     # timing: UNSET means the Hudi/Flink default times time_scale (see the module docstring)
-    time_scale: float = DEFAULT_TIME_SCALE
-    checkpoint_interval_s: float = UNSET  # Flink: user-set (4 s here)
-    checkpoint_timeout_s: float = UNSET  # Flink: 10 min
-    wait_tick_s: float = UNSET  # Hudi: 1 s
-    instant_wait_timeout_s: float = UNSET  # Hudi: = checkpoint timeout
-    commit_ack_timeout_s: float = UNSET  # Hudi write.commit.ack.timeout (P1): = checkpoint timeout
-    deadlock_threshold_s: float = 2.0  # blocked this long on a mail in its own mailbox: deadlock
-    rpc_timeout_s: float = UNSET  # Flink RPC ask timeout: 10 s
-    timeline_refresh_requests: int = 100  # RFC-50: the server rescans after this many requests
-    write_status_timeout_s: float = UNSET  # RFC-32 coordinator waiting for WRITE_STATUS (Hudi: 300 s)
+    time_scale: float = _opt(
+        DEFAULT_TIME_SCALE,
+        "multiplies every Hudi/Flink default duration (1: production values); an explicit duration flag wins",
+        TIMING,
+    )
+    checkpoint_interval_s: float = _opt(UNSET, "seconds between checkpoint triggers (Flink: user-set)", TIMING)
+    checkpoint_timeout_s: float = _opt(UNSET, "Flink execution.checkpointing.timeout, seconds", TIMING)
+    wait_tick_s: float = _opt(UNSET, "a writer's poll interval while it waits for an instant, seconds", TIMING)
+    instant_wait_timeout_s: float = _opt(
+        UNSET, "how long a writer waits for an instant before it fails (Hudi: the checkpoint timeout)", TIMING
+    )
+    commit_ack_timeout_s: float = _opt(
+        UNSET, "Hudi write.commit.ack.timeout (operator-event, ckp-meta, timeline-server), seconds", TIMING
+    )
+    deadlock_threshold_s: float = _opt(
+        2.0, "seconds a task may block on a mail in its own mailbox before the watchdog calls it a deadlock", TIMING
+    )
+    rpc_timeout_s: float = _opt(UNSET, "seconds an RPC between roles may take (Flink's ask timeout)", TIMING)
+    timeline_refresh_requests: int = _opt(
+        100, "timeline-server: the server rescans ckp_meta after this many requests (HUDI-6336)", TIMING
+    )
+    write_status_timeout_s: float = _opt(
+        UNSET, "control-topic: hoodie.kafka.coordinator.write.timeout.secs, seconds", TIMING
+    )
     topic_retention_records: int = 10_000  # control topic retention
     # P5: what ends a Kafka Connect commit. "wall": the coordinator schedules END_COMMIT
     # kafka_commit_interval_s after START_COMMIT, as Hudi's ConnectTransactionCoordinator does;
     # "checkpoint": each Flink checkpoint trigger ends it (every protocol runs the same rounds)
-    control_topic_interval: str = "wall"
-    kafka_commit_interval_s: float = 0.2  # Hudi hoodie.kafka.commit.interval.secs: 60 s
-    job_timeout_s: float = 300.0  # the whole run; the job is stopped with a diagnosis after it
-    max_concurrent_checkpoints: int = 1  # Flink execution.checkpointing.max-concurrent-checkpoints
-    max_restarts: int = 3  # failovers (restart from the last completed checkpoint) before giving up
-    # what a task failure restarts: "global" (every role, the coordinator included: Flink's
-    # restart-all) or "region" (the write tasks, their sources and the checkpointing; the
-    # coordinator keeps running and re-initialises when every task bootstrapped again)
-    failover: str = "global"
+    control_topic_interval: str = _opt(
+        "wall",
+        "control-topic: what ends a commit; wall: the commit interval after START_COMMIT, as Hudi's Kafka "
+        "Connect coordinator; checkpoint: each checkpoint trigger",
+        TIMING,
+        choices=("wall", "checkpoint"),
+    )
+    kafka_commit_interval_s: float = _opt(
+        UNSET, "control-topic: hoodie.kafka.commit.interval.secs with --control-topic-interval wall, seconds", TIMING
+    )
+    job_timeout_s: float = _opt(300.0, "the whole run; the job is stopped with a diagnosis after it", TIMING)
+    max_concurrent_checkpoints: int = _opt(1, "Flink execution.checkpointing.max-concurrent-checkpoints", TIMING)
+    max_restarts: int = _opt(3, "failovers from the last completed checkpoint before the job gives up", RECOVERY)
+    failover: str = _opt(
+        "global",
+        "global: a task failure restarts every role (Flink's restart-all); region: the tasks, their sources and "
+        "the checkpointing restart, the coordinator keeps running (global when the coordinator itself failed)",
+        RECOVERY,
+        choices=("global", "region"),
+    )
     # after a region failover the coordinator answers a task's bootstrap only once every task's
     # has arrived, so no task writes into an instant about to be rolled back; False is Hudi
     # before HUDI-6194 (a task that bootstrapped early may write into that instant)
-    hold_bootstraps: bool = True
+    hold_bootstraps: bool = _opt(
+        True,
+        "after a region failover, answer each task's bootstrap at once, as Hudi did before HUDI-6194 "
+        "(reproduces writes into a rolled-back instant)",
+        RECOVERY,
+        flag="--no-hold-bootstraps",
+    )
     # P2 message-bus only: a flush made after the round's instant was confirmed keeps that
     # instant; False is PR #3915 as shipped, which re-reads the message and hands a second
     # eager flush after an aborted checkpoint the literal 'aborted'
-    p2_fix_aborted_reread: bool = False
-    placement: str = "spread"  # role actors over the nodes: spread, pack, strict-spread, none
+    p2_fix_aborted_reread: bool = _opt(
+        False,
+        "message-bus only: a later flush of a round keeps the instant the round confirmed (PR #3915 re-reads the "
+        "message and hands a second eager flush after an abort the literal 'aborted'); others ignore it",
+        RECOVERY,
+    )
+    placement: str = _opt(
+        "spread",
+        "how role actors spread over a Ray cluster's nodes (a placement group; none: Ray's default scheduling)",
+        RECOVERY,
+        choices=("spread", "pack", "strict-spread", "none"),
+    )
     faults: list[FaultSpec] = field(default_factory=list)  # armed fault points (runtime.faults.injector)
     schedule: Schedule = field(default_factory=Schedule)
     # the durations set explicitly (not from the time scale); None until resolved at construction
@@ -155,6 +255,10 @@ class JobConfig:
         for name in CHECKPOINT_TIMEOUT_DURATIONS:
             if getattr(self, name) == UNSET:
                 setattr(self, name, self.checkpoint_timeout_s)
+
+    def record(self) -> dict[str, Any]:
+        """Every field as plain JSON values, for ``result.json``'s ``config`` (``--config`` reads it back)."""
+        return dataclasses.asdict(self)
 
     def effective_durations(self) -> dict[str, float]:
         """The time scale and every scaled duration as the run uses it (for result.json)."""
@@ -202,19 +306,29 @@ class JobConfig:
         rescaled = {n: UNSET for n in SCALED_DURATIONS if n not in explicit}
         return dataclasses.replace(self, **{**rescaled, **changes, "explicit_durations": None})
 
-    def _validate_durations(self) -> None:
-        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.max_concurrent_checkpoints < 1:
-            raise ConfigError(
-                f"--max-concurrent-checkpoints must be at least 1 (Flink's default is 1), "
-                f"got {self.max_concurrent_checkpoints}"
-            )
-
     def validate(self, known_protocols: list[str] | None = None) -> JobConfig:
-        """Raises ConfigError naming the first bad option; returns self for chaining."""
-        positive_ints = (
+        """Raises ConfigError naming the first bad option by its flag; returns self for chaining."""
+        if known_protocols is not None and self.protocol not in known_protocols:
+            raise ConfigError(f"unknown protocol {self.protocol!r}; choose one of {', '.join(known_protocols)}")
+        self._validate_choices()
+        self._validate_counts()
+        self._validate_durations()
+        self._validate_fields()
+        self._validate_schedule()
+        self._validate_faults()
+        return self
+
+    def _validate_choices(self) -> None:
+        for name, opt in _OPTIONS.items():
+            if opt.choices and getattr(self, name) not in opt.choices:
+                allowed = ", ".join(c or "''" for c in opt.choices)
+                raise ConfigError(f"{flag_of(name)} must be one of {allowed}, got {getattr(self, name)!r}")
+        for name in ("hold_bootstraps", "p2_fix_aborted_reread"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{flag_of(name)} is a switch: true or false, got {getattr(self, name)!r}")
+
+    def _validate_counts(self) -> None:
+        positive = (
             "writers",
             "checkpoints",
             "partitions",
@@ -223,32 +337,28 @@ class JobConfig:
             "bucket_flush_rows",
             "task_buffer_rows",
             "input_queue_batches",
+            "max_concurrent_checkpoints",
+            "spark_executors",
+            "spark_executor_cores",
         )
-        for name in positive_ints:
+        for name in positive:
             if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        if self.records < 0:
-            raise ConfigError(f"--records must not be negative, got {self.records}")
-        self._validate_durations()
-        if self.buckets < 0 or self.keys < 0:
-            raise ConfigError("--buckets and --keys must not be negative")
+                raise ConfigError(f"{flag_of(name)} must be at least 1, got {getattr(self, name)}")
+        for name in ("records", "keys", "buckets", "max_restarts", "payload_bytes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{flag_of(name)} must not be negative, got {getattr(self, name)}")
         if self.num_buckets < self.writers:
             raise ConfigError(
                 f"--buckets {self.num_buckets} is less than --writers {self.writers}: "
                 "some write task would own no file group; use at least one bucket per writer"
             )
-        if self.schedule.rounds is not None:
-            if len(self.schedule.rounds) != self.checkpoints:
-                raise ConfigError(
-                    f"schedule.rounds has {len(self.schedule.rounds)} entries but --checkpoints is "
-                    f"{self.checkpoints}: give one record count per checkpoint"
-                )
-            if sum(self.schedule.rounds) != self.records:
-                raise ConfigError("schedule.rounds must add up to --records")
-        if known_protocols is not None and self.protocol not in known_protocols:
-            raise ConfigError(f"unknown protocol {self.protocol!r}; choose one of {', '.join(known_protocols)}")
-        if self.source not in ("generator", "spark"):
-            raise ConfigError(f"unknown source {self.source!r}; choose generator or spark")
+
+    def _validate_durations(self) -> None:
+        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{flag_of(name)} must be a positive number of seconds, got {getattr(self, name)}")
+
+    def _validate_fields(self) -> None:
         if self.input_path and self.source != "spark":
             raise ConfigError("--input is read by Spark: use it with --source spark")
         if self.source == "generator" and (self.key_field, self.partition_field, self.precombine_field) != (
@@ -260,28 +370,42 @@ class JobConfig:
                 "the generator source writes fields key, partition and ts; "
                 "--key/--partition-field/--precombine-field go with --input"
             )
-        if not isinstance(self.p2_fix_aborted_reread, bool):
-            raise ConfigError(
-                f"p2_fix_aborted_reread must be true or false, got {self.p2_fix_aborted_reread!r}: "
-                "pass --p2-fix-aborted-reread to turn it on"
-            )
-        if self.control_topic_interval not in ("wall", "checkpoint"):
-            raise ConfigError(
-                f"--control-topic-interval must be wall or checkpoint, got {self.control_topic_interval!r}"
-            )
-        for name in ("kafka_commit_interval_s", "write_status_timeout_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.failover not in ("global", "region"):
-            raise ConfigError(f"--failover must be global or region, got {self.failover!r}")
-        if self.skew not in ("uniform", "zipf"):
-            raise ConfigError(f"--skew must be uniform or zipf, got {self.skew!r}")
         if self.update_ratio >= 1.0:
             raise ConfigError(f"--update-ratio must be below 1, got {self.update_ratio}")
-        if self.input_format and self.input_format not in ("parquet", "csv", "json"):
-            raise ConfigError(f"--input-format must be parquet, csv or json, got {self.input_format!r}")
-        if self.placement not in ("spread", "pack", "strict-spread", "none"):
-            raise ConfigError(f"--placement must be spread, pack, strict-spread or none, got {self.placement!r}")
         if not self.table_name.strip():
             raise ConfigError("--table-name must not be empty")
-        return self
+
+    def _validate_schedule(self) -> None:
+        rounds = self.schedule.rounds
+        if rounds is not None:
+            if len(rounds) != self.checkpoints:
+                raise ConfigError(
+                    f"schedule.rounds has {len(rounds)} entries but --checkpoints is "
+                    f"{self.checkpoints}: give one record count per checkpoint"
+                )
+            if sum(rounds) != self.records:
+                raise ConfigError("schedule.rounds must add up to --records")
+        outside = [c for c in self.schedule.abort_checkpoints if not 1 <= c <= self.checkpoints]
+        if outside:
+            raise ConfigError(
+                f"--abort-checkpoints {','.join(map(str, outside))}: the job takes checkpoints 1 to "
+                f"{self.checkpoints} (--checkpoints); name checkpoints in that range"
+            )
+
+    def _validate_faults(self) -> None:
+        for spec in self.faults:
+            if spec.task >= self.writers:
+                raise ConfigError(
+                    f"--faults {spec.text()}: task #{spec.task} does not exist with --writers {self.writers} "
+                    f"(tasks are #0 to #{self.writers - 1})"
+                )
+            if spec.checkpoint > self.checkpoints:
+                raise ConfigError(
+                    f"--faults {spec.text()}: checkpoint @{spec.checkpoint} is never taken with --checkpoints "
+                    f"{self.checkpoints}; the fault would never fire"
+                )
+
+
+_OPTIONS: dict[str, Option] = {
+    f.name: f.metadata["option"] for f in dataclasses.fields(JobConfig) if "option" in f.metadata
+}

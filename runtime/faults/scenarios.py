@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from runtime.core.config import JobConfig, Schedule
+from runtime.core.config import ConfigError, JobConfig, Schedule
 
 
 def deadlock_config(base: JobConfig) -> JobConfig:
@@ -36,7 +36,10 @@ def with_quiet_round(base: JobConfig, quiet: int = 2, notify_delay_s: float = 0.
     late, and buckets are small enough that the next round flushes eagerly. This is the workload
     ``commitlab compare`` runs by default: realistic, and it exposes P1's deadlock."""
     if base.checkpoints < quiet + 1:
-        raise ValueError(f"a quiet round {quiet} needs at least {quiet + 1} checkpoints")
+        raise ConfigError(
+            f"--schedule quiet-round makes round {quiet} quiet: it needs --checkpoints {quiet + 1} or more, "
+            f"got {base.checkpoints}; use --schedule even for fewer"
+        )
     active = base.checkpoints - 1
     per, extra = divmod(base.records, active)
     rounds = []

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
 NOT_FIRED, NOT_APPLICABLE = "not fired", "n/a"
+OUTCOMES = (PASSED, KNOWN, VIOLATION, FAILED, NOT_FIRED, NOT_APPLICABLE)
 
 # the message each protocol's messaging faults hit: the one its commit path depends on; a
 # checkpoint of -1 means the first such message (it carries no checkpoint id)

@@ -41,6 +41,23 @@ def checkpoint_progress(
         yield update
 
 
+@contextmanager
+def runs_progress(
+    console: Console, total: int, unit: str, enabled: bool = True
+) -> Iterator[Callable[[int, str], None]]:
+    """A progress bar over the runs of a compare or a fault matrix; yields ``update(done, what)``."""
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} " + unit),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not enabled,
+    ) as progress:
+        task = progress.add_task(unit, total=total)
+        yield lambda done, what: progress.update(task, completed=done, description=what)
+
+
 def summary_table(result: dict[str, Any]) -> Table:
     t = Table(
         title=f"commitlab run: {result['protocol']}, {result['writers']} writers",

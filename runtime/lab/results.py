@@ -106,6 +106,7 @@ class JobResult:
     tasks: dict[str, dict[str, Any]]
     send_errors: list[str]
     durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
+    config: dict[str, Any]  # the effective configuration (JobConfig.record): --config re-runs it
     host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
 
     def to_json(self) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import ConfigError, JobConfig, Schedule
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.options import add_config_option, add_job_options, check_writable_dir, config_from_args
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -28,23 +29,58 @@ def _protocol_names() -> list[str]:
     return list(PROTOCOLS)
 
 
+# what a simulation does not take: it generates its stream in Python and runs in one process
+NOT_SIMULATED = (
+    "source",
+    "input_path",
+    "input_format",
+    "key_field",
+    "partition_field",
+    "precombine_field",
+    "spark_executors",
+    "spark_executor_cores",
+    "spark_executor_memory",
+    "placement",
+)
+
+
 def add_commands(subparsers: Any) -> None:
     """Registers ``simulate``, ``explore``, ``replay`` and ``shrink`` on the ``commitlab``
     sub-command parser."""
-    d = JobConfig()
     p = subparsers.add_parser(
         "simulate", help="run a job under the deterministic simulator (virtual time, one process, a seed; no Ray)"
     )
-    p.add_argument("--protocol", default=d.protocol, choices=_protocol_names())
-    p.add_argument("--seed", type=int, default=0, help="the schedule's seed: message delays, random sources")
-    p.add_argument("--out", default="commitlab-sim", help="directory for result.json and the table")
+    p.add_argument(
+        "--protocol",
+        default=JobConfig().protocol,
+        choices=_protocol_names(),
+        help=f"the protocol (default: {JobConfig().protocol})",
+    )
+    p.add_argument(
+        "--seed",
+        dest="schedule_seed",
+        type=int,
+        default=0,
+        help="the schedule's seed: message delays, random sources (default: 0)",
+    )
+    p.add_argument(
+        "--out", default="commitlab-sim", help="directory for result.json and the table (default: commitlab-sim)"
+    )
     p.add_argument(
         "--scenario",
         choices=["none", "deadlock", "lock-held"],
         default="none",
         help="a named schedule from runtime.faults.scenarios (deadlock: P1's CommitAckEvent deadlock; "
-        "lock-held: a cleaner holds the table lock, #19902)",
+        "lock-held: a cleaner holds the table lock, #19902; default: none)",
     )
+    _add_simulation_options(p)
+    add_config_option(p, job=True)
+    add_job_options(p, JobConfig(), exclude=NOT_SIMULATED, flags={"seed": "--data-seed"})
+    p.set_defaults(func=cmd_simulate, table=None)
+    _add_explore_commands(subparsers)
+
+
+def _add_simulation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--check-determinism",
         action="store_true",
@@ -58,32 +94,18 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "--delay",
         default="uniform:0.0002:0.002",
-        help="message delay: uniform:LO:HI, fixed:S or exp:MEAN:CAP (seconds)",
+        help="message delay: uniform:LO:HI, fixed:S or exp:MEAN:CAP, seconds (default: uniform:0.0002:0.002)",
     )
     p.add_argument("--io-delay", default="", help="virtual time each DFS call takes (same forms; default none)")
     p.add_argument(
-        "--max-virtual", type=float, default=None, help="stop at this virtual time (default: the job timeout)"
+        "--max-virtual",
+        type=float,
+        default=None,
+        help="stop at this virtual time, seconds (default: the job timeout)",
     )
-    p.add_argument("--max-real", type=float, default=600.0, help="real-time guard of one run, seconds")
+    p.add_argument("--max-real", type=float, default=600.0, help="real-time guard of one run, seconds (default: 600)")
     p.add_argument("--no-verify", action="store_true", help="skip the exactly-once check with the official reader")
-    p.add_argument("--quiet", action="store_true")
-    g = p.add_argument_group("workload")
-    g.add_argument("--writers", type=int, default=d.writers)
-    g.add_argument("--checkpoints", type=int, default=d.checkpoints)
-    g.add_argument("--records", type=int, default=d.records)
-    g.add_argument("--keys", type=int, default=d.keys, help="distinct keys (0: records/2)")
-    g.add_argument("--partitions", type=int, default=d.partitions)
-    g.add_argument("--buckets", type=int, default=d.buckets, help="buckets per partition (0: 2 per writer)")
-    g.add_argument("--data-seed", type=int, default=d.seed, help="the generated stream's seed")
-    g.add_argument("--source-batch-rows", type=int, default=d.source_batch_rows)
-    g.add_argument("--bucket-flush-rows", type=int, default=d.bucket_flush_rows)
-    g.add_argument("--task-buffer-rows", type=int, default=d.task_buffer_rows)
-    g.add_argument("--checkpoint-interval", type=float, default=d.checkpoint_interval_s)
-    g.add_argument("--wait-tick", type=float, default=d.wait_tick_s)
-    g.add_argument("--commit-ack-timeout", type=float, default=d.commit_ack_timeout_s)
-    g.add_argument("--deadlock-threshold", type=float, default=d.deadlock_threshold_s)
-    g.add_argument("--job-timeout", type=float, default=d.job_timeout_s)
-    g.add_argument("--abort-checkpoints", default="", help="comma-separated checkpoint ids to abort")
+    p.add_argument("--quiet", action="store_true", help="print only the summary")
     p.add_argument(
         "--storage",
         choices=["disk", "memory"],
@@ -91,48 +113,41 @@ def add_commands(subparsers: Any) -> None:
         help="disk: real parquet, verified by the official reader (default); memory: the "
         "simulated disk, verified by the project's own snapshot reader (fast)",
     )
-    p.set_defaults(func=cmd_simulate)
-    _add_explore_commands(subparsers)
 
 
-def config_from(args: argparse.Namespace) -> JobConfig:
+def config_from(args: argparse.Namespace, table: str) -> JobConfig:
     """The JobConfig of the arguments, with the scenario applied."""
     from runtime.faults.scenarios import SCENARIOS
 
-    aborts = [int(x) for x in args.abort_checkpoints.split(",") if x.strip()]
-    cfg = JobConfig(
-        protocol=args.protocol,
-        writers=args.writers,
-        checkpoints=args.checkpoints,
-        records=args.records,
-        keys=args.keys,
-        partitions=args.partitions,
-        buckets=args.buckets,
-        seed=args.data_seed,
-        source="generator",
-        source_batch_rows=args.source_batch_rows,
-        bucket_flush_rows=args.bucket_flush_rows,
-        task_buffer_rows=args.task_buffer_rows,
-        checkpoint_interval_s=args.checkpoint_interval,
-        wait_tick_s=args.wait_tick,
-        commit_ack_timeout_s=args.commit_ack_timeout,
-        deadlock_threshold_s=args.deadlock_threshold,
-        job_timeout_s=args.job_timeout,
-        schedule=Schedule(abort_checkpoints=aborts),
-    )
+    cfg = config_from_args(args, table=table, source="generator")
     if args.scenario != "none":
         cfg = SCENARIOS[args.scenario](cfg)
     return cfg
 
 
 def _fresh_table(workdir: str, console: Console, quiet: bool) -> None:
-    """A simulation writes a fresh table: a previous run's under OUT is removed (never anything
-    that is not a Hudi table)."""
+    """A simulation writes a fresh table: a previous simulation's under OUT is removed; any other
+    table there (a job's, a user's) is refused, never touched."""
     table = os.path.join(workdir, "table")
-    if os.path.isfile(os.path.join(table, ".hoodie", "hoodie.properties")):
-        if not quiet:
-            console.print(f"removing the previous run's table {table}")
-        shutil.rmtree(table)
+    if not os.path.exists(table):
+        return
+    if not _written_by_a_simulation(workdir):
+        raise ConfigError(
+            f"{table} exists and no simulation under {workdir} wrote it (its result.json has no simulator "
+            "record): a simulation removes the table it writes; give another --out"
+        )
+    if not quiet:
+        console.print(f"removing the previous simulation's table {table}")
+    shutil.rmtree(table)
+
+
+def _written_by_a_simulation(workdir: str) -> bool:
+    try:
+        with open(os.path.join(workdir, "result.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and isinstance(doc.get("sim"), dict)
 
 
 def _delay(text: str) -> Any:
@@ -155,25 +170,16 @@ def _exit_code(result: dict[str, Any]) -> int:
 
 
 def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
-    from runtime.lab.report import summary_table
     from runtime.sim.host import simulate
-    from runtime.sim.recorder import write_jsonl
 
-    out = os.path.abspath(args.out)
-    cfg = config_from(args)
+    out = check_writable_dir(args.out, "--out")
+    cfg = config_from(args, os.path.join(out, "table"))
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet)
-    kwargs = dict(
-        max_virtual_s=args.max_virtual,
-        delay=_delay(args.delay),
-        io_delay=_delay(args.io_delay),
-        max_real_s=args.max_real,
-        verify=not args.no_verify,
-        storage=args.storage,
-    )
+    kwargs = _simulation_kwargs(args)
     result = simulate(
         cfg,
-        seed=args.seed,
+        seed=args.schedule_seed,
         workdir=out,
         trace=args.trace or args.check_determinism,
         chrome_trace_path=os.path.join(out, "trace.json") if args.trace else None,
@@ -182,59 +188,82 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     events = result.pop("trace", None)
     code = _exit_code(result)
     if args.check_determinism:
-        replay_dir = os.path.join(out, ".determinism")
-        shutil.rmtree(replay_dir, ignore_errors=True)
-        try:
-            replay = simulate(
-                cfg, seed=args.seed, workdir=replay_dir, expect_trace=events, **{**kwargs, "verify": False}
-            )
-        finally:
-            shutil.rmtree(replay_dir, ignore_errors=True)
-        div = replay["divergence"]
-        if div is None and replay["trace_events"] != result["trace_events"]:
-            div = {"index": replay["trace_events"], "first": None, "second": None}
-        result["determinism"] = {
-            "identical": div is None,
-            "events": result["trace_events"],
-            "sha256": result["trace_sha256"],
-            "replay_sha256": replay["trace_sha256"],
-            "divergence": div,
-        }
-        if div is not None:
+        result["determinism"] = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, result)
+        if not result["determinism"]["identical"]:
             code = EXIT_FAILED
-    if args.trace and events is not None:
+    _write_simulation(out, result, events if args.trace else None)
+    _print_simulation(console, result, args.schedule_seed, out, args.trace)
+    return code
+
+
+def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(
+        max_virtual_s=args.max_virtual,
+        delay=_delay(args.delay),
+        io_delay=_delay(args.io_delay),
+        max_real_s=args.max_real,
+        verify=not args.no_verify,
+        storage=args.storage,
+    )
+
+
+def _replay_for_determinism(
+    cfg: JobConfig, seed: int, out: str, kwargs: dict[str, Any], events: Any, result: dict[str, Any]
+) -> dict[str, Any]:
+    """Runs the seed again, stopping at the first event that differs from ``events``."""
+    from runtime.sim.host import simulate
+
+    replay_dir = os.path.join(out, ".determinism")
+    shutil.rmtree(replay_dir, ignore_errors=True)
+    try:
+        replay = simulate(cfg, seed=seed, workdir=replay_dir, expect_trace=events, **{**kwargs, "verify": False})
+    finally:
+        shutil.rmtree(replay_dir, ignore_errors=True)
+    div = replay["divergence"]
+    if div is None and replay["trace_events"] != result["trace_events"]:
+        div = {"index": replay["trace_events"], "first": None, "second": None}
+    return {
+        "identical": div is None,
+        "events": result["trace_events"],
+        "sha256": result["trace_sha256"],
+        "replay_sha256": replay["trace_sha256"],
+        "divergence": div,
+    }
+
+
+def _write_simulation(out: str, result: dict[str, Any], events: Any) -> None:
+    from runtime.sim.recorder import write_jsonl
+
+    if events is not None:
         write_jsonl(os.path.join(out, "trace.jsonl"), events)
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(result, f, indent=2, default=str)
+
+
+def _print_simulation(console: Console, result: dict[str, Any], seed: int, out: str, traced: bool) -> None:
+    from runtime.lab.report import summary_table
 
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
     console.print(
         f"simulated {result['virtual_s']:.3f} virtual s in {result['wall_s']:.2f} real s "
-        f"(seed {args.seed}, {result['sim']['messages']} messages, delay {result['sim']['delay']}); "
+        f"(seed {seed}, {result['sim']['messages']} messages, delay {result['sim']['delay']}); "
         f"trace: {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
         highlight=False,
     )
     det = result.get("determinism")
-    if det is not None:
-        if det["identical"]:
-            console.print(
-                f"[green]deterministic[/green]: the replay gave the same {det['events']} events", highlight=False
-            )
-        else:
-            d = det["divergence"]
-            console.print(
-                f"[red]NOT deterministic[/red]: the traces differ at event {d['index']}\n"
-                f"  first run:  {d['first']}\n  second run: {d['second']}",
-                highlight=False,
-            )
-    console.print(
-        f"result: {os.path.join(out, 'result.json')}"
-        + (f"; trace: {os.path.join(out, 'trace.jsonl')}, {os.path.join(out, 'trace.json')}" if args.trace else ""),
-        highlight=False,
-    )
-    return code
+    if det is not None and det["identical"]:
+        console.print(f"[green]deterministic[/green]: the replay gave the same {det['events']} events", highlight=False)
+    elif det is not None:
+        d = det["divergence"]
+        console.print(
+            f"[red]NOT deterministic[/red]: the traces differ at event {d['index']}\n"
+            f"  first run:  {d['first']}\n  second run: {d['second']}",
+            highlight=False,
+        )
+    traces = f"; trace: {os.path.join(out, 'trace.jsonl')}, {os.path.join(out, 'trace.json')}" if traced else ""
+    console.print(f"result: {os.path.join(out, 'result.json')}{traces}", highlight=False)
 
 
 # -- explore, replay, shrink ----------------------------------------------------------------------
@@ -249,21 +278,21 @@ def _add_explore_commands(subparsers: Any) -> None:
         help="many seeds of a scenario under the simulator, a random schedule each, invariants checked after every run",
     )
     p.add_argument("--scenario", required=True, choices=list(SCENARIOS), help=scen_help)
-    p.add_argument("--seeds", type=int, default=100, help="how many seeds (from --first-seed)")
-    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=100, help="how many seeds, from --first-seed (default: 100)")
+    p.add_argument("--first-seed", type=int, default=0, help="the first seed (default: 0)")
     p.add_argument(
         "--protocol",
         choices=_protocol_names(),
         default=None,
         help="one protocol (default: every protocol, --seeds each)",
     )
-    p.add_argument("--out", default="commitlab-explore", help="directory for explore.json")
+    p.add_argument("--out", default="commitlab-explore", help="directory for explore.json (default: commitlab-explore)")
     p.add_argument(
         "--jobs",
         type=int,
         default=None,
-        help="worker processes running seeds side by side (default: one per CPU, one for "
-        "fewer than 8 runs); the results do not depend on it",
+        help="worker processes running seeds side by side; the results do not depend on it (default: one per "
+        "CPU, one for fewer than 8 runs)",
     )
     p.add_argument(
         "--real-parquet",
@@ -275,6 +304,8 @@ def _add_explore_commands(subparsers: Any) -> None:
         action="store_true",
         help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json",
     )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_option(p, job=False)
     p.set_defaults(func=cmd_explore)
 
     for name, helptext in (
@@ -282,18 +313,29 @@ def _add_explore_commands(subparsers: Any) -> None:
         ("shrink", "reduce a failing seed's schedule to a smaller one that fails the same way"),
     ):
         q = subparsers.add_parser(name, help=helptext)
-        q.add_argument("--seed", type=int, required=True)
-        q.add_argument("--protocol", choices=_protocol_names(), required=True)
+        q.add_argument("--seed", type=int, required=True, help="the seed to run (explore prints it)")
+        q.add_argument("--protocol", choices=_protocol_names(), required=True, help="the protocol to run")
         src = q.add_mutually_exclusive_group(required=True)
-        src.add_argument("--scenario", choices=list(SCENARIOS), help="draw the seed's schedule from this scenario")
-        src.add_argument("--schedule", help="a schedule JSON file (e.g. written by shrink)")
+        src.add_argument(
+            "--scenario",
+            choices=list(SCENARIOS),
+            help="draw the seed's schedule from this scenario (required: this or --schedule)",
+        )
+        src.add_argument(
+            "--schedule", help="a schedule JSON file, e.g. written by shrink (required: this or --scenario)"
+        )
         q.add_argument(
             "--real-parquet", action="store_true", help="real parquet, verified by the official reader (needs --out)"
         )
-        q.add_argument("--out", default=None, help="directory for the table (--real-parquet) or shrink's schedule file")
-        q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt")
+        q.add_argument(
+            "--out",
+            default=None,
+            help="directory for the table (--real-parquet) or shrink's schedule file (default: none; shrink: .)",
+        )
+        q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt (default: 24)")
         if name == "shrink":
-            q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried")
+            q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried (default: 200)")
+        add_config_option(q, job=False)
         q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
 
 
@@ -338,6 +380,7 @@ def _explore_with_progress(
         TimeRemainingColumn(),
         console=console,
         transient=not console.is_terminal,
+        disable=args.quiet,
     ) as progress:
         task = progress.add_task(f"explore {args.scenario}", total=len(seeds) * len(protocols), tally="")
 
@@ -469,9 +512,10 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
 
     schedule = _schedule_of(args)
     console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
-    verdict, result = run_schedule(
-        schedule, args.protocol, args.seed, storage=_storage(args), workdir=_workdir(args, "replay")
-    )
+    workdir = _workdir(args, "replay")
+    verdict, result = run_schedule(schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir)
+    if workdir is not None:  # the table's record: a later replay into OUT may replace the table
+        _write_simulation(workdir, {k: v for k, v in result.items() if k != "trace"}, None)
     _print_verdict(console, verdict, result, args.trace_events)
     return EXIT_FAILED if verdict.failing else EXIT_OK
 

@@ -390,6 +390,7 @@ class JobDriver:
             },
             send_errors=[e for m in metrics + self.prior_metrics for e in m.get("send_errors", [])],
             durations=cfg.effective_durations(),
+            config=cfg.record(),
         )
 
 

@@ -96,14 +96,21 @@ def test_negative_buckets_or_keys_are_refused(option):
         JobConfig(**{option: -2}).validate()
 
 
-@pytest.mark.parametrize("option", ["wait_tick_s", "checkpoint_interval_s", "deadlock_threshold_s"])
-def test_non_positive_timings_are_refused_naming_the_option(option):
-    with pytest.raises(ConfigError, match=option):
+@pytest.mark.parametrize(
+    "option,flag",
+    [
+        ("wait_tick_s", "--wait-tick"),
+        ("checkpoint_interval_s", "--checkpoint-interval"),
+        ("deadlock_threshold_s", "--deadlock-threshold"),
+    ],
+)
+def test_non_positive_timings_are_refused_naming_the_flag(option, flag):
+    with pytest.raises(ConfigError, match=f"{flag} must be a positive number of seconds"):
         JobConfig(**{option: 0.0}).validate()
 
 
 def test_unknown_source_and_empty_table_name_are_refused():
-    with pytest.raises(ConfigError, match="unknown source 'kafka'"):
+    with pytest.raises(ConfigError, match="--source must be one of spark, generator, got 'kafka'"):
         JobConfig(source="kafka").validate()
     with pytest.raises(ConfigError, match="--table-name"):
         JobConfig(table_name="  ").validate()

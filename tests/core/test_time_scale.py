@@ -49,6 +49,7 @@ def test_effective_durations_for_the_result():
         "checkpoint_interval_s": pytest.approx(0.4),
         "rpc_timeout_s": pytest.approx(1.0),
         "write_status_timeout_s": pytest.approx(30.0),
+        "kafka_commit_interval_s": pytest.approx(6.0),
         "commit_ack_timeout_s": pytest.approx(60.0),
         "instant_wait_timeout_s": pytest.approx(60.0),
     }
