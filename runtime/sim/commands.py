@@ -307,6 +307,11 @@ def _add_explore_commands(subparsers: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_explore)
+    _add_replay_commands(subparsers)
+
+
+def _add_replay_commands(subparsers: Any) -> None:
+    from runtime.sim.schedule import SCENARIOS
 
     for name, helptext in (
         ("replay", "re-run one explored seed and print its verdict and trace excerpt"),
