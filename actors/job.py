@@ -28,6 +28,7 @@ from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.messages import TaskDump
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
@@ -234,26 +235,27 @@ class JobRun:
             log.info("%s did not describe itself: %s", name, type(exc).__name__)
             return None
 
-    async def dumps(self) -> dict[str, dict[str, Any]]:
+    async def dumps(self) -> dict[str, TaskDump]:
         refs = {n: self.actors[n].dump.remote() for n in self.driver.task_names}
         out = {}
         for name, ref in refs.items():
             try:
-                out[name] = ray.get(ref, timeout=DUMP_TIMEOUT_S)
+                out[name] = from_wire(ray.get(ref, timeout=DUMP_TIMEOUT_S))
                 self._silent_since.pop(name, None)
             except ray.exceptions.RayActorError as exc:
-                out[name] = {"role": name, "state": f"unreachable: {type(exc).__name__}"}
+                out[name] = TaskDump(name, f"unreachable: {type(exc).__name__}")
             except ray.exceptions.GetTimeoutError:
                 ray.cancel(ref)
                 silent = time.monotonic() - self._silent_since.setdefault(name, time.monotonic()) + DUMP_TIMEOUT_S
-                out[name] = {"role": name, "state": f"not answering for {silent:.0f} s"}
+                state = f"not answering for {silent:.0f} s"
                 if silent >= HEARTBEAT_TIMEOUT_S:
-                    out[name]["state"] = f"unreachable: no answer for {silent:.0f} s (heartbeat timeout)"
+                    state = f"unreachable: no answer for {silent:.0f} s (heartbeat timeout)"
+                out[name] = TaskDump(name, state)
         return out
 
-    def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None:
-        dead = sorted(n for n, d in dumps.items() if str(d.get("state", "")).startswith("unreachable"))
-        return f"{', '.join(dead)} died ({dumps[dead[0]]['state']})" if dead else None
+    def dead(self, dumps: dict[str, TaskDump]) -> str | None:
+        dead = sorted(n for n, d in dumps.items() if d.unreachable)
+        return f"{', '.join(dead)} died ({dumps[dead[0]].state})" if dead else None
 
     def past_limit(self) -> str | None:
         return None  # the job timeout is the only limit

@@ -20,6 +20,7 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.fault_spec import FaultSpec
+from runtime.core.messages import TaskDump
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
@@ -98,14 +99,18 @@ class RoleActor:
         """The job manager's main loop (only for kind job-manager)."""
         return await self.role.run()
 
-    async def dump(self) -> dict[str, Any]:
-        if self.role is None:
-            return {"role": self.name, "state": "not started"}
-        dumped: dict[str, Any] = self.role.dump() if hasattr(self.role, "dump") else self.role.describe()
-        return dumped
+    async def dump(self) -> Any:
+        """A write task's introspection (:class:`~runtime.core.messages.TaskDump`), on the wire."""
+        if self.role is None or not hasattr(self.role, "dump"):
+            return to_wire(TaskDump(self.name, "not started" if self.role is None else "no introspection"))
+        return to_wire(self.role.dump())
 
     async def describe(self) -> dict[str, Any]:
-        return self.role.describe() if hasattr(self.role, "describe") else await self.dump()
+        """A role's own description: the coordinator's, the job manager's, a source's state."""
+        if self.role is None:
+            return {"role": self.name, "state": "not started"}
+        described: dict[str, Any] = self.role.describe() if hasattr(self.role, "describe") else self.role.dump()
+        return described
 
     async def stacks(self) -> dict[str, list[str]]:
         """Where each of this actor's project coroutines is suspended now, outermost frame first

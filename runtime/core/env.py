@@ -11,7 +11,6 @@ import abc
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.core.dfs import Dfs
@@ -67,23 +66,6 @@ def rpc_handler(role: Any, method: str) -> Callable[[Any], Any]:
     route = getattr(role, "rpc_handler", None)
     handler: Callable[[Any], Any] = route(method) if route is not None else getattr(role, method)
     return handler
-
-
-@dataclass
-class BlockedWait:
-    """What a role's mailbox thread is blocked on right now (for introspection and the
-    deadlock watchdog).
-
-    ``releasing_mail`` names the kind of mail that would end the wait if it could run, when the
-    wait can be ended by a mail at all (P1's ``CommitAckEvent``); ``waiting_on`` says in words what
-    else would end it ("a new pending instant on the timeline").
-    """
-
-    what: str
-    waiting_on: str
-    since: float
-    releasing_mail: str | None = None
-    checkpoint_id: int = -1
 
 
 class Env(abc.ABC):

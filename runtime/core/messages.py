@@ -277,3 +277,93 @@ class OffsetCommit:
 
     consumer: str
     offset: int
+
+
+# -- introspection: what a write task's actor answers while its mailbox thread is blocked ----------
+
+
+@message
+@dataclass
+class MailInfo:
+    """One queued mail, in take order (Flink's ``TaskMailbox``): what the deadlock report shows."""
+
+    position: int
+    seq: int
+    kind: str
+    description: str
+    priority: int
+    waited_s: float
+
+
+@message
+@dataclass
+class MailRun:
+    """What the mailbox thread runs: a mail, or a step of the default action (``processInput``)."""
+
+    what: str  # "mail" or "default action"
+    kind: str
+    description: str
+    started_at: float
+    seq: int | None = None
+    priority: int | None = None
+    step: int | None = None  # the default action's step number
+    ended_at: float | None = None
+
+
+@message
+@dataclass
+class BlockedWait:
+    """What a role's mailbox thread is blocked on right now (for introspection and the
+    deadlock watchdog).
+
+    ``releasing_mail`` names the kind of mail that would end the wait if it could run, when the
+    wait can be ended by a mail at all (P1's ``CommitAckEvent``); ``waiting_on`` says in words what
+    else would end it ("a new pending instant on the timeline").
+    """
+
+    what: str
+    waiting_on: str
+    since: float
+    releasing_mail: str | None = None
+    checkpoint_id: int = -1
+
+
+@message
+@dataclass
+class InstantWait:
+    """A finished wait of a writer for an instant: the commit-to-unblock latency's sample."""
+
+    instant: str
+    since: float
+    until: float
+
+
+@message
+@dataclass
+class TaskDump:
+    """A write task's introspection, answered even while its mailbox thread is blocked.
+
+    A host that cannot reach the task fills only ``role`` and ``state`` (``unreachable: ...``,
+    ``not answering for N s``)."""
+
+    role: str
+    state: str
+    task_id: int = -1
+    error: str | None = None
+    running: MailRun | None = None
+    blocked: BlockedWait | None = None
+    blocked_s: float = 0.0  # how long ``blocked`` has lasted
+    mailbox: list[MailInfo] = field(default_factory=list)
+    input_queue: int = 0
+    buffered_rows: int = 0
+    current_instant: str | None = None
+    last_checkpoint_id: int = -1
+    rows_in: int = 0
+    flushes: dict[str, int] = field(default_factory=dict)
+    skipped_flushes: int = 0
+    protocol: dict[str, object] = field(default_factory=dict)  # the protocol side's own state
+    waits: list[InstantWait] = field(default_factory=list)
+
+    @property
+    def unreachable(self) -> bool:
+        return self.state.startswith("unreachable")

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import enum
 import inspect
 import itertools
@@ -58,6 +59,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from runtime.core.messages import MailInfo, MailRun
 
 __all__ = [
     "MIN_PRIORITY",
@@ -81,8 +84,8 @@ MAX_PRIORITY = 2**31 - 1  # checkpoint complete/abort notifications, control mai
 
 Action = Callable[[], Awaitable[Any] | Any]
 Clock = Callable[[], float]
-MailHook = Callable[[dict[str, Any]], None]
-MailEndHook = Callable[[dict[str, Any], BaseException | None], None]
+MailHook = Callable[[MailRun], None]
+MailEndHook = Callable[[MailRun, BaseException | None], None]
 
 
 class MailboxStateError(RuntimeError):
@@ -307,18 +310,11 @@ class TaskMailbox:
     def __len__(self) -> int:
         return len(self._batch) + len(self._queue)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def snapshot(self) -> list[MailInfo]:
         """The queue in take order, for explaining a block ("the releasing mail is at position 0")."""
         now = self._clock()
         return [
-            {
-                "position": i,
-                "seq": m.seq,
-                "kind": m.kind,
-                "description": m.description,
-                "priority": m.priority,
-                "waited_s": now - m.enqueued_at,
-            }
+            MailInfo(i, m.seq, m.kind, m.description, m.priority, now - m.enqueued_at)
             for i, m in enumerate(self._all())
         ]
 
@@ -500,7 +496,7 @@ class MailboxProcessor:
         self._suspended = False  # suspend(): the loop stops after the current mail/step
         self._completed = False  # all_actions_completed(): ends after the pending mails ran
         self._suspension: Suspension | None = None
-        self._stack: list[dict[str, Any]] = []  # running mail/step, nested by yields
+        self._stack: list[MailRun] = []  # running mail/step, nested by yields
         self._loop_task: asyncio.Task[Any] | None = None
         self._waiting_for_mail = False
         self._executors: dict[int, MailboxExecutor] = {}
@@ -556,15 +552,15 @@ class MailboxProcessor:
         return self._mails_run
 
     @property
-    def current(self) -> dict[str, Any] | None:
-        """What the mailbox thread runs now: {"what", "kind", "description", "started_at", "seq",
-        ...}; the innermost if a yield nests a mail; None when idle or waiting for mail."""
-        return dict(self._stack[-1]) if self._stack else None
+    def current(self) -> MailRun | None:
+        """What the mailbox thread runs now, the innermost if a yield nests a mail; None when
+        idle or waiting for mail."""
+        return dataclasses.replace(self._stack[-1]) if self._stack else None
 
     @property
-    def stack(self) -> list[dict[str, Any]]:
+    def stack(self) -> list[MailRun]:
         """Outermost first: e.g. [default action, mail run by its yield_]."""
-        return [dict(i) for i in self._stack]
+        return [dataclasses.replace(i) for i in self._stack]
 
     def describe(self) -> dict[str, Any]:
         """Everything needed to explain a stuck task in one dict."""
@@ -678,31 +674,18 @@ class MailboxProcessor:
             await self._run_mail(mail)
 
     async def _run_mail(self, mail: Mail) -> Any:
-        info = {
-            "what": "mail",
-            "kind": mail.kind,
-            "description": mail.description,
-            "started_at": self._mailbox.clock(),
-            "seq": mail.seq,
-            "priority": mail.priority,
-        }
+        info = MailRun("mail", mail.kind, mail.description, self._mailbox.clock(), mail.seq, mail.priority)
         self._mails_run += 1
         return await self._traced(info, mail.run)
 
     async def _run_default_action_step(self) -> None:
         self._steps += 1
-        info = {
-            "what": "default action",
-            "kind": "defaultAction",
-            "description": self._default_action_name,
-            "started_at": self._mailbox.clock(),
-            "seq": None,
-            "priority": None,
-            "step": self._steps,
-        }
+        info = MailRun(
+            "default action", "defaultAction", self._default_action_name, self._mailbox.clock(), step=self._steps
+        )
         await self._traced(info, lambda: _call(self._default_action, self._controller))
 
-    async def _traced(self, info: dict[str, Any], fn: Callable[[], Awaitable[Any]]) -> Any:
+    async def _traced(self, info: MailRun, fn: Callable[[], Awaitable[Any]]) -> Any:
         self._stack.append(info)
         error: BaseException | None = None
         try:
@@ -717,8 +700,7 @@ class MailboxProcessor:
                 if self._stack[i] is info:
                     del self._stack[i]
                     break
-            info["ended_at"] = self._mailbox.clock()
-            info["duration_s"] = info["ended_at"] - info["started_at"]
+            info.ended_at = self._mailbox.clock()
             if self._on_mail_end is not None:
                 self._on_mail_end(info, error)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from runtime.core.messages import MailInfo, TaskDump
+
 
 @dataclass
 class DeadlockReport:
@@ -22,77 +24,78 @@ class DeadlockReport:
     releasing_mail: str
     mailbox_position: int
     blocked_s: float
-    mailbox: list[dict[str, Any]]
+    mailbox: list[MailInfo]
     blocked_checkpoint: int = -1
     explanation: str = ""
 
     def to_result(self) -> dict[str, Any]:
         """The ``deadlock`` record of result.json."""
         return {k: v for k, v in asdict(self).items() if k != "mailbox"} | {
-            "mailbox": [{k: m.get(k) for k in ("position", "kind", "description", "priority")} for m in self.mailbox]
+            "mailbox": [
+                {"position": m.position, "kind": m.kind, "description": m.description, "priority": m.priority}
+                for m in self.mailbox
+            ]
         }
 
 
-def _running(dump: dict[str, Any]) -> str:
-    cur = dump.get("running") or {}
-    if not cur:
+@dataclass
+class Stall:
+    """A task blocked past the threshold on something outside its mailbox (a DFS file, the
+    coordinator), which may still come: reported, not called a deadlock."""
+
+    task: str
+    what: str
+    waiting_on: str
+    blocked_s: float
+
+
+def _running(dump: TaskDump) -> str:
+    cur = dump.running
+    if cur is None:
         return "nothing (idle)"
-    return str(cur.get("description") or cur.get("kind") or cur.get("what"))
+    return cur.description or cur.kind or cur.what
 
 
-def find_deadlock(dumps: dict[str, dict[str, Any]], threshold_s: float) -> DeadlockReport | None:
+def _releasing_mail(dump: TaskDump) -> MailInfo | None:
+    """The queued mail that would end the task's wait, if the wait names one and it is queued."""
+    kind = dump.blocked.releasing_mail if dump.blocked is not None else None
+    return next((m for m in dump.mailbox if m.kind == kind), None) if kind else None
+
+
+def find_deadlock(dumps: dict[str, TaskDump], threshold_s: float) -> DeadlockReport | None:
     """The first task (by name) blocked at least ``threshold_s`` on a wait whose releasing mail
     sits in its own mailbox."""
     for name in sorted(dumps):
         dump = dumps[name]
-        blocked = dump.get("blocked")
-        if not blocked or not blocked.get("releasing_mail"):
-            continue
-        if blocked.get("blocked_s", 0.0) < threshold_s:
-            continue
-        kind = blocked["releasing_mail"]
-        mails = dump.get("mailbox") or []
-        match = next((m for m in mails if m.get("kind") == kind), None)
-        if match is None:
+        match = _releasing_mail(dump)
+        if dump.blocked is None or match is None or dump.blocked_s < threshold_s:
             continue
         report = DeadlockReport(
             task=name,
             running_mail=_running(dump),
-            waiting_for=f"{blocked['what']}: {blocked['waiting_on']}",
-            releasing_mail=str(match.get("description") or kind),
-            mailbox_position=int(match.get("position", mails.index(match))),
-            blocked_s=float(blocked["blocked_s"]),
-            mailbox=mails,
-            blocked_checkpoint=int(blocked.get("checkpoint_id", -1)),
+            waiting_for=f"{dump.blocked.what}: {dump.blocked.waiting_on}",
+            releasing_mail=match.description or match.kind,
+            mailbox_position=match.position,
+            blocked_s=dump.blocked_s,
+            mailbox=dump.mailbox,
+            blocked_checkpoint=dump.blocked.checkpoint_id,
         )
         report.explanation = explain(report, dump)
         return report
     return None
 
 
-def find_stalls(dumps: dict[str, dict[str, Any]], threshold_s: float) -> list[dict[str, Any]]:
-    """Tasks blocked longer than the threshold with no releasing mail of their own: they wait on
-    something outside (a DFS file, the coordinator), which may still come."""
-    out = []
-    for name in sorted(dumps):
-        blocked = dumps[name].get("blocked")
-        releasing = blocked.get("releasing_mail") if blocked else None
-        if releasing and any(m.get("kind") == releasing for m in dumps[name].get("mailbox") or []):
-            continue  # that is a deadlock, not a stall
-        if blocked and blocked.get("blocked_s", 0.0) >= threshold_s:
-            out.append(
-                {
-                    "task": name,
-                    "what": blocked["what"],
-                    "waiting_on": blocked["waiting_on"],
-                    "blocked_s": blocked["blocked_s"],
-                }
-            )
-    return out
+def find_stalls(dumps: dict[str, TaskDump], threshold_s: float) -> list[Stall]:
+    """Tasks blocked longer than the threshold with no releasing mail of their own."""
+    return [
+        Stall(name, d.blocked.what, d.blocked.waiting_on, d.blocked_s)
+        for name, d in sorted(dumps.items())
+        if d.blocked is not None and d.blocked_s >= threshold_s and _releasing_mail(d) is None
+    ]
 
 
-def explain(r: DeadlockReport, dump: dict[str, Any]) -> str:
-    queue = ", ".join(f"[{m.get('position')}] {m.get('description') or m.get('kind')}" for m in r.mailbox) or "(empty)"
+def explain(r: DeadlockReport, dump: TaskDump) -> str:
+    queue = ", ".join(f"[{m.position}] {m.description or m.kind}" for m in r.mailbox) or "(empty)"
     lines = [
         f"DEADLOCK in {r.task}: its mailbox thread has been blocked for {r.blocked_s:.1f}s.",
         f"  running:      {r.running_mail}",
@@ -104,9 +107,9 @@ def explain(r: DeadlockReport, dump: dict[str, Any]) -> str:
         "blocked step could run it (the wait-for cycle is "
         f"{r.task} -> {r.releasing_mail} -> {r.task}).",
     ]
-    if dump.get("input_queue"):
+    if dump.input_queue:
         lines.append(
-            f"  behind it:    {dump['input_queue']} input item(s) wait in the input queue "
+            f"  behind it:    {dump.input_queue} input item(s) wait in the input queue "
             "(the next barrier among them), so the next checkpoint cannot complete either."
         )
     lines.append(

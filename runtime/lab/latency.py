@@ -5,20 +5,21 @@ a writer that asked later never waited for it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
+from runtime.core.messages import InstantWait
 
-def unblock_latencies(releases: Iterable[tuple[str, float]], waits: Iterable[dict[str, Any]]) -> list[float]:
+
+def unblock_latencies(releases: Iterable[tuple[str, float]], waits: Iterable[InstantWait]) -> list[float]:
     by_instant: dict[str, list[float]] = {}
     for instant, at in releases:
         by_instant.setdefault(instant, []).append(at)
     out = []
     for w in waits:
-        times = [t for t in by_instant.get(w["instant"], []) if w["since"] <= t <= w["until"]]
+        times = [t for t in by_instant.get(w.instant, []) if w.since <= t <= w.until]
         if times:
-            out.append(w["until"] - max(times))
+            out.append(w.until - max(times))
     return out
 
 

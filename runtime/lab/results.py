@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from runtime.core.dfs import Dfs, DfsCounters, DfsError
+from runtime.core.messages import TaskDump
 from runtime.core.metrics import Metrics
 from runtime.lab.latency import percentiles, unblock_latencies
 
@@ -18,7 +19,7 @@ def run_figures(
     driver_dfs_ops: dict[str, dict[str, int]],
     coordinator: dict[str, Any],
     checkpoints: dict[str, Any],
-    dumps: dict[str, dict[str, Any]],
+    dumps: dict[str, TaskDump],
     requested_checkpoints: int,
 ) -> dict[str, Any]:
     """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's and job
@@ -27,13 +28,13 @@ def run_figures(
     dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_dfs_ops])
     merged = Metrics.merge(parts)
     latencies = unblock_latencies(
-        [tuple(r) for r in coordinator.get("releases", [])], [w for d in dumps.values() for w in d.get("waits", [])]
+        [tuple(r) for r in coordinator.get("releases", [])], [w for d in dumps.values() for w in d.waits]
     )
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
     aborted = sum(1 for c in checkpoints.values() if c["status"] in ("aborted", "timed-out"))
     n_ckp = max(1, completed + aborted)
     return {
-        "rows_in": sum(d.get("rows_in", 0) for d in dumps.values()),
+        "rows_in": sum(d.rows_in for d in dumps.values()),
         "checkpoints": {
             "completed": completed,
             "aborted": aborted,

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from typing import Protocol as _TypingProtocol
 
 from runtime.core.config import JobConfig
-from runtime.core.env import BlockedWait, Env
+from runtime.core.env import Env
+from runtime.core.messages import BlockedWait
 from runtime.hudi.table import HudiTable
 
 if TYPE_CHECKING:

@@ -55,8 +55,8 @@ from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
 from runtime.core import codec
-from runtime.core.env import BlockedWait, WaitTimeout
-from runtime.core.messages import InstantTimeReply, InstantTimeRequest, WriteMetadataEvent
+from runtime.core.env import WaitTimeout
+from runtime.core.messages import BlockedWait, InstantTimeReply, InstantTimeRequest, WriteMetadataEvent
 from runtime.protocols.base import (
     CoordinatorContext,
     CoordinatorSide,

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.core.env import BlockedWait
+from runtime.core.messages import BlockedWait
 from runtime.hudi import dfs_message_bus as bus
 from runtime.protocols.base import (
     CoordinatorContext,

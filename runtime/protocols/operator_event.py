@@ -29,8 +29,8 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-from runtime.core.env import BlockedWait, Env
-from runtime.core.messages import CommitAckEvent
+from runtime.core.env import Env
+from runtime.core.messages import BlockedWait, CommitAckEvent
 from runtime.protocols.base import CoordinatorSide, InstantWaitTimeout, Protocol, WriterContext, WriterSide
 
 

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.messages import TaskDump
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
@@ -227,18 +228,18 @@ class _SimRun:
         described: dict[str, Any] = role.describe()
         return {**described, "error": env.crashed} if env.crashed is not None else described
 
-    async def dumps(self) -> dict[str, dict[str, Any]]:
+    async def dumps(self) -> dict[str, TaskDump]:
         return self._dumps()
 
-    def _dumps(self) -> dict[str, dict[str, Any]]:
+    def _dumps(self) -> dict[str, TaskDump]:
         assert self.driver is not None
         out = {}
         for name in self.driver.task_names:
             role = self.roles.get(name)
-            out[name] = role.dump() if role is not None else {"role": name, "state": "not started"}
+            out[name] = role.dump() if role is not None else TaskDump(name, "not started")
         return out
 
-    def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None:
+    def dead(self, dumps: dict[str, TaskDump]) -> str | None:
         dead = [n for n, e in self.envs.items() if e.crashed is not None]
         return f"{dead[0]} died ({self.envs[dead[0]].crashed})" if dead else None
 

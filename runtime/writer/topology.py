@@ -18,6 +18,7 @@ restarts every task and the coordinator (``RestartAllFailoverStrategy``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,12 +26,12 @@ from typing import Any, Protocol
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
-from runtime.core.messages import TasksReset, TaskState
+from runtime.core.messages import TaskDump, TasksReset, TaskState
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
-from runtime.lab.deadlock import find_deadlock, find_stalls
+from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
 from runtime.protocols import get_protocol
 from runtime.writer.coordinator import Coordinator
@@ -130,9 +131,9 @@ class JobHost(Protocol):
 
     async def describe(self, name: str) -> dict[str, Any] | None: ...
 
-    async def dumps(self) -> dict[str, dict[str, Any]]: ...
+    async def dumps(self) -> dict[str, TaskDump]: ...
 
-    def dead(self, dumps: dict[str, dict[str, Any]]) -> str | None: ...
+    def dead(self, dumps: dict[str, TaskDump]) -> str | None: ...
 
     def past_limit(self) -> str | None: ...
 
@@ -152,7 +153,7 @@ class Outcome:
     status: str  # finished, failed, deadlocked, timed-out (aborted: the simulator's verdict)
     error: str | None = None
     deadlock: Any = None
-    stalls: list[dict[str, Any]] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
 
 
 class JobDriver:
@@ -169,7 +170,7 @@ class JobDriver:
         self.prior_checkpoints: dict[str, Any] = {}
         self.prior_metrics: list[dict[str, Any]] = []
         self.deadline: float | None = None
-        self.stalls: list[dict[str, Any]] = []  # what the watchdog saw last
+        self.stalls: list[Stall] = []  # what the watchdog saw last
         self.t_launched: float | None = None  # when the first launch had every role up
         self.failover_clock = "at"  # the failover record's time key in result.json
 
@@ -278,10 +279,10 @@ class JobDriver:
             if host.now() > self.deadline:
                 waiting = await host.timed_out()
                 error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
-                return Outcome("timed-out", f"{error}stalled tasks: {stalls or 'none'}", None, stalls)
+                return Outcome("timed-out", f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
             limit = host.past_limit()
             if limit is not None:
-                return Outcome("timed-out", f"{limit}; stalled tasks: {stalls or 'none'}", None, stalls)
+                return Outcome("timed-out", f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
             await host.progress()
 
     # -- failover ------------------------------------------------------------------------------
@@ -356,7 +357,7 @@ class JobDriver:
         driver_dfs_ops: dict[str, dict[str, int]],
         coord: dict[str, Any],
         jm: dict[str, Any],
-        dumps: dict[str, dict[str, Any]],
+        dumps: dict[str, TaskDump],
         commits_before: set[str],
         table: str,
         timing: dict[str, Any],
@@ -382,16 +383,22 @@ class JobDriver:
             rolled_back=coord.get("rolled_back", []),
             coordinator={k: coord.get(k) for k in ("resets", "deleted_by_fault", "protocol")},
             deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
-            stalls=outcome.stalls,
+            stalls=[dataclasses.asdict(st) for st in outcome.stalls],
             timing=timing,
             rows_per_s=round(figures["rows_in"] / max(1e-9, run_s), 1),
-            tasks={
-                n: {k: d.get(k) for k in ("state", "error", "flushes", "protocol", "rows_in")} for n, d in dumps.items()
-            },
+            tasks={n: _task_summary(d) for n, d in dumps.items()},
             send_errors=[e for m in metrics + self.prior_metrics for e in m.get("send_errors", [])],
             durations=cfg.effective_durations(),
             config=cfg.record(),
         )
+
+
+def _task_summary(d: TaskDump) -> dict[str, Any]:
+    return {"state": d.state, "error": d.error, "flushes": d.flushes, "protocol": d.protocol, "rows_in": d.rows_in}
+
+
+def _stalls_text(stalls: list[Stall]) -> str:
+    return "; ".join(f"{st.task} {st.what} for {st.blocked_s:.1f}s ({st.waiting_on})" for st in stalls) or "none"
 
 
 def root_cause(exc: BaseException) -> str:

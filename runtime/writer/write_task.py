@@ -38,13 +38,17 @@ import pyarrow.compute as pc
 
 from runtime.core import codec
 from runtime.core.config import JobConfig
-from runtime.core.env import BlockedWait, Env
+from runtime.core.env import Env
 from runtime.core.messages import (
     Barrier,
+    BlockedWait,
     CheckpointAck,
     CheckpointNotice,
     DataBatch,
     EndOfInput,
+    InstantWait,
+    MailRun,
+    TaskDump,
     TaskState,
     WriteMetadataEvent,
     WriteStat,
@@ -128,7 +132,7 @@ class WriteTask:
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.blocked: BlockedWait | None = None
         self._ended_wait: tuple[float, float] | None = None
-        self.waits: list[dict[str, Any]] = []  # blocked waits for an instant, with the instant
+        self.waits: list[InstantWait] = []  # blocked waits for an instant, with the instant
         self.state = "created"
         self.error: str | None = None
         self.rows_in = 0
@@ -197,7 +201,7 @@ class WriteTask:
         instant = await self.protocol.instant_to_write(eager=eager, has_data=has_data)
         if self._ended_wait is not None and instant:
             since, until = self._ended_wait
-            self.waits.append({"instant": instant, "since": since, "until": until})
+            self.waits.append(InstantWait(instant, since, until))
             del self.waits[:-1000]
         return instant
 
@@ -283,52 +287,46 @@ class WriteTask:
         """A fault point elsewhere takes this task down with it (tasks.fail_at_instant_start)."""
         self.env.crash(f"{self.env.role}: injected failure: {reason}")
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> TaskDump:
         """Introspection, answered even while the mailbox thread is blocked."""
-        now = self.env.now()
-        blocked = None
         running = self.processor.current
-        if running and running.get("what") == "default action" and self.step:
-            running["description"] = self.step
-        if self.blocked is not None:
-            blocked = dataclasses.asdict(self.blocked)
-            blocked["blocked_s"] = round(now - self.blocked.since, 3)
-        return {
-            "role": self.env.role,
-            "task_id": self.task_id,
-            "state": self.state,
-            "error": self.error,
-            "running": running,
-            "blocked": blocked,
-            "mailbox": self.mailbox.snapshot(),
-            "input_queue": len(self._inputs),
-            "buffered_rows": self.buffered_rows,
-            "current_instant": self.current_instant,
-            "last_checkpoint_id": self.last_checkpoint_id,
-            "rows_in": self.rows_in,
-            "flushes": dict(self.flushes),
-            "skipped_flushes": self.skipped_flushes,
-            "protocol": self.protocol.describe(),
-            "waits": list(self.waits),
-        }
+        if running is not None and running.what == "default action" and self.step:
+            running.description = self.step
+        return TaskDump(
+            role=self.env.role,
+            state=self.state,
+            task_id=self.task_id,
+            error=self.error,
+            running=running,
+            blocked=dataclasses.replace(self.blocked) if self.blocked is not None else None,
+            blocked_s=round(self.env.now() - self.blocked.since, 3) if self.blocked is not None else 0.0,
+            mailbox=self.mailbox.snapshot(),
+            input_queue=len(self._inputs),
+            buffered_rows=self.buffered_rows,
+            current_instant=self.current_instant,
+            last_checkpoint_id=self.last_checkpoint_id,
+            rows_in=self.rows_in,
+            flushes=dict(self.flushes),
+            skipped_flushes=self.skipped_flushes,
+            protocol=self.protocol.describe(),
+            waits=list(self.waits),
+        )
 
     # -- the mailbox thread --------------------------------------------------------------------
 
-    def _on_mail_start(self, info: dict[str, Any]) -> None:
-        if info.get("what") == "mail":
-            self.env.metrics.mail(info.get("kind", "?"))
+    def _on_mail_start(self, info: MailRun) -> None:
+        if info.what == "mail":
+            self.env.metrics.mail(info.kind)
 
-    def _on_mail_end(self, info: dict[str, Any], error: BaseException | None) -> None:
-        start = info.get("started_at")
-        if start is not None:
-            self.env.tracer.complete(
-                info.get("description") or info.get("kind", "?"),
-                start,
-                self.env.now(),
-                thread="mailbox",
-                cat=info.get("what", ""),
-                args={"error": repr(error)} if error else None,
-            )
+    def _on_mail_end(self, info: MailRun, error: BaseException | None) -> None:
+        self.env.tracer.complete(
+            info.description or info.kind,
+            info.started_at,
+            self.env.now(),
+            thread="mailbox",
+            cat=info.what,
+            args={"error": repr(error)} if error else None,
+        )
 
     async def _default_action(self, controller: Controller) -> None:
         if not self._inputs:

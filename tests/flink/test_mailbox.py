@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import harness
 import pytest
 
+from runtime.core.messages import MailInfo
 from runtime.flink.mailbox import (
     MAX_PRIORITY,
     MIN_PRIORITY,
@@ -47,7 +49,7 @@ def mail(kind: str, priority: int = MIN_PRIORITY, action: Callable[[], Any] | No
 
 
 def kinds(mb: TaskMailbox) -> list[str]:
-    return [m["kind"] for m in mb.snapshot()]
+    return [m.kind for m in mb.snapshot()]
 
 
 async def wait_until(cond: Callable[[], bool], timeout: float = 1.0) -> None:
@@ -85,8 +87,8 @@ def test_put_is_fifo_and_put_first_goes_to_front() -> None:
         mb.put(mail(k))
     mb.put_first(mail("x"))
     assert kinds(mb) == ["x", "a", "b", "c"]
-    assert [m["position"] for m in mb.snapshot()] == [0, 1, 2, 3]
-    seqs = {m["kind"]: m["seq"] for m in mb.snapshot()}
+    assert [m.position for m in mb.snapshot()] == [0, 1, 2, 3]
+    seqs = {m.kind: m.seq for m in mb.snapshot()}
     assert seqs["a"] < seqs["b"] < seqs["c"] < seqs["x"]  # seq is put order, not queue order
     taken = [mb.try_take(MIN_PRIORITY).kind for _ in range(4)]  # type: ignore[union-attr]
     assert taken == ["x", "a", "b", "c"]
@@ -218,24 +220,10 @@ def test_snapshot_and_find_report_queue_with_waited_time() -> None:
     clock.now += 0.5
     snap = mb.snapshot()
     assert snap == [
-        {
-            "position": 0,
-            "seq": snap[0]["seq"],
-            "kind": "CommitAckEvent",
-            "description": "CommitAckEvent(ckp=2)",
-            "priority": MIN_PRIORITY,
-            "waited_s": 2.0,
-        },
-        {
-            "position": 1,
-            "seq": snap[1]["seq"],
-            "kind": "notifyCheckpointComplete",
-            "description": "ckp 2 complete",
-            "priority": MAX_PRIORITY,
-            "waited_s": 0.5,
-        },
+        MailInfo(0, snap[0].seq, "CommitAckEvent", "CommitAckEvent(ckp=2)", MIN_PRIORITY, 2.0),
+        MailInfo(1, snap[1].seq, "notifyCheckpointComplete", "ckp 2 complete", MAX_PRIORITY, 0.5),
     ]
-    assert snap[0]["seq"] < snap[1]["seq"]
+    assert snap[0].seq < snap[1].seq
     assert mb.find("CommitAckEvent") == 0
     assert mb.find("notifyCheckpointComplete") == 1
     assert mb.find("resume") is None
@@ -329,7 +317,7 @@ def test_exception_propagates_out_of_the_loop(where: str) -> None:
             raise ValueError("boom in mail")
 
         ends: list[tuple[str, BaseException | None]] = []
-        proc = MailboxProcessor(step, on_mail_end=lambda info, err: ends.append((info["what"], err)))
+        proc = MailboxProcessor(step, on_mail_end=lambda info, err: ends.append((info.what, err)))
         if where == "mail":
             proc.get_main_executor().execute(bad_mail, "bad")
             proc.get_main_executor().execute(lambda: None, "after")
@@ -391,7 +379,7 @@ def test_suspended_default_action_blocks_in_take_runs_mails_and_resumes_via_resu
             else:
                 ctl.all_actions_completed()
 
-        proc = MailboxProcessor(step, on_mail_start=lambda info: run_kinds.append(info["kind"]))
+        proc = MailboxProcessor(step, on_mail_start=lambda info: run_kinds.append(info.kind))
         loop_task = asyncio.create_task(proc.run_mailbox_loop())
         await wait_until(lambda: proc.is_waiting_for_mail)
         assert not proc.is_default_action_available()
@@ -408,7 +396,7 @@ def test_suspended_default_action_blocks_in_take_runs_mails_and_resumes_via_resu
         assert not is_in_mailbox_thread(proc)
         holder["s"].resume()
         assert proc.mailbox.find("resume") == 0  # put first, at MAX_PRIORITY
-        assert proc.mailbox.snapshot()[0]["priority"] == MAX_PRIORITY
+        assert proc.mailbox.snapshot()[0].priority == MAX_PRIORITY
         holder["s"].resume()  # idempotent: no second resume mail
         assert kinds(proc.mailbox) == ["resume"]
         await asyncio.wait_for(loop_task, 1.0)
@@ -437,7 +425,7 @@ def test_resume_from_inside_a_mail_is_direct() -> None:
             assert proc.is_default_action_available()  # resumed synchronously
             assert proc.mailbox.find("resume") is None
 
-        proc = MailboxProcessor(step, on_mail_start=lambda info: run_kinds.append(info["kind"]))
+        proc = MailboxProcessor(step, on_mail_start=lambda info: run_kinds.append(info.kind))
         loop_task = asyncio.create_task(proc.run_mailbox_loop())
         await wait_until(lambda: proc.is_waiting_for_mail)
         proc.get_main_executor().execute(wake, "wake")
@@ -526,7 +514,7 @@ def test_resume_mail_overtakes_queued_mails() -> None:
             await gate.wait()
 
         proc = MailboxProcessor(
-            step, on_mail_start=lambda info: log.append(info["kind"]) if info["kind"] == "resume" else None
+            step, on_mail_start=lambda info: log.append(info.kind) if info.kind == "resume" else None
         )
         main = proc.get_main_executor()
         loop_task = asyncio.create_task(proc.run_mailbox_loop())
@@ -627,11 +615,11 @@ def test_yield_inside_the_loop_at_min_priority_unblocks_operator_priority_does_n
             ex = proc.get_mailbox_executor(priority)
             while not acked.is_set():
                 await ex.yield_()
-            stack_seen.append([i["what"] for i in proc.stack])
+            stack_seen.append([i.what for i in proc.stack])
             ctl.all_actions_completed()
 
         def ack() -> None:
-            stack_seen.append([i["what"] for i in proc.stack])
+            stack_seen.append([i.what for i in proc.stack])
             acked.set()
 
         proc = MailboxProcessor(step)
@@ -705,19 +693,19 @@ def test_blocking_default_action_deadlocks_on_its_own_mailbox() -> None:
 
         cur = proc.current
         assert cur is not None
-        assert cur["what"] == "default action" and cur["kind"] == "defaultAction"
-        assert cur["seq"] is None and cur["started_at"] == 100.0
-        assert "step" in cur["description"]  # the default action's name
+        assert cur.what == "default action" and cur.kind == "defaultAction"
+        assert cur.seq is None and cur.started_at == 100.0
+        assert "step" in cur.description  # the default action's name
 
         # Other coroutines are alive: they can put mails and introspect.
         proc.get_mailbox_executor(MAX_PRIORITY).execute(lambda: None, "notifyCheckpointComplete")
         clock.now += 3.0
         snap = proc.mailbox.snapshot()
-        assert [(m["position"], m["kind"]) for m in snap] == [(0, "CommitAckEvent"), (1, "notifyCheckpointComplete")]
-        assert snap[0]["description"] == "CommitAckEvent(ckp=2)"
-        assert snap[0]["waited_s"] == 3.0
+        assert [(m.position, m.kind) for m in snap] == [(0, "CommitAckEvent"), (1, "notifyCheckpointComplete")]
+        assert snap[0].description == "CommitAckEvent(ckp=2)"
+        assert snap[0].waited_s == 3.0
         assert proc.mailbox.find("CommitAckEvent") == 0
-        assert proc.describe()["current"]["what"] == "default action"
+        assert proc.describe()["current"].what == "default action"
         assert proc.mails_run == 0
 
         # Breaking the cycle from outside lets the step finish and the mails run.
@@ -746,8 +734,8 @@ def test_awaiting_mail_blocks_later_mails_and_current_names_it() -> None:
         await asyncio.sleep(SHORT)
         assert ran == ["slow"]  # the next mail waits for the blocked one
         cur = proc.current
-        assert cur is not None and cur["what"] == "mail" and cur["kind"] == "slow"
-        assert cur["description"] == "slow mail" and cur["seq"] == slow_mail.seq
+        assert cur is not None and cur.what == "mail" and cur.kind == "slow"
+        assert cur.description == "slow mail" and cur.seq == slow_mail.seq
         assert kinds(proc.mailbox) == ["next"]
         gate.set()
         await asyncio.wait_for(loop_task, 1.0)
@@ -773,18 +761,18 @@ def test_hooks_record_every_mail_and_step_with_durations() -> None:
         proc = MailboxProcessor(
             step,
             TaskMailbox(clock=clock),
-            on_mail_start=lambda info: starts.append(dict(info)),
+            on_mail_start=lambda info: starts.append(dataclasses.replace(info)),
             on_mail_end=lambda info, err: ends.append((info, err)),
         )
         proc.get_main_executor().execute(m, "CommitAckEvent", "CommitAckEvent(ckp=1)")
         await asyncio.wait_for(proc.run_mailbox_loop(), 1.0)
-        assert [(s["what"], s["kind"]) for s in starts] == [
+        assert [(s.what, s.kind) for s in starts] == [
             ("mail", "CommitAckEvent"),
             ("default action", "defaultAction"),
         ]
-        assert starts[0]["description"] == "CommitAckEvent(ckp=1)" and starts[0]["seq"] == 0
-        assert starts[0]["started_at"] == 100.0 and starts[1]["started_at"] == 101.0
-        assert [(e["what"], e["duration_s"], err) for e, err in ends] == [
+        assert starts[0].description == "CommitAckEvent(ckp=1)" and starts[0].seq == 0
+        assert starts[0].started_at == 100.0 and starts[1].started_at == 101.0
+        assert [(e.what, e.ended_at - e.started_at, err) for e, err in ends] == [
             ("mail", 1.0, None),
             ("default action", 0.25, None),
         ]

@@ -43,7 +43,7 @@ def test_a_batch_holds_the_mails_present_when_it_was_created() -> None:
     first = box.try_take_from_batch()
     assert first is not None and first.kind == "a"
     assert box.try_take_from_batch() is None  # b arrived after the batch was made
-    assert [m["kind"] for m in box.snapshot()] == ["b"]
+    assert [m.kind for m in box.snapshot()] == ["b"]
     later = box.try_take(0)
     assert later is not None and later.kind == "b"
 

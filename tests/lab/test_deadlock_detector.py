@@ -6,59 +6,42 @@ own mailbox. A long wait for something outside is a stall; a short one is nothin
 
 from __future__ import annotations
 
-from typing import Any
+from runtime.core.messages import BlockedWait, MailInfo, MailRun, TaskDump
+from runtime.lab.deadlock import DeadlockReport, Stall, explain, find_deadlock, find_stalls
 
-from runtime.lab.deadlock import DeadlockReport, explain, find_deadlock, find_stalls
+
+def mailbox(*kinds: str) -> list[MailInfo]:
+    return [MailInfo(i, 10 + i, k, f"{k} #{10 + i}", 0, 1.0) for i, k in enumerate(kinds)]
 
 
-def mailbox(*kinds: str) -> list[dict[str, Any]]:
-    return [
-        {"position": i, "seq": 10 + i, "kind": k, "description": f"{k} #{10 + i}", "priority": 0, "waited_s": 1.0}
-        for i, k in enumerate(kinds)
-    ]
+DEFAULT_STEP = MailRun("default action", "defaultAction", "process batch of 500 rows", 99.0)
 
 
 def dump(
     *,
     blocked_s: float | None = 3.0,
     releasing: str | None = "CommitAckEvent",
-    mails: list[dict[str, Any]] | None = None,
-    running: dict | None = None,
+    mails: list[MailInfo] | None = None,
+    running: MailRun | None = DEFAULT_STEP,
     input_queue: int = 0,
     ckp: int = 4,
     what: str = "instant initialize",
     waiting_on: str = "a new pending instant on the timeline or a CommitAckEvent",
-) -> dict:
-    blocked = (
-        None
-        if blocked_s is None
-        else {
-            "what": what,
-            "waiting_on": waiting_on,
-            "since": 100.0,
-            "releasing_mail": releasing,
-            "checkpoint_id": ckp,
-            "blocked_s": blocked_s,
-        }
+) -> TaskDump:
+    return TaskDump(
+        role="writer-0",
+        state="running",
+        task_id=0,
+        running=running,
+        blocked=None if blocked_s is None else BlockedWait(what, waiting_on, 100.0, releasing, ckp),
+        blocked_s=blocked_s or 0.0,
+        mailbox=mails if mails is not None else mailbox("CheckpointNotice", "CommitAckEvent"),
+        input_queue=input_queue,
+        buffered_rows=500,
+        current_instant="20240101000000000",
+        last_checkpoint_id=ckp - 1,
+        rows_in=500,
     )
-    return {
-        "role": "writer-0",
-        "task_id": 0,
-        "state": "running",
-        "error": None,
-        "running": running
-        if running is not None
-        else {"what": "default action", "description": "process batch of 500 rows"},
-        "blocked": blocked,
-        "mailbox": mails if mails is not None else mailbox("CheckpointNotice", "CommitAckEvent"),
-        "input_queue": input_queue,
-        "buffered_rows": 500,
-        "current_instant": "20240101000000000",
-        "last_checkpoint_id": ckp - 1,
-        "rows_in": 500,
-        "flushes": {},
-        "protocol": {},
-    }
 
 
 def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
@@ -71,7 +54,7 @@ def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
     assert r.mailbox_position == 1
     assert r.blocked_s == 3.5
     assert r.blocked_checkpoint == 4
-    assert [m["kind"] for m in r.mailbox] == ["CheckpointNotice", "CommitAckEvent"]
+    assert [m.kind for m in r.mailbox] == ["CheckpointNotice", "CommitAckEvent"]
 
 
 def test_only_the_deadlocked_task_is_reported():
@@ -101,12 +84,7 @@ def test_releasing_mail_not_in_the_mailbox_is_a_stall_not_a_deadlock():
     assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
     stalls = find_stalls({"writer-0": d}, threshold_s=2.0)
     assert stalls == [
-        {
-            "task": "writer-0",
-            "what": "instant initialize",
-            "waiting_on": "a new pending instant on the timeline or a CommitAckEvent",
-            "blocked_s": 10.0,
-        }
+        Stall("writer-0", "instant initialize", "a new pending instant on the timeline or a CommitAckEvent", 10.0)
     ]
 
 
@@ -119,7 +97,7 @@ def test_a_wait_with_no_releasing_mail_is_never_a_deadlock():
         waiting_on="message bus file 3.commit or 3.aborted",
     )
     assert find_deadlock({"writer-0": d}, threshold_s=2.0) is None
-    assert [s["task"] for s in find_stalls({"writer-0": d}, 2.0)] == ["writer-0"]
+    assert [s.task for s in find_stalls({"writer-0": d}, 2.0)] == ["writer-0"]
 
 
 def test_empty_mailbox_is_no_deadlock():
@@ -134,7 +112,7 @@ def test_stalls_respect_the_threshold_and_ignore_unblocked_tasks():
         "a": dump(blocked_s=0.5, **outside),
         "c": dump(blocked_s=None),
     }
-    assert [s["task"] for s in find_stalls(dumps, 1.0)] == ["b", "d"]  # sorted by name
+    assert [s.task for s in find_stalls(dumps, 1.0)] == ["b", "d"]  # sorted by name
     assert find_stalls(dumps, 10.0) == []
 
 
@@ -145,9 +123,9 @@ def test_a_deadlocked_task_is_not_also_listed_as_a_stall():
 
 
 def test_idle_running_mail_is_described():
-    d = dump(running={})
+    d = dump(running=None)
     assert find_deadlock({"w": d}, 2.0).running_mail == "nothing (idle)"
-    d = dump(running={"what": "mail", "kind": "CheckpointBarrier", "description": "snapshot ckp 4"})
+    d = dump(running=MailRun("mail", "CheckpointBarrier", "snapshot ckp 4", 99.5))
     assert find_deadlock({"w": d}, 2.0).running_mail == "snapshot ckp 4"
 
 

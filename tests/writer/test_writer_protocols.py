@@ -20,8 +20,7 @@ from harness import Inbox, Sim, TestEnv, active, memory_dfs
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs
-from runtime.core.env import BlockedWait
-from runtime.core.messages import CheckpointNotice, CommitAckEvent
+from runtime.core.messages import BlockedWait, CheckpointNotice, CommitAckEvent
 from runtime.hudi.dfs_message_bus import MessageDriver, message_bus_path
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.protocols import PROTOCOLS
