@@ -78,6 +78,7 @@ def _comparable(result: dict[str, Any]) -> dict[str, Any]:
         **{k: v for k, v in result["checkpoints"].items() if k != "detail"},
         "detail": {k: c["status"] for k, c in detail.items()},  # a checkpoint's times are times
     }
+    out["config"] = {k: v for k, v in result["config"].items() if k != "table"}  # each host's own path
     eo = result["exactly_once"]
     out["exactly_once"] = {k: eo.get(k) for k in ("verified", "expected", "actual", "lost", "duplicated")}
     return out
