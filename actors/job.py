@@ -28,7 +28,7 @@ from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
-from runtime.core.messages import TaskDump
+from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
@@ -226,11 +226,18 @@ class JobRun:
         except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
             return True, root_cause(exc)
 
-    async def describe(self, name: str) -> dict[str, Any] | None:
+    async def describe_job_manager(self) -> JobManagerView | None:
+        described = self._describe("job-manager")
+        return described if isinstance(described, JobManagerView) else None
+
+    async def describe_coordinator(self) -> CoordinatorView | None:
+        described = self._describe("coordinator")
+        return described if isinstance(described, CoordinatorView) else None
+
+    def _describe(self, name: str) -> Any:
         """The role's description; None when it is gone or does not answer."""
         try:
-            described: dict[str, Any] = ray.get(self.actors[name].describe.remote(), timeout=5)
-            return described
+            return from_wire(ray.get(self.actors[name].describe.remote(), timeout=5))
         except (KeyError, ray.exceptions.RayError) as exc:
             log.info("%s did not describe itself: %s", name, type(exc).__name__)
             return None
@@ -262,7 +269,8 @@ class JobRun:
 
     async def timed_out(self) -> str:
         """Where the job manager and the coordinator wait, for the result."""
-        waiting = ((await self.describe("job-manager")) or {}).get("waiting_for") or "?"
+        jm = await self.describe_job_manager()
+        waiting = (jm.waiting_for if jm is not None else "") or "?"
         self.stacks_at_timeout = self._stacks(("job-manager", "coordinator"))
         return f"the job manager was waiting for {waiting}; "
 
@@ -291,12 +299,12 @@ class JobRun:
         if self.on_progress is None or time.time() - self._last_progress <= 0.5:
             return
         self._last_progress = time.time()
-        jm = await self.describe("job-manager")
+        jm = await self.describe_job_manager()
         if jm is None:
             self.on_progress({})
             return
-        done = sum(1 for c in jm["checkpoints"].values() if c["status"] == "completed")
-        self.on_progress({"checkpoint": jm["current"], "completed": done, "total": self.cfg.checkpoints})
+        done = sum(1 for c in jm.checkpoints.values() if c.status == "completed")
+        self.on_progress({"checkpoint": jm.current, "completed": done, "total": self.cfg.checkpoints})
 
     def _wait_names_free(self, names: list[str], timeout: float = 30.0) -> None:
         """Killed named actors release their names asynchronously; wait (bounded) before reuse."""
@@ -320,8 +328,8 @@ class JobRun:
                 metrics.append(ray.get(actor.metrics.remote(), timeout=10))
             except ray.exceptions.RayError as exc:
                 metrics.append({"error": f"{name}: {exc}"})
-        coord = _or_error(asyncio.run(self.describe("coordinator")), "coordinator")
-        jm = _or_error(asyncio.run(self.describe("job-manager")), "job-manager")
+        coord = asyncio.run(self.describe_coordinator())
+        jm = asyncio.run(self.describe_job_manager())
         record = self.driver.result(
             outcome,
             metrics=metrics,
@@ -365,10 +373,6 @@ class JobRun:
         self.actors.clear()
         if self.placement is not None:
             self.placement.remove()
-
-
-def _or_error(described: dict[str, Any] | None, name: str) -> dict[str, Any]:
-    return described if described is not None else {"error": f"{name} unreachable"}
 
 
 def _reader_uri(table: str) -> str:

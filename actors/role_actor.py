@@ -96,8 +96,8 @@ class RoleActor:
         return to_wire(result)
 
     async def run(self) -> Any:
-        """The job manager's main loop (only for kind job-manager)."""
-        return await self.role.run()
+        """The job manager's main loop (only for kind job-manager); its final view, on the wire."""
+        return to_wire(await self.role.run())
 
     async def dump(self) -> Any:
         """A write task's introspection (:class:`~runtime.core.messages.TaskDump`), on the wire."""
@@ -105,12 +105,12 @@ class RoleActor:
             return to_wire(TaskDump(self.name, "not started" if self.role is None else "no introspection"))
         return to_wire(self.role.dump())
 
-    async def describe(self) -> dict[str, Any]:
-        """A role's own description: the coordinator's, the job manager's, a source's state."""
-        if self.role is None:
-            return {"role": self.name, "state": "not started"}
-        described: dict[str, Any] = self.role.describe() if hasattr(self.role, "describe") else self.role.dump()
-        return described
+    async def describe(self) -> Any:
+        """The coordinator's or the job manager's view of itself, on the wire; None for a role
+        not started or without one."""
+        if self.role is None or not hasattr(self.role, "describe"):
+            return None
+        return to_wire(self.role.describe())
 
     async def stacks(self) -> dict[str, list[str]]:
         """Where each of this actor's project coroutines is suspended now, outermost frame first

@@ -279,6 +279,63 @@ class OffsetCommit:
     offset: int
 
 
+# -- checkpointed state of the roles ----------------------------------------------------------------
+
+
+@message
+@dataclass
+class SeekRequest:
+    """A consumer asks its source to emit again from ``offset`` (a Kafka seek)."""
+
+    offset: int
+
+
+@message
+@dataclass
+class CommitRecord:
+    instant: str
+    checkpoint: int
+    rows: int
+    files: int
+    committed_at: float = 0.0
+
+
+@message
+@dataclass
+class CoordinatorState:
+    """The coordinator's checkpointed state (taken when a checkpoint is triggered)."""
+
+    checkpoint_id: int
+    instant: str
+    events: list[WriteMetadataEvent] = field(default_factory=list)
+
+
+@message
+@dataclass
+class EventBufferState:
+    """One entry of EventBuffers: checkpoint key -> (instant, one event per task that reported)."""
+
+    checkpoint_id: int
+    instant: str
+    events: list[WriteMetadataEvent] = field(default_factory=list)
+
+
+@message
+@dataclass
+class RpcCoordinatorState:
+    """The coordinator's checkpointed state (getAllCompletedEvents)."""
+
+    buffers: list[EventBufferState] = field(default_factory=list)
+
+
+@message
+@dataclass
+class CompletedCheckpoint:
+    checkpoint_id: int
+    round: int  # the data round this checkpoint closed
+    states: dict[str, bytes] = field(default_factory=dict)  # role name -> encoded state
+
+
 # -- introspection: what a write task's actor answers while its mailbox thread is blocked ----------
 
 
@@ -367,3 +424,57 @@ class TaskDump:
     @property
     def unreachable(self) -> bool:
         return self.state.startswith("unreachable")
+
+
+@message
+@dataclass
+class CheckpointView:
+    """One checkpoint as the job manager tracks it (Flink's pending or completed checkpoint)."""
+
+    status: str  # pending, completed, aborted, timed-out, subsumed
+    reason: str = ""
+    acks: list[str] = field(default_factory=list)  # the roles that acknowledged it
+
+
+@message
+@dataclass
+class JobManagerView:
+    """The job manager's state: what the supervisor, the progress bar and a failover read."""
+
+    status: str
+    current: int  # the checkpoint in progress (0 before the first)
+    waiting_for: str  # what the loop waits for now (a timed-out job's diagnosis)
+    checkpoints: dict[int, CheckpointView] = field(default_factory=dict)
+    rounds_emitted: dict[str, int] = field(default_factory=dict)
+    failures: list[TaskFailure] = field(default_factory=list)
+
+
+@message
+@dataclass
+class InstantRelease:
+    """When the coordinator made an instant known to the writers (the commit-to-unblock latency's
+    start)."""
+
+    instant: str
+    at: float
+
+
+@message
+@dataclass
+class CoordinatorView:
+    """The coordinator's state: what the result record and a failover decision read."""
+
+    instant: str | None
+    commits: list[CommitRecord] = field(default_factory=list)
+    empty_rounds: list[int] = field(default_factory=list)
+    aborted: list[int] = field(default_factory=list)
+    bootstrapped: list[int] = field(default_factory=list)
+    error: str | None = None
+    cleanings: list[dict[str, float]] = field(default_factory=list)
+    buffered_events: int = 0
+    releases: list[InstantRelease] = field(default_factory=list)
+    rolled_back: list[str] = field(default_factory=list)
+    protocol: dict[str, object] = field(default_factory=dict)  # the protocol side's own state
+    deleted_by_fault: list[str] = field(default_factory=list)
+    resets: list[dict[str, object]] = field(default_factory=list)  # region failovers it lived through
+    stale_events_dropped: int = 0

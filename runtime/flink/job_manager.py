@@ -33,13 +33,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, WaitTimeout, bounded
 from runtime.core.messages import (
     CheckpointAck,
     CheckpointNotice,
     CheckpointTrigger,
+    CheckpointView,
+    CompletedCheckpoint,
+    JobManagerView,
     RoundEmitted,
     TaskFailure,
     WriteMetadataEvent,
@@ -124,17 +126,15 @@ class JobManager:
         self.failures.append(failure)
         self._notify_changed()
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "current": self.current,
-            "waiting_for": self.waiting_for,
-            "checkpoints": {
-                k: {"status": r.status, "reason": r.reason, "acks": sorted(r.acks)} for k, r in self.checkpoints.items()
-            },
-            "rounds_emitted": dict(self.rounds_emitted),
-            "failures": [codec._to_plain(f) for f in self.failures],
-        }
+    def describe(self) -> JobManagerView:
+        return JobManagerView(
+            status=self.status,
+            current=self.current,
+            waiting_for=self.waiting_for,
+            checkpoints={k: CheckpointView(r.status, r.reason, sorted(r.acks)) for k, r in self.checkpoints.items()},
+            rounds_emitted=dict(self.rounds_emitted),
+            failures=list(self.failures),
+        )
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -179,7 +179,7 @@ class JobManager:
         for ckp in sorted(k for k, t in inflight.items() if t.done()):
             inflight.pop(ckp).result()  # raises what the checkpoint raised
 
-    async def run(self) -> dict[str, Any]:
+    async def run(self) -> JobManagerView:
         """Runs one checkpoint per round of data, at most ``max_concurrent_checkpoints`` in
         flight, then final checkpoints until one completes; returns a summary. Raises JobFailed on
         a task failure."""
@@ -297,8 +297,6 @@ class JobManager:
             return False
         if self.state_backend is not None:
             # the checkpoint is complete once its states are stored; only then is it notified
-            from runtime.flink.state_backend import CompletedCheckpoint
-
             states = dict(rec.acks, coordinator=coordinator_state or b"")
             await self.env.io(self.state_backend.save, CompletedCheckpoint(ckp, round_no, states))
         rec.status = "completed"

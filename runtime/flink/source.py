@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as _TypingProtocol
 
@@ -26,6 +25,7 @@ from runtime.core.messages import (
     DataBatch,
     EndOfInput,
     RoundEmitted,
+    SeekRequest,
     SourceState,
 )
 
@@ -53,14 +53,6 @@ class InMemoryShard:
             data = await data
         for off in range(0, data.num_rows, batch_rows):
             yield data.slice(off, batch_rows)
-
-
-@codec.message
-@dataclass
-class SeekRequest:
-    """A consumer asks its source to emit again from ``offset`` (a Kafka seek)."""
-
-    offset: int
 
 
 class Source:

@@ -7,20 +7,11 @@ restarted job resumes from the last completed checkpoint wherever its actors lan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from runtime.core import codec
 from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.messages import CompletedCheckpoint
 
 KEEP = 3
-
-
-@codec.message
-@dataclass
-class CompletedCheckpoint:
-    checkpoint_id: int
-    round: int  # the data round this checkpoint closed
-    states: dict[str, bytes] = field(default_factory=dict)  # role name -> encoded state
 
 
 def checkpoints_path(table_base: str) -> str:

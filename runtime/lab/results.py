@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from runtime.core.dfs import Dfs, DfsCounters, DfsError
-from runtime.core.messages import TaskDump
+from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics
 from runtime.lab.latency import percentiles, unblock_latencies
 
@@ -17,19 +17,17 @@ DATA_ROLES = ("writer.data", "driver")  # DFS traffic that is not the commit pro
 def run_figures(
     metric_parts: Iterable[dict[str, Any]],
     driver_dfs_ops: dict[str, dict[str, int]],
-    coordinator: dict[str, Any],
+    releases: list[InstantRelease],
     checkpoints: dict[str, Any],
     dumps: dict[str, TaskDump],
     requested_checkpoints: int,
 ) -> dict[str, Any]:
-    """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's and job
-    manager's descriptions and the write tasks' dumps."""
+    """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's
+    instant releases, the job's checkpoints and the write tasks' dumps."""
     parts = [m for m in metric_parts if "error" not in m]
     dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_dfs_ops])
     merged = Metrics.merge(parts)
-    latencies = unblock_latencies(
-        [tuple(r) for r in coordinator.get("releases", [])], [w for d in dumps.values() for w in d.waits]
-    )
+    latencies = unblock_latencies([(r.instant, r.at) for r in releases], [w for d in dumps.values() for w in d.waits])
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
     aborted = sum(1 for c in checkpoints.values() if c["status"] in ("aborted", "timed-out"))
     n_ckp = max(1, completed + aborted)

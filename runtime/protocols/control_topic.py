@@ -56,8 +56,7 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
-from runtime.core.messages import WriteMetadataEvent, WriteStat
-from runtime.flink.source import SeekRequest
+from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
 from runtime.hudi.table import HudiTable, TableError, commit_metadata_json
 from runtime.kafka.topic import (
     ACK_COMMIT,

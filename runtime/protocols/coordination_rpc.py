@@ -56,7 +56,14 @@ from typing import Protocol as TypingProtocol
 
 from runtime.core import codec
 from runtime.core.env import WaitTimeout
-from runtime.core.messages import BlockedWait, InstantTimeReply, InstantTimeRequest, WriteMetadataEvent
+from runtime.core.messages import (
+    BlockedWait,
+    EventBufferState,
+    InstantTimeReply,
+    InstantTimeRequest,
+    RpcCoordinatorState,
+    WriteMetadataEvent,
+)
 from runtime.protocols.base import (
     CoordinatorContext,
     CoordinatorSide,
@@ -97,24 +104,6 @@ class RpcCoordinatorContext(CoordinatorContext, TypingProtocol):
     async def commit_instant(
         self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None
     ) -> _CommitRecord | None: ...
-
-
-@codec.message
-@dataclass
-class EventBufferState:
-    """One entry of EventBuffers: checkpoint key -> (instant, one event per task that reported)."""
-
-    checkpoint_id: int
-    instant: str
-    events: list[WriteMetadataEvent] = field(default_factory=list)
-
-
-@codec.message
-@dataclass
-class RpcCoordinatorState:
-    """The coordinator's checkpointed state (getAllCompletedEvents)."""
-
-    buffers: list[EventBufferState] = field(default_factory=list)
 
 
 # -- the writer side ------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ twice, stopping the second run at the first event that differs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
-from runtime.core.messages import TaskDump
+from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
@@ -220,13 +221,17 @@ class _SimRun:
         exc = self.jm_task.exception()
         return True, None if exc is None else _root_cause(exc)
 
-    async def describe(self, name: str) -> dict[str, Any] | None:
-        """The role's description; a role that crashed reports it as its error."""
-        role, env = self.roles.get(name), self.envs.get(name)
+    async def describe_job_manager(self) -> JobManagerView | None:
+        role = self.roles.get("job-manager")
+        return role.describe() if role is not None else None
+
+    async def describe_coordinator(self) -> CoordinatorView | None:
+        """The coordinator's view; one that crashed reports it as its error."""
+        role, env = self.roles.get("coordinator"), self.envs.get("coordinator")
         if role is None or env is None:
             return None
-        described: dict[str, Any] = role.describe()
-        return {**described, "error": env.crashed} if env.crashed is not None else described
+        view: CoordinatorView = role.describe()
+        return dataclasses.replace(view, error=env.crashed) if env.crashed is not None else view
 
     async def dumps(self) -> dict[str, TaskDump]:
         return self._dumps()
@@ -285,8 +290,8 @@ class _SimRun:
             self.driver = JobDriver(self.cfg, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
         outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
-        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else {}
-        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else {}
+        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else None
+        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else None
         dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
         t_started = self.driver.t_launched or 0.0
         run_s = max(0.0, self.t_end - t_started)

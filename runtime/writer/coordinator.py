@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core import codec
@@ -45,7 +44,11 @@ from runtime.core.messages import (
     BOOTSTRAP_INSTANT,
     CheckpointNotice,
     CheckpointTrigger,
+    CommitRecord,
+    CoordinatorState,
+    CoordinatorView,
     InputFinished,
+    InstantRelease,
     TaskFailure,
     TasksReset,
     WriteMetadataEvent,
@@ -57,26 +60,6 @@ from runtime.protocols.base import CoordinatorSide, Protocol
 
 class CommitError(RuntimeError):
     pass
-
-
-@codec.message
-@dataclass
-class CommitRecord:
-    instant: str
-    checkpoint: int
-    rows: int
-    files: int
-    committed_at: float = 0.0
-
-
-@codec.message
-@dataclass
-class CoordinatorState:
-    """The coordinator's checkpointed state (taken when a checkpoint is triggered)."""
-
-    checkpoint_id: int
-    instant: str
-    events: list[WriteMetadataEvent] = field(default_factory=list)
 
 
 class Coordinator:
@@ -438,20 +421,20 @@ class Coordinator:
         )
         return rec
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "instant": self.instant,
-            "commits": [codec._to_plain(c) for c in self.commits],
-            "empty_rounds": self.empty_rounds,
-            "aborted": self.aborted,
-            "bootstrapped": sorted(self.bootstrapped),
-            "error": self.error,
-            "cleanings": self.cleanings,
-            "buffered_events": len(self.events),
-            "releases": [list(r) for r in self.releases],
-            "rolled_back": self.rolled_back,
-            "protocol": self.protocol.describe(),
-            "deleted_by_fault": self.deleted_by_fault,
-            "resets": self.resets,
-            "stale_events_dropped": self.stale_events_dropped,
-        }
+    def describe(self) -> CoordinatorView:
+        return CoordinatorView(
+            instant=self.instant,
+            commits=list(self.commits),
+            empty_rounds=list(self.empty_rounds),
+            aborted=list(self.aborted),
+            bootstrapped=sorted(self.bootstrapped),
+            error=self.error,
+            cleanings=list(self.cleanings),
+            buffered_events=len(self.events),
+            releases=[InstantRelease(instant, at) for instant, at in self.releases],
+            rolled_back=list(self.rolled_back),
+            protocol=self.protocol.describe(),
+            deleted_by_fault=list(self.deleted_by_fault),
+            resets=list(self.resets),
+            stale_events_dropped=self.stale_events_dropped,
+        )

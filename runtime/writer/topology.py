@@ -26,7 +26,14 @@ from typing import Any, Protocol
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
-from runtime.core.messages import TaskDump, TasksReset, TaskState
+from runtime.core.messages import (
+    CheckpointView,
+    CoordinatorView,
+    JobManagerView,
+    TaskDump,
+    TasksReset,
+    TaskState,
+)
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
@@ -129,7 +136,9 @@ class JobHost(Protocol):
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]: ...
 
-    async def describe(self, name: str) -> dict[str, Any] | None: ...
+    async def describe_job_manager(self) -> JobManagerView | None: ...
+
+    async def describe_coordinator(self) -> CoordinatorView | None: ...
 
     async def dumps(self) -> dict[str, TaskDump]: ...
 
@@ -167,7 +176,7 @@ class JobDriver:
         self.names = RoleNames([f"writer-{i}" for i in range(cfg.writers)], [f"source-{i}" for i in range(cfg.writers)])
         self.failovers: list[FailoverRecord] = []
         self.last_triggered = 0
-        self.prior_checkpoints: dict[str, Any] = {}
+        self.prior_checkpoints: dict[int, CheckpointView] = {}
         self.prior_metrics: list[dict[str, Any]] = []
         self.deadline: float | None = None
         self.stalls: list[Stall] = []  # what the watchdog saw last
@@ -292,14 +301,14 @@ class JobDriver:
         coordinator and the job manager) or by region (the coordinator lives on and is told to
         reset; it re-initialises once every task has bootstrapped again)."""
         restore = StateBackend(self.table.dfs, self.table.base_path).latest()
-        jm = await host.describe("job-manager")
+        jm = await host.describe_job_manager()
         if jm is not None:
-            self.last_triggered = max([self.last_triggered, jm.get("current", 0)] + [int(k) for k in jm["checkpoints"]])
-            self.prior_checkpoints.update({str(k): v for k, v in jm["checkpoints"].items()})
+            self.last_triggered = max([self.last_triggered, jm.current, *jm.checkpoints])
+            self.prior_checkpoints.update(jm.checkpoints)
         region = False
         if self.cfg.failover == "region":  # the coordinator must be alive and sound
-            coord = await host.describe("coordinator")
-            region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.get("error"))
+            coord = await host.describe_coordinator()
+            region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.error)
         summary = resume_summary(self.cfg, self.last_triggered, restore)
         record = FailoverRecord(error, host.now(), "region" if region else "global", **summary)
         record.clock = self.failover_clock
@@ -338,9 +347,11 @@ class JobDriver:
 
     # -- the result ----------------------------------------------------------------------------
 
-    def checkpoints(self, jm: dict[str, Any]) -> dict[str, Any]:
-        """Every checkpoint of the job, those of job managers a failover replaced included."""
-        return {**self.prior_checkpoints, **{str(k): v for k, v in jm.get("checkpoints", {}).items()}}
+    def checkpoints(self, jm: JobManagerView | None) -> dict[str, Any]:
+        """Every checkpoint of the job, those of job managers a failover replaced included, as
+        result.json's ``checkpoints.detail`` (string keys, as JSON has them)."""
+        every = {**self.prior_checkpoints, **(jm.checkpoints if jm is not None else {})}
+        return {str(k): dataclasses.asdict(v) for k, v in sorted(every.items())}
 
     def commits(self, before: set[str]) -> list[dict[str, Any]]:
         """The job's commits, read from the table: they survive any failover (none when the job
@@ -355,8 +366,8 @@ class JobDriver:
         *,
         metrics: list[dict[str, Any]],
         driver_dfs_ops: dict[str, dict[str, int]],
-        coord: dict[str, Any],
-        jm: dict[str, Any],
+        coord: CoordinatorView | None,
+        jm: JobManagerView | None,
         dumps: dict[str, TaskDump],
         commits_before: set[str],
         table: str,
@@ -366,7 +377,8 @@ class JobDriver:
         """The result record, from what the host gathered of its roles at the end."""
         cfg = self.cfg
         parts = [m for m in metrics if "error" not in m] + self.prior_metrics
-        figures = run_figures(parts, driver_dfs_ops, coord, self.checkpoints(jm), dumps, cfg.checkpoints)
+        coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
+        figures = run_figures(parts, driver_dfs_ops, coord.releases, self.checkpoints(jm), dumps, cfg.checkpoints)
         return JobResult(
             figures=figures,
             protocol=cfg.protocol,
@@ -377,11 +389,15 @@ class JobDriver:
             error=outcome.error,
             records=cfg.records,
             commits=self.commits(commits_before),
-            empty_rounds=coord.get("empty_rounds", []),
+            empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
             faults_fired=fired_faults(self.table.dfs, self.table.base_path),
-            rolled_back=coord.get("rolled_back", []),
-            coordinator={k: coord.get(k) for k in ("resets", "deleted_by_fault", "protocol")},
+            rolled_back=coord.rolled_back,
+            coordinator={
+                "resets": coord.resets,
+                "deleted_by_fault": coord.deleted_by_fault,
+                "protocol": coord.protocol,
+            },
             deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
             stalls=[dataclasses.asdict(st) for st in outcome.stalls],
             timing=timing,

@@ -32,8 +32,7 @@ from test_protocol_rules import (  # the virtual-clock rig of the protocol tests
 from runtime.core import codec
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import FaultSpec
-from runtime.core.messages import WriteMetadataEvent, WriteStat
-from runtime.flink.source import SeekRequest
+from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
 from runtime.hudi.table import TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,

@@ -27,8 +27,14 @@ from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs, DfsError
 from runtime.core.env import WaitTimeout
-from runtime.core.messages import BlockedWait, CheckpointNotice, CheckpointTrigger, WriteMetadataEvent, WriteStat
-from runtime.flink.source import SeekRequest
+from runtime.core.messages import (
+    BlockedWait,
+    CheckpointNotice,
+    CheckpointTrigger,
+    SeekRequest,
+    WriteMetadataEvent,
+    WriteStat,
+)
 from runtime.hudi import dfs_message_bus as bus
 from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
 from runtime.kafka.topic import (
