@@ -159,7 +159,7 @@ def _expected_from_input(args: argparse.Namespace) -> Any:
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from actors.job import measure_rpc_round_trip, run_job
     from runtime.faults.scenarios import with_quiet_round
-    from runtime.lab.compare import compare_table, dfs_table, plot_compare, run_compare
+    from runtime.lab.compare import compare_tables, plot_compare, run_compare
     from runtime.lab.report import runs_progress
 
     out = check_writable_dir(args.out, "--out")
@@ -181,8 +181,8 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
         )
         update(len(names), "done")
     plots = plot_compare(doc, out)
-    console.print(compare_table(doc))
-    console.print(dfs_table(doc))
+    for table in compare_tables(doc):
+        console.print(table)
     console.print(f"results: {os.path.join(out, 'compare.json')}; plots: {', '.join(plots)}")
     bad = [n for n, r in doc["protocols"].items() if not r["deadlock"] and r["exactly_once"] is not True]
     if bad:

@@ -1,0 +1,68 @@
+"""commitlab compare's bookkeeping, with the simulator as the job runner: one row per protocol
+from its real result, one commit cadence for every protocol, the table and the plots."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from rich.console import Console
+
+from runtime.core.config import JobConfig
+from runtime.faults.scenarios import with_quiet_round
+from runtime.lab.compare import compare_tables, one_commit_cadence, plot_compare, run_compare
+from runtime.protocols import PROTOCOLS as ALL_PROTOCOLS
+from runtime.sim import simulate
+
+PROTOCOLS = ["operator-event", "message-bus", "coordination-rpc-async", "control-topic"]
+
+
+def _compare(tmp_path, base: JobConfig, protocols: list[str] = PROTOCOLS) -> tuple[dict, list[JobConfig]]:
+    ran: list[JobConfig] = []
+
+    def run(cfg: JobConfig, sub: str) -> dict:
+        ran.append(cfg)
+        return simulate(cfg, seed=1, storage="memory", max_real_s=120.0)
+
+    doc = run_compare(base, protocols, str(tmp_path), run=run, rtt={"p50_s": 0.002, "p99_s": 0.004})
+    return doc, ran
+
+
+def test_one_row_per_protocol_from_its_run_at_one_commit_cadence(tmp_path):
+    base = with_quiet_round(JobConfig(source="generator", writers=2, checkpoints=4, records=3_000))
+    doc, ran = _compare(tmp_path, base)
+    assert [c.protocol for c in ran] == PROTOCOLS
+    assert {c.kafka_commit_interval_s for c in ran} == {base.checkpoint_interval_s}
+    assert doc["commit_cadence"] == "every protocol commits once a checkpoint interval"
+    rows = doc["protocols"]
+    assert rows["operator-event"]["deadlock"] and rows["operator-event"]["exactly_once"] is None
+    assert rows["message-bus"]["exactly_once"] is True and rows["message-bus"]["commits"] == 3  # round 2 is quiet
+    assert rows["control-topic"]["exactly_once"] is True and rows["control-topic"]["commits"] >= 3
+    assert rows["message-bus"]["dfs_ops_per_checkpoint_total"] > 0
+    on_disk = json.loads((tmp_path / "compare.json").read_text())
+    assert on_disk["protocols"].keys() == rows.keys()
+    paths = plot_compare(doc, str(tmp_path))
+    assert all(os.path.getsize(p) > 1000 for p in paths)
+
+
+def test_an_explicit_connect_interval_is_kept(tmp_path):
+    base = JobConfig(source="generator", kafka_commit_interval_s=1.5)
+    assert one_commit_cadence(base).kafka_commit_interval_s == 1.5
+    assert (
+        one_commit_cadence(JobConfig(source="generator")).kafka_commit_interval_s == JobConfig().checkpoint_interval_s
+    )
+
+
+def test_the_tables_read_at_80_columns(tmp_path):
+    base = with_quiet_round(JobConfig(source="generator", writers=2, checkpoints=4, records=2_000))
+    doc, _ = _compare(tmp_path, base, list(ALL_PROTOCOLS))  # every column a real run fills
+    console = Console(width=80, record=True, color_system=None)
+    for table in compare_tables(doc):
+        console.print(table)
+    text = console.export_text()
+    assert "…" not in text, text  # rich shortens a cell with an ellipsis when the width is short
+    lines = text.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    for name in ALL_PROTOCOLS:  # a protocol's row: its name whole, its verdict beside it
+        row = next(ln for ln in lines if ln.strip().startswith(name) and ("verified" in ln or "writer-" in ln))
+        assert row, name
