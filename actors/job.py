@@ -37,8 +37,7 @@ from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.lab.results import JobResult
 from runtime.lab.verify import verify_run
-from runtime.protocols import PROTOCOLS
-from runtime.writer.topology import JobDriver, Outcome, RoleSpec, root_cause
+from runtime.writer.topology import JobDriver, Outcome, RoleSpec, root_cause, validate_job
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ class JobRun:
         trace_path: str | None = None,
         timeline: bool = True,
     ) -> None:
-        self.cfg = cfg.validate(list(PROTOCOLS))
+        self.cfg = validate_job(cfg)
         self.out_dir = out_dir
         self.on_progress = on_progress
         self.trace_path = trace_path
@@ -181,8 +180,11 @@ class JobRun:
 
     def place(self, spec: RoleSpec, incarnation: int) -> None:
         """A named actor for the role, in its bundle of the placement group."""
-        trace = self.trace_path is not None or (self.out_dir is not None and self.timeline)
-        extra = {"trace": trace, "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"", **spec.args}
+        extra = {
+            "trace": self._tracing,
+            "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"",
+            **spec.args,
+        }
         if spec.kind == "source":
             extra.update(self.plan.shard_args[int(spec.args["task_id"])])
         opts = self.placement.options(spec.name) if self.placement else {}
@@ -285,7 +287,9 @@ class JobRun:
             self._silent_since.pop(name, None)
             try:
                 metrics.append(ray.get(actor.metrics.remote(), timeout=5))
-            except ray.exceptions.RayError as exc:  # a dead actor's counters are lost with it
+                if self._tracing:  # the failed attempt stays in the picture
+                    self.trace_events += ray.get(actor.trace_events.remote(), timeout=10)
+            except ray.exceptions.RayError as exc:  # a dead actor's counters and events are lost with it
                 log.info("the counters of %s are lost: %s", name, type(exc).__name__)
             ray.kill(actor, no_restart=True)
         self._wait_names_free(list(names))
@@ -347,14 +351,19 @@ class JobRun:
         self._gather_traces()
         return record
 
+    @property
+    def _tracing(self) -> bool:
+        return bool(self.trace_path or (self.out_dir and self.timeline))
+
     def _gather_traces(self) -> None:
-        if not (self.trace_path or (self.out_dir and self.timeline)):
+        if not self._tracing:
             return
         for name, actor in self.actors.items():
             try:
                 self.trace_events += ray.get(actor.trace_events.remote(), timeout=10)
             except ray.exceptions.RayError as exc:
                 log.info("the trace events of %s are lost: %s", name, type(exc).__name__)
+        self.trace_events += self.driver.trace_markers()
         if self.trace_path:
             write_trace(self.trace_path, self.trace_events)
 
@@ -411,6 +420,6 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
 def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
     """Runs a job on the current Ray cluster (starting a local one if needed). Options that
     disagree with an existing table fail first, before Ray starts."""
-    cfg = resolve_layout(cfg.validate(list(PROTOCOLS)))
+    cfg = resolve_layout(validate_job(cfg))
     ensure_ray()
     return JobRun(cfg, out_dir, **kwargs).run()

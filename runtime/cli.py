@@ -55,8 +55,10 @@ def _run_and_report(
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from runtime.writer.topology import validate_job
+
     out = check_writable_dir(args.out, "--out")
-    cfg = _config_from(args, out).validate(_protocol_names())
+    cfg = validate_job(_config_from(args, out))
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
     from runtime.hudi.layout import resolve_layout

@@ -70,8 +70,10 @@ def summary_table(result: dict[str, Any]) -> Table:
     t.add_row("status", _status(result))
     if result.get("error"):
         t.add_row("error", str(result["error"]))
-    t.add_row("rows in", f"{result['rows_in']:,} of {result['records']:,}")
+    t.add_row("rows in", _rows_in(result))
     t.add_row("checkpoints", f"{ckp['completed']} completed, {ckp['aborted']} aborted")
+    for label, text in _recovery_rows(result):
+        t.add_row(label, text)
     commits = result["commits"]
     t.add_row(
         "commits",
@@ -97,6 +99,41 @@ def summary_table(result: dict[str, Any]) -> Table:
     else:
         t.add_row("exactly-once", verdict_line(eo))
     return t
+
+
+def _rows_in(result: dict[str, Any]) -> str:
+    failovers = result.get("failovers") or []
+    if not failovers:
+        return f"{result['rows_in']:,} of {result['records']:,}"
+    resumed = failovers[-1].get("resumed_round")
+    return (
+        f"{result['rows_in']:,} read by the last attempt (it resumed at round {resumed}); "
+        f"{result['records']:,} in the stream"
+    )
+
+
+def _recovery_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Failovers, rollbacks and faults: what a run went through, never hidden."""
+    rows = []
+    for n, f in enumerate(result.get("failovers") or [], start=1):
+        down = f" (down {f['down_s']:.1f}s)" if f.get("down_s") is not None else ""
+        rows.append(
+            (
+                f"failover {n}",
+                f"{f['strategy']}, restored checkpoint {f['restored_checkpoint']}{down}: {escape(str(f['error']))}",
+            )
+        )
+    for r in result.get("rollbacks") or []:
+        rows.append(("rolled back", f"{r['instant']}: {escape(r['reason'])}"))
+    armed = result.get("faults_armed") or []
+    if armed:
+        fired = [f"{f['point']} in {f['role']}" for f in result.get("faults_fired") or []]
+        not_fired = result.get("faults_not_fired") or []
+        text = f"armed {', '.join(armed)}; fired: {', '.join(fired) or 'none'}"
+        if not_fired:
+            text += f"; [red]never fired: {', '.join(not_fired)}[/red] (the run did not test them)"
+        rows.append(("faults", text))
+    return rows
 
 
 def verdict_line(eo: dict[str, Any]) -> str:

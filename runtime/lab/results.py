@@ -62,6 +62,7 @@ class FailoverRecord:
     restored_checkpoint: int | None
     resumed_round: int
     deleted: str | None = None  # what the bus.deleted_between_restarts fault removed (table-relative)
+    down_s: float | None = None  # from the failure until the restarted roles were all up
     coordinator_reset: Any = None  # the coordinator's answer to a region failover's reset
     clock: str = "at"  # the key of ``at`` in result.json: "at" (Ray) or "at_virtual_s" (simulator)
 
@@ -72,6 +73,7 @@ class FailoverRecord:
             "strategy": self.strategy,
             "restored_checkpoint": self.restored_checkpoint,
             "resumed_round": self.resumed_round,
+            "down_s": self.down_s,
         }
         if self.deleted is not None:
             out["deleted"] = self.deleted
@@ -96,7 +98,10 @@ class JobResult:
     empty_rounds: list[Any]
     failovers: list[FailoverRecord]
     faults_fired: list[dict[str, Any]]
+    faults_armed: list[str]  # the --faults specs, as written
+    faults_not_fired: list[str]  # armed specs that never fired: the run did not test them
     rolled_back: list[str]
+    rollbacks: list[dict[str, str]]  # {instant, reason}: why each instant was rolled back
     coordinator: dict[str, Any]  # what the coordinator lived through: resets, a deleted bus, protocol
     deadlock: dict[str, Any] | None
     stalls: list[dict[str, Any]]

@@ -328,6 +328,7 @@ COLORS = {
     "abort": "#d97a00",
     "fault": "#d97a00",
     "alarm": "#b00000",  # text about the deadlock: dark red, so pure red stays the bars' alone
+    "failover": "#7b2cbf",  # a failover: the job failed here, and was down until the shade ends
 }
 _LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 0.6}
 _WRITER = re.compile(r"^writer-(\d+)$")
@@ -365,7 +366,7 @@ def _natural(name: str) -> tuple[int | str, ...]:
 
 
 def _lanes(evs: list[TraceEvent], deadlock_task: str | None) -> list[str]:
-    procs = {e.process for e in evs}
+    procs = {e.process for e in evs if e.cat != "failover"}  # failovers span every lane
     if deadlock_task:
         procs.add(deadlock_task)
     writers = {p for p in procs if _WRITER.match(p)}
@@ -505,6 +506,7 @@ _COUNT_KINDS = (
     "commit",
     "instant",
     "fault",
+    "failover",
     "ckp_trigger",
     "ckp_complete",
     "ckp_abort",
@@ -534,6 +536,7 @@ class _Sorted:
     completes: dict[int, float] = field(default_factory=dict)
     aborts: dict[int, float] = field(default_factory=dict)
     traced_triggers: set[int] = field(default_factory=set)  # the job manager's own "checkpoint k triggered"
+    failovers: list[TraceEvent] = field(default_factory=list)  # the driver's "failover n" / "restarted n"
 
 
 @dataclass
@@ -604,6 +607,9 @@ def _sort_instant(e: TraceEvent, writers: list[str], out: _Sorted) -> None:
     elif e.cat == "fault":
         out.points.append(("fault", e))
         out.counts["fault"] += 1
+    elif e.cat == "failover":
+        out.failovers.append(e)
+        out.counts["failover"] += e.name.startswith("failover")
     else:
         out.points.append(("instant", e))
         out.counts["instant"] += 1
@@ -822,6 +828,34 @@ def _draw_checkpoints(fr: _Frame, marks: list[dict[str, Any]], traced_triggers: 
         )
 
 
+def _draw_failovers(fr: _Frame, failovers: list[TraceEvent]) -> None:
+    """A failover: a line over every lane where the job failed, its name under the axis, and the
+    time until every restarted role was up shaded (the attempts before and after it both show)."""
+    from matplotlib.transforms import blended_transform_factory
+
+    ax = fr.ax
+    tf = blended_transform_factory(ax.transData, ax.transAxes)
+    failed = {e.name.split(" ")[1].rstrip(":"): e for e in failovers if e.name.startswith("failover ")}
+    for e in failovers:
+        if e.name.startswith("restarted ") and (start := failed.get(e.name.split(" ")[1])) is not None:
+            ax.axvspan(start.t, max(e.t, start.t + fr.min_w), color=COLORS["failover"], alpha=0.12, zorder=1)
+    for e in failed.values():
+        ax.axvline(e.t, color=COLORS["failover"], lw=1.6, zorder=6)
+        ax.text(
+            e.t,
+            0.01,
+            " " + e.name.split(":")[0],
+            transform=tf,
+            fontsize=fr.label_fs,
+            color=COLORS["failover"],
+            ha="left",
+            va="bottom",
+            fontweight="bold",
+            zorder=7,
+            bbox=_LABEL_BOX,
+        )
+
+
 def _draw_deadlock(fr: _Frame, deadlock: Mapping[str, Any], dl_task: str, dl_span: tuple[float, float]) -> str:
     """The deadlock: the wait that never ended, over the whole lane, to the end of the run; returns its label."""
     y = fr.y_of[dl_task]
@@ -918,6 +952,8 @@ def _draw_legend(fr: _Frame, srt: _Sorted, with_deadlock: bool) -> None:
         handles.append(Line2D([], [], color=COLORS["abort"], ls="--", label="ckp k aborted"))
     if srt.counts["fault"]:
         handles.append(Line2D([], [], marker="X", ls="", color=COLORS["fault"], label="fault"))
+    if srt.failovers:
+        handles.append(Patch(facecolor=COLORS["failover"], alpha=0.35, label="failover: down until restarted"))
     fr.fig.legend(
         handles=handles,
         loc="lower center",
@@ -988,6 +1024,7 @@ def render_timeline(
     _draw_commits(fr, srt.commits)
     _draw_points(fr, srt.points)
     _draw_checkpoints(fr, marks, srt.traced_triggers)
+    _draw_failovers(fr, srt.failovers)
     deadlock_label = None
     if deadlock and dl_task and dl_span is not None:
         deadlock_label = _draw_deadlock(fr, deadlock, dl_task, dl_span)

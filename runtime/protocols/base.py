@@ -170,8 +170,10 @@ class Protocol:
     description: str = ""
     writer_side: type[WriterSide]
     coordinator_side: type[CoordinatorSide]
-    # roles this protocol adds to the job, by actor name (the timeline server, the control topic)
+    # roles this protocol adds to the job, by actor name (the timeline server, the control topic),
+    # and the RPC methods they answer (a messaging fault may name one)
     extra_roles: tuple[str, ...] = ()
+    extra_rpc_methods: tuple[str, ...] = ()
     # whether the coordinator tells writers through files on the DFS (the bus faults apply)
     messages_on_dfs: bool = False
 

@@ -601,6 +601,7 @@ class ControlTopicProtocol(Protocol):
     writer_side = ControlTopicParticipant
     coordinator_side = ControlTopicCoordinator
     extra_roles = (TOPIC,)
+    extra_rpc_methods = ControlTopic.RPC_METHODS
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:

@@ -208,6 +208,7 @@ class TimelineServerProtocol(CkpMetaProtocol):
     writer_side = TimelineServerWriter
     coordinator_side = TimelineServerCoordinator
     extra_roles = (SERVER,)
+    extra_rpc_methods = TimelineServer.RPC_METHODS
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:

@@ -29,14 +29,13 @@ from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
 from runtime.lab.results import JobResult
 from runtime.lab.verify import expected_state, verify_run
-from runtime.protocols import PROTOCOLS
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
 from runtime.sim.recorder import Event, TraceRecorder, first_divergence, trace_sha256
 from runtime.sim.sim_env import SimEnv
-from runtime.writer.topology import JobDriver, Outcome, RoleSpec, make_role, start_role
+from runtime.writer.topology import JobDriver, Outcome, RoleSpec, make_role, start_role, validate_job
 
 SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
 STORAGES = ("disk", "memory")  # disk: real parquet, the official reader verifies; memory: the simulated disk
@@ -80,6 +79,7 @@ class _SimRun:
         self.chrome_trace = chrome_trace
         self.max_virtual_s = max_virtual_s
         self.envs: dict[str, SimEnv] = {}
+        self.earlier_trace: list[dict[str, Any]] = []  # events of roles a failover replaced
         self.views: dict[str, tuple[SimEnv, HudiTable, RoleSpec]] = {}
         self.roles: dict[str, Any] = {}
         self.source_tasks: dict[str, asyncio.Task[Any]] = {}
@@ -267,6 +267,7 @@ class _SimRun:
         for name in names:
             old = self.envs[name]
             metrics.append(self._metrics_of(old))
+            self.earlier_trace += old.tracer.drain()  # the failed attempt stays in the picture
             self.network.kill(name)
             old.kill()
         self.source_tasks = {}
@@ -326,7 +327,9 @@ class _SimRun:
         return snap
 
     def chrome_events(self) -> list[dict[str, Any]]:
-        return [ev for env in self.envs.values() for ev in env.tracer.drain()]
+        """Every role's events, those of earlier attempts included, and the driver's failovers."""
+        markers = self.driver.trace_markers() if self.driver is not None else []
+        return self.earlier_trace + [ev for env in self.envs.values() for ev in env.tracer.drain()] + markers
 
 
 def _shutdown(loop: SimLoop) -> None:
@@ -354,13 +357,13 @@ def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -
     if storage not in STORAGES:
         raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
     if storage == "memory":
-        return cfg.replace(source="generator", table=MEMORY_TABLE).validate(list(PROTOCOLS))
+        return validate_job(cfg.replace(source="generator", table=MEMORY_TABLE))
     if workdir is None:
         raise ConfigError(
             "a simulation on disk writes its table under a workdir: pass workdir (or use storage='memory')"
         )
     table = os.path.join(os.path.abspath(workdir), "table")
-    cfg = cfg.replace(source="generator", table=table).validate(list(PROTOCOLS))
+    cfg = validate_job(cfg.replace(source="generator", table=table))
     if os.path.isdir(table) and os.listdir(table):
         raise ConfigError(
             f"{table} already holds a table: a simulation writes a fresh one (same seed, "

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime.core import codec
-from runtime.core.config import JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
     CheckpointView,
@@ -40,7 +40,7 @@ from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
-from runtime.protocols import get_protocol
+from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.writer.write_task import WriteTask
@@ -62,6 +62,37 @@ class RoleSpec:
 class RoleNames:
     task_names: list[str]
     source_names: list[str]
+
+
+def validate_job(cfg: JobConfig) -> JobConfig:
+    """The checks a job's options get before any work starts, on either host: the configuration's
+    own (:meth:`JobConfig.validate`), and that every armed fault can fire under the protocol (a
+    bus to delete, an RPC method for a messaging fault to hit). Raises ConfigError."""
+    from runtime.core.fault_spec import MESSAGE_FAULTS
+
+    cfg.validate(list(PROTOCOLS))
+    protocol = get_protocol(cfg.protocol)
+    methods = {
+        *WriteTask.RPC_METHODS,
+        *Source.RPC_METHODS,
+        *JobManager.RPC_METHODS,
+        *Coordinator.OWN_RPC_METHODS,
+        *protocol.coordinator_side.RPC_METHODS,
+        *protocol.extra_rpc_methods,
+    }
+    for spec in cfg.faults:
+        if spec.point.startswith("bus.") and not protocol.messages_on_dfs:
+            raise ConfigError(
+                f"--faults {spec.text()}: {cfg.protocol} keeps no messages on the DFS, so there is no "
+                "directory to delete; the fault could never fire (it applies to message-bus, ckp-meta, "
+                "timeline-server)"
+            )
+        if spec.point in MESSAGE_FAULTS and spec.target and spec.target not in methods:
+            raise ConfigError(
+                f"--faults {spec.text()}: no role of a {cfg.protocol} job has an RPC method {spec.target!r}; "
+                f"name one of {', '.join(sorted(methods))}"
+            )
+    return cfg
 
 
 def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any = None) -> Any:
@@ -182,6 +213,8 @@ class JobDriver:
         self.stalls: list[Stall] = []  # what the watchdog saw last
         self.t_launched: float | None = None  # when the first launch had every role up
         self.failover_clock = "at"  # the failover record's time key in result.json
+        # instants pending when an attempt started, and why: the coordinator rolls them back
+        self.pending_at_launch: dict[str, str] = {}
 
     @property
     def task_names(self) -> list[str]:
@@ -241,7 +274,15 @@ class JobDriver:
                 continue
             return outcome
 
+    def note_pending(self, reason: str) -> None:
+        """Remembers the instants pending now, which the next coordinator rolls back, and why."""
+        if not self.table.dfs.exists(self.table.dfs.join(self.table.base_path, ".hoodie")):
+            return
+        for instant in self.table.timeline().pending_commits():
+            self.pending_at_launch.setdefault(instant, reason)
+
     async def launch_first(self, host: JobHost) -> None:
+        self.note_pending("left pending by an earlier run of this table")
         extra = list(self.protocol.extra_roles)
         for spec in self.specs(extra + self.restartable(region=False), {}, {}):
             host.place(spec, 0)  # every role exists before anything starts
@@ -317,6 +358,7 @@ class JobDriver:
         record.deleted = self.delete_bus_if_armed()
         names = self.restartable(region)
         self.prior_metrics += await host.kill(names)
+        self.note_pending(f"left pending by attempt {len(self.failovers)}, which failed: {(error or '?')[:200]}")
         planned, resume = resume_plan(self.cfg, self.last_triggered, restore)
         for spec in self.specs(names, resume, planned.states if planned is not None else {}):
             host.place(spec, len(self.failovers))
@@ -324,6 +366,7 @@ class JobDriver:
             notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
             record.coordinator_reset = await host.call("coordinator", "reset_tasks", notice)
         await self.launch(host, region=region)
+        record.down_s = round(host.now() - record.at, 6)
 
     def delete_bus_if_armed(self) -> str | None:
         """The bus.deleted_between_restarts fault: once its task crash fired, the protocol's message
@@ -346,6 +389,60 @@ class JobDriver:
         return ",".join(deleted) or None
 
     # -- the result ----------------------------------------------------------------------------
+
+    def rollbacks(self, coord: CoordinatorView) -> list[dict[str, str]]:
+        """Every instant the job rolled back, and why: those pending when an attempt started that
+        are gone from the table now, and those the coordinator reports (a failed commit it rolled
+        back itself)."""
+        timeline = self.table.timeline() if self.pending_at_launch else None
+        on_table = set(timeline.pending_commits()) | set(timeline.completed_commits()) if timeline else set()
+        out = [{"instant": i, "reason": why} for i, why in self.pending_at_launch.items() if i not in on_table]
+        seen = {r["instant"] for r in out}
+        out += [
+            {"instant": i, "reason": "a failed commit the coordinator rolled back"}
+            for i in coord.rolled_back
+            if i not in seen
+        ]
+        return sorted(out, key=lambda r: r["instant"])
+
+    def faults_not_fired(self, fired: list[dict[str, Any]]) -> list[str]:
+        """The armed fault specs no role fired (a marker per firing names the spec)."""
+        keys = {(f["point"], f["checkpoint"], f["task"], f.get("target", "")) for f in fired}
+        return [s.text() for s in self.cfg.faults if (s.point, s.checkpoint, s.task, s.target) not in keys]
+
+    def trace_markers(self) -> list[dict[str, Any]]:
+        """Trace events of the job's failovers (when the job failed, when it was back), for the
+        timeline picture and the trace file: what no role could record, since one of them died."""
+        out = []
+        for n, f in enumerate(self.failovers, start=1):
+            what = f"failover {n} ({f.strategy}): restore checkpoint {f.restored_checkpoint}"
+            args = {"error": (f.error or "")[:300], "down_s": f.down_s}
+            out.append(
+                {
+                    "ph": "i",
+                    "s": "g",
+                    "pid": "job",
+                    "tid": "failover",
+                    "cat": "failover",
+                    "name": what,
+                    "ts": round(f.at * 1e6, 1),
+                    "args": args,
+                }
+            )
+            if f.down_s is not None:
+                out.append(
+                    {
+                        "ph": "i",
+                        "s": "g",
+                        "pid": "job",
+                        "tid": "failover",
+                        "cat": "failover",
+                        "name": f"restarted {n}",
+                        "ts": round((f.at + f.down_s) * 1e6, 1),
+                        "args": {},
+                    }
+                )
+        return out
 
     def checkpoints(self, jm: JobManagerView | None) -> dict[str, Any]:
         """Every checkpoint of the job, those of job managers a failover replaced included, as
@@ -379,6 +476,8 @@ class JobDriver:
         parts = [m for m in metrics if "error" not in m] + self.prior_metrics
         coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
         figures = run_figures(parts, driver_dfs_ops, coord.releases, self.checkpoints(jm), dumps, cfg.checkpoints)
+        fired = fired_faults(self.table.dfs, self.table.base_path)
+        rollbacks = self.rollbacks(coord)
         return JobResult(
             figures=figures,
             protocol=cfg.protocol,
@@ -391,8 +490,11 @@ class JobDriver:
             commits=self.commits(commits_before),
             empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
-            faults_fired=fired_faults(self.table.dfs, self.table.base_path),
-            rolled_back=coord.rolled_back,
+            faults_fired=fired,
+            faults_armed=[s.text() for s in cfg.faults],
+            faults_not_fired=self.faults_not_fired(fired),
+            rolled_back=[r["instant"] for r in rollbacks],
+            rollbacks=rollbacks,
             coordinator={
                 "resets": coord.resets,
                 "deleted_by_fault": coord.deleted_by_fault,
