@@ -68,10 +68,12 @@ def _comparable(result: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in result.items() if k not in HOST_ONLY and k not in EXCLUDED}
     out["commits"] = [(c["checkpoint"], c["rows"]) for c in result["commits"]]  # instants are timestamps
     out["rolled_back"] = len(result["rolled_back"])  # instants
+    # why: an attempt's failure, which each host words its own way (a dead actor, a crashed env)
+    out["rollbacks"] = [r["reason"].split(",")[0] for r in result["rollbacks"]]
     out["faults_fired"] = [{k: v for k, v in f.items() if k != "at"} for f in result["faults_fired"]]
     # the error of a failover: how the host saw the crash (a dead actor, a crashed env); both name the task
     out["failovers"] = [
-        {k: v for k, v in f.items() if k not in ("at", "at_virtual_s", "error")} for f in result["failovers"]
+        {k: v for k, v in f.items() if k not in ("at", "at_virtual_s", "error", "down_s")} for f in result["failovers"]
     ]
     detail = result["checkpoints"]["detail"]
     out["checkpoints"] = {
