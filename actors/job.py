@@ -36,7 +36,7 @@ from runtime.flink.state_backend import StateBackend
 from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.lab.results import JobResult
-from runtime.lab.verify import verify_run
+from runtime.lab.verify import read_snapshot, verify_run
 from runtime.writer.topology import JobDriver, Outcome, RoleSpec, root_cause, validate_job
 
 log = logging.getLogger(__name__)
@@ -89,12 +89,14 @@ class JobRun:
         on_progress: Callable[[dict[str, Any]], None] | None = None,
         trace_path: str | None = None,
         timeline: bool = True,
+        stop: threading.Event | None = None,
     ) -> None:
         self.cfg = validate_job(cfg)
         self.out_dir = out_dir
         self.on_progress = on_progress
         self.trace_path = trace_path
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
+        self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.actors: dict[str, Any] = {}
         self.placement: Placement | None = None
@@ -111,7 +113,11 @@ class JobRun:
         cfg = self.cfg
         t_started = time.time()
         self.placement = Placement(cfg.placement, cfg.writers)
-        outcome = asyncio.run(self.driver.run(self))
+        try:
+            outcome = asyncio.run(self.driver.run(self))
+        except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
+            log.exception("the job driver failed")
+            outcome = Outcome("failed", f"internal error of the job driver: {type(exc).__name__}: {exc}")
         t_end = time.time()
         if outcome.status == "finished":
             # let the sources push end-of-input so every mailbox loop ends cleanly
@@ -130,6 +136,9 @@ class JobRun:
             else None
         )
         record.host_fields["exactly_once"] = verified
+        record.committed_prefix = self.driver.verify_committed_prefix(
+            record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
+        )
         self._shutdown()
         result = record.to_json()
         if self.out_dir:
@@ -268,6 +277,11 @@ class JobRun:
 
     def past_limit(self) -> str | None:
         return None  # the job timeout is the only limit
+
+    def interrupted(self) -> str | None:
+        if self.stop is not None and self.stop.is_set():
+            return "interrupted (Ctrl-C or SIGTERM): the job was stopped; what it committed stays on the table"
+        return None
 
     async def timed_out(self) -> str:
         """Where the job manager and the coordinator wait, for the result."""

@@ -31,11 +31,7 @@ class StreamPlan:
     expected: pa.Table
     schema_json: str
     timings: dict[str, float] = field(default_factory=dict)
-
-
-def round_bounds(cfg: JobConfig) -> list[int]:
-    """Stream offsets where each round starts; round k is ``[bounds[k-1], bounds[k])``."""
-    return [int(x) for x in np.cumsum([0] + cfg.rounds())]
+    stream: pa.Table | None = None  # the generator's stream, kept to check a failed run's commits
 
 
 def plan_generator(cfg: JobConfig) -> StreamPlan:
@@ -54,6 +50,7 @@ def plan_generator(cfg: JobConfig) -> StreamPlan:
         expected,
         avro_schema_json(stream.schema, cfg.table_name),
         {"prepare_s": round(time.time() - t0, 3)},
+        stream=stream,
     )
 
 
@@ -102,7 +99,7 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     )
     df.unpersist()
     schema = to_arrow_schema(df.schema)
-    bounds = round_bounds(cfg)
+    bounds = cfg.round_bounds()
     props = TableProps.for_job(cfg)
     args = [{"stream_shard": shards[i], "bounds": bounds} for i in range(cfg.writers)]
     return StreamPlan(

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +22,7 @@ from runtime.core.options import (
     config_from_args,
 )
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _protocol_names() -> list[str]:
@@ -32,6 +36,26 @@ def _config_from(args: argparse.Namespace, out: str, *, arm_faults: bool = True)
     return config_from_args(args, table=args.table or os.path.join(out, "table"), arm_faults=arm_faults)
 
 
+@contextlib.contextmanager
+def interruptible(console: Console) -> Iterator[threading.Event]:
+    """SIGTERM is Ctrl-C. The first one asks the running job to stop (it stops at the watchdog's
+    next poll and still writes its record); a second one interrupts at once."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        console.print(f"[yellow]{signal.Signals(signum).name}: stopping the job and writing its record[/yellow]")
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def _run_and_report(
     cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str
 ) -> dict[str, Any]:
@@ -41,8 +65,12 @@ def _run_and_report(
 
     if cfg.source == "spark":
         console.print("preparing the stream in Spark on Ray (RayDP): starting Spark takes ~15 s")
-    with spark_scope(), checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress:
-        result = run_job(cfg, out, on_progress=progress, trace_path=trace)
+    with (
+        interruptible(console) as stop,
+        spark_scope(),
+        checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress,
+    ):
+        result = run_job(cfg, out, on_progress=progress, trace_path=trace, stop=stop)
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
@@ -69,6 +97,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     )
     if result["status"] == "deadlocked":
         return EXIT_DEADLOCK
+    if result["status"] == "interrupted":
+        return EXIT_INTERRUPTED
     eo = result.get("exactly_once")
     return EXIT_OK if result["status"] == "finished" and eo and eo["verified"] else EXIT_FAILED
 
@@ -421,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

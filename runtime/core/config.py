@@ -292,6 +292,13 @@ class JobConfig:
         base, extra = divmod(self.records, self.checkpoints)
         return [base + (1 if i < extra else 0) for i in range(self.checkpoints)]
 
+    def round_bounds(self) -> list[int]:
+        """Stream offsets where each round starts: round k is ``[bounds[k-1], bounds[k])``."""
+        bounds = [0]
+        for n in self.rounds():
+            bounds.append(bounds[-1] + n)
+        return bounds
+
     def replace(self, **changes: Any) -> JobConfig:
         """A copy with ``changes``; a new ``time_scale`` rescales every duration not set
         explicitly (durations in ``changes`` count as explicit)."""

@@ -432,6 +432,7 @@ class CheckpointView:
     """One checkpoint as the job manager tracks it (Flink's pending or completed checkpoint)."""
 
     status: str  # pending, completed, aborted, timed-out, subsumed
+    round: int = 0  # the data round its barriers close (round k: the records before barrier k)
     reason: str = ""
     acks: list[str] = field(default_factory=list)  # the roles that acknowledged it
 

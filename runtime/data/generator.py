@@ -60,7 +60,7 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
 
 def shards_by_round(cfg: JobConfig, stream: pa.Table) -> list[list[pa.Table]]:
     """``[task][round-1]`` -> that task's records of that round, in offset order."""
-    bounds = np.cumsum([0] + cfg.rounds())
+    bounds = cfg.round_bounds()
     tasks = stream.column("_task").to_numpy()
     out: list[list[pa.Table]] = [[] for _ in range(cfg.writers)]
     for r in range(cfg.checkpoints):

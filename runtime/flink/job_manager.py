@@ -57,6 +57,7 @@ class JobFailed(RuntimeError):
 @dataclass
 class CheckpointRecord:
     checkpoint_id: int
+    round: int = 0  # the data round its barriers close
     status: str = "pending"  # completed / aborted / timed-out
     triggered_at: float = 0.0
     acked_at: float = 0.0
@@ -131,7 +132,9 @@ class JobManager:
             status=self.status,
             current=self.current,
             waiting_for=self.waiting_for,
-            checkpoints={k: CheckpointView(r.status, r.reason, sorted(r.acks)) for k, r in self.checkpoints.items()},
+            checkpoints={
+                k: CheckpointView(r.status, r.round, r.reason, sorted(r.acks)) for k, r in self.checkpoints.items()
+            },
             rounds_emitted=dict(self.rounds_emitted),
             failures=list(self.failures),
         )
@@ -259,7 +262,7 @@ class JobManager:
 
     async def _checkpoint(self, ckp: int, round_no: int) -> bool:
         self.current = ckp
-        rec = CheckpointRecord(ckp, triggered_at=self.env.now())
+        rec = CheckpointRecord(ckp, round_no, triggered_at=self.env.now())
         self.checkpoints[ckp] = rec
         try:
             return await self._run_checkpoint(rec, round_no)

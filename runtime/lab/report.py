@@ -98,7 +98,19 @@ def summary_table(result: dict[str, Any]) -> Table:
         t.add_row("exactly-once", "not checked (the run did not finish)")
     else:
         t.add_row("exactly-once", verdict_line(eo))
+    prefix = result.get("committed_prefix")
+    if prefix is not None:
+        t.add_row("committed prefix", _prefix_line(prefix))
     return t
+
+
+def _prefix_line(prefix: dict[str, Any]) -> str:
+    """What a run that did not finish committed, checked: its commits must hold exactly ``prefix``."""
+    if prefix.get("verified") is None:
+        return escape(prefix["prefix"])
+    if prefix.get("error"):
+        return f"[red]not verified[/red]: {escape(prefix['error'])}"
+    return f"the table holds {escape(prefix['prefix'])}: " + verdict_line(prefix)
 
 
 def _rows_in(result: dict[str, Any]) -> str:

@@ -111,6 +111,7 @@ class JobResult:
     send_errors: list[str]
     durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
     config: dict[str, Any]  # the effective configuration (JobConfig.record): --config re-runs it
+    committed_prefix: dict[str, Any] | None = None  # a run that did not finish: its commits, checked
     host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
 
     def to_json(self) -> dict[str, Any]:

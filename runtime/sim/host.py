@@ -28,7 +28,7 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
 from runtime.lab.results import JobResult
-from runtime.lab.verify import expected_state, verify_run
+from runtime.lab.verify import expected_state, read_snapshot, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
@@ -89,6 +89,7 @@ class _SimRun:
         self.t_end = 0.0
         self.driver_counters = DfsCounters()
         self.expected: pa.Table | None = None
+        self.stream: pa.Table | None = None
         self.prepare_s = 0.0
         self.shards: list[Any] = []
         self.driver: JobDriver | None = None
@@ -128,7 +129,7 @@ class _SimRun:
     async def main(self) -> None:
         cfg = self.cfg
         t0 = time.perf_counter()
-        stream = generator.generate(cfg)
+        self.stream = stream = generator.generate(cfg)
         self.shards = generator.shards_by_round(cfg, stream)
         self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
             [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
@@ -247,6 +248,9 @@ class _SimRun:
     def dead(self, dumps: dict[str, TaskDump]) -> str | None:
         dead = [n for n, e in self.envs.items() if e.crashed is not None]
         return f"{dead[0]} died ({self.envs[dead[0]].crashed})" if dead else None
+
+    def interrupted(self) -> str | None:
+        return None  # a simulation runs to its end or its limits
 
     def past_limit(self) -> str | None:
         if self.max_virtual_s is not None and self.loop.time() >= self.max_virtual_s:
@@ -411,6 +415,8 @@ def simulate(
     run.network.reply_probes.extend(reply_probes or [])
     record = _run_loop(run, loop, chrome_trace_path)
     record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
+    if verify and run.driver is not None:
+        record.committed_prefix = run.driver.verify_committed_prefix(record, run.stream, lambda: _snapshot(run, store))
     events = recorder.events
     record.host_fields.update(
         host="simulator",
@@ -493,6 +499,13 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
 
         write_trace(chrome_trace_path, chrome, time_origin=0.0)
     return record
+
+
+def _snapshot(run: _SimRun, store: MemoryStore | None) -> pa.Table:
+    """The table's snapshot: the project's reader on the simulated disk, the official one on disk."""
+    if store is not None:
+        return read_memory_snapshot(MemoryDfs(store, role="verifier"), run.cfg.table)
+    return read_snapshot(run.cfg.table)
 
 
 def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict[str, Any] | None, float]:

@@ -19,9 +19,11 @@ restarts every task and the coordinator (``RestartAllFailoverStrategy``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+import pyarrow as pa
 
 from runtime.core import codec
 from runtime.core.config import ConfigError, JobConfig
@@ -39,7 +41,9 @@ from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
+from runtime.lab.prefix import verify_prefix
 from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
+from runtime.lab.verify import VerifyError
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
@@ -177,6 +181,8 @@ class JobHost(Protocol):
 
     def past_limit(self) -> str | None: ...
 
+    def interrupted(self) -> str | None: ...
+
     async def timed_out(self) -> str: ...
 
     def on_failover(self, error: str | None, restore: Any) -> None: ...
@@ -190,7 +196,7 @@ class JobHost(Protocol):
 
 @dataclass
 class Outcome:
-    status: str  # finished, failed, deadlocked, timed-out (aborted: the simulator's verdict)
+    status: str  # finished, failed, deadlocked, timed-out, interrupted (aborted: the simulator's verdict)
     error: str | None = None
     deadlock: Any = None
     stalls: list[Stall] = field(default_factory=list)
@@ -330,6 +336,9 @@ class JobDriver:
                 waiting = await host.timed_out()
                 error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
                 return Outcome("timed-out", f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
+            stopped = host.interrupted()
+            if stopped is not None:
+                return Outcome("interrupted", stopped, None, stalls)
             limit = host.past_limit()
             if limit is not None:
                 return Outcome("timed-out", f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
@@ -404,6 +413,36 @@ class JobDriver:
             if i not in seen
         ]
         return sorted(out, key=lambda r: r["instant"])
+
+    def verify_committed_prefix(
+        self, record: JobResult, stream: pa.Table | None, read_actual: Callable[[], pa.Table]
+    ) -> dict[str, Any] | None:
+        """A run that did not finish: whether its commits hold exactly what they should
+        (:mod:`runtime.lab.prefix`); None for a finished run (``exactly_once`` says it all)."""
+        if record.status == "finished":
+            return None
+        if stream is None:
+            return {
+                "verified": None,
+                "prefix": "not checked: the Spark source keeps no copy of the stream; "
+                "run commitlab verify --table with --input to check the table",
+            }
+        cfg, commits = self.cfg, record.commits
+        extra = self.table.read_commit_metadata(commits[-1]["instant"]).get("extraMetadata", {}) if commits else {}
+        try:
+            return verify_prefix(
+                read_actual(),
+                stream,
+                commits,
+                record.figures["checkpoints"]["detail"],
+                cfg.round_bounds(),
+                extra,
+                key=cfg.key_field,
+                precombine=cfg.precombine_field,
+                partition=cfg.partition_field,
+            )
+        except (VerifyError, ValueError) as exc:
+            return {"verified": False, "prefix": "not checked", "error": str(exc)}
 
     def faults_not_fired(self, fired: list[dict[str, Any]]) -> list[str]:
         """The armed fault specs no role fired (a marker per firing names the spec)."""

@@ -212,3 +212,32 @@ def test_a_task_that_answers_slowly_is_busy_not_dead_until_the_heartbeat_timeout
     else:
         assert result["status"] == "failed"
         assert "heartbeat timeout" in result["error"]
+
+
+def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_session, tmp_path):
+    """Ctrl-C or SIGTERM (the CLI sets the event): the job stops at the watchdog's next poll; its
+    result.json is written, status interrupted, and its commits are checked as a prefix."""
+    import threading
+
+    stop, done = threading.Event(), threading.Event()
+    cfg = _cfg(tmp_path, protocol="coordination-rpc", checkpoints=40, checkpoint_interval_s=0.25)
+
+    def stop_after_a_commit() -> None:  # as a user who presses Ctrl-C once the job commits
+        hoodie = tmp_path / "table" / ".hoodie"
+        while not done.wait(0.1):
+            if hoodie.is_dir() and any(p.suffix == ".commit" for p in hoodie.iterdir()):
+                stop.set()
+                return
+
+    watcher = threading.Thread(target=stop_after_a_commit, daemon=True)
+    watcher.start()
+    try:
+        result = run_job(cfg, str(tmp_path / "out"), stop=stop)
+    finally:
+        done.set()
+    assert result["status"] == "interrupted" and "SIGTERM" in result["error"]
+    on_disk = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert on_disk["status"] == "interrupted" and on_disk["commits"] == result["commits"]
+    assert 1 <= len(result["commits"]) < 40
+    prefix = result["committed_prefix"]
+    assert prefix["verified"] and prefix["prefix"].startswith("rounds 1 to")

@@ -1,0 +1,74 @@
+"""The committed prefix of a run that did not finish: what its commits must hold, checked.
+
+A failed or interrupted run still committed something, and a user must know whether that part
+is right. The Flink protocols commit checkpoint by checkpoint, and checkpoint ``c`` closes round
+``r`` of every source (the job manager records which), so the table must hold exactly the state
+of the stream's rounds ``1..r`` of the last committed checkpoint. The Kafka Connect sink commits
+offsets instead: the table must hold the first ``offsets[p]`` records of every partition ``p``
+(``kafka.commit.offsets`` of the last commit). Either way the expected state is computed as for a
+finished run (:func:`~runtime.lab.verify.expected_state`) and compared record by record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runtime.lab.verify import compare, expected_state
+from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
+
+
+def prefix_rows(
+    stream: pa.Table,
+    commits: list[dict[str, Any]],
+    checkpoints: dict[str, dict[str, Any]],
+    round_bounds: list[int],
+    last_commit_extra: dict[str, str],
+) -> tuple[pa.Table, str]:
+    """The records the run's commits must hold, and in words which. ``stream`` has ``_offset``
+    and ``_task``; ``round_bounds[k]`` is the offset where round ``k + 1`` starts."""
+    if not commits:
+        return stream.slice(0, 0), "nothing: the run committed no instant"
+    if OFFSETS_KEY in last_commit_extra:
+        text = last_commit_extra[OFFSETS_KEY]
+        return _first_per_partition(stream, parse_offsets(text)), f"the offsets of its last commit ({text})"
+    ckp = max(c["checkpoint"] for c in commits)
+    closed = (checkpoints.get(str(ckp)) or {}).get("round")
+    if closed is None:
+        raise ValueError(f"the job manager recorded no round for checkpoint {ckp}, the last committed one")
+    rows = stream.filter(pc.less(stream.column("_offset"), round_bounds[closed]))
+    return rows, f"rounds 1 to {closed} (closed by checkpoint {ckp}, the last committed)"
+
+
+def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
+    """The first ``offsets[p]`` records of each partition (source shard) ``p``, in stream order."""
+    order = np.argsort(stream.column("_offset").to_numpy(), kind="stable")
+    tasks = stream.column("_task").to_numpy()[order]
+    keep = np.zeros(len(order), dtype=bool)
+    for p, n in offsets.items():
+        in_p = np.flatnonzero(tasks == p)[:n]
+        keep[order[in_p]] = True
+    return stream.filter(pa.array(keep))
+
+
+def verify_prefix(
+    actual: pa.Table,
+    stream: pa.Table,
+    commits: list[dict[str, Any]],
+    checkpoints: dict[str, dict[str, Any]],
+    round_bounds: list[int],
+    last_commit_extra: dict[str, str],
+    *,
+    key: str,
+    precombine: str,
+    partition: str | None,
+) -> dict[str, Any]:
+    """The verdict on a run's committed prefix: ``compare``'s record plus ``prefix`` (which
+    records the commits must hold)."""
+    rows, what = prefix_rows(stream, commits, checkpoints, round_bounds, last_commit_extra)
+    verdict = compare(expected_state(rows, key, precombine, partition), actual, key, partition)
+    verdict["prefix"] = what
+    return verdict
