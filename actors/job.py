@@ -61,6 +61,8 @@ def _init_ray(num_cpus: int | None) -> bool:
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
+    # Ray's future default (no accelerator variables overridden on CPUs), without its warning
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
     kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
     if address:
         ray.init(address=address, **kwargs)
@@ -87,6 +89,7 @@ class JobRun:
         out_dir: str | None = None,
         *,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_phase: Callable[[str], None] | None = None,
         trace_path: str | None = None,
         timeline: bool = True,
         stop: threading.Event | None = None,
@@ -94,6 +97,8 @@ class JobRun:
         self.cfg = validate_job(cfg)
         self.out_dir = out_dir
         self.on_progress = on_progress
+        self.on_phase = on_phase or (lambda _what: None)  # start-up and wind-down, phase by phase
+        self._running = False
         self.trace_path = trace_path
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
         self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
@@ -113,6 +118,8 @@ class JobRun:
         cfg = self.cfg
         t_started = time.time()
         self.placement = Placement(cfg.placement, cfg.writers)
+        roles = len(self.driver.restartable(region=False)) + len(self.driver.protocol.extra_roles)
+        self.on_phase(f"starting {roles} role actors")
         try:
             outcome = asyncio.run(self.driver.run(self))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
@@ -130,6 +137,7 @@ class JobRun:
         record.host_fields.update(placed)
         record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
         finished = outcome.status == "finished"
+        self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (
             verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field, cfg.partition_field)
             if finished
@@ -152,7 +160,7 @@ class JobRun:
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
-        plan = plan_stream(cfg)
+        plan = plan_stream(cfg, self.on_phase)
         table = HudiTable.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.plan, self.props, self.table = plan, props, table
@@ -314,6 +322,9 @@ class JobRun:
         return from_wire(ray.get(reply, timeout=max(30.0, self.cfg.rpc_timeout_s)))
 
     async def progress(self) -> None:
+        if not self._running:
+            self._running = True
+            self.on_phase(f"running {self.cfg.checkpoints} checkpoints")
         if self.on_progress is None or time.time() - self._last_progress <= 0.5:
             return
         self._last_progress = time.time()
@@ -435,5 +446,7 @@ def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[s
     """Runs a job on the current Ray cluster (starting a local one if needed). Options that
     disagree with an existing table fail first, before Ray starts."""
     cfg = resolve_layout(validate_job(cfg))
+    if not ray.is_initialized() and kwargs.get("on_phase"):
+        kwargs["on_phase"]("starting Ray")
     ensure_ray()
     return JobRun(cfg, out_dir, **kwargs).run()

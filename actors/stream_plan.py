@@ -8,7 +8,7 @@ and the expected final state the run is verified against.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,8 @@ from runtime.data import generator
 from runtime.hudi.table import TableProps, avro_schema_json
 from runtime.lab.verify import expected_state
 
+PhaseHook = Callable[[str], None] | None  # told when a phase of the start-up begins
+
 
 @dataclass
 class StreamPlan:
@@ -34,7 +36,9 @@ class StreamPlan:
     stream: pa.Table | None = None  # the generator's stream, kept to check a failed run's commits
 
 
-def plan_generator(cfg: JobConfig) -> StreamPlan:
+def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
+    if on_phase:
+        on_phase(f"generating the stream: {cfg.records:,} records")
     t0 = time.time()
     stream = generator.generate(cfg)
     shards = generator.shards_by_round(cfg, stream)
@@ -54,9 +58,10 @@ def plan_generator(cfg: JobConfig) -> StreamPlan:
     )
 
 
-def plan_spark(cfg: JobConfig) -> StreamPlan:
+def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     """Generates the workload (or reads ``--input``) in Spark, assigns buckets, hands one shard
     per task to Ray. Bad input fails here, before any instant exists."""
+    phase = on_phase or (lambda _what: None)
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from actors.shards import shards_to_ray
@@ -64,6 +69,7 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     from runtime.data import workload as wl
 
     t0 = time.time()
+    phase("starting Spark on Ray (RayDP)")
     spark = start_spark(
         SparkConfig(
             executors=cfg.spark_executors,
@@ -72,6 +78,7 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
         )
     )
     t_spark = time.time()
+    phase(f"reading {cfg.input_path} in Spark" if cfg.input_path else f"generating {cfg.records:,} records in Spark")
     if cfg.input_path:
         df = wl.read_input(
             spark, cfg.input_path, cfg.key_field, cfg.partition_field, cfg.precombine_field, cfg.input_format or None
@@ -89,11 +96,13 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
         )
         df = spec.generate(spark)
     df = df.cache()
+    phase(f"bucketing the stream and handing {cfg.writers} shards to Ray")
     prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
     shards = shards_to_ray(prepared, cfg.writers)
     records = sum(s.num_rows for s in shards)
     cfg = cfg.replace(records=records)
     t_handoff = time.time()
+    phase("computing the expected state in Spark")
     expected = pa.Table.from_batches(
         wl.expected_state(df, cfg.key_field, cfg.precombine_field, cfg.partition_field)._collect_as_arrow()
     )
@@ -116,8 +125,8 @@ def plan_spark(cfg: JobConfig) -> StreamPlan:
     )
 
 
-def plan_stream(cfg: JobConfig) -> StreamPlan:
-    return plan_spark(cfg) if cfg.source == "spark" else plan_generator(cfg)
+def plan_stream(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
+    return plan_spark(cfg, on_phase) if cfg.source == "spark" else plan_generator(cfg, on_phase)
 
 
 class StreamShardRounds:

@@ -56,21 +56,66 @@ def interruptible(console: Console) -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
+@contextlib.contextmanager
+def engines_to_log(path: str | None) -> Iterator[None]:
+    """Ray's and Spark's own output (the JVM's log lines, Ray's worker warnings, Python warnings)
+    goes to ``path`` instead of the terminal, at the file-descriptor level, so processes Ray and
+    Spark start inherit it too; the console keeps its own copy of the terminal (:func:`terminal`).
+    ``None`` (``--verbose``) leaves everything where it is."""
+    if path is None:
+        yield
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    streams = sys.stdout, sys.stderr
+    with open(path, "a", buffering=1) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        sys.stdout = sys.stderr = log
+        try:
+            yield
+        finally:
+            log.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            sys.stdout, sys.stderr = streams
+
+
+def terminal() -> Any:
+    """What the console writes to: a copy of standard output's descriptor, so that
+    :func:`engines_to_log` can move descriptor 1 without moving the console; standard output
+    itself when it has no descriptor (a captured stream)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return sys.stdout
+    return os.fdopen(os.dup(fd), "w", buffering=1, encoding=getattr(sys.stdout, "encoding", None) or "utf-8")
+
+
+def _engine_log(args: argparse.Namespace, out: str) -> str | None:
+    return None if getattr(args, "verbose", False) else os.path.join(out, "logs", "ray-and-spark.log")
+
+
 def _run_and_report(
-    cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str
+    cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str, engine_log: str | None
 ) -> dict[str, Any]:
     from actors.job import run_job
     from actors.spark import spark_scope
-    from runtime.lab.report import checkpoint_progress, summary_table
+    from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
 
-    if cfg.source == "spark":
-        console.print("preparing the stream in Spark on Ray (RayDP): starting Spark takes ~15 s")
+    phases = PhaseLog(console, enabled=not quiet)
     with (
         interruptible(console) as stop,
+        engines_to_log(engine_log),
         spark_scope(),
         checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress,
     ):
-        result = run_job(cfg, out, on_progress=progress, trace_path=trace, stop=stop)
+        result = run_job(cfg, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
+    phases("done" + (f"; Ray's and Spark's own output is in {engine_log}" if engine_log else ""))
     console.print(summary_table(result))
     if result.get("deadlock"):
         console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
@@ -93,7 +138,13 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
     result = _run_and_report(
-        cfg, out, console, quiet=args.quiet, trace=args.trace, label=f"{cfg.protocol}: {cfg.records:,} records"
+        cfg,
+        out,
+        console,
+        quiet=args.quiet,
+        trace=args.trace,
+        label=f"{cfg.protocol}: {cfg.records:,} records",
+        engine_log=_engine_log(args, out),
     )
     if result["status"] == "deadlocked":
         return EXIT_DEADLOCK
@@ -113,7 +164,13 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
     )
     result = _run_and_report(
-        cfg, out, console, quiet=args.quiet, trace=args.trace, label=f"deadlock schedule: {cfg.protocol}"
+        cfg,
+        out,
+        console,
+        quiet=args.quiet,
+        trace=args.trace,
+        label=f"deadlock schedule: {cfg.protocol}",
+        engine_log=_engine_log(args, out),
     )
     if result["status"] == "deadlocked":
         return EXIT_OK if args.expect != "commits" else EXIT_FAILED
@@ -200,9 +257,13 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if args.schedule == "quiet-round":
         base = with_quiet_round(base)
     base.validate(_protocol_names())
-    rtt = measure_rpc_round_trip()
-    console.print(f"one actor RPC round trip: p50 {rtt['p50_s'] * 1000:.2f} ms, p99 {rtt['p99_s'] * 1000:.2f} ms")
-    with runs_progress(console, len(names), "protocols", enabled=not args.quiet) as update:
+    with (
+        engines_to_log(_engine_log(args, out)),
+        runs_progress(console, len(names), "protocols", enabled=not args.quiet) as update,
+    ):
+        update(0, "measuring one actor RPC round trip")
+        rtt = measure_rpc_round_trip()
+        console.print(f"one actor RPC round trip: p50 {rtt['p50_s'] * 1000:.2f} ms, p99 {rtt['p99_s'] * 1000:.2f} ms")
         doc = run_compare(
             base,
             names,
@@ -238,7 +299,11 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     faults = _names(args.faults, known, "--faults")
     base = _config_from(args, out, arm_faults=False)  # here --faults names the matrix's columns
     base.validate(_protocol_names())
-    with runs_progress(console, len(protocols) * len(faults) * args.seeds, "runs", enabled=not args.quiet) as update:
+    total = len(protocols) * len(faults) * args.seeds
+    with (
+        engines_to_log(_engine_log(args, out)),
+        runs_progress(console, total, "runs", enabled=not args.quiet) as update,
+    ):
         # no per-run timeline.png: plotting would cost a fifth of each run
         doc = run_matrix(
             base,
@@ -278,6 +343,9 @@ def _job_command(
     )
     p.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--verbose", action="store_true", help="show Ray's and Spark's own output (default: OUT/logs/ray-and-spark.log)"
+    )
     add_config_option(p, job=True)
     add_job_options(p, defaults, exclude=exclude)
     return p
@@ -431,7 +499,8 @@ def _command_and_config(argv: list[str]) -> tuple[str | None, str | None]:
 
 def main(argv: list[str] | None = None) -> int:
     # a pipe or a CI log gets wide tables rather than folded ones
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    out = terminal()
+    console = Console(file=out, width=None if out.isatty() else 150)
     try:
         args = parse_args(argv)
         code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -39,6 +40,23 @@ def checkpoint_progress(
                 )
 
         yield update
+
+
+class PhaseLog:
+    """Long start-up and wind-down, phase by phase: a line when each phase begins, with the time
+    since the command started, so how long each took reads off the next line."""
+
+    def __init__(self, console: Console, enabled: bool = True) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+        self.phases: list[tuple[str, float]] = []  # (phase, seconds since the start)
+
+    def __call__(self, phase: str) -> None:
+        at = time.monotonic() - self.t0
+        self.phases.append((phase, round(at, 3)))
+        if self.enabled:
+            self.console.print(f"[dim][{at:6.1f} s][/dim] {escape(phase)}", highlight=False)
 
 
 @contextmanager
