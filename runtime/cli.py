@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         from actors.placement import PlacementError
         from runtime.core.storage import StorageError
-        from runtime.data.workload import InputError
+        from runtime.data.errors import InputError
         from runtime.hudi.table import TableError
 
         if isinstance(exc, (InputError, TableError, StorageError, PlacementError)):

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pyarrow as pa
 
 from runtime.data.bucket import bucket_expr, bucket_of  # noqa: F401 - the contract, re-exported
+from runtime.data.errors import InputError
+from runtime.data.text_input import check_text_file
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -65,13 +67,6 @@ DEFAULT_SPARK_TIMEOUT_S = 600.0
 DEFAULT_GET_TIMEOUT_S = 120.0
 
 T = TypeVar("T")
-
-
-class InputError(ValueError):
-    """The input cannot be written as a Hudi stream; the message names the problem and the fix.
-
-    Raised by :func:`read_input` before anything is written.
-    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -356,6 +351,7 @@ def _file_schemas(
             continue
         if size == 0:
             continue  # an empty CSV/JSON file has no header and no rows: nothing to compare
+        check_text_file(path, fmt)  # a malformed line is named with its number before Spark reads it
         if fmt == "csv":
             st = spark.read.csv(path, header=True, inferSchema=True).schema
         else:

@@ -12,7 +12,7 @@ import pytest
 from actors.job import run_job
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.data.workload import InputError
+from runtime.data.errors import InputError
 from runtime.hudi.table import HudiTable, parse_properties
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]

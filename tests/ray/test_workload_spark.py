@@ -12,8 +12,9 @@ import pytest
 from actors import spark as S
 from actors.shards import shards_to_ray
 from runtime.data import workload as W
+from runtime.data.errors import InputError
 from runtime.data.generator import bucket_of
-from runtime.data.workload import InputError, WorkloadSpec
+from runtime.data.workload import WorkloadSpec
 
 # ---------------------------------------------------------------------------------------------
 # Spark (RayDP on the session's Ray)
