@@ -111,6 +111,7 @@ def main() -> int:
     from actors.job import measure_rpc_round_trip
     from runtime.core.config import JobConfig
     from runtime.faults.scenarios import with_quiet_round
+    from runtime.lab.compare import one_commit_cadence
 
     con = common.console()
     scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-scaling-")
@@ -138,7 +139,8 @@ def main() -> int:
             # round's first batches flush eagerly and a writer can wait for the round's instant
             per_group = max(1, cfg.records // cfg.checkpoints // (cfg.partitions * cfg.num_buckets))
             cfg = cfg.replace(bucket_flush_rows=min(cfg.bucket_flush_rows, max(1, per_group // 4)))
-        return cfg.validate(list(PROTOCOLS))
+        # every protocol commits once a checkpoint interval, as commitlab compare has them
+        return one_commit_cadence(cfg).validate(list(PROTOCOLS))
 
     base = config(names[0], writer_counts[0])
     con.log(f"starting Ray; {len(writer_counts) * len(names)} runs: writers {writer_counts} x {names}")
