@@ -136,6 +136,7 @@ class JobRun:
         record.timing["actors_up_s"] = placed.pop("actors_up_s")
         record.host_fields.update(placed)
         record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
+        record.host_fields["trace_file"] = self.trace_path
         finished = outcome.status == "finished"
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (

@@ -460,6 +460,30 @@ def _add_verify_command(sub: Any) -> None:
     ver.set_defaults(func=cmd_verify)
 
 
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from runtime.lab.html_report import write_report
+
+    if not os.path.isdir(args.dir):
+        raise ConfigError(f"report: {args.dir} is not a directory; give the --out directory of a command")
+    try:
+        path = write_report(args.dir, args.html)
+    except FileNotFoundError as exc:
+        raise ConfigError(str(exc)) from None
+    console.print(f"report: {path}")
+    return EXIT_OK
+
+
+def _add_report_command(sub: Any) -> None:
+    rep = sub.add_parser(
+        "report",
+        help="one self-contained HTML page of a run, a compare, a fault matrix or an exploration",
+    )
+    rep.add_argument("dir", help="the --out directory of a run, deadlock, compare, faults, simulate or explore")
+    rep.add_argument("--html", default=None, help="where to write the page (default: DIR/report.html)")
+    add_config_option(rep, job=False)
+    rep.set_defaults(func=cmd_report)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The parser and each command's sub-parser (a --config file sets a sub-parser's defaults)."""
     parser = argparse.ArgumentParser(
@@ -469,6 +493,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     _add_run_commands(sub)
     _add_experiment_commands(sub)
     _add_verify_command(sub)
+    _add_report_command(sub)
     from runtime.sim.commands import add_commands as add_sim_commands
 
     add_sim_commands(sub)

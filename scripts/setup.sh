@@ -20,6 +20,14 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
   fi
 fi
 
+# The report test loads a page in headless Chromium (Debian's package); without it that one test
+# is skipped, saying why.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing Debian's chromium with apt-get (the HTML report's test opens the page in it)" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+    || echo "setup: chromium could not be installed; the report's browser test will be skipped" >&2
+fi
+
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 12) else 1)'; then
   echo "setup: commitlab needs Python 3.10 or 3.11 (Ray 2.50 and PySpark 3.5); $("$PY" --version) found." >&2

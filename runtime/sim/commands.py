@@ -236,8 +236,20 @@ def _write_simulation(out: str, result: dict[str, Any], events: Any) -> None:
 
     if events is not None:
         write_jsonl(os.path.join(out, "trace.jsonl"), events)
+        _draw_timeline(out, result)
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(result, f, indent=2, default=str)
+
+
+def _draw_timeline(out: str, result: dict[str, Any]) -> None:
+    """OUT/timeline.png from OUT/trace.json, as a run on Ray draws it (a picture never fails a run)."""
+    from runtime.lab.timeline_plot import plot_trace_file
+
+    try:
+        drawn = plot_trace_file(os.path.join(out, "trace.json"), os.path.join(out, "timeline.png"), result=result)
+        result["timeline"] = drawn.path
+    except (OSError, ValueError) as exc:
+        result["timeline_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def _print_simulation(console: Console, result: dict[str, Any], seed: int, out: str, traced: bool) -> None:
