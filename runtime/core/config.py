@@ -230,6 +230,17 @@ class JobConfig:
         "message and hands a second eager flush after an abort the literal 'aborted'); others ignore it",
         RECOVERY,
     )
+    # Hudi's hoodie.allow.empty.commit for the Flink writer (HUDI-6127, 0.14; default true since
+    # HUDI-7819, 1.0): a checkpoint whose tasks wrote nothing commits an empty instant instead of
+    # reusing it; "release": the default of the Hudi release the protocol models
+    allow_empty_commit: str = _opt(
+        "release",
+        "Hudi hoodie.allow.empty.commit: a round without data commits an empty instant (true) or reuses the "
+        "instant and, in the CommitAckEvent family, sends the ack (false); release: the default of the "
+        "Hudi release the protocol models (false before 1.0, true from 1.0 on)",
+        WRITE_PATH,
+        choices=("release", "true", "false"),
+    )
     placement: str = _opt(
         "spread",
         "how role actors spread over a Ray cluster's nodes (a placement group; none: Ray's default scheduling)",

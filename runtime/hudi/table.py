@@ -400,12 +400,14 @@ class HudiTable:
         empty = commit_metadata_json([], {})
         self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.inflight"), empty)
 
-    def commit(self, instant: str, stats: list[WriteStat], extra: dict[str, str]) -> None:
-        """Writes ``<instant>.commit``: the last step, which publishes the instant."""
-        if not stats:
+    def commit(self, instant: str, stats: list[WriteStat], extra: dict[str, str], *, empty: bool = False) -> None:
+        """Writes ``<instant>.commit``: the last step, which publishes the instant. An instant with
+        no write stats is committed only when asked (``empty``: hoodie.allow.empty.commit, the
+        Kafka Connect sink): by mistake it would publish files no stat lists."""
+        if not stats and not empty:
             raise TableError(
-                f"refusing to commit {instant} with no write stats: an empty commit "
-                "file makes incremental reads return nothing"
+                f"refusing to commit {instant} with no write stats: an empty commit is committed only "
+                "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
         self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.commit"), commit_metadata_json(stats, extra))
 

@@ -176,6 +176,16 @@ class Protocol:
     extra_rpc_methods: tuple[str, ...] = ()
     # whether the coordinator tells writers through files on the DFS (the bus faults apply)
     messages_on_dfs: bool = False
+    # hoodie.allow.empty.commit in the modelled release: its default, or None where the Flink
+    # writer has no such option (before 0.14, HUDI-6127) or the protocol commits empty anyway
+    empty_commit_default: bool | None = None
+
+    @classmethod
+    def allows_empty_commit(cls, config: JobConfig) -> bool:
+        """Whether a round without data commits an empty instant (``--allow-empty-commit``)."""
+        if config.allow_empty_commit == "release" or cls.empty_commit_default is None:
+            return bool(cls.empty_commit_default)
+        return config.allow_empty_commit == "true"
 
     @classmethod
     def dfs_message_dirs(cls, base_path: str) -> tuple[str, ...]:

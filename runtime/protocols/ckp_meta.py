@@ -90,6 +90,9 @@ class CkpMetaCoordinator(CommitAckSender):
 class CkpMetaProtocol(Protocol):
     name = "ckp-meta"
     messages_on_dfs = True
+    # hoodie.allow.empty.commit: false for the Flink writer of 0.14-0.15 (OptionsResolver
+    # .allowCommitOnEmptyBatch, HUDI-6127); 1.0 took the config's own default, true (HUDI-7819)
+    empty_commit_default = False
     description = "P2b: writers poll .hoodie/.aux/ckp_meta; CommitAckEvent after empty rounds (Hudi 0.11-1.0)"
     writer_side = CkpMetaWriter
     coordinator_side = CkpMetaCoordinator

@@ -48,16 +48,16 @@ rows below the expected offset are skipped; a batch starting above it makes the 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as _TypingProtocol
 
 from runtime.core.config import JobConfig
-from runtime.core.dfs import Dfs
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
-from runtime.hudi.table import HudiTable, TableError, commit_metadata_json
+from runtime.hudi.table import HudiTable, TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,
@@ -517,14 +517,13 @@ class ControlTopicCoordinator(CoordinatorSide):
             raise
 
     async def _commit_empty(self, instant: str, ended_by: int, extra: dict[str, str]) -> None:
-        """An empty commit: the completed instant's metadata has no write stats, only the offsets
-        (the table's own commit refuses empty stats, so the commit file is written here)."""
+        """An empty commit: the completed instant's metadata has no write stats, only the offsets."""
         ctx = self.ctx
         metadata = {"schema": ctx.schema_json, "checkpoint.id": str(ended_by), **extra}
         if ctx.env.fault("coordinator.before_commit_file", checkpoint=ended_by):
             ctx.env.crash("injected crash at coordinator.before_commit_file")
         async with ctx.table_lock:
-            await ctx.env.io(_write_empty_commit, ctx.table, instant, metadata)
+            await ctx.env.io(functools.partial(ctx.table.commit, instant, [], metadata, empty=True))
         self.empty_commits.append(instant)
         ctx.empty_rounds.append(ended_by)
 
@@ -589,10 +588,6 @@ class ControlTopicCoordinator(CoordinatorSide):
             "commits": self.commits,
             "error": self.error,
         }
-
-
-def _write_empty_commit(table: HudiTable, instant: str, metadata: dict[str, str]) -> None:
-    table.dfs.write_bytes(Dfs.join(table.hoodie, f"{instant}.commit"), commit_metadata_json([], metadata))
 
 
 class ControlTopicProtocol(Protocol):

@@ -96,13 +96,14 @@ class RpcCoordinatorContext(CoordinatorContext, TypingProtocol):
 
     events: list[WriteMetadataEvent]
     empty_rounds: list[int]
+    empty_commits: bool  # hoodie.allow.empty.commit
 
     async def create_instant(self, checkpoint_id: int = -1) -> str: ...
 
     def release(self, instant: str) -> None: ...
 
     async def commit_instant(
-        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None
+        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None, *, empty: bool = False
     ) -> _CommitRecord | None: ...
 
 
@@ -332,11 +333,12 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         return {"committed": bool(committed), "instants": committed}
 
     async def _commit_buffer(self, key: int, checkpoint_id: int) -> str | None:
-        """commitInstant: no event at all (every task reset) or no write status: reset the buffer
-        and leave the instant pending; otherwise commit it and drop the buffer. Returns the
-        instant committed, or None."""
+        """commitInstant: no event at all (every task reset): reset the buffer and leave the
+        instant pending; no write status: the same, unless hoodie.allow.empty.commit (Hudi 1.1's
+        default), which commits the instant empty; otherwise commit it and drop the buffer.
+        Returns the instant committed, or None."""
         buffer = self.buffers[key]
-        if not buffer.has_data():
+        if not buffer.slots or (not buffer.has_data() and not self.rpc.empty_commits):
             del self.buffers[key]
             self.left_pending.append(buffer.instant)
             del self.left_pending[:-100]
@@ -344,7 +346,7 @@ class CoordinationRpcCoordinator(CoordinatorSide):
         events = list(buffer.slots.values())
         self.rpc.events.extend(events)  # the coordinator commits the events of the instant it holds
         try:
-            rec = await self.rpc.commit_instant(buffer.instant, checkpoint_id)
+            rec = await self.rpc.commit_instant(buffer.instant, checkpoint_id, empty=self.rpc.empty_commits)
         finally:
             self.rpc.events[:] = [e for e in self.rpc.events if e.instant != buffer.instant]
         del self.buffers[key]
@@ -401,6 +403,8 @@ class CoordinationRpcCoordinator(CoordinatorSide):
 class CoordinationRpcProtocol(Protocol):
     name = "coordination-rpc"
     description = "P4: writers ask the coordinator by RPC; the instant is created in the request (Hudi 1.1)"
+    # Hudi 1.1: allowCommitOnEmptyBatch takes hoodie.allow.empty.commit's default, true (HUDI-7819)
+    empty_commit_default = True
     writer_side = CoordinationRpcWriter
     coordinator_side = CoordinationRpcCoordinator
 
@@ -415,6 +419,7 @@ class AsyncCoordinationRpcCoordinator(CoordinationRpcCoordinator):
 
 class AsyncCoordinationRpcProtocol(Protocol):
     name = "coordination-rpc-async"
+    empty_commit_default = True  # as coordination-rpc (Hudi 1.1)
     description = (
         "P4 with PR #19960: the coordinator replies PENDING and creates the instant in "
         "the background; writers poll with backoff"

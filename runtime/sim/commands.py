@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig, option_of
 from runtime.core.options import add_config_option, add_job_options, check_writable_dir, config_from_args
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
@@ -317,6 +317,7 @@ def _add_explore_commands(subparsers: Any) -> None:
         help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _allow_empty_commit_option(p)
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_explore)
     _add_replay_commands(subparsers)
@@ -352,8 +353,24 @@ def _add_replay_commands(subparsers: Any) -> None:
         q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt (default: 24)")
         if name == "shrink":
             q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried (default: 200)")
+        _allow_empty_commit_option(q)
         add_config_option(q, job=False)
         q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
+
+
+def _base(args: argparse.Namespace) -> JobConfig:
+    """The job options explore, replay and shrink take beside the schedule."""
+    return JobConfig(allow_empty_commit=args.allow_empty_commit)
+
+
+def _allow_empty_commit_option(p: argparse.ArgumentParser) -> None:
+    help_text = option_of("allow_empty_commit")
+    p.add_argument(
+        "--allow-empty-commit",
+        choices=["release", "true", "false"],
+        default="release",
+        help=(help_text.help if help_text else "") + " (default: release)",
+    )
 
 
 def _storage(args: argparse.Namespace) -> str:
@@ -406,11 +423,20 @@ def _explore_with_progress(
             progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
 
         return explore(
-            args.scenario, seeds, protocols, storage=_storage(args), workdir=workdir, jobs=args.jobs, on_run=on_run
+            args.scenario,
+            seeds,
+            protocols,
+            storage=_storage(args),
+            workdir=workdir,
+            jobs=args.jobs,
+            on_run=on_run,
+            allow_empty_commit=args.allow_empty_commit,
         )
 
 
-def _shrink_first_failures(doc: dict[str, Any], scenario: str, protocols: list[str], out: str) -> list[dict[str, Any]]:
+def _shrink_first_failures(
+    doc: dict[str, Any], scenario: str, protocols: list[str], out: str, base: JobConfig
+) -> list[dict[str, Any]]:
     """Shrinks the first failure (or known failure) of each protocol; writes ``shrunk-P-S.json``."""
     from runtime.sim.explore import replay_command
     from runtime.sim.schedule import SimSchedule
@@ -421,7 +447,9 @@ def _shrink_first_failures(doc: dict[str, Any], scenario: str, protocols: list[s
         first = next((r for r in doc["failures"] + doc["known_failures"] if r["protocol"] == protocol), None)
         if first is None:
             continue
-        res = shrink(SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory")
+        res = shrink(
+            SimSchedule.from_dict(first["schedule_json"]), protocol, first["seed"], storage="memory", base=base
+        )
         path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
         with open(path, "w") as f:
             json.dump(res.to_dict(), f, indent=2)
@@ -433,7 +461,9 @@ def _shrink_first_failures(doc: dict[str, Any], scenario: str, protocols: list[s
                 "from": res.original.describe(),
                 "to": res.schedule.describe(),
                 "runs": res.runs,
-                "replay": replay_command(scenario, first["seed"], protocol, schedule_file=path),
+                "replay": replay_command(
+                    scenario, first["seed"], protocol, schedule_file=path, allow_empty_commit=base.allow_empty_commit
+                ),
             }
         )
     return shrunk
@@ -494,7 +524,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     doc = _explore_with_progress(args, console, seeds, protocols, workdir)
     if args.shrink:
-        doc["shrunk"] = _shrink_first_failures(doc, args.scenario, protocols, out)
+        doc["shrunk"] = _shrink_first_failures(doc, args.scenario, protocols, out, _base(args))
     path = os.path.join(out, "explore.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
@@ -530,7 +560,9 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     schedule = _schedule_of(args)
     console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
     workdir = _workdir(args, "replay")
-    verdict, result = run_schedule(schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir)
+    verdict, result = run_schedule(
+        schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args)
+    )
     if workdir is not None:  # the table's record: a later replay into OUT may replace the table
         _write_simulation(workdir, {k: v for k, v in result.items() if k != "trace"}, None)
     _print_verdict(console, verdict, result, args.trace_events)
@@ -550,6 +582,7 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
             args.seed,
             max_runs=args.max_runs,
             on_step=lambda what, s: console.print(f"  {what}: {s.describe()}", highlight=False),
+            base=_base(args),
         )
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]", highlight=False)
@@ -563,11 +596,12 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
         f"{res.runs} runs; size (checkpoints, writers, faults, records) {res.original.size()} -> {res.schedule.size()}",
         highlight=False,
     )
-    verdict, result = run_schedule(res.schedule, args.protocol, args.seed)
+    verdict, result = run_schedule(res.schedule, args.protocol, args.seed, base=_base(args))
     _print_verdict(console, verdict, result, args.trace_events)
-    console.print(
-        f"schedule: {path}\nreplay: {replay_command('', args.seed, args.protocol, schedule_file=path)}", highlight=False
+    replay = replay_command(
+        "", args.seed, args.protocol, schedule_file=path, allow_empty_commit=args.allow_empty_commit
     )
+    console.print(f"schedule: {path}\nreplay: {replay}", highlight=False)
     return EXIT_OK
 
 

@@ -210,10 +210,16 @@ def excerpt(
 
 
 def replay_command(
-    scenario: str, seed: int, protocol: str, storage: str = "memory", schedule_file: str | None = None
+    scenario: str,
+    seed: int,
+    protocol: str,
+    storage: str = "memory",
+    schedule_file: str | None = None,
+    allow_empty_commit: str = "release",
 ) -> str:
     cmd = f"commitlab replay --seed {seed} --protocol {protocol}"
     cmd += f" --schedule {schedule_file}" if schedule_file else f" --scenario {scenario}"
+    cmd += f" --allow-empty-commit {allow_empty_commit}" if allow_empty_commit != "release" else ""
     return cmd + (" --real-parquet" if storage == "disk" else "")
 
 
@@ -250,12 +256,20 @@ def _delay(text: str) -> Any:
 
 
 def run_seed(
-    scenario: str, seed: int, protocol: str, *, storage: str = "memory", workdir: str | None = None
+    scenario: str,
+    seed: int,
+    protocol: str,
+    *,
+    storage: str = "memory",
+    workdir: str | None = None,
+    allow_empty_commit: str = "release",
 ) -> dict[str, Any]:
-    """One exploration run: the record explore.json keeps for it (failures with their excerpt)."""
+    """One exploration run: the record explore.json keeps for it (failures with their excerpt).
+    ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it."""
     schedule = draw(scenario, seed)
     t = time.perf_counter()
-    verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir)
+    base = JobConfig(allow_empty_commit=allow_empty_commit)
+    verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base)
     real_s = time.perf_counter() - t
     rec: dict[str, Any] = {
         "seed": seed,
@@ -270,16 +284,19 @@ def run_seed(
         "schedule": schedule.describe(),
     }
     if verdict.outcome != PASSED:
-        rec["replay"] = replay_command(scenario, seed, protocol, storage)
+        rec["replay"] = replay_command(scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit)
         rec["trace_excerpt"] = excerpt(result["trace"], verdict.role, at_failover=verdict.at_failover)
         rec["schedule_json"] = schedule.to_dict()
     rec["_real_s"] = real_s  # moved to the timing section by explore()
     return rec
 
 
-def _run_seed_task(task: tuple[str, int, str, str, str | None]) -> dict[str, Any]:
-    scenario, seed, protocol, storage, workdir = task
-    return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir)
+Task = tuple[str, int, str, str, str | None, str]  # scenario, seed, protocol, storage, workdir, empty commits
+
+
+def _run_seed_task(task: Task) -> dict[str, Any]:
+    scenario, seed, protocol, storage, workdir, empty = task
+    return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty)
 
 
 def default_jobs(runs: int) -> int:
@@ -288,7 +305,7 @@ def default_jobs(runs: int) -> int:
     return 1 if runs < 8 else max(1, min(os.cpu_count() or 1, runs))
 
 
-def _records(tasks: list[tuple[str, int, str, str, str | None]], jobs: int) -> Iterator[dict[str, Any]]:
+def _records(tasks: list[Task], jobs: int) -> Iterator[dict[str, Any]]:
     """The runs' records, in task order, from ``jobs`` worker processes (or this one)."""
     if jobs <= 1:
         for t in tasks:
@@ -315,15 +332,16 @@ def explore(
     workdir: str | None = None,
     jobs: int | None = None,
     on_run: Callable[[dict[str, Any]], None] | None = None,
+    allow_empty_commit: str = "release",
 ) -> dict[str, Any]:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
     returns the explore.json document. Everything but ``timing`` is a pure function of the
     arguments: each run is its own seeded simulation, whichever process runs it."""
-    tasks = []
+    tasks: list[Task] = []
     for protocol in protocols:
         for seed in seeds:
             wd = os.path.join(workdir, f"{protocol}-{seed}") if storage == "disk" and workdir else None
-            tasks.append((scenario, seed, protocol, storage, wd))
+            tasks.append((scenario, seed, protocol, storage, wd, allow_empty_commit))
     jobs = default_jobs(len(tasks)) if jobs is None else max(1, min(jobs, len(tasks)))
     runs = []
     real = []
@@ -340,6 +358,7 @@ def explore(
         c[r["outcome"]] += 1
     return {
         "scenario": scenario,
+        "allow_empty_commit": allow_empty_commit,
         "protocols": protocols,
         "seeds": len(seeds),
         "first_seed": seeds[0] if seeds else None,

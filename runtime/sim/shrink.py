@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.core.config import JobConfig
 from runtime.core.fault_spec import parse_faults
 from runtime.sim.explore import Verdict, run_schedule
 from runtime.sim.schedule import DELAYS, SimSchedule
@@ -111,11 +112,12 @@ def shrink(
     storage: str = "memory",
     max_runs: int = MAX_RUNS,
     on_step: Callable[[str, SimSchedule], None] | None = None,
+    base: JobConfig | None = None,
 ) -> ShrinkResult:
     """The smallest schedule found that fails like ``schedule`` does (same outcome and invariant).
 
     Raises ValueError when ``schedule`` does not fail in the first place."""
-    verdict, _ = run_schedule(schedule, protocol, seed, storage=storage)
+    verdict, _ = run_schedule(schedule, protocol, seed, storage=storage, base=base)
     if verdict.outcome == "passed":
         raise ValueError(
             f"seed {seed} passes for {protocol}: there is nothing to shrink "
@@ -129,7 +131,7 @@ def shrink(
         for what, cand in candidates(current):
             if runs >= max_runs:
                 break
-            v, _ = run_schedule(cand, protocol, seed, storage=storage)
+            v, _ = run_schedule(cand, protocol, seed, storage=storage, base=base)
             runs += 1
             if v.kind == want:
                 current, verdict, progress = cand, v, True

@@ -33,6 +33,7 @@ coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``inst
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -116,6 +117,7 @@ class Coordinator:
         self.deleted_by_fault: list[str] = []  # what the bus.deleted fault removed
         self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
         self.messages_on_dfs = protocol.messages_on_dfs
+        self.empty_commits = protocol.allows_empty_commit(config)  # hoodie.allow.empty.commit
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
 
     @property
@@ -281,7 +283,7 @@ class Coordinator:
             elif not self.events:
                 # Hudi: every buffer slot empty, "the last checkpoint finished successfully"
                 result = {"committed": False, "reason": "no write metadata event received"}
-            elif not any(e.write_stats for e in self.events if e.instant == self.instant):
+            elif not any(e.write_stats for e in self.events if e.instant == self.instant) and not self.empty_commits:
                 # No data this round: reset the buffers, reuse the instant and tell the writers.
                 self._reset_events()
                 self.empty_rounds.append(ckp)
@@ -289,9 +291,9 @@ class Coordinator:
                 await self.protocol.on_empty_round(ckp, self.instant)
                 self.release(self.instant)
                 result = {"committed": False, "reason": "empty round", "instant": self.instant}
-            else:
+            else:  # data, or an empty round under hoodie.allow.empty.commit (an empty commit)
                 instant = self.instant
-                await self.commit_instant(instant, ckp)
+                await self.commit_instant(instant, ckp, empty=self.empty_commits)
                 self._reset_events()
                 if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
@@ -379,11 +381,12 @@ class Coordinator:
         del self.releases[:-1000]
 
     async def commit_instant(
-        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None
+        self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None, *, empty: bool = False
     ) -> CommitRecord | None:
         """Commits the buffered events of ``instant`` (removing them from the buffer). Writes the
         commit file under the table lock; on failure leaves the instant inflight and fails (the
-        job fails over and recommits it). Returns None when the instant has no data."""
+        job fails over and recommits it). Returns None when the instant has no data, unless
+        ``empty`` (hoodie.allow.empty.commit): then an empty commit is written."""
         start = self.env.now()
         events = [e for e in self.events if e.instant == instant]
         self.events = [e for e in self.events if e.instant != instant]
@@ -392,14 +395,14 @@ class Coordinator:
             for s in e.write_stats:
                 latest[s.file_id] = s  # a later flush of the same file group supersedes
         stats = list(latest.values())
-        if not stats:
+        if not stats and not empty:
             return None
         metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
         if self.env.fault("coordinator.before_commit_file", checkpoint=checkpoint_id):
             self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:
-                await self.env.io(self.table.commit, instant, stats, metadata)
+                await self.env.io(functools.partial(self.table.commit, instant, stats, metadata, empty=empty))
         except (OSError, TableError) as exc:
             # No rollback here: the checkpoint this commit belongs to has completed, so the sources
             # will not replay its records. The instant stays inflight; the job fails over and the

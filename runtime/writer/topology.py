@@ -84,6 +84,12 @@ def validate_job(cfg: JobConfig) -> JobConfig:
         *protocol.coordinator_side.RPC_METHODS,
         *protocol.extra_rpc_methods,
     }
+    if cfg.allow_empty_commit != "release" and protocol.empty_commit_default is None:
+        raise ConfigError(
+            f"--allow-empty-commit {cfg.allow_empty_commit}: the Hudi release {cfg.protocol} models has no "
+            "hoodie.allow.empty.commit for its Flink writer (it came with 0.14, HUDI-6127; the Kafka Connect "
+            "sink always commits); leave it at release, or choose ckp-meta, timeline-server or coordination-rpc"
+        )
     for spec in cfg.faults:
         if spec.point.startswith("bus.") and not protocol.messages_on_dfs:
             raise ConfigError(

@@ -91,11 +91,13 @@ from tests.protocols.test_protocol_rules import (  # noqa: E402
 )
 
 
-def test_notify_commits_every_buffer_below_n_whatever_tasks_reported_and_leaves_an_empty_one_pending(world):  # noqa: F811
+@pytest.mark.parametrize("allow_empty_commit", ["release", "false"])
+def test_notify_commits_every_buffer_below_n_whatever_tasks_reported(world, allow_empty_commit):  # noqa: F811
     """commitInstants(n): key 0 holds data from task 0 only (task 1 never sent its last batch) and
-    is committed; key 1 has no write status and is reset, its instant left pending (the old model
-    rolled it back); key 2 >= n waits."""
-    coord, _ = rpc_world(world)
+    is committed; key 1 has no write status: Hudi 1.1 commits it empty (hoodie.allow.empty.commit,
+    true by default since HUDI-7819), and with the option off resets it and leaves its instant
+    pending (not rolled back); key 2 >= n waits."""
+    coord, _ = rpc_world(world, allow_empty_commit=allow_empty_commit)
     data = world.view("writer.data")
     drv, asker = world.hub.env("job-manager"), world.hub.env("writer-0")
 
@@ -111,11 +113,18 @@ def test_notify_commits_every_buffer_below_n_whatever_tasks_reported_and_leaves_
         return inst, await drv.call("coordinator", "notify_checkpoint_complete", CheckpointNotice(2))
 
     inst, result = run(scenario())
-    assert result == {"committed": True, "instants": [inst[0]]}
     timeline = world.view("check").timeline()
-    assert timeline.completed_commits() == [inst[0]]
-    assert timeline.pending_commits() == [inst[1], inst[2]]  # the empty one stays pending
-    assert coord.protocol.instants == {2: inst[2]} and coord.protocol.left_pending == [inst[1]]
+    if allow_empty_commit == "release":
+        assert result == {"committed": True, "instants": [inst[0], inst[1]]}
+        assert timeline.completed_commits() == [inst[0], inst[1]]
+        assert world.view("check").read_commit_metadata(inst[1])["partitionToWriteStats"] == {}
+        assert timeline.pending_commits() == [inst[2]] and coord.protocol.left_pending == []
+    else:
+        assert result == {"committed": True, "instants": [inst[0]]}
+        assert timeline.completed_commits() == [inst[0]]
+        assert timeline.pending_commits() == [inst[1], inst[2]]  # the empty one stays pending
+        assert coord.protocol.left_pending == [inst[1]]
+    assert coord.protocol.instants == {2: inst[2]}
     assert coord.rolled_back == []
 
 

@@ -160,6 +160,25 @@ def test_deadlock_schedule_deadlocks_in_the_ckp_meta_era_too(simdir, protocol):
     assert [c["checkpoint"] for c in result["commits"]] == [1]
 
 
+@pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
+def test_with_hudi_1_0s_empty_commits_the_quiet_round_does_not_deadlock(simdir, protocol):
+    """Hudi 1.0 commits a round without data (hoodie.allow.empty.commit defaults to true since
+    HUDI-7819): no instant is reused, no CommitAckEvent is needed, the writers go on."""
+    result = _sim(deadlock_config(_cfg(protocol=protocol, allow_empty_commit="true")), simdir, seed=SEED)
+    assert result["status"] == "finished", result["error"]
+    assert result["deadlock"] is None and "operator_event" not in result["rpcs"]
+    assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
+    assert [c["rows"] for c in result["commits"]][1] == 0  # checkpoint 2's empty commit
+    assert result["exactly_once"]["verified"]
+
+
+def test_hoodie_allow_empty_commit_is_refused_where_the_release_has_no_such_option(simdir):
+    from runtime.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match="came with 0.14, HUDI-6127"):
+        _sim(_cfg(protocol="operator-event", allow_empty_commit="true"), simdir, seed=SEED)
+
+
 @pytest.mark.parametrize("protocol", ["coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol):
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)

@@ -34,11 +34,11 @@ def _stat(table: HudiTable, instant: str, task: int) -> WriteStat:
     return WriteStat(fid, f"p0/{name}", "p0", "null", 1, 1, 0, size, size, 1)
 
 
-def _coordinator(tmp_path: Any, protocol: str = "operator-event") -> tuple[Coordinator, RecordingEnv]:
+def _coordinator(tmp_path: Any, protocol: str = "operator-event", **cfg: Any) -> tuple[Coordinator, RecordingEnv]:
     dfs, path = open_dfs(str(tmp_path / "t"), role="coordinator")
     table = HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
     env = RecordingEnv(dfs, "coordinator")
-    return Coordinator(env, JobConfig(writers=2), table, PROTOCOLS[protocol], TASKS), env
+    return Coordinator(env, JobConfig(writers=2, **cfg), table, PROTOCOLS[protocol], TASKS), env
 
 
 async def _bootstrapped(coord: Coordinator) -> str:
@@ -80,6 +80,25 @@ def test_an_empty_checkpoint_clears_the_buffers_and_reuses_the_instant(tmp_path)
     assert coord.empty_rounds == [1]
     # operator-event's coordinator side sends a CommitAckEvent to every task (sendCommitAckEvents)
     assert [(d, m) for d, m, _ in env.sent] == [(t, "operator_event") for t in TASKS]
+
+
+def test_with_allow_empty_commit_an_empty_checkpoint_commits_an_empty_instant_and_sends_no_ack(tmp_path):
+    """Hudi 0.14+ ``commitInstant`` with hoodie.allow.empty.commit (HUDI-6127; the default from
+    1.0, HUDI-7819): the round without data is committed empty and a new instant starts, so no
+    CommitAckEvent is needed (and none is sent)."""
+    coord, env = _coordinator(tmp_path, "ckp-meta", allow_empty_commit="true")
+
+    async def go() -> tuple[str, dict[str, Any]]:
+        instant = await _bootstrapped(coord)
+        await coord.write_metadata(WriteMetadataEvent(0, 1, instant, [], last_batch=True))
+        return instant, await coord.notify_checkpoint_complete(CheckpointNotice(1))
+
+    instant, result = asyncio.run(go())
+    assert result == {"committed": True, "instant": instant}
+    assert coord.table.timeline().completed_commits() == [instant]
+    assert coord.table.read_commit_metadata(instant)["partitionToWriteStats"] == {}
+    assert coord.instant != instant and coord.empty_rounds == []
+    assert [m for _, m, _ in env.sent] == []  # no CommitAckEvent
 
 
 def test_no_event_at_all_commits_nothing_and_sends_nothing(tmp_path):
