@@ -100,13 +100,13 @@ def _engine_log(args: argparse.Namespace, out: str) -> str | None:
     return None if getattr(args, "verbose", False) else os.path.join(out, "logs", "ray-and-spark.log")
 
 
-def _run_and_report(
-    cfg: JobConfig, out: str, console: Console, *, quiet: bool, trace: str | None, label: str, engine_log: str | None
-) -> dict[str, Any]:
+def _run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Namespace, label: str) -> dict[str, Any]:
+    """Runs the job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
     from actors.spark import spark_scope
     from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
 
+    quiet, trace, engine_log = args.quiet, args.trace, _engine_log(args, out)
     phases = PhaseLog(console, enabled=not quiet)
     with (
         interruptible(console) as stop,
@@ -137,15 +137,7 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     from runtime.hudi.layout import resolve_layout
 
     cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
-    result = _run_and_report(
-        cfg,
-        out,
-        console,
-        quiet=args.quiet,
-        trace=args.trace,
-        label=f"{cfg.protocol}: {cfg.records:,} records",
-        engine_log=_engine_log(args, out),
-    )
+    result = _run_and_report(cfg, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
     if result["status"] == "deadlocked":
         return EXIT_DEADLOCK
     if result["status"] == "interrupted":
@@ -163,15 +155,7 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
         f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
     )
-    result = _run_and_report(
-        cfg,
-        out,
-        console,
-        quiet=args.quiet,
-        trace=args.trace,
-        label=f"deadlock schedule: {cfg.protocol}",
-        engine_log=_engine_log(args, out),
-    )
+    result = _run_and_report(cfg, out, console, args, f"deadlock schedule: {cfg.protocol}")
     if result["status"] == "deadlocked":
         return EXIT_OK if args.expect != "commits" else EXIT_FAILED
     ok = result["status"] == "finished" and bool(result["commits"])

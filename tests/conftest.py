@@ -62,6 +62,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(f"{seconds:8.2f}s  {nodeid}")
 
 
+@pytest.fixture
+def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray's and Spark's start replaced by a failure: a check that must come first (bad options,
+    a table's layout) fails the test instead of starting them."""
+    import actors.job
+    import actors.spark
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise AssertionError("Ray or Spark started before the options were checked")
+
+    monkeypatch.setattr(actors.job, "ensure_ray", refuse)
+    monkeypatch.setattr(actors.spark, "start_spark", refuse)
+
+
 S3_BUCKET = "lab"
 
 

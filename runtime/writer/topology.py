@@ -458,35 +458,26 @@ class JobDriver:
     def trace_markers(self) -> list[dict[str, Any]]:
         """Trace events of the job's failovers (when the job failed, when it was back), for the
         timeline picture and the trace file: what no role could record, since one of them died."""
+
+        def marker(name: str, at: float, args: dict[str, Any]) -> dict[str, Any]:
+            ts = round(at * 1e6, 1)
+            return {
+                "ph": "i",
+                "s": "g",
+                "pid": "job",
+                "tid": "failover",
+                "cat": "failover",
+                "name": name,
+                "ts": ts,
+                "args": args,
+            }
+
         out = []
         for n, f in enumerate(self.failovers, start=1):
             what = f"failover {n} ({f.strategy}): restore checkpoint {f.restored_checkpoint}"
-            args = {"error": (f.error or "")[:300], "down_s": f.down_s}
-            out.append(
-                {
-                    "ph": "i",
-                    "s": "g",
-                    "pid": "job",
-                    "tid": "failover",
-                    "cat": "failover",
-                    "name": what,
-                    "ts": round(f.at * 1e6, 1),
-                    "args": args,
-                }
-            )
+            out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s}))
             if f.down_s is not None:
-                out.append(
-                    {
-                        "ph": "i",
-                        "s": "g",
-                        "pid": "job",
-                        "tid": "failover",
-                        "cat": "failover",
-                        "name": f"restarted {n}",
-                        "ts": round((f.at + f.down_s) * 1e6, 1),
-                        "args": {},
-                    }
-                )
+                out.append(marker(f"restarted {n}", f.at + f.down_s, {}))
         return out
 
     def checkpoints(self, jm: JobManagerView | None) -> dict[str, Any]:

@@ -15,18 +15,6 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.options import option_fields
 
 
-@pytest.fixture
-def no_ray(monkeypatch):
-    import actors.job
-    import actors.spark
-
-    def refuse(*_a: object, **_k: object) -> None:
-        raise AssertionError("Ray or Spark started before the options were checked")
-
-    monkeypatch.setattr(actors.job, "ensure_ray", refuse)
-    monkeypatch.setattr(actors.spark, "start_spark", refuse)
-
-
 @pytest.mark.parametrize(
     "command", ["run", "compare", "faults", "deadlock", "verify", "simulate", "explore", "replay", "shrink"]
 )

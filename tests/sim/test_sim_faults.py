@@ -17,16 +17,9 @@ from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FaultSpec
 from runtime.faults.scenarios import wrong_instant_config
 from runtime.sim import simulate
+from runtime.sim.schedule import CRASH_POINTS
 
-CRASHES = [
-    "task.before_flush",
-    "task.after_flush_before_event",
-    "task.in_snapshot",
-    "task.after_checkpoint_before_commit",
-    "coordinator.before_commit_file",
-    "coordinator.after_commit_before_next_instant",
-    "dfs.transient_error",
-]
+CRASHES = [*CRASH_POINTS, "dfs.transient_error"]  # every crash point, and a failed commit file
 
 
 def _cfg(protocol: str = "message-bus", **kw) -> JobConfig:

@@ -38,18 +38,6 @@ def written(tmp_path) -> Path:
     return tmp_path / "first" / "table"
 
 
-@pytest.fixture
-def no_ray(monkeypatch):
-    import actors.job
-    import actors.spark
-
-    def refuse(*_a: object, **_k: object) -> None:
-        raise AssertionError("Ray or Spark started before the table's layout was checked")
-
-    monkeypatch.setattr(actors.job, "ensure_ray", refuse)
-    monkeypatch.setattr(actors.spark, "start_spark", refuse)
-
-
 def _run(table: Path, out: Path, *extra: str) -> int:
     from runtime.cli import main
 
