@@ -507,9 +507,16 @@ def _command_and_config(argv: list[str]) -> tuple[str | None, str | None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # a pipe or a CI log gets wide tables rather than folded ones
     out = terminal()
-    console = Console(file=out, width=None if out.isatty() else 150)
+    try:
+        # a pipe or a CI log gets wide tables rather than folded ones
+        return _main(argv, Console(file=out, width=None if out.isatty() else 150))
+    finally:
+        if out is not sys.stdout:
+            out.close()  # the console's own copy of the terminal
+
+
+def _main(argv: list[str] | None, console: Console) -> int:
     try:
         args = parse_args(argv)
         code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser
