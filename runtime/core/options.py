@@ -35,8 +35,6 @@ from runtime.core.config import (
 from runtime.core.fault_spec import parse_faults
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
-# what a command line adds to the option table: fields with a text form of their own
-TEXT_FIELDS = ("abort_checkpoints", "faults", "table")
 
 
 def option_fields(exclude: Collection[str] = ()) -> list[dataclasses.Field[Any]]:
