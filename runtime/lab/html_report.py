@@ -190,7 +190,7 @@ def _compare_section(doc: dict[str, Any], directory: str) -> str:
     return "\n".join(
         [
             f"<h2>Comparison: {_e(w['writers'])} writers, {_e(w['checkpoints'])} checkpoints, "
-            f"{_e(w['records'])} records</h2>",
+            f"{w['records']:,} records</h2>",
             _table(headers, rows, numeric=lambda i: i in (1, 3, 4, 5)),
             f"<p class='note'>Cadence: {_e(doc.get('commit_cadence', ''))}. Not scaled by --time-scale: "
             f"{_e(', '.join(doc.get('not_scaled', [])))}.</p>",
