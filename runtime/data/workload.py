@@ -422,12 +422,16 @@ def _check_schemas(
     return merged
 
 
+_FLAG_OF_ROLE = {"key": "--key", "partition": "--partition-field", "precombine": "--precombine-field"}
+
+
 def _missing_column(role: str, col: str, available: Sequence[str]) -> InputError:
     near = [c for c in available if c.lower() == col.lower()]
     hint = f" (did you mean {near[0]!r}? names are case-sensitive)" if near else ""
+    flag = _FLAG_OF_ROLE.get(role, role)
     return InputError(
-        f"{role} column {col!r} not found in the input{hint}; available columns: "
-        f"{list(available)}; fix: pass the right column name"
+        f"{flag} {col}: no such column in the input{hint}; available columns: "
+        f"{list(available)}; fix: pass {flag} with one of them"
     )
 
 

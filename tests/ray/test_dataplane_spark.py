@@ -89,17 +89,22 @@ def _assert_nothing_written(tmp_path):
     )
 
 
-@pytest.mark.parametrize("case", ["missing-key", "missing-precombine", "null-keys", "type-change", "empty"])
+@pytest.mark.parametrize(
+    "case", ["missing-key", "csv-missing-key", "missing-precombine", "null-keys", "type-change", "empty"]
+)
 def test_bad_input_fails_before_any_instant(spark, tmp_path, case):
     d = tmp_path / "in"
     d.mkdir()
     good = pa.table({"id": ["a", "b"], "region": ["eu", "us"], "seq": [1, 2]})
     if case == "missing-key":
         pq.write_table(good.drop(["id"]), d / "x.parquet")
-        needle = "id"
+        needle = "--key id: no such column"
+    elif case == "csv-missing-key":
+        (d / "x.csv").write_text("ident,region,seq\na,eu,1\nb,us,2\n")
+        needle = "--key id: no such column"
     elif case == "missing-precombine":
         pq.write_table(good.drop(["seq"]), d / "x.parquet")
-        needle = "seq"
+        needle = "--precombine-field seq: no such column"
     elif case == "null-keys":
         pq.write_table(pa.table({"id": ["a", None], "region": ["eu", "us"], "seq": [1, 2]}), d / "x.parquet")
         needle = "null"
