@@ -79,22 +79,7 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
     t_spark = time.time()
     phase(f"reading {cfg.input_path} in Spark" if cfg.input_path else f"generating {cfg.records:,} records in Spark")
-    if cfg.input_path:
-        df = wl.read_input(
-            spark, cfg.input_path, cfg.key_field, cfg.partition_field, cfg.precombine_field, cfg.input_format or None
-        )
-    else:
-        spec = wl.WorkloadSpec(
-            records=cfg.records,
-            keys=cfg.keys or None,
-            update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
-            skew="zipf" if cfg.skew == "zipf" else "uniform",  # validated by JobConfig
-            zipf_s=cfg.zipf_s,
-            partitions=cfg.partitions,
-            payload_bytes=cfg.payload_bytes,
-            seed=cfg.seed,
-        )
-        df = spec.generate(spark)
+    df = _spark_stream(spark, cfg)
     df = df.cache()
     phase(f"bucketing the stream and handing {cfg.writers} shards to Ray")
     prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
@@ -123,6 +108,27 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
             "expected_s": round(time.time() - t_handoff, 3),
         },
     )
+
+
+def _spark_stream(spark: Any, cfg: JobConfig) -> Any:
+    """The user's ``--input``, checked before anything is written, or the generated workload."""
+    from runtime.data import workload as wl
+
+    if cfg.input_path:
+        return wl.read_input(
+            spark, cfg.input_path, cfg.key_field, cfg.partition_field, cfg.precombine_field, cfg.input_format or None
+        )
+    spec = wl.WorkloadSpec(
+        records=cfg.records,
+        keys=cfg.keys or None,
+        update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
+        skew="zipf" if cfg.skew == "zipf" else "uniform",  # validated by JobConfig
+        zipf_s=cfg.zipf_s,
+        partitions=cfg.partitions,
+        payload_bytes=cfg.payload_bytes,
+        seed=cfg.seed,
+    )
+    return spec.generate(spark)
 
 
 def plan_stream(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
