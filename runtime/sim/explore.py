@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Any
 
 from runtime.core.config import JobConfig
-from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION
+from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, KNOWN_FAILURES, PASSED, VIOLATION
 from runtime.sim.host import simulate
 from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
@@ -40,32 +40,8 @@ KNOWN_KEPT = 10  # known failures kept in full in explore.json
 MAX_REAL_S = 120.0  # one run's real-time guard
 # the protocols whose coordinator maps one checkpoint id to one instant (PROTOCOLS.md, P4)
 ONE_INSTANT_PER_CHECKPOINT = {"coordination-rpc", "coordination-rpc-async"}
-# (protocol, text of the error, what it is): the documented failures that end a run without
-# failover (the simulator has none; the Ray host would restart the job)
 # what a failover caused by an injected crash says (those failovers are the schedule's own)
 INJECTED = ("InjectedCrash", "injected crash", "injected failure", "InjectedDfsError", "injected transient DFS error")
-KNOWN_FAILURES = (
-    ("coordination-rpc", "#19902", "spurious task failure under a held table lock (#19902)"),
-    # PR #3915 as shipped, after a region failover (docs/FIDELITY.md, P2 under region failover)
-    (
-        "message-bus",
-        "No inflight instant when flushing data",
-        "#3915: a restored task's flush reads a message whose instant the re-initialised coordinator abandoned",
-    ),
-    (
-        "message-bus",
-        "Receive an unexpected event for instant aborted",
-        "#3915: an eager flush after an abort reads the literal 'aborted' as its instant",
-    ),
-    *(
-        (
-            p,
-            "no CommitAckEvent ran",
-            "P1's stall: no new instant after a lost or aborted completion, and no CommitAckEvent",
-        )
-        for p in sorted(COMMIT_ACK_DEADLOCK)
-    ),
-)
 
 
 @dataclass

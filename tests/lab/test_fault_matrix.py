@@ -110,3 +110,22 @@ def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
         run=lambda cfg, sub: pytest.fail("an inapplicable cell must not run"),
     )
     assert doc["runs"][0]["outcome"] == NOT_APPLICABLE
+
+
+def test_a_documented_failure_of_the_shipped_protocol_is_a_known_failure_not_a_failed_run():
+    """#3915 as shipped fails a job after a region failover ("No inflight instant when flushing
+    data"): the matrix says so as the simulator's exploration does, from the same list."""
+    result = {"status": "failed", "error": "JobFailed: writer-0 failed: FlushError: writer-0: No inflight instant "
+              "when flushing data at checkpoint 6", "failovers": [{"error": "x"}], "deadlock": None,
+              "exactly_once": None}  # fmt: skip
+    outcome, why = classify("message-bus", "wrong-instant", result)
+    assert outcome == "known failure" and "#3915" in why
+    assert classify("coordination-rpc", "wrong-instant", result)[0] == FAILED  # only where it is documented
+
+
+def test_the_matrix_runs_kafka_connect_at_the_checkpoint_cadence(tmp_path):
+    """Hudi's 60 s Connect interval (3 s scaled) would end a four-checkpoint run inside its first
+    commit, and no fault point after it would ever fire."""
+    base = JobConfig(source="generator", checkpoints=4)
+    cfg = config_for(base, "control-topic", "task.before_flush", 0, str(tmp_path / "t"))
+    assert cfg.kafka_commit_interval_s == base.checkpoint_interval_s
