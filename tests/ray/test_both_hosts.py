@@ -17,6 +17,7 @@ HOST_ONLY = {
     "dfs_endpoint",
     "timeline",
     "stacks_at_timeout",
+    "trace_file",
     # simulator: its seed, clocks, trace and the loop's own counters
     "host",
     "storage",

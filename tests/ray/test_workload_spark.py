@@ -268,7 +268,7 @@ def test_read_input_rejects_bad_input_before_writing(spark, tmp_path):
     # missing column: names it and lists the available ones
     f = _parquet(tmp_path / "m.parquet", k=["a"], p=["x"], other=[1])
     msg = err(f)
-    assert "'ts'" in msg and "precombine" in msg and "['k', 'p', 'other']" in msg
+    assert "--precombine-field ts: no such column" in msg and "['k', 'p', 'other']" in msg
     assert "did you mean 'K'" in err(_parquet(tmp_path / "case.parquet", K=["a"], p=["x"], ts=[1]))
 
     # null keys: count and the offset of the first
