@@ -33,15 +33,19 @@ def endpoint_served(table: str, before: dict[str, Any] | None) -> dict[str, Any]
     return diff_counts(before, after) if after is not None else None
 
 
-def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | None, t_started: float) -> dict[str, Any]:
-    """Node, process and memory of every live role actor, and roles per node."""
-    refs = {name: actor.where.remote() for name, actor in actors.items()}
-    roles: dict[str, Any] = {}
+def run_placement(
+    processes: dict[str, Any], strategy: str, t_actors_up: float | None, t_started: float
+) -> dict[str, Any]:
+    """Node, process and memory of every live process, the roles each hosts, and where every
+    role ran (a role's entry names its process; a task manager's memory is shared by its slots)."""
+    refs = {name: actor.where.remote() for name, actor in processes.items()}
+    procs: dict[str, Any] = {}
     for name, ref in refs.items():
         try:
-            roles[name] = ray.get(ref, timeout=10)
+            procs[name] = ray.get(ref, timeout=10)
         except ray.exceptions.RayError as exc:  # a dead actor: its place is unknown
-            roles[name] = {"error": type(exc).__name__}
+            procs[name] = {"error": type(exc).__name__, "roles": []}
+    roles = {role: {k: v for k, v in p.items() if k != "roles"} for p in procs.values() for role in p["roles"]}
     per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
     writer_nodes = {r["node_id"] for n, r in roles.items() if n.startswith("writer-") and "node_id" in r}
     return {
@@ -49,6 +53,7 @@ def run_placement(actors: dict[str, Any], strategy: str, t_actors_up: float | No
             "strategy": strategy,
             "roles_per_node": dict(per_node),
             "writer_nodes": len(writer_nodes),
+            "processes": procs,
             "roles": roles,
         },
         "actors_up_s": round(t_actors_up - t_started, 3) if t_actors_up else None,

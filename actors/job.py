@@ -21,8 +21,9 @@ from typing import Any
 import ray
 
 from actors import cluster_info
+from actors.layout import ProcessLayout
 from actors.placement import Placement
-from actors.role_actor import RoleActor
+from actors.process_actor import ProcessActor, RoleRef
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
@@ -103,7 +104,9 @@ class JobRun:
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
         self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
-        self.actors: dict[str, Any] = {}
+        self.processes: dict[str, Any] = {}  # process name -> its actor
+        self.refs: dict[str, RoleRef] = {}  # role -> where it lives
+        self.layout: ProcessLayout | None = None
         self.placement: Placement | None = None
         self.stacks_at_timeout: dict[str, Any] = {}  # filled when the job times out
         self.trace_events: list[dict[str, Any]] = []
@@ -111,15 +114,30 @@ class JobRun:
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
 
     def run(self) -> dict[str, Any]:
+        try:
+            return self._run()
+        finally:
+            self._shutdown()  # whatever happened, the job's processes and placement group go
+
+    def _run(self) -> dict[str, Any]:
         t0 = time.time()
         counters = DfsCounters()
         endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
         self._prepare(counters)
         cfg = self.cfg
         t_started = time.time()
-        self.placement = Placement(cfg.placement, cfg.writers)
+        self.layout = ProcessLayout.for_job(
+            cfg.writers,
+            cfg.slots_per_task_manager,
+            ray.cluster_resources().get("CPU", 1.0),
+            tuple(self.driver.protocol.extra_roles),
+        )
+        self.placement = Placement(cfg.placement, self.layout.task_managers)
         roles = len(self.driver.restartable(region=False)) + len(self.driver.protocol.extra_roles)
-        self.on_phase(f"starting {roles} role actors")
+        self.on_phase(
+            f"starting {roles} roles: {self.layout.task_managers} task manager(s) of {self.layout.slots} slot(s), "
+            f"{3 + len(self.layout.extra_roles)} other process(es)"
+        )
         try:
             outcome = asyncio.run(self.driver.run(self))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
@@ -128,11 +146,13 @@ class JobRun:
         t_end = time.time()
         if outcome.status == "finished":
             # let the sources push end-of-input so every mailbox loop ends cleanly
-            ray.get([self.actors[n].source_done.remote(5.0) for n in self.driver.source_names], timeout=30)
+            ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
+        placed = cluster_info.run_placement(self.processes, cfg.placement, self.driver.t_launched, t_started)
+        placed["placement"]["slots_per_task_manager"] = self.layout.slots
+        # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
         record.timing.update(setup_s=round(t_started - t0, 3), run_s=round(t_end - t_started, 3))
         record.timing["total_s"] = round(time.time() - t0, 3)
-        placed = cluster_info.run_placement(self.actors, cfg.placement, self.driver.t_launched, t_started)
         record.timing["actors_up_s"] = placed.pop("actors_up_s")
         record.host_fields.update(placed)
         record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
@@ -148,7 +168,6 @@ class JobRun:
         record.committed_prefix = self.driver.verify_committed_prefix(
             record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
         )
-        self._shutdown()
         result = record.to_json()
         if self.out_dir:
             self._write_out(result)
@@ -197,7 +216,17 @@ class JobRun:
         return time.time()
 
     def place(self, spec: RoleSpec, incarnation: int) -> None:
-        """A named actor for the role, in its bundle of the placement group."""
+        """The role into its process (a task into its task manager's slot); the process is
+        started first when it is not running, in its bundle of the placement group."""
+        assert self.layout is not None
+        process = self.layout.process_of(spec.name)
+        actor = self.processes.get(process)
+        if actor is None:
+            opts = self.placement.options(self.layout.bundle_of(process)) if self.placement else {}
+            # ray.remote gives the actor class options() and remote(), which mypy cannot see
+            actor_class: Any = ProcessActor
+            actor = actor_class.options(name=process, namespace=self.namespace, **opts).remote(process)
+            self.processes[process] = actor
         extra = {
             "trace": self._tracing,
             "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"",
@@ -205,16 +234,12 @@ class JobRun:
         }
         if spec.kind == "source":
             extra.update(self.plan.shard_args[int(spec.args["task_id"])])
-        opts = self.placement.options(spec.name) if self.placement else {}
-        # ray.remote gives the actor class options() and remote(), which mypy cannot see
-        actor_class: Any = RoleActor
-        self.actors[spec.name] = actor_class.options(name=spec.name, namespace=self.namespace, **opts).remote(
-            spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra
-        )
+        actor.deploy.remote(spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra)
+        self.refs[spec.name] = RoleRef(actor, spec.name)
 
     def _start_refs(self, names: Sequence[str]) -> list[Any]:
-        handles, d = dict(self.actors), self.driver
-        return [self.actors[n].start.remote(handles, d.task_names, d.source_names) for n in names]
+        handles, d = dict(self.refs), self.driver
+        return [self.refs[n].actor.start.remote(n, handles, d.task_names, d.source_names) for n in names]
 
     def _start_timeout(self) -> float:
         return max(60.0, self.cfg.rpc_timeout_s)
@@ -231,10 +256,10 @@ class JobRun:
         return started()
 
     async def rebind(self, name: str) -> None:
-        ray.get(self.actors[name].rebind.remote(dict(self.actors)), timeout=self._start_timeout())
+        ray.get(self.refs[name].actor.rebind.remote(name, dict(self.refs)), timeout=self._start_timeout())
 
     def run_job_manager(self) -> None:
-        self.jm_ref = self.actors["job-manager"].run.remote()
+        self.jm_ref = self.refs["job-manager"].actor.run.remote("job-manager")
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
         ready, _ = ray.wait([self.jm_ref], timeout=timeout)
@@ -257,13 +282,13 @@ class JobRun:
     def _describe(self, name: str) -> Any:
         """The role's description; None when it is gone or does not answer."""
         try:
-            return from_wire(ray.get(self.actors[name].describe.remote(), timeout=5))
+            return from_wire(ray.get(self.refs[name].actor.describe.remote(name), timeout=5))
         except (KeyError, ray.exceptions.RayError) as exc:
             log.info("%s did not describe itself: %s", name, type(exc).__name__)
             return None
 
     async def dumps(self) -> dict[str, TaskDump]:
-        refs = {n: self.actors[n].dump.remote() for n in self.driver.task_names}
+        refs = {n: self.refs[n].actor.dump.remote(n) for n in self.driver.task_names}
         out = {}
         for name, ref in refs.items():
             try:
@@ -303,23 +328,31 @@ class JobRun:
         pass  # nothing to record on Ray beyond the failover record
 
     async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
-        """Kills the roles; their counters, when they still answer."""
+        """Kills the processes of the roles (a task manager with every task it hosts); the roles'
+        counters and trace events, when their process still answers."""
+        assert self.layout is not None
         metrics = []
+        processes = sorted({self.layout.process_of(n) for n in names})
+        for process in processes:
+            left = set(self.layout.roles_of(process)) - set(names)
+            if left:
+                raise RuntimeError(f"{process} would be killed with roles it hosts that do not restart: {sorted(left)}")
         for name in names:
-            actor = self.actors.pop(name)
+            ref = self.refs.pop(name)
             self._silent_since.pop(name, None)
             try:
-                metrics.append(ray.get(actor.metrics.remote(), timeout=5))
+                metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=5))
                 if self._tracing:  # the failed attempt stays in the picture
-                    self.trace_events += ray.get(actor.trace_events.remote(), timeout=10)
-            except ray.exceptions.RayError as exc:  # a dead actor's counters and events are lost with it
+                    self.trace_events += ray.get(ref.actor.trace_events.remote(name), timeout=10)
+            except ray.exceptions.RayError as exc:  # a dead process's counters and events are lost with it
                 log.info("the counters of %s are lost: %s", name, type(exc).__name__)
-            ray.kill(actor, no_restart=True)
-        self._wait_names_free(list(names))
+        for process in processes:
+            ray.kill(self.processes.pop(process), no_restart=True)
+        self._wait_names_free(processes)
         return metrics
 
     async def call(self, name: str, method: str, msg: Any) -> Any:
-        reply = self.actors[name].deliver.remote(method, to_wire(msg), "driver")
+        reply = self.refs[name].deliver(method, to_wire(msg), "driver")
         return from_wire(ray.get(reply, timeout=max(30.0, self.cfg.rpc_timeout_s)))
 
     async def progress(self) -> None:
@@ -353,20 +386,23 @@ class JobRun:
 
     def _collect(self, outcome: Outcome, counters: DfsCounters, run_s: float) -> JobResult:
         metrics = []
-        for name, actor in self.actors.items():
+        for name, ref in self.refs.items():
             try:
-                metrics.append(ray.get(actor.metrics.remote(), timeout=10))
+                metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
             except ray.exceptions.RayError as exc:
                 metrics.append({"error": f"{name}: {exc}"})
         coord = asyncio.run(self.describe_coordinator())
         jm = asyncio.run(self.describe_job_manager())
+        dumps = asyncio.run(self.dumps())
+        self._gather_traces()
+        self._shutdown()  # a job that did not finish would go on committing under the record
         record = self.driver.result(
             outcome,
             metrics=metrics,
             driver_dfs_ops=counters.snapshot(),
             coord=coord,
             jm=jm,
-            dumps=asyncio.run(self.dumps()),
+            dumps=dumps,
             commits_before=self.commits_before,
             table=redact(self.cfg.table),
             timing=dict(self.plan.timings),
@@ -374,7 +410,6 @@ class JobRun:
         )
         if self.stacks_at_timeout:  # a timed-out job: where the job manager's and coordinator's coroutines waited
             record.host_fields["stacks_at_timeout"] = self.stacks_at_timeout
-        self._gather_traces()
         return record
 
     @property
@@ -384,9 +419,9 @@ class JobRun:
     def _gather_traces(self) -> None:
         if not self._tracing:
             return
-        for name, actor in self.actors.items():
+        for name, ref in self.refs.items():
             try:
-                self.trace_events += ray.get(actor.trace_events.remote(), timeout=10)
+                self.trace_events += ray.get(ref.actor.trace_events.remote(name), timeout=10)
             except ray.exceptions.RayError as exc:
                 log.info("the trace events of %s are lost: %s", name, type(exc).__name__)
         self.trace_events += self.driver.trace_markers()
@@ -397,15 +432,16 @@ class JobRun:
         out: dict[str, Any] = {}
         for name in names:
             try:
-                out[name] = ray.get(self.actors[name].stacks.remote(), timeout=10)
+                out[name] = ray.get(self.refs[name].actor.stacks.remote(), timeout=10)
             except (KeyError, ray.exceptions.RayError) as exc:
                 out[name] = {"error": f"{name} unreachable: {type(exc).__name__}"}
         return out
 
     def _shutdown(self) -> None:
-        for actor in self.actors.values():
+        for actor in self.processes.values():
             ray.kill(actor, no_restart=True)
-        self.actors.clear()
+        self.processes.clear()
+        self.refs.clear()
         if self.placement is not None:
             self.placement.remove()
 

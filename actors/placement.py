@@ -1,9 +1,9 @@
-"""Where the role actors run: a placement group spreads them over the cluster's nodes.
+"""Where the job's processes run: a placement group spreads them over the cluster's nodes.
 
-One bundle holds the coordinator, the job manager and the protocol's own roles; bundle ``i + 1``
-holds ``writer-i`` and ``source-i`` (a source feeds exactly one write task, so they share a node).
-The role actors reserve no CPU (they are I/O-bound coroutines), so each bundle reserves a token
-share of a CPU only because Ray needs a non-empty bundle to place it.
+One bundle holds the coordinator's, the job manager's and the protocol roles' processes; bundle
+``K + 1`` holds task manager K (:mod:`actors.layout`), with its slots' write tasks and sources.
+The processes reserve no CPU (their roles are I/O-bound coroutines), so each bundle reserves a
+token share of a CPU only because Ray needs a non-empty bundle to place it.
 
 Strategies (``--placement``): ``spread`` (default; best effort, also fine on one node), ``pack``,
 ``strict-spread`` (one bundle per node: needs as many nodes as writers + 1) and ``none`` (Ray's
@@ -31,15 +31,16 @@ class PlacementError(RuntimeError):
 class Placement:
     """The job's placement group (None for ``none``) and each role's bundle."""
 
-    def __init__(self, strategy: str, writers: int, *, timeout_s: float = 60.0) -> None:
+    def __init__(self, strategy: str, task_managers: int, *, timeout_s: float = 60.0) -> None:
         if strategy not in STRATEGIES:
             raise PlacementError(f"unknown placement {strategy!r}; choose one of {', '.join(STRATEGIES)}")
         self.strategy = strategy
-        self.writers = writers
+        self.task_managers = task_managers
         self.pg: PlacementGroup | None = None
         if STRATEGIES[strategy] is None:
             return
-        self.pg = placement_group([dict(BUNDLE) for _ in range(writers + 1)], strategy=STRATEGIES[strategy], name="")
+        bundles = [dict(BUNDLE) for _ in range(task_managers + 1)]
+        self.pg = placement_group(bundles, strategy=STRATEGIES[strategy], name="")
         try:
             ray.get(self.pg.ready(), timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
@@ -47,29 +48,23 @@ class Placement:
             remove_placement_group(self.pg)
             self.pg = None
             hint = (
-                f"strict-spread needs {writers + 1} nodes (writers + 1), the cluster has {nodes}; "
-                "use --placement spread"
+                f"strict-spread needs {task_managers + 1} nodes (task managers + 1), the cluster has {nodes}; "
+                "use --placement spread, or more --slots-per-task-manager"
                 if strategy == "strict-spread"
                 else f"each bundle needs {BUNDLE['CPU']} CPU; check the cluster's free CPUs (ray status)"
             )
             raise PlacementError(
-                f"the placement group ({writers + 1} bundles, {strategy}) was not "
+                f"the placement group ({task_managers + 1} bundles, {strategy}) was not "
                 f"placed within {timeout_s:.0f}s: {hint}"
             ) from None
 
-    def bundle_of(self, name: str) -> int:
-        head, _, tail = name.rpartition("-")
-        if head in ("writer", "source") and tail.isdigit():
-            return int(tail) + 1
-        return 0
-
-    def options(self, name: str) -> dict[str, Any]:
-        """Extra ``.options()`` for the actor of role ``name``."""
+    def options(self, bundle: int) -> dict[str, Any]:
+        """Extra ``.options()`` for a process actor placed in ``bundle`` (``ProcessLayout.bundle_of``)."""
         if self.pg is None:
             return {}
         return {
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=self.pg, placement_group_bundle_index=self.bundle_of(name)
+                placement_group=self.pg, placement_group_bundle_index=bundle
             )
         }
 

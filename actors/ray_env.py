@@ -1,4 +1,9 @@
-"""The Ray host's environment: real time, actor calls as messages, a real file system."""
+"""The Ray host's environment: real time, actor calls as messages, a real file system.
+
+A message to a role of another process is a call of that process actor's ``deliver``; a message to
+a role of the same process (a write task and its source in one task manager) is delivered in the
+process, through the same wire encoding, and started at once, so one sender's messages to one role
+keep their order either way, as Ray keeps them between actors."""
 
 from __future__ import annotations
 
@@ -24,7 +29,8 @@ class RayEnv(Env):
         self.rng = random.Random(seed)
         self.tracer = Tracer(role, enabled=trace, clock=time.time)
         self.metrics = Metrics()
-        self.handles: dict[str, Any] = {}
+        self.handles: dict[str, Any] = {}  # role -> RoleRef (actors.process_actor)
+        self.local: dict[str, Any] = {}  # role -> HostedRole: the roles of this process
         self._pending_sends: set[asyncio.Task[Any]] = set()
         self.send_errors: list[str] = []
 
@@ -35,16 +41,22 @@ class RayEnv(Env):
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    def _handle(self, dest: str) -> Any:
+    def _submit(self, dest: str, method: str, payload: Any) -> Any:
+        """Hands the message to ``dest`` now; an awaitable of its reply."""
+        local = self.local.get(dest)
+        if local is not None:
+            # shielded: a caller that stops waiting does not cancel the handler, as between actors
+            return asyncio.shield(asyncio.ensure_future(local.deliver(method, payload, self.role)))
         try:
-            return self.handles[dest]
+            handle = self.handles[dest]
         except KeyError:
             raise LookupError(f"{self.role} has no handle for {dest!r}; known: {sorted(self.handles)}") from None
+        return handle.deliver(method, payload, self.role)
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
         self.metrics.rpc(method)
         await self.apply_call_fault(dest, method, msg, timeout)
-        ref = self._handle(dest).deliver.remote(method, to_wire(msg), self.role)
+        ref = self._submit(dest, method, to_wire(msg))
         try:
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply
             # lands, and the cancelled caller runs on (a control-topic job hung on it)
@@ -55,19 +67,18 @@ class RayEnv(Env):
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         self.metrics.rpc(method)
-        handle = self._handle(dest)
         delay = self.send_fault_delay(dest, method, msg)
         if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
         payload = to_wire(msg)
         # submitted now, so one sender's messages to one actor keep their order (Ray's guarantee)
-        ref = None if delay else handle.deliver.remote(method, payload, self.role)
+        ref = None if delay else self._submit(dest, method, payload)
 
         async def watch() -> None:
             try:
                 if ref is None:  # delivered late; messages sent after it overtake it
                     await asyncio.sleep(delay)
-                    await handle.deliver.remote(method, payload, self.role)
+                    await self._submit(dest, method, payload)
                 else:
                     await ref
             except Exception as exc:  # noqa: BLE001 - a one-way message that failed: recorded, never raised here
@@ -83,12 +94,11 @@ class RayEnv(Env):
         """Submitted now (in order with this sender's other messages to ``dest``); the sender does
         not wait; a missing or failed acknowledgement calls ``on_failure`` (Flink fails the task)."""
         self.metrics.rpc(method)
-        handle = self._handle(dest)
         delay = self.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         payload = to_wire(msg)
         # submitted now unless lost (None) or held back (> 0)
-        ref = handle.deliver.remote(method, payload, self.role) if delay == 0.0 else None
+        ref = self._submit(dest, method, payload) if delay == 0.0 else None
 
         async def watch() -> None:
             try:
@@ -98,7 +108,7 @@ class RayEnv(Env):
                     return
                 if ref is None:  # delivered late; messages sent after it overtake it
                     await asyncio.sleep(delay)
-                await bounded(ref if ref is not None else handle.deliver.remote(method, payload, self.role), timeout)
+                await bounded(ref if ref is not None else self._submit(dest, method, payload), timeout)
             except asyncio.TimeoutError:
                 on_failure(f"{what} did not come within {timeout:.1f}s")
             except Exception as exc:  # noqa: BLE001 - reported to the sender, which fails
@@ -112,7 +122,8 @@ class RayEnv(Env):
         return await asyncio.to_thread(fn, *args)
 
     def crash(self, reason: str) -> None:
-        """A real crash: the actor's process exits at once (no clean-up, as a killed process)."""
+        """A real crash: the process exits at once, with every role it hosts (no clean-up, as a
+        killed task manager)."""
         import os
         import sys
 

@@ -241,6 +241,14 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "true", "false"),
     )
+    # Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) in one task manager
+    # process; 0: two task managers per CPU of the cluster, the writers spread over them
+    slots_per_task_manager: int = _opt(
+        0,
+        "Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) one task manager process "
+        "hosts; 0: two task managers per CPU of the Ray cluster, the writers spread evenly over them",
+        RECOVERY,
+    )
     placement: str = _opt(
         "spread",
         "how role actors spread over a Ray cluster's nodes (a placement group; none: Ray's default scheduling)",
@@ -362,7 +370,7 @@ class JobConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{flag_of(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("records", "keys", "buckets", "max_restarts", "payload_bytes"):
+        for name in ("records", "keys", "buckets", "max_restarts", "payload_bytes", "slots_per_task_manager"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{flag_of(name)} must not be negative, got {getattr(self, name)}")
         if self.num_buckets < self.writers:

@@ -1,0 +1,231 @@
+"""One Ray actor class is one process of the job: a task manager hosting its slots' write tasks and
+sources, or the process of the coordinator, the job manager or a protocol role.
+
+The actor is async, so while a write task's mailbox coroutine is blocked the process still answers
+``deliver`` (operator events, notifications queue as mails) and ``dump`` (introspection) for every
+role it hosts. Each hosted role has its own environment (counters, tracer, faults) and its own
+coroutines; a message between two roles of one process is delivered in the process, as Flink's
+local channels do, through the same wire encoding as between processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+
+from actors.ray_env import RayEnv
+from actors.stream_plan import StreamShardRounds
+from runtime.core import codec
+from runtime.core.codec import from_wire, to_wire
+from runtime.core.config import JobConfig
+from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.env import bounded, rpc_handler, wait_ended
+from runtime.core.fault_spec import FaultSpec
+from runtime.core.messages import TaskDump
+from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+from runtime.flink.source import InMemoryShard
+from runtime.hudi.table import HudiTable, TableProps
+from runtime.writer.topology import RoleNames, RoleSpec, make_role, start_role
+
+START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
+# what the Ray host adds to a role's arguments: tracing, armed faults, the source's shard
+TRANSPORT_ARGS = ("trace", "faults", "stream_shard", "bounds", "rounds")
+
+
+@dataclass(frozen=True)
+class RoleRef:
+    """Where a role lives: the process actor hosting it and its name there (a role's handle)."""
+
+    actor: Any
+    role: str
+
+    def deliver(self, method: str, payload: Any, sender: str) -> Any:
+        return self.actor.deliver.remote(self.role, method, payload, sender)
+
+
+class HostedRole:
+    """One role inside a process: its environment, its table view, the role object once started."""
+
+    def __init__(self, kind: str, name: str, config: JobConfig, props: dict[str, Any], extra: dict[str, Any]) -> None:
+        self.kind = kind
+        self.name = name
+        self.config = config
+        self.extra = extra
+        dfs, base = open_dfs(config.table, role=kind, counters=DfsCounters())
+        self.env = RayEnv(name, dfs, seed=config.seed, trace=extra.get("trace", True))
+        self.table = HudiTable(dfs, base, TableProps(**props))
+        if extra.get("faults"):
+            specs: list[FaultSpec] = codec.decode(extra["faults"])
+            self.env.faults = FaultInjector(specs, name, dfs, base)
+            if kind == "coordinator" and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
+                # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
+                dfs.fault_hook = coordinator_dfs_hook(self.env, time.sleep)
+        self.role: Any = None
+        self.task: asyncio.Task[Any] | None = None  # a source's emitting loop
+        self.started = asyncio.Event()  # set once started: messages wait for it
+
+    async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> None:
+        """Builds and starts the role as every host does (:mod:`runtime.writer.topology`)."""
+        self.env.handles = {k: v for k, v in handles.items() if k != self.name}
+        args = {k: v for k, v in self.extra.items() if k not in TRANSPORT_ARGS}
+        spec = RoleSpec(self.name, self.kind, args)
+        shard: StreamShardRounds | InMemoryShard | None = None
+        if self.kind == "source":
+            if "stream_shard" in self.extra:
+                shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
+            else:
+                shard = InMemoryShard(self.extra["rounds"])
+        self.role = make_role(spec, self.env, self.config, self.table, RoleNames(task_names, source_names), shard)
+        await start_role(self.role, spec)
+        if self.kind == "source":
+            self.task = asyncio.get_running_loop().create_task(self.role.run())
+        self.started.set()
+
+    async def deliver(self, method: str, payload: Any, sender: str) -> Any:
+        if not self.started.is_set():
+            # tasks of a region are deployed together: input may reach a task still initialising
+            # (as Flink buffers it in the input gate); bounded, and named when it gives up
+            try:
+                await bounded(self.started.wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                raise RuntimeError(
+                    f"{self.name} received {method} from {sender or '?'} but did not "
+                    f"finish starting within {START_WAIT_S:.0f}s"
+                ) from None
+        if method not in getattr(self.role, "RPC_METHODS", ()):
+            raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
+        result = rpc_handler(self.role, method)(from_wire(payload))
+        if asyncio.iscoroutine(result):
+            result = await result
+        return to_wire(result)
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class ProcessActor:
+    def __init__(self, process: str) -> None:
+        self.process = process
+        self.roles: dict[str, HostedRole] = {}
+        self._deployed: dict[str, asyncio.Event] = {}
+
+    def _role(self, name: str) -> HostedRole:
+        try:
+            return self.roles[name]
+        except KeyError:
+            raise LookupError(f"process {self.process} hosts no role {name!r}; it hosts {sorted(self.roles)}") from None
+
+    async def _arrived(self, name: str) -> HostedRole:
+        """The role, once deployed: an async actor runs its calls in no guaranteed order, so a
+        message (or the start) may come before the deploy that was sent first; bounded."""
+        if name not in self.roles:
+            try:
+                await bounded(self._deployed.setdefault(name, asyncio.Event()).wait(), START_WAIT_S)
+            except asyncio.TimeoutError:
+                raise LookupError(
+                    f"process {self.process} was not given role {name!r} within {START_WAIT_S:.0f}s; "
+                    f"it hosts {sorted(self.roles)}"
+                ) from None
+        return self.roles[name]
+
+    async def deploy(
+        self, kind: str, name: str, config: bytes, props: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> str:
+        """A role into this process (a task into a task manager's slot)."""
+        hosted = HostedRole(kind, name, codec.decode(config, JobConfig), props, extra or {})
+        hosted.env.local = self.roles  # roles of one process talk in the process
+        self.roles[name] = hosted
+        self._deployed.setdefault(name, asyncio.Event()).set()
+        return name
+
+    async def start(self, name: str, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> str:
+        await (await self._arrived(name)).start(handles, task_names, source_names)
+        return name
+
+    async def rebind(self, name: str, handles: dict[str, Any]) -> str:
+        """New handles for roles that restarted around this one (a region failover)."""
+        self._role(name).env.handles = {k: v for k, v in handles.items() if k != name}
+        return name
+
+    async def deliver(self, name: str, method: str, payload: Any, sender: str = "") -> Any:
+        return await (await self._arrived(name)).deliver(method, payload, sender)
+
+    async def run(self, name: str) -> Any:
+        """The job manager's main loop; its final view, on the wire."""
+        hosted = await self._arrived(name)
+        await bounded(hosted.started.wait(), START_WAIT_S)  # the host starts it first
+        return to_wire(await hosted.role.run())
+
+    async def dump(self, name: str) -> Any:
+        """A write task's introspection (:class:`~runtime.core.messages.TaskDump`), on the wire."""
+        hosted = self._role(name)
+        if hosted.role is None or not hasattr(hosted.role, "dump"):
+            return to_wire(TaskDump(name, "not started" if hosted.role is None else "no introspection"))
+        return to_wire(hosted.role.dump())
+
+    async def describe(self, name: str) -> Any:
+        """The coordinator's or the job manager's view of itself, on the wire; None for a role
+        not started or without one."""
+        role = self._role(name).role
+        if role is None or not hasattr(role, "describe"):
+            return None
+        return to_wire(role.describe())
+
+    async def stacks(self) -> dict[str, list[str]]:
+        """Where each of this process's project coroutines is suspended now, outermost frame first
+        and down the chain of awaits: what a timed-out job reports, so a hang names the await it
+        is stuck in and the task state ("cancelling" for a cancellation that did not land)."""
+        out: dict[str, list[str]] = {}
+        for task in asyncio.all_tasks():
+            frames: list[str] = []
+            coro: Any = task.get_coro()  # a coroutine, or a generator-based one: walked by duck typing
+            while coro is not None and getattr(coro, "cr_frame", None) is not None:
+                code = coro.cr_frame.f_code
+                where = "/".join(code.co_filename.rsplit("/", 2)[-2:])
+                frames.append(f"{where}:{coro.cr_frame.f_lineno} {code.co_name}")
+                coro = coro.cr_await
+            if any(fr.startswith(("runtime/", "protocols/", "sim/", "actors/")) for fr in frames):
+                state = "cancelling" if getattr(task, "cancelling", lambda: 0)() else "pending"
+                out[f"{task.get_name()} ({state}, {id(task):x})"] = frames
+        return out
+
+    async def metrics(self, name: str) -> dict[str, Any]:
+        env = self._role(name).env
+        snap = env.metrics.snapshot()
+        snap["dfs_ops"] = env.dfs.counters.snapshot()
+        snap["send_errors"] = list(env.send_errors)
+        return snap
+
+    async def trace_events(self, name: str) -> list[dict[str, Any]]:
+        return self._role(name).env.tracer.drain()
+
+    async def source_done(self, name: str, timeout: float) -> str:
+        """Waits (bounded) for a source's loop to end; returns its state."""
+        hosted = self._role(name)
+        if hosted.task is not None:
+            await wait_ended(hosted.task, timeout)  # its outcome is in the role's state
+        return hosted.role.state if hosted.role is not None else "not started"
+
+    async def where(self) -> dict[str, Any]:
+        """The node and process, the roles it hosts and its memory (RSS; USS when readable)."""
+        import psutil
+
+        proc = psutil.Process(os.getpid())
+        mem = proc.memory_info()
+        try:
+            uss = proc.memory_full_info().uss
+        except (psutil.Error, AttributeError):
+            uss = None
+        return {
+            "process": self.process,
+            "roles": sorted(self.roles),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "rss_bytes": mem.rss,
+            "uss_bytes": uss,
+        }
