@@ -9,6 +9,7 @@ import pytest
 
 from actors.job import run_job
 from runtime.core.config import JobConfig, Schedule
+from runtime.core.fault_spec import FaultSpec
 from runtime.faults.scenarios import deadlock_config
 from runtime.lab.verify import read_completed_commits
 
@@ -241,3 +242,26 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     assert 1 <= len(result["commits"]) < 40
     prefix = result["committed_prefix"]
     assert prefix["verified"] and prefix["prefix"].startswith("rounds 1 to")
+
+
+def test_task_managers_host_several_slots_each_with_its_own_mailbox(ray_session, tmp_path):
+    """Four writers in two task managers of two slots: a write task and its source share a slot;
+    the two tasks of a task manager share its process but not their mailboxes; a crash of the
+    process takes both down, the job fails over and verifies; P1's deadlock in one slot is seen
+    while the other slot of the same process still answers."""
+    crash = [FaultSpec("task.in_snapshot", 2, 1)]
+    cfg = _cfg(tmp_path, protocol="coordination-rpc", writers=4, slots_per_task_manager=2, faults=crash)
+    result = run_job(cfg, None)
+    assert result["status"] == "finished", result["error"]
+    assert result["exactly_once"]["verified"], result["exactly_once"]
+    processes = result["placement"]["processes"]
+    assert sorted(processes["taskmanager-0"]["roles"]) == ["source-0", "source-1", "writer-0", "writer-1"]
+    assert sorted(processes["taskmanager-1"]["roles"]) == ["source-2", "source-3", "writer-2", "writer-3"]
+    roles = result["placement"]["roles"]
+    assert roles["writer-0"]["pid"] == roles["writer-1"]["pid"] != roles["writer-2"]["pid"]
+    (failover,) = result["failovers"]
+    assert "writer-0" in failover["error"] and "writer-1" in failover["error"]  # one process, both tasks
+
+    dl = run_job(deadlock_config(_cfg(tmp_path / "dl", protocol="operator-event", slots_per_task_manager=2)), None)
+    assert dl["status"] == "deadlocked" and dl["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
+    assert set(dl["placement"]["processes"]["taskmanager-0"]["roles"]) >= {"writer-0", "writer-1"}
