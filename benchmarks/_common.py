@@ -129,12 +129,12 @@ def write_json(path: str, doc: Any) -> None:
 
 
 class ActorMemorySampler(threading.Thread):
-    """Samples the RSS of a :class:`actors.job.JobRun`'s role actor processes while it runs.
+    """Samples the RSS of a :class:`actors.job.JobRun`'s processes while it runs.
 
-    It watches ``job_run.actors`` (filled as the job creates them), asks each new actor for its
+    It watches ``job_run.processes`` (filled as the job creates them), asks each new actor for its
     PID once (``__ray_call__``, answered by the actor's event loop even while a write task's
     mailbox is blocked), then reads ``memory_info()`` of every known PID every ``interval_s``.
-    Per actor: the first RSS seen (the idle worker), the peak RSS, and the peak of RSS minus
+    Per process: the first RSS seen (the idle worker), the peak RSS, and the peak of RSS minus
     shared pages (private memory; shared pages are the interpreter's libraries and objects
     mapped from Ray's object store).
     """
@@ -163,7 +163,7 @@ class ActorMemorySampler(threading.Thread):
 
         while not self._halt.is_set():
             try:
-                actors = dict(self.job_run.actors)
+                actors = dict(self.job_run.processes)
             except RuntimeError:  # resized while copied: next tick
                 actors = {}
             for name, handle in actors.items():
@@ -209,8 +209,8 @@ class ActorMemorySampler(threading.Thread):
         def mib(d: dict[str, int]) -> dict[str, float]:
             return {k: round(v / MiB, 1) for k, v in sorted(d.items(), key=lambda kv: _natural(kv[0]))}
 
-        writers = {k: v for k, v in self.peak_rss.items() if k.startswith("writer-")}
-        writers_private = {k: v for k, v in self.peak_private.items() if k.startswith("writer-")}
+        managers = {k: v for k, v in self.peak_rss.items() if k.startswith("taskmanager-")}
+        managers_private = {k: v for k, v in self.peak_private.items() if k.startswith("taskmanager-")}
         out: dict[str, Any] = {
             "interval_s": self.interval_s,
             "samples": self.samples,
@@ -218,16 +218,16 @@ class ActorMemorySampler(threading.Thread):
             "peak_private_mib": mib(self.peak_private),
             "first_rss_mib": mib(self.first_rss),
         }
-        if writers:
-            vals = list(writers.values())
-            out["writer_peak_rss_mib"] = mib(writers)
-            out["writer_peak_rss_mean_mib"] = round(sum(vals) / len(vals) / MiB, 1)
-            out["writer_peak_rss_max_mib"] = round(max(vals) / MiB, 1)
-            pv = list(writers_private.values())
-            out["writer_peak_private_mean_mib"] = round(sum(pv) / len(pv) / MiB, 1)
-            firsts = [self.first_rss[k] for k in writers if k in self.first_rss]
+        if managers:
+            vals = list(managers.values())
+            out["task_manager_peak_rss_mib"] = mib(managers)
+            out["task_manager_peak_rss_mean_mib"] = round(sum(vals) / len(vals) / MiB, 1)
+            out["task_manager_peak_rss_max_mib"] = round(max(vals) / MiB, 1)
+            pv = list(managers_private.values())
+            out["task_manager_peak_private_mean_mib"] = round(sum(pv) / len(pv) / MiB, 1)
+            firsts = [self.first_rss[k] for k in managers if k in self.first_rss]
             if firsts:
-                out["writer_first_rss_mean_mib"] = round(sum(firsts) / len(firsts) / MiB, 1)
+                out["task_manager_first_rss_mean_mib"] = round(sum(firsts) / len(firsts) / MiB, 1)
         if self.errors:
             out["errors"] = self.errors[:20]
         return out
@@ -249,7 +249,7 @@ def run_job_sampled(
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
 
     Same as ``run_job`` (ensure Ray, ``JobRun(cfg, out_dir).run()``); the JobRun object is built
-    here only so the sampler can see its actor handles."""
+    here only so the sampler can see its process handles."""
     from actors.job import JobRun, ensure_ray
 
     ensure_ray()

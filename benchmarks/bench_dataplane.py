@@ -425,16 +425,16 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
     for col in ("process", "first RSS MiB", "peak RSS MiB", "peak RSS-shared MiB"):
         mt.add_column(col, justify="left" if col == "process" else "right")
     for name, v in m["peak_rss_mib"].items():
-        if name.startswith(("writer-", "source-", "coordinator", "job-manager")):
+        if name.startswith(("taskmanager-", "coordinator", "job-manager")):
             mt.add_row(
                 name, f"{m['first_rss_mib'].get(name, 0):.0f}", f"{v:.0f}", f"{m['peak_private_mib'].get(name, 0):.0f}"
             )
-    if "writer_peak_rss_mean_mib" in m:
+    if "task_manager_peak_rss_mean_mib" in m:
         mt.add_row(
-            "[bold]writers: mean / max[/bold]",
-            f"{m.get('writer_first_rss_mean_mib', 0):.0f}",
-            f"{m['writer_peak_rss_mean_mib']:.0f} / {m['writer_peak_rss_max_mib']:.0f}",
-            f"{m['writer_peak_private_mean_mib']:.0f}",
+            "[bold]task managers: mean / max[/bold]",
+            f"{m.get('task_manager_first_rss_mean_mib', 0):.0f}",
+            f"{m['task_manager_peak_rss_mean_mib']:.0f} / {m['task_manager_peak_rss_max_mib']:.0f}",
+            f"{m['task_manager_peak_private_mean_mib']:.0f}",
         )
     con.print(mt)
 
@@ -473,7 +473,7 @@ def plot(doc: dict[str, Any], path: str) -> str:
     ax1.set_title(f"{prm['records']:,} rows, {prm['writers']} writers, {prm['checkpoints']} checkpoints", fontsize=10)
 
     m = doc["memory"]
-    w = m.get("writer_peak_rss_mib", {})
+    w = m.get("task_manager_peak_rss_mib", {})
     names2 = list(w)
     first = [m["first_rss_mib"].get(n, 0) for n in names2]
     peak = [w[n] for n in names2]
@@ -485,11 +485,11 @@ def plot(doc: dict[str, Any], path: str) -> str:
     ax2.set_xticks(list(x), names2)
     ax2.set_ylabel("MiB")
     if peak:
-        ax2.axhline(m["writer_peak_rss_mean_mib"], color="tab:blue", linestyle="--", linewidth=1)
+        ax2.axhline(m["task_manager_peak_rss_mean_mib"], color="tab:blue", linestyle="--", linewidth=1)
         ax2.text(
             len(names2) - 0.5,
-            m["writer_peak_rss_mean_mib"],
-            f"mean peak {m['writer_peak_rss_mean_mib']:.0f}",
+            m["task_manager_peak_rss_mean_mib"],
+            f"mean peak {m['task_manager_peak_rss_mean_mib']:.0f}",
             ha="right",
             va="bottom",
             fontsize=8,

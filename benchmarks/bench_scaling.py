@@ -56,10 +56,10 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
     f["records"] = result["records"]
     f["wall_s"] = round(wall, 3)
     f["timing"] = result["timing"]
-    f["writer_peak_rss_mean_mib"] = memory.get("writer_peak_rss_mean_mib")
-    f["writer_peak_rss_max_mib"] = memory.get("writer_peak_rss_max_mib")
-    f["writer_peak_private_mean_mib"] = memory.get("writer_peak_private_mean_mib")
-    f["writer_first_rss_mean_mib"] = memory.get("writer_first_rss_mean_mib")
+    f["task_manager_peak_rss_mean_mib"] = memory.get("task_manager_peak_rss_mean_mib")
+    f["task_manager_peak_rss_max_mib"] = memory.get("task_manager_peak_rss_max_mib")
+    f["task_manager_peak_private_mean_mib"] = memory.get("task_manager_peak_private_mean_mib")
+    f["task_manager_first_rss_mean_mib"] = memory.get("task_manager_first_rss_mean_mib")
     return f
 
 
@@ -227,7 +227,8 @@ def describe(row: dict[str, Any]) -> str:
         f"{row['commits']} commits, DFS/ckp {row['dfs_ops_per_checkpoint_total']:g} "
         f"(writers {row['dfs_ops_per_checkpoint_writers']:g}), "
         f"unblock p50 {'-' if p50 is None else f'{p50 * 1000:.1f} ms'} (n={row['commit_to_unblock_samples_n']}), "
-        f"{row['rows_per_s']:,.0f} rows/s, writer peak RSS {row.get('writer_peak_rss_mean_mib') or 0:.0f} MiB, "
+        f"{row['rows_per_s']:,.0f} rows/s, "
+        f"task manager peak RSS {row.get('task_manager_peak_rss_mean_mib') or 0:.0f} MiB, "
         f"exactly-once {'-' if eo is None else ('ok' if eo else 'VIOLATED')}, {row['wall_s']:.1f} s"
     )
 
@@ -263,7 +264,7 @@ def print_tables(con: Any, doc: dict[str, Any]) -> None:
         ("commit-to-unblock latency p50, ms", "commit_to_unblock_p50_s", "ms"),
         ("commit-to-unblock latency p99, ms", "commit_to_unblock_p99_s", "ms"),
         ("rows/s (run phase)", "rows_per_s", "{:,.0f}"),
-        ("write task peak RSS, mean over writers, MiB", "writer_peak_rss_mean_mib", "{:.0f}"),
+        ("task manager peak RSS, mean, MiB", "task_manager_peak_rss_mean_mib", "{:.0f}"),
     ]
     con.print(
         f"[bold]scaling: {prm['records_per_writer']:,} records per writer, {prm['checkpoints']} checkpoints, "
