@@ -358,6 +358,8 @@ def plot(doc: dict[str, Any], path: str) -> str:
         ax.set_xscale("log", base=2)
         ws = sorted(all_ws)
         ax.set_xticks(ws, [str(w) for w in ws])
+        if label.startswith("DFS"):
+            ax.set_yscale("log")
         ax.set_xlabel("writers")
         ax.set_ylabel(label)
         ax.set_title(title, fontsize=10)
