@@ -1,0 +1,204 @@
+"""The simulator's speed against a baseline commit, side by side in one session, and proof that
+the faster one simulates the same thing (the same trace bytes for the same seed).
+
+    [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/bench_sim_speed.py --baseline REV
+                                                 [--writers 16] [--checkpoints 50] [--rounds 5]
+                                                 [--seeds 3] [--equivalence-seeds 3]
+                                                 [--out benchmarks/results/sim_speed.json]
+
+``REV`` is checked out in a temporary git worktree (or ``--baseline-path DIR`` names a checkout).
+Each round runs the workload once in a fresh process of each checkout, the two in alternating
+order, so both see the same machine and the same neighbours; the figure is simulated checkpoints
+per real second (and per CPU second) of one process, the median over rounds, and the ratio of the
+medians. The workload is ``python -m runtime.sim.bench``'s ``protocol`` workload (10 rows per
+writer per round, one bucket per writer, the simulated disk) with message-bus.
+
+Equivalence: every scenario of ``commitlab explore`` x every protocol x ``--equivalence-seeds``
+seeds, and the timed workload itself, run in both checkouts; the trace hashes must be equal one
+for one (the script says which differ). Measures and prints; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402  (sets sys.path to the project root)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Runs in a child process with PYTHONPATH set to one checkout; uses only APIs both have.
+TIMED = r"""
+import json, sys, time
+from runtime.core.config import JobConfig
+from runtime.sim.host import simulate
+protocol, writers, checkpoints, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+cfg = JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
+                records=writers * checkpoints * 10, partitions=1, buckets=writers)
+simulate(cfg.replace(checkpoints=2, records=writers * 20), seed=0, storage="memory", verify=False)  # warm-up
+runs = []
+for seed in range(seeds):
+    t, c = time.perf_counter(), time.process_time()
+    r = simulate(cfg, seed=seed, storage="memory", verify=False)
+    real, cpu = time.perf_counter() - t, time.process_time() - c
+    runs.append({"seed": seed, "real_s": real, "cpu_s": cpu, "status": r["status"],
+                 "checkpoints": r["checkpoints"]["completed"], "trace_sha256": r["trace_sha256"]})
+print(json.dumps(runs))
+"""
+
+EQUIVALENCE = r"""
+import json, sys
+from runtime.protocols import PROTOCOLS
+from runtime.sim.explore import run_seed
+from runtime.sim.schedule import SCENARIOS
+seeds = int(sys.argv[1])
+out = {}
+for scenario in SCENARIOS:
+    for protocol in PROTOCOLS:
+        for seed in range(seeds):
+            out[f"{scenario}/{protocol}/{seed}"] = run_seed(scenario, seed, protocol)["trace_sha256"]
+print(json.dumps(out))
+"""
+
+
+def child(checkout: str, code: str, *args: object, timeout_s: float = 1800.0) -> Any:
+    env = {**os.environ, "PYTHONPATH": checkout}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *map(str, args)],
+            env=env,
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise RuntimeError(f"the run in {checkout} did not finish within {timeout_s:.0f} s") from exc
+    if done.returncode != 0:
+        raise RuntimeError(f"the run in {checkout} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def baseline_checkout(rev: str, scratch: str) -> str:
+    path = os.path.join(scratch, "baseline")
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev], check=True, capture_output=True, text=True
+    )
+    return path
+
+
+def describe_rev(checkout: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", checkout, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+    )
+    dirty = subprocess.run(
+        ["git", "-C", checkout, "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.strip()
+    return done.stdout.strip() + (" with uncommitted changes" if dirty else "")
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    per_real = [r["checkpoints"] / r["real_s"] for r in runs]
+    per_cpu = [r["checkpoints"] / r["cpu_s"] for r in runs]
+    return {
+        "runs": len(runs),
+        "checkpoints_per_real_s_median": round(statistics.median(per_real), 2),
+        "checkpoints_per_cpu_s_median": round(statistics.median(per_cpu), 2),
+        "real_s_median": round(statistics.median(r["real_s"] for r in runs), 4),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--baseline", default="HEAD", help="the commit to compare with (a git revision)")
+    ap.add_argument("--baseline-path", default="", help="a checkout of the baseline instead of --baseline")
+    ap.add_argument("--protocol", default="message-bus")
+    ap.add_argument("--writers", type=int, default=16)
+    ap.add_argument("--checkpoints", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; each runs both checkouts")
+    ap.add_argument("--seeds", type=int, default=3, help="timed runs per checkout per round")
+    ap.add_argument("--equivalence-seeds", type=int, default=3, help="seeds per scenario x protocol (0: skip)")
+    ap.add_argument("--out", default="benchmarks/results/sim_speed.json")
+    args = ap.parse_args()
+
+    scratch = tempfile.mkdtemp(prefix="commitlab-sim-speed-")
+    made_worktree = not args.baseline_path
+    try:
+        base = args.baseline_path or baseline_checkout(args.baseline, scratch)
+        current = str(ROOT)
+        checkouts = {"baseline": base, "current": current}
+        doc: dict[str, Any] = {
+            "benchmark": "simulator speed, side by side",
+            "environment": {k: v for k, v in common.environment().items() if k != "project"},
+            "params": {
+                "protocol": args.protocol,
+                "writers": args.writers,
+                "checkpoints": args.checkpoints,
+                "workload": "protocol (10 rows per writer per round, one bucket per writer, simulated disk)",
+                "rounds": args.rounds,
+                "seeds": args.seeds,
+            },
+            "revisions": {k: describe_rev(v) for k, v in checkouts.items()},
+        }
+        timed: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+        t0 = time.monotonic()
+        for i in range(args.rounds):
+            order = ["baseline", "current"] if i % 2 == 0 else ["current", "baseline"]
+            for name in order:
+                runs = child(checkouts[name], TIMED, args.protocol, args.writers, args.checkpoints, args.seeds)
+                timed[name].extend(runs)
+            b, c = (summary(timed[k][-args.seeds :]) for k in ("baseline", "current"))
+            print(
+                f"round {i + 1}/{args.rounds}: baseline {b['checkpoints_per_real_s_median']:.1f}, "
+                f"current {c['checkpoints_per_real_s_median']:.1f} checkpoints per real s",
+                flush=True,
+            )
+        doc["speed"] = {k: summary(v) for k, v in timed.items()}
+        sb, sc = doc["speed"]["baseline"], doc["speed"]["current"]
+        doc["ratio_real"] = round(sc["checkpoints_per_real_s_median"] / sb["checkpoints_per_real_s_median"], 3)
+        doc["ratio_cpu"] = round(sc["checkpoints_per_cpu_s_median"] / sb["checkpoints_per_cpu_s_median"], 3)
+        hashes = {k: {f"timed/{r['seed']}": r["trace_sha256"] for r in v} for k, v in timed.items()}
+        if args.equivalence_seeds:
+            print(f"equivalence: every scenario x protocol x {args.equivalence_seeds} seeds, in both", flush=True)
+            for name, path in checkouts.items():
+                hashes[name].update(child(path, EQUIVALENCE, args.equivalence_seeds))
+        differ = sorted(k for k in hashes["current"] if hashes["baseline"].get(k) != hashes["current"][k])
+        doc["equivalence"] = {"runs": len(hashes["current"]), "traces_differ": differ}
+        doc["elapsed_s"] = round(time.monotonic() - t0, 1)
+        common.write_json(args.out, doc)
+        print(
+            f"{args.protocol}, {args.writers} writers, {args.checkpoints} checkpoints, one process: "
+            f"baseline {doc['revisions']['baseline']} {sb['checkpoints_per_real_s_median']:.1f}, "
+            f"current {doc['revisions']['current']} {sc['checkpoints_per_real_s_median']:.1f} checkpoints per "
+            f"real s: {doc['ratio_real']:.2f}x (per CPU s {doc['ratio_cpu']:.2f}x)"
+        )
+        print(
+            f"same trace bytes in {len(hashes['current']) - len(differ)} of {len(hashes['current'])} runs"
+            + (f"; they differ in {', '.join(differ[:10])}" if differ else "")
+        )
+        print(f"results: {args.out} ({doc['elapsed_s']:.0f} s)")
+        return 0 if not differ else 1
+    finally:
+        if made_worktree and os.path.isdir(os.path.join(scratch, "baseline")):
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", os.path.join(scratch, "baseline")],
+                capture_output=True,
+            )
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
