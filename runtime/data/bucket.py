@@ -20,10 +20,12 @@ data plane could not import it from there); :mod:`runtime.hudi.bucket` re-export
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import mul
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column
@@ -35,11 +37,27 @@ LIST_HASH_SEED = 31  # List.hashCode of one element e: 31 * 1 + e.hashCode()
 
 def java_string_hash(s: str) -> int:
     """Java's ``String.hashCode()`` as an unsigned 32-bit value (over UTF-16 code units)."""
-    units = s.encode("utf-16-be")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & _MASK32
-    return h
+    try:
+        ascii_units = s.encode("ascii")  # one byte, one code unit
+    except UnicodeEncodeError:
+        units = s.encode("utf-16-be")
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & _MASK32
+        return h
+    dot: int = sum(map(mul, ascii_units, _powers_of_31(len(ascii_units))))
+    return dot & _MASK32
+
+
+_POWER_TUPLES: dict[int, tuple[int, ...]] = {}
+
+
+def _powers_of_31(width: int) -> tuple[int, ...]:
+    """31**(width-1-j) mod 2**32 for j = 0..width-1: the hash is their dot product with the units."""
+    p = _POWER_TUPLES.get(width)
+    if p is None:
+        p = _POWER_TUPLES[width] = tuple(pow(31, width - 1 - j, 1 << 32) for j in range(width))
+    return p
 
 
 def bucket_of(key: str, num_buckets: int) -> int:
@@ -50,27 +68,61 @@ def bucket_of(key: str, num_buckets: int) -> int:
 
 
 def bucket_ids(keys: Sequence[str], num_buckets: int) -> npt.NDArray[np.int32]:
-    """:func:`bucket_of` of many keys at once (int32), vectorised over the UTF-16 code units of
-    keys in the Basic Multilingual Plane (one code point is one code unit there); other keys take
-    the scalar path."""
+    """:func:`bucket_of` of many keys at once (int32)."""
     if num_buckets < 1:
         raise ValueError(f"num_buckets must be at least 1, got {num_buckets}")
     if not keys:
         return np.zeros(0, dtype=np.int32)
-    arr = np.array(keys, dtype=np.str_)
-    width = arr.dtype.itemsize // 4
-    codes = arr.view(np.uint32).reshape(len(keys), max(width, 1)).astype(np.uint64)
-    lens = np.fromiter((len(k) for k in keys), dtype=np.int64, count=len(keys))
-    h = np.zeros(len(keys), dtype=np.uint64)
-    for j in range(width):
-        step = (h * np.uint64(31) + codes[:, j]) & np.uint64(_MASK32)
-        h = np.where(j < lens, step, h)
-    out = (((h + np.uint64(LIST_HASH_SEED)) & np.uint64(_MASK32) & np.uint64(INT_MAX)) % np.uint64(num_buckets)).astype(
-        np.int32
-    )
-    for i in np.flatnonzero((codes > 0xFFFF).any(axis=1)).tolist():  # surrogate pairs in UTF-16
-        out[i] = bucket_of(keys[i], num_buckets)
-    return out
+    h = java_string_hashes(pa.array(keys, pa.string())).astype(np.uint64)
+    return (
+        ((h + np.uint64(LIST_HASH_SEED)) & np.uint64(_MASK32) & np.uint64(INT_MAX)) % np.uint64(num_buckets)
+    ).astype(np.int32)
+
+
+# Below this many keys the per-key loop is cheaper than numpy's per-call cost.
+_SCALAR_HASH_BELOW = 12
+_POWERS: dict[int, npt.NDArray[np.uint64]] = {}
+
+
+def _powers(width: int) -> npt.NDArray[np.uint64]:
+    p = _POWERS.get(width)
+    if p is None:
+        p = _POWERS[width] = np.array(_powers_of_31(width), dtype=np.uint64)
+    return p
+
+
+def java_string_hashes(keys: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.uint32]:
+    """:func:`java_string_hash` of every string of an Arrow string array (no nulls), as uint32.
+
+    ``s[0]*31^(n-1) + ... + s[n-1]`` mod 2**32 is a dot product with the powers of 31 mod 2**32,
+    so the keys are right-aligned in a matrix (leading zeros add nothing) and hashed in one
+    product. Vectorised for ASCII, where a byte is a UTF-16 code unit; other keys take the loop."""
+    arr = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.string())
+    n = len(arr)
+    if arr.null_count:
+        raise ValueError(f"{arr.null_count} record key(s) are null: a record key cannot be null")
+    if n < _SCALAR_HASH_BELOW:
+        return np.array([java_string_hash(k) for k in arr.to_pylist()], dtype=np.uint32)
+    width_type = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], dtype=width_type)[arr.offset : arr.offset + n + 1].astype(np.int64)
+    data_buf = arr.buffers()[2]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, dtype=np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    width = int((ends - starts).max()) if n else 0
+    if width == 0:
+        return np.zeros(n, dtype=np.uint32)
+    pos = ends[:, None] - width + np.arange(width)  # right-aligned: the last column is the last char
+    inside = pos >= starts[:, None]
+    chars = np.where(inside, data[np.clip(pos, 0, len(data) - 1)], 0)
+    h = ((chars.astype(np.uint64) * _powers(width)).sum(axis=1) & np.uint64(_MASK32)).astype(np.uint32)
+    wide = np.flatnonzero((chars >= 0x80).any(axis=1))  # not ASCII: UTF-8 bytes are not code units
+    if len(wide):
+        strings = arr.take(pa.array(wide)).to_pylist()
+        h[wide] = [java_string_hash(k) for k in strings]
+    hashes: npt.NDArray[np.uint32] = h
+    return hashes
 
 
 def bucket_expr(key_col: str, num_buckets: int) -> Column:

@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.storage import redact
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, dedupe_latest
+from runtime.hudi.merge import dedupe_latest
+from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS
 
 SAMPLE = 10
 

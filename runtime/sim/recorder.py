@@ -84,26 +84,33 @@ class TraceRecorder:
     def add(self, kind: str, role: str, *fields: Any) -> None:
         if self.closed:
             return
-        f, known = self._field, self._scrubbed
-        # (a repeated string is looked up inline: most fields are names seen before)
+        f, known, scalars = self._field, self._scrubbed, _SCALARS
+        # the commonest fields inline: a name seen before, a number, None (this runs for every
+        # message and every mail; a call per field would be most of its cost)
         event = (
             round(self.clock() * 1e9),
             kind,
             role,
-            *[known.get(x) or f(x) if type(x) is str else f(x) for x in fields],
+            *[
+                (known.get(x) or f(x)) if type(x) is str else (x if x is None or type(x) in scalars else f(x))
+                for x in fields
+            ],
         )
         self.events.append(event)
         if self.expected is not None and self.divergence is None:
-            index = len(self.events) - 1
-            want = self.expected[index] if index < len(self.expected) else None
-            if want is None or tuple(want) != event:
-                self.divergence = {
-                    "index": index,
-                    "first": list(want) if want is not None else None,
-                    "second": list(event),
-                }
-                if self.on_divergence is not None:
-                    self.on_divergence(self.divergence)
+            self._compare(event)
+
+    def _compare(self, event: Event) -> None:
+        index = len(self.events) - 1
+        want = self.expected[index] if self.expected is not None and index < len(self.expected) else None
+        if want is None or tuple(want) != event:
+            self.divergence = {
+                "index": index,
+                "first": list(want) if want is not None else None,
+                "second": list(event),
+            }
+            if self.on_divergence is not None:
+                self.on_divergence(self.divergence)
 
     def close(self) -> None:
         """Stops recording (the run is over; clean-up must not add events)."""
@@ -111,19 +118,37 @@ class TraceRecorder:
 
 
 _LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+# The same encoder without JSONEncoder.encode's per-call set-up (it builds its C encoder on every
+# call): the trace's hash encodes every event of every run. Same arguments, so the same bytes.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_LINE_CHUNKS = (
+    _c_make_encoder(
+        None,
+        _LINE_ENCODER.default,
+        json.encoder.encode_basestring,
+        None,
+        _LINE_ENCODER.key_separator,
+        _LINE_ENCODER.item_separator,
+        False,
+        False,
+        True,
+    )
+    if _c_make_encoder is not None
+    else None
+)
 
 
 def event_line(event: Event) -> str:
     """One event as a JSON line (without the newline): what ``trace.jsonl`` holds and the hash covers."""
+    if _LINE_CHUNKS is not None:
+        return "".join(_LINE_CHUNKS(event, 0))
     return _LINE_ENCODER.encode(event)
 
 
 def trace_sha256(events: Iterable[Event]) -> str:
-    h = hashlib.sha256()
-    for ev in events:
-        h.update(event_line(ev).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+    lines = [event_line(ev) for ev in events]
+    lines.append("")  # every line ends with a newline
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
 def write_jsonl(path: str, events: Iterable[Event]) -> None:

@@ -63,7 +63,8 @@ from runtime.flink.mailbox import (
     Suspension,
     TaskMailbox,
 )
-from runtime.hudi.table import HudiTable, base_file_name, file_group_id, merge_file_group
+from runtime.hudi.merge import KeyPositions, merge_file_group
+from runtime.hudi.table import HudiTable, base_file_name, file_group_id
 from runtime.protocols.base import Protocol, WriterSide
 
 if TYPE_CHECKING:
@@ -79,6 +80,7 @@ class _FileVersion:
     instant: str
     rel_path: str
     stat: WriteStat
+    key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
 
 
 class WriteTask:
@@ -551,6 +553,7 @@ class WriteTask:
             precombine=self._precombine,
             partition_id=self.task_id,
             base_instant=prev.instant if prev is not None and base is not None else None,
+            base_positions=prev.key_positions if prev is not None and base is not None else None,
         )
         size = table.write_base_file(rel, merged.table)
         if prev is not None and prev.instant == instant:  # the same instant writes this file group again
@@ -563,7 +566,7 @@ class WriteTask:
         stat = WriteStat(
             fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
         )
-        self.versions[(partition, fid)] = _FileVersion(instant, rel, stat)
+        self.versions[(partition, fid)] = _FileVersion(instant, rel, stat, merged.key_positions)
         return stat
 
     @property

@@ -1,9 +1,12 @@
-"""Tests of the copy-on-write merge (runtime.hudi.table.merge_file_group / dedupe_latest).
+"""Tests of the copy-on-write merge (runtime.hudi.merge.merge_file_group / dedupe_latest).
 
 Rules (Hudi's upsert with a precombine field): per key the larger precombine value wins; on a tie
 the later record wins (later ``_offset``; an incoming record is later than the base file's row).
 Rows that do not change keep their commit time and sequence number (incremental reads filter on
-them) but move to the new file. The runtime's internal columns never reach a base file.
+them) but move to the new file. Rows come in Hudi's order: the old file's rows in place (an
+updated one where its old row was), then the new keys in the order of Java's HashMap; a row
+written from an incoming record has its position in the file as sequence number. The runtime's
+internal columns never reach a base file.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, TableError, dedupe_latest, merge_file_group
+from runtime.data.bucket import java_string_hashes
+from runtime.hudi import merge as merge_module
+from runtime.hudi.java_hashmap import iteration_order
+from runtime.hudi.merge import dedupe_latest, merge_file_group
+from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, TableError
 
 KEY, PRE = "key", "ts"
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"
@@ -107,13 +114,51 @@ def test_first_write_inserts_every_key_with_meta_columns():
     assert t.column_names == list(META_COLUMNS) + [KEY, "partition", PRE, "payload"]
     assert (r.inserts, r.updates, r.rewritten, r.written) == (3, 0, 0, 3)
     rows = t.to_pylist()
-    assert [x["_hoodie_record_key"] for x in rows] == ["a", "b", "c"]  # sorted by key
+    assert [x["_hoodie_record_key"] for x in rows] == hashmap_order(["b", "a", "c"]) == ["a", "b", "c"]
     assert {x["_hoodie_commit_time"] for x in rows} == {I1}
-    assert sorted(x["_hoodie_commit_seqno"] for x in rows) == [f"{I1}_3_{i}" for i in range(3)]
+    assert [x["_hoodie_commit_seqno"] for x in rows] == [f"{I1}_3_{i}" for i in range(3)]
     assert {x["_hoodie_partition_path"] for x in rows} == {"p0"}
     assert {x["_hoodie_file_name"] for x in rows} == {"fg_1-0-0_x.parquet"}
     for c in META_COLUMNS:
         assert t.schema.field(c).type == pa.string()
+
+
+def hashmap_order(keys: list[str]) -> list[str]:
+    """Java's HashMap order of distinct keys put in this order (tests/hudi/test_java_hashmap.py
+    checks it against a JVM)."""
+    return [keys[i] for i in iteration_order(java_string_hashes(pa.array(keys, pa.string())))]
+
+
+def keys_of(table: pa.Table) -> list[str]:
+    return table.column("_hoodie_record_key").to_pylist()
+
+
+def test_a_new_file_group_is_written_in_the_hash_maps_order_not_the_arrival_or_key_order():
+    # "p" (hash 112) sits in bin 0 of 16, "a" (97) in bin 1; "q" (113) shares bin 1 after "a"
+    r = merge(None, records([("q", 1, "q"), ("a", 1, "a"), ("p", 1, "p")]), I1)
+    assert keys_of(r.table) == ["p", "q", "a"]
+    assert r.table.column("_hoodie_commit_seqno").to_pylist() == [f"{I1}_0_{i}" for i in range(3)]
+
+
+def test_an_update_stays_in_its_old_place_and_new_keys_follow_the_old_rows():
+    base = merge(None, records([("q", 1, "q"), ("a", 1, "a"), ("p", 1, "p")]), I1).table  # p, q, a
+    r = merge(base, records([("b", 1, "b"), ("q", 2, "q2"), ("c", 1, "c")], first_offset=10), I2, base_instant=I1)
+    assert keys_of(r.table) == ["p", "q", "a"] + hashmap_order(["b", "c"])
+    rows = r.table.to_pylist()
+    assert rows[1]["payload"] == "q2" and rows[1]["_hoodie_commit_seqno"] == f"{I2}_0_1"  # its position
+    assert [x["_hoodie_commit_seqno"] for x in rows[3:]] == [f"{I2}_0_3", f"{I2}_0_4"]
+    assert [x["_hoodie_commit_seqno"] for x in (rows[0], rows[2])] == [f"{I1}_0_0", f"{I1}_0_2"]  # copied
+    assert (r.inserts, r.updates, r.written) == (2, 1, 3)
+
+
+def test_new_keys_follow_the_hash_maps_order_of_every_incoming_key():
+    # keyToNewRecords holds the updated keys too: 13 incoming keys make it 32 bins, where "B"
+    # (66: bin 2) comes before "Q" (81: bin 17); alone in 16 bins "Q" (bin 1) would come first
+    old = [f"k{i}" for i in range(11)]
+    base = merge(None, records([(k, 1, k) for k in old]), I1).table
+    r = merge(base, records([("Q", 1, "Q")] + [(k, 2, k) for k in old] + [("B", 1, "B")], first_offset=20), I2)
+    assert keys_of(r.table) == keys_of(base) + ["B", "Q"]
+    assert hashmap_order(["Q", "B"]) == ["Q", "B"]
 
 
 def test_internal_columns_never_reach_the_output():
@@ -261,11 +306,39 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
     same_instant = data.draw(st.booleans())
     instant_of_offset: dict[int, str] = {}
     table, total_inserts, last_instant = None, 0, None
+    positions = None
     for j, (lo, hi) in enumerate(pairwise(bounds)):
         instant = I1 if same_instant else f"2024010100000{j:04d}"
         for off in range(lo, hi):
             instant_of_offset[off] = instant
         r = merge(table, stream.slice(lo, hi - lo), instant)
+        # the write task's way (the previous merge's key positions) and Arrow's (large flushes)
+        # give the same version
+        kept = merge_file_group(
+            table,
+            stream.slice(lo, hi - lo),
+            instant=instant,
+            partition="p0",
+            file_name=f"fg-0_0-0-0_{instant}.parquet",
+            key=KEY,
+            precombine=PRE,
+            partition_id=0,
+            base_positions=positions,
+        )
+        assert kept.table.equals(r.table)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(merge_module, "SMALL_FLUSH", 0)
+            assert merge(table, stream.slice(lo, hi - lo), instant).table.equals(r.table)
+        positions = kept.key_positions
+        assert positions == {k: i for i, k in enumerate(keys_of(r.table))}
+        before = [] if table is None else table.to_pylist()
+        after = r.table.to_pylist()
+        assert [x["_hoodie_record_key"] for x in after[: len(before)]] == [x["_hoodie_record_key"] for x in before]
+        for pos, row in enumerate(after):
+            if pos >= len(before) or row["payload"] != before[pos]["payload"]:  # written by this flush
+                assert (row["_hoodie_commit_time"], row["_hoodie_commit_seqno"]) == (instant, f"{instant}_0_{pos}")
+            else:  # copied: its meta columns as they were
+                assert row["_hoodie_commit_seqno"] == before[pos]["_hoodie_commit_seqno"]
         if table is not None:  # what the write task passes: the instant of the version it merges onto
             hinted = merge(table, stream.slice(lo, hi - lo), instant, base_instant=last_instant)
             assert hinted.table.equals(r.table)
@@ -295,5 +368,4 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
 
     dd = rows_by_key(dedupe_latest(stream, KEY, PRE))
     assert {k: (r[PRE], r["payload"]) for k, r in dd.items()} == {k: (r[PRE], r["payload"]) for k, r in got.items()}
-    assert [x["_hoodie_record_key"] for x in table.to_pylist()] == sorted(expected)
     assert not set(INTERNAL_COLUMNS) & set(table.column_names)

@@ -22,6 +22,7 @@ from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
+from runtime.hudi.merge import merge_file_group
 from runtime.hudi.table import (
     META_COLUMNS,
     HudiTable,
@@ -32,7 +33,6 @@ from runtime.hudi.table import (
     bump_instant,
     file_group_id,
     format_instant,
-    merge_file_group,
     parse_base_file_name,
     parse_properties,
 )

@@ -36,7 +36,8 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.hudi import dfs_message_bus as bus
-from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id, merge_file_group
+from runtime.hudi.merge import merge_file_group
+from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,

@@ -1,0 +1,97 @@
+"""The iteration order of a ``java.util.HashMap`` whose keys are strings (JDK 8 and later).
+
+Hudi's Flink writer hands a flush's records to the write handle through two hash maps, and
+their iteration order is the order of the rows it writes: ``FlinkWriteHelper.deduplicateRecords``
+groups the records by key (``Collectors.groupingBy``, a ``HashMap``) and emits one per key in
+the map's order; ``HoodieMergeHandle`` puts them into ``keyToNewRecords`` (an
+``ExternalSpillableMap`` whose in-memory part is a ``HashMap``) and, at ``close``, appends the keys
+that were not in the old file in that map's order.
+
+Source: OpenJDK 8-21 ``java.util.HashMap``: ``hash(key)`` spreads ``h ^ (h >>> 16)``; a key sits in
+bin ``(capacity - 1) & hash``; the table starts at 16 bins and doubles when the size passes
+0.75 of the capacity (``putVal``: ``++size > threshold``), or, below 64 bins, when one bin
+reaches 9 keys (``treeifyBin`` resizes instead of making a tree); a resize splits each bin
+keeping its keys' relative order; iteration walks the bins in index order and each bin in
+insertion order.
+
+Difference: at 64 bins or more a bin of 9 keys becomes a red-black tree whose iteration order is
+not always the insertion order; such bins (several String hash collisions in one bin) keep the
+insertion order here. The hash is ``String.hashCode`` (:func:`runtime.data.bucket.java_string_hashes`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+INITIAL_CAPACITY = 16  # DEFAULT_INITIAL_CAPACITY
+LOAD_FACTOR = 0.75  # DEFAULT_LOAD_FACTOR
+TREEIFY_THRESHOLD = 8  # a bin that already holds this many keys treeifies on the next one
+MIN_TREEIFY_CAPACITY = 64  # below it a crowded bin doubles the table instead
+
+
+def spread(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.int64]:
+    """``HashMap.hash``: the key's hash code with its high half folded into the low half."""
+    h = hashes.astype(np.int64)
+    return h ^ (h >> 16)
+
+
+EARLY_KEYS = MIN_TREEIFY_CAPACITY * 3 // 4  # keys put while the table can be below 64 bins
+
+
+def crowded(spread_hashes: npt.NDArray[np.int64]) -> bool:
+    """Whether a bin may have crowded while the table was small (it then grew early): some bin of
+    16 got more than 8 of the keys put while the table was below 64 bins (a bin of 32 is half of
+    one of 16, so none of 32 did otherwise)."""
+    if len(spread_hashes) <= TREEIFY_THRESHOLD:
+        return False
+    return bool(np.bincount(spread_hashes[:EARLY_KEYS] & (INITIAL_CAPACITY - 1)).max() > TREEIFY_THRESHOLD)
+
+
+def capacity(spread_hashes: npt.NDArray[np.int64]) -> int:
+    """The table's bin count after the distinct keys were put in this order."""
+    n = len(spread_hashes)
+    cap = INITIAL_CAPACITY
+    threshold = int(cap * LOAD_FACTOR)
+    if crowded(spread_hashes):
+        early = spread_hashes[:EARLY_KEYS].tolist()
+        counts: dict[int, int] = {}
+        for size, h in enumerate(early, start=1):
+            if cap >= MIN_TREEIFY_CAPACITY:
+                break
+            b = h & (cap - 1)
+            counts[b] = counts.get(b, 0) + 1
+            grew = False
+            if counts[b] > TREEIFY_THRESHOLD:  # treeifyBin on a small table: resize
+                cap, threshold, grew = cap * 2, threshold * 2, True
+            if size > threshold:
+                cap, threshold, grew = cap * 2, threshold * 2, True
+            if grew:
+                counts = {}
+                for k in early[:size]:
+                    counts[k & (cap - 1)] = counts.get(k & (cap - 1), 0) + 1
+    while n > threshold:
+        cap, threshold = cap * 2, threshold * 2
+    return cap
+
+
+def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
+    """Positions of ``hashes`` (the hash codes of distinct keys, in the order they were put) in
+    the order a ``HashMap`` holding them iterates."""
+    if len(hashes) < 2:
+        return np.arange(len(hashes))
+    s = spread(hashes)
+    return np.argsort(s & (capacity(s) - 1), kind="stable")
+
+
+def reput_order(hashes: npt.NDArray[np.uint32], order: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """The iteration order of a second ``HashMap`` the keys were put into in the first one's
+    ``order`` (``iteration_order(hashes)``), as positions into ``hashes``. The same as ``order``
+    unless a crowded bin grew one of the two tables early, to another size."""
+    if len(hashes) < 2 or not crowded(spread(hashes)):
+        return order
+    s = spread(hashes)
+    first, second = capacity(s), capacity(s[order])
+    if first == second:
+        return order
+    return order[np.argsort(s[order] & (second - 1), kind="stable")]

@@ -1,0 +1,309 @@
+"""The copy-on-write merge of a write task's flush into a file group, as Hudi's Flink writer does it.
+
+Sources (Hudi 0.12-0.14; ``docs/FIDELITY.md`` lists where 0.10 and 0.11 differ):
+
+* ``FlinkWriteHelper.deduplicateRecords`` (``write.precombine``, on for a copy-on-write upsert):
+  one record per key, the larger ordering (precombine) value wins and a tie goes to the later
+  record (``preCombine``); the records come out in the iteration order of the ``HashMap`` that
+  grouped them (:mod:`runtime.hudi.java_hashmap`), keys put in arrival order.
+* A file group without a base file: ``FlinkCreateHandle`` writes the records in that order.
+* A file group with one (an earlier commit's, or this instant's first flush:
+  ``FlinkMergeHandle``, ``FlinkMergeAndReplaceHandle``): ``HoodieMergeHandle.write`` walks the old
+  file's rows in order; a row whose key comes in is replaced in place when the incoming record
+  wins (``DefaultHoodieRecordPayload.combineAndGetUpdateValue``: the incoming ordering value is
+  at least the stored one; a null one loses) and copied otherwise; ``close`` ->
+  ``writeIncomingRecords`` then appends the keys new to the file in the order of
+  ``keyToNewRecords`` (a ``HashMap`` the deduplicated records were put into).
+* Meta columns: a row written from an incoming record gets the instant as commit time and
+  ``instant_partitionId_n`` as sequence number (``HoodieRecord.generateSequenceId``;
+  ``partitionId`` is the task's subtask index and ``n`` the rows the file writer has written so
+  far, ``HoodieAvroParquetWriter.getWrittenRecordCount``: its position in the new file); a copied
+  row keeps its commit time and sequence number (``rewriteRecordWithMetadata``); every row gets
+  the new file's name.
+
+The runtime's internal columns (``_offset``, ``_bucket``, ``_task``) never reach a base file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from runtime.data.bucket import java_string_hash, java_string_hashes
+from runtime.hudi.java_hashmap import iteration_order, reput_order
+from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, OFFSET_COLUMN, TableError
+
+FILE_NAME = "_hoodie_file_name"
+
+
+def dedupe_latest(
+    records: pa.Table, key: str, precombine: str, *, sort: bool = True, partition: str | None = None
+) -> pa.Table:
+    """One row per key, sorted by key (``sort=False``: in any order): the largest precombine value
+    wins; ties go to the later stream offset (or the later row when there is no offset column).
+    What a snapshot holds after the records (the verifier's expected state).
+
+    ``partition``: one row per (partition, key) instead, sorted by both: the record's identity
+    under a non-global index (Hudi's ``HoodieKey`` is the record key and the partition path).
+    """
+    if records.num_rows == 0:
+        return records
+    ident = [partition, key] if partition else [key]
+    if len(ident) == 1 and pc.count_distinct(records.column(key), mode="all").as_py() == records.num_rows:
+        # every key once (the common case for a small batch): only the order is left to do
+        return records.take(pc.sort_indices(records.column(key))) if sort else records
+    if OFFSET_COLUMN not in records.column_names:
+        records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
+    order = pc.sort_indices(
+        records,
+        sort_keys=[(c, "ascending") for c in ident] + [(precombine, "descending"), (OFFSET_COLUMN, "descending")],
+    )
+    s = records.take(order)
+    first = np.zeros(s.num_rows, dtype=bool)
+    first[0] = True
+    for c in ident:  # a row starts a new identity when any of its columns differs from the row before
+        col = s.column(c).combine_chunks()
+        first[1:] |= pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, s.num_rows - 1)), True).to_numpy(
+            zero_copy_only=False
+        )
+    return s.filter(pa.array(first))
+
+
+# A file version's key positions are kept for the next merge onto it (a dict lookup per incoming
+# key instead of a hash join over the whole file) while the file group is small: the simulator's
+# file groups are; the Ray host's large ones are joined in Arrow, without the memory of a dict.
+MAX_INDEXED_ROWS = 4096
+# Below this many incoming records their keys are handled as Python strings (fewer calls).
+SMALL_FLUSH = 256
+
+KeyPositions = dict[str, int]  # record key -> its row in a file version
+
+
+@dataclass
+class Deduplicated:
+    """A flush after ``FlinkWriteHelper.deduplicateRecords``, before the grouping map's order:
+    one record per key in order of each key's first arrival (the order the map saw the keys in)."""
+
+    records: pa.Table
+    hashes: npt.NDArray[np.uint32]  # String.hashCode of each key
+    keys: list[str] | None  # the keys as strings, for a small flush
+
+
+def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
+    """One record per key, as :func:`dedupe_latest`, in order of first arrival, with the keys'
+    hash codes; :func:`hashmap_orders` gives the order they leave the grouping map in."""
+    n = records.num_rows
+    column = _as_string(records.column(key))
+    keys = column.to_pylist() if n <= SMALL_FLUSH else None
+    distinct = len(set(keys)) == n if keys is not None else pc.count_distinct(column, mode="all").as_py() == n
+    if not distinct:
+        winners = dedupe_latest(records, key, precombine, sort=False)
+        first_seen = pc.unique(records.column(key))  # in order of first occurrence
+        records = winners.take(pc.index_in(first_seen, value_set=winners.column(key)))
+        column = _as_string(records.column(key))
+        keys = column.to_pylist() if keys is not None else None
+    if keys is not None:
+        hashes = np.fromiter(map(java_string_hash, keys), dtype=np.uint32, count=len(keys))
+    else:
+        hashes = java_string_hashes(column)
+    return Deduplicated(records, hashes, keys)
+
+
+def hashmap_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(the deduplicated records' order: the grouping map's; the order of ``keyToNewRecords``,
+    filled in that order), each as positions into the records in order of first arrival."""
+    grouped = iteration_order(hashes)
+    return grouped, reput_order(hashes, grouped)
+
+
+@dataclass
+class MergeResult:
+    table: pa.Table  # the new file version, meta columns first
+    inserts: int  # keys new to the file group
+    updates: int  # keys replaced whose previous row came from an earlier instant
+    rewritten: int  # keys replaced that were already written in this instant (re-flush)
+    written: int  # rows carrying this instant's commit time
+    key_positions: KeyPositions | None = None  # for the next merge onto this version (small ones)
+
+
+def _plain_numbers(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Two columns of one integer or floating type, without nulls."""
+    return (
+        a.type == b.type
+        and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type))
+        and not a.null_count
+        and not b.null_count
+    )
+
+
+def _as_string(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+
+
+def merge_file_group(
+    base: pa.Table | None,
+    incoming: pa.Table,
+    *,
+    instant: str,
+    partition: str,
+    file_name: str,
+    key: str,
+    precombine: str,
+    partition_id: int,
+    base_instant: str | None = None,
+    base_positions: KeyPositions | None = None,
+) -> MergeResult:
+    """The new version of a file group: ``base`` (the current version, or None) merged with the
+    flush ``incoming``, row for row as Hudi writes it (the module docstring has the rules).
+
+    ``base_instant``, when the caller knows it, is the instant that wrote ``base``: a version from
+    another instant holds no row of ``instant`` (instants only grow), so its rows are not searched
+    for it. ``base_positions``: the ``key_positions`` of the merge that wrote ``base``, if kept."""
+    # Few Arrow calls, each over whole columns (one take of the incoming records, at most one of
+    # the new version): the simulator merges tens of thousands of small file groups, where the
+    # cost is per call, not per row.
+    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    dd = flink_dedupe(incoming, key, precombine)
+    inc = dd.records
+    grouped, to_write = hashmap_orders(dd.hashes)
+    n_base = 0 if base is None else base.num_rows
+    if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
+        n = len(grouped)
+        fresh = _fresh_rows(inc, grouped, None, np.arange(n), instant, partition, partition_id, key, data_cols)
+        positions = _positions_of(dd.keys, grouped, {}, 0)
+        return MergeResult(_named(fresh, file_name), n, 0, 0, n, positions)
+    missing = sorted(set(data_cols) - set(base.column_names))
+    if missing:
+        raise TableError(
+            f"the incoming records have columns {missing} that the existing base "
+            "file lacks: schema evolution is not supported"
+        )
+    if dd.keys is not None and base_positions is None and n_base <= MAX_INDEXED_ROWS:
+        base_positions = {k: i for i, k in enumerate(base.column("_hoodie_record_key").to_pylist())}
+    if dd.keys is not None and base_positions is not None:
+        at = np.fromiter((base_positions.get(k, -1) for k in dd.keys), dtype=np.int64, count=len(dd.keys))
+    else:
+        at = _positions_in(inc.column(key), base.column(key))
+    wins = _wins(inc, base, precombine, at)
+    updated = np.flatnonzero((at >= 0) & wins)
+    replaced = at[updated]  # each update's old row
+    new = to_write[at[to_write] < 0]  # keyToNewRecords' order, the keys the old file lacked
+    rewritten, kept_written = _rows_of_instant(base, instant, base_instant, replaced)
+    rows = np.concatenate([updated, new])  # the rows written from incoming records
+    positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
+    old = base.select([c for c in META_COLUMNS if c != FILE_NAME] + data_cols)
+    fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols)
+    both = pa.concat_tables([old, fresh])
+    if len(updated):  # the old rows in place, the updated ones taken from the fresh rows
+        index = np.arange(n_base + len(new), dtype=np.int64)
+        index[replaced] = n_base + np.arange(len(updated))
+        index[n_base:] = n_base + len(updated) + np.arange(len(new))
+        both = both.take(pa.array(index))
+    updates = len(replaced) - rewritten
+    return MergeResult(
+        _named(both, file_name),
+        len(new),
+        updates,
+        rewritten,
+        len(rows) + kept_written,
+        _positions_of(dd.keys, new, base_positions, n_base),
+    )
+
+
+def _positions_of(
+    keys: list[str] | None, new: npt.NDArray[np.intp], old: KeyPositions | None, n_old: int
+) -> KeyPositions | None:
+    """The new version's key positions: the old ones (updates stay in place) and the new keys,
+    appended from ``n_old`` on; None when not kept (a large flush or file)."""
+    if keys is None or old is None or n_old + len(new) > MAX_INDEXED_ROWS:
+        return None
+    positions = dict(old)
+    for i, row in enumerate(new.tolist(), start=n_old):
+        positions[keys[row]] = i
+    return positions
+
+
+def _named(table: pa.Table, file_name: str) -> pa.Table:
+    """``table`` with the file name column in its place among the meta columns."""
+    return table.add_column(
+        META_COLUMNS.index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(file_name, pa.string()), table.num_rows)
+    )
+
+
+def _fresh_rows(
+    records: pa.Table,
+    rows: npt.NDArray[np.intp],
+    schema: pa.Schema | None,
+    positions: npt.NDArray[np.int64],
+    instant: str,
+    partition: str,
+    partition_id: int,
+    key: str,
+    data_cols: list[str],
+) -> pa.Table:
+    """``records`` at ``rows``, with this instant's meta columns (all but the file name) in
+    ``schema`` (the old version's; None: strings); ``positions``: each row's place in the new
+    file (its sequence number)."""
+    n = len(rows)
+    records = records.select(data_cols)  # the internal columns are not taken along
+    if n != records.num_rows or (n > 1 and not bool((np.diff(rows) > 0).all())):
+        records = records.take(pa.array(rows))
+    key_type = schema.field("_hoodie_record_key").type if schema is not None else pa.string()
+    keys = records.column(key)
+    prefix = f"{instant}_{partition_id}_"
+    arrays = [
+        pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
+        pa.array([prefix + str(p) for p in positions.tolist()], pa.string()),  # _hoodie_commit_seqno
+        keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
+        pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
+    ] + [records.column(c) for c in data_cols]
+    names = [c for c in META_COLUMNS if c != FILE_NAME] + data_cols
+    fresh = pa.Table.from_arrays(arrays, names=names)
+    if schema is not None and not fresh.schema.equals(schema):
+        fresh = fresh.cast(schema)
+    return fresh
+
+
+def _positions_in(keys: pa.ChunkedArray, base_keys: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """Where each key sits in the old file (-1: a new key), by a hash join in Arrow."""
+    pos = pc.index_in(keys, value_set=base_keys)
+    if pos.null_count == len(pos):
+        return np.full(len(pos), -1, dtype=np.int64)
+    at: npt.NDArray[np.int64] = pc.fill_null(pos, -1).to_numpy().astype(np.int64)
+    return at
+
+
+def _wins(inc: pa.Table, base: pa.Table, precombine: str, at: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """Whether each incoming record wins over the stored one (``at``: its row, -1 for a new key,
+    which always wins): its ordering value is at least the stored one; a null one loses."""
+    found = at >= 0
+    if not found.any():
+        return np.ones(len(at), dtype=bool)
+    inc_pre, base_pre = inc.column(precombine), base.column(precombine)
+    if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
+        wins = ~found
+        wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
+        return wins
+    stored = pc.take(base_pre, pa.array(np.where(found, at, 0)))
+    inc_wins = pc.fill_null(pc.greater_equal(inc_pre, stored), False).to_numpy(zero_copy_only=False)
+    result: npt.NDArray[np.bool_] = np.where(found, inc_wins, True)
+    return result
+
+
+def _rows_of_instant(
+    base: pa.Table, instant: str, base_instant: str | None, replaced: npt.NDArray[np.int64]
+) -> tuple[int, int]:
+    """(rewritten, kept): the base rows already carrying this instant's commit time (a re-flush
+    within one instant) that an incoming record replaces, and those that stay."""
+    if base_instant is None or base_instant == instant:
+        of_instant = pc.equal(base.column("_hoodie_commit_time"), instant).to_numpy(zero_copy_only=False)
+    else:
+        of_instant = np.zeros(0, dtype=bool)
+    if not of_instant.any():
+        return 0, 0
+    rewritten = int(of_instant[replaced].sum())
+    return rewritten, int(of_instant.sum()) - rewritten
