@@ -20,6 +20,7 @@ guards bound every run: a virtual-time limit and a real-time limit, each raising
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextvars
 import heapq
@@ -79,30 +80,37 @@ class _VirtualSelector:
 
 
 class _Timer(asyncio.TimerHandle):
-    """A timer ordered by (when, sequence): equal virtual times fire in the order they were set."""
+    """A timer; the loop's heap holds ``(when, sequence, timer)``, so equal virtual times fire in
+    the order they were set and the heap compares tuples in C, never timers."""
 
-    __slots__ = ("_seq",)
+    __slots__ = ()
     # asyncio's own slots, which typeshed does not declare
     _when: float
     _scheduled: bool
 
-    def __init__(
-        self, when: float, callback: Callable[..., Any], args: tuple[Any, ...], loop: SimLoop, context: Any, seq: int
-    ) -> None:
-        super().__init__(when, callback, args, loop, context)
-        self._seq = seq
 
-    def __lt__(self, other: Any) -> bool:
-        # every timer in this loop's heap is a _Timer (call_at makes them all); the heap compares
-        # a hundred thousand times per run, so no isinstance check here
-        other_when: float = other._when
-        if self._when == other_when:
-            other_seq: int = other._seq
-            return self._seq < other_seq
-        return self._when < other_when
+_Entry = tuple[float, int, _Timer]
 
-    def __le__(self, other: Any) -> bool:
-        return self < other or self is other
+
+def _handle(
+    cls: type[asyncio.Handle], loop: SimLoop, callback: Any, args: tuple[Any, ...], context: contextvars.Context | None
+) -> Any:
+    """A handle with the fields ``Handle.__init__`` sets, without its debug look-ups (the loop
+    makes tens of thousands a run; debug mode takes asyncio's own path)."""
+    h: Any = cls.__new__(cls)
+    h._context = context if context is not None else contextvars.copy_context()
+    h._loop = loop
+    h._callback = callback
+    h._args = args
+    h._cancelled = False
+    h._repr = None
+    h._source_traceback = None
+    return h
+
+
+_MAXIMUM_SELECT_TIMEOUT = 24 * 3600  # asyncio.base_events.MAXIMUM_SELECT_TIMEOUT
+_MIN_SCHEDULED_TIMER_HANDLES = 100  # asyncio's thresholds for purging cancelled timers
+_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
 
 
 class SimLoop(asyncio.BaseEventLoop):
@@ -114,8 +122,14 @@ class SimLoop(asyncio.BaseEventLoop):
     """
 
     # BaseEventLoop's private members used here, which typeshed does not declare: the timer heap
-    # (only call_at below fills it, so it holds _Timer only) and the closed-loop check
-    _scheduled: list[_Timer]
+    # (only call_at below fills it: it holds (when, sequence, timer) entries), the ready queue,
+    # the cancelled-timer count, the stop flag and the closed-loop check
+    _scheduled: list[_Entry]
+    _ready: collections.deque[asyncio.Handle]
+    _timer_cancelled_count: int
+    _stopping: bool
+    _clock_resolution: float
+    _debug: bool
     _check_closed: Callable[[], None]
 
     def __init__(self, *, max_virtual_s: float | None = None, max_real_s: float | None = None) -> None:
@@ -155,7 +169,7 @@ class SimLoop(asyncio.BaseEventLoop):
             )
         if timeout <= 0:
             return
-        when = self._scheduled[0]._when if self._scheduled else self._now + timeout
+        when = self._scheduled[0][0] if self._scheduled else self._now + timeout
         target = when if when - self._now <= timeout else self._now + timeout
         if self.max_virtual_s is not None and target > self.max_virtual_s:
             raise VirtualTimeLimit(
@@ -174,10 +188,63 @@ class SimLoop(asyncio.BaseEventLoop):
         if when is None:
             raise TypeError("when cannot be None")
         self._check_closed()
-        timer = _Timer(when, callback, args, self, context, next(self._timer_seq))
-        heapq.heappush(self._scheduled, timer)
+        timer: Any = _handle(_Timer, self, callback, args, context)
+        timer._when = when
+        heapq.heappush(self._scheduled, (when, next(self._timer_seq), timer))
         timer._scheduled = True
-        return timer
+        result: asyncio.TimerHandle = timer
+        return result
+
+    def call_soon(
+        self,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: Unpack[_Ts],
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        self._check_closed()
+        handle: asyncio.Handle = _handle(asyncio.Handle, self, callback, args, context)
+        self._ready.append(handle)
+        return handle
+
+    # -- the iteration ------------------------------------------------------------------------
+    # asyncio's BaseEventLoop._run_once (3.11) step for step, over the (when, sequence, timer)
+    # heap: the same callbacks run in the same order; it is most of what the loop itself costs.
+
+    def _run_once(self) -> None:
+        scheduled = self._scheduled
+        n = len(scheduled)
+        if n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION:
+            kept = []
+            for entry in scheduled:
+                if entry[2]._cancelled:
+                    entry[2]._scheduled = False
+                else:
+                    kept.append(entry)
+            heapq.heapify(kept)
+            self._scheduled = scheduled = kept
+            self._timer_cancelled_count = 0
+        else:
+            while scheduled and scheduled[0][2]._cancelled:
+                self._timer_cancelled_count -= 1
+                heapq.heappop(scheduled)[2]._scheduled = False
+        ready = self._ready
+        timeout: float | None = None
+        if ready or self._stopping:
+            timeout = 0
+        elif scheduled:
+            timeout = min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT)
+        self._advance(timeout)
+        end_time = self._now + self._clock_resolution
+        while scheduled and scheduled[0][0] < end_time:
+            timer = heapq.heappop(scheduled)[2]
+            timer._scheduled = False
+            ready.append(timer)
+        for _ in range(len(ready)):
+            handle = ready.popleft()
+            if not handle._cancelled:
+                handle._run()
 
     # -- guards -------------------------------------------------------------------------------
 
