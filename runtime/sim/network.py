@@ -105,7 +105,7 @@ def message_kind(msg: Any) -> str:
 # -- the network ----------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Envelope:
     call_id: int
     sender: str
@@ -124,6 +124,26 @@ class _Lane:
 
     queue: deque[_Envelope] = field(default_factory=deque)
     last_at: float = 0.0
+
+
+class _Handling:
+    """The calls a role is handling, in the order they started. Finished ones are dropped when
+    the set has doubled since the last sweep, not by a done-callback per call (one fewer
+    callback per message); ``kill`` cancels the unfinished ones either way."""
+
+    __slots__ = ("tasks", "_sweep_at")
+
+    def __init__(self) -> None:
+        self.tasks: dict[asyncio.Task[Any], None] = {}
+        self._sweep_at = 64
+
+    def add(self, task: asyncio.Task[Any]) -> None:
+        tasks = self.tasks
+        if len(tasks) >= self._sweep_at:
+            for done in [t for t in tasks if t.done()]:
+                del tasks[done]
+            self._sweep_at = max(64, 2 * len(tasks))
+        tasks[task] = None
 
 
 START_WAIT_S = 60.0  # as the Ray host: how long a message waits for its role to finish starting
@@ -158,7 +178,7 @@ class SimNetwork:
         self.reply_probes: list[Callable[[str, int, str, str, Any], None]] = []
         self.incarnations: dict[str, int] = {}  # name -> restarts so far (0: never restarted)
         # calls each role is handling now, in the order they started (cancelled in that order)
-        self._handling: dict[str, dict[asyncio.Task[Any], None]] = {}
+        self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
 
     def add(self, name: str) -> None:
@@ -232,15 +252,17 @@ class SimNetwork:
             return
         self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
         task = self.loop.create_task(self._dispatch(env))
-        handling = self._handling.setdefault(env.dest, {})
-        handling[task] = None
-        task.add_done_callback(lambda t: handling.pop(t, None))
+        handling = self._handling.get(env.dest)
+        if handling is None:
+            handling = self._handling[env.dest] = _Handling()
+        handling.add(task)
 
     def kill(self, name: str) -> None:
         """``name`` dies: what is in flight to it fails, the calls it is handling are cancelled,
         and the next role bound under the name is a new incarnation."""
         self.incarnations[name] = self.incarnations.get(name, 0) + 1
-        for task in list(self._handling.pop(name, {})):
+        handling = self._handling.pop(name, None)
+        for task in list(handling.tasks if handling is not None else ()):
             task.cancel()
 
     async def _dispatch(self, env: _Envelope) -> None:
