@@ -1,16 +1,26 @@
-"""Protocols against the writer count: DFS operations per checkpoint and commit-to-unblock latency.
+"""Protocols against the writer count, on Ray and in the simulator: RFC-50's question at scale.
 
-    .venv/bin/python benchmarks/bench_scaling.py [--writers 1,2,4,8,16] [--protocols all]
-                                                [--records-per-writer 5000] [--checkpoints 5]
-                                                [--schedule even|quiet-round] [--out benchmarks/results/scaling]
+    .venv/bin/python benchmarks/bench_scaling.py [--hosts ray,sim] [--writers 1,4,16,64,256]
+        [--sim-writers 1,4,16,64,256,1024] [--protocols all] [--records-per-writer 1000]
+        [--checkpoints 5] [--schedule even|quiet-round] [--out benchmarks/results/scaling]
 
 Tests RFC-50's claim that the timeline server stops storage requests from growing with the number
 of writers: every protocol of ``runtime.protocols.PROTOCOLS`` runs the same workload shape at each
-writer count (``records = records-per-writer * writers``, the generator source, one Ray for the
-whole script). Per point: the protocol roles' DFS operations per checkpoint
-(``runtime.lab.compare.figures``: coordinator, writers and the protocol's own roles; base files and the
-driver are not counted), the writers' share of them, commit-to-unblock latency p50/p99, rows/s
-and the write tasks' peak RSS (sampled from outside with psutil).
+writer count (``records = records-per-writer * writers``, the generator source), on Ray (one Ray
+for the whole script; write tasks in task managers, as ``commitlab run`` places them) and in the
+deterministic simulator (``runtime.sim.host.simulate``, seed ``--seed``, the simulated disk:
+no parquet, exactly-once checked by the project's snapshot reader). Per point:
+
+- the protocol roles' DFS operations per checkpoint (``runtime.lab.compare.figures``: coordinator,
+  writers and the protocol's own roles; base files and the driver are not counted), by role and
+  by operation;
+- the timeline server's instant-state requests (GETs) and its directory scans (listings) per
+  checkpoint (P3 only);
+- control RPCs per checkpoint (the input hand-off ``push_input`` is data, not counted);
+- commit-to-unblock latency p50/p99: from the coordinator's instant being visible to a waiting
+  writer's unblock (on Ray in real seconds; in the simulator in virtual seconds of the same
+  scaled durations);
+- rows/s and, on Ray, the task managers' peak RSS (sampled from outside with psutil).
 
 ``--schedule even`` (default) puts data in every round, so every protocol commits and produces
 DFS counts; ``quiet-round`` is ``runtime.faults.scenarios.with_quiet_round`` (round 2 empty, its
@@ -35,13 +45,20 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
 
+HOSTS = ("ray", "sim")
+LINESTYLE = {"ray": "-", "sim": "--"}
 
-def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, rtt_s: float) -> dict[str, Any]:
+
+def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, rtt_s: float | None) -> dict[str, Any]:
+    """One point's row: ``runtime.lab.compare.figures`` plus the role split, the timeline
+    server's requests and scans, and the memory sampled from outside."""
     from runtime.lab.compare import figures
 
     f = figures(result, rtt_s)
     samples = f.pop("commit_to_unblock_samples", [])
     f.pop("exactly_once_detail", None)
+    ckp = result["checkpoints"]
+    n_ckp = max(1, ckp["completed"] + ckp["aborted"])
     by_role = f.get("dfs_ops_per_checkpoint_by_role", {})
     f["dfs_ops_per_checkpoint_writers"] = round(sum(by_role.get("writer", {}).values()), 2)
     f["dfs_ops_per_checkpoint_coordinator"] = round(sum(by_role.get("coordinator", {}).values()), 2)
@@ -51,26 +68,43 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
         - f["dfs_ops_per_checkpoint_coordinator"],
         2,
     )
+    server = by_role.get("timeline-server")
+    rpcs = result.get("rpcs", {})
+    # P3: writers' GETs /instantstate/all, the coordinator's refresh POSTs, the server's listings
+    f["timeline_server_requests_per_checkpoint"] = (
+        round(rpcs.get("get_all_instant_states", 0) / n_ckp, 2) if server is not None else None
+    )
+    f["timeline_server_refreshes_per_checkpoint"] = (
+        round(rpcs.get("refresh", 0) / n_ckp, 2) if server is not None else None
+    )
+    f["timeline_server_scans_per_checkpoint"] = server.get("list", 0.0) if server is not None else None
     f["commit_to_unblock_samples_n"] = len(samples)
     f["rows_in"] = result["rows_in"]
     f["records"] = result["records"]
     f["wall_s"] = round(wall, 3)
     f["timing"] = result["timing"]
-    f["task_manager_peak_rss_mean_mib"] = memory.get("task_manager_peak_rss_mean_mib")
-    f["task_manager_peak_rss_max_mib"] = memory.get("task_manager_peak_rss_max_mib")
-    f["task_manager_peak_private_mean_mib"] = memory.get("task_manager_peak_private_mean_mib")
-    f["task_manager_first_rss_mean_mib"] = memory.get("task_manager_first_rss_mean_mib")
+    for key in (
+        "task_manager_peak_rss_mean_mib",
+        "task_manager_peak_rss_max_mib",
+        "task_manager_peak_private_mean_mib",
+        "task_manager_first_rss_mean_mib",
+    ):
+        f[key] = memory.get(key)
+    if "virtual_s" in result:
+        f["virtual_s"] = result["virtual_s"]
+        f["trace_sha256"] = result["trace_sha256"]
     return f
 
 
-def main() -> int:
-    from runtime.protocols import PROTOCOLS
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--writers", default="1,2,4,8,16", help="comma-separated writer counts")
-    ap.add_argument("--protocols", default="", help=f"comma-separated (default all: {','.join(PROTOCOLS)})")
-    ap.add_argument("--records-per-writer", type=int, default=5_000)
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--hosts", default="ray,sim", help="comma-separated: ray, sim")
+    ap.add_argument("--writers", default="1,4,16,64,256", help="writer counts on Ray, comma-separated")
+    ap.add_argument("--sim-writers", default="1,4,16,64,256,1024", help="writer counts in the simulator")
+    ap.add_argument("--protocols", default="", help="comma-separated (default: every protocol)")
+    ap.add_argument("--records-per-writer", type=int, default=1_000)
     ap.add_argument("--checkpoints", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0, help="the simulator's schedule seed")
     ap.add_argument(
         "--schedule",
         choices=["even", "quiet-round"],
@@ -81,83 +115,63 @@ def main() -> int:
         "--bucket-flush-rows",
         type=int,
         default=-1,
-        help="Hudi write.batch.size in rows; -1 (default): a quarter of a file group's rows "
-        "per round, as with_quiet_round sets it, so rounds flush eagerly and writers "
-        "wait for instants (with the JobConfig default of 20000 nothing flushes before "
-        "the checkpoint and no commit-to-unblock latency is observed); 0: JobConfig's default",
+        help="Hudi write.batch.size in rows; -1 (default): half of a file group's rows per round, so "
+        "each round's first batch flushes eagerly and a writer waits for the round's instant (with "
+        "the JobConfig default of 20000 nothing flushes before the checkpoint and no "
+        "commit-to-unblock latency is observed); 0: JobConfig's default",
     )
     ap.add_argument("--out", default="benchmarks/results/scaling", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
-    ap.add_argument("--job-timeout", type=float, default=180.0, help="JobConfig.job_timeout_s of each run")
+    ap.add_argument("--job-timeout", type=float, default=600.0, help="JobConfig.job_timeout_s of each run")
     ap.add_argument(
         "--rpc-timeout",
         type=float,
-        default=10.0,
-        help="RPC ask timeout, s (default Flink's 10 s, not time-scaled: RPC latency does not scale, and 16 "
-        "writers on 2 shared cores answer slower than the scaled 0.5 s; 0: the time-scaled default)",
+        default=30.0,
+        help="RPC ask timeout, s (not time-scaled: RPC latency does not scale, and 256 writers on 2 "
+        "shared cores answer slower than the scaled 0.5 s; 0: the time-scaled default)",
     )
-    ap.add_argument("--sample-interval", type=float, default=0.2, help="RSS sampling period, s")
-    args = ap.parse_args()
+    ap.add_argument("--sample-interval", type=float, default=0.5, help="RSS sampling period on Ray, s")
+    return ap.parse_args()
 
-    writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
+
+def counts(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main() -> int:
+    from runtime.protocols import PROTOCOLS
+
+    args = parse_args()
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
     names = [p.strip() for p in args.protocols.split(",") if p.strip()] or list(PROTOCOLS)
-    unknown = sorted(set(names) - set(PROTOCOLS))
-    if unknown:
-        print(f"unknown protocol(s) {unknown}; choose from {', '.join(PROTOCOLS)}", file=sys.stderr)
+    problems = [f"unknown host {h!r}; choose from {', '.join(HOSTS)} (--hosts)" for h in hosts if h not in HOSTS]
+    problems += [
+        f"unknown protocol {n!r}; choose from {', '.join(PROTOCOLS)} (--protocols)" for n in names if n not in PROTOCOLS
+    ]
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
         return 2
-
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from actors.job import measure_rpc_round_trip
-    from runtime.core.config import JobConfig
-    from runtime.faults.scenarios import with_quiet_round
-    from runtime.lab.compare import one_commit_cadence
-
+    sizes = {"ray": counts(args.writers), "sim": counts(args.sim_writers)}
     con = common.console()
     scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-scaling-")
     os.makedirs(scratch, exist_ok=True)
-
-    def config(protocol: str, writers: int) -> JobConfig:
-        cfg = JobConfig(
-            source="generator",
-            protocol=protocol,
-            writers=writers,
-            records=args.records_per_writer * writers,
-            checkpoints=args.checkpoints,
-            table=os.path.join(scratch, f"{protocol}-w{writers}", "table"),
-            job_timeout_s=args.job_timeout,
-            **({"rpc_timeout_s": args.rpc_timeout} if args.rpc_timeout > 0 else {}),
-        )
-        if args.schedule == "quiet-round":
-            cfg = with_quiet_round(cfg)
-            if args.bucket_flush_rows > 0:
-                cfg = cfg.replace(bucket_flush_rows=args.bucket_flush_rows)
-        elif args.bucket_flush_rows > 0:
-            cfg = cfg.replace(bucket_flush_rows=args.bucket_flush_rows)
-        elif args.bucket_flush_rows < 0:
-            # as with_quiet_round sizes it: a quarter of a file group's rows per round, so each
-            # round's first batches flush eagerly and a writer can wait for the round's instant
-            per_group = max(1, cfg.records // cfg.checkpoints // (cfg.partitions * cfg.num_buckets))
-            cfg = cfg.replace(bucket_flush_rows=min(cfg.bucket_flush_rows, max(1, per_group // 4)))
-        # every protocol commits once a checkpoint interval, as commitlab compare has them
-        return one_commit_cadence(cfg).validate(list(PROTOCOLS))
-
-    base = config(names[0], writer_counts[0])
-    con.log(f"starting Ray; {len(writer_counts) * len(names)} runs: writers {writer_counts} x {names}")
-    ray_s = common.start_ray()
-    rtt = measure_rpc_round_trip()
-    con.log(f"ray.init {ray_s:.1f} s; one actor RPC round trip p50 {rtt['p50_s'] * 1000:.2f} ms")
+    base = job_config(args, names[0], sizes[hosts[0]][0], scratch)
     doc: dict[str, Any] = {
         "benchmark": "scaling",
         "environment": common.environment(),
         "params": {
-            "writers": writer_counts,
+            "hosts": hosts,
+            "writers": {h: sizes[h] for h in hosts},
             "protocols": names,
             "records_per_writer": args.records_per_writer,
             "checkpoints": args.checkpoints,
             "schedule": args.schedule,
             "source": "generator",
-            "bucket_flush_rows": {str(w): config(names[0], w).bucket_flush_rows for w in writer_counts},
+            "sim_seed": args.seed,
+            "sim_storage": "memory",
+            "bucket_flush_rows": {
+                str(w): job_config(args, names[0], w, scratch).bucket_flush_rows for h in hosts for w in sizes[h]
+            },
             "checkpoint_interval_s": base.checkpoint_interval_s,
             "wait_tick_s": base.wait_tick_s,
             "rpc_timeout_s": base.rpc_timeout_s,
@@ -165,13 +179,63 @@ def main() -> int:
             "buckets_per_partition": "2 per writer",
             "partitions": base.partitions,
         },
-        "rpc_round_trip": rtt,
-        "points": {p: {} for p in names},
+        "rpc_round_trip": None,
+        "points": {h: {p: {} for p in names} for h in hosts},
     }
-    out = args.out
-    total = len(writer_counts) * len(names)
-    i = 0
     t_all = time.monotonic()
+    runs = [(h, w, n) for h in hosts for w in sizes[h] for n in names]
+    con.log(f"{len(runs)} runs: {', '.join(f'{h} writers {sizes[h]}' for h in hosts)} x {names}")
+    run_points(con, args, doc, runs, scratch)
+    doc["elapsed_s"] = round(time.monotonic() - t_all, 1)
+    doc["environment"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
+    common.write_json(args.out + ".json", doc)
+    png = plot(doc, args.out + ".png")
+    print_tables(con, doc)
+    con.print(f"results: {args.out}.json, {png}  ({doc['elapsed_s']:.0f} s)")
+    if not args.tmp:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if "ray" in hosts:
+        import ray
+
+        ray.shutdown()
+    return 0
+
+
+def job_config(args: argparse.Namespace, protocol: str, writers: int, scratch: str) -> Any:
+    from runtime.core.config import JobConfig
+    from runtime.faults.scenarios import with_quiet_round
+    from runtime.lab.compare import one_commit_cadence
+    from runtime.protocols import PROTOCOLS
+
+    cfg = JobConfig(
+        source="generator",
+        protocol=protocol,
+        writers=writers,
+        records=args.records_per_writer * writers,
+        checkpoints=args.checkpoints,
+        table=os.path.join(scratch, f"{protocol}-w{writers}", "table"),
+        job_timeout_s=args.job_timeout,
+        **({"rpc_timeout_s": args.rpc_timeout} if args.rpc_timeout > 0 else {}),
+    )
+    if args.schedule == "quiet-round":
+        cfg = with_quiet_round(cfg)
+    if args.bucket_flush_rows > 0:
+        cfg = cfg.replace(bucket_flush_rows=args.bucket_flush_rows)
+    elif args.bucket_flush_rows < 0 and args.schedule == "even":
+        # half of a file group's rows per round: each round's first batch flushes eagerly and a
+        # writer can wait for the round's instant, in as few base-file writes as that takes
+        per_group = max(1, cfg.records // cfg.checkpoints // (cfg.partitions * cfg.num_buckets))
+        cfg = cfg.replace(bucket_flush_rows=min(cfg.bucket_flush_rows, max(1, per_group // 2)))
+    # every protocol commits once a checkpoint interval, as commitlab compare has them
+    return one_commit_cadence(cfg).validate(list(PROTOCOLS))
+
+
+def run_points(
+    con: Any, args: argparse.Namespace, doc: dict[str, Any], runs: list[tuple[str, int, str]], scratch: str
+) -> None:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rtt_s: float | None = None
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -180,57 +244,69 @@ def main() -> int:
         console=con,
         disable=not con.is_terminal,
     ) as progress:
-        bar = progress.add_task("scaling", total=total)
-        for w in writer_counts:
-            for name in names:
-                i += 1
-                progress.update(bar, description=f"{name}, {w} writers")
-                cfg = config(name, w)
-                t = time.monotonic()
-                try:
-                    result, memory, wall = common.run_job_sampled(cfg, None, interval_s=args.sample_interval)
-                    row = point_figures(result, memory, wall, rtt["p50_s"])
-                except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
-                    row = {
-                        "status": "error",
-                        "error": f"{type(exc).__name__}: {exc}"[:2000],
-                        "traceback": traceback.format_exc()[-4000:],
-                        "wall_s": round(time.monotonic() - t, 3),
-                    }
-                row["load_avg_1m"] = round(os.getloadavg()[0], 2)
-                doc["points"][name][str(w)] = row
-                shutil.rmtree(os.path.dirname(cfg.table), ignore_errors=True)
-                common.write_json(out + ".json", doc)
-                progress.update(bar, completed=i)
-                con.log(f"[{i}/{total}] {name:<24} {w:>2} writers: {describe(row)}")
-    doc["elapsed_s"] = round(time.monotonic() - t_all, 1)
-    doc["environment"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
-    common.write_json(out + ".json", doc)
-    png = plot(doc, out + ".png")
-    print_tables(con, doc)
-    con.print(f"results: {out}.json, {png}  ({doc['elapsed_s']:.0f} s)")
-    if not args.tmp:
-        shutil.rmtree(scratch, ignore_errors=True)
-    import ray
+        bar = progress.add_task("scaling", total=len(runs))
+        for i, (host, w, name) in enumerate(runs, 1):
+            if host == "ray" and rtt_s is None:
+                from actors.job import measure_rpc_round_trip
 
-    ray.shutdown()
-    return 0
+                ray_s = common.start_ray()
+                doc["rpc_round_trip"] = rtt = measure_rpc_round_trip()
+                rtt_s = rtt["p50_s"]
+                con.log(f"ray.init {ray_s:.1f} s; one actor RPC round trip p50 {rtt_s * 1000:.2f} ms")
+            progress.update(bar, description=f"{host}: {name}, {w} writers")
+            cfg = job_config(args, name, w, scratch)
+            t = time.monotonic()
+            try:
+                row = run_ray_point(cfg, args, rtt_s) if host == "ray" else run_sim_point(cfg, args.seed)
+            except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
+                row = {
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    "traceback": traceback.format_exc()[-4000:],
+                    "wall_s": round(time.monotonic() - t, 3),
+                }
+            row["load_avg_1m"] = round(os.getloadavg()[0], 2)
+            doc["points"][host][name][str(w)] = row
+            shutil.rmtree(os.path.dirname(cfg.table), ignore_errors=True)
+            common.write_json(args.out + ".json", doc)
+            progress.update(bar, completed=i)
+            con.log(f"[{i}/{len(runs)}] {host} {name:<22} {w:>4} writers: {describe(row)}")
+
+
+def run_ray_point(cfg: Any, args: argparse.Namespace, rtt_s: float | None) -> dict[str, Any]:
+    result, memory, wall = common.run_job_sampled(cfg, None, interval_s=args.sample_interval)
+    return point_figures(result, memory, wall, rtt_s)
+
+
+def run_sim_point(cfg: Any, seed: int) -> dict[str, Any]:
+    from runtime.sim.host import simulate
+
+    t = time.monotonic()
+    result = simulate(cfg, seed=seed, storage="memory", verify=True)
+    return point_figures(result, {}, time.monotonic() - t, None)
 
 
 def describe(row: dict[str, Any]) -> str:
     if row.get("status") == "error":
         return f"ERROR {row['error'][:200]}"
-    p50 = row.get("commit_to_unblock_p50_s")
+    p50, p99 = row.get("commit_to_unblock_p50_s"), row.get("commit_to_unblock_p99_s")
     eo = row.get("exactly_once")
+    ts = row.get("timeline_server_requests_per_checkpoint")
+    rss = row.get("task_manager_peak_rss_mean_mib")
     return (
         f"{row['status']}{' (DEADLOCK ' + str(row.get('deadlock_task')) + ')' if row.get('deadlock') else ''}, "
         f"{row['commits']} commits, DFS/ckp {row['dfs_ops_per_checkpoint_total']:g} "
-        f"(writers {row['dfs_ops_per_checkpoint_writers']:g}), "
-        f"unblock p50 {'-' if p50 is None else f'{p50 * 1000:.1f} ms'} (n={row['commit_to_unblock_samples_n']}), "
-        f"{row['rows_per_s']:,.0f} rows/s, "
-        f"task manager peak RSS {row.get('task_manager_peak_rss_mean_mib') or 0:.0f} MiB, "
-        f"exactly-once {'-' if eo is None else ('ok' if eo else 'VIOLATED')}, {row['wall_s']:.1f} s"
+        f"(writers {row['dfs_ops_per_checkpoint_writers']:g}), RPCs/ckp {row['rpcs_per_checkpoint']:g}"
+        + ("" if ts is None else f", server GETs/ckp {ts:g} scans/ckp {row['timeline_server_scans_per_checkpoint']:g}")
+        + f", unblock p50/p99 {_ms(p50)}/{_ms(p99)} ms (n={row['commit_to_unblock_samples_n']}), "
+        f"{row['rows_per_s']:,.0f} rows/s"
+        + ("" if rss is None else f", task manager peak RSS {rss:.0f} MiB")
+        + f", exactly-once {'-' if eo is None else ('ok' if eo else 'VIOLATED')}, {row['wall_s']:.1f} s"
     )
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.1f}"
 
 
 def _cell(row: dict[str, Any] | None, key: str, fmt: str) -> str:
@@ -240,59 +316,96 @@ def _cell(row: dict[str, Any] | None, key: str, fmt: str) -> str:
         return "[red]error[/red]"
     v = row.get(key)
     mark = " [red]DL[/red]" if row.get("deadlock") else ""
+    if row.get("exactly_once") is False:
+        mark += " [red]EO![/red]"
     if v is None:
         return "-" + mark
+    if fmt == "ms":
+        return f"{v * 1000:.1f}" + mark
     return fmt.format(v) + mark
+
+
+TABLES = (
+    (
+        "DFS ops per checkpoint, protocol roles (coordinator + writers + protocol roles)",
+        "dfs_ops_per_checkpoint_total",
+        "{:g}",
+    ),
+    ("DFS ops per checkpoint made by the write tasks (all writers together)", "dfs_ops_per_checkpoint_writers", "{:g}"),
+    ("control RPCs per checkpoint", "rpcs_per_checkpoint", "{:g}"),
+    ("commit-to-unblock latency p50, ms", "commit_to_unblock_p50_s", "ms"),
+    ("commit-to-unblock latency p99, ms", "commit_to_unblock_p99_s", "ms"),
+    ("rows/s (run phase)", "rows_per_s", "{:,.0f}"),
+)
 
 
 def print_tables(con: Any, doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     prm = doc["params"]
-    names, ws = prm["protocols"], prm["writers"]
-    specs = [
-        (
-            "DFS ops per checkpoint, protocol roles (coordinator + writers + protocol roles)",
-            "dfs_ops_per_checkpoint_total",
-            "{:g}",
-        ),
-        (
-            "DFS ops per checkpoint made by the write tasks (all writers together)",
-            "dfs_ops_per_checkpoint_writers",
-            "{:g}",
-        ),
-        ("commit-to-unblock latency p50, ms", "commit_to_unblock_p50_s", "ms"),
-        ("commit-to-unblock latency p99, ms", "commit_to_unblock_p99_s", "ms"),
-        ("rows/s (run phase)", "rows_per_s", "{:,.0f}"),
-        ("task manager peak RSS, mean, MiB", "task_manager_peak_rss_mean_mib", "{:.0f}"),
-    ]
+    names = prm["protocols"]
+    rtt = doc.get("rpc_round_trip")
     con.print(
         f"[bold]scaling: {prm['records_per_writer']:,} records per writer, {prm['checkpoints']} checkpoints, "
-        f"schedule {prm['schedule']}, generator source; one actor RPC = "
-        f"{doc['rpc_round_trip']['p50_s'] * 1000:.2f} ms[/bold]"
+        f"schedule {prm['schedule']}, generator source"
+        + (f"; one actor RPC on Ray = {rtt['p50_s'] * 1000:.2f} ms" if rtt else "")
+        + "[/bold]"
     )
-    for title, key, fmt in specs:
-        t = Table(title=title, title_justify="left")
-        t.add_column("writers", justify="right")
-        for n in names:
-            t.add_column(n, justify="right")
-        for w in ws:
-            cells = []
+    for host in prm["hosts"]:
+        ws = prm["writers"][host]
+        points = doc["points"][host]
+        specs = list(TABLES)
+        if host == "ray":
+            specs.append(("task manager peak RSS, mean, MiB", "task_manager_peak_rss_mean_mib", "{:.0f}"))
+        for title, key, fmt in specs:
+            t = Table(title=f"{host}: {title}", title_justify="left")
+            t.add_column("writers", justify="right")
             for n in names:
-                row = doc["points"].get(n, {}).get(str(w))
-                if fmt == "ms":
-                    r2 = dict(row or {})
-                    if r2.get(key) is not None:
-                        r2[key] = r2[key] * 1000
-                    cells.append(_cell(r2 if row else None, key, "{:.1f}"))
-                else:
-                    cells.append(_cell(row, key, fmt))
-            t.add_row(str(w), *cells)
-        con.print(t)
+                t.add_column(n, justify="right")
+            for w in ws:
+                t.add_row(str(w), *[_cell(points.get(n, {}).get(str(w)), key, fmt) for n in names])
+            con.print(t)
+        server = [
+            n
+            for n in names
+            if any(r.get("timeline_server_requests_per_checkpoint") is not None for r in points.get(n, {}).values())
+        ]
+        for n in server:
+            t = Table(title=f"{host}: {n}: the server's requests and scans per checkpoint", title_justify="left")
+            for col in ("writers", "GETs (writers)", "refresh POSTs", "scans (listings)", "writers' DFS ops"):
+                t.add_column(col, justify="right")
+            for w in ws:
+                row = points[n].get(str(w))
+                if row and row.get("status") != "error":
+                    t.add_row(
+                        str(w),
+                        *[
+                            _cell(row, k, "{:g}")
+                            for k in (
+                                "timeline_server_requests_per_checkpoint",
+                                "timeline_server_refreshes_per_checkpoint",
+                                "timeline_server_scans_per_checkpoint",
+                                "dfs_ops_per_checkpoint_writers",
+                            )
+                        ],
+                    )
+            con.print(t)
     con.print(
-        "DL: the run deadlocked (P1's CommitAckEvent behind a blocked mailbox); '-': no sample "
-        "(no writer waited for a released instant)"
+        "DL: the run deadlocked (P1's CommitAckEvent behind a blocked mailbox); EO!: exactly-once "
+        "violated; '-': no sample (no writer waited for a released instant). The simulator's latencies "
+        "are in virtual time (the same scaled durations, no CPU contention)."
     )
+
+
+def _series(points: dict[str, Any], ws: list[int], key: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
+    """The points of ``key`` that a log axis can draw (measured, and above zero)."""
+    xs, ys = [], []
+    for w in ws:
+        row = points.get(str(w))
+        if row and row.get("status") != "error" and (row.get(key) or 0) > 0:
+            xs.append(w)
+            ys.append(row[key] * scale)
+    return xs, ys
 
 
 def plot(doc: dict[str, Any], path: str) -> str:
@@ -302,67 +415,70 @@ def plot(doc: dict[str, Any], path: str) -> str:
     import matplotlib.pyplot as plt
 
     prm = doc["params"]
-    names, ws = prm["protocols"], prm["writers"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    names, hosts = prm["protocols"], prm["hosts"]
+    all_ws = sorted({w for h in hosts for w in prm["writers"][h]})
+    fig, axes = plt.subplots(2, 3, figsize=(18, 10))
+    panels = [
+        (axes[0][0], "dfs_ops_per_checkpoint_total", 1.0, "DFS ops per checkpoint (protocol roles)"),
+        (axes[0][1], "dfs_ops_per_checkpoint_writers", 1.0, "DFS ops per checkpoint made by the writers"),
+        (axes[1][0], "rpcs_per_checkpoint", 1.0, "control RPCs per checkpoint"),
+        (axes[1][1], "commit_to_unblock_p50_s", 1000.0, "commit-to-unblock p50, ms"),
+        (axes[1][2], "commit_to_unblock_p99_s", 1000.0, "commit-to-unblock p99, ms"),
+    ]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     markers = "osD^v<>px"
-    deadlock_labelled = False
-    for k, n in enumerate(names):
-        pts = doc["points"].get(n, {})
-        xs, dfs, lat, xs_l, dl_x, dl_y = [], [], [], [], [], []
-        for w in ws:
-            row = pts.get(str(w))
-            if not row or row.get("status") == "error":
-                continue
-            xs.append(w)
-            dfs.append(row["dfs_ops_per_checkpoint_total"])
-            if row.get("deadlock"):
-                dl_x.append(w)
-                dl_y.append(row["dfs_ops_per_checkpoint_total"])
-            if row.get("commit_to_unblock_p50_s") is not None:
-                xs_l.append(w)
-                lat.append(row["commit_to_unblock_p50_s"] * 1000)
-        m = markers[k % len(markers)]
-        (line,) = ax1.plot(xs, dfs, marker=m, label=n)
-        if dl_x:
-            ax1.scatter(
-                dl_x, dl_y, marker="x", s=120, color="red", zorder=5, label=None if deadlock_labelled else "deadlocked"
-            )
-            deadlock_labelled = True
-        if xs_l:
-            ax2.plot(xs_l, lat, marker=m, label=n, color=line.get_color())
-    for ax in (ax1, ax2):
+    for ax, key, scale, title in panels:
+        for k, n in enumerate(names):
+            for host in hosts:
+                xs, ys = _series(doc["points"][host].get(n, {}), prm["writers"][host], key, scale)
+                if xs:
+                    ax.plot(
+                        xs,
+                        ys,
+                        LINESTYLE[host],
+                        marker=markers[k % len(markers)],
+                        color=colors[k % len(colors)],
+                        label=f"{n} ({host})",
+                        markersize=4,
+                    )
+        ax.set_title(title, fontsize=10)
+    _server_panel(axes[0][2], doc)
+    for ax in axes.flat:
         ax.set_xscale("log", base=2)
-        ax.set_xticks(ws, [str(w) for w in ws])
+        ax.set_xticks(all_ws, [str(w) for w in all_ws])
         ax.set_xlabel("writers")
+        ax.set_yscale("log")
         ax.grid(True, which="both", alpha=0.3)
-    ax1.set_yscale("log")
-    ax1.set_ylabel("DFS ops per checkpoint (protocol roles, log)")
-    ax1.set_title("storage requests of the commit protocol", fontsize=10)
-    ax1.legend(fontsize=8)
-    rtt = (doc.get("rpc_round_trip") or {}).get("p50_s")
-    if rtt:
-        ax2.axhline(rtt * 1000, color="grey", linestyle="--", linewidth=1)
-        ax2.text(ws[0], rtt * 1000, " one actor RPC", va="bottom", color="grey", fontsize=8)
-    ax2.set_yscale("log")
-    ax2.set_ylabel("commit-to-unblock p50 (ms, log)")
-    ax2.set_title("how long a blocked writer waits after the instant is released", fontsize=10)
-    if ax2.get_legend_handles_labels()[1]:
-        ax2.legend(fontsize=8)
-    else:
-        ax2.text(
-            0.5,
-            0.5,
-            "no sample: no writer waited\nfor a released instant",
-            transform=ax2.transAxes,
-            ha="center",
-            color="grey",
-        )
+    axes[0][0].legend(fontsize=7, ncol=2)
     env = doc["environment"]
     fig.suptitle(
         f"commitlab scaling: {prm['records_per_writer']:,} records/writer, {prm['checkpoints']} checkpoints, "
-        f"schedule {prm['schedule']} ({env['date'][:10]}, {env['cpus']} cores)"
+        f"schedule {prm['schedule']}; solid: Ray, dashed: simulator (virtual time) "
+        f"({env['date'][:10]}, {env['cpus']} cores)"
     )
     return common.save_figure(fig, path)
+
+
+def _server_panel(ax: Any, doc: dict[str, Any]) -> None:
+    """P3's own figures: the writers' GETs to the server, its scans, and the writers' DFS ops."""
+    prm = doc["params"]
+    drawn = False
+    for host in prm["hosts"]:
+        for pts in doc["points"][host].values():
+            for key, label, color in (
+                ("timeline_server_requests_per_checkpoint", "GETs to the server", "tab:blue"),
+                ("timeline_server_scans_per_checkpoint", "server scans (listings)", "tab:red"),
+                ("dfs_ops_per_checkpoint_writers", "writers' DFS ops", "tab:green"),
+            ):
+                if not any(r.get("timeline_server_requests_per_checkpoint") is not None for r in pts.values()):
+                    continue
+                xs, ys = _series(pts, prm["writers"][host], key)
+                if xs:
+                    ax.plot(xs, ys, LINESTYLE[host], marker="o", color=color, label=f"{label} ({host})", markersize=4)
+                    drawn = True
+    ax.set_title("timeline server (P3): requests and scans per checkpoint", fontsize=10)
+    if drawn:
+        ax.legend(fontsize=7)
 
 
 if __name__ == "__main__":
