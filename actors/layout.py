@@ -61,8 +61,8 @@ class ProcessLayout:
         ids = range(first, min(first + self.slots, self.writers))
         return [f"{kind}-{i}" for i in ids for kind in ("writer", "source")]
 
-    def bundle_of(self, process: str) -> int:
-        """The placement-group bundle of a process: 0 for the job manager's side, K + 1 for
-        task manager K."""
+    def bundle_of(self, process: str) -> int | None:
+        """The placement-group bundle of a process: K for task manager K; None for the job
+        manager's side, which is not in the group (:mod:`actors.placement`)."""
         head, _, tail = process.rpartition("-")
-        return int(tail) + 1 if head == TASK_MANAGER else 0
+        return int(tail) if head == TASK_MANAGER else None

@@ -1,13 +1,17 @@
-"""Where the job's processes run: a placement group spreads them over the cluster's nodes.
+"""Where the job's processes run: a placement group spreads the task managers over the nodes.
 
-One bundle holds the coordinator's, the job manager's and the protocol roles' processes; bundle
-``K + 1`` holds task manager K (:mod:`actors.layout`), with its slots' write tasks and sources.
-The processes reserve no CPU (their roles are I/O-bound coroutines), so each bundle reserves a
-token share of a CPU only because Ray needs a non-empty bundle to place it.
+Bundle K holds task manager K (:mod:`actors.layout`), with its slots' write tasks and sources, as
+Flink's resource manager gives each TaskManager its own container. The job manager's side (the
+coordinator's, the job manager's and the protocol roles' processes) is not in the group: it is
+Flink's JobManager, a process apart, and Ray's default scheduling places it. Were it a bundle of
+the group, SPREAD over N nodes could give it a node of its own and put task managers together
+(three bundles on two nodes: two share one, whichever two). The processes reserve no CPU (their
+roles are I/O-bound coroutines), so each bundle reserves a token share of a CPU only because Ray
+needs a non-empty bundle to place it.
 
 Strategies (``--placement``): ``spread`` (default; best effort, also fine on one node), ``pack``,
-``strict-spread`` (one bundle per node: needs as many nodes as writers + 1) and ``none`` (Ray's
-default scheduling, no placement group).
+``strict-spread`` (one task manager per node: needs as many nodes as task managers) and ``none``
+(Ray's default scheduling, no placement group).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ class Placement:
         self.pg: PlacementGroup | None = None
         if STRATEGIES[strategy] is None:
             return
-        bundles = [dict(BUNDLE) for _ in range(task_managers + 1)]
+        bundles = [dict(BUNDLE) for _ in range(task_managers)]
         self.pg = placement_group(bundles, strategy=STRATEGIES[strategy], name="")
         try:
             ray.get(self.pg.ready(), timeout=timeout_s)
@@ -48,19 +52,20 @@ class Placement:
             remove_placement_group(self.pg)
             self.pg = None
             hint = (
-                f"strict-spread needs {task_managers + 1} nodes (task managers + 1), the cluster has {nodes}; "
+                f"strict-spread needs {task_managers} nodes (one per task manager), the cluster has {nodes}; "
                 "use --placement spread, or more --slots-per-task-manager"
                 if strategy == "strict-spread"
                 else f"each bundle needs {BUNDLE['CPU']} CPU; check the cluster's free CPUs (ray status)"
             )
             raise PlacementError(
-                f"the placement group ({task_managers + 1} bundles, {strategy}) was not "
+                f"the placement group ({task_managers} bundles, {strategy}) was not "
                 f"placed within {timeout_s:.0f}s: {hint}"
             ) from None
 
-    def options(self, bundle: int) -> dict[str, Any]:
-        """Extra ``.options()`` for a process actor placed in ``bundle`` (``ProcessLayout.bundle_of``)."""
-        if self.pg is None:
+    def options(self, bundle: int | None) -> dict[str, Any]:
+        """Extra ``.options()`` for a process actor placed in ``bundle`` (``ProcessLayout.bundle_of``;
+        None: the job manager's side, outside the group)."""
+        if self.pg is None or bundle is None:
             return {}
         return {
             "scheduling_strategy": PlacementGroupSchedulingStrategy(

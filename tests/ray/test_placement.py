@@ -14,10 +14,11 @@ def test_bundles_follow_the_processes_and_strict_spread_on_one_node_names_the_fi
     p = Placement("spread", layout.task_managers, timeout_s=30)  # on one node SPREAD still places every bundle
     try:
         processes = ("coordinator", "job-manager", "taskmanager-0", "taskmanager-2")
-        assert [layout.bundle_of(n) for n in processes] == [0, 0, 1, 3]
+        assert [layout.bundle_of(n) for n in processes] == [None, None, 0, 2]
+        assert p.options(layout.bundle_of("coordinator")) == {}  # the job manager's side: Ray's default
         assert "scheduling_strategy" in p.options(layout.bundle_of("taskmanager-2"))
     finally:
         p.remove()
     assert Placement("none", 3).options(1) == {}
-    with pytest.raises(PlacementError, match="strict-spread needs 4 nodes .* use --placement spread"):
+    with pytest.raises(PlacementError, match="strict-spread needs 3 nodes .* use --placement spread"):
         Placement("strict-spread", 3, timeout_s=2)

@@ -1,0 +1,197 @@
+"""``ray job submit`` against a two-node Ray cluster with a dashboard, as the README deploys it.
+
+Everything Ray runs in subprocesses: each node is a ``ray start --block`` process (terminating it
+stops that node's Ray processes, and no other Ray on the machine: ``ray stop`` would also stop the
+test session's), and the job goes in through the ``ray job submit`` CLI over the dashboard's HTTP
+address, shipping this checkout as the job's ``--working-dir``. The test process opens no Ray
+session of its own. The nodes have their own ports and a temp dir of their own, so the session's
+Ray on this machine is not disturbed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+START_TIMEOUT_S = 90
+JOB_TIMEOUT_S = 240
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class LocalCluster:
+    gcs: str  # host:port of the head's GCS
+    dashboard: str  # http://host:port, where `ray job submit` goes
+    nodes: list[subprocess.Popen[str]]
+    logs: Path
+
+    def log_tail(self) -> str:
+        return "\n".join(p.read_text(errors="replace")[-1500:] for p in sorted(self.logs.glob("*.log")))
+
+
+def _node_ports(ip: str) -> list[str]:
+    # every port a node opens, chosen free: a second node on the same machine must not collide
+    # with the first (or with the test session's Ray) on the agents' fixed defaults
+    ports = _free_ports(5)
+    return [
+        "--node-ip-address",
+        ip,
+        "--num-cpus",
+        "1",
+        "--dashboard-agent-listen-port",
+        str(ports[0]),
+        "--dashboard-agent-grpc-port",
+        str(ports[1]),
+        "--runtime-env-agent-port",
+        str(ports[2]),
+        "--metrics-export-port",
+        str(ports[3]),
+        "--node-manager-port",
+        str(ports[4]),
+        "--block",
+        "--disable-usage-stats",
+    ]
+
+
+def _ray_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    # `python` in the job's entrypoint and in `ray start` is this environment's interpreter
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
+    return env
+
+
+def _wait_for(what: str, check: object, cluster: LocalCluster, timeout_s: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in cluster.nodes):
+            pytest.fail(f"a `ray start` process exited while waiting for {what}:\n{cluster.log_tail()}")
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"gave up after {timeout_s:.0f} s waiting for {what}:\n{cluster.log_tail()}")
+
+
+def _alive_nodes(dashboard: str) -> int:
+    with urllib.request.urlopen(f"{dashboard}/nodes?view=summary", timeout=5) as r:
+        doc = json.loads(r.read())
+    summary = doc.get("data", {}).get("summary", [])
+    return sum(1 for n in summary if n.get("raylet", {}).get("state") == "ALIVE")
+
+
+@pytest.fixture
+def local_cluster() -> Iterator[LocalCluster]:
+    """A head node with the dashboard and one worker node, 1 CPU each, in ``ray start`` processes."""
+    gcs_port, dash_port = _free_ports(2)
+    # a short temp dir: Ray's unix sockets live under it and their paths have a length limit
+    tmp = Path(tempfile.mkdtemp(prefix="rjs-", dir="/tmp"))
+    logs = tmp / "logs"
+    logs.mkdir()
+    env = _ray_env()
+    head_cmd = [RAY, "start", "--head", "--port", str(gcs_port), "--temp-dir", str(tmp / "ray")]
+    head_cmd += ["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash_port)]
+    head_cmd += ["--resources", json.dumps({"head-node": 1}), *_node_ports("127.0.0.1")]
+    cluster = LocalCluster(f"127.0.0.1:{gcs_port}", f"http://127.0.0.1:{dash_port}", [], logs)
+
+    def start(cmd: list[str], name: str) -> None:
+        with open(logs / f"{name}.log", "w") as out:
+            cluster.nodes.append(
+                subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            )
+
+    try:
+        start(head_cmd, "head")
+        _wait_for(
+            "the dashboard", lambda: urllib.request.urlopen(f"{cluster.dashboard}/api/version", timeout=5), cluster
+        )
+        worker_cmd = [RAY, "start", "--address", cluster.gcs, "--resources", json.dumps({"worker-node": 1})]
+        start([*worker_cmd, *_node_ports("127.0.0.2")], "worker")
+        _wait_for("two alive nodes", lambda: _alive_nodes(cluster.dashboard) == 2, cluster)
+        yield cluster
+    finally:
+        for p in reversed(cluster.nodes):  # `ray start --block` stops its node's processes on SIGTERM
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in reversed(cluster.nodes):
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_ray_job_submit_runs_a_verified_job_whose_task_managers_span_both_nodes(local_cluster, tmp_path):
+    out = tmp_path / "out"
+    job = [
+        "python",
+        "-m",
+        "runtime",
+        "run",
+        "--source",
+        "generator",
+        "--writers",
+        "4",
+        "--slots-per-task-manager",
+        "2",
+        "--placement",
+        "spread",
+        "--records",
+        "4000",
+        "--checkpoints",
+        "3",
+        "--job-timeout",
+        "120",
+        "--table",
+        str(tmp_path / "table"),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
+    submit = [RAY, "job", "submit", "--address", local_cluster.dashboard, "--working-dir", str(ROOT)]
+    submit += ["--submission-id", "commitlab-test", "--", *job]
+    try:
+        proc = subprocess.run(submit, cwd=ROOT, env=_ray_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(
+            f"`ray job submit` did not return within {JOB_TIMEOUT_S} s:\n{exc.stdout!r}\n{local_cluster.log_tail()}"
+        )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"`ray job submit` exited {proc.returncode}:\n{log[-4000:]}"
+    assert "Job 'commitlab-test' succeeded" in log, log[-4000:]
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "finished" and result["exactly_once"]["verified"] is True, result.get("error")
+    processes = result["placement"]["processes"]
+    managers = {name: p for name, p in processes.items() if name.startswith("taskmanager-")}
+    assert len(managers) == 2, sorted(processes)
+    assert len({p["node_id"] for p in managers.values()}) == 2, f"SPREAD left a node without a task manager: {managers}"
