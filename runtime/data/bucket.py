@@ -11,10 +11,11 @@ Source: Apache Hudi 0.11 - 1.0, ``hudi-client-common/.../index/bucket/BucketIden
 two's-complement arithmetic. The record key here is one field (no ``field:value`` pairs), so the
 hash keys are ``[recordKey]``, as Hudi's for a simple key generator.
 
-This module is the ONE definition of the rule: the generator and Spark's :func:`bucket_expr`
-(the data plane) and the writer's file groups all use it. It lives in ``runtime.data``, the
-lowest package that needs it (``runtime.hudi`` sits above ``runtime.data`` in the layers, so the
-data plane could not import it from there); :mod:`runtime.hudi.bucket` re-exports it.
+This module is the ONE definition of the rule: the generator, Spark's :func:`bucket_column` (the
+data plane: this module's numpy code in a pandas UDF) and the writer's file groups all use it. It
+lives in ``runtime.data``, the lowest package that needs it (``runtime.hudi`` sits above
+``runtime.data`` in the layers, so the data plane could not import it from there);
+:mod:`runtime.hudi.bucket` re-exports it.
 """
 
 from __future__ import annotations
@@ -73,21 +74,18 @@ def bucket_ids(keys: Sequence[str], num_buckets: int) -> npt.NDArray[np.int32]:
         raise ValueError(f"num_buckets must be at least 1, got {num_buckets}")
     if not keys:
         return np.zeros(0, dtype=np.int32)
-    h = java_string_hashes(pa.array(keys, pa.string())).astype(np.uint64)
-    return (
-        ((h + np.uint64(LIST_HASH_SEED)) & np.uint64(_MASK32) & np.uint64(INT_MAX)) % np.uint64(num_buckets)
-    ).astype(np.int32)
+    return bucket_ids_of_array(pa.array(keys, pa.string()), num_buckets)
 
 
 # Below this many keys the per-key loop is cheaper than numpy's per-call cost.
 _SCALAR_HASH_BELOW = 12
-_POWERS: dict[int, npt.NDArray[np.uint64]] = {}
+_POWERS: dict[int, npt.NDArray[np.uint32]] = {}
 
 
-def _powers(width: int) -> npt.NDArray[np.uint64]:
+def _powers(width: int) -> npt.NDArray[np.uint32]:
     p = _POWERS.get(width)
     if p is None:
-        p = _POWERS[width] = np.array(_powers_of_31(width), dtype=np.uint64)
+        p = _POWERS[width] = np.array(_powers_of_31(width), dtype=np.uint32)
     return p
 
 
@@ -110,32 +108,50 @@ def java_string_hashes(keys: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.uint3
     data_buf = arr.buffers()[2]
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, dtype=np.uint8)
     starts, ends = offsets[:-1], offsets[1:]
-    width = int((ends - starts).max()) if n else 0
+    lengths = ends - starts
+    width = int(lengths.max()) if n else 0
     if width == 0:
         return np.zeros(n, dtype=np.uint32)
-    pos = ends[:, None] - width + np.arange(width)  # right-aligned: the last column is the last char
-    inside = pos >= starts[:, None]
-    chars = np.where(inside, data[np.clip(pos, 0, len(data) - 1)], 0)
-    h = ((chars.astype(np.uint64) * _powers(width)).sum(axis=1) & np.uint64(_MASK32)).astype(np.uint32)
-    wide = np.flatnonzero((chars >= 0x80).any(axis=1))  # not ASCII: UTF-8 bytes are not code units
-    if len(wide):
-        strings = arr.take(pa.array(wide)).to_pylist()
-        h[wide] = [java_string_hash(k) for k in strings]
+    if int(lengths.min()) == width:  # every key as long (generated keys are): the bytes as a matrix
+        chars = data[offsets[0] : offsets[-1]].reshape(n, width)
+    else:
+        pos = ends[:, None] - width + np.arange(width)  # right-aligned: the last column is the last char
+        inside = pos >= starts[:, None]
+        chars = np.where(inside, data[np.clip(pos, 0, len(data) - 1)], 0)
+    # uint32 arithmetic wraps modulo 2**32, as Java's int does: the product is the hash
+    h = chars.astype(np.uint32) @ _powers(width)
+    if bool((data[offsets[0] : offsets[-1]] >= 0x80).any()):  # not ASCII: UTF-8 bytes are not code units
+        wide = np.flatnonzero((chars >= 0x80).any(axis=1))
+        h[wide] = [java_string_hash(k) for k in arr.take(pa.array(wide)).to_pylist()]
     hashes: npt.NDArray[np.uint32] = h
     return hashes
 
 
-def bucket_expr(key_col: str, num_buckets: int) -> Column:
-    """The same rule as a Spark SQL expression: the key is cast to string (Spark casts an int to
-    4 raw bytes otherwise), encoded as UTF-16BE, and hashed one 16-bit code unit at a time."""
+def bucket_ids_of_array(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> npt.NDArray[np.int32]:
+    """:func:`bucket_of` of every key of an Arrow string array (int32)."""
+    if num_buckets < 1:
+        raise ValueError(f"num_buckets must be at least 1, got {num_buckets}")
+    h = java_string_hashes(keys).astype(np.uint64)
+    ids: npt.NDArray[np.int32] = (
+        ((h + np.uint64(LIST_HASH_SEED)) & np.uint64(_MASK32) & np.uint64(INT_MAX)) % np.uint64(num_buckets)
+    ).astype(np.int32)
+    return ids
+
+
+def bucket_column(key_col: str, num_buckets: int) -> Column:
+    """The bucket of ``key_col`` as a Spark column (int), computed by this module's own numpy
+    code (:func:`bucket_ids_of_array`) in Arrow batches: a scalar pandas UDF, so Spark and the
+    writers apply one implementation of the rule. The key is cast to string first, as Hudi's
+    record key is a string."""
+    import pandas as pd
     from pyspark.sql import functions as F
+    from pyspark.sql.pandas.functions import pandas_udf
 
     if num_buckets < 1:
         raise ValueError(f"num_buckets must be at least 1, got {num_buckets}")
-    units = f"hex(encode(CAST(`{key_col}` AS STRING), 'UTF-16BE'))"
-    string_hash = (
-        f"aggregate(filter(sequence(0, greatest(length({units}) div 4, 1) - 1), i -> i < length({units}) div 4), "
-        f"CAST(0 AS BIGINT), (acc, i) -> (acc * 31 + CAST(conv(substr({units}, i * 4 + 1, 4), 16, 10) AS BIGINT))"
-        f" % 4294967296)"
-    )
-    return F.expr(f"((({string_hash} + {LIST_HASH_SEED}) % 4294967296) & {INT_MAX}) % {num_buckets}")
+
+    def buckets(keys: pd.Series) -> pd.Series:
+        return pd.Series(bucket_ids_of_array(pa.array(keys, pa.string()), num_buckets))
+
+    udf = pandas_udf(buckets, "int")  # type: ignore[call-overload]
+    return udf(F.col(key_col).cast("string"))  # type: ignore[no-any-return]

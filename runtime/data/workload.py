@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pyarrow as pa
 
-from runtime.data.bucket import bucket_expr, bucket_of  # noqa: F401 - the contract, re-exported
+from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the contract, re-exported
 from runtime.data.errors import InputError
 from runtime.data.text_input import check_text_file
 
@@ -716,7 +716,7 @@ def prepare_stream(df: DataFrame, key: str, num_buckets: int, writers: int) -> D
             raise ValueError(f"prepare_stream needs column {col!r}; columns: {df.columns}")
     routes = F.array(*[F.lit(v).cast("int") for v in route_values(writers)])
     out = (
-        df.withColumn(BUCKET, bucket_expr(key, num_buckets).cast("int"))
+        df.withColumn(BUCKET, bucket_column(key, num_buckets))
         .withColumn(TASK, F.pmod(F.col(BUCKET), F.lit(writers)).cast("int"))
         .withColumn("_cl_route", F.element_at(routes, F.col(TASK) + 1))
         .repartition(writers, "_cl_route")

@@ -7,6 +7,6 @@ Source: Apache Hudi 0.11 - 1.0, ``hudi-client-common/.../index/bucket/BucketIden
 
 from __future__ import annotations
 
-from runtime.data.bucket import bucket_expr, bucket_ids, bucket_of, java_string_hash
+from runtime.data.bucket import bucket_column, bucket_ids, bucket_of, java_string_hash
 
-__all__ = ["bucket_expr", "bucket_ids", "bucket_of", "java_string_hash"]
+__all__ = ["bucket_column", "bucket_ids", "bucket_of", "java_string_hash"]

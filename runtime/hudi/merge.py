@@ -101,9 +101,7 @@ def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
     keys = column.to_pylist() if n <= SMALL_FLUSH else None
     distinct = len(set(keys)) == n if keys is not None else pc.count_distinct(column, mode="all").as_py() == n
     if not distinct:
-        winners = dedupe_latest(records, key, precombine, sort=False)
-        first_seen = pc.unique(records.column(key))  # in order of first occurrence
-        records = winners.take(pc.index_in(first_seen, value_set=winners.column(key)))
+        records = _latest_in_arrival_order(records, key, precombine)
         column = _as_string(records.column(key))
         keys = column.to_pylist() if keys is not None else None
     if keys is not None:
@@ -111,6 +109,31 @@ def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
     else:
         hashes = java_string_hashes(column)
     return Deduplicated(records, hashes, keys)
+
+
+def _latest_in_arrival_order(records: pa.Table, key: str, precombine: str) -> pa.Table:
+    """:func:`dedupe_latest`'s winner of each key, the keys in order of first arrival. With a
+    signed-integer or float precombine field (no nulls, no NaN) in numpy: the key's dictionary
+    codes are in order of first occurrence, and a sort by code, then precombine and offset
+    descending, puts each key's winner first. Otherwise through :func:`dedupe_latest`."""
+    pre = records.column(precombine)
+    values = (
+        pre.to_numpy()
+        if not pre.null_count and (pa.types.is_signed_integer(pre.type) or pa.types.is_floating(pre.type))
+        else None
+    )
+    if values is None or (values.dtype.kind == "f" and np.isnan(values).any()):
+        winners = dedupe_latest(records, key, precombine, sort=False)
+        first_seen = pc.unique(records.column(key))  # in order of first occurrence
+        return winners.take(pc.index_in(first_seen, value_set=winners.column(key)))
+    codes = pc.dictionary_encode(records.column(key)).combine_chunks().indices.to_numpy()
+    n = records.num_rows
+    later = records.column(OFFSET_COLUMN).to_numpy() if OFFSET_COLUMN in records.column_names else np.arange(n)
+    order = np.lexsort((-later, -values, codes))  # the last key sorts first
+    sorted_codes = codes[order]
+    first = np.ones(n, dtype=bool)
+    first[1:] = sorted_codes[1:] != sorted_codes[:-1]
+    return records.take(pa.array(order[first]))
 
 
 def hashmap_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
@@ -257,7 +280,7 @@ def _fresh_rows(
     prefix = f"{instant}_{partition_id}_"
     arrays = [
         pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
-        pa.array([prefix + str(p) for p in positions.tolist()], pa.string()),  # _hoodie_commit_seqno
+        _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
         pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
     ] + [records.column(c) for c in data_cols]
@@ -266,6 +289,13 @@ def _fresh_rows(
     if schema is not None and not fresh.schema.equals(schema):
         fresh = fresh.cast(schema)
     return fresh
+
+
+def _seqnos(prefix: str, positions: npt.NDArray[np.int64]) -> pa.Array:
+    """``prefix + position`` for every row (in Arrow past a small flush: two calls, not a string each)."""
+    if len(positions) <= SMALL_FLUSH:
+        return pa.array([prefix + str(p) for p in positions.tolist()], pa.string())
+    return pc.binary_join_element_wise(prefix, pc.cast(pa.array(positions), pa.string()), "")
 
 
 def _positions_in(keys: pa.ChunkedArray, base_keys: pa.ChunkedArray) -> npt.NDArray[np.int64]:

@@ -15,6 +15,7 @@ from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -289,6 +290,28 @@ def test_incoming_columns_missing_from_the_base_are_refused():
     inc = records([("a", 2, "y")]).append_column("extra", pa.array([1], pa.int64()))
     with pytest.raises(TableError, match=r"\['extra'\]"):
         merge(base, inc, I2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(-3, 3)), min_size=1, max_size=30),
+    pre_type=st.sampled_from([pa.int64(), pa.int32(), pa.float64(), pa.string()]),
+    with_offset=st.booleans(),
+)
+def test_a_flush_keeps_each_keys_winner_in_order_of_first_arrival_whatever_the_precombine_type(
+    rows, pre_type, with_offset
+):
+    t = records([(k, ts, f"v{i}") for i, (k, ts) in enumerate(rows)])
+    if pre_type == pa.string():  # "-1" < "0" < ... as strings, still a total order
+        t = t.set_column(t.schema.get_field_index(PRE), PRE, pc.cast(t.column(PRE), pa.string()))
+    else:
+        t = t.set_column(t.schema.get_field_index(PRE), PRE, t.column(PRE).cast(pre_type))
+    if not with_offset:
+        t = t.drop_columns(["_offset"])
+    got = merge_module._latest_in_arrival_order(t, KEY, PRE).select(t.column_names)
+    winners = {r[KEY]: r for r in dedupe_latest(t, KEY, PRE).select(t.column_names).to_pylist()}
+    first_seen = list(dict.fromkeys(t.column(KEY).to_pylist()))
+    assert got.to_pylist() == [winners[k] for k in first_seen]
 
 
 # -- property: any split into flushes gives dedupe_latest of everything ----------------------------

@@ -32,7 +32,7 @@ def _pdf(df) -> pd.DataFrame:
 
 
 @pytest.mark.spark
-def test_bucket_expr_agrees_with_python(spark):
+def test_bucket_column_agrees_with_python(spark):
     from pyspark.sql import functions as F
 
     keys = [f"key-{i:09d}" for i in range(990)] + [
@@ -48,10 +48,10 @@ def test_bucket_expr_agrees_with_python(spark):
         "ÄÖÜ",
     ]
     df = _sdf(spark, [(k,) for k in keys], "k string")
-    got = df.select("k", W.bucket_expr("k", 13).alias("b")).collect()
+    got = df.select("k", W.bucket_column("k", 13).alias("b")).collect()
     assert {r["k"]: r["b"] for r in got} == {k: bucket_of(k, 13) for k in keys}
     # Non-string keys hash as their string form (the runtime sees str(key)).
-    ints = spark.range(0, 50).select(F.col("id").alias("k"), W.bucket_expr("id", 7).alias("b")).collect()
+    ints = spark.range(0, 50).select(F.col("id").alias("k"), W.bucket_column("id", 7).alias("b")).collect()
     assert all(r["b"] == bucket_of(str(r["k"]), 7) for r in ints)
 
 
