@@ -437,6 +437,16 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
             f"{m['task_manager_peak_private_mean_mib']:.0f}",
         )
     con.print(mt)
+    bd = c["breakdown_s"]
+    before_write = bd["prepare + hand-off (Spark -> Ray)"] + bd["expected state (Spark, for verification)"]
+    con.print(
+        f"[bold]ratios[/bold]: commitlab run phase / Spark df.write.parquet = "
+        f"{r['commitlab_run_over_spark_write']:.3f}; / pyarrow pq.write_table = "
+        f"{r['commitlab_run_over_pyarrow_write']:.3f}; end to end / Spark end to end = "
+        f"{r['commitlab_end_to_end_over_spark_end_to_end']:.3f}. Before the first write: prepare + "
+        f"hand-off {bd['prepare + hand-off (Spark -> Ray)']:.1f} s, with the expected state "
+        f"{before_write:.1f} s"
+    )
 
 
 def plot(doc: dict[str, Any], path: str) -> str:

@@ -238,7 +238,9 @@ class Dfs:
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
         try:
-            return pq.read_table(path, filesystem=self.fs, columns=columns)
+            # one file: ParquetFile, without read_table's dataset discovery (a tenth of a small read)
+            with self.fs.open_input_file(path) as f:
+                return pq.ParquetFile(f).read(columns=columns)
         except FileNotFoundError as exc:
             raise DfsNotFound(f"file {path} does not exist") from exc
         except (OSError, pa.ArrowException) as exc:  # a truncated file: ArrowInvalid

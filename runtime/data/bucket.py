@@ -153,5 +153,8 @@ def bucket_column(key_col: str, num_buckets: int) -> Column:
     def buckets(keys: pd.Series) -> pd.Series:
         return pd.Series(bucket_ids_of_array(pa.array(keys, pa.string()), num_buckets))
 
+    # pandas_udf reads the hints to pick a scalar UDF; under postponed evaluation they are
+    # strings naming this function's local ``pd``, so give it the types themselves
+    buckets.__annotations__ = {"keys": pd.Series, "return": pd.Series}
     udf = pandas_udf(buckets, "int")  # type: ignore[call-overload]
     return udf(F.col(key_col).cast("string"))  # type: ignore[no-any-return]
