@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from actors.layout import TASK_MANAGER
 from actors.ray_env import RayEnv
 from actors.stream_plan import StreamShardRounds
 from runtime.core import codec
@@ -110,6 +111,10 @@ class HostedRole:
 class ProcessActor:
     def __init__(self, process: str) -> None:
         self.process = process
+        if process.startswith(TASK_MANAGER):
+            # pyarrow's first to_numpy() imports pandas, about 1.5 s of CPU: let a task manager
+            # load it while it starts (as a JVM loads its classes), not in its tasks' first round
+            import pandas  # noqa: F401
         self.roles: dict[str, HostedRole] = {}
         self._deployed: dict[str, asyncio.Event] = {}
 

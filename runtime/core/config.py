@@ -93,6 +93,9 @@ class Option:
     choices: tuple[str, ...] = ()
 
 
+PARQUET_CODECS = ("snappy", "gzip", "zstd", "uncompressed")  # --parquet-compression
+
+
 def _opt(default: Any, help: str, group: str, *, flag: str = "", choices: tuple[str, ...] = ()) -> Any:
     return field(default=default, metadata={"option": Option(help, group, flag, choices)})
 
@@ -162,6 +165,13 @@ class JobConfig:
         WRITE_PATH,
     )
     input_queue_batches: int = _opt(8, "a write task's bounded input queue, in batches (back-pressure)", WRITE_PATH)
+    parquet_compression: str = _opt(
+        "snappy",
+        "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "
+        "runtime/hudi/parquet_format.py says why this one is snappy)",
+        WRITE_PATH,
+        choices=PARQUET_CODECS,
+    )
     # timing: UNSET means the Hudi/Flink default times time_scale (see the module docstring)
     time_scale: float = _opt(
         DEFAULT_TIME_SCALE,

@@ -16,6 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -214,22 +215,22 @@ class Dfs:
         except OSError as exc:
             raise DfsError(f"rename({src} -> {dst}) failed: {exc}") from exc
 
-    def write_parquet(self, path: str, table: pa.Table) -> int:
+    def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:
         """Writes a parquet file under a temporary name, then renames it into place, so a
         half-written ``*.parquet`` never exists (the reader fails on names it cannot parse).
-        Returns the size in bytes."""
+        ``write_args`` go to ``pyarrow.parquet.write_table`` (the codec). Returns the size in bytes."""
         self._op("write", path)
         if not isinstance(self.fs, pafs.LocalFileSystem):
             # object stores publish an object whole when its upload completes, and their
             # "rename" is a copy plus a delete: write in place
             try:
-                pq.write_table(table, path, filesystem=self.fs)
+                pq.write_table(table, path, filesystem=self.fs, **write_args)
                 return self.fs.get_file_info(path).size or 0
             except OSError as exc:
                 raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
         tmp = f"{path}.{uuid.uuid4().hex}.inprogress"
         try:
-            pq.write_table(table, tmp, filesystem=self.fs)
+            pq.write_table(table, tmp, filesystem=self.fs, **write_args)
             self.fs.move(tmp, path)
             return self.fs.get_file_info(path).size or 0
         except OSError as exc:

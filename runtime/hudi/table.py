@@ -27,6 +27,7 @@ import pyarrow as pa
 from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
+from runtime.hudi.parquet_format import ParquetWriteOptions
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -494,5 +495,6 @@ class HudiTable:
     def read_base_file(self, rel_path: str) -> pa.Table:
         return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))
 
-    def write_base_file(self, rel_path: str, data: pa.Table) -> int:
-        return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data)
+    def write_base_file(self, rel_path: str, data: pa.Table, options: ParquetWriteOptions | None = None) -> int:
+        args = (options or ParquetWriteOptions()).write_table_args()
+        return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data, **args)

@@ -17,6 +17,8 @@ parquet path (``simulate(..., storage="disk")``) stays available where ``hudi`` 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -51,7 +53,7 @@ class MemoryDfs(Dfs):
     def for_role(self, role: str) -> MemoryDfs:
         return MemoryDfs(self.store, role=role, counters=self.counters, fault_hook=self.fault_hook)
 
-    def write_parquet(self, path: str, table: pa.Table) -> int:
+    def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:  # no bytes: no codec
         self._op("write", path)
         # the placeholder appears in one step, as the rename of a real write would
         with self.fs.open_output_stream(path) as f:

@@ -64,6 +64,7 @@ from runtime.flink.mailbox import (
     TaskMailbox,
 )
 from runtime.hudi.merge import KeyPositions, merge_file_group
+from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, base_file_name, file_group_id
 from runtime.protocols.base import Protocol, WriterSide
 
@@ -109,6 +110,7 @@ class WriteTask:
         self.task_id = task_id
         self.table = table  # the protocol's view (timeline polls count as the writer's)
         self.data_table = data_table or table  # base files (counted as writer.data)
+        self._parquet = ParquetWriteOptions(config.parquet_compression)
         self.coordinator = coordinator
         self.job_manager = job_manager
         self.current_instant: str | None = None
@@ -555,7 +557,7 @@ class WriteTask:
             base_instant=prev.instant if prev is not None and base is not None else None,
             base_positions=prev.key_positions if prev is not None and base is not None else None,
         )
-        size = table.write_base_file(rel, merged.table)
+        size = table.write_base_file(rel, merged.table, self._parquet)
         if prev is not None and prev.instant == instant:  # the same instant writes this file group again
             prev_commit = prev.stat.prev_commit
             inserts = prev.stat.num_inserts + merged.inserts
