@@ -93,7 +93,7 @@ def test_every_protocol_commits_every_checkpoint_exactly_once(simdir, protocol):
 
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip"])
-def test_base_files_carry_the_chosen_codec_and_the_official_reader_reads_them(simdir, codec):
+def test_base_files_carry_the_chosen_codec_and_encodings_and_the_official_reader_reads_them(simdir, codec):
     # gzip is Hudi's hoodie.parquet.compression.codec default; snappy ours (parquet_format.py)
     import pyarrow.parquet as pq
 
@@ -107,6 +107,14 @@ def test_base_files_carry_the_chosen_codec_and_the_official_reader_reads_them(si
         for i in range(pq.ParquetFile(f).metadata.num_columns)
     }
     assert codecs == {codec.upper()}
+    # parquet-mr's first-page rule: columns distinct in every row are PLAIN, a repeated one is not
+    meta = pq.ParquetFile(files[-1]).metadata
+    encodings = {
+        meta.schema.column(i).name: set(meta.row_group(0).column(i).encodings) for i in range(meta.num_columns)
+    }
+    for name in ("_hoodie_commit_seqno", "_hoodie_record_key", "key"):
+        assert "RLE_DICTIONARY" not in encodings[name] and "PLAIN_DICTIONARY" not in encodings[name], encodings
+    assert "RLE_DICTIONARY" in encodings["_hoodie_file_name"] or "PLAIN_DICTIONARY" in encodings["_hoodie_file_name"]
 
 
 @pytest.mark.parametrize("seed", range(8))
