@@ -13,21 +13,33 @@ official reader.
 
 Dictionary encoding (``hoodie.parquet.dictionary.enabled``, true): parquet-mr 1.12's
 ``DictionaryValuesWriter`` starts every column dictionary-encoded and falls back to PLAIN at the
-first page unless ``encodedSize + dictionaryByteSize < rawSize`` (``isCompressionSatisfying``).
-A column whose values are all distinct never passes (its dictionary alone is as large as its
-plain values), and three columns of a base file are distinct by construction: the sequence number,
-the record key and the record key field (one row per key in a file group). They are written PLAIN,
-as parquet-mr writes them. pyarrow, which lacks the first-page check, would keep their
-dictionaries (20 % more write time on a 31,000-row file). Every other column stays
-dictionary-encoded, as pyarrow does: deciding per column as parquet-mr does needs a distinct
-count per column per file, which cost more here than the encoding saved, so a data column of
-unique values (a payload) is dictionary-encoded here and PLAIN in Hudi's files.
+first page unless ``encodedSize + dictionaryByteSize < rawSize`` (``isCompressionSatisfying``;
+also when the dictionary outgrows ``parquet.dictionary.page.size``, 1 MiB: ``shouldFallBack``).
+pyarrow lacks that check and would keep a dictionary of unique values. So the writer tells pyarrow
+which columns to dictionary-encode:
+
+- the sequence number, the record key and the record key field are distinct in every row of a
+  file group by construction: never (parquet-mr's check cannot pass for them);
+- every other column by the same inequality, computed as parquet-mr computes it (a binary value
+  is 4 bytes of length and its bytes, a fixed-width one its width; the ids bit-packed at the
+  dictionary's width) over the column's first 1,024 values instead of its whole first page (a
+  distinct count over a page per column per file cost more here than the encoding saved). A
+  column whose first 1,024 values repeat but whose page would not pay keeps a dictionary here
+  that parquet-mr would drop; readers decode both the same.
+
+Booleans have no dictionary in parquet-mr, nor here. Nested columns are left PLAIN here (parquet-mr
+decides each of their leaves like a column).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from runtime.core.config import PARQUET_CODECS as CODECS
 
@@ -36,7 +48,8 @@ HUDI_DEFAULT_CODEC = "gzip"  # HoodieStorageConfig.PARQUET_COMPRESSION_CODEC_NAM
 
 @dataclass(frozen=True)
 class ParquetWriteOptions:
-    """The writer's ``hoodie.parquet.compression.codec``."""
+    """The writer's ``hoodie.parquet.compression.codec`` (the dictionary is always on, as
+    ``hoodie.parquet.dictionary.enabled`` has it by default)."""
 
     compression: str = "snappy"
 
@@ -44,10 +57,37 @@ class ParquetWriteOptions:
         if self.compression not in CODECS:
             raise ValueError(f"unknown parquet codec {self.compression!r}; choose one of {', '.join(CODECS)}")
 
-    def write_table_args(self, columns: list[str], distinct: tuple[str, ...] = ()) -> dict[str, Any]:
-        """``pyarrow.parquet.write_table`` keyword arguments for a file of ``columns``, of which
-        ``distinct`` hold a different value in every row (written PLAIN)."""
-        return {
-            "compression": "none" if self.compression == "uncompressed" else self.compression,
-            "use_dictionary": [c for c in columns if c not in distinct],
-        }
+    def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> dict[str, Any]:
+        """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns
+        ``distinct`` hold a different value in every row."""
+        keep = [c for c in table.column_names if c not in distinct and _dictionary_pays(table.column(c))]
+        codec = "none" if self.compression == "uncompressed" else self.compression
+        return {"compression": codec, "use_dictionary": keep}
+
+
+SAMPLE_VALUES = 1024
+
+
+def _dictionary_pays(column: pa.ChunkedArray) -> bool:
+    """parquet-mr's ``isCompressionSatisfying`` over the column's first values."""
+    typ = column.type
+    binary = pa.types.is_string(typ) or pa.types.is_binary(typ)
+    if not binary and (not pa.types.is_primitive(typ) or pa.types.is_boolean(typ)):
+        return False
+    sample = column.slice(0, SAMPLE_VALUES).combine_chunks()
+    if sample.null_count:
+        sample = sample.drop_null()
+    if len(sample) < 2:
+        return False  # one value: its dictionary is as large as the value itself
+    dictionary = pc.unique(sample)
+    bit_width = max(1, (len(dictionary) - 1).bit_length())
+    encoded = math.ceil(len(sample) * bit_width / 8) + 1  # + the bit width byte
+    return encoded + _plain_bytes(dictionary) < _plain_bytes(sample)
+
+
+def _plain_bytes(arr: pa.Array) -> int:
+    """The PLAIN size of ``arr`` (no nulls) as parquet-mr counts it."""
+    if pa.types.is_string(arr.type) or pa.types.is_binary(arr.type):
+        offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32)
+        return int(offsets[arr.offset + len(arr)] - offsets[arr.offset]) + 4 * len(arr)
+    return max(1, int(arr.type.bit_width) // 8) * len(arr)

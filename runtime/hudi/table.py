@@ -498,5 +498,5 @@ class HudiTable:
     def write_base_file(self, rel_path: str, data: pa.Table, options: ParquetWriteOptions | None = None) -> int:
         # distinct in every row of a file group: its sequence numbers and its keys
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
-        args = (options or ParquetWriteOptions()).write_table_args(data.column_names, distinct)
+        args = (options or ParquetWriteOptions()).write_table_args(data, distinct)
         return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data, **args)
