@@ -596,12 +596,11 @@ def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[
     part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     code = part_idx * (int(buckets.max()) + 1) + buckets
     order = np.argsort(code, kind="stable")
-    sorted_code = code[order]
-    cuts = np.flatnonzero(np.diff(sorted_code)) + 1
-    out = []
+    cuts = np.flatnonzero(np.diff(code[order])) + 1
+    grouped = records.take(pa.array(order, pa.int64()))  # one take; each group is a slice of it
     names = encoded.dictionary.to_pylist()
-    for idx in np.split(order, cuts):
-        first = int(idx[0])
-        key = (names[part_idx[first]], int(buckets[first]))
-        out.append((key, records.take(pa.array(idx, pa.int64()))))
+    out = []
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
+        first = int(order[lo])
+        out.append(((names[part_idx[first]], int(buckets[first])), grouped.slice(lo, hi - lo)))
     return out
