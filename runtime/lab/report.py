@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -181,6 +182,15 @@ def verdict_line(eo: dict[str, Any]) -> str:
             "match their metadata" if not bad else f"[red]{bad} differ from their metadata[/red]"
         )
     return line
+
+
+def why_not_verified(eo: dict[str, Any]) -> str:
+    """The verdict in plain text with the first reasons a commit's incremental read differed
+    (what a failed check should print in one line)."""
+    line = re.sub(r"\[/?[a-z ]+\]", "", verdict_line(eo))
+    reasons = [r for p in (eo.get("commit_problems") or [])[:3] for r in p.get("reasons", [])]
+    samples = {k: v for k, v in (eo.get("samples") or {}).items() if v}
+    return line + (f"; {reasons}" if reasons else "") + (f"; samples {samples}" if samples else "")
 
 
 def verdict_table(eo: dict[str, Any], title: str) -> Table:

@@ -14,6 +14,7 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.data.errors import InputError
 from runtime.hudi.table import HudiTable, parse_properties
+from runtime.lab.report import why_not_verified
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]
 
@@ -39,7 +40,7 @@ def test_spark_generated_upserts_verify_exactly_once(spark, tmp_path):
     assert result["rows_in"] == 20_000
     assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
     eo = result["exactly_once"]
-    assert eo["verified"], eo
+    assert eo["verified"], why_not_verified(eo)
     assert eo["expected"] == eo["actual"] == 5_000  # one row per distinct key
     assert eo["commits_checked"] == 3 and eo["commit_problems"] == []
     assert "spark_start_s" in result["timing"] or "prepare_s" in result["timing"]
@@ -149,7 +150,7 @@ def test_a_csv_whose_keys_recur_under_several_partitions_verifies_the_same_in_ru
     result = run_job(cfg, None)
     assert result["status"] == "finished", result["error"]
     eo = result["exactly_once"]
-    assert eo["verified"], eo
+    assert eo["verified"], why_not_verified(eo)
     # 500 keys x 3 regions: 1,500 records; the key alone would say 500 and call the rest duplicates
     assert eo["expected"] == eo["actual"] == 1_500
     assert eo["duplicated"] == eo["mismatched"] == 0

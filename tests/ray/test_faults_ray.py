@@ -18,6 +18,7 @@ from actors.job import run_job
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FaultSpec
 from runtime.lab.fault_matrix import KNOWN, PASSED, plot_heatmap, run_matrix
+from runtime.lab.report import why_not_verified
 
 pytestmark = pytest.mark.ray
 
@@ -50,7 +51,7 @@ def test_a_crash_fires_once_and_recovery_verifies(ray_session, tmp_path, point):
     assert len(result["failovers"]) == 1, result["failovers"]
     assert result["status"] == "finished", result["error"]
     eo = result["exactly_once"]
-    assert eo["verified"], eo
+    assert eo["verified"], why_not_verified(eo)
     # nothing of the failed attempt is left: every commit's rows match what the reader returns for
     # it, and the only pending instant is the coordinator's next one, with no files
     assert eo["commit_problems"] == []
@@ -74,7 +75,7 @@ def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_sta
     # the tasks' bootstrap events recommit its instant
     assert failover["restored_checkpoint"] == 2
     assert 2 in [c["checkpoint"] for c in result["commits"]]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 @pytest.mark.parametrize("point,effect", [("checkpoint.timeout", "timed-out")])  # on real time
@@ -84,7 +85,7 @@ def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_sessio
     assert result["failovers"] == []
     assert result["checkpoints"]["detail"]["2"]["status"] == effect
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     # checkpoint 2's data was committed by a later checkpoint: no commit names checkpoint 2
     assert 2 not in [c["checkpoint"] for c in result["commits"]]
 
@@ -149,7 +150,7 @@ def test_a_dropped_event_fails_the_task_and_the_job_recovers(ray_session, tmp_pa
     assert len(result["failovers"]) == 1
     assert "operator event to the coordinator was lost" in result["failovers"][0]["error"]
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
@@ -161,7 +162,7 @@ def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
     assert sorted(f["point"] for f in result["faults_fired"]) == ["dfs.latency", "message.delayed"]
     assert result["failovers"] == []
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     assert result["checkpoints"]["detail"]["2"]["status"] == "completed"  # 1 s late is within 4 s
 
 
@@ -172,7 +173,7 @@ def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_sessio
     assert coord["deleted_by_fault"] and coord["deleted_by_fault"][0].endswith("message_bus")
     assert coord["protocol"]["bus_recreated"] >= 1  # the next message found the directory gone
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def test_a_ckp_meta_directory_deleted_while_running_stalls_writers_until_a_failover(ray_session, tmp_path):
@@ -182,7 +183,7 @@ def test_a_ckp_meta_directory_deleted_while_running_stalls_writers_until_a_failo
     assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
     assert len(result["failovers"]) >= 1
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_session, tmp_path):
@@ -191,7 +192,7 @@ def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_
     assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted_between_restarts"]
     assert result["failovers"][0]["deleted"] == ".hoodie/.aux/message_bus"
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def _pending_instant_files(table) -> list[str]:
@@ -213,7 +214,7 @@ def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back
     assert [f["point"] for f in result["faults_fired"]] == ["tasks.fail_at_instant_start"]
     assert [f["strategy"] for f in result["failovers"]] == [failover]
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     assert result["exactly_once"]["commit_problems"] == []
     assert result["rolled_back"], "the instant started as the tasks failed was rolled back"
     assert _pending_instant_files(tmp_path / "table") == []
@@ -231,7 +232,7 @@ def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_pat
     assert [f["strategy"] for f in result["failovers"]] == ["region"]
     assert len(result["coordinator"]["resets"]) == 1
     assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     if not protocol.startswith("coordination-rpc"):
         assert _pending_instant_files(tmp_path / "table") == []
     # else Hudi 1.1 leaves the instant a region failover interrupted pending, its files unread
@@ -266,7 +267,7 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     if hold:
         assert written_then_rolled_back == set()
         assert result["status"] == "finished", result["error"]
-        assert result["exactly_once"]["verified"]
+        assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     else:
         # the early task wrote into I1: either its own trace shows it, or (its trace died with
         # it) it failed reading back its file of I1, or the table is no longer exactly-once

@@ -11,6 +11,7 @@ from actors.job import run_job
 from runtime.core.config import JobConfig, Schedule
 from runtime.core.fault_spec import FaultSpec
 from runtime.faults.scenarios import deadlock_config
+from runtime.lab.report import why_not_verified
 from runtime.lab.verify import read_completed_commits
 
 pytestmark = pytest.mark.ray
@@ -70,13 +71,13 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
         # commits follow Kafka Connect's wall-time commit interval, not checkpoints (a commit
         # records the last completed checkpoint, 0 before the first): in order, every row arrives
         assert ckps == sorted(ckps) and set(ckps) <= {0, 1, 2, 3}
-        assert result["exactly_once"]["verified"]
+        assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     else:
         assert ckps == [1, 2, 3]
     assert result["checkpoints"]["completed"] == 3 and result["checkpoints"]["aborted"] == 0
     assert result["rows_in"] == 6_000
     eo = result["exactly_once"]
-    assert eo["verified"], eo
+    assert eo["verified"], why_not_verified(eo)
     assert eo["expected"] == eo["actual"] == 3_000
     # the official reader sees exactly the commits the coordinator made
     assert read_completed_commits(str(tmp_path / "table")) == [c["instant"] for c in result["commits"]]
@@ -95,7 +96,7 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
 
 def test_message_bus_run_writes_bus_files_and_no_timeline_polls(job_of):
     result, tmp_path = job_of("message-bus")
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     bus = tmp_path / "table" / ".hoodie" / ".aux" / "message_bus"
     # message 0 (first instant) and one per completed checkpoint
     assert sorted(os.listdir(bus)) == ["0.commit", "1.commit", "2.commit", "3.commit"]
@@ -106,7 +107,7 @@ def test_message_bus_run_writes_bus_files_and_no_timeline_polls(job_of):
 
 def test_operator_event_writers_poll_the_timeline(job_of):
     result, _ = job_of("operator-event")
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     assert result["dfs_ops"]["writer"]["list"] >= 2 * 3  # every writer, every round
 
 
@@ -138,7 +139,7 @@ def test_deadlock_schedule_completes_with_the_message_bus(ray_session, tmp_path)
     # the empty round reuses the instant: round 3's data lands in it, committed at checkpoint 3
     assert [c["checkpoint"] for c in result["commits"]] == [1, 3]
     assert result["empty_rounds"] == [2]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     assert "operator_event" not in result["rpcs"]
 
 
@@ -155,12 +156,12 @@ def test_aborted_checkpoint_keeps_the_instant_pending_and_loses_nothing(ray_sess
         "2.aborted",
         "3.commit",
     ]
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def test_timeline_server_answers_writers_so_they_never_read_the_dfs(job_of):
     result, _ = job_of("timeline-server")
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     assert result["rpcs"]["get_all_instant_states"] >= 2
     assert result["rpcs"]["refresh"] >= 3  # the coordinator posts a refresh after each ckp_meta file
     assert result["dfs_ops"].get("writer", {}) == {}  # the server reads for them
@@ -179,12 +180,12 @@ def test_coordination_rpc_creates_one_instant_per_checkpoint_and_commits_the_bac
     # one instant per checkpoint key: 3 instants for 3 rounds, requested by 2 writers each
     assert len({c["instant"] for c in commits}) == 3
     assert result["rpcs"]["instant_time_request"] == 2 * 3
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
 
 
 def test_control_topic_commits_with_offsets_in_the_metadata(job_of):
     result, tmp_path = job_of("control-topic")
-    assert result["exactly_once"]["verified"]
+    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
     last = result["commits"][-1]["instant"]
     meta = json.loads((tmp_path / "table" / ".hoodie" / f"{last}.commit").read_text())
     offsets = dict(p.split("=") for p in meta["extraMetadata"]["kafka.commit.offsets"].split(","))
