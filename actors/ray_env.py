@@ -71,7 +71,8 @@ class RayEnv(Env):
         if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
         payload = to_wire(msg)
-        # submitted now, so one sender's messages to one actor keep their order (Ray's guarantee)
+        # submitted now, in this sender's order; Ray starts them in that order only on synchronous
+        # actors, and the roles' actors are async (docs/FIDELITY.md, Checkpointing: a known gap)
         ref = None if delay else self._submit(dest, method, payload)
 
         async def watch() -> None:
