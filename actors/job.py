@@ -126,17 +126,14 @@ class JobRun:
         self._prepare(counters)
         cfg = self.cfg
         t_started = time.time()
-        self.layout = ProcessLayout.for_job(
-            cfg.writers,
-            cfg.slots_per_task_manager,
-            ray.cluster_resources().get("CPU", 1.0),
-            tuple(self.driver.protocol.extra_roles),
-        )
-        self.placement = Placement(cfg.placement, self.layout.task_managers)
-        roles = len(self.driver.restartable(region=False)) + len(self.driver.protocol.extra_roles)
+        layout = ProcessLayout.for_job(cfg.writers, cfg.slots_per_task_manager, ray.cluster_resources().get("CPU", 1.0))
+        self.layout = layout
+        self.placement = Placement(cfg.placement, layout.task_managers)
+        roles = [*self.driver.restartable(region=False), *self.driver.protocol.extra_roles]
+        others = len({layout.process_of(r) for r in roles}) - layout.task_managers
         self.on_phase(
-            f"starting {roles} roles: {self.layout.task_managers} task manager(s) of {self.layout.slots} slot(s), "
-            f"{3 + len(self.layout.extra_roles)} other process(es)"
+            f"starting {len(roles)} roles: {layout.task_managers} task manager(s) of {layout.slots} slot(s), "
+            f"{others} other process(es)"
         )
         try:
             outcome = asyncio.run(self.driver.run(self))

@@ -23,12 +23,9 @@ TASK_MANAGER = "taskmanager"
 class ProcessLayout:
     writers: int
     slots: int  # write tasks (with their sources) per task manager
-    extra_roles: tuple[str, ...] = ()
 
     @classmethod
-    def for_job(
-        cls, writers: int, slots_per_task_manager: int, cluster_cpus: float, extra_roles: tuple[str, ...] = ()
-    ) -> ProcessLayout:
+    def for_job(cls, writers: int, slots_per_task_manager: int, cluster_cpus: float) -> ProcessLayout:
         """``slots_per_task_manager`` 0: two task managers per CPU (at most one per writer),
         the writers spread evenly over them."""
         if slots_per_task_manager > 0:
@@ -36,7 +33,7 @@ class ProcessLayout:
         else:
             managers = max(1, min(writers, int(2 * max(1.0, cluster_cpus))))
             slots = math.ceil(writers / managers)
-        return cls(writers, max(1, slots), tuple(extra_roles))
+        return cls(writers, max(1, slots))
 
     @property
     def task_managers(self) -> int:

@@ -2,8 +2,9 @@
 
 A message to a role of another process is a call of that process actor's ``deliver``; a message to
 a role of the same process (a write task and its source in one task manager) is delivered in the
-process, through the same wire encoding, and started at once, so one sender's messages to one role
-keep their order either way, as Ray keeps them between actors."""
+process, through the same wire encoding, and started at once, in the sender's order. Between
+processes Ray starts one submitter's calls in order only on synchronous actors, and the process
+actors are async: a known gap (docs/FIDELITY.md, Checkpointing)."""
 
 from __future__ import annotations
 

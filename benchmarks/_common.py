@@ -265,6 +265,19 @@ def run_job_sampled(
     return result, memory, wall
 
 
+def error_row(exc: BaseException, t0: float) -> dict[str, Any]:
+    """A benchmark point that raised (``t0``: its ``time.monotonic()`` start): the error, the end
+    of its traceback and its wall time, so one failed point does not lose the others."""
+    import traceback
+
+    return {
+        "status": "error",
+        "error": f"{type(exc).__name__}: {exc}"[:2000],
+        "traceback": traceback.format_exc()[-4000:],
+        "wall_s": round(time.monotonic() - t0, 3),
+    }
+
+
 def save_figure(fig: Any, path: str, dpi: int = 90) -> str:
     """Lays out, writes and closes a matplotlib figure; returns ``path``."""
     import matplotlib.pyplot as plt

@@ -38,7 +38,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -259,12 +258,7 @@ def run_points(
             try:
                 row = run_ray_point(cfg, args, rtt_s) if host == "ray" else run_sim_point(cfg, args.seed)
             except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
-                row = {
-                    "status": "error",
-                    "error": f"{type(exc).__name__}: {exc}"[:2000],
-                    "traceback": traceback.format_exc()[-4000:],
-                    "wall_s": round(time.monotonic() - t, 3),
-                }
+                row = common.error_row(exc, t)
             row["load_avg_1m"] = round(os.getloadavg()[0], 2)
             doc["points"][host][name][str(w)] = row
             shutil.rmtree(os.path.dirname(cfg.table), ignore_errors=True)

@@ -92,7 +92,11 @@ def child(checkout: str, code: str, *args: object, timeout_s: float = 1800.0) ->
 def baseline_checkout(rev: str, scratch: str) -> str:
     path = os.path.join(scratch, "baseline")
     subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev], check=True, capture_output=True, text=True
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return path
 
@@ -196,6 +200,7 @@ def main() -> int:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", os.path.join(scratch, "baseline")],
                 capture_output=True,
+                timeout=120,
             )
         shutil.rmtree(scratch, ignore_errors=True)
 

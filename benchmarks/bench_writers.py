@@ -34,7 +34,6 @@ import shutil
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -263,12 +262,7 @@ def run_point(cfg: Any, sample_interval: float, rtt_s: float) -> dict[str, Any]:
         first_s = first["t"] - setup if "t" in first else None
         row = point_figures(result, memory, wall, first_s, rtt_s)
     except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others
-        row = {
-            "status": "error",
-            "error": f"{type(exc).__name__}: {exc}"[:2000],
-            "traceback": traceback.format_exc()[-4000:],
-            "wall_s": round(time.monotonic() - t0, 2),
-        }
+        row = common.error_row(exc, t0)
     row["load_avg_1m"] = round(os.getloadavg()[0], 2)
     return row
 

@@ -71,8 +71,12 @@ def add_job_options(
     *,
     exclude: Collection[str] = (),
     flags: Mapping[str, str] | None = None,
+    only: Collection[str] | None = None,
 ) -> None:
-    """Adds every JobConfig option not in ``exclude`` to ``parser``, grouped, defaults shown."""
+    """Adds every JobConfig option not in ``exclude`` (or, given ``only``, those named there) to
+    ``parser``, grouped, defaults shown."""
+    if only is not None:
+        exclude = [f.name for f in option_fields() if f.name not in only] + ["abort_checkpoints", "faults"]
     groups: dict[str, Any] = {}
     for f in option_fields(exclude):
         opt = option_of(f.name)

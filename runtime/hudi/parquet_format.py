@@ -42,8 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.config import PARQUET_CODECS as CODECS
-
-HUDI_DEFAULT_CODEC = "gzip"  # HoodieStorageConfig.PARQUET_COMPRESSION_CODEC_NAME
+from runtime.core.config import JobConfig
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class ParquetWriteOptions:
     """The writer's ``hoodie.parquet.compression.codec`` (the dictionary is always on, as
     ``hoodie.parquet.dictionary.enabled`` has it by default)."""
 
-    compression: str = "snappy"
+    compression: str = JobConfig.parquet_compression  # the option's default
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:

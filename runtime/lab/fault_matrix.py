@@ -67,6 +67,13 @@ KNOWN_FAILURES = (
     ),
 )
 
+
+def known_failure(protocol: str, error: str) -> str | None:
+    """Which of ``protocol``'s documented failures ``error`` (a failed run's, or a failover's
+    cause) is; None when it is none of them."""
+    return next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in error), None)
+
+
 # Data loss Hudi itself ships, reproduced on purpose: (protocol, fault) -> the reference.
 KNOWN_LOSSES = {
     (p, "coordinator.before_commit_file"): "Hudi 1.1 loses a completed checkpoint whose commit a coordinator "
@@ -147,8 +154,8 @@ def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, st
         return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
     if status != "finished":
         error = str(result.get("error") or "")
-        known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in error), None)
-        if status == "failed" and known is not None:
+        known = known_failure(protocol, error) if status == "failed" else None
+        if known is not None:
             return KNOWN, f"{known}: {error[:200]}"
         return FAILED, f"{status}: {error}"
     if not eo.get("verified") and (protocol, fault) in KNOWN_LOSSES:

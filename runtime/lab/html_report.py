@@ -236,7 +236,9 @@ def _faults_section(doc: dict[str, Any], directory: str) -> str:
 
 def _explore_section(doc: dict[str, Any], directory: str) -> str:
     counts = doc["counts"]
-    outcomes = ("passed", "known failure", "VIOLATION", "FAILED")
+    from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
+
+    outcomes = (PASSED, KNOWN, VIOLATION, FAILED)
     rows = [(p, *(c.get(o, 0) for o in outcomes)) for p, c in counts.items()]
     parts = [
         f"<h2>Exploration: scenario {_e(doc['scenario'])}, {_e(doc['seeds'])} seeds a protocol</h2>",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 
 @contextmanager
@@ -187,7 +187,7 @@ def verdict_line(eo: dict[str, Any]) -> str:
 def why_not_verified(eo: dict[str, Any]) -> str:
     """The verdict in plain text with the first reasons a commit's incremental read differed
     (what a failed check should print in one line)."""
-    line = re.sub(r"\[/?[a-z ]+\]", "", verdict_line(eo))
+    line = Text.from_markup(verdict_line(eo)).plain
     reasons = [r for p in (eo.get("commit_problems") or [])[:3] for r in p.get("reasons", [])]
     samples = {k: v for k, v in (eo.get("samples") or {}).items() if v}
     return line + (f"; {reasons}" if reasons else "") + (f"; samples {samples}" if samples else "")

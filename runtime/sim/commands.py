@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import ConfigError, JobConfig, option_of
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.options import add_config_option, add_job_options, check_writable_dir, config_from_args
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
@@ -364,13 +364,7 @@ def _base(args: argparse.Namespace) -> JobConfig:
 
 
 def _allow_empty_commit_option(p: argparse.ArgumentParser) -> None:
-    help_text = option_of("allow_empty_commit")
-    p.add_argument(
-        "--allow-empty-commit",
-        choices=["release", "true", "false"],
-        default="release",
-        help=(help_text.help if help_text else "") + " (default: release)",
-    )
+    add_job_options(p, JobConfig(), only=("allow_empty_commit",))
 
 
 def _storage(args: argparse.Namespace) -> str:

@@ -30,7 +30,7 @@ from itertools import pairwise
 from typing import Any
 
 from runtime.core.config import JobConfig
-from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, KNOWN_FAILURES, PASSED, VIOLATION
+from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure
 from runtime.sim.host import simulate
 from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
@@ -121,9 +121,9 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
             return Verdict(KNOWN, "no-deadlock", f"P1's deadlock: {text}", d["task"])
         return Verdict(VIOLATION, "no-deadlock", text, d["task"])
     error = str(result.get("error") or "")
-    for proto, marker, what in KNOWN_FAILURES:
-        if protocol == proto and status == "failed" and marker in error:
-            return Verdict(KNOWN, None, f"{what}: {error[:300]}")
+    known = known_failure(protocol, error) if status == "failed" else None
+    if known is not None:
+        return Verdict(KNOWN, None, f"{known}: {error[:300]}")
     if status != "finished":
         return Verdict(FAILED, None, f"{status}: {error}")
     eo = result.get("exactly_once")
@@ -142,7 +142,7 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
         cause = str(f.get("error") or "")
         if any(m in cause for m in INJECTED):
             continue
-        known = next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in cause), None)
+        known = known_failure(protocol, cause)
         if known is None:
             return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}", at_failover=True)
         return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}", at_failover=True)
