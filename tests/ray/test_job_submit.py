@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -34,15 +35,40 @@ START_TIMEOUT_S = 90
 JOB_TIMEOUT_S = 240
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
+# Ray's worker processes listen on 10002-19999 (``--min-worker-port``/``--max-worker-port``).
+PORTS_FROM = 20000
+
+
+def _ephemeral_start() -> int:
+    """Where the kernel's ephemeral ports begin: every outgoing connection's local port is taken
+    from there, so a port chosen in that range can be taken by a connection before Ray binds it."""
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _free_ports(n: int, taken: set[int]) -> list[int]:
+    """``n`` ports free now, none in ``taken`` (added to it), from below the ephemeral range.
+
+    Not ``bind(0)``: that hands out ephemeral ports, and on a loaded machine (the session's Ray
+    and Spark hold hundreds of connections) one of them was taken by an outgoing connection in
+    the seconds before a raylet bound it ("bind: Address already in use", the node never came up).
+    """
+    rng = random.Random()
+    chosen: list[int] = []
+    candidates = [p for p in range(PORTS_FROM, _ephemeral_start()) if p not in taken]
+    for port in rng.sample(candidates, len(candidates)):
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        chosen.append(port)
+        taken.add(port)
+        if len(chosen) == n:
+            return chosen
+    raise ClusterStartError(f"fewer than {n} free ports between {PORTS_FROM} and {_ephemeral_start()}")
 
 
 @dataclass
@@ -52,14 +78,26 @@ class LocalCluster:
     nodes: list[subprocess.Popen[str]]
     logs: Path
 
+    session_logs: Path  # the nodes' Ray logs (raylets, GCS, agents) under the head's temp dir
+
     def log_tail(self) -> str:
-        return "\n".join(p.read_text(errors="replace")[-1500:] for p in sorted(self.logs.glob("*.log")))
+        """The ``ray start`` outputs' tails, then each Ray process log's error lines: a raylet that
+        never registers says why in its own log, not in ``ray start``'s."""
+        parts = [f"{p.name}:\n{p.read_text(errors='replace')[-1500:]}" for p in sorted(self.logs.glob("*.log"))]
+        for p in sorted(self.session_logs.glob("session_*/logs/*")):
+            if p.suffix not in (".out", ".err", ".log") or not p.is_file():
+                continue
+            lines = p.read_text(errors="replace").splitlines()
+            bad = [line for line in lines if " E " in line[:40] or " F " in line[:40] or "Error" in line]
+            if bad or (p.suffix == ".err" and lines):
+                parts.append(f"{p.name}:\n" + "\n".join((bad or lines)[-15:]))
+        return "\n".join(parts)
 
 
-def _node_ports(ip: str) -> list[str]:
+def _node_ports(ip: str, taken: set[int]) -> list[str]:
     # every port a node opens, chosen free: a second node on the same machine must not collide
     # with the first (or with the test session's Ray) on the agents' fixed defaults
-    ports = _free_ports(5)
+    ports = _free_ports(5, taken)
     return [
         "--node-ip-address",
         ip,
@@ -116,14 +154,15 @@ def _alive_nodes(dashboard: str) -> int:
 def _start_cluster(tmp: Path, nodes: list[subprocess.Popen[str]]) -> LocalCluster:
     """A head node with the dashboard and one worker node, 1 CPU each, each a ``ray start``
     process appended to ``nodes`` as it starts (the caller stops them, also when this raises)."""
-    gcs_port, dash_port = _free_ports(2)
+    taken: set[int] = set()
+    gcs_port, dash_port = _free_ports(2, taken)
     logs = tmp / "logs"
     logs.mkdir()
     env = _ray_env()
     head_cmd = [RAY, "start", "--head", "--port", str(gcs_port), "--temp-dir", str(tmp / "ray")]
     head_cmd += ["--include-dashboard", "true", "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash_port)]
-    head_cmd += ["--resources", json.dumps({"head-node": 1}), *_node_ports("127.0.0.1")]
-    cluster = LocalCluster(f"127.0.0.1:{gcs_port}", f"http://127.0.0.1:{dash_port}", nodes, logs)
+    head_cmd += ["--resources", json.dumps({"head-node": 1}), *_node_ports("127.0.0.1", taken)]
+    cluster = LocalCluster(f"127.0.0.1:{gcs_port}", f"http://127.0.0.1:{dash_port}", nodes, logs, tmp / "ray")
 
     def start(cmd: list[str], name: str) -> None:
         with open(logs / f"{name}.log", "w") as out:
@@ -132,9 +171,10 @@ def _start_cluster(tmp: Path, nodes: list[subprocess.Popen[str]]) -> LocalCluste
             )
 
     start(head_cmd, "head")
-    _wait_for("the dashboard", lambda: urllib.request.urlopen(f"{cluster.dashboard}/api/version", timeout=5), cluster)
+    # the head's `ray start` is done only once its raylet registered; the dashboard answers before
+    _wait_for("the head node", lambda: _alive_nodes(cluster.dashboard) == 1, cluster)
     worker_cmd = [RAY, "start", "--address", cluster.gcs, "--resources", json.dumps({"worker-node": 1})]
-    start([*worker_cmd, *_node_ports("127.0.0.2")], "worker")
+    start([*worker_cmd, *_node_ports("127.0.0.2", taken)], "worker")
     _wait_for("two alive nodes", lambda: _alive_nodes(cluster.dashboard) == 2, cluster)
     return cluster
 
