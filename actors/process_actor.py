@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from actors.channels import InOrder
 from actors.layout import TASK_MANAGER
 from actors.ray_env import RayEnv
 from actors.stream_plan import StreamShardRounds
@@ -46,8 +47,13 @@ class RoleRef:
     actor: Any
     role: str
 
-    def deliver(self, method: str, payload: Any, sender: str) -> Any:
-        return self.actor.deliver.remote(self.role, method, payload, sender)
+    @property
+    def process_id(self) -> str:
+        """The process actor's id: a restarted process is a new actor, so a new channel."""
+        return str(self.actor._actor_id.hex())
+
+    def deliver(self, method: str, payload: Any, sender: str, channel: str = "", seq: int = -1) -> Any:
+        return self.actor.deliver.remote(self.role, method, payload, sender, channel, seq)
 
 
 class HostedRole:
@@ -103,7 +109,8 @@ class HostedRole:
             raise ValueError(f"{self.name} ({self.kind}) has no RPC method {method!r}")
         result = rpc_handler(self.role, method)(from_wire(payload))
         if asyncio.iscoroutine(result):
-            result = await result
+            # a task: its first step is queued now, before the next message of the sender starts
+            result = await asyncio.ensure_future(result)
         return to_wire(result)
 
 
@@ -117,6 +124,7 @@ class ProcessActor:
             import pandas  # noqa: F401
         self.roles: dict[str, HostedRole] = {}
         self._deployed: dict[str, asyncio.Event] = {}
+        self._in_order = InOrder()
 
     def _role(self, name: str) -> HostedRole:
         try:
@@ -156,7 +164,16 @@ class ProcessActor:
         self._role(name).env.handles = {k: v for k, v in handles.items() if k != name}
         return name
 
-    async def deliver(self, name: str, method: str, payload: Any, sender: str = "") -> Any:
+    async def deliver(
+        self, name: str, method: str, payload: Any, sender: str = "", channel: str = "", seq: int = -1
+    ) -> Any:
+        """A message for role ``name``. One numbered by its sender (``channel``, ``seq``) starts
+        after the sender's earlier messages to this process (:mod:`actors.channels`)."""
+        if not channel:  # the driver's calls: not numbered, each awaited before the next
+            return await self._deliver(name, method, payload, sender)
+        return await self._in_order.run(channel, seq, lambda: self._deliver(name, method, payload, sender))
+
+    async def _deliver(self, name: str, method: str, payload: Any, sender: str) -> Any:
         return await (await self._arrived(name)).deliver(method, payload, sender)
 
     async def run(self, name: str) -> Any:
@@ -233,4 +250,7 @@ class ProcessActor:
             "pid": os.getpid(),
             "rss_bytes": mem.rss,
             "uss_bytes": uss,
+            # Ray started a sender's later message first this often; the channels put it back in order
+            "messages_held_for_order": self._in_order.held,
+            "order_gaps": self._in_order.gaps,
         }

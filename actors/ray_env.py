@@ -4,7 +4,9 @@ A message to a role of another process is a call of that process actor's ``deliv
 a role of the same process (a write task and its source in one task manager) is delivered in the
 process, through the same wire encoding, and started at once, in the sender's order. Between
 processes Ray starts one submitter's calls in order only on synchronous actors, and the process
-actors are async: a known gap (docs/FIDELITY.md, Checkpointing)."""
+actors are async: each message is numbered on its channel (this role to that process), and the
+receiving process starts a channel's messages in that order (:mod:`actors.channels`), as Flink's
+RPC keeps one sender's order."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from actors.channels import Outbox
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.dfs import Dfs
 from runtime.core.env import Env, WaitTimeout, bounded
@@ -32,6 +35,7 @@ class RayEnv(Env):
         self.metrics = Metrics()
         self.handles: dict[str, Any] = {}  # role -> RoleRef (actors.process_actor)
         self.local: dict[str, Any] = {}  # role -> HostedRole: the roles of this process
+        self.outbox = Outbox(role)  # numbers this role's messages per receiving process
         self._pending_sends: set[asyncio.Task[Any]] = set()
         self.send_errors: list[str] = []
 
@@ -52,7 +56,8 @@ class RayEnv(Env):
             handle = self.handles[dest]
         except KeyError:
             raise LookupError(f"{self.role} has no handle for {dest!r}; known: {sorted(self.handles)}") from None
-        return handle.deliver(method, payload, self.role)
+        destination = handle.process_id
+        return handle.deliver(method, payload, self.role, self.outbox.channel, self.outbox.number(destination))
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
         self.metrics.rpc(method)
@@ -72,8 +77,7 @@ class RayEnv(Env):
         if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
         payload = to_wire(msg)
-        # submitted now, in this sender's order; Ray starts them in that order only on synchronous
-        # actors, and the roles' actors are async (docs/FIDELITY.md, Checkpointing: a known gap)
+        # submitted now, numbered in this sender's order (the receiver starts them in that order)
         ref = None if delay else self._submit(dest, method, payload)
 
         async def watch() -> None:
