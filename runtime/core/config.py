@@ -114,6 +114,11 @@ def flag_of(name: str) -> str:
     return "--" + stem.replace("_", "-")
 
 
+# --table-type values -> hoodie.table.type
+TABLE_TYPES = ("copy-on-write", "merge-on-read")
+HOODIE_TABLE_TYPE = {"copy-on-write": "COPY_ON_WRITE", "merge-on-read": "MERGE_ON_READ"}
+
+
 @message
 @dataclass
 class JobConfig:
@@ -165,6 +170,14 @@ class JobConfig:
         WRITE_PATH,
     )
     input_queue_batches: int = _opt(8, "a write task's bounded input queue, in batches (back-pressure)", WRITE_PATH)
+    table_type: str = _opt(
+        "copy-on-write",
+        "Hudi's table.type for a new table: copy-on-write rewrites a file group's base file at each "
+        "checkpoint; merge-on-read appends a log file per flush and commits delta commits (no "
+        "compaction yet: as Hudi with compaction.schedule.enabled=false)",
+        WRITE_PATH,
+        choices=TABLE_TYPES,
+    )
     parquet_compression: str = _opt(
         "snappy",
         "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "

@@ -32,6 +32,11 @@ class WriteStat:
     total_write_bytes: int
     file_size: int
     keys_written: int = 0  # rows whose _hoodie_commit_time is this instant
+    # a log file's (merge-on-read; HoodieDeltaWriteStat): its version (0: a base file), the file
+    # slice's base file ("" for a log-only file group) and every log file of the slice, this one too
+    log_version: int = 0
+    base_file: str = ""
+    log_files: list[str] = field(default_factory=list)
 
 
 @message

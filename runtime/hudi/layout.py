@@ -35,9 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.core.config import ConfigError, JobConfig
+from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
-from runtime.hudi.table import BUCKETS_KEY, HOODIE, TableProps, parse_properties
+from runtime.hudi.table import BUCKETS_KEY, COPY_ON_WRITE, HOODIE, TableProps, parse_properties
 
 PROPERTIES_FILE = "hoodie.properties"
 FRESH_TABLE = "or write to a new --table"
@@ -86,10 +86,12 @@ def check_fields(cfg: JobConfig, layout: TableLayout) -> None:
     """Refuses a table of another type or version, or whose name or key fields differ from the
     options (each named by its flag, with the table's value to pass instead)."""
     p, where = layout.properties, f"the table at {layout.path}"
-    table_type = p.get("hoodie.table.type", "COPY_ON_WRITE")
-    if table_type != "COPY_ON_WRITE":
+    table_type = p.get("hoodie.table.type", COPY_ON_WRITE).upper()
+    if table_type != HOODIE_TABLE_TYPE[cfg.table_type]:
+        theirs = {v: k for k, v in HOODIE_TABLE_TYPE.items()}.get(table_type)
+        fix = f"pass --table-type {theirs} (the table's), " if theirs else ""
         raise ConfigError(
-            f"{where} has hoodie.table.type={table_type}; this tool writes COPY_ON_WRITE tables only: {FRESH_TABLE}"
+            f"{where} has hoodie.table.type={table_type} but --table-type is {cfg.table_type}: {fix}{FRESH_TABLE}"
         )
     version = p.get("hoodie.table.version", "6")
     if version != "6":

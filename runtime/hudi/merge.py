@@ -337,3 +337,27 @@ def _rows_of_instant(
         return 0, 0
     rewritten = int(of_instant[replaced].sum())
     return rewritten, int(of_instant.sum()) - rewritten
+
+
+def log_records(
+    incoming: pa.Table,
+    *,
+    instant: str,
+    partition: str,
+    file_id: str,
+    key: str,
+    precombine: str,
+    partition_id: int,
+    seqno: int,
+) -> pa.Table:
+    """A merge-on-read flush as ``FlinkAppendHandle`` appends it: the records deduplicated
+    (``FlinkWriteHelper.deduplicateRecords``) in the grouping map's order, with the meta fields
+    ``HoodieAppendHandle`` gives a log record: the instant, ``<instant>_<task>_<n>`` sequence
+    numbers counting on from ``seqno``, the key, the partition path, and the file id as
+    ``_hoodie_file_name``. Nothing is merged: the reader merges log records with the slice."""
+    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    dd = flink_dedupe(incoming, key, precombine)
+    grouped, _ = hashmap_orders(dd.hashes)
+    positions = np.arange(seqno, seqno + len(grouped), dtype=np.int64)
+    fresh = _fresh_rows(dd.records, grouped, None, positions, instant, partition, partition_id, key, data_cols)
+    return _named(fresh, file_id)

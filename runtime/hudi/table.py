@@ -24,9 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core.config import JobConfig
+from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
+from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
 
 META_COLUMNS = (
@@ -39,6 +40,12 @@ META_COLUMNS = (
 # Columns the runtime adds to the stream; they never reach a base file.
 OFFSET_COLUMN = "_offset"
 INTERNAL_COLUMNS = (OFFSET_COLUMN, "_bucket", "_task")
+
+COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
+COMMIT, DELTA_COMMIT = "commit", "deltacommit"
+# HoodieActiveTimeline.getCommitsTimeline: the actions whose instants write data. A pending
+# compaction's action is "compaction", so it is never among them (filterPendingExcludingCompaction)
+WRITE_ACTIONS = (COMMIT, DELTA_COMMIT)
 
 HOODIE = ".hoodie"
 AUX = ".aux"
@@ -66,20 +73,36 @@ class TableProps:
     database: str = "default"
     # buckets per partition (file groups of the bucket index); 0: not stated (not recorded/checked)
     num_buckets: int = 0
+    table_type: str = COPY_ON_WRITE  # hoodie.table.type
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
-        """The table a job writes: its key fields and its bucket count."""
+        """The table a job writes: its key fields, its bucket count and its type."""
         return cls(
-            cfg.table_name, cfg.key_field, cfg.partition_field, cfg.precombine_field, num_buckets=cfg.num_buckets
+            cfg.table_name,
+            cfg.key_field,
+            cfg.partition_field,
+            cfg.precombine_field,
+            num_buckets=cfg.num_buckets,
+            table_type=HOODIE_TABLE_TYPE[cfg.table_type],
         )
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == MERGE_ON_READ
+
+    @property
+    def write_action(self) -> str:
+        """The action of a writer's instant (``CommitUtils.getCommitActionType``): a delta commit
+        on merge-on-read, a commit on copy-on-write."""
+        return DELTA_COMMIT if self.merge_on_read else COMMIT
 
     def properties(self) -> dict[str, str]:
         checksum = zlib.crc32(f"{self.database}.{self.table_name}".encode())
         buckets = {BUCKETS_KEY: str(self.num_buckets)} if self.num_buckets > 0 else {}
         return {
             "hoodie.table.name": self.table_name,
-            "hoodie.table.type": "COPY_ON_WRITE",
+            "hoodie.table.type": self.table_type,
             "hoodie.table.version": "6",
             "hoodie.timeline.layout.version": "1",
             "hoodie.table.partition.fields": self.partition_field,
@@ -119,7 +142,8 @@ class Timeline:
         self.instants = sorted(latest.values(), key=lambda i: (i.ts, i.action))
 
     def commits(self) -> list[Instant]:
-        return [i for i in self.instants if i.action == "commit"]
+        """The commits timeline: commits and delta commits (a completed compaction is a commit)."""
+        return [i for i in self.instants if i.action in WRITE_ACTIONS]
 
     def completed_commits(self) -> list[str]:
         return [i.ts for i in self.commits() if i.state == COMPLETED]
@@ -236,6 +260,12 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
 
 
 def stat_to_json(s: WriteStat) -> dict[str, Any]:
+    delta = (
+        # HoodieDeltaWriteStat's own fields (a merge-on-read write)
+        {"logVersion": s.log_version, "logOffset": 0, "baseFile": s.base_file, "logFiles": list(s.log_files)}
+        if s.log_version
+        else {}
+    )
     return {
         "fileId": s.file_id,
         "path": s.path,
@@ -259,6 +289,7 @@ def stat_to_json(s: WriteStat) -> dict[str, Any]:
         "fileSizeInBytes": s.file_size,
         "minEventTime": None,
         "maxEventTime": None,
+        **delta,
     }
 
 
@@ -339,6 +370,7 @@ class HudiTable:
                 precombine_field=p.get("hoodie.table.precombine.field", ""),
                 database=p.get("hoodie.database.name", "default"),
                 num_buckets=int(p[BUCKETS_KEY]) if p.get(BUCKETS_KEY, "").isdigit() else 0,
+                table_type=p.get("hoodie.table.type", COPY_ON_WRITE).upper(),
             ),
         )
 
@@ -381,7 +413,8 @@ class HudiTable:
         return self.timeline().last_pending()
 
     def is_committed(self, instant: str) -> bool:
-        return self.dfs.exists(Dfs.join(self.hoodie, f"{instant}.commit"))
+        """Whether a writer's instant completed (its ``.commit`` or ``.deltacommit`` exists)."""
+        return self.dfs.exists(Dfs.join(self.hoodie, f"{instant}.{self.props.write_action}"))
 
     def new_instant_time(self, now: float, timeline: Timeline | None = None) -> str:
         """A fresh instant, strictly after every instant on the timeline and every one issued."""
@@ -393,8 +426,13 @@ class HudiTable:
         return ts
 
     def start_instant(self, instant: str) -> None:
-        """requested -> inflight (Hudi's startCommitWithTime + transitionRequestedToInflight)."""
-        self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.commit.requested"))
+        """requested -> inflight (Hudi's startCommitWithTime + transitionRequestedToInflight). A
+        delta commit's inflight file is empty, as Hudi's Flink coordinator leaves it."""
+        action = self.props.write_action
+        self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.{action}.requested"))
+        if action == DELTA_COMMIT:
+            self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.{DELTA_COMMIT}.inflight"))
+            return
         empty = commit_metadata_json([], {})
         self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.inflight"), empty)
 
@@ -407,11 +445,16 @@ class HudiTable:
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
-        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.commit"), commit_metadata_json(stats, extra))
+        action = self.props.write_action
+        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.{action}"), commit_metadata_json(stats, extra))
+
+    def commit_file(self, instant: str) -> str:
+        """The completed instant's file name under ``.hoodie`` (a writer's instant)."""
+        return f"{instant}.{self.props.write_action}"
 
     def read_commit_metadata(self, instant: str) -> dict[str, Any]:
         """The commit file's JSON document (Hudi's HoodieCommitMetadata, as written above)."""
-        meta: dict[str, Any] = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.commit")))
+        meta: dict[str, Any] = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, self.commit_file(instant))))
         return meta
 
     def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
@@ -447,7 +490,8 @@ class HudiTable:
         partitions = {p.rsplit("/", 1)[0] for p in data_files if "/" in p}
         if not data_files:  # nothing named: look for the instant's files in every partition
             partitions = {e.name for e in self.dfs.list_dir(self.base_path) if e.is_dir and not e.name.startswith(".")}
-        targets = {Dfs.join(self.base_path, p) for p in data_files}
+        # a log file named by a write stat is rolled back below (deleted or marked), not here
+        targets = {Dfs.join(self.base_path, p) for p in data_files if LogFileName.parse(p.rsplit("/", 1)[-1]) is None}
         for part in partitions:
             try:
                 for e in self.dfs.list_dir(Dfs.join(self.base_path, part)):
@@ -459,8 +503,43 @@ class HudiTable:
         for path in sorted(targets):
             self.dfs.delete(path)
             deleted.append(path)
-        for suffix in (".inflight", ".commit.requested"):
-            self.dfs.delete(Dfs.join(self.hoodie, f"{instant}{suffix}"))
+        if self.props.merge_on_read:
+            deleted += self._roll_back_log_files(instant, partitions)
+        action = self.props.write_action
+        inflight = f"{instant}.inflight" if action == COMMIT else f"{instant}.{action}.inflight"
+        for name in (inflight, f"{instant}.{action}.requested"):
+            self.dfs.delete(Dfs.join(self.hoodie, name))
+        return deleted
+
+    def _roll_back_log_files(self, instant: str, partitions: Iterable[str]) -> list[str]:
+        """Hudi 0.14/0.15's rollback of a delta commit (``MarkerBasedRollbackStrategy``,
+        ``BaseRollbackHelper``): a log file of a file group the instant created (its base instant
+        is the instant) is deleted; a file group it appended to gets a ROLLBACK command block
+        naming the instant, in a new log version. A log file here holds one flush, so the
+        instant's blocks are found by reading each log file's first block header."""
+        deleted: list[str] = []
+        rollback_at = bump_instant(max(instant, self.timeline().latest_ts() or instant))
+        for part in partitions:
+            try:
+                entries = self.dfs.list_dir(Dfs.join(self.base_path, part))
+            except DfsNotFound:
+                continue
+            logs = [(name, e.path) for e in entries if (name := LogFileName.parse(e.name)) is not None]
+            versions: dict[tuple[str, str], int] = {}
+            for name, _ in logs:
+                key = (name.file_id, name.base_instant)
+                versions[key] = max(versions.get(key, 0), name.version)
+            for name, path in sorted(logs, key=lambda x: x[1]):
+                if name.base_instant == instant:
+                    self.dfs.delete(path)
+                    deleted.append(path)
+                    continue
+                if not any(b.instant == instant for b in read_blocks(self.dfs.read_bytes(path), path)):
+                    continue
+                key = (name.file_id, name.base_instant)
+                versions[key] += 1
+                marker = LogFileName(name.file_id, name.base_instant, versions[key], name.write_token)
+                self.dfs.write_bytes(Dfs.join(self.base_path, part, str(marker)), rollback_block(rollback_at, instant))
         return deleted
 
     # -- base files ----------------------------------------------------------------------------

@@ -54,7 +54,9 @@ from runtime.hudi.dfs_message_bus import (
     message_bus_path,
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
+from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFileName, LogFormatError, read_blocks, record_count
 from runtime.hudi.table import AUX, COMPLETED, HOODIE, HudiTable, TableError, parse_base_file_name
+from runtime.lab.verify import VerifyError, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
 SAMPLE = 10
@@ -124,6 +126,7 @@ class _Scan:
     states: dict[str, str]  # commit instant -> its highest state on the timeline
     metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
     files: list[BaseFile]
+    logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -143,7 +146,8 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     states = {i.ts: i.state for i in timeline.commits()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
-    scan = _Scan(table, states, _read_metadata(table, audit), _list_base_files(table, audit))
+    files, logs = _list_data_files(table, audit)
+    scan = _Scan(table, states, _read_metadata(table, audit), files, logs)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
     _snapshot_checks(scan, audit)
@@ -161,9 +165,9 @@ def _read_metadata(table: HudiTable, audit: Audit) -> dict[str, dict[str, Any]]:
     """Each completed instant's commit metadata; a file that does not parse is an error."""
     out: dict[str, dict[str, Any]] = {}
     for instant in audit.completed:
-        rel = f"{HOODIE}/{instant}.commit"
+        rel = f"{HOODIE}/{table.commit_file(instant)}"
         try:
-            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, f"{instant}.commit")))
+            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, table.commit_file(instant))))
             stats = meta["partitionToWriteStats"] if isinstance(meta, dict) else None
             if not isinstance(stats, dict) or not all(isinstance(v, list) for v in stats.values()):
                 raise ValueError("partitionToWriteStats is not a map of partition -> list of write stats")
@@ -178,9 +182,10 @@ def _read_metadata(table: HudiTable, audit: Audit) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _list_base_files(table: HudiTable, audit: Audit) -> list[BaseFile]:
-    """Every base file under the table, partitions found by walking the directories."""
+def _list_data_files(table: HudiTable, audit: Audit) -> tuple[list[BaseFile], dict[str, int]]:
+    """Every base file and log file under the table, partitions found by walking the directories."""
     files: list[BaseFile] = []
+    logs: dict[str, int] = {}
     todo = [("", table.base_path, 0)]
     while todo:
         part, path, depth = todo.pop()
@@ -190,6 +195,9 @@ def _list_base_files(table: HudiTable, audit: Audit) -> list[BaseFile]:
             audit.add(ERROR, "unreadable-directory", f"cannot list {part or '/'}: {exc}", part)
             continue
         for e in sorted(entries, key=lambda e: e.name):
+            if LogFileName.parse(e.name) is not None:
+                logs[f"{part}/{e.name}" if part else e.name] = e.size
+                continue
             if e.name.startswith("."):
                 continue
             if e.is_dir and depth < MAX_PARTITION_DEPTH:
@@ -198,7 +206,7 @@ def _list_base_files(table: HudiTable, audit: Audit) -> list[BaseFile]:
             parsed = parse_base_file_name(e.name)
             if parsed:
                 files.append(BaseFile(part, e.name, parsed[0], parsed[2], e.size))
-    return files
+    return files, logs
 
 
 def _stats(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -211,6 +219,9 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
     for instant, meta in sorted(scan.metadata.items()):
         for s in _stats(meta):
             rel = s["path"]
+            if rel in scan.logs or LogFileName.parse(rel.rsplit("/", 1)[-1]) is not None:
+                _check_log_file(scan, audit, instant, s)
+                continue
             f = on_disk.get(rel)
             if f is None:
                 audit.add(ERROR, "missing-file", f"{instant}.commit lists {rel}, which does not exist", rel)
@@ -226,6 +237,30 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
             want = s.get("numWrites")
             if isinstance(want, int) and want and want != rows:
                 audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {instant}.commit records {want}", rel)
+
+
+def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
+    """A delta commit's log file exists, with the size and the records its stat records (the
+    records of its data blocks written at the instant)."""
+    rel, commit = stat["path"], scan.table.commit_file(instant)
+    size = scan.logs.get(rel)
+    if size is None:
+        audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
+        return
+    want = stat.get("fileSizeInBytes") or 0
+    if want and want != size:
+        audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
+    try:
+        blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
+        rows = sum(record_count(b) for b in blocks if b.block_type == AVRO_DATA_BLOCK and b.instant == instant)
+    except (DfsError, LogFormatError) as exc:
+        audit.add(ERROR, "corrupt-log", f"{rel} (of {instant}) is not a readable log file: {exc}", rel)
+        return
+    writes = stat.get("numWrites")
+    if isinstance(writes, int) and writes != rows:
+        audit.add(
+            ERROR, "row-count-mismatch", f"{rel} holds {rows} records of {instant}; {commit} records {writes}", rel
+        )
 
 
 def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
@@ -275,7 +310,11 @@ def _latest_slices(scan: _Scan) -> list[BaseFile]:
 
 def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
     """Unique (partition path, record key) in the snapshot, and rows whose commit time is no
-    completed instant (evidence of a lost commit)."""
+    completed instant (evidence of a lost commit). A merge-on-read snapshot merges log files: it
+    is the official reader's."""
+    if scan.table.props.merge_on_read:
+        _reader_snapshot_checks(scan, audit)
+        return
     slices = _latest_slices(scan)
     audit.file_groups = len(slices)
     cols = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
@@ -290,7 +329,25 @@ def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
         parts.append(t.append_column("_file_group", pa.repeat(pa.scalar(f.file_id), t.num_rows)))
     if not parts:
         return
-    snap = pa.concat_tables(parts, promote_options="default")
+    _snapshot_rows(scan, audit, pa.concat_tables(parts, promote_options="default"))
+
+
+def _reader_snapshot_checks(scan: _Scan, audit: Audit) -> None:
+    try:
+        snap = read_snapshot(scan.table.base_path)
+    except VerifyError as exc:
+        audit.add(ERROR, "unreadable-snapshot", str(exc))
+        return
+    if not snap.num_rows:
+        return
+    # a log record's _hoodie_file_name is its file id; a base file row's, the file's name
+    groups = pc.list_element(pc.split_pattern(snap.column("_hoodie_file_name"), "_", max_splits=1), 0)
+    audit.file_groups = pc.count_distinct(groups).as_py()
+    snap = snap.select(["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"])
+    _snapshot_rows(scan, audit, snap.append_column("_file_group", groups))
+
+
+def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
     audit.snapshot_rows = snap.num_rows
     _duplicates(snap, audit)
     times = pc.value_counts(snap.column("_hoodie_commit_time").combine_chunks()).to_pylist()

@@ -141,7 +141,7 @@ class ControlTopicParticipant(WriterSide):
         self.expected = 0  # next shard position to accept
         self.write_from = 0  # first position not yet reported in a WRITE_STATUS
         self.committed_offset = 0  # acknowledged by ACK_COMMIT
-        self.stats: dict[str, WriteStat] = {}  # this commit's writes, latest per file group
+        self.stats: dict[str, WriteStat] = {}  # this commit's writes, latest per file written
         self.last_status: tuple[str, int] | None = None
         self.counts = {
             "stale": 0,
@@ -214,7 +214,7 @@ class ControlTopicParticipant(WriterSide):
 
     async def on_write_event(self, event: WriteMetadataEvent) -> bool:
         for s in event.write_stats:
-            self.stats[s.file_id] = s
+            self.stats[s.path] = s
         return True  # reported with WRITE_STATUS, not as an operator event
 
     # -- control messages ---------------------------------------------------------------------
@@ -274,7 +274,7 @@ class ControlTopicParticipant(WriterSide):
             return
         self.counts["end"] += 1
         for s in await self.ctx.flush_all(self.commit_time):
-            self.stats[s.file_id] = s  # eager flushes' stats came through on_write_event
+            self.stats[s.path] = s  # eager flushes' stats came through on_write_event
         if self.ctx.buckets:
             raise RuntimeError("buffers left after END_COMMIT's flush")
         last_offset = self.expected - 1

@@ -26,7 +26,7 @@ from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
 from runtime.lab.results import JobResult
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
@@ -353,6 +353,10 @@ def _shutdown(loop: SimLoop) -> None:
         loop.close()
 
 
+def _data_entries(table: str) -> list[str]:
+    return [e for e in os.listdir(table) if not e.startswith(".")] if os.path.isdir(table) else []
+
+
 def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -> JobConfig:
     """The config a simulation runs: the generator source, the table under ``workdir`` (on the
     simulated disk: at a fixed path, so traces never name a directory)."""
@@ -368,7 +372,7 @@ def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -
         )
     table = os.path.join(os.path.abspath(workdir), "table")
     cfg = validate_job(cfg.replace(source="generator", table=table))
-    if os.path.isdir(table) and os.listdir(table):
+    if os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table):
         raise ConfigError(
             f"{table} already holds a table: a simulation writes a fresh one (same seed, "
             "same files); remove it or use another workdir"

@@ -393,7 +393,9 @@ class Coordinator:
         latest: dict[str, WriteStat] = {}
         for e in events:
             for s in e.write_stats:
-                latest[s.file_id] = s  # a later flush of the same file group supersedes
+                # a later flush of the same file version supersedes (copy-on-write rewrites one
+                # base file per file group and instant; merge-on-read writes a log file per flush)
+                latest[s.path] = s
         stats = list(latest.values())
         if not stats and not empty:
             return None

@@ -63,7 +63,8 @@ from runtime.flink.mailbox import (
     Suspension,
     TaskMailbox,
 )
-from runtime.hudi.merge import KeyPositions, merge_file_group
+from runtime.hudi.log_writer import LogSlice, append_log_file, list_slices, new_slice
+from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, base_file_name, file_group_id
 from runtime.protocols.base import Protocol, WriterSide
@@ -131,6 +132,8 @@ class WriteTask:
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
         self.versions: dict[tuple[str, str], _FileVersion] = {}  # (partition, file_id) -> latest
+        self.slices: dict[tuple[str, str], LogSlice] = {}  # merge-on-read: (partition, file_id) -> latest
+        self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
         self._listed_partitions: set[str] = set()
         self._partitions_ready: set[str] = set()
         self.events_of_instant: list[WriteMetadataEvent] = []
@@ -446,14 +449,20 @@ class WriteTask:
         """Forgets the file versions this task wrote into instants that never committed (a
         commit abandoned and rolled back): the next flush of those file groups merges onto their
         committed base file instead of a deleted one. Returns how many were forgotten."""
-        if not self.versions:
+        if not self.versions and not self.slices:
             return 0
         timeline = await self.env.io(self.data_table.timeline)
         stale = [k for k, v in self.versions.items() if not timeline.is_completed(v.instant)]
         for key in stale:
             del self.versions[key]
             self._listed_partitions.discard(key[0])  # list its committed base files again
-        return len(stale)
+        # merge-on-read: the rollback deleted log files and wrote rollback blocks into new log
+        # versions, so every slice is listed again (versions must not collide)
+        forgotten = len(self.slices)
+        for partition, _ in self.slices:
+            self._listed_partitions.discard(partition)
+        self.slices.clear()
+        return len(stale) + forgotten
 
     def discard_buffers(self) -> int:
         """Drops every buffered record (a protocol that will consume them again); returns rows."""
@@ -531,6 +540,8 @@ class WriteTask:
         if partition not in self._partitions_ready:
             table.ensure_partition(partition, instant)
             self._partitions_ready.add(partition)
+        if table.props.merge_on_read:
+            return self._append_log_blocking(partition, fid, instant, records)
         prev = self.versions.get((partition, fid))
         if prev is None and partition not in self._listed_partitions:
             # first touch of this partition: find the committed base files once
@@ -569,6 +580,32 @@ class WriteTask:
             fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
         )
         self.versions[(partition, fid)] = _FileVersion(instant, rel, stat, merged.key_positions)
+        return stat
+
+    def _append_log_blocking(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
+        """A merge-on-read flush: the records as the next log file of the file group's latest
+        slice (:mod:`runtime.hudi.log_writer`)."""
+        table = self.data_table
+        if partition not in self._listed_partitions:
+            # first touch of this partition: its committed file slices, from one listing
+            for other, found in list_slices(table, partition, table.timeline()).items():
+                self.slices.setdefault((partition, other), found)
+            self._listed_partitions.add(partition)
+        slice_ = self.slices.get((partition, fid)) or new_slice(table, partition, fid, instant)
+        rows = log_records(
+            records,
+            instant=instant,
+            partition=partition,
+            file_id=fid,
+            key=self._key_field,
+            precombine=self._precombine,
+            partition_id=self.task_id,
+            seqno=self._log_seqno,
+        )
+        self._log_seqno += rows.num_rows
+        stat, self.slices[(partition, fid)] = append_log_file(
+            table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
+        )
         return stat
 
     @property

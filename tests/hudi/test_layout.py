@@ -125,12 +125,18 @@ def test_other_key_fields_or_table_name_are_refused_with_the_flag(tmp_path, opti
     assert _fingerprint(tmp_path / "t") == before
 
 
-def test_a_merge_on_read_table_is_refused(tmp_path):
+def test_a_table_of_the_other_type_is_refused_naming_the_flag_that_fits_it(tmp_path):
     path = _table(tmp_path / "t")
     props_file = Path(path, ".hoodie", "hoodie.properties")
     props_file.write_text(props_file.read_text().replace("COPY_ON_WRITE", "MERGE_ON_READ"))
-    with pytest.raises(ConfigError, match="hoodie.table.type=MERGE_ON_READ.*COPY_ON_WRITE tables only"):
+    before = props_file.read_bytes()
+    with pytest.raises(
+        ConfigError,
+        match="hoodie.table.type=MERGE_ON_READ but --table-type is copy-on-write: pass --table-type merge-on-read",
+    ):
         resolve_layout(_cfg(path))
+    assert resolve_layout(_cfg(path).replace(table_type="merge-on-read")).table_type == "merge-on-read"
+    assert props_file.read_bytes() == before  # a refused run leaves the table as it was
 
 
 def test_opening_with_another_bucket_count_raises_table_error(tmp_path):

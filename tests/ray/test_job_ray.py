@@ -266,3 +266,16 @@ def test_task_managers_host_several_slots_each_with_its_own_mailbox(ray_session,
     dl = run_job(deadlock_config(_cfg(tmp_path / "dl", protocol="operator-event", slots_per_task_manager=2)), None)
     assert dl["status"] == "deadlocked" and dl["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
     assert set(dl["placement"]["processes"]["taskmanager-0"]["roles"]) >= {"writer-0", "writer-1"}
+
+
+def test_a_merge_on_read_job_on_ray_appends_log_files_and_commits_delta_commits(ray_session, tmp_path):
+    """Two protocols that find the instant differently (the timeline; the coordinator's answer)."""
+    for protocol in ("message-bus", "coordination-rpc"):
+        cfg = _cfg(tmp_path / protocol, protocol=protocol, table_type="merge-on-read", records=4_000)
+        result = run_job(cfg, None)
+        assert result["status"] == "finished", result["error"]
+        assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+        hoodie = tmp_path / protocol / "table" / ".hoodie"
+        assert all((hoodie / f"{c['instant']}.deltacommit").exists() for c in result["commits"])
+        assert list((tmp_path / protocol / "table").glob("p*/.*.log.*"))
+        assert not list((tmp_path / protocol / "table").glob("p*/*.parquet"))

@@ -1,0 +1,133 @@
+"""A merge-on-read flush: one log file appended to a file group's latest file slice.
+
+Hudi's Flink merge-on-read writer (0.13 - 0.15, table version 6) writes every flush of a bucket
+through a ``FlinkAppendHandle`` (``FlinkWriteHandleFactory`` -> ``DeltaCommitWriteHandleFactory``),
+inserts into a new file group too: a file group starts with log files only (no base file), and
+base files come from compaction alone.
+
+* ``HoodieAppendHandle.init``: the handle writes to the latest file slice of the file group
+  (``getLatestFileSlice``: the slice of the latest committed base file, or of the committed delta
+  commit that created a log-only group); a file group without one starts a slice whose base
+  instant is the writing instant.
+* ``HoodieWriteHandle.createLogWriter`` / ``HoodieLogFormatWriter``: the log writer opens the
+  slice's latest log file and, on storage without append (``StorageSchemes``: local files and
+  object stores), rolls over to the next log version: so every flush is a log file of its own,
+  ``.<fileId>_<baseInstant>.log.<version>_<writeToken>``, holding one Avro data block.
+* ``HoodieAppendHandle.updateWriteStat``: the write stat (``HoodieDeltaWriteStat``) names the log
+  file (``path``, ``logVersion``, ``logOffset`` 0 for a new file), the slice's base file ("" when
+  it has none) and its log files; ``prevCommit`` is the slice's base instant; a record of a file
+  group that exists is counted an update (its location is ``U``), of a new one an insert.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.messages import WriteStat
+from runtime.hudi.log_format import LogFileName, avro_data_block, record_schema
+from runtime.hudi.table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
+
+
+@dataclass(frozen=True)
+class LogSlice:
+    """The latest file slice of a file group, as the append handle sees it."""
+
+    base_instant: str
+    base_file: str  # "" for a log-only file group
+    log_files: tuple[str, ...]
+    next_version: int  # the next log file's version (files of this slice and base instant)
+    exists: bool = True  # False: the file group has no committed slice yet (its records are inserts)
+
+
+def list_slices(table: HudiTable, partition: str, timeline: Timeline) -> dict[str, LogSlice]:
+    """file id -> latest committed file slice of every file group of ``partition`` (one listing).
+
+    The slice's base instant is its latest committed base file's, else the latest committed
+    instant that started a log-only slice. Log versions count every log file present, committed
+    or not, so a new log file never takes an existing name."""
+    try:
+        entries = table.dfs.list_dir(table.partition_path(partition))
+    except DfsNotFound:
+        return {}
+    completed = set(timeline.completed_commits())
+    bases: dict[str, tuple[str, str]] = {}  # file id -> (instant, name) of the latest committed base file
+    logs: dict[str, list[LogFileName]] = {}
+    for e in entries:
+        parsed = parse_base_file_name(e.name)
+        if parsed is not None:
+            fid, _, inst = parsed
+            if inst in completed and (fid not in bases or inst > bases[fid][0]):
+                bases[fid] = (inst, e.name)
+            continue
+        log = LogFileName.parse(e.name)
+        if log is not None:
+            logs.setdefault(log.file_id, []).append(log)
+    slices: dict[str, LogSlice] = {}
+    for fid in set(bases) | set(logs):
+        names = logs.get(fid, [])
+        if fid in bases:
+            base_instant, base_file = bases[fid]
+        else:
+            started = [n.base_instant for n in names if n.base_instant in completed]
+            if not started:
+                continue  # only uncommitted log files: no committed slice
+            base_instant, base_file = max(started), ""
+        own = sorted((n for n in names if n.base_instant == base_instant), key=lambda n: n.version)
+        slices[fid] = LogSlice(base_instant, base_file, tuple(str(n) for n in own), _next_version(names, base_instant))
+    return slices
+
+
+def _next_version(names: list[LogFileName], base_instant: str) -> int:
+    return max((n.version for n in names if n.base_instant == base_instant), default=0) + 1
+
+
+def new_slice(table: HudiTable, partition: str, file_id: str, instant: str) -> LogSlice:
+    """A file group's first slice, started by ``instant`` (its log files' versions still count
+    files a failed attempt of the same instant left)."""
+    try:
+        entries = table.dfs.list_dir(table.partition_path(partition))
+    except DfsNotFound:
+        entries = []
+    names = [n for e in entries if (n := LogFileName.parse(e.name)) is not None and n.file_id == file_id]
+    return LogSlice(instant, "", (), _next_version(names, instant), exists=False)
+
+
+def append_log_file(
+    table: HudiTable,
+    partition: str,
+    file_id: str,
+    slice_: LogSlice,
+    instant: str,
+    records: pa.Table,
+    write_token: str,
+) -> tuple[WriteStat, LogSlice]:
+    """Writes ``records`` (the meta columns in place) as the slice's next log file; the write
+    stat and the slice with that file."""
+    name = LogFileName(file_id, slice_.base_instant, slice_.next_version, write_token)
+    rel = f"{partition}/{name}"
+    schema = record_schema(avro_schema_json(records.schema, table.props.table_name))
+    block = avro_data_block(instant, schema, records)
+    table.dfs.write_bytes(Dfs.join(table.base_path, rel), block)
+    size = len(block)
+    logs = (*slice_.log_files, str(name))
+    rows = records.num_rows
+    inserts, updates = (0, rows) if slice_.exists else (rows, 0)
+    stat = WriteStat(
+        file_id,
+        rel,
+        partition,
+        slice_.base_instant,
+        rows,
+        inserts,
+        updates,
+        size,
+        size,
+        rows,
+        log_version=name.version,
+        base_file=slice_.base_file,
+        log_files=list(logs),
+    )
+    return stat, replace(slice_, log_files=logs, next_version=slice_.next_version + 1)
