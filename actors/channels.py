@@ -65,8 +65,8 @@ class InOrder:
     async def run(self, channel: str, seq: int, handle: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """``handle()``'s result, started as a task once its turn on ``channel`` comes. The task's
         first step is queued before the next message of the channel is let through, so handlers
-        begin in the sender's order (each may then wait on its own, as Flink's handlers do not:
-        an async actor's concurrency is what keeps a blocked task from blocking its process)."""
+        begin in the sender's order; once begun they may wait concurrently (the process hosts
+        several tasks, and one task's blocked wait must not hold up another's messages)."""
         await self.turn(channel, seq)
         try:
             started = asyncio.ensure_future(handle())

@@ -1,7 +1,7 @@
 """Hudi's log format: the log files of a merge-on-read file group, block by block.
 
-Sources (apache/hudi 0.14/0.15, table version 6; checked byte for byte against Hudi-written logs
-and read back by the official reader, ``hudi`` 0.5.0):
+Sources (apache/hudi 0.14/0.15, table version 6; the blocks written here are read back by the
+official reader, ``hudi`` 0.5.0, and a rollback block has the size of a Hudi-written one):
 
 * ``HoodieLogFormat`` / ``HoodieLogFormatWriter.appendBlocks``: a log file is a sequence of blocks,
   each ``MAGIC "#HUDI#"``, the block length (long: every byte after it, the reverse pointer

@@ -365,6 +365,12 @@ def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -
     if storage not in STORAGES:
         raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
     if storage == "memory":
+        if cfg.table_type != "copy-on-write":
+            # the simulated disk's own snapshot reader reads base files; log files need the official one
+            raise ConfigError(
+                f"--table-type {cfg.table_type} runs on the real disk only (--storage disk): the simulated "
+                "disk's snapshot reader reads base files, not log files"
+            )
         return validate_job(cfg.replace(source="generator", table=MEMORY_TABLE))
     if workdir is None:
         raise ConfigError(

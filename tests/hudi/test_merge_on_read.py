@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from runtime.core.config import JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
 from runtime.hudi.log_format import (
@@ -186,6 +186,11 @@ def _cfg(**kw) -> JobConfig:
     )
     base.update(kw)
     return JobConfig(**base)
+
+
+def test_the_simulated_disk_refuses_a_merge_on_read_table_before_it_starts():
+    with pytest.raises(ConfigError, match="--table-type merge-on-read runs on the real disk only"):
+        simulate(_cfg(), seed=5, storage="memory")
 
 
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
