@@ -11,6 +11,7 @@ local channels do, through the same wire encoding as between processes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import time
@@ -47,9 +48,10 @@ class RoleRef:
     actor: Any
     role: str
 
-    @property
+    @functools.cached_property
     def process_id(self) -> str:
-        """The process actor's id: a restarted process is a new actor, so a new channel."""
+        """The process actor's id: a restarted process is a new actor, so a new channel. Cached:
+        every message a role sends asks for it."""
         return str(self.actor._actor_id.hex())
 
     def deliver(self, method: str, payload: Any, sender: str, channel: str = "", seq: int = -1) -> Any:

@@ -42,16 +42,32 @@ class LogSlice:
     exists: bool = True  # False: the file group has no committed slice yet (its records are inserts)
 
 
-def list_slices(table: HudiTable, partition: str, timeline: Timeline) -> dict[str, LogSlice]:
-    """file id -> latest committed file slice of every file group of ``partition`` (one listing).
+@dataclass(frozen=True)
+class PartitionLogs:
+    """One listing of a partition: the committed file slices and every log file's name."""
 
-    The slice's base instant is its latest committed base file's, else the latest committed
-    instant that started a log-only slice. Log versions count every log file present, committed
-    or not, so a new log file never takes an existing name."""
+    slices: dict[str, LogSlice]  # file id -> latest committed slice
+    names: dict[str, list[LogFileName]]  # file id -> every log file, committed or not
+
+    def slice_for(self, file_id: str, instant: str) -> LogSlice:
+        """The file group's latest committed slice, or the first one ``instant`` starts (its log
+        versions still count files a failed attempt of the same instant left)."""
+        committed = self.slices.get(file_id)
+        if committed is not None:
+            return committed
+        return LogSlice(instant, "", (), _next_version(self.names.get(file_id, []), instant), exists=False)
+
+
+def list_partition(table: HudiTable, partition: str, timeline: Timeline) -> PartitionLogs:
+    """The file slices of ``partition`` from one listing.
+
+    A slice's base instant is its latest committed base file's, else the latest committed instant
+    that started a log-only slice. Log versions count every log file present, committed or not,
+    so a new log file never takes an existing name."""
     try:
         entries = table.dfs.list_dir(table.partition_path(partition))
     except DfsNotFound:
-        return {}
+        return PartitionLogs({}, {})
     completed = set(timeline.completed_commits())
     bases: dict[str, tuple[str, str]] = {}  # file id -> (instant, name) of the latest committed base file
     logs: dict[str, list[LogFileName]] = {}
@@ -77,22 +93,11 @@ def list_slices(table: HudiTable, partition: str, timeline: Timeline) -> dict[st
             base_instant, base_file = max(started), ""
         own = sorted((n for n in names if n.base_instant == base_instant), key=lambda n: n.version)
         slices[fid] = LogSlice(base_instant, base_file, tuple(str(n) for n in own), _next_version(names, base_instant))
-    return slices
+    return PartitionLogs(slices, logs)
 
 
 def _next_version(names: list[LogFileName], base_instant: str) -> int:
     return max((n.version for n in names if n.base_instant == base_instant), default=0) + 1
-
-
-def new_slice(table: HudiTable, partition: str, file_id: str, instant: str) -> LogSlice:
-    """A file group's first slice, started by ``instant`` (its log files' versions still count
-    files a failed attempt of the same instant left)."""
-    try:
-        entries = table.dfs.list_dir(table.partition_path(partition))
-    except DfsNotFound:
-        entries = []
-    names = [n for e in entries if (n := LogFileName.parse(e.name)) is not None and n.file_id == file_id]
-    return LogSlice(instant, "", (), _next_version(names, instant), exists=False)
 
 
 def append_log_file(

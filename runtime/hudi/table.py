@@ -414,7 +414,7 @@ class HudiTable:
 
     def is_committed(self, instant: str) -> bool:
         """Whether a writer's instant completed (its ``.commit`` or ``.deltacommit`` exists)."""
-        return self.dfs.exists(Dfs.join(self.hoodie, f"{instant}.{self.props.write_action}"))
+        return self.dfs.exists(Dfs.join(self.hoodie, self.commit_file(instant)))
 
     def new_instant_time(self, now: float, timeline: Timeline | None = None) -> str:
         """A fresh instant, strictly after every instant on the timeline and every one issued."""
@@ -445,8 +445,7 @@ class HudiTable:
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
-        action = self.props.write_action
-        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.{action}"), commit_metadata_json(stats, extra))
+        self.dfs.write_bytes(Dfs.join(self.hoodie, self.commit_file(instant)), commit_metadata_json(stats, extra))
 
     def commit_file(self, instant: str) -> str:
         """The completed instant's file name under ``.hoodie`` (a writer's instant)."""

@@ -63,7 +63,7 @@ from runtime.flink.mailbox import (
     Suspension,
     TaskMailbox,
 )
-from runtime.hudi.log_writer import LogSlice, append_log_file, list_slices, new_slice
+from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, base_file_name, file_group_id
@@ -132,7 +132,10 @@ class WriteTask:
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
         self.versions: dict[tuple[str, str], _FileVersion] = {}  # (partition, file_id) -> latest
-        self.slices: dict[tuple[str, str], LogSlice] = {}  # merge-on-read: (partition, file_id) -> latest
+        # merge-on-read: (partition, file_id) -> the slice as this task last wrote it; each
+        # partition's listing, taken at its first touch
+        self.slices: dict[tuple[str, str], LogSlice] = {}
+        self._log_listings: dict[str, PartitionLogs] = {}
         self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
         self._listed_partitions: set[str] = set()
         self._partitions_ready: set[str] = set()
@@ -459,9 +462,8 @@ class WriteTask:
         # merge-on-read: the rollback deleted log files and wrote rollback blocks into new log
         # versions, so every slice is listed again (versions must not collide)
         forgotten = len(self.slices)
-        for partition, _ in self.slices:
-            self._listed_partitions.discard(partition)
         self.slices.clear()
+        self._log_listings.clear()
         return len(stale) + forgotten
 
     def discard_buffers(self) -> int:
@@ -586,12 +588,10 @@ class WriteTask:
         """A merge-on-read flush: the records as the next log file of the file group's latest
         slice (:mod:`runtime.hudi.log_writer`)."""
         table = self.data_table
-        if partition not in self._listed_partitions:
-            # first touch of this partition: its committed file slices, from one listing
-            for other, found in list_slices(table, partition, table.timeline()).items():
-                self.slices.setdefault((partition, other), found)
-            self._listed_partitions.add(partition)
-        slice_ = self.slices.get((partition, fid)) or new_slice(table, partition, fid, instant)
+        listing = self._log_listings.get(partition)
+        if listing is None:  # first touch of this partition: its file slices, from one listing
+            listing = self._log_listings[partition] = list_partition(table, partition, table.timeline())
+        slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
         rows = log_records(
             records,
             instant=instant,
