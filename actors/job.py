@@ -126,7 +126,12 @@ class JobRun:
         self._prepare(counters)
         cfg = self.cfg
         t_started = time.time()
-        layout = ProcessLayout.for_job(cfg.writers, cfg.slots_per_task_manager, ray.cluster_resources().get("CPU", 1.0))
+        layout = ProcessLayout.for_job(
+            cfg.writers,
+            cfg.slots_per_task_manager,
+            ray.cluster_resources().get("CPU", 1.0),
+            cfg.compaction_parallelism if cfg.compacts else 0,
+        )
         self.layout = layout
         self.placement = Placement(cfg.placement, layout.task_managers)
         roles = [*self.driver.restartable(region=False), *self.driver.protocol.extra_roles]
@@ -184,7 +189,7 @@ class JobRun:
         StateBackend(dfs, base).clear()  # checkpoints of an earlier job on this table are not ours
         if dfs.exists(faults_path(base)):  # nor are the fault markers of an earlier job
             dfs.delete(faults_path(base), recursive=True)
-        self.commits_before = set(table.timeline().completed_commits())
+        self.commits_before = set(table.timeline().completed_instants())
         self.driver = JobDriver(self.cfg, table, schema_json=plan.schema_json)
 
     def _write_out(self, result: dict[str, Any]) -> None:

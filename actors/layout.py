@@ -6,6 +6,11 @@ here a write task and the source that feeds it. The coordinator and the job mana
 checkpointing run on the job manager; here each keeps a process of its own, as do the protocol's
 own roles (the timeline server, the control topic), which live through failovers.
 
+A merge-on-read job's compaction operators take slots too (Flink's slot sharing puts one subtask of
+every operator in a slot): compaction task ``compact-i`` runs in the task manager of slot ``i``
+(wrapping round when there are more compaction tasks than write tasks), the plan operator and the
+commit sink (parallelism 1) in the first task manager.
+
 Every role keeps its own mailbox, coroutines, environment and counters inside its process, so a
 blocked mailbox blocks only its task, as a blocked task thread does in Flink; a crash of a task
 manager's process takes every task it hosts down with it, as a lost TaskManager does.
@@ -16,6 +21,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from runtime.writer.compaction import COMMIT_SINK, COMPACT_TASK, PLAN_OPERATOR
+
 TASK_MANAGER = "taskmanager"
 
 
@@ -23,9 +30,12 @@ TASK_MANAGER = "taskmanager"
 class ProcessLayout:
     writers: int
     slots: int  # write tasks (with their sources) per task manager
+    compaction_tasks: int = 0  # merge-on-read: compact-0 .. compact-(n-1), with the plan operator and the sink
 
     @classmethod
-    def for_job(cls, writers: int, slots_per_task_manager: int, cluster_cpus: float) -> ProcessLayout:
+    def for_job(
+        cls, writers: int, slots_per_task_manager: int, cluster_cpus: float, compaction_tasks: int = 0
+    ) -> ProcessLayout:
         """``slots_per_task_manager`` 0: two task managers per CPU (at most one per writer),
         the writers spread evenly over them."""
         if slots_per_task_manager > 0:
@@ -33,7 +43,7 @@ class ProcessLayout:
         else:
             managers = max(1, min(writers, int(2 * max(1.0, cluster_cpus))))
             slots = math.ceil(writers / managers)
-        return cls(writers, max(1, slots))
+        return cls(writers, max(1, slots), compaction_tasks)
 
     @property
     def task_managers(self) -> int:
@@ -48,6 +58,10 @@ class ProcessLayout:
         head, _, tail = role.rpartition("-")
         if head in ("writer", "source") and tail.isdigit():
             return f"{TASK_MANAGER}-{self.task_manager_of(int(tail))}"
+        if self.compaction_tasks and head == COMPACT_TASK and tail.isdigit():
+            return f"{TASK_MANAGER}-{self.task_manager_of(int(tail) % self.writers)}"
+        if self.compaction_tasks and role in (PLAN_OPERATOR, COMMIT_SINK):
+            return f"{TASK_MANAGER}-0"
         return role
 
     def roles_of(self, process: str) -> list[str]:
@@ -56,7 +70,11 @@ class ProcessLayout:
             return [process]
         first = int(tail) * self.slots
         ids = range(first, min(first + self.slots, self.writers))
-        return [f"{kind}-{i}" for i in ids for kind in ("writer", "source")]
+        roles = [f"{kind}-{i}" for i in ids for kind in ("writer", "source")]
+        roles += [f"{COMPACT_TASK}-{i}" for i in range(self.compaction_tasks) if i % self.writers in ids]
+        if self.compaction_tasks and int(tail) == 0:
+            roles += [PLAN_OPERATOR, COMMIT_SINK]
+        return roles
 
     def bundle_of(self, process: str) -> int | None:
         """The placement-group bundle of a process: K for task manager K; None for the job

@@ -173,10 +173,19 @@ class JobConfig:
     table_type: str = _opt(
         "copy-on-write",
         "Hudi's table.type for a new table: copy-on-write rewrites a file group's base file at each "
-        "checkpoint; merge-on-read appends a log file per flush and commits delta commits (no "
-        "compaction yet: as Hudi with compaction.schedule.enabled=false)",
+        "checkpoint; merge-on-read appends a log file per flush, commits delta commits and compacts "
+        "(--compaction-delta-commits)",
         WRITE_PATH,
         choices=TABLE_TYPES,
+    )
+    compaction_delta_commits: int = _opt(
+        5,
+        "merge-on-read: Hudi's compaction.delta_commits, the delta commits after which the coordinator "
+        "schedules a compaction that the job's compaction tasks run (0: none, as compaction.schedule.enabled=false)",
+        WRITE_PATH,
+    )
+    compaction_tasks: int = _opt(
+        0, "merge-on-read: Hudi's compaction.tasks, parallel compaction tasks (0: one per write task)", WRITE_PATH
     )
     parquet_compression: str = _opt(
         "snappy",
@@ -317,6 +326,16 @@ class JobConfig:
         return self.buckets or 2 * self.writers
 
     @property
+    def compacts(self) -> bool:
+        """Whether the job schedules and runs compactions (a merge-on-read table's, when on)."""
+        return self.table_type == "merge-on-read" and self.compaction_delta_commits > 0
+
+    @property
+    def compaction_parallelism(self) -> int:
+        """compaction.tasks: unset, the write tasks' parallelism (Hudi 0.13+)."""
+        return self.compaction_tasks or self.writers
+
+    @property
     def instant_wait_timeout(self) -> float:
         return self.instant_wait_timeout_s
 
@@ -393,7 +412,16 @@ class JobConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{flag_of(name)} must be at least 1, got {getattr(self, name)}")
-        for name in ("records", "keys", "buckets", "max_restarts", "payload_bytes", "slots_per_task_manager"):
+        for name in (
+            "records",
+            "keys",
+            "buckets",
+            "max_restarts",
+            "payload_bytes",
+            "slots_per_task_manager",
+            "compaction_delta_commits",
+            "compaction_tasks",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{flag_of(name)} must not be negative, got {getattr(self, name)}")
         if self.num_buckets < self.writers:

@@ -33,6 +33,12 @@ FAULT_POINTS: dict[str, str] = {
     "(message_bus, ckp_meta) is deleted before the job restarts (#8060, #8120; P2, P2b, P3)",
     "message.dropped": "one message to `target` is lost in transit (a request: the caller times out)",
     "message.delayed": "one message to `target` arrives `param` s late (default 2)",
+    "compaction.crash_during": "a compaction task crashes after writing a compacted base file, before reporting it "
+    "(merge-on-read; `checkpoint`: the one whose completion ran the plan, `task`: the compaction task)",
+    "compaction.failed": "a compaction task fails to compact a file group and reports it failed: the commit sink "
+    "rolls the compaction back and it runs again (merge-on-read)",
+    "compaction.commit_lost": "the compaction commit sink crashes before writing the compaction's commit "
+    "(merge-on-read)",
     "tasks.fail_at_instant_start": "every write task fails over at once while the coordinator "
     "starts a new instant (HUDI-6194); `param`: seconds the last "
     "task takes to come back",

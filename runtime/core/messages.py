@@ -37,6 +37,12 @@ class WriteStat:
     log_version: int = 0
     base_file: str = ""
     log_files: list[str] = field(default_factory=list)
+    # a compaction's base file: what it read of the slice's log files (HoodieWriteStat's
+    # totalLogRecords, totalLogFilesCompacted, totalLogSizeCompacted, totalUpdatedRecordsCompacted)
+    log_records: int = 0
+    log_files_compacted: int = 0
+    log_size_compacted: int = 0
+    updated_records_compacted: int = 0
 
 
 @message
@@ -55,6 +61,39 @@ class WriteMetadataEvent:
     last_batch: bool = False
     end_input: bool = False
     bootstrap: bool = False
+
+
+@message
+@dataclass
+class CompactionPlanEvent:
+    """Plan operator -> a compaction task: one operation of a compaction plan (Hudi's
+    ``CompactionPlanEvent``, its ``CompactionOperation`` spelled out)."""
+
+    instant: str
+    partition: str
+    file_id: str
+    base_instant: str
+    base_file: str
+    log_files: list[str]
+    checkpoint_id: int = -1  # the checkpoint whose completion ran the plan (fault points use it)
+
+
+@message
+@dataclass
+class CompactionCommitEvent:
+    """A compaction task -> the commit sink: one file group compacted, or failed (Hudi's
+    ``CompactionCommitEvent``; ``stat`` None when it failed)."""
+
+    instant: str
+    file_id: str
+    task_id: int
+    stat: WriteStat | None = None
+    error: str = ""
+    checkpoint_id: int = -1
+
+    @property
+    def failed(self) -> bool:
+        return self.stat is None
 
 
 @message
@@ -484,3 +523,5 @@ class CoordinatorView:
     deleted_by_fault: list[str] = field(default_factory=list)
     resets: list[dict[str, object]] = field(default_factory=list)  # region failovers it lived through
     stale_events_dropped: int = 0
+    compactions_scheduled: list[str] = field(default_factory=list)
+    compactions_postponed: int = 0

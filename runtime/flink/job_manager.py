@@ -19,6 +19,10 @@ then tasks), on timeout or a scheduled abort notify abortion. Checkpoint k is tr
 source has emitted round k (so a run's rounds are deterministic), the interval has passed and fewer
 than ``max_concurrent_checkpoints`` are in flight.
 
+Merge-on-read: the compaction plan operator is notified of a completed checkpoint after the write
+tasks, and at the end of input is asked to finish the pending compactions
+(:mod:`runtime.writer.compaction` says why it takes no part in the checkpoints themselves).
+
 Differences: the completion notification to the coordinator is awaited (bounded by the checkpoint
 timeout) before the next trigger when one checkpoint at a time is allowed, so a run's rounds stay in
 lock step; Flink sends it asynchronously. The coordinator's handlers are serialized anyway, so the
@@ -81,6 +85,7 @@ class JobManager:
         state_backend: Any = None,
         start_checkpoint_id: int = 1,
         start_round: int = 1,
+        compaction_plan: str = "",
     ) -> None:
         self.env = env
         self.config = config
@@ -101,6 +106,9 @@ class JobManager:
         self.start_round = start_round  # after a failover: the first round not yet checkpointed
         self.latest_completed = start_checkpoint_id - 1  # pending checkpoints below it are subsumed
         self.latest_notified = start_checkpoint_id - 1  # completion notifications below it are skipped
+        # merge-on-read: the compaction plan operator, notified after the write tasks and
+        # drained at the end of input (runtime.writer.compaction); "" when the job compacts not
+        self.compaction_plan = compaction_plan
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -229,6 +237,11 @@ class JobManager:
             self.end_of_input = await self.env.call(
                 self.coordinator, "end_of_input", InputFinished(final), timeout=cfg.job_timeout_s
             )
+            if self.compaction_plan:
+                self.waiting_for = "the compactions pending at the end of input"
+                self.end_of_input["compaction"] = await self.env.call(
+                    self.compaction_plan, "end_of_input", CheckpointNotice(ckp), timeout=cfg.job_timeout_s
+                )
             for src in self.source_names:
                 self.env.send(src, "finish", None)
             self.status = "finished"
@@ -333,6 +346,8 @@ class JobManager:
         )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_complete", notice)
+        if self.compaction_plan:
+            self.env.send(self.compaction_plan, "notify_checkpoint_complete", notice)
         self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")
         return True
 

@@ -8,7 +8,9 @@ base files come from compaction alone.
 * ``HoodieAppendHandle.init``: the handle writes to the latest file slice of the file group
   (``getLatestFileSlice``: the slice of the latest committed base file, or of the committed delta
   commit that created a log-only group); a file group without one starts a slice whose base
-  instant is the writing instant.
+  instant is the writing instant. A file group in a pending compaction's plan has a new, empty
+  slice at the compaction's instant (``AbstractTableFileSystemView.buildFileGroups`` ->
+  ``addNewFileSliceAtInstant``), so logs written after the plan are named after it.
 * ``HoodieWriteHandle.createLogWriter`` / ``HoodieLogFormatWriter``: the log writer opens the
   slice's latest log file and, on storage without append (``StorageSchemes``: local files and
   object stores), rolls over to the next log version: so every flush is a log file of its own,
@@ -58,17 +60,21 @@ class PartitionLogs:
         return LogSlice(instant, "", (), _next_version(self.names.get(file_id, []), instant), exists=False)
 
 
-def list_partition(table: HudiTable, partition: str, timeline: Timeline) -> PartitionLogs:
+def list_partition(
+    table: HudiTable, partition: str, timeline: Timeline, compacting: dict[str, str] | None = None
+) -> PartitionLogs:
     """The file slices of ``partition`` from one listing.
 
     A slice's base instant is its latest committed base file's, else the latest committed instant
-    that started a log-only slice. Log versions count every log file present, committed or not,
-    so a new log file never takes an existing name."""
+    that started a log-only slice; a file group in a pending compaction (``compacting``: file id
+    -> the compaction's instant) has its new slice at the compaction instant instead. Log versions
+    count every log file present, committed or not, so a new log file never takes an existing name."""
     try:
         entries = table.dfs.list_dir(table.partition_path(partition))
     except DfsNotFound:
         return PartitionLogs({}, {})
-    completed = set(timeline.completed_commits())
+    compacting = compacting or {}
+    completed = set(timeline.completed_instants())
     bases: dict[str, tuple[str, str]] = {}  # file id -> (instant, name) of the latest committed base file
     logs: dict[str, list[LogFileName]] = {}
     for e in entries:
@@ -82,9 +88,11 @@ def list_partition(table: HudiTable, partition: str, timeline: Timeline) -> Part
         if log is not None:
             logs.setdefault(log.file_id, []).append(log)
     slices: dict[str, LogSlice] = {}
-    for fid in set(bases) | set(logs):
+    for fid in set(bases) | set(logs) | set(compacting):
         names = logs.get(fid, [])
-        if fid in bases:
+        if fid in compacting:
+            base_instant, base_file = compacting[fid], ""
+        elif fid in bases:
             base_instant, base_file = bases[fid]
         else:
             started = [n.base_instant for n in names if n.base_instant in completed]

@@ -179,6 +179,7 @@ def merge_file_group(
     partition_id: int,
     base_instant: str | None = None,
     base_positions: KeyPositions | None = None,
+    keep_meta: bool = False,
 ) -> MergeResult:
     """The new version of a file group: ``base`` (the current version, or None) merged with the
     flush ``incoming``, row for row as Hudi writes it (the module docstring has the rules).
@@ -196,7 +197,9 @@ def merge_file_group(
     n_base = 0 if base is None else base.num_rows
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         n = len(grouped)
-        fresh = _fresh_rows(inc, grouped, None, np.arange(n), instant, partition, partition_id, key, data_cols)
+        fresh = _fresh_rows(
+            inc, grouped, None, np.arange(n), instant, partition, partition_id, key, data_cols, keep_meta
+        )
         positions = _positions_of(dd.keys, grouped, {}, 0)
         return MergeResult(_named(fresh, file_name), n, 0, 0, n, positions)
     missing = sorted(set(data_cols) - set(base.column_names))
@@ -219,7 +222,7 @@ def merge_file_group(
     rows = np.concatenate([updated, new])  # the rows written from incoming records
     positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
     old = base.select([c for c in META_COLUMNS if c != FILE_NAME] + data_cols)
-    fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols)
+    fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols, keep_meta)
     both = pa.concat_tables([old, fresh])
     if len(updated):  # the old rows in place, the updated ones taken from the fresh rows
         index = np.arange(n_base + len(new), dtype=np.int64)
@@ -267,20 +270,22 @@ def _fresh_rows(
     partition_id: int,
     key: str,
     data_cols: list[str],
+    keep_meta: bool = False,
 ) -> pa.Table:
     """``records`` at ``rows``, with this instant's meta columns (all but the file name) in
     ``schema`` (the old version's; None: strings); ``positions``: each row's place in the new
-    file (its sequence number)."""
+    file (its sequence number). ``keep_meta``: the records' own commit times and sequence numbers."""
     n = len(rows)
-    records = records.select(data_cols)  # the internal columns are not taken along
+    own_meta = ["_hoodie_commit_time", "_hoodie_commit_seqno"] if keep_meta else []
+    records = records.select(own_meta + data_cols)  # the internal columns are not taken along
     if n != records.num_rows or (n > 1 and not bool((np.diff(rows) > 0).all())):
         records = records.take(pa.array(rows))
     key_type = schema.field("_hoodie_record_key").type if schema is not None else pa.string()
     keys = records.column(key)
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
-        _seqnos(prefix, positions),  # _hoodie_commit_seqno
+        records.column(0) if keep_meta else pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
+        records.column(1) if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
         pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
     ] + [records.column(c) for c in data_cols]

@@ -42,9 +42,10 @@ OFFSET_COLUMN = "_offset"
 INTERNAL_COLUMNS = (OFFSET_COLUMN, "_bucket", "_task")
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
-COMMIT, DELTA_COMMIT = "commit", "deltacommit"
+COMMIT, DELTA_COMMIT, COMPACTION = "commit", "deltacommit", "compaction"
 # HoodieActiveTimeline.getCommitsTimeline: the actions whose instants write data. A pending
-# compaction's action is "compaction", so it is never among them (filterPendingExcludingCompaction)
+# compaction's action is "compaction", so it is never among them (filterPendingExcludingCompaction);
+# a completed one is a "commit" (HoodieInstant.getComparableAction maps compaction to commit)
 WRITE_ACTIONS = (COMMIT, DELTA_COMMIT)
 
 HOODIE = ".hoodie"
@@ -130,26 +131,53 @@ class Instant:
 
 
 class Timeline:
-    """The instants of ``.hoodie`` as read by one listing (Hudi's active timeline)."""
+    """The instants of ``.hoodie`` as read by one listing (Hudi's active timeline).
+
+    One instant per (time, comparable action): ``<C>.compaction.requested``, ``.inflight`` and the
+    completed ``<C>.commit`` are states of one compaction (``HoodieInstant.getComparableAction``),
+    whose requested file stays on the timeline with the plan after it completes."""
 
     def __init__(self, instants: Iterable[Instant]) -> None:
         latest: dict[tuple[str, str], Instant] = {}
         order = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+        self.compactions: set[str] = set()  # times of every compaction, pending or completed
         for inst in instants:
-            key = (inst.ts, inst.action)
+            if inst.action == COMPACTION:
+                self.compactions.add(inst.ts)
+            key = (inst.ts, COMMIT if inst.action == COMPACTION else inst.action)
             if key not in latest or order[inst.state] > order[latest[key].state]:
                 latest[key] = inst
         self.instants = sorted(latest.values(), key=lambda i: (i.ts, i.action))
 
     def commits(self) -> list[Instant]:
-        """The commits timeline: commits and delta commits (a completed compaction is a commit)."""
+        """The commits timeline: commits and delta commits, completed compactions among them."""
         return [i for i in self.instants if i.action in WRITE_ACTIONS]
 
-    def completed_commits(self) -> list[str]:
+    def completed_instants(self) -> list[str]:
+        """Every completed instant of the commits timeline: writers' commits and compactions
+        (what makes a file slice committed)."""
         return [i.ts for i in self.commits() if i.state == COMPLETED]
+
+    def completed_commits(self) -> list[str]:
+        """The writers' completed commits (delta commits on merge-on-read), compactions left out."""
+        return [i.ts for i in self.commits() if i.state == COMPLETED and i.ts not in self.compactions]
+
+    def completed_compactions(self) -> list[str]:
+        return [i.ts for i in self.commits() if i.state == COMPLETED and i.ts in self.compactions]
 
     def pending_commits(self) -> list[str]:
         return [i.ts for i in self.commits() if i.state != COMPLETED]
+
+    def pending_compactions(self, state: str | None = None) -> list[str]:
+        """Compactions not completed (``filterPendingCompactionTimeline``), of one state if given."""
+        return [i.ts for i in self.instants if i.action == COMPACTION and (state is None or i.state == state)]
+
+    def delta_commits_since_compaction(self) -> int:
+        """``CompactionUtils.getDeltaCommitsSinceLatestCompaction``: the delta commits, in any
+        state, after the latest completed compaction (all of them when none completed)."""
+        done = self.completed_compactions()
+        after = done[-1] if done else ""
+        return sum(1 for i in self.instants if i.action == DELTA_COMMIT and i.ts > after)
 
     def last_pending(self) -> str | None:
         pending = self.pending_commits()
@@ -279,10 +307,10 @@ def stat_to_json(s: WriteStat) -> dict[str, Any]:
         "totalWriteErrors": 0,
         "tempPath": None,
         "partitionPath": s.partition,
-        "totalLogRecords": 0,
-        "totalLogFilesCompacted": 0,
-        "totalLogSizeCompacted": 0,
-        "totalUpdatedRecordsCompacted": 0,
+        "totalLogRecords": s.log_records,
+        "totalLogFilesCompacted": s.log_files_compacted,
+        "totalLogSizeCompacted": s.log_size_compacted,
+        "totalUpdatedRecordsCompacted": s.updated_records_compacted,
         "totalLogBlocks": 0,
         "totalCorruptLogBlock": 0,
         "totalRollbackBlocks": 0,
@@ -475,6 +503,27 @@ class HudiTable:
             )
         return out
 
+    def compaction_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
+        """Every completed compaction (except those in ``skip``): its instant, the file groups it
+        compacted, the rows of their new base files and the log files it read."""
+        skipped = set(skip)
+        out: list[dict[str, Any]] = []
+        for instant in self.timeline().completed_compactions():
+            if instant in skipped:
+                continue
+            doc = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.{COMMIT}")))
+            stats = [s for v in doc.get("partitionToWriteStats", {}).values() for s in v]
+            out.append(
+                {
+                    "instant": instant,
+                    "file_groups": len(stats),
+                    "rows": sum(s["numWrites"] for s in stats),
+                    "log_files_compacted": sum(s.get("totalLogFilesCompacted", 0) for s in stats),
+                    "bytes_written": sum(s["totalWriteBytes"] for s in stats),
+                }
+            )
+        return out
+
     def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
         """Deletes an uncommitted instant's base files, then its requested/inflight markers.
 
@@ -553,7 +602,7 @@ class HudiTable:
             entries = self.dfs.list_dir(self.partition_path(partition))
         except DfsNotFound:
             return out
-        completed = set(timeline.completed_commits())
+        completed = set(timeline.completed_instants())
         for e in entries:
             parsed = parse_base_file_name(e.name)
             if not parsed or parsed[2] not in completed:

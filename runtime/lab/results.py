@@ -112,6 +112,9 @@ class JobResult:
     durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
     config: dict[str, Any]  # the effective configuration (JobConfig.record): --config re-runs it
     committed_prefix: dict[str, Any] | None = None  # a run that did not finish: its commits, checked
+    # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
+    # rows, log files compacted), and those it scheduled / postponed
+    compactions: dict[str, Any] = field(default_factory=dict)
     host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
 
     def to_json(self) -> dict[str, Any]:

@@ -55,7 +55,7 @@ from runtime.hudi.dfs_message_bus import (
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
 from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFileName, LogFormatError, read_blocks, record_count
-from runtime.hudi.table import AUX, COMPLETED, HOODIE, HudiTable, TableError, parse_base_file_name
+from runtime.hudi.table import AUX, COMPLETED, HOODIE, HudiTable, TableError, Timeline, parse_base_file_name
 from runtime.lab.verify import VerifyError, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -147,7 +147,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
     files, logs = _list_data_files(table, audit)
-    scan = _Scan(table, states, _read_metadata(table, audit), files, logs)
+    scan = _Scan(table, states, _read_metadata(table, timeline, audit), files, logs)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
     _snapshot_checks(scan, audit)
@@ -161,13 +161,15 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     return audit
 
 
-def _read_metadata(table: HudiTable, audit: Audit) -> dict[str, dict[str, Any]]:
-    """Each completed instant's commit metadata; a file that does not parse is an error."""
+def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[str, dict[str, Any]]:
+    """Each completed instant's commit metadata (a compaction's ``.commit`` too); a file that does
+    not parse is an error."""
     out: dict[str, dict[str, Any]] = {}
     for instant in audit.completed:
-        rel = f"{HOODIE}/{table.commit_file(instant)}"
+        name = f"{instant}.commit" if instant in timeline.compactions else table.commit_file(instant)
+        rel = f"{HOODIE}/{name}"
         try:
-            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, table.commit_file(instant))))
+            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, name)))
             stats = meta["partitionToWriteStats"] if isinstance(meta, dict) else None
             if not isinstance(stats, dict) or not all(isinstance(v, list) for v in stats.values()):
                 raise ValueError("partitionToWriteStats is not a map of partition -> list of write stats")

@@ -117,6 +117,8 @@ class CoordinatorSideContext(CoordinatorContext, _TypingProtocol):
 
     async def commit_instant(self, instant: str, checkpoint_id: int, extra: dict[str, str] | None = None) -> Any: ...
 
+    async def schedule_compaction(self, checkpoint_id: int) -> str | None: ...
+
 
 def leader_offset(msg: ControlMessage, partition: int) -> int | None:
     """The coordinator's committed offset for ``partition`` in ``msg`` (syncKafkaOffsetWithLeader
@@ -515,6 +517,9 @@ class ControlTopicCoordinator(CoordinatorSide):
             ctx.events = [e for e in ctx.events if e.instant != instant]
             ctx.error = error_before
             raise
+        # endCommit then schedules a compaction of a merge-on-read table (executed here by the
+        # job's compaction operators; the connector leaves it to a separate compactor job)
+        await ctx.schedule_compaction(ended_by)
 
     async def _commit_empty(self, instant: str, ended_by: int, extra: dict[str, str]) -> None:
         """An empty commit: the completed instant's metadata has no write stats, only the offsets."""

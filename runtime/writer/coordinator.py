@@ -14,12 +14,26 @@ Sources: Apache Hudi 0.10.0 - 0.11.1, ``hudi-flink/.../sink/StreamWriteOperatorC
   (the protocol's :meth:`~runtime.protocols.base.CoordinatorSide.on_empty_round`); a commit:
   ``reset()`` and ``startInstant()``.
 * ``NonThrownExecutor``: one thread runs the handlers in submission order; here one FIFO lock.
+* Merge-on-read (Hudi 0.13 - 0.15): after the commit and before the next instant starts,
+  ``CompactionUtil.scheduleCompaction`` schedules a compaction plan when enough delta commits
+  follow the last compaction (:meth:`Coordinator.schedule_compaction`,
+  :mod:`runtime.hudi.compaction`); the job's compaction operators run it
+  (:mod:`runtime.writer.compaction`).
 
 It owns the instants on the table's timeline (requested -> inflight -> completed). A round with no
 data reuses the instant; an abort leaves it pending. What writers are told, and how, is the
 protocol's coordinator side.
 
-Differences: events of an instant older than the current one are accepted (as Hudi) but not
+Differences: a compaction is not scheduled while a writer's instant newer than the last completed
+one is pending (the instants a protocol creates on request can be; an older pending one was
+abandoned, its blocks are skipped by every reader): in table version 6 a plan lists the log files present when
+it is made, and a delta commit still writing into a file group's old slice would be shadowed by
+the compacted base file. Hudi checks the same for Spark writers only
+(``ScheduleCompactionActionExecutor``: "Earliest write inflight instant time must be later than
+compaction time"); the postponed compaction is scheduled after a later commit and counted in
+``compactions_postponed``.
+
+Events of an instant older than the current one are accepted (as Hudi) but not
 committed into the current instant (Hudi's would be: their base files carry the older instant in
 their names, which this table model's readers would not resolve); they are dropped at the next
 reset and counted in ``stale_events_dropped``. The protocols modelled never produce them outside a
@@ -119,6 +133,8 @@ class Coordinator:
         self.messages_on_dfs = protocol.messages_on_dfs
         self.empty_commits = protocol.allows_empty_commit(config)  # hoodie.allow.empty.commit
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
+        self.compactions_scheduled: list[str] = []
+        self.compactions_postponed = 0
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -275,6 +291,8 @@ class Coordinator:
             custom = await self.protocol.on_checkpoint_complete(ckp)
             if custom is not None:
                 result = custom
+                if custom.get("committed"):
+                    await self.schedule_compaction(ckp)
                 if custom.get("committed") and self.env.fault(
                     "coordinator.after_commit_before_next_instant", checkpoint=ckp
                 ):
@@ -295,6 +313,7 @@ class Coordinator:
                 instant = self.instant
                 await self.commit_instant(instant, ckp, empty=self.empty_commits)
                 self._reset_events()
+                await self.schedule_compaction(ckp)
                 if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
                 await self._start_instant(ckp, committed=instant)
@@ -341,6 +360,47 @@ class Coordinator:
                 args={"instants": sorted({e.instant for e in stale})},
             )
         self.events.clear()
+
+    async def schedule_compaction(self, checkpoint_id: int) -> str | None:
+        """``CompactionUtil.scheduleCompaction`` after a commit (merge-on-read with compaction on):
+        a plan of every file slice with log files outside a pending compaction, saved as
+        ``<C>.compaction.requested`` once enough delta commits follow the last compaction.
+        Returns the compaction's instant, or None."""
+        if not self.config.compacts:
+            return None
+        from runtime.hudi import compaction
+
+        def schedule() -> tuple[str | None, int]:
+            timeline = self.table.timeline()
+            if not compaction.needs_compaction(timeline, self.config.compaction_delta_commits):
+                return None, 0
+            last = timeline.last_completed() or ""
+            if any(p > last for p in timeline.pending_commits()):
+                return "", 0  # postponed (see the module docstring)
+            ops = compaction.generate_plan(self.table, timeline)
+            if not ops:
+                return None, 0
+            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
+            compaction.save_plan(self.table, instant, ops)
+            return instant, len(ops)
+
+        start = self.env.now()
+        async with self.table_lock:
+            instant, operations = await self.env.io(schedule)
+        if instant == "":
+            self.compactions_postponed += 1
+            return None
+        if instant is not None:
+            self.compactions_scheduled.append(instant)
+            self.env.tracer.complete(
+                f"schedule compaction {instant}",
+                start,
+                self.env.now(),
+                thread="coordinator",
+                cat="compaction",
+                args={"checkpoint": checkpoint_id, "file_groups": operations},
+            )
+        return instant
 
     async def create_instant(self, checkpoint_id: int = -1) -> str:
         """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
@@ -442,4 +502,6 @@ class Coordinator:
             deleted_by_fault=list(self.deleted_by_fault),
             resets=list(self.resets),
             stale_events_dropped=self.stale_events_dropped,
+            compactions_scheduled=list(self.compactions_scheduled),
+            compactions_postponed=self.compactions_postponed,
         )

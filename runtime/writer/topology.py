@@ -45,6 +45,15 @@ from runtime.lab.prefix import verify_prefix
 from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
 from runtime.lab.verify import VerifyError
 from runtime.protocols import PROTOCOLS, get_protocol
+from runtime.writer.compaction import (
+    COMMIT_SINK,
+    COMPACT_TASK,
+    PLAN_OPERATOR,
+    CompactionCommitSink,
+    CompactionPlanOperator,
+    CompactOperator,
+    compaction_role_names,
+)
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.writer.write_task import WriteTask
@@ -128,7 +137,15 @@ def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names:
             state_backend=StateBackend(env.dfs, table.base_path),
             start_checkpoint_id=int(a.get("start_checkpoint_id", 1)),
             start_round=int(a.get("start_round", 1)),
+            compaction_plan=PLAN_OPERATOR if cfg.compacts else "",
         )
+    if spec.kind == PLAN_OPERATOR:
+        tasks = [n for n in compaction_role_names(cfg) if n.startswith(f"{COMPACT_TASK}-")]
+        return CompactionPlanOperator(env, cfg, table, tasks)
+    if spec.kind == COMPACT_TASK:
+        return CompactOperator(env, cfg, table.with_dfs(env.dfs.for_role("compaction.data")), int(a["task_id"]))
+    if spec.kind == COMMIT_SINK:
+        return CompactionCommitSink(env, cfg, table, a.get("schema_json", ""))
     if spec.kind == "writer":
         data_table = table.with_dfs(env.dfs.for_role("writer.data"))
         return WriteTask(env, cfg, int(a["task_id"]), table, protocol, data_table=data_table)
@@ -217,6 +234,7 @@ class JobDriver:
         self.schema_json = schema_json
         self.protocol = get_protocol(cfg.protocol)
         self.names = RoleNames([f"writer-{i}" for i in range(cfg.writers)], [f"source-{i}" for i in range(cfg.writers)])
+        self.compaction_names = compaction_role_names(cfg)  # merge-on-read: runtime.writer.compaction
         self.failovers: list[FailoverRecord] = []
         self.last_triggered = 0
         self.prior_checkpoints: dict[int, CheckpointView] = {}
@@ -237,8 +255,10 @@ class JobDriver:
         return self.names.source_names
 
     def restartable(self, region: bool) -> list[str]:
-        """What a failover restarts: the protocol's own roles live on, the coordinator too in a region."""
-        return ([] if region else ["coordinator"]) + ["job-manager", *self.task_names, *self.source_names]
+        """What a failover restarts: the protocol's own roles live on, the coordinator too in a
+        region. The compaction operators are connected to the write tasks, so in their region."""
+        tasks = [*self.compaction_names, *self.task_names, *self.source_names]
+        return ([] if region else ["coordinator"]) + ["job-manager", *tasks]
 
     def specs(self, names: Sequence[str], resume: dict[str, int], states: dict[str, bytes]) -> list[RoleSpec]:
         """The specs of ``names``; ``resume`` (empty on a fresh start) and the restored ``states``."""
@@ -255,6 +275,12 @@ class JobDriver:
                 if resume:
                     args.update(resume_checkpoint_id=resume["resume_checkpoint_id"], restored_state=states.get(name))
                 out.append(RoleSpec(name, "writer", args))
+            elif name == COMMIT_SINK:
+                out.append(RoleSpec(name, COMMIT_SINK, {"schema_json": self.schema_json}))
+            elif name == PLAN_OPERATOR:
+                out.append(RoleSpec(name, PLAN_OPERATOR))
+            elif name.startswith(f"{COMPACT_TASK}-") and name in self.compaction_names:
+                out.append(RoleSpec(name, COMPACT_TASK, {"task_id": int(name.rsplit("-", 1)[1])}))
             elif name in self.source_names:
                 i = self.source_names.index(name)
                 args = {"task_id": i, "writer": self.task_names[i]}
@@ -309,6 +335,8 @@ class JobDriver:
         else:
             await host.start(["coordinator"])
         await host.start(["job-manager"])
+        if self.compaction_names:  # deployed before the tasks whose checkpoints run them
+            await host.start(self.compaction_names)
         if region:
             # a region's tasks are deployed together, as Flink does: a source may feed its task
             # while another task has not bootstrapped yet (the HUDI-6194 window)
@@ -493,6 +521,20 @@ class JobDriver:
             return []
         return self.table.commit_summaries(skip=before)
 
+    def compactions(self, coord: CoordinatorView, before: set[str]) -> dict[str, Any]:
+        """Merge-on-read: the compactions of this job, read from the table, and what the
+        coordinator scheduled and postponed ({} for a job that does not compact)."""
+        if not self.cfg.compacts or not self.table.dfs.exists(self.table.hoodie):
+            return {}
+        done = self.table.compaction_summaries(skip=before)
+        pending = self.table.timeline().pending_compactions()
+        return {
+            "completed": done,
+            "pending": pending,
+            "scheduled": len(coord.compactions_scheduled),
+            "postponed": coord.compactions_postponed,
+        }
+
     def result(
         self,
         outcome: Outcome,
@@ -524,6 +566,7 @@ class JobDriver:
             error=outcome.error,
             records=cfg.records,
             commits=self.commits(commits_before),
+            compactions=self.compactions(coord, commits_before),
             empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
             faults_fired=fired,

@@ -63,6 +63,7 @@ from runtime.flink.mailbox import (
     Suspension,
     TaskMailbox,
 )
+from runtime.hudi.compaction import compacting_file_groups
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
@@ -133,9 +134,13 @@ class WriteTask:
         self.buffered_rows = 0
         self.versions: dict[tuple[str, str], _FileVersion] = {}  # (partition, file_id) -> latest
         # merge-on-read: (partition, file_id) -> the slice as this task last wrote it; each
-        # partition's listing, taken at its first touch
+        # partition's listing, taken at its first touch in an instant (a compaction scheduled
+        # since the last instant moves file groups to new slices: Hudi's file-system view is
+        # refreshed per instant); the pending compactions' file groups, read with the first listing
         self.slices: dict[tuple[str, str], LogSlice] = {}
         self._log_listings: dict[str, PartitionLogs] = {}
+        self._log_instant = ""
+        self._compacting: dict[str, dict[str, str]] | None = None
         self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
         self._listed_partitions: set[str] = set()
         self._partitions_ready: set[str] = set()
@@ -588,9 +593,18 @@ class WriteTask:
         """A merge-on-read flush: the records as the next log file of the file group's latest
         slice (:mod:`runtime.hudi.log_writer`)."""
         table = self.data_table
+        if instant != self._log_instant:  # a new instant sees the table anew
+            self.slices.clear()
+            self._log_listings.clear()
+            self._compacting = None
+            self._log_instant = instant
         listing = self._log_listings.get(partition)
         if listing is None:  # first touch of this partition: its file slices, from one listing
-            listing = self._log_listings[partition] = list_partition(table, partition, table.timeline())
+            timeline = table.timeline()
+            if self._compacting is None:
+                self._compacting = compacting_file_groups(table, timeline)
+            held = self._compacting.get(partition, {})
+            listing = self._log_listings[partition] = list_partition(table, partition, timeline, held)
         slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
         rows = log_records(
             records,

@@ -25,3 +25,34 @@ def test_the_default_is_two_task_managers_a_cpu_and_never_an_empty_one():
     assert ProcessLayout.for_job(256, 0, cluster_cpus=2).task_managers == 4
     assert ProcessLayout.for_job(10, 0, cluster_cpus=16).slots == 1  # no more managers than writers
     assert ProcessLayout.for_job(10, 3, cluster_cpus=2).task_managers == 4  # --slots-per-task-manager 3
+
+
+def test_compaction_operators_share_the_task_managers_slots():
+    """Flink's slot sharing: compaction task i in slot i's task manager (wrapping round), the plan
+    operator and the commit sink in the first one; a failover kills a task manager with them."""
+    layout = ProcessLayout(writers=3, slots=2, compaction_tasks=4)
+    assert [layout.process_of(f"compact-{i}") for i in range(4)] == [
+        "taskmanager-0",
+        "taskmanager-0",
+        "taskmanager-1",
+        "taskmanager-0",
+    ]
+    assert layout.process_of("compaction-plan") == layout.process_of("compaction-commit") == "taskmanager-0"
+    assert layout.roles_of("taskmanager-0") == [
+        "writer-0",
+        "source-0",
+        "writer-1",
+        "source-1",
+        "compact-0",
+        "compact-1",
+        "compact-3",
+        "compaction-plan",
+        "compaction-commit",
+    ]
+    assert layout.roles_of("taskmanager-1") == ["writer-2", "source-2", "compact-2"]
+    assert ProcessLayout(writers=3, slots=2).roles_of("taskmanager-0") == [
+        "writer-0",
+        "source-0",
+        "writer-1",
+        "source-1",
+    ]

@@ -311,8 +311,9 @@ def test_ack_commit_sets_the_committed_offset_to_the_leaders(world):
 # -- 5. the wire messages live in runtime.core.messages ----------------------------------------
 
 # the encoding of these messages as they moved from runtime.kafka.topic, with the three fields a
-# merge-on-read write stat added since (log version, base file, log files)
-GOLDEN_SHA256 = "639eff20819b8e0fb501eab2e6d495fd0460589561a1e10a62fa90b3829dd3b1"
+# merge-on-read write stat added since (log version, base file, log files) and the four a
+# compaction's stat added (log records, log files compacted, their size, updated records)
+GOLDEN_SHA256 = "b73e911362936a63d72d2ff5f4baa6272eec4b9218783d22df7b1dfd6f519a8c"
 
 
 def test_the_topic_messages_are_in_core_messages_with_unchanged_bytes():

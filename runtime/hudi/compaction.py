@@ -1,0 +1,425 @@
+"""Compaction of a merge-on-read table (version 6): its plan, one file group's compaction, its
+commit and its rollback, as Hudi 0.13 - 0.15 run them for the Flink writer.
+
+Sources (apache/hudi 0.15):
+
+* Scheduling. ``ScheduleCompactionActionExecutor.needCompact`` with the ``num_commits`` trigger
+  (``compaction.trigger.strategy``): compact once ``compaction.delta_commits`` delta commits, in any
+  state, follow the latest completed compaction
+  (``CompactionUtils.getDeltaCommitsSinceLatestCompaction``; every delta commit when none
+  completed). The instant is a new instant time.
+* The plan. ``BaseHoodieCompactionPlanGenerator.generateCompactionPlan``: per partition, the latest
+  file slice of every file group that is in no pending compaction and has log files; one
+  ``CompactionOperation`` each (base instant, base file, log files in version order, metrics). A
+  plan with no operation is not saved. ``TimelineMetadataUtils.serializeCompactionPlan`` stores the
+  ``HoodieCompactionPlan`` (``HoodieCompactionOperation.avsc``; plan version 2:
+  ``CompactionUtils.LATEST_COMPACTION_METADATA_VERSION``, file names without their folder) in an
+  Avro container file as ``<C>.compaction.requested``; ``transitionCompactionRequestedToInflight``
+  writes an empty ``<C>.compaction.inflight``.
+* One file group. ``HoodieCompactor.compact``: ``maxInstantTime`` is the latest completed commit,
+  delta commit or rollback; ``HoodieMergedLogRecordScanner`` reads the slice's log blocks in order
+  and skips a block of an instant that did not complete or is later than ``maxInstantTime``
+  (``AbstractHoodieLogRecordReader.scanInternal``); records of one key combine by ordering value,
+  the later one winning a tie (``EventTimeAvroPayload.preCombine``). ``HoodieMergeHandle`` (or
+  ``HoodieCreateHandle`` for a log-only group) writes ``<fileId>_<token>_<C>.parquet``: a stored row
+  stays unless a log record's ordering value is at least its own; compaction preserves the log
+  records' commit time and sequence number (``hoodie.compaction.preserve.commit.metadata``, on by
+  default since 0.11), so incremental and time-travel reads still see the delta commit that wrote
+  a row.
+* The commit. ``CompactHelpers.createCompactionMetadata``: ``HoodieCommitMetadata(compacted=true)``,
+  the new base files' write stats, the schema, operation ``COMPACT``;
+  ``transitionCompactionInflightToComplete`` writes ``<C>.commit`` (``.compaction.requested`` and
+  ``.inflight`` stay: they are one instant with it).
+* Rollback. ``CompactionUtil.rollbackCompaction`` -> ``HoodieTable.rollbackInflightCompaction``:
+  the inflight compaction's files are deleted and the instant goes back to requested (its plan
+  kept), to be executed again.
+
+Differences: a rollback writes no ``.rollback`` instant (the table's rollbacks here never do); the
+scanner's rollback command blocks need no handling of their own, as every instant they name is
+also not completed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+
+from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.messages import WriteStat
+from runtime.hudi.log_format import (
+    AVRO_DATA_BLOCK,
+    SCHEMA,
+    LogFormatError,
+    avro_records,
+    read_blocks,
+)
+from runtime.hudi.log_writer import list_partition
+from runtime.hudi.merge import merge_file_group
+from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.table import (
+    COMPACTION,
+    INFLIGHT,
+    REQUESTED,
+    HudiTable,
+    TableError,
+    Timeline,
+    base_file_name,
+    parse_base_file_name,
+)
+
+PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
+COMPACT = "COMPACT"  # WriteOperationType of a compaction's commit
+
+_NULLABLE_STRING = ["null", "string"]
+PLAN_SCHEMA: dict[str, Any] = {
+    "namespace": "org.apache.hudi.avro.model",
+    "type": "record",
+    "name": "HoodieCompactionPlan",
+    "fields": [
+        {
+            "name": "operations",
+            "type": [
+                "null",
+                {
+                    "type": "array",
+                    "items": {
+                        "name": "HoodieCompactionOperation",
+                        "type": "record",
+                        "fields": [
+                            {"name": "baseInstantTime", "type": _NULLABLE_STRING},
+                            {
+                                "name": "deltaFilePaths",
+                                "type": ["null", {"type": "array", "items": "string"}],
+                                "default": None,
+                            },
+                            {"name": "dataFilePath", "type": _NULLABLE_STRING, "default": None},
+                            {"name": "fileId", "type": _NULLABLE_STRING},
+                            {"name": "partitionPath", "type": _NULLABLE_STRING, "default": None},
+                            {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
+                            {"name": "bootstrapFilePath", "type": _NULLABLE_STRING, "default": None},
+                        ],
+                    },
+                },
+            ],
+            "default": None,
+        },
+        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+_PARSED_PLAN_SCHEMA = fastavro.parse_schema(PLAN_SCHEMA)
+
+
+@dataclass(frozen=True)
+class CompactionOperation:
+    """One file slice to compact (``CompactionOperation``)."""
+
+    partition: str
+    file_id: str
+    base_instant: str
+    base_file: str  # "" for a log-only file group
+    log_files: tuple[str, ...]  # file names, in version order
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    instant: str
+    operations: tuple[CompactionOperation, ...]
+
+
+# -- scheduling ---------------------------------------------------------------------------------
+
+
+def needs_compaction(timeline: Timeline, delta_commits: int) -> bool:
+    """The ``num_commits`` trigger: ``delta_commits`` or more since the latest completed compaction."""
+    return delta_commits > 0 and timeline.delta_commits_since_compaction() >= delta_commits
+
+
+def data_partitions(table: HudiTable) -> list[str]:
+    """The table's partition folders (every folder not hidden: a partition per folder here)."""
+    try:
+        entries = table.dfs.list_dir(table.base_path)
+    except DfsNotFound:
+        return []
+    return sorted(e.name for e in entries if e.is_dir and not e.name.startswith("."))
+
+
+def generate_plan(table: HudiTable, timeline: Timeline) -> list[CompactionOperation]:
+    """The operations of a new plan: the latest slice with log files of every file group that no
+    pending compaction holds, partition by partition."""
+    pending = compacting_file_groups(table, timeline)
+    ops = []
+    for partition in data_partitions(table):
+        held = pending.get(partition, {})
+        listing = list_partition(table, partition, timeline, held)
+        sizes: dict[str, int] | None = None
+        for fid in sorted(listing.slices):
+            s = listing.slices[fid]
+            if fid in held or not s.log_files:
+                continue
+            if sizes is None:
+                sizes = {e.name: e.size for e in _entries(table, partition)}
+            log_size = float(sum(sizes.get(n, 0) for n in s.log_files))
+            metrics = {
+                "TOTAL_LOG_FILES": float(len(s.log_files)),
+                "TOTAL_LOG_FILES_SIZE": log_size,
+                "TOTAL_IO_READ_MB": (log_size + sizes.get(s.base_file, 0)) / 2**20,
+            }
+            ops.append(CompactionOperation(partition, fid, s.base_instant, s.base_file, s.log_files, metrics))
+    return ops
+
+
+def _entries(table: HudiTable, partition: str) -> list[Any]:
+    try:
+        return table.dfs.list_dir(table.partition_path(partition))
+    except DfsNotFound:
+        return []
+
+
+def encode_plan(operations: Iterable[CompactionOperation]) -> bytes:
+    """The ``HoodieCompactionPlan`` as an Avro container file."""
+    record = {
+        "operations": [
+            {
+                "baseInstantTime": op.base_instant,
+                "deltaFilePaths": list(op.log_files),
+                "dataFilePath": op.base_file or None,
+                "fileId": op.file_id,
+                "partitionPath": op.partition,
+                "metrics": dict(op.metrics),
+                "bootstrapFilePath": None,
+            }
+            for op in operations
+        ],
+        "extraMetadata": None,
+        "version": PLAN_VERSION,
+    }
+    buf = io.BytesIO()
+    fastavro.writer(buf, _PARSED_PLAN_SCHEMA, [record])
+    return buf.getvalue()
+
+
+def decode_plan(instant: str, data: bytes) -> CompactionPlan:
+    records = list(fastavro.reader(io.BytesIO(data)))
+    if len(records) != 1 or not isinstance(records[0], dict):
+        raise TableError(f"the compaction plan of {instant} holds {len(records)} records, not one")
+    ops = tuple(
+        CompactionOperation(
+            op["partitionPath"] or "",
+            op["fileId"] or "",
+            op["baseInstantTime"] or "",
+            op["dataFilePath"] or "",
+            tuple(op["deltaFilePaths"] or ()),
+            dict(op["metrics"] or {}),
+        )
+        for op in records[0].get("operations") or []
+    )
+    return CompactionPlan(instant, ops)
+
+
+def requested_file(table: HudiTable, instant: str) -> str:
+    return Dfs.join(table.hoodie, f"{instant}.{COMPACTION}.{REQUESTED}")
+
+
+def inflight_file(table: HudiTable, instant: str) -> str:
+    return Dfs.join(table.hoodie, f"{instant}.{COMPACTION}.{INFLIGHT}")
+
+
+def save_plan(table: HudiTable, instant: str, operations: list[CompactionOperation]) -> None:
+    """``<instant>.compaction.requested`` with the plan (the caller holds the table lock)."""
+    if not operations:
+        raise TableError(f"refusing to save the empty compaction plan of {instant}: Hudi saves none")
+    table.dfs.write_bytes(requested_file(table, instant), encode_plan(operations))
+
+
+def read_plan(table: HudiTable, instant: str) -> CompactionPlan:
+    try:
+        data = table.dfs.read_bytes(requested_file(table, instant))
+    except DfsNotFound as exc:
+        raise TableError(f"compaction {instant} has no plan: {requested_file(table, instant)} is missing") from exc
+    return decode_plan(instant, data)
+
+
+def compacting_file_groups(table: HudiTable, timeline: Timeline) -> dict[str, dict[str, str]]:
+    """partition -> file id -> the pending compaction holding it (``getPendingCompactionOperations``)."""
+    out: dict[str, dict[str, str]] = {}
+    for instant in timeline.pending_compactions():
+        for op in read_plan(table, instant).operations:
+            out.setdefault(op.partition, {})[op.file_id] = instant
+    return out
+
+
+def start_compaction(table: HudiTable, instant: str) -> CompactionPlan:
+    """requested -> inflight; the plan to execute."""
+    plan = read_plan(table, instant)
+    table.dfs.create_empty(inflight_file(table, instant))
+    return plan
+
+
+# -- one file group -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    stat: WriteStat
+    log_records: int  # records read from the log blocks that count
+    log_blocks: int
+    skipped_blocks: int  # blocks of instants not completed (a failed write's) or later ones
+
+
+def _arrow_type(avro: Any) -> pa.DataType:
+    """The Arrow type of a data field (the inverse of ``table.avro_schema_json``'s mapping)."""
+    if isinstance(avro, list):
+        return _arrow_type(next(t for t in avro if t != "null"))
+    if isinstance(avro, dict):
+        logical = avro.get("logicalType")
+        if logical == "timestamp-micros":
+            return pa.timestamp("us", tz="UTC")
+        if logical == "date":
+            return pa.date32()
+        return _arrow_type(avro["type"])
+    simple = {
+        "string": pa.string(),
+        "long": pa.int64(),
+        "int": pa.int32(),
+        "float": pa.float32(),
+        "double": pa.float64(),
+        "boolean": pa.bool_(),
+        "bytes": pa.binary(),
+    }
+    if avro not in simple:
+        raise TableError(f"a log block's schema has a field of Avro type {avro!r}, which compaction does not read")
+    return simple[avro]
+
+
+def arrow_schema(record_schema_json: str) -> pa.Schema:
+    fields = json.loads(record_schema_json)["fields"]
+    return pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in fields])
+
+
+def read_log_records(
+    table: HudiTable, partition: str, log_files: Iterable[str], timeline: Timeline
+) -> tuple[pa.Table | None, int, int]:
+    """The records of the log files' blocks that count, in log order: (records or None, blocks
+    read, blocks skipped). A block counts when its instant completed and is not later than the
+    latest completed instant (``maxInstantTime``)."""
+    completed = set(timeline.completed_commits())
+    latest = max(completed, default="")
+    tables, blocks, skipped = [], 0, 0
+    for name in log_files:
+        path = Dfs.join(table.base_path, partition, name)
+        for block in read_blocks(table.dfs.read_bytes(path), path):
+            if block.block_type != AVRO_DATA_BLOCK:
+                continue  # command blocks name instants that are not completed, skipped anyway
+            blocks += 1
+            if block.instant not in completed or block.instant > latest:
+                skipped += 1
+                continue
+            rows = avro_records(block)
+            if rows:
+                tables.append(pa.Table.from_pylist(rows, schema=arrow_schema(block.header[SCHEMA])))
+    if not tables:
+        return None, blocks, skipped
+    try:
+        return pa.concat_tables(tables, promote_options="none"), blocks, skipped
+    except pa.ArrowInvalid as exc:
+        raise LogFormatError(f"the log blocks of {partition} disagree on their schema: {exc}") from exc
+
+
+def compact_file_group(
+    table: HudiTable,
+    op: CompactionOperation,
+    instant: str,
+    timeline: Timeline,
+    *,
+    task_id: int,
+    options: ParquetWriteOptions | None = None,
+) -> CompactionResult:
+    """Merges the slice's base file with its log records into ``<fileId>_<token>_<instant>.parquet``
+    (the module docstring has the rules); the base file's write stat."""
+    key, precombine = table.props.record_key_field, table.props.precombine_field
+    logs, blocks, skipped = read_log_records(table, op.partition, op.log_files, timeline)
+    base = table.read_base_file(f"{op.partition}/{op.base_file}") if op.base_file else None
+    name = base_file_name(op.file_id, f"{task_id}-0-0", instant)
+    rel = f"{op.partition}/{name}"
+    incoming = logs if logs is not None else _empty_like(base)
+    if incoming is None:
+        raise TableError(f"compaction {instant}: file group {op.file_id} has neither a base file nor log records")
+    merged = merge_file_group(
+        base,
+        incoming,
+        instant=instant,
+        partition=op.partition,
+        file_name=name,
+        key=key,
+        precombine=precombine,
+        partition_id=task_id,
+        keep_meta=True,
+    )
+    size = table.write_base_file(rel, merged.table, options)
+    log_size = sum(e.size for e in _entries(table, op.partition) if e.name in set(op.log_files))
+    n_logs = 0 if logs is None else logs.num_rows
+    stat = WriteStat(
+        op.file_id,
+        rel,
+        op.partition,
+        op.base_instant,
+        merged.table.num_rows,
+        merged.inserts,
+        merged.updates,
+        size,
+        size,
+        0,
+        log_records=n_logs,
+        log_files_compacted=len(op.log_files),
+        log_size_compacted=log_size,
+        updated_records_compacted=merged.updates,
+    )
+    return CompactionResult(stat, n_logs, blocks, skipped)
+
+
+def _empty_like(base: pa.Table | None) -> pa.Table | None:
+    return None if base is None else base.slice(0, 0)
+
+
+# -- commit and rollback ------------------------------------------------------------------------
+
+
+def commit_compaction(table: HudiTable, instant: str, stats: list[WriteStat], schema_json: str) -> None:
+    """``<instant>.commit``: the compaction's metadata; the last step, which publishes its base files."""
+    from runtime.hudi.table import stat_to_json
+
+    by_partition: dict[str, list[dict[str, Any]]] = {}
+    for s in stats:
+        by_partition.setdefault(s.partition, []).append(stat_to_json(s))
+    doc = {
+        "partitionToWriteStats": by_partition,
+        "compacted": True,
+        "extraMetadata": {"schema": schema_json},
+        "operationType": COMPACT,
+    }
+    table.dfs.write_bytes(Dfs.join(table.hoodie, f"{instant}.commit"), json.dumps(doc, indent=2).encode())
+
+
+def rollback_compaction(table: HudiTable, instant: str) -> list[str]:
+    """An inflight compaction back to requested: its base files deleted (by listing the plan's
+    partitions), then its inflight file. Returns the deleted base files. Refuses a completed one."""
+    timeline = table.timeline()
+    if instant in timeline.completed_compactions():
+        raise TableError(f"cannot roll back compaction {instant}: it is committed")
+    deleted = []
+    for partition in sorted({op.partition for op in read_plan(table, instant).operations}):
+        for e in _entries(table, partition):
+            parsed = parse_base_file_name(e.name)
+            if parsed is not None and parsed[2] == instant:
+                table.dfs.delete(e.path)
+                deleted.append(e.path)
+    table.dfs.delete(inflight_file(table, instant))
+    return deleted
