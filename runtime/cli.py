@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from runtime.core.config import ConfigError, JobConfig
+from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
 from runtime.core.options import (
     add_config_option,
     add_job_options,
@@ -237,13 +237,15 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
     out = check_writable_dir(args.out, "--out")
     names = _names(args.protocols, _protocol_names(), "--protocols")
+    table_types = list(TABLE_TYPES) if args.table_type == "both" else [args.table_type]
+    args.table_type = table_types[0]
     base = _config_from(args, out)
     if args.schedule == "quiet-round":
         base = with_quiet_round(base)
     base.validate(_protocol_names())
     with (
         engines_to_log(_engine_log(args, out)),
-        runs_progress(console, len(names), "protocols", enabled=not args.quiet) as update,
+        runs_progress(console, len(names) * len(table_types), "runs", enabled=not args.quiet) as update,
     ):
         update(0, "measuring one actor RPC round trip")
         rtt = measure_rpc_round_trip()
@@ -255,8 +257,9 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
             run=lambda cfg, sub: run_job(cfg, sub),
             rtt=rtt,
             on_start=lambda name, i: update(i, f"running {name}"),
+            table_types=table_types,
         )
-        update(len(names), "done")
+        update(len(names) * len(table_types), "done")
     plots = plot_compare(doc, out)
     for table in compare_tables(doc):
         console.print(table)
@@ -377,6 +380,11 @@ def _add_experiment_commands(sub: Any) -> None:
         help="quiet-round: round 2 carries no data and its completion arrives late (a quiet period in the "
         "stream; exposes P1's deadlock); even: data in every round (default: quiet-round)",
     )
+    for action in cmp._actions:  # compare alone takes both table types
+        if action.dest == "table_type":
+            action.choices = [*TABLE_TYPES, "both"]
+            action.metavar = "{" + ",".join(action.choices) + "}"
+            action.help = f"{action.help}; both: every protocol on each, side by side"
     cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
 
     matrix_defaults = JobConfig(

@@ -150,6 +150,10 @@ class Source:
                     await self._replay_requested()
                     await self._push(DataBatch(batch, r, self.offset_rows))
                     self._emitted.append(batch)
+                    # the records' own bytes (Arrow's in-memory size, runtime columns left out):
+                    # the denominator of a run's write amplification
+                    data = [c for c in batch.column_names if not c.startswith("_")]
+                    self.env.metrics.count("input_bytes", batch.select(data).nbytes)
                     self.offset_rows += batch.num_rows
                     rows += batch.num_rows
                 self.env.send(self.job_manager, "round_emitted", RoundEmitted(self.env.role, r, rows, self.offset_rows))

@@ -503,6 +503,31 @@ class HudiTable:
             )
         return out
 
+    def files_written(self, skip: Iterable[str] = ()) -> dict[str, int]:
+        """What the completed instants (except ``skip``) wrote, from their metadata: base files
+        and log files, and their bytes; a compaction's base files are counted apart. The file
+        versions a commit lists: a version a later flush of the same instant replaced is not."""
+        skipped = set(skip)
+        timeline = self.timeline()
+        out = dict.fromkeys(("base_files", "log_files", "bytes", "compaction_base_files", "compaction_bytes"), 0)
+        for instant in timeline.completed_instants():
+            if instant in skipped:
+                continue
+            compacted = instant in timeline.compactions
+            name = f"{instant}.{COMMIT}" if compacted else self.commit_file(instant)
+            doc = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, name)))
+            for s in (s for v in doc.get("partitionToWriteStats", {}).values() for s in v):
+                size = int(s.get("totalWriteBytes") or 0)
+                if compacted:
+                    out["compaction_base_files"] += 1
+                    out["compaction_bytes"] += size
+                elif LogFileName.parse(str(s["path"]).rsplit("/", 1)[-1]) is not None:
+                    out["log_files"] += 1
+                else:
+                    out["base_files"] += 1
+                out["bytes"] += size
+        return out
+
     def compaction_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
         """Every completed compaction (except those in ``skip``): its instant, the file groups it
         compacted, the rows of their new base files and the log files it read."""

@@ -2,6 +2,10 @@
 
 Latencies are also given as a multiple of one measured actor-RPC round trip: the physical floor a
 coordination protocol on Ray cannot beat.
+
+``--table-type both`` runs every protocol on a copy-on-write and on a merge-on-read table and puts
+them side by side: write amplification (bytes the commits and compactions wrote / the input
+records' bytes), base-file, log-file and compaction writes per checkpoint, commit latency and rows/s.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
         "commit_to_unblock_p99_rtt": times_rtt(lat.get("p99")),
         "commit_to_unblock_samples": result.get("commit_to_unblock_samples", []),
         "rows_per_s": result["rows_per_s"],
+        **_data_figures(result),
         "dfs_ops_per_checkpoint": by_type,
         "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
         "dfs_ops_per_checkpoint_by_role": result.get("dfs_ops_per_checkpoint", {}),
@@ -55,6 +60,19 @@ def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
         "exactly_once_detail": eo,
         "error": result.get("error"),
         "run_s": result["timing"]["run_s"],
+    }
+
+
+def _data_figures(result: dict[str, Any]) -> dict[str, Any]:
+    """What the run wrote (result.json's ``data_written``): write amplification and file writes."""
+    data = result.get("data_written") or {}
+    return {
+        "write_amplification": data.get("write_amplification"),
+        "bytes_written": data.get("bytes"),
+        "base_files_per_checkpoint": data.get("base_files_per_checkpoint"),
+        "log_files_per_checkpoint": data.get("log_files_per_checkpoint"),
+        "compaction_base_files_per_checkpoint": data.get("compaction_base_files_per_checkpoint"),
+        "compactions": len((result.get("compactions") or {}).get("completed", [])),
     }
 
 
@@ -77,18 +95,26 @@ def run_compare(
     run: Callable[[JobConfig, str], dict[str, Any]],
     rtt: dict[str, float] | None = None,
     on_start: Callable[[str, int], None] | None = None,
+    table_types: list[str] | None = None,
 ) -> dict[str, Any]:
     """Runs ``base`` once per protocol (each on its own table under ``out_dir/<protocol>``), at
-    one commit cadence (:func:`one_commit_cadence`)."""
+    one commit cadence (:func:`one_commit_cadence`). With several ``table_types`` (both: the
+    command line's ``--table-type both``), once per protocol and type, under
+    ``out_dir/<type>/<protocol>``; ``protocols`` then holds the first type's rows."""
     base = one_commit_cadence(base)
-    rows: dict[str, Any] = {}
-    for i, name in enumerate(protocols):
-        if on_start:
-            on_start(name, i)
-        sub = os.path.join(out_dir, name)
-        cfg = base.replace(protocol=name, table=os.path.join(sub, "table"))
-        result = run(cfg, sub)
-        rows[name] = figures(result, rtt["p50_s"] if rtt else None)
+    types = table_types or [base.table_type]
+    by_type: dict[str, dict[str, Any]] = {}
+    for t, table_type in enumerate(types):
+        rows_of_type: dict[str, Any] = {}
+        for i, name in enumerate(protocols):
+            if on_start:
+                on_start(f"{name} ({table_type})" if len(types) > 1 else name, t * len(protocols) + i)
+            sub = os.path.join(out_dir, table_type, name) if len(types) > 1 else os.path.join(out_dir, name)
+            cfg = base.replace(protocol=name, table=os.path.join(sub, "table"), table_type=table_type)
+            result = run(cfg, sub)
+            rows_of_type[name] = figures(result, rtt["p50_s"] if rtt else None)
+        by_type[table_type] = rows_of_type
+    rows = by_type[types[0]]
     doc = {
         "workload": {
             "writers": base.writers,
@@ -105,6 +131,7 @@ def run_compare(
         "not_scaled": ["RPC latency", "DFS latency", "table-lock hold time"],
         "rpc_round_trip": rtt,
         "protocols": rows,
+        "table_types": by_type if len(types) > 1 else {},
     }
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "compare.json"), "w") as f:
@@ -162,13 +189,68 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     fig.savefig(p, dpi=110)
     plt.close(fig)
     paths.append(p)
+    if doc.get("table_types"):
+        paths.append(_plot_table_types(doc, out_dir, plt))
     return paths
+
+
+def _plot_table_types(doc: dict[str, Any], out_dir: str, plt: Any) -> str:
+    """Per protocol, each table type's write amplification and rows/s, side by side."""
+    types = doc["table_types"]
+    names = list(next(iter(types.values())))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(types)
+    for k, (table_type, rows) in enumerate(types.items()):
+        xs = [i + (k - (len(types) - 1) / 2) * width for i in range(len(names))]
+        axes[0].bar(xs, [rows[n]["write_amplification"] or 0 for n in names], width, label=table_type)
+        axes[1].bar(xs, [rows[n]["rows_per_s"] for n in names], width, label=table_type)
+    for ax, label in zip(axes, ("write amplification (bytes written / input bytes)", "rows/s"), strict=True):
+        ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    w = doc["workload"]
+    fig.suptitle(f"Copy-on-write against merge-on-read: {w['writers']} writers, {w['records']:,} records")
+    fig.tight_layout()
+    p = os.path.join(out_dir, "table_types.png")
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return p
 
 
 def compare_tables(doc: dict[str, Any]) -> list[Table]:
     """What each protocol did, what it cost, and its DFS operations by type: three tables that
     each read at 80 columns."""
-    return [_outcome_table(doc), _cost_table(doc), _dfs_table(doc)]
+    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc)]
+    return tables + ([_table_types_table(doc)] if doc.get("table_types") else [])
+
+
+SHORT_TYPE = {"copy-on-write": "COW", "merge-on-read": "MOR"}
+
+
+def _table_types_table(doc: dict[str, Any]) -> Table:
+    """Per protocol and table type: write amplification, files written per checkpoint, commit
+    latency and rows/s."""
+    t = _table(
+        "Copy-on-write against merge-on-read (per checkpoint: base, log and compacted files written)",
+        ["protocol", "table", "write\namp", "base\n/ckp", "log\n/ckp", "compact\n/ckp", "unblock\nms p50", "rows/s"],
+    )
+    t.caption = "write amp: bytes written (commits and compactions) / the input records' bytes."
+    types = doc["table_types"]
+    for name in next(iter(types.values())):
+        for table_type, rows in types.items():
+            r = rows[name]
+            p50 = r["commit_to_unblock_p50_s"]
+            t.add_row(
+                name,
+                SHORT_TYPE.get(table_type, table_type),
+                "-" if r["write_amplification"] is None else f"{r['write_amplification']:.2f}",
+                f"{r['base_files_per_checkpoint'] or 0:g}",
+                f"{r['log_files_per_checkpoint'] or 0:g}",
+                f"{r['compaction_base_files_per_checkpoint'] or 0:g}",
+                "-" if p50 is None else f"{p50 * 1000:.1f}",
+                f"{r['rows_per_s']:,.0f}",
+            )
+    return t
 
 
 def _table(title: str, columns: list[str]) -> Table:

@@ -115,6 +115,9 @@ class JobResult:
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
     compactions: dict[str, Any] = field(default_factory=dict)
+    # the data the job's commits and compactions wrote (HudiTable.files_written), and the write
+    # amplification: bytes written / the input records' bytes (the sources' input_bytes counter)
+    data_written: dict[str, Any] = field(default_factory=dict)
     host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
 
     def to_json(self) -> dict[str, Any]:

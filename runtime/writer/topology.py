@@ -521,6 +521,20 @@ class JobDriver:
             return []
         return self.table.commit_summaries(skip=before)
 
+    def data_written(self, figures: dict[str, Any], before: set[str]) -> dict[str, Any]:
+        """Files and bytes this job's commits and compactions wrote, per completed checkpoint,
+        and the write amplification ({} before the table exists)."""
+        if not self.table.dfs.exists(self.table.hoodie):
+            return {}
+        out: dict[str, Any] = self.table.files_written(skip=before)
+        checkpoints = max(1, figures["checkpoints"]["completed"])
+        for kind in ("base_files", "log_files", "compaction_base_files"):
+            out[f"{kind}_per_checkpoint"] = round(out[kind] / checkpoints, 2)
+        input_bytes = figures.get("counters", {}).get("input_bytes", 0)
+        out["input_bytes"] = input_bytes
+        out["write_amplification"] = round(out["bytes"] / input_bytes, 3) if input_bytes else None
+        return out
+
     def compactions(self, coord: CoordinatorView, before: set[str]) -> dict[str, Any]:
         """Merge-on-read: the compactions of this job, read from the table, and what the
         coordinator scheduled and postponed ({} for a job that does not compact)."""
@@ -567,6 +581,7 @@ class JobDriver:
             records=cfg.records,
             commits=self.commits(commits_before),
             compactions=self.compactions(coord, commits_before),
+            data_written=self.data_written(figures, commits_before),
             empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
             faults_fired=fired,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from rich.console import Console
 
 from runtime.core.config import JobConfig
@@ -66,3 +67,45 @@ def test_the_tables_read_at_80_columns(tmp_path):
     for name in ALL_PROTOCOLS:  # a protocol's row: its name whole, its verdict beside it
         row = next(ln for ln in lines if ln.strip().startswith(name) and ("verified" in ln or "writer-" in ln))
         assert row, name
+
+
+def test_both_table_types_side_by_side(tmp_path):
+    """--table-type both: every protocol on each table type, under out/<type>/<protocol>; the rows
+    say what each wrote (copy-on-write rewrites base files, merge-on-read appends log files and
+    compacts), the table reads at 80 columns and the plot is drawn."""
+    ran: list[JobConfig] = []
+
+    def run(cfg: JobConfig, sub: str) -> dict:
+        ran.append(cfg)
+        return simulate(cfg, workdir=sub, seed=1, storage="disk", max_real_s=120.0)
+
+    base = JobConfig(source="generator", writers=2, checkpoints=4, records=3_000, compaction_delta_commits=2)
+    names = ["message-bus", "coordination-rpc"]
+    doc = run_compare(base, names, str(tmp_path), run=run, table_types=["copy-on-write", "merge-on-read"])
+    assert [(c.table_type, c.protocol) for c in ran] == [
+        (t, n) for t in ("copy-on-write", "merge-on-read") for n in names
+    ]
+    assert ran[0].table == str(tmp_path / "copy-on-write" / "message-bus" / "table")
+    cow, mor = doc["table_types"]["copy-on-write"], doc["table_types"]["merge-on-read"]
+    assert doc["protocols"] == cow
+    for name in names:
+        assert cow[name]["exactly_once"] is True and mor[name]["exactly_once"] is True
+        assert cow[name]["base_files_per_checkpoint"] > 0 and cow[name]["log_files_per_checkpoint"] == 0
+        assert mor[name]["log_files_per_checkpoint"] > 0 and mor[name]["base_files_per_checkpoint"] == 0
+        assert mor[name]["compactions"] >= 1 and mor[name]["compaction_base_files_per_checkpoint"] > 0
+        assert cow[name]["write_amplification"] > 0 and mor[name]["write_amplification"] > 0
+    console = Console(width=80, record=True, color_system=None)
+    console.print(compare_tables(doc)[-1])
+    text = console.export_text()
+    assert "…" not in text and all(len(line) <= 80 for line in text.splitlines()), text
+    assert os.path.getsize(plot_compare(doc, str(tmp_path))[-1]) > 1000
+
+
+def test_compare_alone_takes_both_table_types_on_the_command_line():
+    from runtime.cli import build_parser
+
+    parser, commands = build_parser()
+    assert parser.parse_args(["compare", "--table-type", "both"]).table_type == "both"
+    assert "both" in commands["compare"].format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--table-type", "both"])  # a run writes one table

@@ -9,7 +9,7 @@ import pytest
 
 from actors.job import run_job
 from runtime.core.config import JobConfig, Schedule
-from runtime.core.fault_spec import FaultSpec
+from runtime.core.fault_spec import FaultSpec, parse_faults
 from runtime.faults.scenarios import deadlock_config
 from runtime.lab.report import why_not_verified
 from runtime.lab.verify import read_completed_commits
@@ -268,14 +268,29 @@ def test_task_managers_host_several_slots_each_with_its_own_mailbox(ray_session,
     assert set(dl["placement"]["processes"]["taskmanager-0"]["roles"]) >= {"writer-0", "writer-1"}
 
 
-def test_a_merge_on_read_job_on_ray_appends_log_files_and_commits_delta_commits(ray_session, tmp_path):
-    """Two protocols that find the instant differently (the timeline; the coordinator's answer)."""
-    for protocol in ("message-bus", "coordination-rpc"):
-        cfg = _cfg(tmp_path / protocol, protocol=protocol, table_type="merge-on-read", records=4_000)
+def test_a_merge_on_read_job_on_ray_commits_delta_commits_and_compacts(ray_session, tmp_path):
+    """Two protocols that find the instant differently (the timeline; the coordinator's answer):
+    log files per flush, delta commits, and compactions run by the compaction operators in the
+    task managers' slots, one of them crashing its task manager mid-compaction (the job fails
+    over, the plan operator rolls the compaction back and it runs again)."""
+    for protocol, faults in (("message-bus", ""), ("coordination-rpc", "compaction.crash_during@2")):
+        cfg = _cfg(
+            tmp_path / protocol,
+            protocol=protocol,
+            table_type="merge-on-read",
+            records=4_000,
+            compaction_delta_commits=2,
+            faults=parse_faults(faults),
+        )
         result = run_job(cfg, None)
         assert result["status"] == "finished", result["error"]
         assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
-        hoodie = tmp_path / protocol / "table" / ".hoodie"
-        assert all((hoodie / f"{c['instant']}.deltacommit").exists() for c in result["commits"])
-        assert list((tmp_path / protocol / "table").glob("p*/.*.log.*"))
-        assert not list((tmp_path / protocol / "table").glob("p*/*.parquet"))
+        assert result["faults_not_fired"] == []
+        table = tmp_path / protocol / "table"
+        assert all((table / ".hoodie" / f"{c['instant']}.deltacommit").exists() for c in result["commits"])
+        assert list(table.glob("p*/.*.log.*"))
+        done = result["compactions"]["completed"]
+        assert done and not result["compactions"]["pending"], result["compactions"]
+        assert list(table.glob(f"p*/*_{done[-1]['instant']}.parquet"))
+        roles = {r for p in result["placement"]["processes"].values() for r in p["roles"]}
+        assert {"compaction-plan", "compaction-commit", "compact-0"} <= roles
