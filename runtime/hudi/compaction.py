@@ -71,6 +71,7 @@ from runtime.hudi.table import (
     Timeline,
     base_file_name,
     parse_base_file_name,
+    stat_to_json,
 )
 
 PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
@@ -394,8 +395,6 @@ def _empty_like(base: pa.Table | None) -> pa.Table | None:
 
 def commit_compaction(table: HudiTable, instant: str, stats: list[WriteStat], schema_json: str) -> None:
     """``<instant>.commit``: the compaction's metadata; the last step, which publishes its base files."""
-    from runtime.hudi.table import stat_to_json
-
     by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s.partition, []).append(stat_to_json(s))

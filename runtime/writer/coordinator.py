@@ -26,9 +26,9 @@ protocol's coordinator side.
 
 Differences: a compaction is not scheduled while a writer's instant newer than the last completed
 one is pending (the instants a protocol creates on request can be; an older pending one was
-abandoned, its blocks are skipped by every reader): in table version 6 a plan lists the log files present when
-it is made, and a delta commit still writing into a file group's old slice would be shadowed by
-the compacted base file. Hudi checks the same for Spark writers only
+abandoned, and every reader skips its blocks): in table version 6 a plan lists the log files
+present when it is made, and a delta commit still writing into a file group's old slice would be
+shadowed by the compacted base file. Hudi checks the same for Spark writers only
 (``ScheduleCompactionActionExecutor``: "Earliest write inflight instant time must be later than
 compaction time"); the postponed compaction is scheduled after a later commit and counted in
 ``compactions_postponed``.
@@ -69,6 +69,7 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
+from runtime.hudi import compaction
 from runtime.hudi.table import HudiTable, TableError
 from runtime.protocols.base import CoordinatorSide, Protocol
 
@@ -368,28 +369,26 @@ class Coordinator:
         Returns the compaction's instant, or None."""
         if not self.config.compacts:
             return None
-        from runtime.hudi import compaction
 
-        def schedule() -> tuple[str | None, int]:
+        def schedule() -> tuple[str | None, int, bool]:
+            """(the compaction's instant or None, its operations, whether it was postponed)."""
             timeline = self.table.timeline()
             if not compaction.needs_compaction(timeline, self.config.compaction_delta_commits):
-                return None, 0
+                return None, 0, False
             last = timeline.last_completed() or ""
             if any(p > last for p in timeline.pending_commits()):
-                return "", 0  # postponed (see the module docstring)
+                return None, 0, True  # see the module docstring
             ops = compaction.generate_plan(self.table, timeline)
             if not ops:
-                return None, 0
+                return None, 0, False
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
             compaction.save_plan(self.table, instant, ops)
-            return instant, len(ops)
+            return instant, len(ops), False
 
         start = self.env.now()
         async with self.table_lock:
-            instant, operations = await self.env.io(schedule)
-        if instant == "":
-            self.compactions_postponed += 1
-            return None
+            instant, operations, postponed = await self.env.io(schedule)
+        self.compactions_postponed += postponed
         if instant is not None:
             self.compactions_scheduled.append(instant)
             self.env.tracer.complete(
