@@ -116,7 +116,8 @@ class JobResult:
     # rows, log files compacted), and those it scheduled / postponed
     compactions: dict[str, Any] = field(default_factory=dict)
     # the data the job's commits and compactions wrote (HudiTable.files_written), and the write
-    # amplification: bytes written / the input records' bytes (the sources' input_bytes counter)
+    # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
+    # what they emitted, replays after a failover included, so a figure for runs without faults)
     data_written: dict[str, Any] = field(default_factory=dict)
     host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
 
