@@ -143,30 +143,19 @@ def needs_compaction(timeline: Timeline, delta_commits: int) -> bool:
     return delta_commits > 0 and timeline.delta_commits_since_compaction() >= delta_commits
 
 
-def data_partitions(table: HudiTable) -> list[str]:
-    """The table's partition folders (every folder not hidden: a partition per folder here)."""
-    try:
-        entries = table.dfs.list_dir(table.base_path)
-    except DfsNotFound:
-        return []
-    return sorted(e.name for e in entries if e.is_dir and not e.name.startswith("."))
-
-
 def generate_plan(table: HudiTable, timeline: Timeline) -> list[CompactionOperation]:
     """The operations of a new plan: the latest slice with log files of every file group that no
     pending compaction holds, partition by partition."""
     pending = compacting_file_groups(table, timeline)
     ops = []
-    for partition in data_partitions(table):
+    for partition in table.partitions():
         held = pending.get(partition, {})
         listing = list_partition(table, partition, timeline, held)
-        sizes: dict[str, int] | None = None
+        sizes = listing.sizes
         for fid in sorted(listing.slices):
             s = listing.slices[fid]
             if fid in held or not s.log_files:
                 continue
-            if sizes is None:
-                sizes = {e.name: e.size for e in _entries(table, partition)}
             log_size = float(sum(sizes.get(n, 0) for n in s.log_files))
             metrics = {
                 "TOTAL_LOG_FILES": float(len(s.log_files)),
@@ -267,14 +256,6 @@ def start_compaction(table: HudiTable, instant: str) -> CompactionPlan:
 # -- one file group -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CompactionResult:
-    stat: WriteStat
-    log_records: int  # records read from the log blocks that count
-    log_blocks: int
-    skipped_blocks: int  # blocks of instants not completed (a failed write's) or later ones
-
-
 def _arrow_type(avro: Any) -> pa.DataType:
     """The Arrow type of a data field (the inverse of ``table.avro_schema_json``'s mapping)."""
     if isinstance(avro, list):
@@ -305,31 +286,33 @@ def arrow_schema(record_schema_json: str) -> pa.Schema:
     return pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in fields])
 
 
-def read_log_records(
-    table: HudiTable, partition: str, log_files: Iterable[str], timeline: Timeline
-) -> tuple[pa.Table | None, int, int]:
-    """The records of the log files' blocks that count, in log order: (records or None, blocks
-    read, blocks skipped). A block counts when its instant completed and is not later than the
-    latest completed instant (``maxInstantTime``)."""
+@dataclass(frozen=True)
+class LogRead:
+    """What the scanner read of a slice's log files."""
+
+    records: pa.Table | None  # the records of the blocks that count, in log order (None: no record)
+    bytes_read: int  # the log files' size
+
+
+def read_log_records(table: HudiTable, partition: str, log_files: Iterable[str], timeline: Timeline) -> LogRead:
+    """The records of the log files' blocks that count: a block counts when its instant completed
+    (and so is not later than ``maxInstantTime``, the latest completed one)."""
     completed = set(timeline.completed_commits())
-    latest = max(completed, default="")
-    tables, blocks, skipped = [], 0, 0
+    tables, size = [], 0
     for name in log_files:
         path = Dfs.join(table.base_path, partition, name)
-        for block in read_blocks(table.dfs.read_bytes(path), path):
-            if block.block_type != AVRO_DATA_BLOCK:
-                continue  # command blocks name instants that are not completed, skipped anyway
-            blocks += 1
-            if block.instant not in completed or block.instant > latest:
-                skipped += 1
-                continue
-            rows = avro_records(block)
-            if rows:
-                tables.append(pa.Table.from_pylist(rows, schema=arrow_schema(block.header[SCHEMA])))
+        data = table.dfs.read_bytes(path)
+        size += len(data)
+        for block in read_blocks(data, path):
+            # command blocks name instants that are not completed, whose blocks are skipped anyway
+            if block.block_type == AVRO_DATA_BLOCK and block.instant in completed:
+                rows = avro_records(block)
+                if rows:
+                    tables.append(pa.Table.from_pylist(rows, schema=arrow_schema(block.header[SCHEMA])))
     if not tables:
-        return None, blocks, skipped
+        return LogRead(None, size)
     try:
-        return pa.concat_tables(tables, promote_options="none"), blocks, skipped
+        return LogRead(pa.concat_tables(tables, promote_options="none"), size)
     except pa.ArrowInvalid as exc:
         raise LogFormatError(f"the log blocks of {partition} disagree on their schema: {exc}") from exc
 
@@ -342,32 +325,29 @@ def compact_file_group(
     *,
     task_id: int,
     options: ParquetWriteOptions | None = None,
-) -> CompactionResult:
+) -> WriteStat:
     """Merges the slice's base file with its log records into ``<fileId>_<token>_<instant>.parquet``
     (the module docstring has the rules); the base file's write stat."""
-    key, precombine = table.props.record_key_field, table.props.precombine_field
-    logs, blocks, skipped = read_log_records(table, op.partition, op.log_files, timeline)
+    logs = read_log_records(table, op.partition, op.log_files, timeline)
     base = table.read_base_file(f"{op.partition}/{op.base_file}") if op.base_file else None
-    name = base_file_name(op.file_id, f"{task_id}-0-0", instant)
-    rel = f"{op.partition}/{name}"
-    incoming = logs if logs is not None else _empty_like(base)
+    incoming = logs.records if logs.records is not None else base.slice(0, 0) if base is not None else None
     if incoming is None:
         raise TableError(f"compaction {instant}: file group {op.file_id} has neither a base file nor log records")
+    name = base_file_name(op.file_id, f"{task_id}-0-0", instant)
+    rel = f"{op.partition}/{name}"
     merged = merge_file_group(
         base,
         incoming,
         instant=instant,
         partition=op.partition,
         file_name=name,
-        key=key,
-        precombine=precombine,
+        key=table.props.record_key_field,
+        precombine=table.props.precombine_field,
         partition_id=task_id,
         keep_meta=True,
     )
     size = table.write_base_file(rel, merged.table, options)
-    log_size = sum(e.size for e in _entries(table, op.partition) if e.name in set(op.log_files))
-    n_logs = 0 if logs is None else logs.num_rows
-    stat = WriteStat(
+    return WriteStat(
         op.file_id,
         rel,
         op.partition,
@@ -378,16 +358,11 @@ def compact_file_group(
         size,
         size,
         0,
-        log_records=n_logs,
+        log_records=0 if logs.records is None else logs.records.num_rows,
         log_files_compacted=len(op.log_files),
-        log_size_compacted=log_size,
+        log_size_compacted=logs.bytes_read,
         updated_records_compacted=merged.updates,
     )
-    return CompactionResult(stat, n_logs, blocks, skipped)
-
-
-def _empty_like(base: pa.Table | None) -> pa.Table | None:
-    return None if base is None else base.slice(0, 0)
 
 
 # -- commit and rollback ------------------------------------------------------------------------

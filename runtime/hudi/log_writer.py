@@ -23,7 +23,7 @@ base files come from compaction alone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -50,6 +50,7 @@ class PartitionLogs:
 
     slices: dict[str, LogSlice]  # file id -> latest committed slice
     names: dict[str, list[LogFileName]]  # file id -> every log file, committed or not
+    sizes: dict[str, int] = field(default_factory=dict)  # file name -> bytes, of every entry listed
 
     def slice_for(self, file_id: str, instant: str) -> LogSlice:
         """The file group's latest committed slice, or the first one ``instant`` starts (its log
@@ -101,7 +102,7 @@ def list_partition(
             base_instant, base_file = max(started), ""
         own = sorted((n for n in names if n.base_instant == base_instant), key=lambda n: n.version)
         slices[fid] = LogSlice(base_instant, base_file, tuple(str(n) for n in own), _next_version(names, base_instant))
-    return PartitionLogs(slices, logs)
+    return PartitionLogs(slices, logs, {e.name: e.size for e in entries})
 
 
 def _next_version(names: list[LogFileName], base_instant: str) -> int:

@@ -130,6 +130,68 @@ class Instant:
     state: str  # requested / inflight / completed
 
 
+@dataclass(frozen=True)
+class CompletedInstant:
+    """A completed instant and its commit metadata (Hudi's HoodieCommitMetadata document)."""
+
+    instant: str
+    compaction: bool
+    doc: dict[str, Any]
+
+    @property
+    def stats(self) -> list[dict[str, Any]]:
+        return [s for v in self.doc.get("partitionToWriteStats", {}).values() for s in v]
+
+
+def commit_summaries(done: Iterable[CompletedInstant]) -> list[dict[str, Any]]:
+    """The writers' commits as {instant, checkpoint, rows}: a job's commits, whichever
+    coordinator made them."""
+    return [
+        {
+            "instant": c.instant,
+            "checkpoint": int(c.doc.get("extraMetadata", {}).get("checkpoint.id", -1)),
+            "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in c.stats),
+        }
+        for c in done
+        if not c.compaction
+    ]
+
+
+def compaction_summaries(done: Iterable[CompletedInstant]) -> list[dict[str, Any]]:
+    """The completed compactions: the file groups each compacted, the rows of their new base
+    files, the log files it read and the bytes it wrote."""
+    return [
+        {
+            "instant": c.instant,
+            "file_groups": len(c.stats),
+            "rows": sum(s["numWrites"] for s in c.stats),
+            "log_files_compacted": sum(s.get("totalLogFilesCompacted", 0) for s in c.stats),
+            "bytes_written": sum(s["totalWriteBytes"] for s in c.stats),
+        }
+        for c in done
+        if c.compaction
+    ]
+
+
+def files_written(done: Iterable[CompletedInstant]) -> dict[str, int]:
+    """What the instants wrote, from their metadata: base files and log files, and their bytes;
+    a compaction's base files are counted apart. The file versions a commit lists: a version a
+    later flush of the same instant replaced is not."""
+    out = dict.fromkeys(("base_files", "log_files", "bytes", "compaction_base_files", "compaction_bytes"), 0)
+    for c in done:
+        for s in c.stats:
+            size = int(s.get("totalWriteBytes") or 0)
+            if c.compaction:
+                out["compaction_base_files"] += 1
+                out["compaction_bytes"] += size
+            elif LogFileName.parse(str(s["path"]).rsplit("/", 1)[-1]) is not None:
+                out["log_files"] += 1
+            else:
+                out["base_files"] += 1
+            out["bytes"] += size
+    return out
+
+
 class Timeline:
     """The instants of ``.hoodie`` as read by one listing (Hudi's active timeline).
 
@@ -484,70 +546,24 @@ class HudiTable:
         meta: dict[str, Any] = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, self.commit_file(instant))))
         return meta
 
-    def commit_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """Every completed commit (except those in ``skip``) as {instant, checkpoint, rows}, read
-        from the table itself: a job's commits, whichever coordinator made them."""
-        skipped = set(skip)
-        out: list[dict[str, Any]] = []
-        for instant in self.timeline().completed_commits():
-            if instant in skipped:
-                continue
-            meta = self.read_commit_metadata(instant)
-            stats = [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
-            out.append(
-                {
-                    "instant": instant,
-                    "checkpoint": int(meta.get("extraMetadata", {}).get("checkpoint.id", -1)),
-                    "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in stats),
-                }
-            )
-        return out
+    def metadata_file(self, instant: str, timeline: Timeline) -> str:
+        """The file under ``.hoodie`` of a completed instant: a compaction's ``.commit``, else the
+        writers' action's."""
+        return f"{instant}.{COMMIT}" if instant in timeline.compactions else self.commit_file(instant)
 
-    def files_written(self, skip: Iterable[str] = ()) -> dict[str, int]:
-        """What the completed instants (except ``skip``) wrote, from their metadata: base files
-        and log files, and their bytes; a compaction's base files are counted apart. The file
-        versions a commit lists: a version a later flush of the same instant replaced is not."""
+    def completed_metadata(self, timeline: Timeline, skip: Iterable[str] = ()) -> list[CompletedInstant]:
+        """Every completed instant of ``timeline`` (except those in ``skip``) with its commit
+        metadata, each file read once: what a job's record is made of."""
         skipped = set(skip)
-        timeline = self.timeline()
-        out = dict.fromkeys(("base_files", "log_files", "bytes", "compaction_base_files", "compaction_bytes"), 0)
-        for instant in timeline.completed_instants():
-            if instant in skipped:
-                continue
-            compacted = instant in timeline.compactions
-            name = f"{instant}.{COMMIT}" if compacted else self.commit_file(instant)
-            doc = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, name)))
-            for s in (s for v in doc.get("partitionToWriteStats", {}).values() for s in v):
-                size = int(s.get("totalWriteBytes") or 0)
-                if compacted:
-                    out["compaction_base_files"] += 1
-                    out["compaction_bytes"] += size
-                elif LogFileName.parse(str(s["path"]).rsplit("/", 1)[-1]) is not None:
-                    out["log_files"] += 1
-                else:
-                    out["base_files"] += 1
-                out["bytes"] += size
-        return out
-
-    def compaction_summaries(self, skip: Iterable[str] = ()) -> list[dict[str, Any]]:
-        """Every completed compaction (except those in ``skip``): its instant, the file groups it
-        compacted, the rows of their new base files and the log files it read."""
-        skipped = set(skip)
-        out: list[dict[str, Any]] = []
-        for instant in self.timeline().completed_compactions():
-            if instant in skipped:
-                continue
-            doc = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, f"{instant}.{COMMIT}")))
-            stats = [s for v in doc.get("partitionToWriteStats", {}).values() for s in v]
-            out.append(
-                {
-                    "instant": instant,
-                    "file_groups": len(stats),
-                    "rows": sum(s["numWrites"] for s in stats),
-                    "log_files_compacted": sum(s.get("totalLogFilesCompacted", 0) for s in stats),
-                    "bytes_written": sum(s["totalWriteBytes"] for s in stats),
-                }
+        return [
+            CompletedInstant(
+                instant,
+                instant in timeline.compactions,
+                json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, self.metadata_file(instant, timeline)))),
             )
-        return out
+            for instant in timeline.completed_instants()
+            if instant not in skipped
+        ]
 
     def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
         """Deletes an uncommitted instant's base files, then its requested/inflight markers.
@@ -562,7 +578,7 @@ class HudiTable:
         data_files = list(data_files)
         partitions = {p.rsplit("/", 1)[0] for p in data_files if "/" in p}
         if not data_files:  # nothing named: look for the instant's files in every partition
-            partitions = {e.name for e in self.dfs.list_dir(self.base_path) if e.is_dir and not e.name.startswith(".")}
+            partitions = set(self.partitions())
         # a log file named by a write stat is rolled back below (deleted or marked), not here
         targets = {Dfs.join(self.base_path, p) for p in data_files if LogFileName.parse(p.rsplit("/", 1)[-1]) is None}
         for part in partitions:
@@ -616,6 +632,14 @@ class HudiTable:
         return deleted
 
     # -- base files ----------------------------------------------------------------------------
+
+    def partitions(self) -> list[str]:
+        """The table's partition folders: every folder under the base path that is not hidden."""
+        try:
+            entries = self.dfs.list_dir(self.base_path)
+        except DfsNotFound:
+            return []
+        return sorted(e.name for e in entries if e.is_dir and not e.name.startswith("."))
 
     def partition_path(self, partition: str) -> str:
         return Dfs.join(self.base_path, partition)

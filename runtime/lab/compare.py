@@ -167,11 +167,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     ax.set_title(
         f"How long a blocked writer waits after the instant is released ({doc['workload']['writers']} writers)"
     )
-    fig.tight_layout()
-    p = os.path.join(out_dir, "latency.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(_save(fig, out_dir, "latency.png", plt))
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
     ops = sorted({op for n in names for op in rows[n]["dfs_ops_per_checkpoint"]})
@@ -184,11 +180,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     ax.set_title("Storage requests the commit protocol makes per checkpoint")
     ax.legend(fontsize=8)
     plt.setp(ax.get_xticklabels(), rotation=15)
-    fig.tight_layout()
-    p = os.path.join(out_dir, "dfs_ops.png")
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
+    paths.append(_save(fig, out_dir, "dfs_ops.png", plt))
     if doc.get("table_types"):
         paths.append(_plot_table_types(doc, out_dir, plt))
     return paths
@@ -210,11 +202,16 @@ def _plot_table_types(doc: dict[str, Any], out_dir: str, plt: Any) -> str:
         ax.legend(fontsize=8)
     w = doc["workload"]
     fig.suptitle(f"Copy-on-write against merge-on-read: {w['writers']} writers, {w['records']:,} records")
+    return _save(fig, out_dir, "table_types.png", plt)
+
+
+def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
+    """Lays the figure out, writes ``out_dir/name`` and frees it; the path."""
     fig.tight_layout()
-    p = os.path.join(out_dir, "table_types.png")
-    fig.savefig(p, dpi=110)
+    path = os.path.join(out_dir, name)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return p
+    return path
 
 
 def compare_tables(doc: dict[str, Any]) -> list[Table]:

@@ -115,7 +115,7 @@ class JobResult:
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
     compactions: dict[str, Any] = field(default_factory=dict)
-    # the data the job's commits and compactions wrote (HudiTable.files_written), and the write
+    # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
     # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
     data_written: dict[str, Any] = field(default_factory=dict)

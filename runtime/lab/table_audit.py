@@ -166,7 +166,7 @@ def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[s
     not parse is an error."""
     out: dict[str, dict[str, Any]] = {}
     for instant in audit.completed:
-        name = f"{instant}.commit" if instant in timeline.compactions else table.commit_file(instant)
+        name = table.metadata_file(instant, timeline)
         rel = f"{HOODIE}/{name}"
         try:
             meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, name)))

@@ -66,30 +66,26 @@ class CompactionPlanOperator:
         self.table = table
         self.compact_tasks = compact_tasks
         self.next_task = 0  # rebalance: round robin over the compaction tasks
-        self.executed: list[str] = []
-        self.rolled_back_at_open: list[str] = []
+        self.executed = 0  # compactions sent to the compaction tasks (runs of one included)
 
     async def start(self) -> None:
         """``open``: every inflight compaction back to requested, to be run again."""
         timeline = await self.env.io(self.table.timeline)
         for instant in timeline.pending_compactions(INFLIGHT):
             await self.env.io(compaction.rollback_compaction, self.table, instant)
-            self.rolled_back_at_open.append(instant)
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(f"roll back inflight compaction {instant}", thread="compaction-plan")
 
-    async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> str | None:
-        """Runs the earliest requested compaction, if any; its instant."""
+    async def notify_checkpoint_complete(self, notice: CheckpointNotice) -> None:
+        """Runs the earliest requested compaction, if any."""
         timeline = await self.env.io(self.table.timeline)
         requested = timeline.pending_compactions(REQUESTED)
-        if not requested:
-            return None
-        await self._execute(requested[0], notice.checkpoint_id)
-        return requested[0]
+        if requested:
+            await self._execute(requested[0], notice.checkpoint_id)
 
     async def _execute(self, instant: str, checkpoint_id: int) -> None:
         plan = await self.env.io(compaction.start_compaction, self.table, instant)
-        self.executed.append(instant)
+        self.executed += 1
         self.env.tracer.instant(
             f"execute compaction {instant}",
             thread="compaction-plan",
@@ -111,7 +107,7 @@ class CompactionPlanOperator:
         while True:
             timeline = await self.env.io(self.table.timeline)
             if not timeline.pending_compactions():
-                return {"compactions_run": len(self.executed)}
+                return {"compactions_run": self.executed}
             if self.env.now() > deadline:
                 raise TableError(
                     f"compactions {timeline.pending_compactions()} are still pending at the end of input after "
@@ -128,9 +124,6 @@ class CompactionPlanOperator:
                         )
                     await self._execute(instant, notice.checkpoint_id)
             await self.env.sleep(self.config.wait_tick_s)
-
-    def describe(self) -> dict[str, Any]:
-        return {"executed": list(self.executed), "rolled_back_at_open": list(self.rolled_back_at_open)}
 
 
 class CompactOperator:
@@ -153,7 +146,7 @@ class CompactOperator:
             try:
                 if self.env.fault("compaction.failed", checkpoint=event.checkpoint_id, task=self.task_id):
                     raise TableError("injected failure at compaction.failed")
-                result = await self.env.io(self._compact_blocking, op, event.instant)
+                stat = await self.env.io(self._compact_blocking, op, event.instant)
             except (OSError, ValueError, TableError) as exc:  # NonThrownExecutor: reported, not thrown
                 self.env.metrics.count("compactions_failed")
                 error = f"{type(exc).__name__}: {exc}"
@@ -171,15 +164,15 @@ class CompactOperator:
                 self.env.now(),
                 thread="compaction",
                 cat="compaction",
-                args={"instant": event.instant, "rows": result.stat.num_writes, "log_files": len(op.log_files)},
+                args={"instant": event.instant, "rows": stat.num_writes, "log_files": len(op.log_files)},
             )
             self.env.send(
                 COMMIT_SINK,
                 "commit_event",
-                CompactionCommitEvent(event.instant, op.file_id, self.task_id, result.stat, "", event.checkpoint_id),
+                CompactionCommitEvent(event.instant, op.file_id, self.task_id, stat, "", event.checkpoint_id),
             )
 
-    def _compact_blocking(self, op: compaction.CompactionOperation, instant: str) -> compaction.CompactionResult:
+    def _compact_blocking(self, op: compaction.CompactionOperation, instant: str) -> WriteStat:
         return compaction.compact_file_group(
             self.table, op, instant, self.table.timeline(), task_id=self.task_id, options=self._parquet
         )
@@ -195,8 +188,6 @@ class CompactionCommitSink:
         self.schema_json = schema_json
         self.buffer: dict[str, dict[str, CompactionCommitEvent]] = {}
         self.plan_sizes: dict[str, int] = {}
-        self.committed: list[str] = []
-        self.rolled_back: list[str] = []
 
     async def commit_event(self, event: CompactionCommitEvent) -> None:
         events = self.buffer.setdefault(event.instant, {})
@@ -211,7 +202,6 @@ class CompactionCommitSink:
         failed = [e for e in done.values() if e.failed]
         if failed:
             await self.env.io(compaction.rollback_compaction, self.table, event.instant)
-            self.rolled_back.append(event.instant)
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(
                 f"roll back compaction {event.instant}",
@@ -226,13 +216,9 @@ class CompactionCommitSink:
         await self.env.io(
             functools.partial(compaction.commit_compaction, self.table, event.instant, stats, self.schema_json)
         )
-        self.committed.append(event.instant)
         self.env.metrics.count("compactions_committed")
         self.env.tracer.instant(
             f"commit compaction {event.instant}",
             thread="compaction-commit",
             args={"file_groups": len(stats), "rows": sum(s.num_writes for s in stats)},
         )
-
-    def describe(self) -> dict[str, Any]:
-        return {"committed": list(self.committed), "rolled_back": list(self.rolled_back)}

@@ -39,7 +39,7 @@ from runtime.core.messages import (
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table import HudiTable, commit_summaries, compaction_summaries, files_written
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.prefix import verify_prefix
 from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
@@ -514,40 +514,32 @@ class JobDriver:
         every = {**self.prior_checkpoints, **(jm.checkpoints if jm is not None else {})}
         return {str(k): dataclasses.asdict(v) for k, v in sorted(every.items())}
 
-    def commits(self, before: set[str]) -> list[dict[str, Any]]:
-        """The job's commits, read from the table: they survive any failover (none when the job
-        stopped before the table was created)."""
-        if not self.table.dfs.exists(self.table.dfs.join(self.table.base_path, ".hoodie")):
-            return []
-        return self.table.commit_summaries(skip=before)
-
-    def data_written(self, figures: dict[str, Any], before: set[str]) -> dict[str, Any]:
-        """Files and bytes this job's commits and compactions wrote, per completed checkpoint,
-        and the write amplification ({} before the table exists)."""
+    def table_record(self, coord: CoordinatorView, figures: dict[str, Any], before: set[str]) -> dict[str, Any]:
+        """What the table says of this job, from one listing of its timeline and one read of each
+        completed instant's metadata (none when the job stopped before the table was created):
+        its commits, which survive any failover; merge-on-read: its compactions and what the
+        coordinator scheduled and postponed; the files and bytes it wrote and the write
+        amplification."""
         if not self.table.dfs.exists(self.table.hoodie):
-            return {}
-        out: dict[str, Any] = self.table.files_written(skip=before)
+            return {"commits": [], "compactions": {}, "data_written": {}}
+        timeline = self.table.timeline()
+        done = self.table.completed_metadata(timeline, skip=before)
+        compactions: dict[str, Any] = {}
+        if self.cfg.compacts:
+            compactions = {
+                "completed": compaction_summaries(done),
+                "pending": timeline.pending_compactions(),
+                "scheduled": len(coord.compactions_scheduled),
+                "postponed": coord.compactions_postponed,
+            }
+        written: dict[str, Any] = files_written(done)
         checkpoints = max(1, figures["checkpoints"]["completed"])
         for kind in ("base_files", "log_files", "compaction_base_files"):
-            out[f"{kind}_per_checkpoint"] = round(out[kind] / checkpoints, 2)
+            written[f"{kind}_per_checkpoint"] = round(written[kind] / checkpoints, 2)
         input_bytes = figures.get("counters", {}).get("input_bytes", 0)
-        out["input_bytes"] = input_bytes
-        out["write_amplification"] = round(out["bytes"] / input_bytes, 3) if input_bytes else None
-        return out
-
-    def compactions(self, coord: CoordinatorView, before: set[str]) -> dict[str, Any]:
-        """Merge-on-read: the compactions of this job, read from the table, and what the
-        coordinator scheduled and postponed ({} for a job that does not compact)."""
-        if not self.cfg.compacts or not self.table.dfs.exists(self.table.hoodie):
-            return {}
-        done = self.table.compaction_summaries(skip=before)
-        pending = self.table.timeline().pending_compactions()
-        return {
-            "completed": done,
-            "pending": pending,
-            "scheduled": len(coord.compactions_scheduled),
-            "postponed": coord.compactions_postponed,
-        }
+        written["input_bytes"] = input_bytes
+        written["write_amplification"] = round(written["bytes"] / input_bytes, 3) if input_bytes else None
+        return {"commits": commit_summaries(done), "compactions": compactions, "data_written": written}
 
     def result(
         self,
@@ -579,9 +571,7 @@ class JobDriver:
             status=outcome.status,
             error=outcome.error,
             records=cfg.records,
-            commits=self.commits(commits_before),
-            compactions=self.compactions(coord, commits_before),
-            data_written=self.data_written(figures, commits_before),
+            **self.table_record(coord, figures, commits_before),
             empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
             faults_fired=fired,

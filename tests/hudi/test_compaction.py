@@ -12,56 +12,30 @@ import pyarrow as pa
 import pytest
 
 from runtime.core.config import JobConfig
-from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
 from runtime.hudi import compaction
 from runtime.hudi.log_format import LogFileName
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, file_group_id
+from runtime.hudi.table import HudiTable, avro_schema_json, file_group_id
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
 from runtime.sim import simulate
+from tests.hudi.test_merge_on_read import _commit, _flush, _mor_table, _records
 
 T1, T2, T3, C, T4 = (f"2026010100000000{i}" for i in range(1, 6))
 FID = file_group_id("morlab", "p0", 0)
 
 
-def _records(keys: list[str], ts: list[int]) -> pa.Table:
-    return pa.table(
-        {
-            "key": keys,
-            "partition": ["p0"] * len(keys),
-            "ts": pa.array(ts, pa.int64()),
-            "value": [f"v-{k}-{t}" for k, t in zip(keys, ts, strict=True)],
-        }
-    )
-
-
 SCHEMA = avro_schema_json(_records([], []).schema, "morlab")
-
-
-def _table(path: Path) -> HudiTable:
-    dfs, base = open_dfs(str(path))
-    props = TableProps("morlab", "key", "partition", "ts", num_buckets=1, table_type="MERGE_ON_READ")
-    return HudiTable.create_or_open(dfs, base, props)
 
 
 def _write(table: HudiTable, instant: str, records: pa.Table, *, commit: bool = True) -> WriteStat:
     """A delta commit of one flush into file group 0 of p0, the slice as a write task finds it."""
     table.start_instant(instant)
-    table.ensure_partition("p0", instant)
-    timeline = table.timeline()
-    held = compaction.compacting_file_groups(table, timeline).get("p0", {})
-    slice_ = list_partition(table, "p0", timeline, held).slice_for(FID, instant)
-    rows = log_records(
-        records, instant=instant, partition="p0", file_id=FID, key="key", precombine="ts", partition_id=0, seqno=1
-    )
-    stat, _ = append_log_file(table, "p0", FID, slice_, instant, rows, "0-0-0")
+    stat = _flush(table, instant, records)
     if commit:
-        table.commit(instant, [stat], {"schema": avro_schema_json(records.schema, "morlab")})
+        _commit(table, instant, [stat], records)
     return stat
 
 
@@ -70,9 +44,7 @@ def _compact(table: HudiTable, instant: str) -> list[WriteStat]:
     ops = compaction.generate_plan(table, table.timeline())
     compaction.save_plan(table, instant, ops)
     plan = compaction.start_compaction(table, instant)
-    stats = [
-        compaction.compact_file_group(table, op, instant, table.timeline(), task_id=0).stat for op in plan.operations
-    ]
+    stats = [compaction.compact_file_group(table, op, instant, table.timeline(), task_id=0) for op in plan.operations]
     compaction.commit_compaction(table, instant, stats, SCHEMA)
     return stats
 
@@ -91,7 +63,7 @@ def _rows(table_path: Path, as_of: str = "") -> list[tuple[str, int, str]]:
 
 
 def test_a_plan_is_an_avro_container_file_of_hudis_compaction_plan(tmp_path):
-    table = _table(tmp_path / "t")
+    table = _mor_table(tmp_path / "t")
     _write(table, T1, _records(["a"], [1]))
     _write(table, T2, _records(["b"], [1]))
     ops = compaction.generate_plan(table, table.timeline())
@@ -112,7 +84,7 @@ def test_a_plan_is_an_avro_container_file_of_hudis_compaction_plan(tmp_path):
 
 
 def test_a_compaction_is_scheduled_after_enough_delta_commits_since_the_last_completed_one(tmp_path):
-    table = _table(tmp_path / "t")
+    table = _mor_table(tmp_path / "t")
     _write(table, T1, _records(["a"], [1]))
     _write(table, T2, _records(["a"], [2]))
     assert compaction.needs_compaction(table.timeline(), 2) and not compaction.needs_compaction(table.timeline(), 3)
@@ -128,7 +100,7 @@ def test_compaction_merges_the_logs_into_a_base_file_and_the_reader_reads_the_sa
     log record's value is at least its own, a rolled-back write's block is skipped, and each row
     keeps the commit time of the delta commit that wrote it (time travel still sees T1's rows)."""
     path = tmp_path / "t"
-    table = _table(path)
+    table = _mor_table(path)
     _write(table, T1, _records(["a", "b"], [1, 5]))
     _write(table, T2, _records(["a", "b", "c"], [3, 2, 1]))
     _write(table, T3, _records(["a", "c"], [9, 9]), commit=False)
@@ -152,14 +124,14 @@ def test_writers_append_to_the_new_slice_of_a_pending_compaction(tmp_path):
     """A delta commit after the plan is named after the compaction's instant; the official reader
     shows it once the compaction completed (hudi-rs 0.5.0 reads no slice of a pending one)."""
     path = tmp_path / "t"
-    table = _table(path)
+    table = _mor_table(path)
     _write(table, T1, _records(["a"], [1]))
     compaction.save_plan(table, T2, compaction.generate_plan(table, table.timeline()))
     stat = _write(table, T3, _records(["b"], [1]))
     name = LogFileName.parse(stat.path.split("/")[1])
     assert name.base_instant == T2 and name.version == 1 and stat.num_update_writes == 1
     plan = compaction.start_compaction(table, T2)
-    stats = [compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0).stat for op in plan.operations]
+    stats = [compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0) for op in plan.operations]
     assert [s.num_writes for s in stats] == [1]  # the plan's slice only: T3 lives in the new slice
     compaction.commit_compaction(table, T2, stats, SCHEMA)
     assert _rows(path) == [("a", 1, T1), ("b", 1, T3)]
@@ -167,7 +139,7 @@ def test_writers_append_to_the_new_slice_of_a_pending_compaction(tmp_path):
 
 def test_rolling_back_an_inflight_compaction_deletes_its_base_files_and_keeps_its_plan(tmp_path):
     path = tmp_path / "t"
-    table = _table(path)
+    table = _mor_table(path)
     _write(table, T1, _records(["a"], [1]))
     compaction.save_plan(table, T2, compaction.generate_plan(table, table.timeline()))
     plan = compaction.start_compaction(table, T2)
@@ -179,8 +151,7 @@ def test_rolling_back_an_inflight_compaction_deletes_its_base_files_and_keeps_it
     assert not list((path / "p0").glob("*.parquet"))
     _compact_again = compaction.start_compaction(table, T2)
     stats = [
-        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0).stat
-        for op in _compact_again.operations
+        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0) for op in _compact_again.operations
     ]
     compaction.commit_compaction(table, T2, stats, SCHEMA)
     assert table.timeline().completed_compactions() == [T2] and _rows(path) == [("a", 1, T1)]
