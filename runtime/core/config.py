@@ -117,6 +117,7 @@ def flag_of(name: str) -> str:
 # --table-type values -> hoodie.table.type
 TABLE_TYPES = ("copy-on-write", "merge-on-read")
 HOODIE_TABLE_TYPE = {"copy-on-write": "COPY_ON_WRITE", "merge-on-read": "MERGE_ON_READ"}
+TABLE_VERSION_CHOICES = ("release", "6", "8", "9")
 
 
 @message
@@ -177,6 +178,15 @@ class JobConfig:
         "(--compaction-delta-commits)",
         WRITE_PATH,
         choices=TABLE_TYPES,
+    )
+    table_version: str = _opt(
+        "release",
+        "hoodie.table.version of a new table: 6 (Hudi 0.14-0.15, timeline in .hoodie), 8 (Hudi 1.0) or 9 "
+        "(Hudi 1.1; both: timeline in .hoodie/timeline, completion times in its file names, Avro metadata); "
+        "release: the version the protocol's Hudi release writes (9 for coordination-rpc and "
+        "coordination-rpc-async, 6 for the others)",
+        WRITE_PATH,
+        choices=TABLE_VERSION_CHOICES,
     )
     compaction_delta_commits: int = _opt(
         5,

@@ -63,6 +63,7 @@ from runtime.hudi.log_writer import list_partition
 from runtime.hudi.merge import merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import (
+    COMMIT,
     COMPACTION,
     INFLIGHT,
     REQUESTED,
@@ -70,8 +71,8 @@ from runtime.hudi.table import (
     TableError,
     Timeline,
     base_file_name,
+    commit_metadata_doc,
     parse_base_file_name,
-    stat_to_json,
 )
 
 PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
@@ -215,11 +216,11 @@ def decode_plan(instant: str, data: bytes) -> CompactionPlan:
 
 
 def requested_file(table: HudiTable, instant: str) -> str:
-    return Dfs.join(table.hoodie, f"{instant}.{COMPACTION}.{REQUESTED}")
+    return table.timeline_file(f"{instant}.{COMPACTION}.{REQUESTED}")
 
 
 def inflight_file(table: HudiTable, instant: str) -> str:
-    return Dfs.join(table.hoodie, f"{instant}.{COMPACTION}.{INFLIGHT}")
+    return table.timeline_file(f"{instant}.{COMPACTION}.{INFLIGHT}")
 
 
 def save_plan(table: HudiTable, instant: str, operations: list[CompactionOperation]) -> None:
@@ -368,18 +369,13 @@ def compact_file_group(
 # -- commit and rollback ------------------------------------------------------------------------
 
 
-def commit_compaction(table: HudiTable, instant: str, stats: list[WriteStat], schema_json: str) -> None:
-    """``<instant>.commit``: the compaction's metadata; the last step, which publishes its base files."""
-    by_partition: dict[str, list[dict[str, Any]]] = {}
-    for s in stats:
-        by_partition.setdefault(s.partition, []).append(stat_to_json(s))
-    doc = {
-        "partitionToWriteStats": by_partition,
-        "compacted": True,
-        "extraMetadata": {"schema": schema_json},
-        "operationType": COMPACT,
-    }
-    table.dfs.write_bytes(Dfs.join(table.hoodie, f"{instant}.commit"), json.dumps(doc, indent=2).encode())
+def commit_compaction(
+    table: HudiTable, instant: str, stats: list[WriteStat], schema_json: str, now: float | None = None
+) -> None:
+    """``<instant>.commit`` (from version 8 ``<instant>_<completion>.commit``): the compaction's
+    metadata; the last step, which publishes its base files."""
+    doc = commit_metadata_doc(stats, {"schema": schema_json}, compacted=True, operation=COMPACT)
+    table.publish(instant, COMMIT, doc, now)
 
 
 def rollback_compaction(table: HudiTable, instant: str) -> list[str]:

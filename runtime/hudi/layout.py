@@ -38,8 +38,10 @@ from dataclasses import dataclass
 from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.hudi.table import BUCKETS_KEY, COPY_ON_WRITE, HOODIE, TableProps, parse_properties
+from runtime.hudi.table_version import TABLE_VERSIONS
 
 PROPERTIES_FILE = "hoodie.properties"
+TABLE_VERSIONS_WRITTEN = tuple(str(v) for v in TABLE_VERSIONS)
 FRESH_TABLE = "or write to a new --table"
 
 
@@ -94,14 +96,24 @@ def check_fields(cfg: JobConfig, layout: TableLayout) -> None:
             f"{where} has hoodie.table.type={table_type} but --table-type is {cfg.table_type}: {fix}{FRESH_TABLE}"
         )
     version = p.get("hoodie.table.version", "6")
-    if version != "6":
-        raise ConfigError(f"{where} has hoodie.table.version={version}; only version 6 is written: {FRESH_TABLE}")
-    want = TableProps.for_job(cfg).properties()
+    if version not in TABLE_VERSIONS_WRITTEN:
+        raise ConfigError(
+            f"{where} has hoodie.table.version={version}; this lab writes versions "
+            f"{', '.join(TABLE_VERSIONS_WRITTEN)}: {FRESH_TABLE}"
+        )
+    if version != cfg.table_version:
+        raise ConfigError(
+            f"{where} has hoodie.table.version={version} but this run writes version {cfg.table_version} "
+            f"(--table-version; release is what {cfg.protocol}'s Hudi release writes), and a table is never "
+            f"upgraded here: pass --table-version {version} (the table's), {FRESH_TABLE}"
+        )
+    props = TableProps.for_job(cfg)
+    want = props.properties()
     for prop, flag in (
         ("hoodie.table.name", "--table-name"),
         ("hoodie.table.recordkey.fields", "--key"),
         ("hoodie.table.partition.fields", "--partition-field"),
-        ("hoodie.table.precombine.field", "--precombine-field"),
+        (props.rules.ordering_field_key, "--precombine-field"),
     ):
         theirs = p.get(prop)
         if theirs == want[prop]:

@@ -19,6 +19,11 @@ base files come from compaction alone.
   file (``path``, ``logVersion``, ``logOffset`` 0 for a new file), the slice's base file ("" when
   it has none) and its log files; ``prevCommit`` is the slice's base instant; a record of a file
   group that exists is counted an update (its location is ``U``), of a new one an insert.
+
+From table version 8 (Hudi 1.x, :mod:`runtime.hudi.table_version`) a flush's log file is named
+after the writing instant, ``.<fileId>_<instant>.log.<version>_<writeToken>``, whatever slice it
+joins; the stat's ``prevCommit`` is the instant, ``baseFile`` empty and ``logFiles`` that file
+alone (``HoodieAppendHandle.populateWriteStatAndFetchFileSlice``).
 """
 
 from __future__ import annotations
@@ -51,11 +56,14 @@ class PartitionLogs:
     slices: dict[str, LogSlice]  # file id -> latest committed slice
     names: dict[str, list[LogFileName]]  # file id -> every log file, committed or not
     sizes: dict[str, int] = field(default_factory=dict)  # file name -> bytes, of every entry listed
+    per_instant: bool = False  # table version 8+: a log file is named after the instant writing it
 
     def slice_for(self, file_id: str, instant: str) -> LogSlice:
         """The file group's latest committed slice, or the first one ``instant`` starts (its log
         versions still count files a failed attempt of the same instant left)."""
         committed = self.slices.get(file_id)
+        if self.per_instant:  # version 8+: the instant's own log files, whatever the slice
+            return LogSlice(instant, "", (), _next_version(self.names.get(file_id, []), instant), committed is not None)
         if committed is not None:
             return committed
         return LogSlice(instant, "", (), _next_version(self.names.get(file_id, []), instant), exists=False)
@@ -66,35 +74,42 @@ def list_partition(
 ) -> PartitionLogs:
     """The file slices of ``partition`` from one listing.
 
-    A slice's base instant is its latest committed base file's, else the latest committed instant
-    that started a log-only slice; a file group in a pending compaction (``compacting``: file id
-    -> the compaction's instant) has its new slice at the compaction instant instead. Log versions
-    count every log file present, committed or not, so a new log file never takes an existing name."""
+    Version 6: a slice's base instant is its latest committed base file's, else the latest
+    committed instant that started a log-only slice; a file group in a pending compaction
+    (``compacting``: file id -> the compaction's instant) has its new slice at the compaction
+    instant instead. From version 8 a committed log file belongs to the slice with the largest base
+    instant at or before its completion time (:func:`_slices_by_completion`). Log versions count
+    every log file present, committed or not, so a new log file never takes an existing name."""
     try:
         entries = table.dfs.list_dir(table.partition_path(partition))
     except DfsNotFound:
         return PartitionLogs({}, {})
     compacting = compacting or {}
     completed = set(timeline.completed_instants())
-    bases: dict[str, tuple[str, str]] = {}  # file id -> (instant, name) of the latest committed base file
+    bases: dict[str, dict[str, str]] = {}  # file id -> committed base instant -> file name
     logs: dict[str, list[LogFileName]] = {}
     for e in entries:
         parsed = parse_base_file_name(e.name)
         if parsed is not None:
             fid, _, inst = parsed
-            if inst in completed and (fid not in bases or inst > bases[fid][0]):
-                bases[fid] = (inst, e.name)
+            if inst in completed:
+                bases.setdefault(fid, {})[inst] = e.name
             continue
         log = LogFileName.parse(e.name)
         if log is not None:
             logs.setdefault(log.file_id, []).append(log)
+    sizes = {e.name: e.size for e in entries}
+    if table.version.logs_per_instant:
+        by_completion = _slices_by_completion(bases, logs, timeline, compacting)
+        return PartitionLogs(by_completion, logs, sizes, per_instant=True)
     slices: dict[str, LogSlice] = {}
     for fid in set(bases) | set(logs) | set(compacting):
         names = logs.get(fid, [])
         if fid in compacting:
             base_instant, base_file = compacting[fid], ""
         elif fid in bases:
-            base_instant, base_file = bases[fid]
+            base_instant = max(bases[fid])
+            base_file = bases[fid][base_instant]
         else:
             started = [n.base_instant for n in names if n.base_instant in completed]
             if not started:
@@ -102,7 +117,37 @@ def list_partition(
             base_instant, base_file = max(started), ""
         own = sorted((n for n in names if n.base_instant == base_instant), key=lambda n: n.version)
         slices[fid] = LogSlice(base_instant, base_file, tuple(str(n) for n in own), _next_version(names, base_instant))
-    return PartitionLogs(slices, logs, {e.name: e.size for e in entries})
+    return PartitionLogs(slices, logs, sizes)
+
+
+def _slices_by_completion(
+    bases: dict[str, dict[str, str]], logs: dict[str, list[LogFileName]], timeline: Timeline, compacting: dict[str, str]
+) -> dict[str, LogSlice]:
+    """Each file group's latest slice, version 8+ (Hudi 1.x ``HoodieFileGroup.addLogFile``): the
+    slices are keyed by base instant (a committed base file's, or a pending compaction's); a log
+    file of a completed instant joins the slice with the largest key at or before its completion
+    time; in a group without such a slice the first log file starts one at its own instant."""
+    slices: dict[str, LogSlice] = {}
+    for fid in set(bases) | set(logs) | set(compacting):
+        keys = set(bases.get(fid, {}))
+        if fid in compacting:
+            keys.add(compacting[fid])
+        members: dict[str, list[LogFileName]] = {}
+        for log in sorted(logs.get(fid, []), key=lambda n: (n.base_instant, n.version)):
+            completion = timeline.completion_of(log.base_instant)
+            if completion is None:
+                continue  # not committed: in no slice
+            before = [k for k in keys if k <= completion]
+            if not before:
+                keys.add(log.base_instant)
+                before = [log.base_instant]
+            members.setdefault(max(before), []).append(log)
+        if not keys:
+            continue
+        latest = max(keys)
+        own = tuple(str(n) for n in members.get(latest, []))
+        slices[fid] = LogSlice(latest, bases.get(fid, {}).get(latest, ""), own, 0)
+    return slices
 
 
 def _next_version(names: list[LogFileName], base_instant: str) -> int:
@@ -126,7 +171,8 @@ def append_log_file(
     block = avro_data_block(instant, schema, records)
     table.dfs.write_bytes(Dfs.join(table.base_path, rel), block)
     size = len(block)
-    logs = (*slice_.log_files, str(name))
+    # version 8+: each flush's stat names its own log file only (a new append handle per flush)
+    logs = (str(name),) if table.version.logs_per_instant else (*slice_.log_files, str(name))
     rows = records.num_rows
     inserts, updates = (0, rows) if slice_.exists else (rows, 0)
     stat = WriteStat(
@@ -144,4 +190,5 @@ def append_log_file(
         base_file=slice_.base_file,
         log_files=list(logs),
     )
-    return stat, replace(slice_, log_files=logs, next_version=slice_.next_version + 1)
+    kept = slice_.log_files if table.version.logs_per_instant else logs
+    return stat, replace(slice_, log_files=kept, next_version=slice_.next_version + 1)

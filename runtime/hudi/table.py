@@ -1,9 +1,11 @@
-"""A Hudi copy-on-write table, version 6, as the official readers expect it.
+"""A Hudi table (copy-on-write or merge-on-read; version 6, 8 or 9) as the official readers expect it.
 
 The rules are those of ``shared/design/TABLE_FORMAT.md`` (checked against ``hudi`` 0.5.0):
 ``hoodie.properties``; an instant goes ``<ts>.commit.requested`` -> ``<ts>.inflight`` -> parquet base
 files -> ``<ts>.commit`` (last; it publishes the commit); base files carry the five meta columns and
 are named ``<fileId>_<writeToken>_<ts>.parquet``; a parquet file never appears half-written.
+Versions 8 and 9 keep the timeline in ``.hoodie/timeline/``, name a completed instant's file after
+its completion time too and store its metadata as Avro (:mod:`runtime.hudi.table_version`).
 
 The table is shared by the coordinator (timeline: start, commit, roll back) and the write tasks
 (base files). Every access goes through :class:`runtime.core.dfs.Dfs`, so it is counted.
@@ -29,6 +31,7 @@ from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.table_version import TableVersion, table_version
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -56,7 +59,8 @@ REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 # write config; this lab records it in hoodie.properties at creation (see runtime.hudi.layout).
 BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
 
-_INSTANT_FILE = re.compile(r"^(\d{14,17})\.([a-z_]+)(?:\.(requested|inflight))?$")
+# layout 1: <ts>.<action>[.<state>]; layout 2 names a completed instant <ts>_<completion>.<action>
+_INSTANT_FILE = re.compile(r"^(\d{14,17})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
 _BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
 
 
@@ -75,10 +79,17 @@ class TableProps:
     # buckets per partition (file groups of the bucket index); 0: not stated (not recorded/checked)
     num_buckets: int = 0
     table_type: str = COPY_ON_WRITE  # hoodie.table.type
+    version: int = 6  # hoodie.table.version
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
-        """The table a job writes: its key fields, its bucket count and its type."""
+        """The table a job writes: its key fields, its bucket count, its type and version (the
+        job's ``--table-version``, resolved by ``validate_job`` from the protocol's release)."""
+        if not cfg.table_version.isdigit():
+            raise TableError(
+                f"--table-version {cfg.table_version} is not resolved to a number: validate the job "
+                "(runtime.writer.topology.validate_job) before making its table"
+            )
         return cls(
             cfg.table_name,
             cfg.key_field,
@@ -86,7 +97,12 @@ class TableProps:
             cfg.precombine_field,
             num_buckets=cfg.num_buckets,
             table_type=HOODIE_TABLE_TYPE[cfg.table_type],
+            version=int(cfg.table_version),
         )
+
+    @property
+    def rules(self) -> TableVersion:
+        return table_version(self.version)
 
     @property
     def merge_on_read(self) -> bool:
@@ -104,11 +120,11 @@ class TableProps:
         return {
             "hoodie.table.name": self.table_name,
             "hoodie.table.type": self.table_type,
-            "hoodie.table.version": "6",
-            "hoodie.timeline.layout.version": "1",
+            "hoodie.table.version": str(self.version),
+            "hoodie.timeline.layout.version": str(self.rules.timeline_layout),
             "hoodie.table.partition.fields": self.partition_field,
             "hoodie.table.recordkey.fields": self.record_key_field,
-            "hoodie.table.precombine.field": self.precombine_field,
+            self.rules.ordering_field_key: self.precombine_field,
             "hoodie.table.base.file.format": "PARQUET",
             "hoodie.populate.meta.fields": "true",
             "hoodie.datasource.write.hive_style_partitioning": "false",
@@ -118,6 +134,7 @@ class TableProps:
             "hoodie.table.keygenerator.class": "org.apache.hudi.keygen.SimpleKeyGenerator",
             "hoodie.database.name": self.database,
             "hoodie.archivelog.folder": "archived",
+            **self.rules.extra_properties(),
             **buckets,
             "hoodie.table.checksum": str(checksum),  # Hudi writes it last
         }
@@ -128,6 +145,7 @@ class Instant:
     ts: str
     action: str  # "commit", "rollback", ...
     state: str  # requested / inflight / completed
+    completion: str | None = None  # a completed instant's completion time (timeline layout 2)
 
 
 @dataclass(frozen=True)
@@ -203,7 +221,10 @@ class Timeline:
         latest: dict[tuple[str, str], Instant] = {}
         order = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
         self.compactions: set[str] = set()  # times of every compaction, pending or completed
+        self.completions: dict[str, str] = {}  # requested time -> completion time (layout 2)
         for inst in instants:
+            if inst.completion is not None:
+                self.completions[inst.ts] = inst.completion
             if inst.action == COMPACTION:
                 self.compactions.add(inst.ts)
             key = (inst.ts, COMMIT if inst.action == COMPACTION else inst.action)
@@ -253,7 +274,13 @@ class Timeline:
         return any(i.ts == ts and i.state == COMPLETED for i in self.commits())
 
     def latest_ts(self) -> str | None:
-        return self.instants[-1].ts if self.instants else None
+        """The latest time on the timeline, completion times included."""
+        times = [*(i.ts for i in self.instants[-1:]), *self.completions.values()]
+        return max(times) if times else None
+
+    def completion_of(self, ts: str) -> str | None:
+        """A completed instant's completion time (None before layout 2, or not completed)."""
+        return self.completions.get(ts)
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -288,10 +315,12 @@ def _instant_of_file(name: str) -> Instant | None:
     m = _INSTANT_FILE.match(name)
     if not m:
         return None
-    ts, action, state = m.group(1), m.group(2), m.group(3)
+    ts, completion, action, state = m.group(1), m.group(2), m.group(3), m.group(4)
+    if completion is not None and state is not None:
+        return None  # only a completed instant carries its completion time
     if action == "inflight" and state is None:  # <ts>.inflight is a commit's inflight
         return Instant(ts, "commit", INFLIGHT)
-    return Instant(ts, action, state or COMPLETED)
+    return Instant(ts, action, state or COMPLETED, completion)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -383,12 +412,19 @@ def stat_to_json(s: WriteStat) -> dict[str, Any]:
     }
 
 
-def commit_metadata_json(stats: list[WriteStat], extra: dict[str, str]) -> bytes:
+def commit_metadata_doc(
+    stats: list[WriteStat], extra: dict[str, str], *, compacted: bool = False, operation: str = "UPSERT"
+) -> dict[str, Any]:
+    """A commit's metadata document (Hudi's HoodieCommitMetadata), before the table version encodes it."""
     by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s.partition, []).append(stat_to_json(s))
-    doc = {"partitionToWriteStats": by_partition, "compacted": False, "extraMetadata": extra, "operationType": "UPSERT"}
-    return json.dumps(doc, indent=2).encode()
+    return {
+        "partitionToWriteStats": by_partition,
+        "compacted": compacted,
+        "extraMetadata": extra,
+        "operationType": operation,
+    }
 
 
 class HudiTable:
@@ -401,6 +437,10 @@ class HudiTable:
         self.base_path = base_path.rstrip("/")
         self.props = props
         self.hoodie = Dfs.join(self.base_path, HOODIE)
+        self.version = props.rules
+        # the active timeline's folder: .hoodie, or .hoodie/timeline from table version 8
+        folder = self.version.timeline_folder
+        self.timeline_dir = Dfs.join(self.hoodie, folder) if folder else self.hoodie
         self._last_issued: str | None = None
 
     def with_dfs(self, dfs: Dfs) -> HudiTable:
@@ -419,11 +459,17 @@ class HudiTable:
         cls.check_compatible(dfs, base_path, props)
         if dfs.exists(props_path):
             return table
-        for sub in (table.hoodie, Dfs.join(table.hoodie, AUX), Dfs.join(table.hoodie, "archived")):
+        for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
             dfs.mkdirs(sub)
         body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
         dfs.write_bytes(props_path, body.encode())
         return table
+
+    def _archive_dirs(self) -> list[str]:
+        """Layout 1's archived timeline folder; layout 2's LSM history folder."""
+        if self.version.layout_2:
+            return [Dfs.join(self.timeline_dir, "history")]
+        return [Dfs.join(self.hoodie, "archived")]
 
     @classmethod
     def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> None:
@@ -450,6 +496,10 @@ class HudiTable:
             p = parse_properties(dfs.read_bytes(props_path).decode())
         except DfsNotFound as exc:
             raise TableError(f"{base_path} is not a Hudi table: {props_path} is missing") from exc
+        try:
+            version = table_version(p.get("hoodie.table.version", "6"))
+        except ValueError as exc:
+            raise TableError(f"{base_path}: {exc}") from None
         return cls(
             dfs,
             base_path,
@@ -457,20 +507,26 @@ class HudiTable:
                 table_name=p.get("hoodie.table.name", ""),
                 record_key_field=p.get("hoodie.table.recordkey.fields", ""),
                 partition_field=p.get("hoodie.table.partition.fields", ""),
-                precombine_field=p.get("hoodie.table.precombine.field", ""),
+                precombine_field=p.get(version.ordering_field_key, p.get("hoodie.table.precombine.field", "")),
                 database=p.get("hoodie.database.name", "default"),
                 num_buckets=int(p[BUCKETS_KEY]) if p.get(BUCKETS_KEY, "").isdigit() else 0,
                 table_type=p.get("hoodie.table.type", COPY_ON_WRITE).upper(),
+                version=version.number,
             ),
         )
 
     def _check_compatible(self, existing: dict[str, str]) -> None:
         want = self.props.properties()
+        if existing.get("hoodie.table.version", "6") != str(self.props.version):
+            raise TableError(
+                f"the table at {self.base_path} is version {existing.get('hoodie.table.version', '6')} but this "
+                f"job writes version {self.props.version}: pass the table's --table-version, or write to a new --table"
+            )
         for key in (
             "hoodie.table.type",
             "hoodie.table.recordkey.fields",
             "hoodie.table.partition.fields",
-            "hoodie.table.precombine.field",
+            self.version.ordering_field_key,
         ):
             if existing.get(key) != want[key]:
                 raise TableError(
@@ -483,28 +539,34 @@ class HudiTable:
                 f"uses {want[BUCKETS_KEY]!r} buckets per partition: a key would land in two file groups of one "
                 "partition. Use the table's bucket count, or write to a new --table"
             )
-        if existing.get("hoodie.table.version") not in ("6", None):
-            raise TableError(
-                f"the table at {self.base_path} is version "
-                f"{existing.get('hoodie.table.version')}; only version 6 is written"
-            )
 
     # -- timeline ------------------------------------------------------------------------------
 
     def timeline(self) -> Timeline:
-        """One listing of ``.hoodie``."""
+        """One listing of the active timeline (``.hoodie``, or ``.hoodie/timeline`` from version 8)."""
         try:
-            entries = self.dfs.list_dir(self.hoodie)
+            entries = self.dfs.list_dir(self.timeline_dir)
         except DfsNotFound as exc:
-            raise TableError(f"{self.hoodie} is missing: the table was deleted or moved") from exc
+            raise TableError(f"{self.timeline_dir} is missing: the table was deleted or moved") from exc
         return Timeline([i for i in map(_instant_of_file, (e.name for e in entries)) if i is not None])
+
+    def timeline_file(self, name: str) -> str:
+        return Dfs.join(self.timeline_dir, name)
+
+    @property
+    def timeline_rel(self) -> str:
+        """The timeline folder relative to the base path, for messages."""
+        return "/".join(x for x in (HOODIE, self.version.timeline_folder) if x)
 
     def last_pending_instant(self) -> str | None:
         return self.timeline().last_pending()
 
     def is_committed(self, instant: str) -> bool:
-        """Whether a writer's instant completed (its ``.commit`` or ``.deltacommit`` exists)."""
-        return self.dfs.exists(Dfs.join(self.hoodie, self.commit_file(instant)))
+        """Whether a writer's instant completed (its ``.commit`` or ``.deltacommit`` exists; from
+        version 8 its name holds the completion time, so the timeline is listed)."""
+        if self.version.layout_2:
+            return self.timeline().is_completed(instant)
+        return self.dfs.exists(self.timeline_file(self.commit_file(instant)))
 
     def new_instant_time(self, now: float, timeline: Timeline | None = None) -> str:
         """A fresh instant, strictly after every instant on the timeline and every one issued."""
@@ -515,55 +577,91 @@ class HudiTable:
         self._last_issued = ts
         return ts
 
+    def completion_time(self, instant: str, now: float | None) -> str | None:
+        """The completion time of ``instant`` completing now (layout 2; None before): a fresh
+        instant time after the instant itself (``HoodieActiveTimeline`` takes it from the same
+        generator). Without a clock, the time just after everything issued."""
+        if not self.version.layout_2:
+            return None
+        if now is None:
+            floor = max(x for x in (instant, self._last_issued, self.timeline().latest_ts()) if x)
+            self._last_issued = bump_instant(floor)
+            return self._last_issued
+        floor_ts = max(x for x in (instant, self._last_issued) if x)
+        ts = format_instant(now)
+        self._last_issued = ts if ts > floor_ts else bump_instant(floor_ts)
+        return self._last_issued
+
     def start_instant(self, instant: str) -> None:
         """requested -> inflight (Hudi's startCommitWithTime + transitionRequestedToInflight). A
         delta commit's inflight file is empty, as Hudi's Flink coordinator leaves it."""
         action = self.props.write_action
-        self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.{action}.requested"))
+        self.dfs.create_empty(self.timeline_file(f"{instant}.{action}.requested"))
         if action == DELTA_COMMIT:
-            self.dfs.create_empty(Dfs.join(self.hoodie, f"{instant}.{DELTA_COMMIT}.inflight"))
+            self.dfs.create_empty(self.timeline_file(f"{instant}.{DELTA_COMMIT}.inflight"))
             return
-        empty = commit_metadata_json([], {})
-        self.dfs.write_bytes(Dfs.join(self.hoodie, f"{instant}.inflight"), empty)
+        empty = self.version.encode_metadata(commit_metadata_doc([], {}))
+        self.dfs.write_bytes(self.timeline_file(f"{instant}.inflight"), empty)
 
-    def commit(self, instant: str, stats: list[WriteStat], extra: dict[str, str], *, empty: bool = False) -> None:
+    def commit(
+        self,
+        instant: str,
+        stats: list[WriteStat],
+        extra: dict[str, str],
+        *,
+        empty: bool = False,
+        now: float | None = None,
+    ) -> None:
         """Writes ``<instant>.commit``: the last step, which publishes the instant. An instant with
         no write stats is committed only when asked (``empty``: hoodie.allow.empty.commit, the
-        Kafka Connect sink): by mistake it would publish files no stat lists."""
+        Kafka Connect sink): by mistake it would publish files no stat lists. ``now``: the clock
+        the completion time comes from (layout 2)."""
         if not stats and not empty:
             raise TableError(
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
-        self.dfs.write_bytes(Dfs.join(self.hoodie, self.commit_file(instant)), commit_metadata_json(stats, extra))
+        self.publish(instant, self.props.write_action, commit_metadata_doc(stats, extra), now)
 
-    def commit_file(self, instant: str) -> str:
-        """The completed instant's file name under ``.hoodie`` (a writer's instant)."""
-        return f"{instant}.{self.props.write_action}"
+    def publish(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
+        """Writes a completed instant's file with its metadata, as the table version names and encodes it."""
+        name = self.version.completed_file(instant, self.completion_time(instant, now), action)
+        self.dfs.write_bytes(self.timeline_file(name), self.version.encode_metadata(doc))
 
-    def read_commit_metadata(self, instant: str) -> dict[str, Any]:
-        """The commit file's JSON document (Hudi's HoodieCommitMetadata, as written above)."""
-        meta: dict[str, Any] = json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, self.commit_file(instant))))
-        return meta
+    def commit_file(self, instant: str, timeline: Timeline | None = None) -> str:
+        """The completed instant's file name in the timeline folder (a writer's instant); from
+        version 8 its completion time comes from ``timeline`` (listed when not given)."""
+        completion = None
+        if self.version.layout_2:
+            completion = (timeline or self.timeline()).completion_of(instant)
+            if completion is None:
+                raise TableError(f"{instant} is not a completed instant of {self.timeline_dir}")
+        return self.version.completed_file(instant, completion, self.props.write_action)
+
+    def read_commit_metadata(self, instant: str, timeline: Timeline | None = None) -> dict[str, Any]:
+        """The commit file's document (Hudi's HoodieCommitMetadata, as written above)."""
+        name = self.commit_file(instant, timeline)
+        return self.version.decode_metadata(self.dfs.read_bytes(self.timeline_file(name)), name)
 
     def metadata_file(self, instant: str, timeline: Timeline) -> str:
-        """The file under ``.hoodie`` of a completed instant: a compaction's ``.commit``, else the
-        writers' action's."""
-        return f"{instant}.{COMMIT}" if instant in timeline.compactions else self.commit_file(instant)
+        """The file in the timeline folder of a completed instant: a compaction's ``.commit``, else
+        the writers' action's."""
+        if instant in timeline.compactions:
+            return self.version.completed_file(instant, timeline.completion_of(instant), COMMIT)
+        return self.commit_file(instant, timeline)
 
     def completed_metadata(self, timeline: Timeline, skip: Iterable[str] = ()) -> list[CompletedInstant]:
         """Every completed instant of ``timeline`` (except those in ``skip``) with its commit
         metadata, each file read once: what a job's record is made of."""
         skipped = set(skip)
-        return [
-            CompletedInstant(
-                instant,
-                instant in timeline.compactions,
-                json.loads(self.dfs.read_bytes(Dfs.join(self.hoodie, self.metadata_file(instant, timeline)))),
-            )
-            for instant in timeline.completed_instants()
-            if instant not in skipped
-        ]
+        out = []
+        for instant in timeline.completed_instants():
+            if instant in skipped:
+                continue
+            name = self.metadata_file(instant, timeline)
+            doc = self.version.decode_metadata(self.dfs.read_bytes(self.timeline_file(name)), name)
+            out.append(CompletedInstant(instant, instant in timeline.compactions, doc))
+        return out
 
     def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
         """Deletes an uncommitted instant's base files, then its requested/inflight markers.
@@ -597,7 +695,7 @@ class HudiTable:
         action = self.props.write_action
         inflight = f"{instant}.inflight" if action == COMMIT else f"{instant}.{action}.inflight"
         for name in (inflight, f"{instant}.{action}.requested"):
-            self.dfs.delete(Dfs.join(self.hoodie, name))
+            self.dfs.delete(self.timeline_file(name))
         return deleted
 
     def _roll_back_log_files(self, instant: str, partitions: Iterable[str]) -> list[str]:
@@ -605,9 +703,13 @@ class HudiTable:
         ``BaseRollbackHelper``): a log file of a file group the instant created (its base instant
         is the instant) is deleted; a file group it appended to gets a ROLLBACK command block
         naming the instant, in a new log version. A log file here holds one flush, so the
-        instant's blocks are found by reading each log file's first block header."""
+        instant's blocks are found by reading each log file's first block header.
+
+        From table version 8 a log file is named after the instant that wrote it, so the
+        instant's log files are deleted and nothing else is read or marked (Hudi 1.x)."""
         deleted: list[str] = []
-        rollback_at = bump_instant(max(instant, self.timeline().latest_ts() or instant))
+        per_instant = self.version.logs_per_instant
+        rollback_at = "" if per_instant else bump_instant(max(instant, self.timeline().latest_ts() or instant))
         for part in partitions:
             try:
                 entries = self.dfs.list_dir(Dfs.join(self.base_path, part))
@@ -622,6 +724,8 @@ class HudiTable:
                 if name.base_instant == instant:
                     self.dfs.delete(path)
                     deleted.append(path)
+                    continue
+                if per_instant:
                     continue
                 if not any(b.instant == instant for b in read_blocks(self.dfs.read_bytes(path), path)):
                     continue

@@ -36,7 +36,6 @@ and ``hudi-client-common``):
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +122,7 @@ class _Scan:
     """What one pass over the table found, shared by the checks."""
 
     table: HudiTable
+    timeline: Timeline
     states: dict[str, str]  # commit instant -> its highest state on the timeline
     metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
     files: list[BaseFile]
@@ -147,7 +147,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
     files, logs = _list_data_files(table, audit)
-    scan = _Scan(table, states, _read_metadata(table, timeline, audit), files, logs)
+    scan = _Scan(table, timeline, states, _read_metadata(table, timeline, audit), files, logs)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
     _snapshot_checks(scan, audit)
@@ -167,9 +167,10 @@ def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[s
     out: dict[str, dict[str, Any]] = {}
     for instant in audit.completed:
         name = table.metadata_file(instant, timeline)
-        rel = f"{HOODIE}/{name}"
+        rel = f"{table.timeline_rel}/{name}"
         try:
-            meta = json.loads(table.dfs.read_bytes(Dfs.join(table.hoodie, name)))
+            # JSON before table version 8, an Avro record from 8 (a JSON file is read either way)
+            meta = table.version.decode_metadata(table.dfs.read_bytes(table.timeline_file(name)), rel)
             stats = meta["partitionToWriteStats"] if isinstance(meta, dict) else None
             if not isinstance(stats, dict) or not all(isinstance(v, list) for v in stats.values()):
                 raise ValueError("partitionToWriteStats is not a map of partition -> list of write stats")
@@ -177,7 +178,7 @@ def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[s
                 for s in v:
                     if not isinstance(s, dict) or not isinstance(s.get("path"), str):
                         raise ValueError(f"a write stat without a path: {str(s)[:80]}")
-        except (ValueError, KeyError, DfsError) as exc:
+        except (ValueError, KeyError, DfsError, EOFError, StopIteration) as exc:
             audit.add(ERROR, "corrupt-commit", f"{rel} is not valid commit metadata: {exc}", rel)
             continue
         out[instant] = meta
@@ -244,7 +245,7 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
 def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
-    rel, commit = stat["path"], scan.table.commit_file(instant)
+    rel, commit = stat["path"], scan.table.commit_file(instant, scan.timeline)
     size = scan.logs.get(rel)
     if size is None:
         audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
@@ -449,7 +450,7 @@ def _lost_commits(scan: _Scan, audit: Audit) -> None:
             kind,
             f"instant {instant} is {where} but the table says it completed: {'; '.join(reasons[:SAMPLE])}"
             + (f"; its {len(kept)} base file(s) are invisible to readers" if kept else ""),
-            f"{HOODIE}/{instant}.commit",
+            f"{scan.table.timeline_rel}/{instant}.commit",
         )
 
 
@@ -473,5 +474,5 @@ def _pending_files(scan: _Scan, audit: Audit) -> None:
                 if later
                 else "a write in progress, or a failed one awaiting rollback"
             ),
-            f"{HOODIE}/{instant}.inflight",
+            f"{scan.table.timeline_rel}/{instant}.inflight",
         )

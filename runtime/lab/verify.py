@@ -283,29 +283,33 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     numUpdateWrites rows, each (partition path, record key) once, all stamped with that commit's
     time. A commit file that cannot be parsed is a problem of its own, named by its file."""
     from runtime.core.dfs import open_dfs
-    from runtime.hudi.table import HudiTable
+    from runtime.hudi.table import HudiTable, TableError
 
     dfs, base = open_dfs(table_uri, role="verifier")
     table = HudiTable.open(dfs, base)
     # a compaction's commit rewrites rows other commits wrote (keeping their commit times): its
     # files are checked by the audit and the snapshot, not by an incremental read of its own
-    compactions = table.timeline().compactions
-    commits = [c for c in read_completed_commits(table_uri) if c not in compactions]
+    timeline = table.timeline()
+    commits = [c for c in read_completed_commits(table_uri) if c not in timeline.compactions]
     problems: list[dict[str, Any]] = []
     prev = "19700101000000000"
     for instant in commits:
+        # from table version 8 the reader's incremental range is one of completion times (Hudi
+        # 1.x's incremental query); before, of instant times
+        end = timeline.completion_of(instant) or instant
         try:
-            want = _rows_by_file_group(table.read_commit_metadata(instant))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            reason = f".hoodie/{table.commit_file(instant)} is not valid commit metadata: {type(exc).__name__}: {exc}"
+            want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
+        except (ValueError, KeyError, TypeError, AttributeError, TableError) as exc:
+            where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
+            reason = f"{where} is not valid commit metadata: {type(exc).__name__}: {exc}"
             problems.append({"instant": instant, "reasons": [reason]})
-            prev = instant
+            prev = end
             continue
-        rows = read_incremental(table_uri, prev, instant)
+        rows = read_incremental(table_uri, prev, end)
         problem = _commit_problem(instant, want, rows, at_most=table.props.merge_on_read)
         if problem:
             problems.append(problem)
-        prev = instant
+        prev = end
     return {"verified": not problems, "commits": len(commits), "problems": problems}
 
 

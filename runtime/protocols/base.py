@@ -179,6 +179,9 @@ class Protocol:
     # hoodie.allow.empty.commit in the modelled release: its default, or None where the Flink
     # writer has no such option (before 0.14, HUDI-6127) or the protocol commits empty anyway
     empty_commit_default: bool | None = None
+    # hoodie.table.version the modelled release writes (HoodieTableVersion.current(): 6 up to
+    # 0.15, 8 in 1.0, 9 in 1.1): what --table-version release resolves to
+    release_table_version: int = 6
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:

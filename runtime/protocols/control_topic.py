@@ -528,7 +528,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         if ctx.env.fault("coordinator.before_commit_file", checkpoint=ended_by):
             ctx.env.crash("injected crash at coordinator.before_commit_file")
         async with ctx.table_lock:
-            await ctx.env.io(functools.partial(ctx.table.commit, instant, [], metadata, empty=True))
+            await ctx.env.io(functools.partial(ctx.table.commit, instant, [], metadata, empty=True, now=ctx.env.now()))
         self.empty_commits.append(instant)
         ctx.empty_rounds.append(ended_by)
 

@@ -405,6 +405,7 @@ class CoordinationRpcProtocol(Protocol):
     description = "P4: writers ask the coordinator by RPC; the instant is created in the request (Hudi 1.1)"
     # Hudi 1.1: allowCommitOnEmptyBatch takes hoodie.allow.empty.commit's default, true (HUDI-7819)
     empty_commit_default = True
+    release_table_version = 9  # HoodieTableVersion.current() in Hudi 1.1
     writer_side = CoordinationRpcWriter
     coordinator_side = CoordinationRpcCoordinator
 
@@ -420,6 +421,7 @@ class AsyncCoordinationRpcCoordinator(CoordinationRpcCoordinator):
 class AsyncCoordinationRpcProtocol(Protocol):
     name = "coordination-rpc-async"
     empty_commit_default = True  # as coordination-rpc (Hudi 1.1)
+    release_table_version = 9
     description = (
         "P4 with PR #19960: the coordinator replies PENDING and creates the instant in "
         "the background; writers poll with backoff"

@@ -214,7 +214,9 @@ class CompactionCommitSink:
         if self.env.fault("compaction.commit_lost", checkpoint=checkpoint):
             self.env.crash("injected crash at compaction.commit_lost")
         await self.env.io(
-            functools.partial(compaction.commit_compaction, self.table, event.instant, stats, self.schema_json)
+            functools.partial(
+                compaction.commit_compaction, self.table, event.instant, stats, self.schema_json, self.env.now()
+            )
         )
         self.env.metrics.count("compactions_committed")
         self.env.tracer.instant(

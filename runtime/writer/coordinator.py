@@ -463,7 +463,9 @@ class Coordinator:
             self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:
-                await self.env.io(functools.partial(self.table.commit, instant, stats, metadata, empty=empty))
+                await self.env.io(
+                    functools.partial(self.table.commit, instant, stats, metadata, empty=empty, now=self.env.now())
+                )
         except (OSError, TableError) as exc:
             # No rollback here: the checkpoint this commit belongs to has completed, so the sources
             # will not replay its records. The instant stays inflight; the job fails over and the

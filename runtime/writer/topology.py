@@ -80,7 +80,8 @@ class RoleNames:
 def validate_job(cfg: JobConfig) -> JobConfig:
     """The checks a job's options get before any work starts, on either host: the configuration's
     own (:meth:`JobConfig.validate`), and that every armed fault can fire under the protocol (a
-    bus to delete, an RPC method for a messaging fault to hit). Raises ConfigError."""
+    bus to delete, an RPC method for a messaging fault to hit). Raises ConfigError. Returns ``cfg``,
+    ``--table-version release`` resolved to the version the protocol's Hudi release writes."""
     from runtime.core.fault_spec import MESSAGE_FAULTS
 
     cfg.validate(list(PROTOCOLS))
@@ -111,6 +112,8 @@ def validate_job(cfg: JobConfig) -> JobConfig:
                 f"--faults {spec.text()}: no role of a {cfg.protocol} job has an RPC method {spec.target!r}; "
                 f"name one of {', '.join(sorted(methods))}"
             )
+    if cfg.table_version == "release":  # the version the protocol's Hudi release writes
+        return cfg.replace(table_version=str(protocol.release_table_version))
     return cfg
 
 

@@ -601,8 +601,9 @@ class WriteTask:
         listing = self._log_listings.get(partition)
         if listing is None:  # first touch of this partition: its file slices, from one listing
             timeline = table.timeline()
-            if self._compacting is None:
-                self._compacting = compacting_file_groups(table, timeline)
+            if self._compacting is None:  # version 8+ names a log after its instant: no slice to find
+                per_instant = table.version.logs_per_instant
+                self._compacting = {} if per_instant else compacting_file_groups(table, timeline)
             held = self._compacting.get(partition, {})
             listing = self._log_listings[partition] = list_partition(table, partition, timeline, held)
         slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)

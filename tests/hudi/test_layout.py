@@ -20,6 +20,7 @@ from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.hudi.layout import read_layout, resolve_layout
 from runtime.hudi.table import BUCKETS_KEY, HudiTable, TableError, TableProps, parse_properties
+from runtime.writer.topology import validate_job
 
 PROPS = TableProps("t", "key", "partition", "ts", num_buckets=4)
 S3_BUCKET = "lab"  # the bucket the shared s3 fixture creates (tests/conftest.py)
@@ -42,7 +43,8 @@ def _fingerprint(root: Path) -> dict[str, str]:
 
 
 def _cfg(table: str, **kw: object) -> JobConfig:
-    return JobConfig(source="generator", table=table, table_name="t", **kw)  # type: ignore[arg-type]
+    # validated as every run is (--table-version release resolved to the protocol's)
+    return validate_job(JobConfig(source="generator", table=table, table_name="t", **kw))  # type: ignore[arg-type]
 
 
 def test_the_bucket_count_is_written_at_creation_under_hudis_key_and_read_back(tmp_path):
@@ -116,7 +118,7 @@ def test_more_writers_than_the_tables_buckets_is_refused(tmp_path):
 def test_other_key_fields_or_table_name_are_refused_with_the_flag(tmp_path, option, value, prop, flag):
     path = _table(tmp_path / "t")
     before = _fingerprint(tmp_path / "t")
-    cfg = JobConfig(source="spark", table=path, table_name="t").replace(**{option: value})
+    cfg = validate_job(JobConfig(source="spark", table=path, table_name="t").replace(**{option: value}))
     with pytest.raises(ConfigError) as exc:
         resolve_layout(cfg)
     theirs = {"key_field": "key", "partition_field": "partition", "precombine_field": "ts", "table_name": "t"}[option]

@@ -197,23 +197,36 @@ def test_the_simulated_disk_refuses_a_merge_on_read_table_before_it_starts():
         simulate(_cfg(), seed=5, storage="memory")
 
 
+def _timeline_dir(table: Path, version: str) -> Path:
+    """The active timeline: ``.hoodie``, or ``.hoodie/timeline`` from table version 8."""
+    return table / ".hoodie" / ("" if version == "6" else "timeline")
+
+
+def _completed(timeline: Path, instant: str, action: str) -> list[Path]:
+    """A completed instant's file: ``<instant>.<action>``, from version 8 ``<instant>_<completion>.<action>``."""
+    return [*timeline.glob(f"{instant}.{action}"), *timeline.glob(f"{instant}_*.{action}")]
+
+
+@pytest.mark.parametrize("version", ["6", "8", "9"])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_every_protocol_commits_delta_commits_exactly_once(tmp_path, protocol):
-    result = simulate(_cfg(protocol=protocol), workdir=str(tmp_path / "run"), seed=5, storage="disk")
+def test_every_protocol_commits_delta_commits_exactly_once(tmp_path, protocol, version):
+    cfg = _cfg(protocol=protocol, table_version=version)
+    result = simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
     assert result["status"] == "finished", result["error"]
     eo = result["exactly_once"]
     assert eo["verified"] and eo["expected"] == eo["actual"] == 1_000, eo
-    hoodie = tmp_path / "run" / "table" / ".hoodie"
+    timeline = _timeline_dir(tmp_path / "run" / "table", version)
     instants = [c["instant"] for c in result["commits"]]
-    assert all((hoodie / f"{i}.deltacommit").exists() for i in instants)
-    assert not list(hoodie.glob("*.commit"))  # no compaction yet: no commit action at all
+    assert all(len(_completed(timeline, i, "deltacommit")) == 1 for i in instants)
+    assert not list(timeline.glob("*.commit"))  # no compaction yet: no commit action at all
     assert list((tmp_path / "run" / "table").glob("p*/.*.log.*")) and not list(
         (tmp_path / "run" / "table").glob("p*/*.parquet")
     )
 
 
+@pytest.mark.parametrize("version", ["6", "9"])
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
-def test_a_compaction_instant_is_never_taken_for_a_writers_instant(tmp_path, protocol):
+def test_a_compaction_instant_is_never_taken_for_a_writers_instant(tmp_path, protocol, version):
     """Compaction writes the timeline too: with a compaction scheduled after every delta commit
     (``compaction.delta_commits`` 1), each one is the newest pending instant between its
     scheduling and the next instant's start, a window the coordinator's slowed DFS (the
@@ -231,6 +244,7 @@ def test_a_compaction_instant_is_never_taken_for_a_writers_instant(tmp_path, pro
             compaction_delta_commits=1,
             bucket_flush_rows=20,
             faults=parse_faults("dfs.latency@2=0.5"),
+            table_version=version,
         ),
         workdir=str(tmp_path / "run"),
         seed=5,
@@ -238,8 +252,9 @@ def test_a_compaction_instant_is_never_taken_for_a_writers_instant(tmp_path, pro
     )
     assert result["status"] == "finished", result["error"]
     assert result["exactly_once"]["verified"], result["exactly_once"]
-    compactions = {p.name.split(".")[0] for p in (table / ".hoodie").glob("*.compaction.requested")}
-    assert compactions and all((table / ".hoodie" / f"{c}.commit").exists() for c in compactions)
+    timeline = _timeline_dir(table, version)
+    compactions = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
+    assert compactions and all(len(_completed(timeline, c, "commit")) == 1 for c in compactions)
     written = {c["instant"] for c in result["commits"]}
     assert written and not written & compactions
     rolled_back = set(result["rolled_back"])

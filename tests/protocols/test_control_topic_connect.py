@@ -162,11 +162,11 @@ def test_a_commit_that_throws_starts_a_new_commit_after_the_write_status_timeout
     real_commit = table.commit
     failures = {"left": 1}
 
-    def failing_commit(instant: str, stats: list[WriteStat], extra: dict[str, str], *, empty: bool = False) -> None:
+    def failing_commit(instant: str, stats: list[WriteStat], extra: dict[str, str], **kw: Any) -> None:
         if failures["left"]:
             failures["left"] -= 1
             raise TableError(f"injected: the commit file of {instant} could not be written")
-        real_commit(instant, stats, extra, empty=empty)
+        real_commit(instant, stats, extra, **kw)
 
     monkeypatch.setattr(table, "commit", failing_commit)
 

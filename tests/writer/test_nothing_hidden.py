@@ -17,7 +17,7 @@ from runtime.hudi.table import HudiTable, TableProps
 from runtime.lab.report import summary_table
 from runtime.lab.timeline_plot import render_timeline, validate_trace
 from runtime.sim import simulate
-from runtime.writer.topology import JobDriver
+from runtime.writer.topology import JobDriver, validate_job
 
 
 def _cfg(**kw) -> JobConfig:
@@ -72,7 +72,7 @@ def test_the_timeline_shows_both_attempts_and_the_failover(tmp_path):
 
 def test_instants_pending_before_the_run_are_reported_as_an_earlier_runs(tmp_path):
     dfs, base = open_dfs(str(tmp_path / "table"))
-    table = HudiTable.create_or_open(dfs, base, TableProps.for_job(_cfg()))
+    table = HudiTable.create_or_open(dfs, base, TableProps.for_job(validate_job(_cfg())))
     table.start_instant("20240101000000001")
     driver = JobDriver(_cfg(), table, schema_json="")
     driver.note_pending("left pending by an earlier run of this table")
