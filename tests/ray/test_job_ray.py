@@ -9,8 +9,10 @@ import pytest
 
 from actors.job import run_job
 from runtime.core.config import JobConfig, Schedule
+from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec, parse_faults
 from runtime.faults.scenarios import deadlock_config
+from runtime.hudi.table import HudiTable
 from runtime.lab.report import why_not_verified
 from runtime.lab.verify import read_completed_commits
 
@@ -86,11 +88,11 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
     assert result["dfs_ops"]["coordinator"]["create"] >= len(result["commits"]) >= 1
     assert result["dfs_ops"]["writer.data"]["write"] >= 3
     assert result["deadlock"] is None
-    # every commit records its checkpoint in extraMetadata
-    import json as _json
-
+    # every commit records its checkpoint in extraMetadata (JSON in version 6, Avro from 8)
+    table = HudiTable.open(*open_dfs(str(tmp_path / "table")))
+    timeline = table.timeline()
     for c in result["commits"]:
-        meta = _json.loads((tmp_path / "table" / ".hoodie" / f"{c['instant']}.commit").read_text())
+        meta = table.read_commit_metadata(c["instant"], timeline)
         assert meta["extraMetadata"]["checkpoint.id"] == str(c["checkpoint"])
 
 
@@ -225,9 +227,9 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     cfg = _cfg(tmp_path, protocol="coordination-rpc", checkpoints=40, checkpoint_interval_s=0.25)
 
     def stop_after_a_commit() -> None:  # as a user who presses Ctrl-C once the job commits
-        hoodie = tmp_path / "table" / ".hoodie"
+        timeline = tmp_path / "table" / ".hoodie" / "timeline"  # coordination-rpc writes version 9
         while not done.wait(0.1):
-            if hoodie.is_dir() and any(p.suffix == ".commit" for p in hoodie.iterdir()):
+            if timeline.is_dir() and any(p.suffix == ".commit" for p in timeline.iterdir()):
                 stop.set()
                 return
 
@@ -287,7 +289,9 @@ def test_a_merge_on_read_job_on_ray_commits_delta_commits_and_compacts(ray_sessi
         assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
         assert result["faults_not_fired"] == []
         table = tmp_path / protocol / "table"
-        assert all((table / ".hoodie" / f"{c['instant']}.deltacommit").exists() for c in result["commits"])
+        hudi = HudiTable.open(*open_dfs(str(table)))  # version 6 for message-bus, 9 for coordination-rpc
+        assert hudi.props.version == (9 if protocol == "coordination-rpc" else 6)
+        assert set(hudi.timeline().completed_commits()) == {c["instant"] for c in result["commits"]}
         assert list(table.glob("p*/.*.log.*"))
         done = result["compactions"]["completed"]
         assert done and not result["compactions"]["pending"], result["compactions"]
