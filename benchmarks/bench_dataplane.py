@@ -1,6 +1,7 @@
-"""Data plane: rows/s of a commitlab run (Spark source) against Spark and pyarrow writing the same rows.
+"""Data plane: commitlab runs (Hudi copy-on-write, merge-on-read) against Spark and pyarrow writing the same rows.
 
     .venv/bin/python benchmarks/bench_dataplane.py [--records 1000000] [--writers 4] [--checkpoints 10]
+                                                  [--table-types copy-on-write,merge-on-read]
                                                   [--out benchmarks/results/dataplane]
 
 One process, one Ray, one Spark session:
@@ -10,13 +11,20 @@ One process, one Ray, one Spark session:
    (a) ``df.write.parquet`` of that prepared DataFrame, timed;
    (b) the same rows handed to Ray (``shards_to_ray``, the hand-off commitlab uses), assembled into
        one Arrow table and written by ``pq.write_table`` from memory, timed.
-2. ``commitlab`` with ``source="spark"``, ``protocol="message-bus"`` on the same workload (its own
-   prepare and hand-off, then the streaming write into a Hudi copy-on-write table, then
-   exactly-once verification), while a background thread samples the RSS of every role actor's
-   process with psutil (nothing is added to the runtime).
+2. One ``commitlab`` run per table type (``--table-types``, in that order), each with
+   ``source="spark"``, ``protocol="message-bus"`` on the same workload and its own table (its own
+   prepare and hand-off in the warm Spark session, then the streaming write into a Hudi
+   copy-on-write or merge-on-read table, merge-on-read compacting every
+   ``compaction_delta_commits`` delta commits, then exactly-once verification by the official
+   reader), while a background thread samples the RSS of every role actor's process with psutil
+   (nothing is added to the runtime).
 
-Reports rows/s of each and the ratios, the run's timing breakdown and peak RSS per write task;
-writes ``<out>.json`` and ``<out>.png``. Measures and prints; asserts nothing.
+Reports rows/s of each and the ratios (each table type over Spark's and pyarrow's write,
+merge-on-read over copy-on-write in rows/s and in bytes written); per run the timing breakdown,
+the bytes its commits and compactions wrote (the run's ``data_written``) and the write
+amplification (bytes written / input bytes), the base and log files written, the compactions
+completed, and peak RSS per write task; writes ``<out>.json`` and ``<out>.png``. Measures and
+prints; asserts nothing (exit 1 only when a run failed or was not verified).
 """
 
 from __future__ import annotations
@@ -34,6 +42,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
 
+SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
+LABEL = {"copy-on-write": "COW", "merge-on-read": "MOR"}
+COLOR = {"copy-on-write": "tab:blue", "merge-on-read": "tab:red"}
+LIGHT = {"copy-on-write": "lightsteelblue", "merge-on-read": "lightsalmon"}
+
 
 def dir_bytes(path: str) -> tuple[int, int]:
     """(bytes, files) of the parquet files under ``path``."""
@@ -46,43 +59,69 @@ def dir_bytes(path: str) -> tuple[int, int]:
     return total, files
 
 
-def hudi_snapshot_bytes(table: str) -> tuple[int, int]:
-    """(bytes, files) of the latest version of each file group (``<fileId>_<token>_<instant>.parquet``)."""
-    latest: dict[tuple[str, str], tuple[str, int]] = {}
+def table_files_on_disk(table: str) -> dict[str, int]:
+    """What lies under a Hudi table (``.hoodie`` left out): base files (``<fileId>_<token>_<instant>
+    .parquet``), log files (``.<fileId>_<baseInstant>.log.<version>_<token>``), their bytes, the file
+    groups, and the bytes of each group's latest file slice (the base file and the log files of
+    its latest slice instant)."""
+    from runtime.hudi.log_format import LogFileName
+    from runtime.hudi.table import parse_base_file_name
+
+    out = dict.fromkeys(("base_files", "log_files", "bytes", "file_groups", "latest_slice_bytes"), 0)
+    slices: dict[tuple[str, str], dict[str, int]] = {}  # (directory, file id) -> slice instant -> bytes
     for root, dirs, names in os.walk(table):
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         for n in names:
-            parts = n[: -len(".parquet")].split("_") if n.endswith(".parquet") else []
-            if len(parts) != 3:
+            base = parse_base_file_name(n)
+            log = None if base else LogFileName.parse(n)
+            if base is not None:
+                file_id, instant, kind = base[0], base[2], "base_files"
+            elif log is not None:
+                file_id, instant, kind = log.file_id, log.base_instant, "log_files"
+            else:
                 continue
-            key, instant = (root, parts[0]), parts[2]
-            if key not in latest or instant > latest[key][0]:
-                latest[key] = (instant, os.path.getsize(os.path.join(root, n)))
-    return sum(v[1] for v in latest.values()), len(latest)
+            size = os.path.getsize(os.path.join(root, n))
+            out[kind] += 1
+            out["bytes"] += size
+            group = slices.setdefault((root, file_id), {})
+            group[instant] = group.get(instant, 0) + size
+    out["file_groups"] = len(slices)
+    out["latest_slice_bytes"] = sum(g[max(g)] for g in slices.values())
+    return out
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
+    from runtime.core.config import TABLE_TYPES
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--writers", type=int, default=4)
     ap.add_argument("--checkpoints", type=int, default=10)
+    ap.add_argument(
+        "--table-types",
+        default=",".join(TABLE_TYPES),
+        help=f"comma-separated, one commitlab run each, in this order (of {', '.join(TABLE_TYPES)})",
+    )
     ap.add_argument("--out", default="benchmarks/results/dataplane", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the written tables")
     ap.add_argument("--step-timeout", type=float, default=600.0, help="bound on each Spark/pyarrow step, s")
-    ap.add_argument("--job-timeout", type=float, default=600.0, help="JobConfig.job_timeout_s of the run")
+    ap.add_argument("--job-timeout", type=float, default=600.0, help="JobConfig.job_timeout_s of each run")
     ap.add_argument("--sample-interval", type=float, default=0.1, help="RSS sampling period, s")
     args = ap.parse_args()
+    types = [t.strip() for t in args.table_types.split(",") if t.strip()]
+    bad = [t for t in types if t not in TABLE_TYPES]
+    if not types or bad or len(set(types)) != len(types):
+        ap.error(f"--table-types: one or more of {', '.join(TABLE_TYPES)}, each once (got {args.table_types!r})")
+    args.table_types = types
+    return args
 
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    con = common.console()
-    scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-dataplane-")
-    os.makedirs(scratch, exist_ok=True)
-
+def job_configs(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
+    """One validated JobConfig per table type, each writing its own table under ``scratch``."""
     from runtime.core.config import JobConfig
 
-    cfg = JobConfig(
+    base = JobConfig(
         source="spark",
         protocol="message-bus",
         records=args.records,
@@ -91,214 +130,203 @@ def main() -> int:
         table=os.path.join(scratch, "hudi-table"),
         job_timeout_s=args.job_timeout,
     )
-    cfg.validate()
-    doc: dict[str, Any] = {
-        "benchmark": "dataplane",
-        "params": {
-            "records": args.records,
-            "writers": args.writers,
-            "checkpoints": args.checkpoints,
-            "protocol": cfg.protocol,
-            "source": cfg.source,
-            "buckets_per_partition": cfg.num_buckets,
-            "partitions": cfg.partitions,
-            "payload_bytes": cfg.payload_bytes,
-            "bucket_flush_rows": cfg.bucket_flush_rows,
-            "checkpoint_interval_s": cfg.checkpoint_interval_s,
-            "spark_executors": cfg.spark_executors,
-            "spark_executor_cores": cfg.spark_executor_cores,
-        },
+    out = {}
+    for t in args.table_types:
+        cfg = base.replace(table_type=t, table=os.path.join(scratch, f"hudi-{t}"))
+        cfg.validate()
+        out[t] = cfg
+    return out
+
+
+def params(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
+    return {
+        "records": args.records,
+        "writers": args.writers,
+        "checkpoints": args.checkpoints,
+        "table_types": args.table_types,
+        "protocol": cfg.protocol,
+        "source": cfg.source,
+        "buckets_per_partition": cfg.num_buckets,
+        "partitions": cfg.partitions,
+        "payload_bytes": cfg.payload_bytes,
+        "bucket_flush_rows": cfg.bucket_flush_rows,
+        "checkpoint_interval_s": cfg.checkpoint_interval_s,
+        "parquet_compression": cfg.parquet_compression,
+        "compaction_delta_commits": cfg.compaction_delta_commits,
+        "compaction_tasks": cfg.compaction_parallelism,
+        "spark_executors": cfg.spark_executors,
+        "spark_executor_cores": cfg.spark_executor_cores,
     }
 
-    steps = [
-        "ray.init",
-        "start Spark on Ray",
-        "Spark: generate + prepare (cached)",
-        "Spark: df.write.parquet",
-        "hand-off to Ray + one Arrow table",
-        "pyarrow: pq.write_table",
-        "commitlab run (message-bus, Spark source)",
-        "write JSON and plot",
-    ]
 
-    def step(i: int, msg: str) -> None:
-        con.log(f"[{i + 1}/{len(steps)}] {msg}")
+class Steps:
+    """The script's steps: a log line each (``[i/n] what``) and an overall progress bar."""
 
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=con,
-        disable=not con.is_terminal,
-    ) as progress:
-        bar = progress.add_task(steps[0], total=len(steps))
+    def __init__(self, con: Any, progress: Any, names: list[str]) -> None:
+        self.con, self.progress, self.names = con, progress, names
+        self.bar = progress.add_task(names[0], total=len(names))
+        self.i = 0
 
-        def advance(i: int) -> None:
-            progress.update(bar, completed=i, description=steps[i] if i < len(steps) else "done")
+    def start(self, name: str) -> None:
+        self.i = self.names.index(name)
+        self.progress.update(self.bar, completed=self.i, description=name)
+        self.con.log(f"[{self.i + 1}/{len(self.names)}] {name}")
 
-        # 1. Ray, 2. Spark: once each for the whole script
-        step(0, steps[0])
-        ray_s = common.start_ray()
-        doc["environment"] = common.environment()
-        advance(1)
-        step(1, steps[1])
-        from actors.shards import shards_to_ray
-        from actors.spark import SparkConfig, start_spark, stop_spark
-        from runtime.data import workload as wl
+    def done(self) -> None:
+        self.progress.update(self.bar, completed=len(self.names), description="done")
 
-        t = time.monotonic()
-        spark = start_spark(
-            SparkConfig(
-                executors=cfg.spark_executors,
-                executor_cores=cfg.spark_executor_cores,
-                executor_memory=cfg.spark_executor_memory,
-            )
+
+def start_services(steps: Steps, cfg: Any, doc: dict[str, Any]) -> Any:
+    """Ray, then Spark on Ray: once each for the whole script; returns the Spark session."""
+    from actors.spark import SparkConfig, start_spark
+
+    steps.start("ray.init")
+    ray_s = common.start_ray()
+    doc["environment"] = common.environment()
+    steps.start("start Spark on Ray")
+    t = time.monotonic()
+    spark = start_spark(
+        SparkConfig(
+            executors=cfg.spark_executors,
+            executor_cores=cfg.spark_executor_cores,
+            executor_memory=cfg.spark_executor_memory,
         )
-        spark_start_s = time.monotonic() - t
-        doc["startup"] = {"ray_init_s": round(ray_s, 3), "spark_start_s": round(spark_start_s, 3)}
-        con.log(f"    ray.init {ray_s:.1f} s, Spark on Ray {spark_start_s:.1f} s")
-        advance(2)
-
-        try:
-            # 3. the prepared DataFrame, as plan_spark builds it, cached and materialized
-            step(2, steps[2])
-            spec = wl.WorkloadSpec(
-                records=cfg.records,
-                keys=cfg.keys or None,
-                update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
-                skew=cfg.skew,
-                zipf_s=cfg.zipf_s,
-                partitions=cfg.partitions,
-                payload_bytes=cfg.payload_bytes,
-                seed=cfg.seed,
-            )
-            t = time.monotonic()
-            prepared = wl.prepare_stream(spec.generate(spark), cfg.key_field, cfg.num_buckets, cfg.writers).cache()
-            n_spark = wl._run_bounded(spark, "materialize the prepared stream", args.step_timeout, prepared.count)
-            materialize_s = time.monotonic() - t
-            con.log(f"    {n_spark:,} rows prepared and cached in {materialize_s:.1f} s")
-            advance(3)
-
-            # (a) Spark writes the prepared rows straight to parquet
-            step(3, steps[3])
-            spark_dir = os.path.join(scratch, "spark-parquet")
-            t = time.monotonic()
-            wl._run_bounded(
-                spark,
-                "df.write.parquet",
-                args.step_timeout,
-                lambda: prepared.write.mode("overwrite").parquet(spark_dir),
-            )
-            spark_write_s = time.monotonic() - t
-            spark_bytes, spark_files = dir_bytes(spark_dir)
-            doc["spark"] = {
-                "rows": n_spark,
-                "materialize_s": round(materialize_s, 3),
-                "write_s": round(spark_write_s, 3),
-                "rows_per_s": round(n_spark / spark_write_s, 1),
-                "rows_per_s_end_to_end": round(n_spark / (materialize_s + spark_write_s), 1),
-                "bytes": spark_bytes,
-                "files": spark_files,
-            }
-            con.log(
-                f"    df.write.parquet: {spark_write_s:.2f} s, {n_spark / spark_write_s:,.0f} rows/s, "
-                f"{spark_files} files, {spark_bytes / common.MiB:.1f} MiB"
-            )
-            advance(4)
-
-            # (b) the same rows in Ray's object store, then one Arrow table written by pyarrow
-            step(4, steps[4])
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            t = time.monotonic()
-            shards = shards_to_ray(prepared, cfg.writers, timeout_s=args.step_timeout)
-            handoff_s = time.monotonic() - t
-            t = time.monotonic()
-            table = pa.concat_tables([s.table() for s in shards if s.num_rows])
-            assemble_s = time.monotonic() - t
-            advance(5)
-            step(5, steps[5])
-            pa_path = os.path.join(scratch, "pyarrow.parquet")
-            t = time.monotonic()
-            common.bounded(functools.partial(pq.write_table, table, pa_path), args.step_timeout, "pq.write_table")
-            pa_write_s = time.monotonic() - t
-            doc["pyarrow"] = {
-                "rows": table.num_rows,
-                "handoff_s": round(handoff_s, 3),
-                "assemble_s": round(assemble_s, 3),
-                "write_s": round(pa_write_s, 3),
-                "rows_per_s": round(table.num_rows / pa_write_s, 1),
-                "table_bytes_in_memory": table.nbytes,
-                "bytes": os.path.getsize(pa_path),
-                "columns": table.column_names,
-            }
-            con.log(
-                f"    hand-off {handoff_s:.2f} s; pq.write_table: {pa_write_s:.2f} s, "
-                f"{table.num_rows / pa_write_s:,.0f} rows/s, {os.path.getsize(pa_path) / common.MiB:.1f} MiB"
-            )
-            del table, shards
-            prepared.unpersist()
-            advance(6)
-
-            # 2. the commitlab run, writer processes sampled from outside
-            step(6, steps[6])
-            run_bar = progress.add_task("  checkpoints", total=cfg.checkpoints)
-
-            seen = {"completed": -1}
-
-            def on_progress(p: dict[str, Any]) -> None:
-                if p:
-                    progress.update(run_bar, completed=p.get("completed", 0))
-                    if not con.is_terminal and p.get("completed") != seen["completed"]:
-                        seen["completed"] = p.get("completed")
-                        con.log(f"    {p.get('completed')}/{p.get('total')} checkpoints completed")
-
-            result, memory, wall = common.run_job_sampled(
-                cfg, os.path.join(scratch, "commitlab-out"), interval_s=args.sample_interval, on_progress=on_progress
-            )
-            progress.update(run_bar, completed=result["checkpoints"]["completed"])
-            doc["commitlab"] = commitlab_figures(result, wall, scratch)
-            doc["memory"] = memory
-            c = doc["commitlab"]
-            con.log(
-                f"    {c['status']}, exactly-once {'verified' if c['verified'] else 'NOT verified'}: "
-                f"{c['rows_per_s_run']:,.0f} rows/s in the run phase"
-            )
-            advance(7)
-        finally:
-            stop_spark()
-
-        # ratios
-        s, p, c = doc["spark"], doc["pyarrow"], doc["commitlab"]
-        doc["ratios"] = {
-            "commitlab_run_over_spark_write": round(c["rows_per_s_run"] / s["rows_per_s"], 4),
-            "commitlab_run_over_pyarrow_write": round(c["rows_per_s_run"] / p["rows_per_s"], 4),
-            "commitlab_end_to_end_over_spark_end_to_end": round(
-                c["rows_per_s_end_to_end"] / s["rows_per_s_end_to_end"], 4
-            ),
-        }
-        doc["environment"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
-        step(7, steps[7])
-        out = args.out
-        common.write_json(out + ".json", doc)
-        png = plot(doc, out + ".png")
-        advance(8)
-
-    print_report(con, doc)
-    con.print(f"results: {out}.json, {png}")
-    if not args.keep_tmp and not args.tmp:
-        shutil.rmtree(scratch, ignore_errors=True)
-    else:
-        con.print(f"tables kept under {scratch}")
-    import ray
-
-    ray.shutdown()
-    return 0
+    )
+    spark_start_s = time.monotonic() - t
+    doc["startup"] = {"ray_init_s": round(ray_s, 3), "spark_start_s": round(spark_start_s, 3)}
+    steps.con.log(f"    ray.init {ray_s:.1f} s, Spark on Ray {spark_start_s:.1f} s")
+    return spark
 
 
-def commitlab_figures(result: dict[str, Any], wall: float, scratch: str) -> dict[str, Any]:
+def prepare_workload(steps: Steps, spark: Any, cfg: Any, timeout_s: float) -> tuple[Any, int, float]:
+    """The prepared DataFrame, as plan_spark builds it, cached and materialized: (df, rows, seconds)."""
+    from runtime.data import workload as wl
+
+    steps.start("Spark: generate + prepare (cached)")
+    spec = wl.WorkloadSpec(
+        records=cfg.records,
+        keys=cfg.keys or None,
+        update_ratio=cfg.update_ratio if cfg.update_ratio >= 0 else None,
+        skew=cfg.skew,
+        zipf_s=cfg.zipf_s,
+        partitions=cfg.partitions,
+        payload_bytes=cfg.payload_bytes,
+        seed=cfg.seed,
+    )
+    t = time.monotonic()
+    prepared = wl.prepare_stream(spec.generate(spark), cfg.key_field, cfg.num_buckets, cfg.writers).cache()
+    n = int(wl._run_bounded(spark, "materialize the prepared stream", timeout_s, prepared.count))
+    materialize_s = time.monotonic() - t
+    steps.con.log(f"    {n:,} rows prepared and cached in {materialize_s:.1f} s")
+    return prepared, n, materialize_s
+
+
+def spark_write(
+    steps: Steps, spark: Any, prepared: Any, n: int, materialize_s: float, scratch: str, timeout_s: float
+) -> dict[str, Any]:
+    """(a) Spark writes the prepared rows straight to parquet."""
+    from runtime.data import workload as wl
+
+    steps.start("Spark: df.write.parquet")
+    spark_dir = os.path.join(scratch, "spark-parquet")
+    t = time.monotonic()
+    wl._run_bounded(spark, "df.write.parquet", timeout_s, lambda: prepared.write.mode("overwrite").parquet(spark_dir))
+    write_s = time.monotonic() - t
+    size, files = dir_bytes(spark_dir)
+    steps.con.log(
+        f"    df.write.parquet: {write_s:.2f} s, {n / write_s:,.0f} rows/s, {files} files, {size / common.MiB:.1f} MiB"
+    )
+    return {
+        "rows": n,
+        "materialize_s": round(materialize_s, 3),
+        "write_s": round(write_s, 3),
+        "rows_per_s": round(n / write_s, 1),
+        "rows_per_s_end_to_end": round(n / (materialize_s + write_s), 1),
+        "bytes": size,
+        "files": files,
+    }
+
+
+def pyarrow_write(steps: Steps, prepared: Any, writers: int, scratch: str, timeout_s: float) -> dict[str, Any]:
+    """(b) the same rows in Ray's object store, then one Arrow table written by pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from actors.shards import shards_to_ray
+
+    steps.start("hand-off to Ray + one Arrow table")
+    t = time.monotonic()
+    shards = shards_to_ray(prepared, writers, timeout_s=timeout_s)
+    handoff_s = time.monotonic() - t
+    t = time.monotonic()
+    table = pa.concat_tables([s.table() for s in shards if s.num_rows])
+    assemble_s = time.monotonic() - t
+    steps.start("pyarrow: pq.write_table")
+    pa_path = os.path.join(scratch, "pyarrow.parquet")
+    t = time.monotonic()
+    common.bounded(functools.partial(pq.write_table, table, pa_path), timeout_s, "pq.write_table")
+    write_s = time.monotonic() - t
+    size = os.path.getsize(pa_path)
+    steps.con.log(
+        f"    hand-off {handoff_s:.2f} s; pq.write_table: {write_s:.2f} s, "
+        f"{table.num_rows / write_s:,.0f} rows/s, {size / common.MiB:.1f} MiB"
+    )
+    return {
+        "rows": table.num_rows,
+        "handoff_s": round(handoff_s, 3),
+        "assemble_s": round(assemble_s, 3),
+        "write_s": round(write_s, 3),
+        "rows_per_s": round(table.num_rows / write_s, 1),
+        "table_bytes_in_memory": table.nbytes,
+        "bytes": size,
+        "columns": table.column_names,
+    }
+
+
+def run_step(table_type: str) -> str:
+    return f"commitlab run ({table_type}, message-bus, Spark source)"
+
+
+def run_commitlab(steps: Steps, cfg: Any, scratch: str, sample_interval: float) -> dict[str, Any]:
+    """One commitlab run, its write-task processes sampled from outside: its figures, memory included.
+    A run that raises is recorded (its error and traceback) so the other table types still run."""
+    steps.start(run_step(cfg.table_type))
+    con, progress = steps.con, steps.progress
+    run_bar = progress.add_task(f"  checkpoints ({SHORT[cfg.table_type]})", total=cfg.checkpoints)
+    seen: dict[str, Any] = {"completed": -1}
+
+    def on_progress(p: dict[str, Any]) -> None:
+        if p:
+            progress.update(run_bar, completed=p.get("completed", 0))
+            if not con.is_terminal and p.get("completed") != seen["completed"]:
+                seen["completed"] = p.get("completed")
+                con.log(f"    {p.get('completed')}/{p.get('total')} checkpoints completed")
+
+    t0 = time.monotonic()
+    try:
+        result, memory, wall = common.run_job_sampled(
+            cfg,
+            os.path.join(scratch, f"commitlab-out-{cfg.table_type}"),
+            interval_s=sample_interval,
+            on_progress=on_progress,
+        )
+    except Exception as e:  # noqa: BLE001 - recorded in the JSON and printed; the other runs go on
+        row = common.error_row(e, t0) | {"table_type": cfg.table_type}
+        con.log(f"    [red]{cfg.table_type} run raised[/red]: {row['error']}")
+        return row
+    progress.update(run_bar, completed=result["checkpoints"]["completed"])
+    c = commitlab_figures(result, wall, cfg.table) | {"memory": memory}
+    w = c["data_written"]
+    con.log(
+        f"    {c['status']}, exactly-once {'verified' if c['verified'] else 'NOT verified'}: "
+        f"{c['rows_per_s_run']:,.0f} rows/s in the run phase; {w.get('bytes', 0) / common.MiB:.1f} MiB written "
+        f"(write amplification {c['write_amplification']}), {c['compactions_completed']} compactions"
+    )
+    return c
+
+
+def commitlab_figures(result: dict[str, Any], wall: float, table: str) -> dict[str, Any]:
+    """A run's figures: status, verdict, rows/s, the timing breakdown, what it wrote."""
     tm = result["timing"]
     spark_start = tm.get("spark_start_s", 0.0)
     prepare = tm.get("prepare_s", 0.0)
@@ -308,10 +336,8 @@ def commitlab_figures(result: dict[str, Any], wall: float, scratch: str) -> dict
     verify = wall - tm["total_s"]
     e2e = prepare + actors_start + tm["run_s"]
     eo = result.get("exactly_once") or {}
-    table_bytes, table_files = dir_bytes(os.path.join(scratch, "hudi-table"))
-    snap_bytes, snap_files = hudi_snapshot_bytes(os.path.join(scratch, "hudi-table"))
-    data_ops = result["dfs_ops"].get("writer.data", {})
     return {
+        "table_type": result["config"].get("table_type"),
         "status": result["status"],
         "error": result.get("error"),
         "verified": eo.get("verified"),
@@ -335,118 +361,323 @@ def commitlab_figures(result: dict[str, Any], wall: float, scratch: str) -> dict
         "writer_blocked_s": result.get("writer_blocked_s"),
         "commit_to_unblock_s": result.get("commit_to_unblock_s"),
         "dfs_ops_per_checkpoint": result.get("dfs_ops_per_checkpoint"),
-        "base_file_writes": data_ops.get("write", 0),
-        "base_file_reads": data_ops.get("read", 0),
-        # copy-on-write keeps every version of a file group: all versions = bytes written
-        "table_bytes_all_versions": table_bytes,
-        "table_base_files_all_versions": table_files,
-        "table_bytes_latest_snapshot": snap_bytes,
-        "table_file_groups": snap_files,
-        "write_amplification_bytes": round(table_bytes / snap_bytes, 2) if snap_bytes else None,
+        "writer_data_dfs_ops": result["dfs_ops"].get("writer.data", {}),
+        **written_figures(result, table),
     }
 
 
+def written_figures(result: dict[str, Any], table: str) -> dict[str, Any]:
+    """What a run wrote: its ``data_written`` record (the files its commits and compactions list,
+    their bytes, against the sources' input bytes), its compactions, and the files on disk."""
+    w = result.get("data_written") or {}
+    comp = result.get("compactions") or {}
+    return {
+        "data_written": w,
+        "bytes_written": w.get("bytes"),
+        "input_bytes": w.get("input_bytes"),
+        "write_amplification": w.get("write_amplification"),
+        "base_files_written": w.get("base_files"),
+        "log_files_written": w.get("log_files"),
+        "compaction_base_files_written": w.get("compaction_base_files"),
+        "compactions_completed": len(comp.get("completed", [])),
+        "compactions_scheduled": comp.get("scheduled", 0),
+        "compactions_pending": len(comp.get("pending", [])),
+        "compactions_postponed": comp.get("postponed", 0),
+        "compactions": comp.get("completed", []),
+        "on_disk": table_files_on_disk(table),
+    }
+
+
+def ok_runs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The runs that produced figures (a run that raised has none)."""
+    return {t: r for t, r in doc["runs"].items() if "rows_per_s_run" in r}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a is not None and b else None
+
+
+def ratios(doc: dict[str, Any]) -> dict[str, float | None]:
+    """Each table type over Spark's and pyarrow's write; merge-on-read over copy-on-write."""
+    s, p, runs = doc["spark"], doc["pyarrow"], ok_runs(doc)
+    out: dict[str, float | None] = {}
+    for t, c in runs.items():
+        k = SHORT[t]
+        out[f"{k}_run_over_spark_write"] = _ratio(c["rows_per_s_run"], s["rows_per_s"])
+        out[f"{k}_run_over_pyarrow_write"] = _ratio(c["rows_per_s_run"], p["rows_per_s"])
+        out[f"{k}_end_to_end_over_spark_end_to_end"] = _ratio(c["rows_per_s_end_to_end"], s["rows_per_s_end_to_end"])
+    cow, mor = runs.get("copy-on-write"), runs.get("merge-on-read")
+    if cow and mor:
+        out["mor_over_cow_rows_per_s"] = _ratio(mor["rows_per_s_run"], cow["rows_per_s_run"])
+        out["mor_over_cow_rows_per_s_end_to_end"] = _ratio(mor["rows_per_s_end_to_end"], cow["rows_per_s_end_to_end"])
+        out["mor_over_cow_bytes_written"] = _ratio(mor["bytes_written"], cow["bytes_written"])
+    return out
+
+
+def main() -> int:
+    args = parse_args()
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    con = common.console()
+    scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-dataplane-")
+    os.makedirs(scratch, exist_ok=True)
+    cfgs = job_configs(args, scratch)
+    first = next(iter(cfgs.values()))
+    doc: dict[str, Any] = {"benchmark": "dataplane", "params": params(args, first), "runs": {}}
+    names = [
+        "ray.init",
+        "start Spark on Ray",
+        "Spark: generate + prepare (cached)",
+        "Spark: df.write.parquet",
+        "hand-off to Ray + one Arrow table",
+        "pyarrow: pq.write_table",
+        *[run_step(t) for t in cfgs],
+        "write JSON and plot",
+    ]
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
+    with Progress(*columns, TimeElapsedColumn(), console=con, disable=not con.is_terminal) as progress:
+        steps = Steps(con, progress, names)
+        spark = start_services(steps, first, doc)
+        try:
+            measure(steps, spark, cfgs, args, scratch, doc)
+        finally:
+            from actors.spark import stop_spark
+
+            stop_spark()
+        doc["ratios"] = ratios(doc)
+        doc["environment"]["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
+        steps.start("write JSON and plot")
+        common.write_json(args.out + ".json", doc)
+        png = plot(doc, args.out + ".png")
+        steps.done()
+
+    print_report(con, doc)
+    con.print(f"results: {args.out}.json, {png}")
+    if not args.keep_tmp and not args.tmp:
+        shutil.rmtree(scratch, ignore_errors=True)
+    else:
+        con.print(f"tables kept under {scratch}")
+    import ray
+
+    ray.shutdown()
+    good = ok_runs(doc)
+    return 0 if len(good) == len(cfgs) and all(r["verified"] for r in good.values()) else 1
+
+
+def measure(
+    steps: Steps, spark: Any, cfgs: dict[str, Any], args: argparse.Namespace, scratch: str, doc: dict[str, Any]
+) -> None:
+    """Spark's and pyarrow's writes of the prepared rows, then one commitlab run per table type."""
+    first = next(iter(cfgs.values()))
+    prepared, n, materialize_s = prepare_workload(steps, spark, first, args.step_timeout)
+    doc["spark"] = spark_write(steps, spark, prepared, n, materialize_s, scratch, args.step_timeout)
+    doc["pyarrow"] = pyarrow_write(steps, prepared, first.writers, scratch, args.step_timeout)
+    prepared.unpersist()
+    for t, cfg in cfgs.items():
+        doc["runs"][t] = run_commitlab(steps, cfg, scratch, args.sample_interval)
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+
+def _mib(v: float | None) -> str:
+    return "-" if v is None else f"{v / common.MiB:,.1f}"
+
+
+def _num(v: float | None, fmt: str = ",.0f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
 def print_report(con: Any, doc: dict[str, Any]) -> None:
+    for t, r in doc["runs"].items():
+        if "rows_per_s_run" not in r:
+            con.print(f"[red]{t} run failed[/red]: {r.get('error')}")
+    print_throughput(con, doc)
+    runs = ok_runs(doc)
+    if runs:
+        print_table_types(con, doc, runs)
+        print_breakdown(con, doc, runs)
+        print_memory(con, runs)
+    print_ratios(con, doc)
+
+
+def print_throughput(con: Any, doc: dict[str, Any]) -> None:
+    """Every writer's rows/s, each over Spark's write (end-to-end rows over Spark's end to end)."""
     from rich.table import Table
 
-    s, p, c, r = doc["spark"], doc["pyarrow"], doc["commitlab"], doc["ratios"]
-    prm = doc["params"]
+    s, p, prm = doc["spark"], doc["pyarrow"], doc["params"]
     t = Table(
         title=f"data plane: {prm['records']:,} records, {prm['writers']} writers, {prm['checkpoints']} checkpoints",
         title_justify="left",
     )
-    for col in ("writer", "rows", "seconds", "rows/s", "commitlab run / this", "output MiB"):
+    for col in ("writer", "rows", "seconds", "rows/s", "rows/s over Spark's", "output MiB"):
         t.add_column(col, justify="left" if col == "writer" else "right")
-    t.add_row(
-        "commitlab run phase (message-bus, Hudi COW)",
-        f"{c['rows_in']:,}",
-        f"{c['timing']['run_s']:.2f}",
-        f"{c['rows_per_s_run']:,.0f}",
-        "1",
-        f"{c['table_bytes_latest_snapshot'] / common.MiB:.1f} "
-        f"({c['table_bytes_all_versions'] / common.MiB:.0f} written)",
-    )
+    runs = ok_runs(doc)
+    for tt, c in runs.items():
+        t.add_row(
+            f"commitlab run phase (message-bus, Hudi {LABEL[tt]})",
+            f"{c['rows_in']:,}",
+            f"{c['timing']['run_s']:.2f}",
+            f"{c['rows_per_s_run']:,.0f}",
+            _num(_ratio(c["rows_per_s_run"], s["rows_per_s"]), ".3f"),
+            f"{_mib(c['bytes_written'])} written",
+        )
     t.add_row(
         "Spark df.write.parquet (cached, prepared)",
         f"{s['rows']:,}",
         f"{s['write_s']:.2f}",
         f"{s['rows_per_s']:,.0f}",
-        f"{r['commitlab_run_over_spark_write']:.3f}",
-        f"{s['bytes'] / common.MiB:.1f}",
+        "1",
+        _mib(s["bytes"]),
     )
     t.add_row(
         "pyarrow pq.write_table (one table in memory)",
         f"{p['rows']:,}",
         f"{p['write_s']:.2f}",
         f"{p['rows_per_s']:,.0f}",
-        f"{r['commitlab_run_over_pyarrow_write']:.3f}",
-        f"{p['bytes'] / common.MiB:.1f}",
+        _num(_ratio(p["rows_per_s"], s["rows_per_s"]), ".3f"),
+        _mib(p["bytes"]),
     )
-    t.add_row(
-        "commitlab end to end (prepare+start+run)",
-        f"{c['records']:,}",
-        f"{c['records'] / c['rows_per_s_end_to_end']:.2f}",
-        f"{c['rows_per_s_end_to_end']:,.0f}",
-        "",
-        "",
-    )
+    for tt, c in runs.items():
+        e2e = c["rows_per_s_end_to_end"]
+        t.add_row(
+            f"commitlab {LABEL[tt]} end to end (prepare+start+run)",
+            f"{c['records']:,}",
+            _num(c["records"] / e2e if e2e else None, ".2f"),
+            _num(e2e),
+            "e2e/e2e " + _num(_ratio(e2e, s["rows_per_s_end_to_end"]), ".3f"),
+            "",
+        )
     t.add_row(
         "Spark end to end (generate+prepare+write)",
         f"{s['rows']:,}",
         f"{s['materialize_s'] + s['write_s']:.2f}",
         f"{s['rows_per_s_end_to_end']:,.0f}",
-        f"e2e/e2e {r['commitlab_end_to_end_over_spark_end_to_end']:.3f}",
+        "1",
         "",
     )
     con.print(t)
 
-    b = Table(
-        title=f"commitlab run: {c['status']}, {c['commits']} commits, exactly-once "
-        f"{'verified' if c['verified'] else 'NOT verified'}; {c['base_file_writes']} base-file "
-        f"writes, {c['table_file_groups']} file groups; bytes written / latest snapshot "
-        f"{c['write_amplification_bytes']}",
-        title_justify="left",
+
+def print_table_types(con: Any, doc: dict[str, Any], runs: dict[str, dict[str, Any]]) -> None:
+    """The runs side by side: verdict, rows/s, what each wrote, compactions."""
+    from rich.table import Table
+
+    t = Table(title="what each table type wrote (data_written: the files its commits and compactions list)")
+    t.add_column("")
+    for tt in runs:
+        t.add_column(tt, justify="right")
+
+    def row(name: str, fn: Any) -> None:
+        t.add_row(name, *[fn(c) for c in runs.values()])
+
+    row("status, exactly-once", lambda c: f"{c['status']}, {'verified' if c['verified'] else 'NOT verified'}")
+    row("commits (delta commits on MOR)", lambda c: str(c["commits"]))
+    row("rows/s, run phase", lambda c: _num(c["rows_per_s_run"]))
+    row("rows/s, end to end", lambda c: _num(c["rows_per_s_end_to_end"]))
+    row("input MiB (sources' Arrow bytes)", lambda c: _mib(c["input_bytes"]))
+    row("MiB written (commits + compactions)", lambda c: _mib(c["bytes_written"]))
+    row("  of which by compactions", lambda c: _mib(c["data_written"].get("compaction_bytes")))
+    row("write amplification (written / input)", lambda c: _num(c["write_amplification"], ".3f"))
+    row("base files written", lambda c: _num(c["base_files_written"]))
+    row("log files written", lambda c: _num(c["log_files_written"]))
+    row("compaction base files written", lambda c: _num(c["compaction_base_files_written"]))
+    row(
+        "compactions completed / scheduled / pending",
+        lambda c: f"{c['compactions_completed']} / {c['compactions_scheduled']} / {c['compactions_pending']}",
     )
+    row("on disk: MiB (base + log files)", lambda c: _mib(c["on_disk"]["bytes"]))
+    row("on disk: latest file slices MiB", lambda c: _mib(c["on_disk"]["latest_slice_bytes"]))
+    row("on disk: file groups", lambda c: str(c["on_disk"]["file_groups"]))
+    row("task-manager peak RSS mean / max MiB", _peak_rss)
+    con.print(t)
+    con.print(f"Spark's parquet of the prepared rows (extra routing columns): {_mib(doc['spark']['bytes'])} MiB")
+
+
+def _peak_rss(c: dict[str, Any]) -> str:
+    m = c["memory"]
+    if "task_manager_peak_rss_mean_mib" not in m:
+        return "-"
+    return f"{m['task_manager_peak_rss_mean_mib']:.0f} / {m['task_manager_peak_rss_max_mib']:.0f}"
+
+
+def print_breakdown(con: Any, doc: dict[str, Any], runs: dict[str, dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    b = Table(title="wall time of each commitlab run, s", title_justify="left")
     b.add_column("phase")
-    b.add_column("seconds", justify="right")
-    for k, v in c["breakdown_s"].items():
-        b.add_row(k, f"{v:.2f}")
-    b.add_row(
-        "(this script) ray.init / Spark start",
-        f"{doc['startup']['ray_init_s']:.2f} / {doc['startup']['spark_start_s']:.2f}",
-    )
+    for tt in runs:
+        b.add_column(tt, justify="right")
+    first = next(iter(runs.values()))
+    for k in first["breakdown_s"]:
+        b.add_row(k, *[f"{c['breakdown_s'][k]:.2f}" for c in runs.values()])
+    st = doc["startup"]
+    b.add_row("(this script, once) ray.init / Spark start", f"{st['ray_init_s']:.2f} / {st['spark_start_s']:.2f}")
     con.print(b)
 
-    m = doc["memory"]
+
+def print_memory(con: Any, runs: dict[str, dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    first = next(iter(runs.values()))["memory"]
     mt = Table(
-        title=f"peak RSS per role process (psutil every {m['interval_s']} s, {m['samples']} samples)",
+        title=f"peak RSS per role process, MiB (psutil every {first['interval_s']} s)",
         title_justify="left",
     )
-    for col in ("process", "first RSS MiB", "peak RSS MiB", "peak RSS-shared MiB"):
-        mt.add_column(col, justify="left" if col == "process" else "right")
-    for name, v in m["peak_rss_mib"].items():
-        if name.startswith(("taskmanager-", "coordinator", "job-manager")):
-            mt.add_row(
-                name, f"{m['first_rss_mib'].get(name, 0):.0f}", f"{v:.0f}", f"{m['peak_private_mib'].get(name, 0):.0f}"
-            )
-    if "task_manager_peak_rss_mean_mib" in m:
-        mt.add_row(
-            "[bold]task managers: mean / max[/bold]",
-            f"{m.get('task_manager_first_rss_mean_mib', 0):.0f}",
-            f"{m['task_manager_peak_rss_mean_mib']:.0f} / {m['task_manager_peak_rss_max_mib']:.0f}",
-            f"{m['task_manager_peak_private_mean_mib']:.0f}",
-        )
+    mt.add_column("process")
+    for tt in runs:
+        mt.add_column(f"{LABEL[tt]}: first / peak / peak-shared", justify="right")
+    procs = [n for n in first["peak_rss_mib"] if n.startswith(("taskmanager-", "coordinator", "job-manager"))]
+    for name in procs:
+        cells = []
+        for c in runs.values():
+            m = c["memory"]
+            if name in m["peak_rss_mib"]:
+                cells.append(
+                    f"{m['first_rss_mib'].get(name, 0):.0f} / {m['peak_rss_mib'][name]:.0f} / "
+                    f"{m['peak_private_mib'].get(name, 0):.0f}"
+                )
+            else:
+                cells.append("-")
+        mt.add_row(name, *cells)
+    mt.add_row("[bold]task managers: peak mean / max[/bold]", *[_peak_rss(c) for c in runs.values()])
     con.print(mt)
-    bd = c["breakdown_s"]
-    before_write = bd["prepare + hand-off (Spark -> Ray)"] + bd["expected state (Spark, for verification)"]
-    con.print(
-        f"[bold]ratios[/bold]: commitlab run phase / Spark df.write.parquet = "
-        f"{r['commitlab_run_over_spark_write']:.3f}; / pyarrow pq.write_table = "
-        f"{r['commitlab_run_over_pyarrow_write']:.3f}; end to end / Spark end to end = "
-        f"{r['commitlab_end_to_end_over_spark_end_to_end']:.3f}. Before the first write: prepare + "
-        f"hand-off {bd['prepare + hand-off (Spark -> Ray)']:.1f} s, with the expected state "
-        f"{before_write:.1f} s"
-    )
+
+
+def ratio_labels() -> dict[str, str]:
+    """What each key of the JSON's ``ratios`` divides, as the report prints it."""
+    out = {}
+    for t, k in SHORT.items():
+        out[f"{k}_run_over_spark_write"] = f"{LABEL[t]} run phase / Spark df.write.parquet (rows/s)"
+        out[f"{k}_run_over_pyarrow_write"] = f"{LABEL[t]} run phase / pyarrow pq.write_table (rows/s)"
+        out[f"{k}_end_to_end_over_spark_end_to_end"] = f"{LABEL[t]} end to end / Spark end to end (rows/s)"
+    return out | {
+        "mor_over_cow_rows_per_s": "MOR / COW, run phase (rows/s)",
+        "mor_over_cow_rows_per_s_end_to_end": "MOR / COW, end to end (rows/s)",
+        "mor_over_cow_bytes_written": "MOR / COW, bytes written (commits + compactions)",
+    }
+
+
+def print_ratios(con: Any, doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title="ratios", title_justify="left")
+    t.add_column("ratio")
+    t.add_column("value", justify="right")
+    t.add_column("key in the JSON's ratios")
+    for k, v in doc["ratios"].items():
+        t.add_row(ratio_labels().get(k, k), _num(v, ".3f"), k)
+    con.print(t)
+    for tt, c in ok_runs(doc).items():
+        bd = c["breakdown_s"]
+        before = bd["prepare + hand-off (Spark -> Ray)"] + bd["expected state (Spark, for verification)"]
+        con.print(
+            f"{LABEL[tt]}: before the first write, prepare + hand-off "
+            f"{bd['prepare + hand-off (Spark -> Ray)']:.1f} s, with the expected state {before:.1f} s"
+        )
+
+
+# ---- the plot ---------------------------------------------------------------------------------
 
 
 def plot(doc: dict[str, Any], path: str) -> str:
@@ -455,62 +686,104 @@ def plot(doc: dict[str, Any], path: str) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    s, p, c, r = doc["spark"], doc["pyarrow"], doc["commitlab"], doc["ratios"]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6), gridspec_kw={"width_ratios": [1.3, 1]})
-    names = ["commitlab\nrun phase", "commitlab\nend to end", "Spark\ndf.write.parquet", "pyarrow\npq.write_table"]
-    vals = [c["rows_per_s_run"], c["rows_per_s_end_to_end"], s["rows_per_s"], p["rows_per_s"]]
-    colors = ["tab:blue", "lightsteelblue", "tab:orange", "tab:green"]
-    bars = ax1.bar(names, vals, color=colors)
-    ax1.set_yscale("log")
-    ax1.set_ylabel("rows/s (log)")
-    notes = [
-        "",
-        "",
-        f"commitlab/Spark\n= {r['commitlab_run_over_spark_write']:.3f}",
-        f"commitlab/pyarrow\n= {r['commitlab_run_over_pyarrow_write']:.3f}",
-    ]
-    for b, v, note in zip(bars, vals, notes, strict=True):
-        ax1.text(
-            b.get_x() + b.get_width() / 2,
-            v * 1.08,
-            f"{v:,.0f}" + (f"\n{note}" if note else ""),
-            ha="center",
-            va="bottom",
-            fontsize=8,
-        )
-    ax1.set_ylim(min(vals) / 3, max(vals) * 12)
-    prm = doc["params"]
-    ax1.set_title(f"{prm['records']:,} rows, {prm['writers']} writers, {prm['checkpoints']} checkpoints", fontsize=10)
-
-    m = doc["memory"]
-    w = m.get("task_manager_peak_rss_mib", {})
-    names2 = list(w)
-    first = [m["first_rss_mib"].get(n, 0) for n in names2]
-    peak = [w[n] for n in names2]
-    priv = [m["peak_private_mib"].get(n, 0) for n in names2]
-    x = range(len(names2))
-    ax2.bar([i - 0.27 for i in x], first, width=0.27, label="first sample (idle worker)", color="lightgrey")
-    ax2.bar(list(x), peak, width=0.27, label="peak RSS", color="tab:blue")
-    ax2.bar([i + 0.27 for i in x], priv, width=0.27, label="peak RSS - shared", color="tab:purple")
-    ax2.set_xticks(list(x), names2)
-    ax2.set_ylabel("MiB")
-    if peak:
-        ax2.axhline(m["task_manager_peak_rss_mean_mib"], color="tab:blue", linestyle="--", linewidth=1)
-        ax2.text(
-            len(names2) - 0.5,
-            m["task_manager_peak_rss_mean_mib"],
-            f"mean peak {m['task_manager_peak_rss_mean_mib']:.0f}",
-            ha="right",
-            va="bottom",
-            fontsize=8,
-            color="tab:blue",
-        )
-    if peak:
-        ax2.set_ylim(0, max(peak) * 1.35)
-    ax2.legend(fontsize=8, loc="upper left", ncol=2)
-    ax2.set_title("write-task process memory (psutil, from outside)", fontsize=10)
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(17, 4.8), gridspec_kw={"width_ratios": [1.5, 1, 1.1]})
+    plot_rows_per_s(ax1, doc)
+    plot_bytes(ax2, doc)
+    plot_memory(ax3, ok_runs(doc))
     fig.suptitle(f"commitlab data plane ({doc['environment']['date'][:10]}, {doc['environment']['cpus']} cores)")
     return common.save_figure(fig, path)
+
+
+def plot_rows_per_s(ax: Any, doc: dict[str, Any]) -> None:
+    s, p, r, runs = doc["spark"], doc["pyarrow"], doc["ratios"], ok_runs(doc)
+    names, vals, colors, notes = [], [], [], []
+    for tt, c in runs.items():
+        k = SHORT[tt]
+        note = f"{LABEL[tt]}/Spark\n= {_num(r.get(f'{k}_run_over_spark_write'), '.3f')}"
+        if k == "mor" and r.get("mor_over_cow_rows_per_s") is not None:
+            note += f"\nMOR/COW\n= {r['mor_over_cow_rows_per_s']:.3f}"
+        names.append(f"commitlab {LABEL[tt]}\nrun phase")
+        vals.append(c["rows_per_s_run"])
+        colors.append(COLOR[tt])
+        notes.append(note)
+    for tt, c in runs.items():
+        names.append(f"commitlab {LABEL[tt]}\nend to end")
+        vals.append(c["rows_per_s_end_to_end"] or 0)
+        colors.append(LIGHT[tt])
+        notes.append("")
+    names += ["Spark\ndf.write.parquet", "pyarrow\npq.write_table"]
+    vals += [s["rows_per_s"], p["rows_per_s"]]
+    colors += ["tab:orange", "tab:green"]
+    notes += ["", ""]
+    bars = ax.bar(names, vals, color=colors)
+    ax.set_yscale("log")
+    ax.set_ylabel("rows/s (log)")
+    for b, v, note in zip(bars, vals, notes, strict=True):
+        text = f"{v:,.0f}" + (f"\n{note}" if note else "")
+        ax.text(b.get_x() + b.get_width() / 2, v * 1.08, text, ha="center", va="bottom", fontsize=7)
+    positive = [v for v in vals if v > 0]
+    ax.set_ylim(min(positive) / 3, max(positive) * 20)
+    ax.tick_params(axis="x", labelsize=7)
+    prm = doc["params"]
+    ax.set_title(f"{prm['records']:,} rows, {prm['writers']} writers, {prm['checkpoints']} checkpoints", fontsize=10)
+
+
+def plot_bytes(ax: Any, doc: dict[str, Any]) -> None:
+    """Bytes written: Spark's parquet, then each run's commits and compactions, over its input bytes."""
+    runs = ok_runs(doc)
+    names = ["Spark\nparquet"] + [LABEL[tt] for tt in runs]
+    commits = [doc["spark"]["bytes"] / common.MiB]
+    compactions = [0.0]
+    for c in runs.values():
+        w = c["data_written"]
+        compactions.append(w.get("compaction_bytes", 0) / common.MiB)
+        commits.append(w.get("bytes", 0) / common.MiB - compactions[-1])
+    colors = ["tab:orange"] + [COLOR[tt] for tt in runs]
+    ax.bar(names, commits, color=colors)  # Spark's files; a run's commits: base files (COW), log files (MOR)
+    ax.bar(names, compactions, bottom=commits, color="tab:purple", label="compactions (new base files)")
+    ax.text(0, commits[0] * 1.02, f"{commits[0]:,.1f} MiB", ha="center", va="bottom", fontsize=8)
+    for i, c in enumerate(runs.values(), start=1):
+        total = commits[i] + compactions[i]
+        label = f"{total:,.1f} MiB\n(compactions {compactions[i]:,.1f})\namp. {_num(c['write_amplification'], '.2f')}"
+        ax.text(i, total * 1.02, label, ha="center", va="bottom", fontsize=8)
+    inputs = [c["input_bytes"] for c in runs.values() if c["input_bytes"]]
+    if inputs:
+        ax.axhline(
+            inputs[0] / common.MiB, color="grey", linestyle="--", linewidth=1, label="input (sources' Arrow bytes)"
+        )
+    r = doc["ratios"].get("mor_over_cow_bytes_written")
+    ax.set_title("MiB written" + (f" (MOR/COW = {r:.3f})" if r is not None else ""), fontsize=10)
+    ax.set_ylabel("MiB")
+    ax.set_ylim(0, max(a + b for a, b in zip(commits, compactions, strict=True)) * 1.4)
+    ax.legend(fontsize=7, loc="upper left")
+
+
+def plot_memory(ax: Any, runs: dict[str, dict[str, Any]]) -> None:
+    """Peak RSS (and peak RSS minus shared) of each task manager, one pair of bars per table type."""
+    tms = sorted({n for c in runs.values() for n in c["memory"].get("task_manager_peak_rss_mib", {})})
+    tms.sort(key=lambda n: int(n.rpartition("-")[2]) if n.rpartition("-")[2].isdigit() else -1)
+    width = 0.8 / max(1, 2 * len(runs))
+    peaks: list[float] = []
+    for j, (tt, c) in enumerate(runs.items()):
+        m = c["memory"]
+        peak = [m.get("task_manager_peak_rss_mib", {}).get(n, 0.0) for n in tms]
+        priv = [m["peak_private_mib"].get(n, 0.0) for n in tms]
+        peaks += peak
+        x0 = -0.4 + width * (2 * j + 0.5)
+        ax.bar([i + x0 for i in range(len(tms))], peak, width=width, color=COLOR[tt], label=f"{LABEL[tt]} peak RSS")
+        ax.bar(
+            [i + x0 + width for i in range(len(tms))],
+            priv,
+            width=width,
+            color=LIGHT[tt],
+            label=f"{LABEL[tt]} peak RSS - shared",
+        )
+    ax.set_xticks(list(range(len(tms))), tms, fontsize=7)
+    ax.set_ylabel("MiB")
+    if peaks:
+        ax.set_ylim(0, max(peaks) * 1.35)
+    ax.legend(fontsize=7, loc="upper left", ncol=2)
+    ax.set_title("write-task process memory (psutil, from outside)", fontsize=10)
 
 
 if __name__ == "__main__":
