@@ -65,7 +65,7 @@ class LogFormatError(ValueError):
 @dataclass(frozen=True)
 class LogFileName:
     file_id: str
-    base_instant: str  # table version 6: the file slice's base instant
+    base_instant: str  # table version 6: the file slice's base instant; from 8: the writing instant
     version: int
     write_token: str
 

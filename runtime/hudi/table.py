@@ -428,7 +428,7 @@ def commit_metadata_doc(
 
 
 class HudiTable:
-    """One Hudi COW table on a :class:`Dfs`."""
+    """One Hudi table (copy-on-write or merge-on-read, version 6, 8 or 9) on a :class:`Dfs`."""
 
     _instant_lock = threading.Lock()
 
