@@ -148,6 +148,11 @@ class Instant:
     completion: str | None = None  # a completed instant's completion time (timeline layout 2)
 
 
+def write_stats(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every write stat of a commit metadata document, partition by partition."""
+    return [s for v in doc.get("partitionToWriteStats", {}).values() for s in v]
+
+
 @dataclass(frozen=True)
 class CompletedInstant:
     """A completed instant and its commit metadata (Hudi's HoodieCommitMetadata document)."""
@@ -158,7 +163,7 @@ class CompletedInstant:
 
     @property
     def stats(self) -> list[dict[str, Any]]:
-        return [s for v in self.doc.get("partitionToWriteStats", {}).values() for s in v]
+        return write_stats(self.doc)
 
 
 def commit_summaries(done: Iterable[CompletedInstant]) -> list[dict[str, Any]]:

@@ -54,7 +54,16 @@ from runtime.hudi.dfs_message_bus import (
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
 from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFileName, LogFormatError, read_blocks, record_count
-from runtime.hudi.table import AUX, COMPLETED, HOODIE, HudiTable, TableError, Timeline, parse_base_file_name
+from runtime.hudi.table import (
+    AUX,
+    COMPLETED,
+    HOODIE,
+    HudiTable,
+    TableError,
+    Timeline,
+    parse_base_file_name,
+    write_stats,
+)
 from runtime.lab.verify import VerifyError, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
@@ -212,15 +221,11 @@ def _list_data_files(table: HudiTable, audit: Audit) -> tuple[list[BaseFile], di
     return files, logs
 
 
-def _stats(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    return [s for v in meta.get("partitionToWriteStats", {}).values() for s in v]
-
-
 def _check_commit_files(scan: _Scan, audit: Audit) -> None:
     """Each write stat's file exists, with the size and row count its stat records."""
     on_disk = {f.rel: f for f in scan.files}
     for instant, meta in sorted(scan.metadata.items()):
-        for s in _stats(meta):
+        for s in write_stats(meta):
             rel = s["path"]
             if rel in scan.logs or LogFileName.parse(rel.rsplit("/", 1)[-1]) is not None:
                 _check_log_file(scan, audit, instant, s)
@@ -268,7 +273,7 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
 
 def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
     """Base files of a completed instant its metadata does not list; base files of no instant."""
-    listed = {s["path"] for meta in scan.metadata.values() for s in _stats(meta)}
+    listed = {s["path"] for meta in scan.metadata.values() for s in write_stats(meta)}
     first = min(scan.states) if scan.states else None
     for f in scan.files:
         state = scan.states.get(f.instant)
@@ -425,7 +430,7 @@ def _prev_commit_references(scan: _Scan) -> None:
     """Later commits whose write stats name an instant that did not complete as ``prevCommit``."""
     refs: dict[tuple[str, str], list[str]] = defaultdict(list)
     for instant, meta in sorted(scan.metadata.items()):
-        for s in _stats(meta):
+        for s in write_stats(meta):
             prev = s.get("prevCommit")
             if isinstance(prev, str) and prev not in ("", "null") and scan.states.get(prev) != COMPLETED:
                 refs[(prev, instant)].append(s["path"])

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from runtime.core.storage import redact
 from runtime.hudi.merge import dedupe_latest
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS
+from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, write_stats
 
 SAMPLE = 10
 
@@ -224,9 +224,8 @@ def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | 
 
 def _rows_by_file_group(meta: dict[str, Any]) -> dict[str, int]:
     want: dict[str, int] = {}
-    for stats in meta.get("partitionToWriteStats", {}).values():
-        for s in stats:
-            want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]
+    for s in write_stats(meta):
+        want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]
     return want
 
 

@@ -41,7 +41,7 @@ from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
 from runtime.hudi import compaction
 from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError
+from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
 
 PLAN_OPERATOR = "compaction-plan"
 COMMIT_SINK = "compaction-commit"
@@ -136,6 +136,9 @@ class CompactOperator:
         self.task_id = task_id
         self._parquet = ParquetWriteOptions(config.parquet_compression)
         self._executor = asyncio.Lock()  # NonThrownExecutor: one compaction at a time
+        # the timeline a compaction's blocks are judged by, listed at its first file group (as
+        # HoodieCompactor reads the completed instants once per compaction)
+        self._timeline: tuple[str, Timeline] | None = None
 
     async def compact(self, event: CompactionPlanEvent) -> None:
         async with self._executor:
@@ -173,8 +176,10 @@ class CompactOperator:
             )
 
     def _compact_blocking(self, op: compaction.CompactionOperation, instant: str) -> WriteStat:
+        if self._timeline is None or self._timeline[0] != instant:
+            self._timeline = (instant, self.table.timeline())
         return compaction.compact_file_group(
-            self.table, op, instant, self.table.timeline(), task_id=self.task_id, options=self._parquet
+            self.table, op, instant, self._timeline[1], task_id=self.task_id, options=self._parquet
         )
 
 

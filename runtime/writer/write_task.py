@@ -67,7 +67,7 @@ from runtime.hudi.compaction import compacting_file_groups
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, base_file_name, file_group_id
+from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
 from runtime.protocols.base import Protocol, WriterSide
 
 if TYPE_CHECKING:
@@ -136,11 +136,12 @@ class WriteTask:
         # merge-on-read: (partition, file_id) -> the slice as this task last wrote it; each
         # partition's listing, taken at its first touch in an instant (a compaction scheduled
         # since the last instant moves file groups to new slices: Hudi's file-system view is
-        # refreshed per instant); the pending compactions' file groups, read with the first listing
+        # refreshed per instant); the timeline and the pending compactions' file groups (partition
+        # -> file id -> compaction), read once per instant
         self.slices: dict[tuple[str, str], LogSlice] = {}
         self._log_listings: dict[str, PartitionLogs] = {}
         self._log_instant = ""
-        self._compacting: dict[str, dict[str, str]] | None = None
+        self._log_view: tuple[Timeline, dict[str, dict[str, str]]] = (Timeline([]), {})
         self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
         self._listed_partitions: set[str] = set()
         self._partitions_ready: set[str] = set()
@@ -469,6 +470,7 @@ class WriteTask:
         forgotten = len(self.slices)
         self.slices.clear()
         self._log_listings.clear()
+        self._log_instant = ""  # the next flush lists the timeline again
         return len(stale) + forgotten
 
     def discard_buffers(self) -> int:
@@ -593,19 +595,19 @@ class WriteTask:
         """A merge-on-read flush: the records as the next log file of the file group's latest
         slice (:mod:`runtime.hudi.log_writer`)."""
         table = self.data_table
-        if instant != self._log_instant:  # a new instant sees the table anew
+        if instant != self._log_instant:  # a new instant sees the table anew: one timeline listing
             self.slices.clear()
             self._log_listings.clear()
-            self._compacting = None
+            timeline = table.timeline()
+            # version 8+ names a log after its instant: no pending compaction's slice to find
+            held = {} if table.version.logs_per_instant else compacting_file_groups(table, timeline)
+            self._log_view = (timeline, held)
             self._log_instant = instant
         listing = self._log_listings.get(partition)
         if listing is None:  # first touch of this partition: its file slices, from one listing
-            timeline = table.timeline()
-            if self._compacting is None:  # version 8+ names a log after its instant: no slice to find
-                per_instant = table.version.logs_per_instant
-                self._compacting = {} if per_instant else compacting_file_groups(table, timeline)
-            held = self._compacting.get(partition, {})
-            listing = self._log_listings[partition] = list_partition(table, partition, timeline, held)
+            timeline, held = self._log_view
+            listing = list_partition(table, partition, timeline, held.get(partition, {}))
+            self._log_listings[partition] = listing
         slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
         rows = log_records(
             records,
