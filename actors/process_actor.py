@@ -32,6 +32,7 @@ from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import TaskDump
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.writer.topology import RoleNames, RoleSpec, make_role, start_role
@@ -71,10 +72,10 @@ class HostedRole:
         self.table = HudiTable(dfs, base, TableProps(**props))
         if extra.get("faults"):
             specs: list[FaultSpec] = codec.decode(extra["faults"])
-            self.env.faults = FaultInjector(specs, name, dfs, base)
+            self.env.faults = ArmedFaultPoints(FaultInjector(specs, name, dfs, base), self.env)
             if kind == "coordinator" and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
-                dfs.fault_hook = coordinator_dfs_hook(self.env, time.sleep)
+                dfs.fault_hook = coordinator_dfs_hook(self.env.faults, time.sleep)
         self.role: Any = None
         self.task: asyncio.Task[Any] | None = None  # a source's emitting loop
         self.started = asyncio.Event()  # set once started: messages wait for it

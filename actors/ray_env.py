@@ -61,7 +61,7 @@ class RayEnv(Env):
 
     async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
         self.metrics.rpc(method)
-        await self.apply_call_fault(dest, method, msg, timeout)
+        await self.faults.apply_call_fault(dest, method, msg, timeout)
         ref = self._submit(dest, method, to_wire(msg))
         try:
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply
@@ -73,7 +73,7 @@ class RayEnv(Env):
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         self.metrics.rpc(method)
-        delay = self.send_fault_delay(dest, method, msg)
+        delay = self.faults.send_fault_delay(dest, method, msg)
         if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
         payload = to_wire(msg)
@@ -100,7 +100,7 @@ class RayEnv(Env):
         """Submitted now (in order with this sender's other messages to ``dest``); the sender does
         not wait; a missing or failed acknowledgement calls ``on_failure`` (Flink fails the task)."""
         self.metrics.rpc(method)
-        delay = self.send_fault_delay(dest, method, msg)
+        delay = self.faults.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         payload = to_wire(msg)
         # submitted now unless lost (None) or held back (> 0)

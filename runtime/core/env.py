@@ -11,18 +11,14 @@ import abc
 import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from runtime.core.dfs import Dfs
+from runtime.core.fault_points import NO_FAULTS, FaultPoints
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
 
-if TYPE_CHECKING:
-    from runtime.core.fault_spec import FaultSpec
-
 T = TypeVar("T")
-
-LOST_REQUEST_WAIT_S = 30.0  # how long a call with no timeout of its own waits for a lost request
 
 
 class WaitTimeout(TimeoutError):
@@ -76,89 +72,13 @@ class Env(abc.ABC):
     rng: random.Random
     tracer: Tracer
     metrics: Metrics
-    faults: Any = None  # a runtime.faults.injector.FaultInjector when faults are armed
-    # (extra seconds per DFS operation, until when on this host's clock): the dfs.latency fault
-    dfs_slow: tuple[float, float] | None = None
-    dfs_fail_next = False  # the dfs.transient_error fault: the next DFS write or create fails
-
-    def fault(self, point: str, *, checkpoint: int = -1, task: int = -1) -> Any:
-        """The armed fault spec if ``point`` fires now, else None."""
-        if self.faults is None:
-            return None
-        spec = self.faults.hit(point, checkpoint=checkpoint, task=task)
-        if spec is not None:
-            self.tracer.instant(f"fault {point}", cat="fault", args={"checkpoint": checkpoint})
-        return spec
-
-    def slow_dfs(self, seconds_per_op: float, window_s: float) -> None:
-        """From now on, for ``window_s``, each DFS operation of this role takes ``seconds_per_op``
-        longer (the host's DFS hook applies it)."""
-        self.dfs_slow = (seconds_per_op, self.now() + window_s)
-
-    def dfs_delay(self) -> float:
-        """The extra latency of a DFS operation now (0 outside a dfs.latency window)."""
-        if self.dfs_slow is None or self.now() >= self.dfs_slow[1]:
-            return 0.0
-        return self.dfs_slow[0]
-
-    def message_fault(self, dest: str, method: str, msg: Any) -> FaultSpec | None:
-        """The armed messaging fault (``message.dropped`` / ``message.delayed``) that hits this
-        message now, or None. The checkpoint is the message's own; the task is the write task at
-        either end."""
-        if self.faults is None or not self.faults.specs:  # (every message asks: the cheap test first)
-            return None
-        from runtime.core.fault_spec import MESSAGE_FAULTS
-
-        if not any(self.faults.armed(p) for p in MESSAGE_FAULTS):
-            return None
-        ckp = getattr(msg, "checkpoint_id", -1)
-        task = getattr(msg, "task_id", None)
-        if not isinstance(task, int):
-            end = dest if dest.startswith("writer-") else self.role
-            task = int(end.rsplit("-", 1)[1]) if end.startswith("writer-") else -1
-        for point in MESSAGE_FAULTS:
-            spec: FaultSpec | None = self.faults.hit(
-                point, checkpoint=ckp if isinstance(ckp, int) else -1, task=task, target=method, strict=True
-            )
-            if spec is not None:
-                self.tracer.instant(
-                    f"fault {point}: {dest}.{method}", cat="fault", args={"checkpoint": ckp, "delay_s": spec.value}
-                )
-                return spec
-        return None
-
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None) -> None:
-        """A host calls this before a request goes out. A lost request ends in the caller's own
-        timeout (WaitTimeout, as a real one would); a delayed one leaves late."""
-        fault = self.message_fault(dest, method, msg)
-        if fault is None:
-            return
-        if fault.point == "message.dropped":
-            wait = timeout or LOST_REQUEST_WAIT_S
-            self.note_dropped(dest, method)
-            await self.sleep(wait)
-            raise WaitTimeout(
-                f"{self.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
-                "no reply (the request was lost in transit)"
-            )
-        await self.sleep(fault.value)
-
-    def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:
-        """A host calls this before a one-way message goes out: seconds to hold it back (0 for
-        none; messages sent after it overtake it), or None when it is lost."""
-        fault = self.message_fault(dest, method, msg)
-        if fault is None:
-            return 0.0
-        if fault.point == "message.dropped":
-            self.note_dropped(dest, method)
-            return None
-        return float(fault.value)
-
-    def note_dropped(self, dest: str, method: str) -> None:  # noqa: B027 - an optional hook, empty by default
-        """Hook: a host that records deliveries records the loss too."""
+    # the fault points the host armed for this role (runtime.faults.points); none by default
+    faults: FaultPoints = NO_FAULTS
 
     def crash(self, reason: str) -> None:
-        """Ends this role as a crash would. The Ray host exits the process; others raise."""
+        """Ends this role as a crash would (a fault point that fired, or a failure it causes). A
+        host capability, not fault policy: what a crash is depends on the host. The Ray host exits
+        the process; others raise."""
         from runtime.core.fault_spec import InjectedCrash
 
         raise InjectedCrash(reason)

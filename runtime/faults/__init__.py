@@ -1,1 +1,2 @@
-"""Fault injection (the injector the roles consult) and the named scenarios. Imports runtime.core only."""
+"""Fault injection (the injector, the fault points a host attaches to a role's env) and the named
+scenarios. Imports runtime.core only."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.core.dfs import Dfs, DfsError
+from runtime.core.fault_points import FaultPoints
 from runtime.core.fault_spec import DEFAULT_MESSAGE_TARGET, FaultSpec, InjectedCrash
 
 
@@ -98,18 +99,17 @@ class FaultInjector:
 COORDINATOR_DFS_FAULTS = ("dfs.transient_error", "dfs.latency")
 
 
-def coordinator_dfs_hook(env: Any, wait: Callable[[float], None]) -> Callable[[str, str, str], None]:
+def coordinator_dfs_hook(faults: FaultPoints, wait: Callable[[float], None]) -> Callable[[str, str, str], None]:
     """The coordinator's DFS fault hook, the same on every host: inside a ``dfs.latency`` window
     each operation is slower by the window's latency (``wait(seconds)`` is how the host spends it:
     a sleep in the I/O thread on Ray, virtual time in the simulator), and once
     ``dfs.transient_error`` fired (at its checkpoint's trigger) the next write or create fails."""
 
     def hook(role: str, op: str, path: str) -> None:
-        delay = env.dfs_delay()
+        delay = faults.dfs_delay()
         if delay:
             wait(delay)
-        if op in ("write", "create") and env.dfs_fail_next:
-            env.dfs_fail_next = False
+        if op in ("write", "create") and faults.take_dfs_failure():
             raise InjectedDfsError(f"injected transient DFS error on {op} {path}")
 
     return hook

@@ -307,7 +307,7 @@ class JobManager:
         if self.latest_completed > ckp:
             return await self._subsumed(rec)
         rec.acked_at = self.env.now()
-        if ckp in cfg.schedule.abort_checkpoints or self.env.fault("checkpoint.abort", checkpoint=ckp):
+        if ckp in cfg.schedule.abort_checkpoints or self.env.faults.fire("checkpoint.abort", checkpoint=ckp):
             rec.status, rec.reason = "aborted", "aborted by the schedule"
             await self._notify_aborted(ckp, rec.reason)
             return False
@@ -335,7 +335,7 @@ class JobManager:
         self.latest_notified = ckp
         rec.notified_at = self.env.now()
         notice = CheckpointNotice(ckp)
-        if self.env.fault("checkpoint.notification_lost", checkpoint=ckp):
+        if self.env.faults.fire("checkpoint.notification_lost", checkpoint=ckp):
             rec.reason = "the completion notification was lost"
             return True
         # Flink notifies the coordinator asynchronously: a commit slowed by a held table lock

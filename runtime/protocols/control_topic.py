@@ -283,7 +283,7 @@ class ControlTopicParticipant(WriterSide):
         stats = list(self.stats.values())
         # the participant's flush is done and its status not yet sent: the same point as a
         # WriteMetadataEvent not yet sent under the other protocols (the k-th END_COMMIT)
-        spec = env.fault("task.after_flush_before_event", checkpoint=self.counts["end"], task=task)
+        spec = env.faults.fire("task.after_flush_before_event", checkpoint=self.counts["end"], task=task)
         if spec is not None:
             env.crash("injected crash at task.after_flush_before_event")
         await publish(
@@ -458,7 +458,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         self.state = "WRITE_STATUS_RCVD"
         self.commits += 1
         # the k-th commit (its interval may have spanned several checkpoint triggers)
-        if env.fault("coordinator.after_commit_before_next_instant", checkpoint=self.commits):
+        if env.faults.fire("coordinator.after_commit_before_next_instant", checkpoint=self.commits):
             env.crash("injected crash at coordinator.after_commit_before_next_instant")
         # the instant is decided before the offsets say so: an end-of-input arriving now must not
         # roll it back (a race the simulator found)
@@ -525,7 +525,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         """An empty commit: the completed instant's metadata has no write stats, only the offsets."""
         ctx = self.ctx
         metadata = {"schema": ctx.schema_json, "checkpoint.id": str(ended_by), **extra}
-        if ctx.env.fault("coordinator.before_commit_file", checkpoint=ended_by):
+        if ctx.env.faults.fire("coordinator.before_commit_file", checkpoint=ended_by):
             ctx.env.crash("injected crash at coordinator.before_commit_file")
         async with ctx.table_lock:
             await ctx.env.io(functools.partial(ctx.table.commit, instant, [], metadata, empty=True, now=ctx.env.now()))

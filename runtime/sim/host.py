@@ -25,6 +25,7 @@ from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
+from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
 from runtime.lab.results import JobResult
@@ -114,10 +115,11 @@ class _SimRun:
         )
         if self.cfg.faults:
             # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
-            env.faults = FaultInjector(self.cfg.faults, name, dfs, base)
+            injector = FaultInjector(self.cfg.faults, name, dfs, base)
+            env.faults = ArmedFaultPoints(injector, env, on_dropped=env.note_dropped)
             if kind == "coordinator" and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS operation costs virtual time, spent when the I/O call returns
-                dfs.fault_hook = coordinator_dfs_hook(env, env.defer_io_delay)
+                dfs.fault_hook = coordinator_dfs_hook(env.faults, env.defer_io_delay)
         self.envs[name] = env
         return env, HudiTable(dfs, base, self.props)
 

@@ -123,7 +123,7 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        await self.apply_call_fault(dest, method, msg, timeout)
+        await self.faults.apply_call_fault(dest, method, msg, timeout)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         if not timeout:
@@ -144,7 +144,7 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        delay = self.send_fault_delay(dest, method, msg)
+        delay = self.faults.send_fault_delay(dest, method, msg)
         if delay is None:
             return  # lost in transit
         if delay:  # delivered late; messages sent after it overtake it
@@ -166,7 +166,7 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         loop = self.network.loop
-        delay = self.send_fault_delay(dest, method, msg)
+        delay = self.faults.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         if delay is None:  # lost in transit: the sender learns it when its ask times out
             loop.call_later(timeout, on_failure, f"{what} did not come within {timeout:.1f}s (the message was lost)")
@@ -195,6 +195,7 @@ class SimEnv(Env):
             post()
 
     def note_dropped(self, dest: str, method: str) -> None:
+        """Records a message lost in transit (the fault points' ``on_dropped``)."""
         self.recorder.add("dropped", self.role, dest, method)
 
     def defer_io_delay(self, seconds: float) -> None:

@@ -147,7 +147,7 @@ class CompactOperator:
                 event.partition, event.file_id, event.base_instant, event.base_file, tuple(event.log_files)
             )
             try:
-                if self.env.fault("compaction.failed", checkpoint=event.checkpoint_id, task=self.task_id):
+                if self.env.faults.fire("compaction.failed", checkpoint=event.checkpoint_id, task=self.task_id):
                     raise TableError("injected failure at compaction.failed")
                 stat = await self.env.io(self._compact_blocking, op, event.instant)
             except (OSError, ValueError, TableError) as exc:  # NonThrownExecutor: reported, not thrown
@@ -159,7 +159,7 @@ class CompactOperator:
                     CompactionCommitEvent(event.instant, op.file_id, self.task_id, None, error, event.checkpoint_id),
                 )
                 return
-            if self.env.fault("compaction.crash_during", checkpoint=event.checkpoint_id, task=self.task_id):
+            if self.env.faults.fire("compaction.crash_during", checkpoint=event.checkpoint_id, task=self.task_id):
                 self.env.crash("injected crash at compaction.crash_during")
             self.env.tracer.complete(
                 f"compact {op.partition}/{op.file_id[:8]}",
@@ -216,7 +216,7 @@ class CompactionCommitSink:
             return
         stats: list[WriteStat] = [e.stat for e in done.values() if e.stat is not None]
         checkpoint = max((e.checkpoint_id for e in done.values()), default=-1)
-        if self.env.fault("compaction.commit_lost", checkpoint=checkpoint):
+        if self.env.faults.fire("compaction.commit_lost", checkpoint=checkpoint):
             self.env.crash("injected crash at compaction.commit_lost")
         await self.env.io(
             functools.partial(

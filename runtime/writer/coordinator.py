@@ -270,11 +270,11 @@ class Coordinator:
 
     async def checkpoint_coordinator(self, trigger: CheckpointTrigger) -> bytes:
         """The coordinator's snapshot, taken before the barriers are injected."""
-        spec = self.env.fault("dfs.latency", checkpoint=trigger.checkpoint_id)
+        spec = self.env.faults.fire("dfs.latency", checkpoint=trigger.checkpoint_id)
         if spec is not None:
-            self.env.slow_dfs(spec.value, DFS_LATENCY_WINDOW_S)
-        if self.env.fault("dfs.transient_error", checkpoint=trigger.checkpoint_id) is not None:
-            self.env.dfs_fail_next = True  # the host's DFS hook fails the next write or create
+            self.env.faults.slow_dfs(spec.value, DFS_LATENCY_WINDOW_S)
+        if self.env.faults.fire("dfs.transient_error", checkpoint=trigger.checkpoint_id) is not None:
+            self.env.faults.fail_next_dfs_write()  # the host's DFS hook fails the next write or create
         async with self._lock:
             if self.protocol.buffers_events:  # Hudi 1.x: the state is the completed event buffers
                 state = self.protocol.snapshot_state(trigger.checkpoint_id)
@@ -294,7 +294,7 @@ class Coordinator:
                 result = custom
                 if custom.get("committed"):
                     await self.schedule_compaction(ckp)
-                if custom.get("committed") and self.env.fault(
+                if custom.get("committed") and self.env.faults.fire(
                     "coordinator.after_commit_before_next_instant", checkpoint=ckp
                 ):
                     # instants created on request: the next one is whatever is asked for next
@@ -315,11 +315,11 @@ class Coordinator:
                 await self.commit_instant(instant, ckp, empty=self.empty_commits)
                 self._reset_events()
                 await self.schedule_compaction(ckp)
-                if self.env.fault("coordinator.after_commit_before_next_instant", checkpoint=ckp):
+                if self.env.faults.fire("coordinator.after_commit_before_next_instant", checkpoint=ckp):
                     self.env.crash("injected crash at coordinator.after_commit_before_next_instant")
                 await self._start_instant(ckp, committed=instant)
                 result = {"committed": True, "instant": instant}
-            if self.messages_on_dfs and self.env.fault("bus.deleted", checkpoint=ckp):
+            if self.messages_on_dfs and self.env.faults.fire("bus.deleted", checkpoint=ckp):
                 # someone removes the bus right after message ckp was written (#8060)
                 deleted = await self.protocol.delete_dfs_messages()
                 self.deleted_by_fault.extend([deleted] if deleted else [])
@@ -413,7 +413,7 @@ class Coordinator:
 
         async with self.table_lock:
             instant = await self.env.io(create)
-        if self.env.fault("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
+        if self.env.faults.fire("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
             # HUDI-6194: the whole task side fails over while this instant is being announced
             for task in self.task_names:
                 self.env.send(task, "inject_failure", f"lost with every task as {instant} started")
@@ -459,7 +459,7 @@ class Coordinator:
         if not stats and not empty:
             return None
         metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
-        if self.env.fault("coordinator.before_commit_file", checkpoint=checkpoint_id):
+        if self.env.faults.fire("coordinator.before_commit_file", checkpoint=checkpoint_id):
             self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:

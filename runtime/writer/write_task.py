@@ -428,13 +428,13 @@ class WriteTask:
         self.env.tracer.complete(
             f"snapshotState(ckp={checkpoint_id})", start, self.env.now(), thread="mailbox", cat="checkpoint"
         )
-        if self.env.fault("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
+        if self.env.faults.fire("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.in_snapshot")
-        if self.messages_on_dfs and self.env.fault(
+        if self.messages_on_dfs and self.env.faults.fire(
             "bus.deleted_between_restarts", checkpoint=checkpoint_id, task=self.task_id
         ):
             self.env.crash("injected crash at bus.deleted_between_restarts (the bus goes next)")
-        slow = self.env.fault("checkpoint.timeout", checkpoint=checkpoint_id, task=self.task_id)
+        slow = self.env.faults.fire("checkpoint.timeout", checkpoint=checkpoint_id, task=self.task_id)
         if slow is not None:  # a snapshot slower than the checkpoint timeout
             await self.env.sleep(slow.param or self.config.checkpoint_timeout_s + 1.0)
         await self.env.call(
@@ -443,7 +443,7 @@ class WriteTask:
             CheckpointAck(self.env.role, checkpoint_id, codec.encode(state)),
             timeout=self.config.rpc_timeout_s,
         )
-        if self.env.fault("task.after_checkpoint_before_commit", checkpoint=checkpoint_id, task=self.task_id):
+        if self.env.faults.fire("task.after_checkpoint_before_commit", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.after_checkpoint_before_commit")
 
     async def flush_all(self, instant: str) -> list[WriteStat]:
@@ -520,7 +520,7 @@ class WriteTask:
     # -- writing a file group ------------------------------------------------------------------
 
     def fault_point(self, point: str) -> Any:
-        spec = self.env.fault(point, checkpoint=self.last_checkpoint_id + 1, task=self.task_id)
+        spec = self.env.faults.fire(point, checkpoint=self.last_checkpoint_id + 1, task=self.task_id)
         if spec is not None:
             self.env.crash(f"injected crash at {point}")
         return spec

@@ -23,15 +23,17 @@ def test_fault_specs_read_back_from_their_text():
 
 def test_a_message_without_a_checkpoint_never_takes_a_fault_meant_for_one(sim):
     from runtime.faults.injector import FaultInjector
+    from runtime.faults.points import ArmedFaultPoints
 
     class _Msg:
         def __init__(self, ckp: int) -> None:
             self.checkpoint_id = ckp
 
     env = sim.env("coordinator")
-    env.faults = FaultInjector([FaultSpec("message.dropped", 3, target="operator_event")], "coordinator", None, "")
-    assert env.message_fault("writer-0", "operator_event", None) is None  # no checkpoint id
-    assert env.message_fault("writer-0", "operator_event", _Msg(2)) is None
-    assert env.message_fault("writer-0", "write_metadata", _Msg(3)) is None  # another target
-    spec = env.message_fault("writer-1", "operator_event", _Msg(3))
-    assert spec is not None and env.faults.fired[0]["task"] == 1  # the writer at the other end
+    injector = FaultInjector([FaultSpec("message.dropped", 3, target="operator_event")], "coordinator", None, "")
+    faults = env.faults = ArmedFaultPoints(injector, env)
+    assert faults.message_fault("writer-0", "operator_event", None) is None  # no checkpoint id
+    assert faults.message_fault("writer-0", "operator_event", _Msg(2)) is None
+    assert faults.message_fault("writer-0", "write_metadata", _Msg(3)) is None  # another target
+    spec = faults.message_fault("writer-1", "operator_event", _Msg(3))
+    assert spec is not None and injector.fired[0]["task"] == 1  # the writer at the other end
