@@ -195,55 +195,10 @@ class JobManager:
         flight, then final checkpoints until one completes; returns a summary. Raises JobFailed on
         a task failure."""
         self.status = "running"
-        cfg = self.config
-        last_trigger = self.env.now()
-        ckp = self.start_checkpoint_id - 1
-        round_no = self.start_round - 1
-        finals = 0
         inflight: dict[int, asyncio.Task[bool]] = {}
         try:
-            while True:
-                if round_no < cfg.checkpoints:
-                    round_no += 1
-                else:
-                    await self._settle(inflight, 1)  # end of input: every checkpoint settled
-                    last = self.checkpoints.get(ckp)
-                    if (last is not None and last.status == "completed") or finals >= MAX_FINAL_CHECKPOINTS:
-                        break
-                    finals += 1  # end of input: retry until a checkpoint completes
-                ckp += 1
-                await self._wait_until(
-                    functools.partial(self._all_emitted, round_no),
-                    cfg.job_timeout_s,
-                    f"every source to emit round {round_no}",
-                )
-                await self._settle(inflight, cfg.max_concurrent_checkpoints)
-                wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
-                if wait > 0:
-                    await self.env.sleep(wait)
-                last_trigger = self.env.now()
-                inflight[ckp] = self.env.spawn(self._checkpoint(ckp, round_no), f"checkpoint-{ckp}")
-            last = self.checkpoints.get(ckp)
-            if last is None or last.status != "completed":
-                self.status = "failed"
-                raise JobFailed(
-                    f"the final checkpoint did not complete after "
-                    f"{MAX_FINAL_CHECKPOINTS} retries: data stays uncommitted"
-                )
-            from runtime.core.messages import InputFinished
-
-            final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
-            self.waiting_for = f"the coordinator to commit up to the end of input (rows per task {final})"
-            self.end_of_input = await self.env.call(
-                self.coordinator, "end_of_input", InputFinished(final), timeout=cfg.job_timeout_s
-            )
-            if self.compaction_plan:
-                self.waiting_for = "the compactions pending at the end of input"
-                self.end_of_input["compaction"] = await self.env.call(
-                    self.compaction_plan, "end_of_input", CheckpointNotice(ckp), timeout=cfg.job_timeout_s
-                )
-            for src in self.source_names:
-                self.env.send(src, "finish", None)
+            ckp = await self._checkpoint_rounds(inflight)
+            await self._end_input(ckp)
             self.status = "finished"
             return self.describe()
         except BaseException as exc:
@@ -254,6 +209,63 @@ class JobManager:
             for task in inflight.values():
                 task.cancel()
             raise
+
+    async def _checkpoint_rounds(self, inflight: dict[int, asyncio.Task[bool]]) -> int:
+        """Triggers a checkpoint per round once every source emitted it (its tasks kept in
+        ``inflight``), then final ones until one completes or the retries run out; returns the
+        last checkpoint id."""
+        cfg = self.config
+        last_trigger = self.env.now()
+        ckp = self.start_checkpoint_id - 1
+        round_no = self.start_round - 1
+        finals = 0
+        while True:
+            if round_no < cfg.checkpoints:
+                round_no += 1
+            else:
+                await self._settle(inflight, 1)  # end of input: every checkpoint settled
+                last = self.checkpoints.get(ckp)
+                if (last is not None and last.status == "completed") or finals >= MAX_FINAL_CHECKPOINTS:
+                    return ckp
+                finals += 1  # end of input: retry until a checkpoint completes
+            ckp += 1
+            await self._wait_until(
+                functools.partial(self._all_emitted, round_no),
+                cfg.job_timeout_s,
+                f"every source to emit round {round_no}",
+            )
+            await self._settle(inflight, cfg.max_concurrent_checkpoints)
+            wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
+            if wait > 0:
+                await self.env.sleep(wait)
+            last_trigger = self.env.now()
+            inflight[ckp] = self.env.spawn(self._checkpoint(ckp, round_no), f"checkpoint-{ckp}")
+
+    async def _end_input(self, ckp: int) -> None:
+        """After the final checkpoint ``ckp`` completed: the coordinator (and the compaction plan)
+        commit up to the end of input, and the sources are told to finish. Raises JobFailed when
+        the final checkpoint did not complete."""
+        cfg = self.config
+        last = self.checkpoints.get(ckp)
+        if last is None or last.status != "completed":
+            self.status = "failed"
+            raise JobFailed(
+                f"the final checkpoint did not complete after {MAX_FINAL_CHECKPOINTS} retries: data stays uncommitted"
+            )
+        from runtime.core.messages import InputFinished
+
+        final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
+        self.waiting_for = f"the coordinator to commit up to the end of input (rows per task {final})"
+        self.end_of_input = await self.env.call(
+            self.coordinator, "end_of_input", InputFinished(final), timeout=cfg.job_timeout_s
+        )
+        if self.compaction_plan:
+            self.waiting_for = "the compactions pending at the end of input"
+            self.end_of_input["compaction"] = await self.env.call(
+                self.compaction_plan, "end_of_input", CheckpointNotice(ckp), timeout=cfg.job_timeout_s
+            )
+        for src in self.source_names:
+            self.env.send(src, "finish", None)
 
     async def _finish_sent_notifications(self, inflight: dict[int, asyncio.Task[bool]]) -> None:
         """A task failure does not cut a completed checkpoint's notification to the coordinator:
