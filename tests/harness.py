@@ -22,7 +22,7 @@ import contextlib
 import gc
 import inspect
 from collections.abc import Callable, Coroutine, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -37,6 +37,7 @@ from runtime.sim.sim_env import SimEnv
 __all__ = [
     "Sim",
     "TestEnv",
+    "RecordingEnv",
     "Inbox",
     "memory_dfs",
     "local_dfs",
@@ -48,6 +49,8 @@ __all__ = [
     "new_table",
     "table_props",
 ]
+
+E = TypeVar("E", bound="TestEnv")
 
 REAL_TIME_GUARD_S = 60.0  # real seconds one test may spend in its loop (a busy loop that never waits)
 MEMORY_TABLE = "/commitlab-test/t"
@@ -100,6 +103,31 @@ class TestEnv(SimEnv):
     async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
         self.io_calls += 1
         return await super().io(fn, *args)
+
+
+class RecordingEnv(TestEnv):
+    """A :class:`TestEnv` that delivers nothing: ``calls`` and ``sent`` (dest, method, msg) and
+    ``events`` (dest, method, msg, on_failure) are only recorded, for a role tested alone. A call
+    answers None, once ``call_gate`` (when set) is open."""
+
+    def __init__(self, role: str, dfs: Dfs, network: SimNetwork, *, seed: int, recorder: TraceRecorder) -> None:
+        super().__init__(role, dfs, network, seed=seed, recorder=recorder)
+        self.events: list[tuple[str, str, Any, Callable[[str], None]]] = []
+        self.call_gate: asyncio.Event | None = None  # when set, every call waits for it
+
+    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+        self.calls.append((dest, method, msg))
+        if self.call_gate is not None:
+            await self.call_gate.wait()
+        return None
+
+    def send(self, dest: str, method: str, msg: Any = None) -> None:
+        self.sent.append((dest, method, msg))
+
+    def send_event(
+        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+    ) -> None:
+        self.events.append((dest, method, msg, on_failure))
 
 
 class _TrackingNetwork(SimNetwork):
@@ -207,7 +235,14 @@ class Sim:
 
     def env(self, role: str, *, seed: int | None = None, dfs: Dfs | None = None) -> TestEnv:
         """A new env for ``role`` on this world's DFS (its operations counted for ``role``)."""
-        env = TestEnv(
+        return self._add_env(TestEnv, role, seed, dfs)
+
+    def recording_env(self, role: str, *, dfs: Dfs | None = None) -> RecordingEnv:
+        """A new :class:`RecordingEnv` for ``role``: what the role sends is recorded, not delivered."""
+        return self._add_env(RecordingEnv, role, None, dfs)
+
+    def _add_env(self, kind: type[E], role: str, seed: int | None, dfs: Dfs | None) -> E:
+        env = kind(
             role,
             dfs if dfs is not None else self.dfs.for_role(role),
             self.network,

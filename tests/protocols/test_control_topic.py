@@ -1,25 +1,20 @@
 """Tests of runtime.kafka.topic: P5's single-partition control topic with Kafka semantics.
 
-No Ray: a small Env delivers each call in-process to the ControlTopic after a codec roundtrip of
-the request and the reply, so every message really survives encoding, with the real asyncio
-clock. Every test is bounded so a long poll that hangs fails instead of stalling the suite.
+No Ray: the simulator's network (tests/harness.py) delivers each call to the ControlTopic with
+the request and the reply encoded, so every message really survives encoding, on virtual time: a
+long poll's wait costs no real time, and one that hangs fails instead of stalling the suite.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-import time
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
+from harness import TestEnv, active, now
 
 from runtime.core import codec
-from runtime.core.env import Env
 from runtime.core.messages import WriteStat
-from runtime.core.metrics import Metrics
-from runtime.core.trace import Tracer
 from runtime.kafka.topic import (
     ACK_COMMIT,
     DEFAULT_TOPIC,
@@ -42,51 +37,14 @@ from runtime.kafka.topic import (
 )
 
 
-class TopicEnv(Env):
-    """Real clock; ``call`` runs the topic's RPC method in-process, like the Ray host's deliver."""
-
-    def __init__(self, topic_role: Any | None = None, role: str = "participant-0") -> None:
-        self.role = role
-        self.dfs = None  # type: ignore[assignment]
-        self.rng = random.Random(0)
-        self.tracer = Tracer(role, enabled=True)
-        self.metrics = Metrics()
-        self.roles: dict[str, Any] = {}
-        if topic_role is not None:
-            self.roles[DEFAULT_TOPIC] = topic_role
-        self.calls: list[tuple[str, str]] = []
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        self.calls.append((dest, method))
-        role = self.roles[dest]
-        assert method in role.RPC_METHODS, f"{method} is not an RPC method of {dest}"
-        result = getattr(role, method)(codec.roundtrip(msg))
-        if asyncio.iscoroutine(result):
-            result = await (asyncio.wait_for(result, timeout) if timeout else result)
-        return codec.roundtrip(result)
-
-    def send(self, dest: str, method: str, msg: Any = None) -> None:
-        raise AssertionError("the control topic is only called, never sent to")
-
-    async def io(self, fn, *args):
-        return fn(*args)
-
-
-def run(coro: Coroutine[Any, Any, Any], timeout: float = 3.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def make(**kwargs: Any) -> tuple[ControlTopic, TopicEnv]:
-    """A topic and an env that reaches it under the default topic name."""
-    topic_env = TopicEnv(role=DEFAULT_TOPIC)
-    topic = ControlTopic(topic_env, **kwargs)
-    return topic, TopicEnv(topic)
+def make(**kwargs: Any) -> tuple[ControlTopic, TestEnv]:
+    """A topic under the default topic name on the test's simulated network, and a participant's
+    env that reaches it (every request and reply goes through the codec, as on Ray)."""
+    world = active()
+    topic = world.register(DEFAULT_TOPIC, ControlTopic(world.env(DEFAULT_TOPIC), **kwargs))
+    env = world.env("participant-0")
+    env.tracer.enabled = True  # keeps its trace events, which a test reads
+    return topic, env
 
 
 def msg(i: int, kind: str = START_COMMIT) -> ControlMessage:
@@ -108,14 +66,14 @@ def stat(file_id: str) -> WriteStat:
     )
 
 
-async def fill(env: TopicEnv, n: int) -> list[int]:
+async def fill(env: TestEnv, n: int) -> list[int]:
     return [await publish(env, msg(i)) for i in range(n)]
 
 
 # -- log and offsets ------------------------------------------------------------------------------
 
 
-def test_offsets_are_consecutive_from_zero():
+def test_offsets_are_consecutive_from_zero(sim):
     async def body():
         topic, env = make()
         assert await fill(env, 5) == [0, 1, 2, 3, 4]
@@ -123,10 +81,10 @@ def test_offsets_are_consecutive_from_zero():
         assert (d["log_start_offset"], d["high_watermark"], d["records"], d["appends"]) == (0, 5, 5, 5)
         assert d["appends_by_kind"] == {START_COMMIT: 5}
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_fetch_returns_records_in_order_and_respects_max_records():
+def test_fetch_returns_records_in_order_and_respects_max_records(sim):
     async def body():
         topic, env = make()
         await fill(env, 10)
@@ -140,10 +98,10 @@ def test_fetch_returns_records_in_order_and_respects_max_records():
         assert all(isinstance(r, TopicRecord) and r.appended_at > 0 for r in rest.records)
         assert topic.describe_topic()["records_delivered"] == 7
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_fetch_above_high_watermark_is_empty_not_an_error():
+def test_fetch_above_high_watermark_is_empty_not_an_error(sim):
     async def body():
         topic, env = make()
         await fill(env, 3)
@@ -152,22 +110,22 @@ def test_fetch_above_high_watermark_is_empty_not_an_error():
             assert reply.records == [] and reply.error == ""
             assert reply.next_offset == offset and reply.high_watermark == 3
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_bad_requests_are_refused_with_clear_messages():
+def test_bad_requests_are_refused_with_clear_messages(sim):
     topic, _ = make()
     with pytest.raises(ValueError, match="unknown control message kind 'START'"):
         ControlMessage(kind="START", commit_time="1", sender="c")
     with pytest.raises(ValueError, match="max_records must be >= 1"):
-        run(topic.fetch(FetchRequest("c", offset=0, max_records=0)))
+        sim.run(topic.fetch(FetchRequest("c", offset=0, max_records=0)))
     with pytest.raises(ValueError, match="retention_records"):
-        ControlTopic(TopicEnv(), retention_records=0)
+        ControlTopic(sim.env("topic-2"), retention_records=0)
     with pytest.raises(ValueError, match="negative"):
         topic.commit_offset("c", -1)
 
 
-def test_two_consumers_read_independently():
+def test_two_consumers_read_independently(sim):
     async def body():
         topic, env = make()
         await fill(env, 6)
@@ -186,57 +144,57 @@ def test_two_consumers_read_independently():
         assert consumers["participant-1"]["records"] == 3
         assert consumers["participant-1"]["fetches"] == 3
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
 # -- long poll ------------------------------------------------------------------------------------
 
 
-def test_long_poll_returns_as_soon_as_a_record_is_appended():
+def test_long_poll_returns_as_soon_as_a_record_is_appended(sim):
     async def body():
         topic, env = make()
         consumer = TopicConsumer(env, "participant-0")
         other = TopicConsumer(env, "participant-1")
-        start = time.monotonic()
+        start = now()
         polls = [asyncio.create_task(consumer.poll(timeout_s=2.0)), asyncio.create_task(other.poll(timeout_s=2.0))]
         await asyncio.sleep(0.05)
         assert not any(p.done() for p in polls), "a long poll returned before anything was appended"
         assert await publish(env, msg(0)) == 0
         got = await asyncio.gather(*polls)
-        elapsed = time.monotonic() - start
+        elapsed = now() - start
         assert [[r.offset for r in recs] for recs in got] == [[0], [0]]
         assert elapsed < 0.5, f"long poll took {elapsed:.2f}s to see an append"
         d = topic.describe_topic()
         assert d["long_poll_waits"] == 2 and d["long_poll_timeouts"] == 0
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_long_poll_times_out_empty_instead_of_hanging():
+def test_long_poll_times_out_empty_instead_of_hanging(sim):
     async def body():
         topic, env = make()
         await fill(env, 2)
         consumer = TopicConsumer(env, "participant-0", start_offset=2)
-        start = time.monotonic()
+        start = now()
         assert await consumer.poll(timeout_s=0.15) == []
-        elapsed = time.monotonic() - start
+        elapsed = now() - start
         assert 0.1 <= elapsed < 1.0
         assert consumer.position == 2
         d = topic.describe_topic()
         assert d["long_poll_waits"] == 1 and d["long_poll_timeouts"] == 1
         assert d["consumers"]["participant-0"]["long_poll_timeouts"] == 1
         # with records available a long poll does not wait at all
-        start = time.monotonic()
+        start = now()
         assert [r.offset for r in await TopicConsumer(env, "x").poll(timeout_s=2.0)] == [0, 1]
-        assert time.monotonic() - start < 0.5
+        assert now() - start < 0.5
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
 # -- retention ------------------------------------------------------------------------------------
 
 
-def test_retention_by_count_advances_log_start_and_old_offsets_are_out_of_range():
+def test_retention_by_count_advances_log_start_and_old_offsets_are_out_of_range(sim):
     async def body():
         topic, env = make(retention_records=5)
         assert await fill(env, 8) == list(range(8))
@@ -249,10 +207,10 @@ def test_retention_by_count_advances_log_start_and_old_offsets_are_out_of_range(
             raise_for_error(reply, 1)
         assert topic.describe_topic()["consumers"]["late"]["out_of_range"] == 1
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_consumer_resets_to_log_start_and_counts_it():
+def test_consumer_resets_to_log_start_and_counts_it(sim):
     async def body():
         topic, env = make(retention_records=5)
         consumer = TopicConsumer(env, "participant-2")
@@ -266,10 +224,10 @@ def test_consumer_resets_to_log_start_and_counts_it():
         await publish(env, msg(8))
         assert [r.offset for r in await consumer.poll()] == [8] and consumer.resets == 1
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_consumer_also_handles_a_raised_offset_out_of_range():
+def test_consumer_also_handles_a_raised_offset_out_of_range(sim):
     """A host that raises (the exception, or a wrapper with ``cause``) instead of the marker."""
 
     class Wrapped(Exception):
@@ -293,10 +251,10 @@ def test_consumer_also_handles_a_raised_offset_out_of_range():
         assert [r.offset for r in await consumer.poll()] == [2, 3]
         assert (consumer.resets, consumer.skipped) == (1, 2)
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
-def test_retention_by_age_advances_log_start():
+def test_retention_by_age_advances_log_start(sim):
     async def body():
         topic, env = make(retention_s=0.2)
         await fill(env, 3)
@@ -314,13 +272,13 @@ def test_retention_by_age_advances_log_start():
         assert (consumer.resets, consumer.position) == (1, 5)
         assert topic.describe_topic()["records"] == 0
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
 # -- consumer-group offsets -----------------------------------------------------------------------
 
 
-def test_committed_offsets_are_kept_per_consumer():
+def test_committed_offsets_are_kept_per_consumer(sim):
     async def body():
         topic, env = make()
         await fill(env, 5)
@@ -346,14 +304,14 @@ def test_committed_offsets_are_kept_per_consumer():
         assert d["committed_offsets"] == {"participant-0": 3, "participant-1": 4, "coordinator": 2}
         assert d["consumers"]["participant-1"]["commits"] == 2
 
-    run(body())
+    sim.run(body(), 3.0)
 
 
 # -- codec ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_kind_roundtrips_through_the_codec(kind):
+def test_every_kind_roundtrips_through_the_codec(sim, kind):
     message = ControlMessage(
         kind=kind,
         commit_time="20240101000000123",
@@ -375,7 +333,7 @@ def test_every_kind_roundtrips_through_the_codec(kind):
     assert codec.roundtrip(response) == response
 
 
-def test_request_and_marker_messages_roundtrip():
+def test_request_and_marker_messages_roundtrip(sim):
     for m in (
         FetchRequest("c", 4, 10, 0.5),
         OffsetCommit("c", 7),
@@ -390,7 +348,7 @@ def test_request_and_marker_messages_roundtrip():
     assert b.offsets == {} and b.write_stats == []
 
 
-def test_rpc_methods_exist():
+def test_rpc_methods_exist(sim):
     topic, _ = make()
     for name in ControlTopic.RPC_METHODS:
         assert callable(getattr(topic, name)), name

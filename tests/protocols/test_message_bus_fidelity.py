@@ -9,11 +9,11 @@ message-client map owned by the reading role, not by the process.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any
 
 import pytest
+from harness import active, run
 
 from runtime.core.config import ConfigError, JobConfig, Schedule
 from runtime.core.dfs import open_dfs
@@ -24,25 +24,10 @@ from runtime.protocols.message_bus import MessageBusCoordinator, MessageBusWrite
 I0, I1, I2, I3 = "20240101000000000", "20240101000000100", "20240101000000200", "20240101000000300"
 
 
-class FakeEnv:
-    role = "writer-0"
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-    async def io(self, fn: Any, *args: Any) -> Any:
-        return fn(*args)
-
-
 class Ctx:
     def __init__(self, table: HudiTable, config: JobConfig, last_checkpoint_id: int = -1) -> None:
-        self.env = FakeEnv()
+        # the writer's env on the test's simulator: its waits cost virtual time, its sleeps are kept
+        self.env = active().env("writer-0", dfs=table.dfs)
         self.config = config
         self.table = table
         self.task_id = 0
@@ -56,7 +41,8 @@ class Ctx:
 
 
 @pytest.fixture
-def table(tmp_path) -> HudiTable:
+def table(tmp_path, sim) -> HudiTable:
+    """The table, with the test's simulator open (the roles' envs are on it)."""
     dfs, path = open_dfs(str(tmp_path / "t"), role="coordinator")
     return HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
 
@@ -68,12 +54,12 @@ def config(**kw: Any) -> JobConfig:
 def writer(table: HudiTable, *, last_checkpoint_id: int = -1, **kw: Any) -> tuple[MessageBusWriter, Ctx]:
     ctx = Ctx(table, config(**kw), last_checkpoint_id)
     w = MessageBusWriter(ctx)
-    asyncio.run(w.open())
+    run(w.open())
     return w, ctx
 
 
 def flush(w: MessageBusWriter, *, eager: bool) -> str | None:
-    return asyncio.run(w.instant_to_write(eager=eager, has_data=True))
+    return run(w.instant_to_write(eager=eager, has_data=True))
 
 
 def read(table: HudiTable, name: str) -> bytes:
@@ -104,24 +90,24 @@ def test_the_barrier_flush_after_a_restore_reads_the_previous_checkpoint_s_messa
     ctx.last_checkpoint_id = 6  # barrier 6
     assert flush(w, eager=False) == I2
     assert w.checkpoint_id == 6 and w.silent_cancels == 1
-    assert ctx.env.t >= 1.0  # the whole instant-wait timeout
+    assert sum(ctx.env.sleeps) >= 1.0  # the whole instant-wait timeout
 
 
 def test_the_coordinator_writes_message_0_at_every_init_instant(table):
     coord = MessageBusCoordinator(Ctx(table, config()))  # type: ignore[arg-type]
-    asyncio.run(coord.open())
+    run(coord.open())
     # initInstant after a restore from checkpoint 7: startInstant() is message 0, not 7
-    asyncio.run(coord.on_instant_started(7, "", I1))
-    asyncio.run(coord.on_all_bootstrapped())
+    run(coord.on_instant_started(7, "", I1))
+    run(coord.on_all_bootstrapped())
     names = set(os.listdir(bus.message_bus_path(table.base_path)))
     assert names == {"0.commit"}
     assert read(table, "0.commit") == f",{I1}".encode()  # this.instant is BOOTSTRAP_INSTANT ""
     # notifyCheckpointComplete(8) -> startInstant(8): commitCkp(8, this.instant, new)
-    asyncio.run(coord.on_instant_started(8, I1, I2))
+    run(coord.on_instant_started(8, I1, I2))
     assert read(table, "8.commit") == f"{I1},{I2}".encode()
     # a region failover: every task bootstraps again and initInstant overwrites message 0
-    asyncio.run(coord.on_tasks_reset())
-    asyncio.run(coord.on_instant_started(8, "", I3))
+    run(coord.on_tasks_reset())
+    run(coord.on_instant_started(8, "", I3))
     assert read(table, "0.commit") == f"{I2},{I3}".encode()
 
 
@@ -231,7 +217,7 @@ def test_a_writer_keeps_waiting_on_a_message_holding_a_trailing_separator(table)
     w, ctx = writer(table)
     w.on_snapshot(2)
     assert flush(w, eager=True) == I1
-    assert w.silent_cancels == 1 and ctx.env.t >= 1.0
+    assert w.silent_cancels == 1 and sum(ctx.env.sleeps) >= 1.0
     assert w.client is not None and w.client.read_errors > 1
 
 

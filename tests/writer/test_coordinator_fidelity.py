@@ -4,12 +4,11 @@ on an event for an instant newer than its own, and declares (does not graft) its
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from fidelity_env import RecordingEnv
+from harness import RecordingEnv, active
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
@@ -38,7 +37,7 @@ def _stat(table: HudiTable, instant: str, task: int) -> WriteStat:
 def _coordinator(tmp_path: Any, protocol: str = "operator-event", **cfg: Any) -> tuple[Coordinator, RecordingEnv]:
     dfs, path = open_dfs(str(tmp_path / "t"), role="coordinator")
     table = HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
-    env = RecordingEnv(dfs, "coordinator")
+    env = active().recording_env("coordinator", dfs=dfs)
     return Coordinator(env, JobConfig(writers=2, **cfg), table, PROTOCOLS[protocol], TASKS), env
 
 
@@ -50,7 +49,7 @@ async def _bootstrapped(coord: Coordinator) -> str:
     return coord.instant
 
 
-def test_commits_whatever_events_it_received(tmp_path):
+def test_commits_whatever_events_it_received(sim, tmp_path):
     """Only task 0 reported (an eager flush, no last batch): Hudi 0.x commits it anyway."""
     coord, _ = _coordinator(tmp_path)
 
@@ -59,13 +58,13 @@ def test_commits_whatever_events_it_received(tmp_path):
         await coord.write_metadata(WriteMetadataEvent(0, 1, instant, [_stat(coord.table, instant, 0)]))
         return await coord.notify_checkpoint_complete(CheckpointNotice(1))
 
-    result = asyncio.run(go())
+    result = sim.run(go())
     assert result["committed"] is True
     assert [c.rows for c in coord.commits] == [1]
     assert coord.events == []
 
 
-def test_an_empty_checkpoint_clears_the_buffers_and_reuses_the_instant(tmp_path):
+def test_an_empty_checkpoint_clears_the_buffers_and_reuses_the_instant(sim, tmp_path):
     """One task's last batch without data, the other's missing: reset and reuse (Hudi), not
     'waiting for every task's last batch' with the buffer kept."""
     coord, env = _coordinator(tmp_path)
@@ -75,7 +74,7 @@ def test_an_empty_checkpoint_clears_the_buffers_and_reuses_the_instant(tmp_path)
         await coord.write_metadata(WriteMetadataEvent(0, 1, instant, [], last_batch=True))
         return instant, await coord.notify_checkpoint_complete(CheckpointNotice(1))
 
-    instant, result = asyncio.run(go())
+    instant, result = sim.run(go())
     assert result == {"committed": False, "reason": "empty round", "instant": instant}
     assert coord.events == []
     assert coord.empty_rounds == [1]
@@ -83,7 +82,7 @@ def test_an_empty_checkpoint_clears_the_buffers_and_reuses_the_instant(tmp_path)
     assert [(d, m) for d, m, _ in env.sent] == [(t, "operator_event") for t in TASKS]
 
 
-def test_with_allow_empty_commit_an_empty_checkpoint_commits_an_empty_instant_and_sends_no_ack(tmp_path):
+def test_with_allow_empty_commit_an_empty_checkpoint_commits_an_empty_instant_and_sends_no_ack(sim, tmp_path):
     """Hudi 0.14+ ``commitInstant`` with hoodie.allow.empty.commit (HUDI-6127; the default from
     1.0, HUDI-7819): the round without data is committed empty and a new instant starts, so no
     CommitAckEvent is needed (and none is sent)."""
@@ -94,7 +93,7 @@ def test_with_allow_empty_commit_an_empty_checkpoint_commits_an_empty_instant_an
         await coord.write_metadata(WriteMetadataEvent(0, 1, instant, [], last_batch=True))
         return instant, await coord.notify_checkpoint_complete(CheckpointNotice(1))
 
-    instant, result = asyncio.run(go())
+    instant, result = sim.run(go())
     assert result == {"committed": True, "instant": instant}
     assert coord.table.timeline().completed_commits() == [instant]
     assert coord.table.read_commit_metadata(instant)["partitionToWriteStats"] == {}
@@ -102,18 +101,18 @@ def test_with_allow_empty_commit_an_empty_checkpoint_commits_an_empty_instant_an
     assert [m for _, m, _ in env.sent] == []  # no CommitAckEvent
 
 
-def test_no_event_at_all_commits_nothing_and_sends_nothing(tmp_path):
+def test_no_event_at_all_commits_nothing_and_sends_nothing(sim, tmp_path):
     coord, env = _coordinator(tmp_path)
 
     async def go() -> dict[str, Any]:
         await _bootstrapped(coord)
         return await coord.notify_checkpoint_complete(CheckpointNotice(1))
 
-    result = asyncio.run(go())
+    result = sim.run(go())
     assert result["committed"] is False and coord.empty_rounds == [] and env.sent == []
 
 
-def test_an_event_for_a_newer_instant_fails_the_job(tmp_path):
+def test_an_event_for_a_newer_instant_fails_the_job(sim, tmp_path):
     coord, env = _coordinator(tmp_path)
 
     async def go() -> str:
@@ -121,25 +120,25 @@ def test_an_event_for_a_newer_instant_fails_the_job(tmp_path):
         await coord.write_metadata(WriteMetadataEvent(1, 1, "99991231235959999", []))
         return instant
 
-    asyncio.run(go())
+    sim.run(go())
     expected = "Receive an unexpected event for instant 99991231235959999 from task 1"
     assert coord.error == expected
     assert coord.events == []
     assert env.sent == [("job-manager", "task_failed", TaskFailure("coordinator", expected, -1))]
 
 
-def test_an_event_of_an_older_instant_is_accepted_as_hudi_does(tmp_path):
+def test_an_event_of_an_older_instant_is_accepted_as_hudi_does(sim, tmp_path):
     coord, _ = _coordinator(tmp_path)
 
     async def go() -> None:
         await _bootstrapped(coord)
         await coord.write_metadata(WriteMetadataEvent(0, 1, "20000101000000000", []))
 
-    asyncio.run(go())
+    sim.run(go())
     assert coord.error is None and len(coord.events) == 1
 
 
-def test_the_rpc_surface_is_declared_not_grafted(tmp_path):
+def test_the_rpc_surface_is_declared_not_grafted(sim, tmp_path):
     coord, _ = _coordinator(tmp_path, "coordination-rpc")
     assert "instant_time_request" not in vars(coord)  # no method set on the instance
     assert not hasattr(coord, "instant_time_request")

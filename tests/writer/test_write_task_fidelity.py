@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pyarrow as pa
-from fidelity_env import RecordingEnv
+from harness import RecordingEnv, active
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
@@ -47,7 +47,7 @@ def _task(tmp_path: Any, protocol: type[Protocol] = _Proto, **cfg: Any) -> tuple
     dfs, path = open_dfs(str(tmp_path / "t"), role="writer-0")
     table = HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
     table.start_instant(INSTANT)
-    env = RecordingEnv(dfs, "writer-0")
+    env = active().recording_env("writer-0", dfs=dfs)
     config = JobConfig(**{"writers": 1, "bucket_flush_rows": 2, "task_buffer_rows": 1000, **cfg})
     task = WriteTask(env, config, 0, table, protocol)
     task.state = "running"
@@ -65,23 +65,23 @@ def _batch(n: int, bucket: int = 0) -> pa.Table:
     )
 
 
-def test_a_flush_does_not_wait_for_the_coordinator(tmp_path):
+def test_a_flush_does_not_wait_for_the_coordinator(sim, tmp_path):
     task, env = _task(tmp_path)
     env.call_gate = asyncio.Event()  # a call would block until the end of the test: none may be made
 
     async def go() -> None:
         await asyncio.wait_for(task.process_batch(_batch(3)), 2.0)
 
-    asyncio.run(go())
+    sim.run(go())
     assert env.calls == []
     assert [(d, m) for d, m, _, _ in env.events] == [("job-manager", "write_metadata")]
     event = env.events[0][2]
     assert isinstance(event, WriteMetadataEvent) and event.instant == INSTANT and not event.last_batch
 
 
-def test_a_lost_event_fails_the_task(tmp_path):
+def test_a_lost_event_fails_the_task(sim, tmp_path):
     task, env = _task(tmp_path)
-    asyncio.run(task.process_batch(_batch(3)))
+    sim.run(task.process_batch(_batch(3)))
     on_failure = env.events[0][3]
     on_failure("the acknowledgement of job-manager.write_metadata did not come within 10.0s")
     assert task.state == "failed"
@@ -90,17 +90,17 @@ def test_a_lost_event_fails_the_task(tmp_path):
     assert isinstance(env.sent[-1][2], TaskFailure)
 
 
-def test_an_eager_flush_with_no_instant_is_skipped_and_the_data_stays_buffered(tmp_path):
+def test_an_eager_flush_with_no_instant_is_skipped_and_the_data_stays_buffered(sim, tmp_path):
     task, env = _task(tmp_path, _NoInstantProto, task_buffer_rows=2)
-    asyncio.run(task.process_batch(_batch(3)))
+    sim.run(task.process_batch(_batch(3)))
     assert task.buffered_rows == 3 and task.bucket_rows == {("p0", 0): 3}
     assert task.skipped_flushes >= 1
     assert env.events == []
 
 
-def test_the_job_manager_hands_events_on_in_order_with_its_notifications(tmp_path):
+def test_the_job_manager_hands_events_on_in_order_with_its_notifications(sim, tmp_path):
     dfs, _ = open_dfs(str(tmp_path / "t"), role="job-manager")
-    env = RecordingEnv(dfs, "job-manager")
+    env = active().recording_env("job-manager", dfs=dfs)
     jm = JobManager(env, JobConfig(), ["writer-0"], ["source-0"])
     first = WriteMetadataEvent(0, 1, INSTANT, [])
     second = WriteMetadataEvent(0, 1, INSTANT, [], last_batch=True)
