@@ -5,58 +5,86 @@ CHECKPOINT_SUBSUMED) and a completion notification not yet sent (a later one cov
 from __future__ import annotations
 
 import asyncio
-import random
 from collections.abc import Callable
 from typing import Any
 
+from harness import Inbox, Sim
+
+from runtime.core import codec
 from runtime.core.config import JobConfig, Schedule
-from runtime.core.env import Env
-from runtime.core.messages import CheckpointAck, CheckpointTrigger, RoundEmitted
-from runtime.core.metrics import Metrics
-from runtime.core.trace import Tracer
+from runtime.core.messages import CheckpointAck, CheckpointNotice, CheckpointTrigger, RoundEmitted
 from runtime.flink.job_manager import JobManager
 
 TASKS = ["writer-0", "writer-1"]
+Acks = Callable[[JobManager, int], None]  # what a barrier to the source sets off
 
 
-class _JmEnv(Env):
-    """Coordinator calls answer at once; a barrier sent to the source calls ``on_barrier``."""
+class _Coordinator:
+    """Answers the job manager's calls at once (a completion notification after ``commit_s``, a
+    commit in progress), recording (method, checkpoint id) as each arrives."""
+
+    RPC_METHODS = ("checkpoint_coordinator", "notify_checkpoint_complete", "notify_checkpoint_aborted", "end_of_input")
+
+    def __init__(self, commit_s: float = 0.0) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.commit_s = commit_s
+        self.commits_done: list[int] = []
+
+    def _record(self, method: str, msg: Any) -> None:
+        self.calls.append((method, getattr(msg, "checkpoint_id", -1)))
+
+    def checkpoint_coordinator(self, msg: CheckpointTrigger) -> bytes:
+        self._record("checkpoint_coordinator", msg)
+        return codec.encode(b"")  # an empty snapshot, encoded as the coordinator's is
+
+    async def notify_checkpoint_complete(self, msg: CheckpointNotice) -> dict[str, Any]:
+        self._record("notify_checkpoint_complete", msg)
+        if self.commit_s:
+            await asyncio.sleep(self.commit_s)
+            self.commits_done.append(msg.checkpoint_id)
+        return {}
+
+    def notify_checkpoint_aborted(self, msg: CheckpointNotice) -> dict[str, Any]:
+        self._record("notify_checkpoint_aborted", msg)
+        return {}
+
+    def end_of_input(self, msg: Any) -> dict[str, Any]:
+        self._record("end_of_input", msg)
+        return {}
+
+
+class _Source:
+    """A barrier it is sent calls ``on_barrier`` with the checkpoint id."""
+
+    RPC_METHODS = ("trigger_barrier", "finish")
 
     def __init__(self, on_barrier: Callable[[int], None]) -> None:
-        self.role = "job-manager"
-        self.rng = random.Random(0)
-        self.tracer = Tracer("job-manager", enabled=False)
-        self.metrics = Metrics()
         self.on_barrier = on_barrier
-        self.coordinator_calls: list[tuple[str, int]] = []
 
-    def now(self) -> float:
-        return asyncio.get_running_loop().time()
+    def trigger_barrier(self, msg: CheckpointTrigger) -> None:
+        self.on_barrier(msg.checkpoint_id)
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
-
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        self.coordinator_calls.append((method, getattr(msg, "checkpoint_id", -1)))
-        return b"" if method == "checkpoint_coordinator" else {}
-
-    def send(self, dest: str, method: str, msg: Any = None) -> None:
-        if method == "trigger_barrier" and isinstance(msg, CheckpointTrigger):
-            self.on_barrier(msg.checkpoint_id)
-
-    async def io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return fn(*args)
+    def finish(self, msg: Any) -> None:
+        pass
 
 
-def _run(config: JobConfig, acks: Callable[[JobManager, int], None]) -> tuple[JobManager, _JmEnv]:
-    jm_box: list[JobManager] = []
-    env = _JmEnv(lambda ckp: asyncio.get_running_loop().call_later(0.01, acks, jm_box[0], ckp))
-    jm = JobManager(env, config, TASKS, ["source-0"])
-    jm_box.append(jm)
+def _job(sim: Sim, config: JobConfig, acks: Acks, commit_s: float = 0.0) -> tuple[JobManager, _Coordinator]:
+    """A job manager on the test's simulator, with a coordinator, a source and the write tasks
+    (which only take their notifications); each barrier is acked by ``acks`` 0.01 s later."""
+    coordinator = sim.register("coordinator", _Coordinator(commit_s))
+    jm = JobManager(sim.env("job-manager"), config, TASKS, ["source-0"])
+    sim.register("source-0", _Source(lambda ckp: asyncio.get_running_loop().call_later(0.01, acks, jm, ckp)))
+    for task in TASKS:
+        sim.register(task, Inbox("notify_checkpoint_complete", "notify_checkpoint_aborted"))
     for r in range(1, config.checkpoints + 1):
         jm.round_emitted(RoundEmitted("source-0", r, 0))
-    asyncio.run(asyncio.wait_for(jm.run(), 10.0))
-    return jm, env
+    return jm, coordinator
+
+
+def _run(sim: Sim, config: JobConfig, acks: Acks) -> tuple[JobManager, _Coordinator]:
+    jm, coordinator = _job(sim, config, acks)
+    sim.run(jm.run(), 10.0)
+    return jm, coordinator
 
 
 def _ack(jm: JobManager, ckp: int, tasks: list[str] = TASKS) -> None:
@@ -69,10 +97,10 @@ def _config(**kw: Any) -> JobConfig:
     return JobConfig(**{**base, **kw})
 
 
-def test_one_checkpoint_at_a_time_by_default():
+def test_one_checkpoint_at_a_time_by_default(sim):
     assert JobConfig().max_concurrent_checkpoints == 1
-    jm, env = _run(_config(), _ack)
-    methods = [c for c in env.coordinator_calls if c[0] != "end_of_input"]
+    jm, coordinator = _run(sim, _config(), _ack)
+    methods = [c for c in coordinator.calls if c[0] != "end_of_input"]
     # ckp 2 is triggered only after ckp 1 was notified
     assert methods == [
         ("checkpoint_coordinator", 1),
@@ -82,43 +110,27 @@ def test_one_checkpoint_at_a_time_by_default():
     ]
 
 
-def test_a_later_completed_checkpoint_subsumes_a_pending_one():
+def test_a_later_completed_checkpoint_subsumes_a_pending_one(sim):
     def acks(jm: JobManager, ckp: int) -> None:
         _ack(jm, ckp, TASKS if ckp == 2 else TASKS[:1])  # ckp 1 never gets writer-1's ack
 
-    jm, env = _run(_config(max_concurrent_checkpoints=2), acks)
+    jm, coordinator = _run(sim, _config(max_concurrent_checkpoints=2), acks)
     assert jm.checkpoints[1].status == "subsumed" and "subsumed by checkpoint 2" in jm.checkpoints[1].reason
     assert jm.checkpoints[2].status == "completed"
-    assert ("notify_checkpoint_aborted", 1) in env.coordinator_calls
-    assert ("notify_checkpoint_complete", 1) not in env.coordinator_calls
+    assert ("notify_checkpoint_aborted", 1) in coordinator.calls
+    assert ("notify_checkpoint_complete", 1) not in coordinator.calls
 
 
-def test_a_completion_notification_is_subsumed_by_a_later_one():
+def test_a_completion_notification_is_subsumed_by_a_later_one(sim):
     cfg = _config(max_concurrent_checkpoints=2, schedule=Schedule(notify_delay_s={1: 0.5}))
-    jm, env = _run(cfg, _ack)
-    notified = [c for m, c in env.coordinator_calls if m == "notify_checkpoint_complete"]
+    jm, coordinator = _run(sim, cfg, _ack)
+    notified = [c for m, c in coordinator.calls if m == "notify_checkpoint_complete"]
     assert notified == [2]
     assert jm.checkpoints[1].status == "completed"
     assert "subsumed by checkpoint 2" in jm.checkpoints[1].reason
 
 
-class _SlowCommitEnv(_JmEnv):
-    """The coordinator's completion notification takes ``commit_s`` (a commit in progress)."""
-
-    def __init__(self, on_barrier: Callable[[int], None], commit_s: float) -> None:
-        super().__init__(on_barrier)
-        self.commit_s = commit_s
-        self.commits_done: list[int] = []
-
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        reply = await super().call(dest, method, msg, timeout=timeout)
-        if method == "notify_checkpoint_complete":
-            await asyncio.sleep(self.commit_s)
-            self.commits_done.append(msg.checkpoint_id)
-        return reply
-
-
-def test_a_task_failure_does_not_cut_a_completion_notification_already_sent():
+def test_a_task_failure_does_not_cut_a_completion_notification_already_sent(sim):
     """Flink's completePendingCheckpoint stores the checkpoint and notifies the coordinators in one
     step (sendAcknowledgeMessages): a task failure handled after the completion cannot come between
     them. The job manager reports the failure only once the coordinator answered; the failover
@@ -131,12 +143,7 @@ def test_a_task_failure_does_not_cut_a_completion_notification_already_sent():
         # writer-0 dies right after its ack, while the coordinator commits checkpoint 1
         asyncio.get_running_loop().call_later(0.05, jm.task_failed, TaskFailure("writer-0", "crash", ckp))
 
-    jm_box: list[JobManager] = []
-    env = _SlowCommitEnv(lambda ckp: asyncio.get_running_loop().call_later(0.01, acks, jm_box[0], ckp), 0.3)
-    jm = JobManager(env, _config(), TASKS, ["source-0"])
-    jm_box.append(jm)
-    for r in range(1, 3):
-        jm.round_emitted(RoundEmitted("source-0", r, 0))
+    jm, coordinator = _job(sim, _config(), acks, commit_s=0.3)
 
     async def main() -> None:
         try:
@@ -145,6 +152,6 @@ def test_a_task_failure_does_not_cut_a_completion_notification_already_sent():
             return
         raise AssertionError("the job did not fail")
 
-    asyncio.run(main())
+    sim.run(main())
     assert jm.checkpoints[1].status == "completed"
-    assert env.commits_done == [1]  # the old job manager cancelled the call: []
+    assert coordinator.commits_done == [1]  # the old job manager cancelled the call: []
