@@ -23,12 +23,14 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from runtime.core.errors import UserError
+
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK", "strict-spread": "STRICT_SPREAD", "none": None}
 BUNDLE = {"CPU": 0.01}
 log = logging.getLogger(__name__)
 
 
-class PlacementError(RuntimeError):
+class PlacementError(UserError, RuntimeError):
     """The placement group cannot be placed; the message names the strategy and the fix."""
 
 

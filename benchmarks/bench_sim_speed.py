@@ -10,7 +10,7 @@ the faster one simulates the same thing (the same trace bytes for the same seed)
 Each round runs the workload once in a fresh process of each checkout, the two in alternating
 order, so both see the same machine and the same neighbours; the figure is simulated checkpoints
 per real second (and per CPU second) of one process, the median over rounds, and the ratio of the
-medians. The workload is ``python -m runtime.sim.bench``'s ``protocol`` workload (10 rows per
+medians. The workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10 rows per
 writer per round, one bucket per writer, the simulated disk) with message-bus.
 
 Equivalence: every scenario of ``commitlab explore`` x every protocol x ``--equivalence-seeds``

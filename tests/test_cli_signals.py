@@ -9,7 +9,7 @@ import signal
 import pytest
 from rich.console import Console
 
-from runtime.cli import interruptible
+from runtime.cli.terminal import interruptible
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])

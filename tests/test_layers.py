@@ -20,4 +20,16 @@ def test_every_import_contract_is_kept():
 
 def test_runtime_root_holds_only_the_entry_point_and_packages():
     loose = {p.name for p in (ROOT / "runtime").glob("*.py")}
-    assert loose == {"__init__.py", "__main__.py", "cli.py"}
+    assert loose == {"__init__.py", "__main__.py"}  # the command line is the package runtime/cli/
+
+
+def test_python_m_runtime_is_the_one_module_entry_point():
+    """``python -m runtime`` runs the command line; no other module of runtime/ or actors/ is a
+    ``python -m`` program (the timeline plotter's is kept for its own owners)."""
+    mains = {
+        str(p.relative_to(ROOT))
+        for package in ("runtime", "actors")
+        for p in (ROOT / package).rglob("*.py")
+        if p.name == "__main__.py" or 'if __name__ == "__main__"' in p.read_text()
+    }
+    assert mains == {"runtime/__main__.py", "runtime/lab/timeline_plot.py"}

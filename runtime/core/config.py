@@ -30,11 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.codec import message
+from runtime.core.errors import UserError
 from runtime.core.fault_spec import FaultSpec
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value is wrong; the message names the option and what is allowed."""
+
+    heading = "configuration error"
 
 
 DEFAULT_TIME_SCALE = 0.05

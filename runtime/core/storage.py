@@ -29,6 +29,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pyarrow.fs as pafs
 
+from runtime.core.errors import UserError
+
 S3_OPTIONS = (
     "endpoint_override",
     "scheme",
@@ -41,7 +43,7 @@ S3_OPTIONS = (
 )
 
 
-class StorageError(IOError):
+class StorageError(UserError, IOError):
     """The storage location is malformed or unusable; the message says how to fix it."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from runtime.core.errors import UserError
 
-class InputError(ValueError):
+
+class InputError(UserError, ValueError):
     """The input cannot be written as a Hudi stream; the message names the problem and the fix.
 
     Raised by :func:`runtime.data.workload.read_input` before anything is written.

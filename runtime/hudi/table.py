@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.errors import UserError
 from runtime.core.messages import WriteStat
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
@@ -64,7 +65,7 @@ _INSTANT_FILE = re.compile(r"^(\d{14,17})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(reque
 _BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
 
 
-class TableError(RuntimeError):
+class TableError(UserError, RuntimeError):
     """The table is missing, malformed or belongs to another configuration; the message says
     which, and what to do."""
 

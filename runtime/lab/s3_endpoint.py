@@ -206,32 +206,3 @@ def diff_counts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
         "bytes_in": after["bytes_in"] - before["bytes_in"],
         "bytes_out": after["bytes_out"] - before["bytes_out"],
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m runtime.lab.s3_endpoint --port 9000 --bucket lab``: a counting endpoint for demos."""
-    import argparse
-    import time
-
-    p = argparse.ArgumentParser(prog="python -m runtime.lab.s3_endpoint", description=main.__doc__)
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=9000)
-    p.add_argument("--bucket", action="append", default=[], help="bucket to create (repeatable)")
-    args = p.parse_args(argv)
-    ep = S3Endpoint(args.host, args.port).start()
-    for b in args.bucket:
-        ep.create_bucket(b)
-    print(
-        f"S3 endpoint on {ep.url}; e.g. --table '{ep.uri(args.bucket[0] if args.bucket else 'BUCKET', 'table')}'",
-        flush=True,
-    )
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        ep.stop()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import _config_from, build_parser, main, parse_args
+from runtime.cli import main
+from runtime.cli.main import build_parser, parse_args
+from runtime.cli.options import job_config, option_fields
 from runtime.core.config import JobConfig, flag_of
-from runtime.core.options import option_fields
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,7 @@ from runtime.core.options import option_fields
 )
 def test_every_option_has_help_and_shows_its_default(command):
     _, commands = build_parser()
-    for action in commands[command]._actions:
+    for action in commands[command].options:
         if not action.option_strings or action.dest in ("help", "config"):
             continue
         assert action.help, f"{command} {action.option_strings[0]} has no help"
@@ -31,7 +32,7 @@ def test_every_option_has_help_and_shows_its_default(command):
 
 def test_the_parsed_defaults_are_jobconfigs_defaults(tmp_path):
     args = parse_args(["run", "--out", str(tmp_path)])
-    cfg = _config_from(args, str(tmp_path))
+    cfg = job_config(args, str(tmp_path))
     defaults = JobConfig()
     for f in option_fields():
         assert getattr(cfg, f.name) == getattr(defaults, f.name), flag_of(f.name)
@@ -45,7 +46,7 @@ def test_a_yaml_file_sets_values_and_flags_win(tmp_path):
         "abort_checkpoints: '3'\nprotocol: ckp-meta\n"
     )
     args = parse_args(["run", "--config", str(path), "--writers", "4", "--out", str(tmp_path)])
-    cfg = _config_from(args, str(tmp_path))
+    cfg = job_config(args, str(tmp_path))
     assert (cfg.writers, cfg.checkpoint_timeout_s, cfg.kafka_commit_interval_s) == (4, 7.5, 0.4)
     assert cfg.protocol == "ckp-meta" and cfg.schedule.abort_checkpoints == [3]
     assert [f.text() for f in cfg.faults] == ["task.in_snapshot@2#1"]
@@ -85,7 +86,7 @@ def test_a_recorded_run_runs_again_from_its_result_json(tmp_path):
 def test_a_result_json_config_rescales_what_the_run_took_from_the_time_scale(tmp_path):
     assert main(["simulate", "--storage", "memory", "--quiet", "--out", str(tmp_path / "a")]) == 0
     args = parse_args(["run", "--config", str(tmp_path / "a" / "result.json"), "--time-scale", "0.1"])
-    cfg = _config_from(args, str(tmp_path / "b"))
+    cfg = job_config(args, str(tmp_path / "b"))
     assert cfg.wait_tick_s == pytest.approx(0.1) and cfg.table == str(tmp_path / "b" / "table")
 
 
@@ -135,3 +136,35 @@ def test_a_config_file_may_give_what_a_command_requires(tmp_path):
     path.write_text("scenario: deadlock\nseeds: 3\nprotocol: operator-event\n")
     args = parse_args(["explore", "--config", str(path), "--seeds", "2"])
     assert (args.scenario, args.seeds, args.protocol) == ("deadlock", 2, "operator-event")
+
+
+@pytest.mark.parametrize(
+    "command, positional, text, dest, value, flag",
+    [
+        ("run", [], "writers: 3", "writers", 3, ["--writers", "5"]),
+        ("deadlock", [], "expect: deadlock", "expect", "deadlock", ["--expect", "commits"]),
+        ("compare", [], "table-type: both", "table_type", "both", ["--table-type", "merge-on-read"]),
+        ("faults", [], "seeds: 4", "seeds", 4, ["--seeds", "5"]),
+        ("verify", [], "key: k2", "key", "k2", ["--key", "k3"]),
+        ("report", ["DIR"], "html: a.html", "html", "a.html", ["--html", "b.html"]),
+        ("simulate", [], "schedule_seed: 7", "schedule_seed", 7, ["--seed", "9"]),
+        ("explore", [], "scenario: deadlock\nseeds: 5", "seeds", 5, ["--seeds", "6"]),
+        ("replay", [], "seed: 5\nprotocol: ckp-meta\nscenario: deadlock", "seed", 5, ["--seed", "6"]),
+        ("shrink", [], "seed: 5\nprotocol: ckp-meta\nschedule: s.json", "seed", 5, ["--seed", "6"]),
+        ("s3-endpoint", [], "port: 9100", "port", 9100, ["--port", "9200"]),
+    ],
+)
+def test_every_command_takes_a_config_file_and_flags_win(tmp_path, command, positional, text, dest, value, flag):
+    path = tmp_path / "c.yaml"
+    path.write_text(text + "\n")
+    assert getattr(parse_args([command, *positional, "--config", str(path)]), dest) == value
+    flagged = parse_args([command, *positional, "--config", str(path), *flag])
+    assert str(getattr(flagged, dest)) == flag[1]
+
+
+def test_bad_input_anywhere_exits_2_with_its_message_and_no_traceback(tmp_path, capsys):
+    """A table that is not a Hudi table is the user's mistake (a TableError): exit 2, named."""
+    (tmp_path / "not-a-table").mkdir()
+    assert main(["verify", "--table", str(tmp_path / "not-a-table")]) == 2
+    out = capsys.readouterr().out
+    assert "Traceback" not in out and "Error" in out

@@ -249,11 +249,12 @@ def test_a_used_workdir_is_refused(simdir):
 
 
 def test_cli_checks_determinism_and_writes_result_json(simdir):
-    from runtime.sim.commands import main
+    from runtime.cli import main
 
     out = simdir / "out"
     code = main(
         [
+            "simulate",
             "--protocol",
             "operator-event",
             "--scenario",
@@ -289,7 +290,7 @@ def test_same_trace_in_another_process_without_ray(simdir):
     code = (
         "import sys, json\n"
         "from runtime.core.config import JobConfig\n"
-        "from runtime.sim.commands import main as _cli\n"
+        "from runtime.cli import main as _cli\n"
         "from runtime.sim import simulate\n"
         f"cfg = JobConfig(**{json.dumps(fields)})\n"
         f"r = simulate(cfg, seed={SEED}, storage='memory', verify=False)\n"

@@ -13,9 +13,9 @@ import json
 
 import pytest
 
+from runtime.cli import main as sim_main
 from runtime.core.config import JobConfig
 from runtime.sim import simulate
-from runtime.sim.commands import main as sim_main
 from runtime.sim.explore import InstantProbe, explore, judge, run_schedule
 from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
 from runtime.sim.shrink import shrink

@@ -1,5 +1,8 @@
 """The command line's face of :class:`~runtime.core.config.JobConfig`: one table, every command.
 
+Each command's parser is a :class:`CommandParser`: it keeps its own list of the options added to
+it (argparse keeps no public one), which is what a configuration file is checked against.
+
 Every JobConfig field that carries an :class:`~runtime.core.config.Option` becomes a flag, in its
 group, with its help and its default shown; a command picks the fields it takes (``exclude``) and
 may give them other defaults or flag names. :func:`config_from_args` reads the same fields back,
@@ -16,8 +19,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-from collections.abc import Collection, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 import yaml
 
@@ -35,6 +38,62 @@ from runtime.core.config import (
 from runtime.core.fault_spec import parse_faults
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
+
+
+class _Container(Protocol):
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
+
+
+class OptionGroup:
+    """An argument group (or a mutually exclusive one) of a :class:`CommandParser` whose options
+    the parser records."""
+
+    def __init__(self, parser: CommandParser, group: _Container, *, required: bool = False) -> None:
+        self._parser, self._group = parser, group
+        self.required = required
+        self.options: list[argparse.Action] = []
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = self._group.add_argument(*args, **kwargs)
+        self.options.append(action)
+        self._parser.options.append(action)
+        return action
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser that records the options added to it, through it or its groups."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.options: list[argparse.Action] = []  # before argparse adds --help
+        self.exclusive: list[tuple[OptionGroup, Any]] = []  # (its options, argparse's group)
+        self.groups: dict[str, OptionGroup] = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self.options.append(action)
+        return action
+
+    def group(self, title: str) -> OptionGroup:
+        """The argument group named ``title`` (created on first use)."""
+        if title not in self.groups:
+            self.groups[title] = OptionGroup(self, self.add_argument_group(title))
+        return self.groups[title]
+
+    def exclusive_group(self, *, required: bool) -> OptionGroup:
+        group = self.add_mutually_exclusive_group(required=required)
+        options = OptionGroup(self, group, required=required)
+        self.exclusive.append((options, group))
+        return options
+
+    def not_required(self, dests: Collection[str]) -> None:
+        """What a configuration file gives, the command line need not."""
+        for action in self.options:
+            if action.dest in dests:
+                action.required = False
+        for options, group in self.exclusive:
+            if any(a.dest in dests for a in options.options):
+                group.required = options.required = False
 
 
 def option_fields(exclude: Collection[str] = ()) -> list[dataclasses.Field[Any]]:
@@ -66,40 +125,42 @@ def _default_of(defaults: JobConfig, name: str) -> Any:
 
 
 def add_job_options(
-    parser: argparse.ArgumentParser,
+    parser: CommandParser,
     defaults: JobConfig,
     *,
     exclude: Collection[str] = (),
     flags: Mapping[str, str] | None = None,
     only: Collection[str] | None = None,
+    more_choices: Mapping[str, tuple[Sequence[str], str]] | None = None,
 ) -> None:
     """Adds every JobConfig option not in ``exclude`` (or, given ``only``, those named there) to
-    ``parser``, grouped, defaults shown."""
+    ``parser``, grouped, defaults shown. ``more_choices`` gives a field choices beyond its own,
+    with the help text that explains them."""
     if only is not None:
         exclude = [f.name for f in option_fields() if f.name not in only] + ["abort_checkpoints", "faults"]
-    groups: dict[str, Any] = {}
     for f in option_fields(exclude):
         opt = option_of(f.name)
         assert opt is not None
-        group = groups.get(opt.group) or groups.setdefault(opt.group, parser.add_argument_group(opt.group))
+        group = parser.group(opt.group)
         flag = (flags or {}).get(f.name) or flag_of(f.name)
         default = _default_of(defaults, f.name)
         if f.type == "bool":
             action = "store_false" if default else "store_true"
             group.add_argument(flag, dest=f.name, action=action, default=default, help=opt.help)
             continue
+        extra, extra_help = (more_choices or {}).get(f.name, ((), ""))
+        choices = [*opt.choices, *extra]
         group.add_argument(
             flag,
             dest=f.name,
-            metavar=_metavar(f.name, flag, str(f.type), opt.choices),
+            metavar=_metavar(f.name, flag, str(f.type), tuple(choices)),
             type=_TYPES[str(f.type)],
             default=default,
-            choices=list(opt.choices) or None,
-            help=f"{opt.help} (default: {_default_text(f.name, default)})",
+            choices=choices or None,
+            help=f"{opt.help} (default: {_default_text(f.name, default)})" + (f"; {extra_help}" if extra_help else ""),
         )
     if "abort_checkpoints" not in exclude:
-        group = groups.get(WORKLOAD) or groups.setdefault(WORKLOAD, parser.add_argument_group(WORKLOAD))
-        group.add_argument(
+        parser.group(WORKLOAD).add_argument(
             "--abort-checkpoints",
             default="",
             help="comma-separated checkpoint ids the job manager aborts (default: none)",
@@ -180,12 +241,12 @@ def _from_result(recorded: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def apply_config_file(parser: argparse.ArgumentParser, path: str, command: str) -> None:
+def apply_config_file(parser: CommandParser, path: str, command: str) -> None:
     """Makes the file's values ``parser``'s defaults, so flags given on the command line win.
     A key that is no option of the command is refused, naming the key, the file and the command."""
     values = read_config_file(path)
     by_name: dict[str, str] = {}
-    for action in parser._actions:  # argparse keeps no public list of a parser's options
+    for action in parser.options:
         for spelling in (action.dest, *action.option_strings):
             by_name[spelling.lstrip("-").replace("-", "_")] = action.dest
     defaults: dict[str, Any] = {}
@@ -210,12 +271,7 @@ def apply_config_file(parser: argparse.ArgumentParser, path: str, command: str) 
                 f"see `commitlab {command} --help` for the names (field names and flags both work)"
             )
     parser.set_defaults(**defaults, config_extra=extra if parser.get_default("config_extra") is not None else None)
-    for action in parser._actions:  # what the file gives, the command line need not
-        if action.dest in defaults:
-            action.required = False
-    for group in parser._mutually_exclusive_groups:
-        if any(a.dest in defaults for a in group._group_actions):
-            group.required = False
+    parser.not_required(defaults)
 
 
 def _fault_text(value: Any) -> str:
@@ -228,7 +284,7 @@ def _fault_text(value: Any) -> str:
     raise ConfigError(f"--config: a fault is a spec text or a mapping, got {value!r}")
 
 
-def add_config_option(parser: argparse.ArgumentParser, *, job: bool) -> None:
+def add_config_option(parser: CommandParser, *, job: bool) -> None:
     """``--config FILE``; ``job``: the command builds a JobConfig, so a file may also give the
     recorded fields that have no flag."""
     parser.add_argument(
@@ -255,3 +311,55 @@ def check_writable_dir(path: str, flag: str) -> str:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {path}: {probe} is not writable by this user; choose another {flag}")
     return path
+
+
+# -- what the commands share ----------------------------------------------------------------------
+
+
+def protocol_names() -> list[str]:
+    from runtime.protocols import PROTOCOLS
+
+    return list(PROTOCOLS)
+
+
+def protocol_option(p: CommandParser, default: str) -> None:
+    p.add_argument("--protocol", default=default, choices=protocol_names(), help=f"the protocol (default: {default})")
+
+
+def names_option(text: str, known: list[str], flag: str) -> list[str]:
+    """A comma-separated selection from ``known`` (empty: all of them)."""
+    names = [n.strip() for n in text.split(",") if n.strip()] or list(known)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ConfigError(f"{flag}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    return names
+
+
+def job_config(args: argparse.Namespace, out: str, *, arm_faults: bool = True) -> JobConfig:
+    """The job configuration of a command's arguments; the table defaults to OUT/table."""
+    return config_from_args(args, table=args.table or os.path.join(out, "table"), arm_faults=arm_faults)
+
+
+def job_command(
+    sub: Any,
+    name: str,
+    help: str,
+    defaults: JobConfig,
+    *,
+    out: str,
+    exclude: tuple[str, ...] = (),
+    more_choices: Mapping[str, tuple[Sequence[str], str]] | None = None,
+) -> CommandParser:
+    """A command that runs jobs: --out, --trace, --quiet, --config and the job options."""
+    p: CommandParser = sub.add_parser(name, help=help, description=help)
+    p.add_argument(
+        "--out", default=out, help=f"directory for the results and, without --table, the table (default: {out})"
+    )
+    p.add_argument("--table", default=None, help="table path or pyarrow.fs URI (default: OUT/table)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--verbose", action="store_true", help="show Ray's and Spark's own output (default: OUT/logs/ray-and-spark.log)"
+    )
+    add_config_option(p, job=True)
+    add_job_options(p, defaults, exclude=exclude, more_choices=more_choices)
+    return p

@@ -4,8 +4,8 @@ Prints and returns figures; asserts nothing about time (machines differ). Every 
 its real (wall-clock) time and the process's CPU time: on a shared machine the first measures the
 neighbours too, the second only the simulator. Run
 
-    python -m runtime.sim.bench [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000]
-                                [--explore-seeds 30] [--jobs N] [--out FILE]
+    python benchmarks/bench_sim.py [--writers 16] [--checkpoints 50] [--deadlock-seeds 1000]
+                                   [--explore-seeds 30] [--jobs N] [--out FILE]
 
 Workloads (all with ``--writers`` writers):
 
@@ -37,10 +37,14 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from runtime.core.config import JobConfig
-from runtime.sim.host import simulate
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402, F401  (sets sys.path to the project root)
+
+from runtime.core.config import JobConfig  # noqa: E402
+from runtime.sim.host import simulate  # noqa: E402
 
 # real-parquet tables in memory when the machine has /dev/shm: a disk's latency is not the simulator's
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -238,7 +242,7 @@ def environment() -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m runtime.sim.bench")
+    p = argparse.ArgumentParser(prog="python benchmarks/bench_sim.py")
     p.add_argument("--protocol", default="message-bus")
     p.add_argument("--writers", type=int, default=16)
     p.add_argument("--checkpoints", type=int, default=50)

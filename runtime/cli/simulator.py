@@ -1,7 +1,10 @@
-"""``commitlab simulate``: one job under the deterministic simulator (no Ray).
+"""``commitlab simulate``, ``explore``, ``replay`` and ``shrink``: jobs under the deterministic
+simulator (virtual time, one process, no Ray).
 
-``runtime/cli.py`` registers it with :func:`add_commands`; ``python -m runtime.sim.commands`` runs it
-alone. ``--seed`` is the schedule's seed (message delays, the roles' random sources);
+Explore lives here with simulate: it runs seeds under the same simulator, shrinks and replays what
+it finds with the commands below, and shares their table and storage handling.
+
+``simulate``: ``--seed`` is the schedule's seed (message delays, the roles' random sources);
 ``--data-seed`` the generated stream's. ``--check-determinism`` runs twice and stops the second
 run at the first event that differs, naming it.
 """
@@ -12,22 +15,21 @@ import argparse
 import json
 import os
 import shutil
-import sys
 from typing import Any
 
 from rich.console import Console
 
+from runtime.cli import exits
+from runtime.cli.exits import ExitCode
+from runtime.cli.options import (
+    CommandParser,
+    add_config_option,
+    add_job_options,
+    check_writable_dir,
+    config_from_args,
+    protocol_names,
+)
 from runtime.core.config import ConfigError, JobConfig
-from runtime.core.options import add_config_option, add_job_options, check_writable_dir, config_from_args
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
-
-
-def _protocol_names() -> list[str]:
-    from runtime.protocols import PROTOCOLS
-
-    return list(PROTOCOLS)
-
 
 # what a simulation does not take: it generates its stream in Python and runs in one process
 NOT_SIMULATED = (
@@ -47,13 +49,13 @@ NOT_SIMULATED = (
 def add_commands(subparsers: Any) -> None:
     """Registers ``simulate``, ``explore``, ``replay`` and ``shrink`` on the ``commitlab``
     sub-command parser."""
-    p = subparsers.add_parser(
+    p: CommandParser = subparsers.add_parser(
         "simulate", help="run a job under the deterministic simulator (virtual time, one process, a seed; no Ray)"
     )
     p.add_argument(
         "--protocol",
         default=JobConfig().protocol,
-        choices=_protocol_names(),
+        choices=protocol_names(),
         help=f"the protocol (default: {JobConfig().protocol})",
     )
     p.add_argument(
@@ -80,7 +82,7 @@ def add_commands(subparsers: Any) -> None:
     _add_explore_commands(subparsers)
 
 
-def _add_simulation_options(p: argparse.ArgumentParser) -> None:
+def _add_simulation_options(p: CommandParser) -> None:
     p.add_argument(
         "--check-determinism",
         action="store_true",
@@ -161,14 +163,6 @@ def _delay(text: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _exit_code(result: dict[str, Any]) -> int:
-    if result["status"] == "deadlocked":
-        return EXIT_DEADLOCK
-    eo = result.get("exactly_once")
-    verified = eo is None or eo.get("verified")  # --no-verify: the status decides
-    return EXIT_OK if result["status"] == "finished" and verified else EXIT_FAILED
-
-
 def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.host import simulate
 
@@ -186,14 +180,11 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
         **kwargs,
     )
     events = result.pop("trace", None)
-    code = _exit_code(result)
     if args.check_determinism:
         result["determinism"] = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, result)
-        if not result["determinism"]["identical"]:
-            code = EXIT_FAILED
     _write_simulation(out, result, events if args.trace else None)
     _print_simulation(console, result, args.schedule_seed, out, args.trace)
-    return code
+    return exits.of_simulation(result)
 
 
 def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -285,7 +276,7 @@ def _add_explore_commands(subparsers: Any) -> None:
     from runtime.sim.schedule import SCENARIOS
 
     scen_help = "; ".join(f"{k}: {v[1]}" for k, v in SCENARIOS.items())
-    p = subparsers.add_parser(
+    p: CommandParser = subparsers.add_parser(
         "explore",
         help="many seeds of a scenario under the simulator, a random schedule each, invariants checked after every run",
     )
@@ -294,7 +285,7 @@ def _add_explore_commands(subparsers: Any) -> None:
     p.add_argument("--first-seed", type=int, default=0, help="the first seed (default: 0)")
     p.add_argument(
         "--protocol",
-        choices=_protocol_names(),
+        choices=protocol_names(),
         default=None,
         help="one protocol (default: every protocol, --seeds each)",
     )
@@ -330,10 +321,10 @@ def _add_replay_commands(subparsers: Any) -> None:
         ("replay", "re-run one explored seed and print its verdict and trace excerpt"),
         ("shrink", "reduce a failing seed's schedule to a smaller one that fails the same way"),
     ):
-        q = subparsers.add_parser(name, help=helptext)
+        q: CommandParser = subparsers.add_parser(name, help=helptext)
         q.add_argument("--seed", type=int, required=True, help="the seed to run (explore prints it)")
-        q.add_argument("--protocol", choices=_protocol_names(), required=True, help="the protocol to run")
-        src = q.add_mutually_exclusive_group(required=True)
+        q.add_argument("--protocol", choices=protocol_names(), required=True, help="the protocol to run")
+        src = q.exclusive_group(required=True)
         src.add_argument(
             "--scenario",
             choices=list(SCENARIOS),
@@ -363,7 +354,7 @@ def _base(args: argparse.Namespace) -> JobConfig:
     return JobConfig(allow_empty_commit=args.allow_empty_commit)
 
 
-def _allow_empty_commit_option(p: argparse.ArgumentParser) -> None:
+def _allow_empty_commit_option(p: CommandParser) -> None:
     add_job_options(p, JobConfig(), only=("allow_empty_commit",))
 
 
@@ -509,7 +500,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--seeds must be at least 1, got {args.seeds}")
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
-    protocols = [args.protocol] if args.protocol else _protocol_names()
+    protocols = [args.protocol] if args.protocol else protocol_names()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
@@ -523,7 +514,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
     _print_exploration(console, doc, path)
-    return EXIT_FAILED if doc["failures"] else EXIT_OK
+    return exits.of_exploration(doc["failures"])
 
 
 def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: int) -> None:
@@ -560,7 +551,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     if workdir is not None:  # the table's record: a later replay into OUT may replace the table
         _write_simulation(workdir, {k: v for k, v in result.items() if k != "trace"}, None)
     _print_verdict(console, verdict, result, args.trace_events)
-    return EXIT_FAILED if verdict.failing else EXIT_OK
+    return exits.of_replay(verdict.failing)
 
 
 def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
@@ -580,7 +571,7 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
         )
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]", highlight=False)
-        return EXIT_USAGE
+        return ExitCode.USAGE  # the schedule does not fail: nothing to shrink
     out = os.path.abspath(args.out or ".")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, f"shrunk-{args.protocol}-{args.seed}.json")
@@ -596,24 +587,4 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
         "", args.seed, args.protocol, schedule_file=path, allow_empty_commit=args.allow_empty_commit
     )
     console.print(f"schedule: {path}\nreplay: {replay}", highlight=False)
-    return EXIT_OK
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="commitlab")
-    add_commands(parser.add_subparsers(dest="command", required=True))
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] not in (["simulate"], ["explore"], ["replay"], ["shrink"]):  # --protocol ... = simulate
-        argv = ["simulate", *argv]
-    args = parser.parse_args(argv)
-    console = Console(width=None if sys.stdout.isatty() else 150)
-    try:
-        code: int = args.func(args, console)  # the chosen command's handler, set by its sub-parser
-        return code
-    except ConfigError as exc:
-        console.print(f"[red]configuration error:[/red] {exc}", highlight=False)
-        return EXIT_USAGE
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ExitCode.OK

@@ -1,0 +1,73 @@
+"""The exit codes of ``commitlab`` and, per command, the rule from its outcome to its code."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1  # the run failed, was not verified, or a check found a problem
+    USAGE = 2  # bad input: an option, a file, a table, a location (nothing ran)
+    DEADLOCK = 3  # the job deadlocked (the watchdog diagnosed it)
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
+
+
+def of_run(result: dict[str, Any]) -> ExitCode:
+    """``run``: OK only when the job finished and exactly-once was verified."""
+    if result["status"] == "deadlocked":
+        return ExitCode.DEADLOCK
+    if result["status"] == "interrupted":
+        return ExitCode.INTERRUPTED
+    eo = result.get("exactly_once")
+    return ExitCode.OK if result["status"] == "finished" and eo and eo["verified"] else ExitCode.FAILED
+
+
+def of_deadlock(result: dict[str, Any], expect: str) -> ExitCode:
+    """``deadlock``: ``--expect any`` accepts a deadlock or commits; ``deadlock`` / ``commits``
+    accept only that outcome."""
+    if result["status"] == "deadlocked":
+        return ExitCode.OK if expect != "commits" else ExitCode.FAILED
+    committed = result["status"] == "finished" and bool(result["commits"])
+    if expect == "deadlock":
+        return ExitCode.FAILED
+    return ExitCode.OK if committed else ExitCode.FAILED
+
+
+def of_verify(audit_ok: bool, verified: bool) -> ExitCode:
+    """``verify``: the table's own audit and the check against what was written both pass."""
+    return ExitCode.OK if audit_ok and verified else ExitCode.FAILED
+
+
+def of_compare(not_verified: list[str]) -> ExitCode:
+    """``compare``: every protocol that did not deadlock verified exactly-once."""
+    return ExitCode.FAILED if not_verified else ExitCode.OK
+
+
+def of_faults(counts: dict[str, int]) -> ExitCode:
+    """``faults``: no cell violated exactly-once or failed."""
+    return ExitCode.FAILED if counts["VIOLATION"] or counts["FAILED"] else ExitCode.OK
+
+
+def of_simulation(result: dict[str, Any]) -> ExitCode:
+    """``simulate``: as ``run`` (without ``--no-verify``'s check the status decides); a replay
+    that differs (``--check-determinism``) fails it."""
+    det = result.get("determinism")
+    if det is not None and not det["identical"]:
+        return ExitCode.FAILED
+    if result["status"] == "deadlocked":
+        return ExitCode.DEADLOCK
+    eo = result.get("exactly_once")
+    verified = eo is None or eo.get("verified")
+    return ExitCode.OK if result["status"] == "finished" and verified else ExitCode.FAILED
+
+
+def of_exploration(failures: list[dict[str, Any]]) -> ExitCode:
+    """``explore``: no seed failed (a protocol's known failure is no failure)."""
+    return ExitCode.FAILED if failures else ExitCode.OK
+
+
+def of_replay(failing: bool) -> ExitCode:
+    """``replay``: the seed's verdict."""
+    return ExitCode.FAILED if failing else ExitCode.OK

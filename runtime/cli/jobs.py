@@ -1,0 +1,203 @@
+"""``commitlab run``, ``deadlock`` and ``verify``: one job on Ray, checked; any table, checked."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from rich.console import Console
+
+from runtime.cli import exits
+from runtime.cli.options import (
+    CommandParser,
+    add_config_option,
+    check_writable_dir,
+    job_command,
+    job_config,
+    protocol_names,
+    protocol_option,
+)
+from runtime.cli.terminal import engine_log, engines_to_log, interruptible
+from runtime.core.config import ConfigError, JobConfig
+
+
+def run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Namespace, label: str) -> dict[str, Any]:
+    """Runs the job with its phases, progress bar, signals and the engines' log; prints its summary."""
+    from actors.job import run_job
+    from actors.spark import spark_scope
+    from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
+
+    quiet, trace, engines_log = args.quiet, args.trace, engine_log(args, out)
+    phases = PhaseLog(console, enabled=not quiet)
+    with (
+        interruptible(console) as stop,
+        engines_to_log(engines_log),
+        spark_scope(),
+        checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress,
+    ):
+        result = run_job(cfg, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
+    phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
+    console.print(summary_table(result))
+    if result.get("deadlock"):
+        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    console.print(
+        f"result: {os.path.join(out, 'result.json')}"
+        + (f"; trace: {trace}" if trace else "")
+        + (f"; timeline: {result['timeline']}" if result.get("timeline") else "")
+    )
+    return result
+
+
+def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    from runtime.writer.topology import validate_job
+
+    out = check_writable_dir(args.out, "--out")
+    cfg = validate_job(job_config(args, out))
+    if "://" not in cfg.table:
+        check_writable_dir(cfg.table, "--table")
+    from runtime.hudi.layout import resolve_layout
+
+    cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
+    result = run_and_report(cfg, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
+    return exits.of_run(result)
+
+
+def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
+    from runtime.faults.scenarios import deadlock_config
+
+    out = check_writable_dir(args.out, "--out")
+    cfg = deadlock_config(job_config(args, out)).validate(protocol_names())
+    console.print(
+        f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
+        f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
+    )
+    result = run_and_report(cfg, out, console, args, f"deadlock schedule: {cfg.protocol}")
+    return exits.of_deadlock(result, args.expect)
+
+
+def cmd_verify(args: argparse.Namespace, console: Console) -> int:
+    """Checks any Hudi table: against itself (timeline, files, metadata, unique records), and
+    against an input (``--input``) or a generator run's recorded configuration (``--result``)."""
+    from runtime.lab.report import audit_table_view, verdict_table
+    from runtime.lab.table_audit import audit_table
+    from runtime.lab.verify import verify_commits, verify_run
+
+    expected, commits, source = None, None, ""
+    if args.result:
+        from runtime.lab.verify import VerifyError, expected_from_result
+
+        try:
+            expected, commits, table_of_run = expected_from_result(args.result)
+        except VerifyError as exc:
+            raise ConfigError(str(exc)) from None
+        args.table = args.table or table_of_run
+        source = args.result
+    if not args.table:
+        raise ConfigError("verify needs --table TABLE (or --result DIR/result.json, whose run names its table)")
+    table = args.table if "://" in args.table else os.path.abspath(args.table)
+    audit = audit_table(table, expected_commits=commits)
+    console.print(audit_table_view(audit))
+    if args.input:
+        console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
+        expected = _expected_from_input(args)
+        source = args.input
+    if expected is None:
+        checked = _commits_or_error(table, verify_commits)
+        for p in checked["problems"]:
+            console.print(f"[red]commit {p['instant']}[/red]: " + "; ".join(p["reasons"]), highlight=False)
+        console.print(f"{checked['commits']} commits' incremental reads checked against their metadata")
+        return exits.of_verify(audit.ok, checked["verified"])
+    partition = args.partition_field if args.input else None  # --result: the table's own field
+    verdict = verify_run(table, expected, args.key, partition)
+    console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
+    return exits.of_verify(audit.ok, verdict["verified"])
+
+
+def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
+    """verify_commits, with a reader failure as a problem rather than a traceback."""
+    from runtime.lab.verify import VerifyError
+
+    try:
+        result: dict[str, Any] = check(table)
+    except VerifyError as exc:
+        return {"verified": False, "commits": 0, "problems": [{"instant": "(reader)", "reasons": [str(exc)]}]}
+    return result
+
+
+def _expected_from_input(args: argparse.Namespace) -> Any:
+    """The expected state of ``--input``, computed in Spark on Ray: one row per (partition, key)."""
+    import pyarrow as pa
+
+    from actors.spark import spark_scope, start_spark
+    from runtime.data import workload as wl
+
+    with spark_scope():
+        spark = start_spark()
+        df = wl.read_input(
+            spark, args.input, args.key, args.partition_field, args.precombine_field, args.input_format or None
+        )
+        state = wl.expected_state(df, args.key, args.precombine_field, args.partition_field)
+        return pa.Table.from_batches(state._collect_as_arrow())
+
+
+def add_run_commands(sub: Any) -> None:
+    run = job_command(sub, "run", "run a streaming write job and verify exactly-once", JobConfig(), out="commitlab-out")
+    protocol_option(run, JobConfig().protocol)
+    run.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
+    run.set_defaults(func=cmd_run)
+
+    dl = job_command(
+        sub,
+        "deadlock",
+        "run the schedule that deadlocks P1 (operator events): a quiet round, then data",
+        JobConfig(source="generator", commit_ack_timeout_s=20.0),
+        out="commitlab-deadlock",
+    )
+    protocol_option(dl, "operator-event")
+    dl.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
+    dl.add_argument(
+        "--expect",
+        choices=["any", "deadlock", "commits"],
+        default="any",
+        help="exit non-zero unless the run deadlocks / commits (default: any)",
+    )
+    dl.set_defaults(func=cmd_deadlock)
+
+
+def add_verify_command(sub: Any) -> None:
+    defaults = JobConfig()
+    ver: CommandParser = sub.add_parser(
+        "verify",
+        help="check a Hudi table: against itself (timeline, files, metadata, unique records) and, "
+        "with --input or --result, against what was written",
+    )
+    ver.add_argument("--table", default="", help="table path or URI (default with --result: the run's table)")
+    ver.add_argument(
+        "--result",
+        default="",
+        help="a generator run's result.json: re-derive its expected state and committed instants from it "
+        "(default: none)",
+    )
+    ver.add_argument(
+        "--input", default="", help="the input the table was written from: parquet, CSV, JSON (default: none)"
+    )
+    ver.add_argument(
+        "--input-format",
+        default="",
+        choices=["", "parquet", "csv", "json"],
+        help="format of --input (default: from the file names)",
+    )
+    ver.add_argument("--key", default=defaults.key_field, help=f"record key column (default: {defaults.key_field})")
+    ver.add_argument(
+        "--partition-field",
+        default=defaults.partition_field,
+        help=f"partition path column (default: {defaults.partition_field})",
+    )
+    ver.add_argument(
+        "--precombine-field",
+        default=defaults.precombine_field,
+        help=f"ordering column: the larger value wins an upsert (default: {defaults.precombine_field})",
+    )
+    add_config_option(ver, job=False)
+    ver.set_defaults(func=cmd_verify)
