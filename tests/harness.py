@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound="TestEnv")
+T = TypeVar("T")
 
 REAL_TIME_GUARD_S = 60.0  # real seconds one test may spend in its loop (a busy loop that never waits)
 MEMORY_TABLE = "/commitlab-test/t"
@@ -344,6 +345,18 @@ async def wait_until(
         if now() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout}s (virtual)")
         await asyncio.sleep(step)
+
+
+def run_virtual(coro: Coroutine[Any, Any, T], max_real_s: float = 60.0) -> T:
+    """Runs ``coro`` to its end on a fresh simulator loop (virtual time), as ``asyncio.run`` would
+    on the real clock: a test's sleeps and timeouts cost no real time and a loaded machine cannot
+    change what it sees."""
+    loop = SimLoop(max_real_s=max_real_s)
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.disarm_guards()
+        loop.close()
 
 
 def new_table(dfs: Dfs, path: str) -> HudiTable:

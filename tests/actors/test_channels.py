@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from harness import run_virtual
 
 from actors.channels import InOrder, Outbox
 
@@ -34,7 +35,7 @@ async def _arrive(gate: InOrder, channel: str, order: list[int], started: list[i
 
 def test_messages_that_arrive_out_of_order_start_in_the_senders_order():
     gate, started = InOrder(gap_wait_s=5.0), []
-    asyncio.run(_arrive(gate, "writer-0#a", [2, 0, 3, 1, 4], started, stagger_s=0.002))
+    run_virtual(_arrive(gate, "writer-0#a", [2, 0, 3, 1, 4], started, stagger_s=0.002))
     assert started == [0, 1, 2, 3, 4]
     assert gate.held == 2 and gate.gaps == 0  # 2 and 3 waited
     assert gate.waiting() == 0  # nothing is left held back
@@ -49,7 +50,7 @@ def test_channels_are_independent():
         )
         return a, b
 
-    assert asyncio.run(both()) == ([0, 1, 2], [0, 1, 2])
+    assert run_virtual(both()) == ([0, 1, 2], [0, 1, 2])
 
 
 def test_the_handler_of_an_earlier_message_begins_before_a_later_one_is_let_through():
@@ -68,7 +69,7 @@ def test_the_handler_of_an_earlier_message_begins_before_a_later_one_is_let_thro
         await later
         return log
 
-    assert asyncio.run(scenario()) == ["write event", "ack"]
+    assert run_virtual(scenario()) == ["write event", "ack"]
 
 
 def test_a_gap_is_waited_for_boundedly_then_counted_and_the_later_messages_go_on():
@@ -85,7 +86,7 @@ def test_a_gap_is_waited_for_boundedly_then_counted_and_the_later_messages_go_on
         await gate.run("c", 1, lambda: handler(1))  # it came after all: late, not held
         return started, gate
 
-    started, gate = asyncio.run(scenario())
+    started, gate = run_virtual(scenario())
     assert started == [0, 2, 3, 1]
     assert gate.gaps == 1 and gate.held == 1
 
@@ -107,4 +108,4 @@ def test_a_failing_handler_does_not_stall_the_channel():
         await later
         return log
 
-    assert asyncio.run(scenario()) == ["0", "1"]
+    assert run_virtual(scenario()) == ["0", "1"]

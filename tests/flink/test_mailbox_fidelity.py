@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+from harness import run_virtual
+
 from runtime.flink.mailbox import Controller, Mail, MailboxProcessor, TaskMailbox
 
 
@@ -30,7 +32,7 @@ def test_a_mail_that_requeues_itself_does_not_starve_the_default_action() -> Non
         proc.get_main_executor().execute(again, "again")
         await asyncio.wait_for(proc.run_mailbox_loop(), 2.0)
 
-    asyncio.run(body())
+    run_virtual(body())
     assert steps == [1, 2, 3]
     assert len(runs) == 4  # one run per batch: before each step, and the drain after completion
 
@@ -55,7 +57,7 @@ def test_close_cancels_the_futures_of_the_mails_it_drops() -> None:
         dropped = proc.close()
         return fut, dropped
 
-    fut, dropped = asyncio.run(body())
+    fut, dropped = run_virtual(body())
     assert [m.kind for m in dropped] == ["never runs"]
     assert fut.cancelled()
 
