@@ -29,7 +29,6 @@ event loop outside the mailbox thread, so the task answers introspection while i
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,12 +62,10 @@ from runtime.flink.mailbox import (
     Suspension,
     TaskMailbox,
 )
-from runtime.hudi.compaction import compacting_file_groups
-from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
-from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
+from runtime.hudi.table import HudiTable
 from runtime.protocols.base import Protocol, WriterSide
+from runtime.writer.file_group_writer import file_group_writer
 
 if TYPE_CHECKING:
     import asyncio
@@ -76,14 +73,6 @@ if TYPE_CHECKING:
 
 class FlushError(RuntimeError):
     pass
-
-
-@dataclass
-class _FileVersion:
-    instant: str
-    rel_path: str
-    stat: WriteStat
-    key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
 
 
 class WriteTask:
@@ -112,7 +101,6 @@ class WriteTask:
         self.task_id = task_id
         self.table = table  # the protocol's view (timeline polls count as the writer's)
         self.data_table = data_table or table  # base files (counted as writer.data)
-        self._parquet = ParquetWriteOptions(config.parquet_compression)
         self.coordinator = coordinator
         self.job_manager = job_manager
         self.current_instant: str | None = None
@@ -132,19 +120,14 @@ class WriteTask:
         self.buckets: dict[tuple[str, int], list[pa.Table]] = {}
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
-        self.versions: dict[tuple[str, str], _FileVersion] = {}  # (partition, file_id) -> latest
-        # merge-on-read: (partition, file_id) -> the slice as this task last wrote it; each
-        # partition's listing, taken at its first touch in an instant (a compaction scheduled
-        # since the last instant moves file groups to new slices: Hudi's file-system view is
-        # refreshed per instant); the timeline and the pending compactions' file groups (partition
-        # -> file id -> compaction), read once per instant
-        self.slices: dict[tuple[str, str], LogSlice] = {}
-        self._log_listings: dict[str, PartitionLogs] = {}
-        self._log_instant = ""
-        self._log_view: tuple[Timeline, dict[str, dict[str, str]]] = (Timeline([]), {})
-        self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
-        self._listed_partitions: set[str] = set()
-        self._partitions_ready: set[str] = set()
+        # how a flush is written: a base file version (copy-on-write) or a log file (merge-on-read)
+        self.writer = file_group_writer(
+            self.data_table,
+            task_id,
+            key=table.props.record_key_field,
+            precombine=table.props.precombine_field,
+            parquet=ParquetWriteOptions(config.parquet_compression),
+        )
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.blocked: BlockedWait | None = None
         self._ended_wait: tuple[float, float] | None = None
@@ -456,22 +439,12 @@ class WriteTask:
 
     async def forget_uncommitted_versions(self) -> int:
         """Forgets the file versions this task wrote into instants that never committed (a
-        commit abandoned and rolled back): the next flush of those file groups merges onto their
-        committed base file instead of a deleted one. Returns how many were forgotten."""
-        if not self.versions and not self.slices:
+        commit abandoned and rolled back): the next flush of those file groups writes onto what
+        was committed instead of deleted files. Returns how many were forgotten."""
+        if not self.writer.remembers_writes():
             return 0
         timeline = await self.env.io(self.data_table.timeline)
-        stale = [k for k, v in self.versions.items() if not timeline.is_completed(v.instant)]
-        for key in stale:
-            del self.versions[key]
-            self._listed_partitions.discard(key[0])  # list its committed base files again
-        # merge-on-read: the rollback deleted log files and wrote rollback blocks into new log
-        # versions, so every slice is listed again (versions must not collide)
-        forgotten = len(self.slices)
-        self.slices.clear()
-        self._log_listings.clear()
-        self._log_instant = ""  # the next flush lists the timeline again
-        return len(stale) + forgotten
+        return self.writer.forget_uncommitted(timeline)
 
     def discard_buffers(self) -> int:
         """Drops every buffered record (a protocol that will consume them again); returns rows."""
@@ -531,7 +504,7 @@ class WriteTask:
         self.buffered_rows -= self.bucket_rows.pop(key)
         records = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         start = self.env.now()
-        stat = await self.env.io(self._write_file_group_blocking, key, instant, records)
+        stat = await self.env.io(self.writer.write, key[0], key[1], instant, records)
         self.env.tracer.complete(
             f"flush {key[0]}/{key[1]}",
             start,
@@ -541,97 +514,6 @@ class WriteTask:
             args={"instant": instant, "rows": records.num_rows},
         )
         return stat
-
-    def _write_file_group_blocking(self, key: tuple[str, int], instant: str, records: pa.Table) -> WriteStat:
-        partition, bucket = key
-        table = self.data_table
-        fid = file_group_id(table.props.table_name, partition, bucket)
-        if partition not in self._partitions_ready:
-            table.ensure_partition(partition, instant)
-            self._partitions_ready.add(partition)
-        if table.props.merge_on_read:
-            return self._append_log_blocking(partition, fid, instant, records)
-        prev = self.versions.get((partition, fid))
-        if prev is None and partition not in self._listed_partitions:
-            # first touch of this partition: find the committed base files once
-            committed = table.committed_base_files(partition, table.timeline())
-            for other_fid, (inst, rel) in committed.items():
-                self.versions.setdefault(
-                    (partition, other_fid),
-                    _FileVersion(inst, rel, WriteStat(other_fid, rel, partition, inst, 0, 0, 0, 0, 0)),
-                )
-            self._listed_partitions.add(partition)
-            prev = self.versions.get((partition, fid))
-        base = table.read_base_file(prev.rel_path) if prev is not None else None
-        name = base_file_name(fid, f"{self.task_id}-0-0", instant)
-        rel = f"{partition}/{name}"
-        merged = merge_file_group(
-            base,
-            records,
-            instant=instant,
-            partition=partition,
-            file_name=name,
-            key=self._key_field,
-            precombine=self._precombine,
-            partition_id=self.task_id,
-            base_instant=prev.instant if prev is not None and base is not None else None,
-            base_positions=prev.key_positions if prev is not None and base is not None else None,
-        )
-        size = table.write_base_file(rel, merged.table, self._parquet)
-        if prev is not None and prev.instant == instant:  # the same instant writes this file group again
-            prev_commit = prev.stat.prev_commit
-            inserts = prev.stat.num_inserts + merged.inserts
-            updates = prev.stat.num_update_writes + merged.updates
-        else:
-            prev_commit = prev.instant if prev is not None else "null"
-            inserts, updates = merged.inserts, merged.updates
-        stat = WriteStat(
-            fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
-        )
-        self.versions[(partition, fid)] = _FileVersion(instant, rel, stat, merged.key_positions)
-        return stat
-
-    def _append_log_blocking(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
-        """A merge-on-read flush: the records as the next log file of the file group's latest
-        slice (:mod:`runtime.hudi.log_writer`)."""
-        table = self.data_table
-        if instant != self._log_instant:  # a new instant sees the table anew: one timeline listing
-            self.slices.clear()
-            self._log_listings.clear()
-            timeline = table.timeline()
-            # version 8+ names a log after its instant: no pending compaction's slice to find
-            held = {} if table.version.logs_per_instant else compacting_file_groups(table, timeline)
-            self._log_view = (timeline, held)
-            self._log_instant = instant
-        listing = self._log_listings.get(partition)
-        if listing is None:  # first touch of this partition: its file slices, from one listing
-            timeline, held = self._log_view
-            listing = list_partition(table, partition, timeline, held.get(partition, {}))
-            self._log_listings[partition] = listing
-        slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
-        rows = log_records(
-            records,
-            instant=instant,
-            partition=partition,
-            file_id=fid,
-            key=self._key_field,
-            precombine=self._precombine,
-            partition_id=self.task_id,
-            seqno=self._log_seqno,
-        )
-        self._log_seqno += rows.num_rows
-        stat, self.slices[(partition, fid)] = append_log_file(
-            table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
-        )
-        return stat
-
-    @property
-    def _key_field(self) -> str:
-        return self.table.props.record_key_field
-
-    @property
-    def _precombine(self) -> str:
-        return self.table.props.precombine_field
 
 
 def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[tuple[str, int], pa.Table]]:
