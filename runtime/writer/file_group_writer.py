@@ -59,10 +59,9 @@ class FileGroupWriter(ABC):
         after the rollback); returns how many file groups it forgot."""
 
 
-def file_group_writer(
-    table: HudiTable, task_id: int, *, key: str, precombine: str, parquet: ParquetWriteOptions
-) -> FileGroupWriter:
-    """The writer of the table's type."""
+def file_group_writer(table: HudiTable, task_id: int, parquet: ParquetWriteOptions) -> FileGroupWriter:
+    """The writer of the table's type, with the table's record key and ordering (precombine) fields."""
+    key, precombine = table.props.record_key_field, table.props.precombine_field
     if table.props.merge_on_read:
         return MergeOnReadWriter(table, task_id, key=key, precombine=precombine)
     return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet)

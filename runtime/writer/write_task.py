@@ -24,65 +24,45 @@ coordinator answers it only when every task is back (HUDI-6194).
 
 RPC-facing methods (``push_input``, ``operator_event``, ``notify_*``, ``dump``) run on the host's
 event loop outside the mailbox thread, so the task answers introspection while its mailbox is blocked.
+
+The mailbox loop, the input queue and the mails are :class:`runtime.writer.stream_task.StreamTask`'s
+(Flink's ``StreamTask``); how a flush becomes a file is the table type's write handle
+(:mod:`runtime.writer.file_group_writer`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
     Barrier,
-    BlockedWait,
     CheckpointAck,
     CheckpointNotice,
     DataBatch,
     EndOfInput,
     InstantWait,
-    MailRun,
     TaskDump,
     TaskState,
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.flink.mailbox import (
-    MAX_PRIORITY,
-    MIN_PRIORITY,
-    Action,
-    Controller,
-    Mail,
-    MailboxProcessor,
-    Suspension,
-    TaskMailbox,
-)
+from runtime.flink.mailbox import Controller
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable
 from runtime.protocols.base import Protocol, WriterSide
+from runtime.writer.buckets import split_by_file_group
 from runtime.writer.file_group_writer import file_group_writer
-
-if TYPE_CHECKING:
-    import asyncio
+from runtime.writer.stream_task import FlushError, StreamTask
 
 
-class FlushError(RuntimeError):
-    pass
-
-
-class WriteTask:
-    RPC_METHODS = (
-        "push_input",
-        "operator_event",
-        "notify_checkpoint_complete",
-        "notify_checkpoint_aborted",
-        "inject_failure",
-    )
+class WriteTask(StreamTask):
+    RPC_METHODS = (*StreamTask.RPC_METHODS, "operator_event", "inject_failure")
 
     def __init__(
         self,
@@ -96,44 +76,21 @@ class WriteTask:
         coordinator: str = "coordinator",
         job_manager: str = "job-manager",
     ) -> None:
-        self.env = env
-        self.config = config
+        super().__init__(env, config, job_manager)
         self.task_id = task_id
         self.table = table  # the protocol's view (timeline polls count as the writer's)
         self.data_table = data_table or table  # base files (counted as writer.data)
         self.coordinator = coordinator
-        self.job_manager = job_manager
         self.current_instant: str | None = None
-        self.last_checkpoint_id = -1
         self.protocol: WriterSide = protocol.writer_side(self)
         self.messages_on_dfs = protocol.messages_on_dfs
-        self.processor = MailboxProcessor(
-            self._default_action,
-            TaskMailbox(clock=env.now),
-            on_mail_start=self._on_mail_start,
-            on_mail_end=self._on_mail_end,
-        )
-        self.mailbox = self.processor.mailbox
-        self._inputs: list[Any] = []
-        self._input_space: asyncio.Condition | None = None  # created on start (needs the running loop)
-        self._suspension: Suspension | None = None
         self.buckets: dict[tuple[str, int], list[pa.Table]] = {}
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
         # how a flush is written: a base file version (copy-on-write) or a log file (merge-on-read)
-        self.writer = file_group_writer(
-            self.data_table,
-            task_id,
-            key=table.props.record_key_field,
-            precombine=table.props.precombine_field,
-            parquet=ParquetWriteOptions(config.parquet_compression),
-        )
+        self.writer = file_group_writer(self.data_table, task_id, ParquetWriteOptions(config.parquet_compression))
         self.events_of_instant: list[WriteMetadataEvent] = []
-        self.blocked: BlockedWait | None = None
-        self._ended_wait: tuple[float, float] | None = None
         self.waits: list[InstantWait] = []  # blocked waits for an instant, with the instant
-        self.state = "created"
-        self.error: str | None = None
         self.rows_in = 0
         self.flushes = {"bucket": 0, "buffer": 0, "barrier": 0}
         self.skipped_flushes = 0  # eager flushes skipped for want of an instant (data kept)
@@ -143,25 +100,16 @@ class WriteTask:
 
     async def start(self, restored: TaskState | None = None, *, resume_checkpoint_id: int | None = None) -> None:
         """initializeState: restore, open the protocol, send the bootstrap event, start the loop."""
-        import asyncio
-
-        self._input_space = asyncio.Condition()
+        self._open_input()
         await self.protocol.open()
         self.current_instant = self.protocol.initial_instant()
-        bootstrap = WriteMetadataEvent(self.task_id, -1, self.current_instant or "", bootstrap=True)
+        bootstrap = _bootstrap_event(self.task_id, self.current_instant, restored)
         if resume_checkpoint_id is not None:
             # after a failover the next barrier is resume+1: flushes before it ask for message resume
             self.last_checkpoint_id = int(resume_checkpoint_id)
         if restored is not None:
             self.last_checkpoint_id = max(self.last_checkpoint_id, restored.checkpoint_id)
             self.current_instant = restored.instant or self.current_instant
-            bootstrap = WriteMetadataEvent(
-                self.task_id,
-                restored.checkpoint_id,
-                restored.instant,
-                [s for e in restored.uncommitted for s in e.write_stats],
-                bootstrap=True,
-            )
         slow = self._slow_restart()
         if slow:  # the task that comes back last (fault tasks.fail_at_instant_start=<seconds>)
             await self.env.sleep(slow)
@@ -172,26 +120,7 @@ class WriteTask:
             bootstrap,
             timeout=self.config.bootstrap_hold_s + self.config.rpc_timeout_s,
         )
-        self.state = "running"
-        self.loop = self.env.spawn(self._run_loop(), f"{self.env.role}-mailbox")
-
-    async def _run_loop(self) -> None:
-        try:
-            await self.processor.run_mailbox_loop()
-            self.state = "finished"
-        except BaseException as exc:  # the task failed: report it to the job manager
-            import asyncio
-
-            if isinstance(exc, asyncio.CancelledError):
-                self.state = "cancelled"
-                raise
-            self.state = "failed"
-            self.error = f"{type(exc).__name__}: {exc}"
-            from runtime.core.messages import TaskFailure
-
-            self.env.send(
-                self.job_manager, "task_failed", TaskFailure(self.env.role, self.error, self.last_checkpoint_id)
-            )
+        self._start_mailbox_loop()
 
     async def _instant_to_write(self, *, eager: bool, has_data: bool) -> str | None:
         """Asks the protocol; a wait it blocked in is recorded with the instant that ended it,
@@ -204,74 +133,13 @@ class WriteTask:
             del self.waits[:-1000]
         return instant
 
-    def set_blocked(self, wait: BlockedWait | None) -> None:
-        if wait is None and self.blocked is not None:
-            self._ended_wait = (self.blocked.since, self.env.now())
-            seconds = self.env.now() - self.blocked.since
-            self.env.metrics.blocked(self.env.role, seconds)
-            self.env.tracer.complete(
-                "blocked: " + self.blocked.what,
-                self.blocked.since,
-                self.env.now(),
-                thread="mailbox",
-                cat="blocked",
-                args={"waiting_on": self.blocked.waiting_on},
-            )
-        self.blocked = wait
-
     # -- RPC-facing (host event loop, not the mailbox thread) ----------------------------------
-
-    async def push_input(self, item: Any) -> None:
-        """Enqueues a batch or barrier; waits while the bounded input queue is full (back-pressure)."""
-        assert self._input_space is not None
-        async with self._input_space:
-            await self._input_space.wait_for(
-                lambda: len(self._inputs) < self.config.input_queue_batches or self.state != "running"
-            )
-            if self.state != "running":
-                raise FlushError(f"{self.env.role} is {self.state}, not accepting input")
-            self._inputs.append(item)
-        if self._suspension is not None:
-            suspension, self._suspension = self._suspension, None
-            suspension.resume()
 
     def operator_event(self, event: Any) -> None:
         """Operator events run as lowest-priority mails (Flink's main mailbox executor)."""
         kind = type(event).__name__
-        self.mailbox.put(
-            Mail(
-                lambda: self.protocol.on_operator_event(event),
-                MIN_PRIORITY,
-                kind,
-                f"{kind}(ckp={getattr(event, 'checkpoint_id', '?')})",
-                0,
-                self.env.now(),
-            )
-        )
-
-    def notify_checkpoint_complete(self, notice: CheckpointNotice) -> None:
-        self.mailbox.put(
-            Mail(
-                lambda: self._on_checkpoint_complete(notice),
-                MAX_PRIORITY,
-                "notifyCheckpointComplete",
-                f"notifyCheckpointComplete(ckp={notice.checkpoint_id})",
-                0,
-                self.env.now(),
-            )
-        )
-
-    def notify_checkpoint_aborted(self, notice: CheckpointNotice) -> None:
-        self.mailbox.put(
-            Mail(
-                lambda: None,
-                MAX_PRIORITY,
-                "notifyCheckpointAborted",
-                f"notifyCheckpointAborted(ckp={notice.checkpoint_id})",
-                0,
-                self.env.now(),
-            )
-        )
+        description = f"{kind}(ckp={getattr(event, 'checkpoint_id', '?')})"
+        self.put_mail(lambda: self.protocol.on_operator_event(event), kind, description)
 
     def _slow_restart(self) -> float:
         """Seconds the last task waits before bootstrapping after tasks.fail_at_instant_start
@@ -313,28 +181,10 @@ class WriteTask:
 
     # -- the mailbox thread --------------------------------------------------------------------
 
-    def _on_mail_start(self, info: MailRun) -> None:
-        if info.what == "mail":
-            self.env.metrics.mail(info.kind)
-
-    def _on_mail_end(self, info: MailRun, error: BaseException | None) -> None:
-        self.env.tracer.complete(
-            info.description or info.kind,
-            info.started_at,
-            self.env.now(),
-            thread="mailbox",
-            cat=info.what,
-            args={"error": repr(error)} if error else None,
-        )
-
     async def _default_action(self, controller: Controller) -> None:
-        if not self._inputs:
-            self._suspension = controller.suspend_default_action()
+        item = await self._next_input(controller)
+        if item is None:
             return
-        item = self._inputs.pop(0)
-        assert self._input_space is not None
-        async with self._input_space:
-            self._input_space.notify_all()
         if isinstance(item, DataBatch):
             self.step = f"processElement(batch of {item.records.num_rows} rows, round {item.round})"
             records = self.protocol.accept(item.records, item.start_offset)
@@ -351,7 +201,7 @@ class WriteTask:
     async def process_batch(self, records: pa.Table) -> None:
         """processElement for a batch: buffer per bucket, flush on the size triggers."""
         self.rows_in += records.num_rows
-        for key, part in _split_by_file_group(records, self.table.props.partition_field):
+        for key, part in split_by_file_group(records, self.table.props.partition_field):
             self.buckets.setdefault(key, []).append(part)
             self.bucket_rows[key] = self.bucket_rows.get(key, 0) + part.num_rows
             self.buffered_rows += part.num_rows
@@ -454,10 +304,6 @@ class WriteTask:
         self.buffered_rows = 0
         return rows
 
-    def put_mail(self, action: Action, kind: str, description: str, priority: int = MIN_PRIORITY) -> None:
-        """Queues work for the mailbox thread (what a protocol's own agent delivers)."""
-        self.mailbox.put(Mail(action, priority, kind, description, 0, self.env.now()))
-
     async def _send_event(self, event: WriteMetadataEvent) -> None:
         """``sendEventToCoordinator``: fire-and-forget. The event goes to the job manager, which
         hands it to the coordinator (Flink's route: TaskExecutor -> JobMaster -> the coordinator's
@@ -478,13 +324,8 @@ class WriteTask:
 
     def _event_lost(self, reason: str) -> None:
         """Flink fails the task when an operator event could not be delivered."""
-        if self.state != "running":
-            return
-        self.state = "failed"
-        self.error = f"an operator event to the coordinator was lost: {reason}"
-        from runtime.core.messages import TaskFailure
-
-        self.env.send(self.job_manager, "task_failed", TaskFailure(self.env.role, self.error, self.last_checkpoint_id))
+        if self.state == "running":
+            self._fail(f"an operator event to the coordinator was lost: {reason}")
 
     def _on_checkpoint_complete(self, notice: CheckpointNotice) -> None:
         # Nothing to release here: Hudi's write function only cleans write handles.
@@ -516,27 +357,10 @@ class WriteTask:
         return stat
 
 
-def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[tuple[str, int], pa.Table]]:
-    """Groups a batch by (partition, bucket), keeping stream order within each group."""
-    if records.num_rows == 0:
-        return []
-    partitions = records.column(partition_field)
-    if partitions.type != pa.string():
-        partitions = pc.cast(partitions, pa.string())
-    buckets = records.column("_bucket").to_numpy().astype(np.int64)
-    if buckets.min() == buckets.max() and not partitions.null_count:
-        lo_hi = pc.min_max(partitions)
-        if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)
-            return [((lo_hi["min"].as_py(), int(buckets[0])), records)]
-    encoded = pc.dictionary_encode(partitions).combine_chunks()
-    part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    code = part_idx * (int(buckets.max()) + 1) + buckets
-    order = np.argsort(code, kind="stable")
-    cuts = np.flatnonzero(np.diff(code[order])) + 1
-    grouped = records.take(pa.array(order, pa.int64()))  # one take; each group is a slice of it
-    names = encoded.dictionary.to_pylist()
-    out = []
-    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
-        first = int(order[lo])
-        out.append(((names[part_idx[first]], int(buckets[first])), grouped.slice(lo, hi - lo)))
-    return out
+def _bootstrap_event(task_id: int, instant: str | None, restored: TaskState | None) -> WriteMetadataEvent:
+    """The event a (re)starting task sends: empty, or with the write stats its restored state
+    holds of instants not yet committed (``AbstractStreamWriteFunction.initializeState``)."""
+    if restored is None:
+        return WriteMetadataEvent(task_id, -1, instant or "", bootstrap=True)
+    stats = [s for e in restored.uncommitted for s in e.write_stats]
+    return WriteMetadataEvent(task_id, restored.checkpoint_id, restored.instant, stats, bootstrap=True)
