@@ -202,18 +202,8 @@ def merge_file_group(
         )
         positions = _positions_of(dd.keys, grouped, {}, 0)
         return MergeResult(_named(fresh, file_name), n, 0, 0, n, positions)
-    missing = sorted(set(data_cols) - set(base.column_names))
-    if missing:
-        raise TableError(
-            f"the incoming records have columns {missing} that the existing base "
-            "file lacks: schema evolution is not supported"
-        )
-    if dd.keys is not None and base_positions is None and n_base <= MAX_INDEXED_ROWS:
-        base_positions = {k: i for i, k in enumerate(base.column("_hoodie_record_key").to_pylist())}
-    if dd.keys is not None and base_positions is not None:
-        at = np.fromiter((base_positions.get(k, -1) for k in dd.keys), dtype=np.int64, count=len(dd.keys))
-    else:
-        at = _positions_in(inc.column(key), base.column(key))
+    _require_columns(base, data_cols)
+    at, base_positions = _positions_in_base(dd, base, key, base_positions)
     wins = _wins(inc, base, precombine, at)
     updated = np.flatnonzero((at >= 0) & wins)
     replaced = at[updated]  # each update's old row
@@ -223,12 +213,7 @@ def merge_file_group(
     positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
     old = base.select([c for c in META_COLUMNS if c != FILE_NAME] + data_cols)
     fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols, keep_meta)
-    both = pa.concat_tables([old, fresh])
-    if len(updated):  # the old rows in place, the updated ones taken from the fresh rows
-        index = np.arange(n_base + len(new), dtype=np.int64)
-        index[replaced] = n_base + np.arange(len(updated))
-        index[n_base:] = n_base + len(updated) + np.arange(len(new))
-        both = both.take(pa.array(index))
+    both = _updated_in_place(pa.concat_tables([old, fresh]), n_base, replaced, len(new))
     updates = len(replaced) - rewritten
     return MergeResult(
         _named(both, file_name),
@@ -238,6 +223,41 @@ def merge_file_group(
         len(rows) + kept_written,
         _positions_of(dd.keys, new, base_positions, n_base),
     )
+
+
+def _require_columns(base: pa.Table, data_cols: list[str]) -> None:
+    missing = sorted(set(data_cols) - set(base.column_names))
+    if missing:
+        raise TableError(
+            f"the incoming records have columns {missing} that the existing base "
+            "file lacks: schema evolution is not supported"
+        )
+
+
+def _positions_in_base(
+    dd: Deduplicated, base: pa.Table, key: str, base_positions: KeyPositions | None
+) -> tuple[npt.NDArray[np.int64], KeyPositions | None]:
+    """(where each deduplicated record's key sits in ``base``, -1 for a new key; the base's key
+    positions, indexed now for a small flush onto a small file when the caller had none)."""
+    if dd.keys is not None and base_positions is None and base.num_rows <= MAX_INDEXED_ROWS:
+        base_positions = {k: i for i, k in enumerate(base.column("_hoodie_record_key").to_pylist())}
+    if dd.keys is not None and base_positions is not None:
+        at = np.fromiter((base_positions.get(k, -1) for k in dd.keys), dtype=np.int64, count=len(dd.keys))
+    else:
+        at = _positions_in(dd.records.column(key), base.column(key))
+    return at, base_positions
+
+
+def _updated_in_place(both: pa.Table, n_base: int, replaced: npt.NDArray[np.int64], n_new: int) -> pa.Table:
+    """``both`` (the old rows, then the updates, then the new keys) with each update in its old
+    row's place: the old rows in place, the updated ones taken from the fresh rows."""
+    n_updated = len(replaced)
+    if not n_updated:
+        return both
+    index = np.arange(n_base + n_new, dtype=np.int64)
+    index[replaced] = n_base + np.arange(n_updated)
+    index[n_base:] = n_base + n_updated + np.arange(n_new)
+    return both.take(pa.array(index))
 
 
 def _positions_of(

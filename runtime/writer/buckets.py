@@ -1,0 +1,37 @@
+"""A batch of records split into the file groups (buckets) a write task buffers them in.
+
+Hudi's ``StreamWriteFunction.bufferRecord`` (Apache Hudi 0.10.0 - 0.11.1) puts each record into the
+bucket of its partition path and file id, in arrival order; here a whole batch is split at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[tuple[str, int], pa.Table]]:
+    """Groups a batch by (partition, bucket), keeping stream order within each group."""
+    if records.num_rows == 0:
+        return []
+    partitions = records.column(partition_field)
+    if partitions.type != pa.string():
+        partitions = pc.cast(partitions, pa.string())
+    buckets = records.column("_bucket").to_numpy().astype(np.int64)
+    if buckets.min() == buckets.max() and not partitions.null_count:
+        lo_hi = pc.min_max(partitions)
+        if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)
+            return [((lo_hi["min"].as_py(), int(buckets[0])), records)]
+    encoded = pc.dictionary_encode(partitions).combine_chunks()
+    part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    code = part_idx * (int(buckets.max()) + 1) + buckets
+    order = np.argsort(code, kind="stable")
+    cuts = np.flatnonzero(np.diff(code[order])) + 1
+    grouped = records.take(pa.array(order, pa.int64()))  # one take; each group is a slice of it
+    names = encoded.dictionary.to_pylist()
+    out = []
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(order)], strict=True):
+        first = int(order[lo])
+        out.append(((names[part_idx[first]], int(buckets[first])), grouped.slice(lo, hi - lo)))
+    return out

@@ -1,0 +1,207 @@
+"""How a write task writes one file group's flush, per table type: Hudi's write handles.
+
+Hudi's write function buffers and flushes (:mod:`runtime.writer.write_task`); the write handle a
+flush goes through decides how the file group is written (``FlinkWriteHandleFactory``):
+
+* Copy-on-write (Apache Hudi 0.10.0 - 0.14, ``HoodieCreateHandle`` / ``FlinkCreateHandle`` for a
+  file group without a base file, ``HoodieMergeHandle`` / ``FlinkMergeHandle`` for one with):
+  a new base file version, the flush merged onto the latest one (:mod:`runtime.hudi.merge`).
+* Merge-on-read (Apache Hudi 0.13 - 0.15, ``HoodieAppendHandle`` / ``FlinkAppendHandle``): the
+  flush as the next log file of the file group's latest slice (:mod:`runtime.hudi.log_writer`).
+
+Each writer keeps what it learnt of the table between flushes (the file versions it wrote, the
+slices and listings) and forgets what was not committed when a commit is abandoned and rolled back.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from runtime.core.messages import WriteStat
+from runtime.hudi.compaction import compacting_file_groups
+from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
+from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
+from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
+
+
+class FileGroupWriter(ABC):
+    """Writes a task's flushes into file groups of ``table`` (blocking: run it through ``env.io``)."""
+
+    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str) -> None:
+        self.table = table
+        self.task_id = task_id
+        self.key = key
+        self.precombine = precombine
+        self._partitions_ready: set[str] = set()
+
+    def write(self, partition: str, bucket: int, instant: str, records: pa.Table) -> WriteStat:
+        """Writes ``records`` into the bucket's file group for ``instant``; its write stat."""
+        fid = file_group_id(self.table.props.table_name, partition, bucket)
+        if partition not in self._partitions_ready:
+            self.table.ensure_partition(partition, instant)
+            self._partitions_ready.add(partition)
+        return self._write(partition, fid, instant, records)
+
+    @abstractmethod
+    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat: ...
+
+    @abstractmethod
+    def remembers_writes(self) -> bool:
+        """Whether it holds anything it wrote (nothing to forget otherwise)."""
+
+    @abstractmethod
+    def forget_uncommitted(self, timeline: Timeline) -> int:
+        """Forgets what it wrote into instants that never committed (``timeline``: the table's,
+        after the rollback); returns how many file groups it forgot."""
+
+
+def file_group_writer(table: HudiTable, task_id: int, parquet: ParquetWriteOptions) -> FileGroupWriter:
+    """The writer of the table's type, with the table's record key and ordering (precombine) fields."""
+    key, precombine = table.props.record_key_field, table.props.precombine_field
+    if table.props.merge_on_read:
+        return MergeOnReadWriter(table, task_id, key=key, precombine=precombine)
+    return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet)
+
+
+@dataclass
+class FileVersion:
+    instant: str
+    rel_path: str
+    stat: WriteStat
+    key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
+
+
+class CopyOnWriteWriter(FileGroupWriter):
+    """A new base file version per flush: ``HoodieCreateHandle`` or ``HoodieMergeHandle``."""
+
+    def __init__(
+        self, table: HudiTable, task_id: int, *, key: str, precombine: str, parquet: ParquetWriteOptions
+    ) -> None:
+        super().__init__(table, task_id, key=key, precombine=precombine)
+        self.parquet = parquet
+        self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
+        self._listed_partitions: set[str] = set()
+
+    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
+        prev = self._latest_version(partition, fid)
+        table = self.table
+        base = table.read_base_file(prev.rel_path) if prev is not None else None
+        name = base_file_name(fid, f"{self.task_id}-0-0", instant)
+        rel = f"{partition}/{name}"
+        merged = merge_file_group(
+            base,
+            records,
+            instant=instant,
+            partition=partition,
+            file_name=name,
+            key=self.key,
+            precombine=self.precombine,
+            partition_id=self.task_id,
+            base_instant=prev.instant if prev is not None and base is not None else None,
+            base_positions=prev.key_positions if prev is not None and base is not None else None,
+        )
+        size = table.write_base_file(rel, merged.table, self.parquet)
+        if prev is not None and prev.instant == instant:  # the same instant writes this file group again
+            prev_commit = prev.stat.prev_commit
+            inserts = prev.stat.num_inserts + merged.inserts
+            updates = prev.stat.num_update_writes + merged.updates
+        else:
+            prev_commit = prev.instant if prev is not None else "null"
+            inserts, updates = merged.inserts, merged.updates
+        stat = WriteStat(
+            fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
+        )
+        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions)
+        return stat
+
+    def _latest_version(self, partition: str, fid: str) -> FileVersion | None:
+        """The file group's latest version: this task's, or the latest committed one."""
+        prev = self.versions.get((partition, fid))
+        if prev is None and partition not in self._listed_partitions:
+            # first touch of this partition: find the committed base files once
+            committed = self.table.committed_base_files(partition, self.table.timeline())
+            for other_fid, (inst, rel) in committed.items():
+                self.versions.setdefault(
+                    (partition, other_fid),
+                    FileVersion(inst, rel, WriteStat(other_fid, rel, partition, inst, 0, 0, 0, 0, 0)),
+                )
+            self._listed_partitions.add(partition)
+            prev = self.versions.get((partition, fid))
+        return prev
+
+    def remembers_writes(self) -> bool:
+        return bool(self.versions)
+
+    def forget_uncommitted(self, timeline: Timeline) -> int:
+        """The next flush of a forgotten file group merges onto its committed base file instead
+        of a deleted one."""
+        stale = [k for k, v in self.versions.items() if not timeline.is_completed(v.instant)]
+        for key in stale:
+            del self.versions[key]
+            self._listed_partitions.discard(key[0])  # list its committed base files again
+        return len(stale)
+
+
+class MergeOnReadWriter(FileGroupWriter):
+    """A log file per flush, appended to the file group's latest slice: ``HoodieAppendHandle``."""
+
+    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str) -> None:
+        super().__init__(table, task_id, key=key, precombine=precombine)
+        # (partition, file_id) -> the slice as this task last wrote it; each partition's listing,
+        # taken at its first touch in an instant (a compaction scheduled since the last instant
+        # moves file groups to new slices: Hudi's file-system view is refreshed per instant); the
+        # timeline and the pending compactions' file groups (partition -> file id -> compaction),
+        # read once per instant
+        self.slices: dict[tuple[str, str], LogSlice] = {}
+        self._log_listings: dict[str, PartitionLogs] = {}
+        self._log_instant = ""
+        self._log_view: tuple[Timeline, dict[str, dict[str, str]]] = (Timeline([]), {})
+        self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
+
+    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
+        table = self.table
+        if instant != self._log_instant:  # a new instant sees the table anew: one timeline listing
+            self.slices.clear()
+            self._log_listings.clear()
+            timeline = table.timeline()
+            # version 8+ names a log after its instant: no pending compaction's slice to find
+            held = {} if table.version.logs_per_instant else compacting_file_groups(table, timeline)
+            self._log_view = (timeline, held)
+            self._log_instant = instant
+        listing = self._log_listings.get(partition)
+        if listing is None:  # first touch of this partition: its file slices, from one listing
+            timeline, held = self._log_view
+            listing = list_partition(table, partition, timeline, held.get(partition, {}))
+            self._log_listings[partition] = listing
+        slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
+        rows = log_records(
+            records,
+            instant=instant,
+            partition=partition,
+            file_id=fid,
+            key=self.key,
+            precombine=self.precombine,
+            partition_id=self.task_id,
+            seqno=self._log_seqno,
+        )
+        self._log_seqno += rows.num_rows
+        stat, self.slices[(partition, fid)] = append_log_file(
+            table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
+        )
+        return stat
+
+    def remembers_writes(self) -> bool:
+        return bool(self.slices)
+
+    def forget_uncommitted(self, timeline: Timeline) -> int:
+        """The rollback deleted log files and wrote rollback blocks into new log versions, so
+        every slice is listed again (versions must not collide), whatever ``timeline`` says."""
+        forgotten = len(self.slices)
+        self.slices.clear()
+        self._log_listings.clear()
+        self._log_instant = ""  # the next flush lists the timeline again
+        return forgotten
