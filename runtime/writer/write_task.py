@@ -145,7 +145,7 @@ class WriteTask(StreamTask):
         """Seconds the last task waits before bootstrapping after tasks.fail_at_instant_start
         fired with a param: it widens the window in which the others run before it is back."""
         faults = self.env.faults
-        if faults is None or self.task_id != self.config.writers - 1:
+        if self.task_id != self.config.writers - 1:
             return 0.0
         spec = next((s for s in faults.specs if s.point == "tasks.fail_at_instant_start" and s.param), None)
         return spec.param if spec is not None and faults.has_fired(spec) else 0.0
