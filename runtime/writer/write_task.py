@@ -53,6 +53,7 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
+from runtime.data.columns import BUCKET
 from runtime.flink.mailbox import (
     MAX_PRIORITY,
     MIN_PRIORITY,
@@ -641,7 +642,7 @@ def _split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[
     partitions = records.column(partition_field)
     if partitions.type != pa.string():
         partitions = pc.cast(partitions, pa.string())
-    buckets = records.column("_bucket").to_numpy().astype(np.int64)
+    buckets = records.column(BUCKET).to_numpy().astype(np.int64)
     if buckets.min() == buckets.max() and not partitions.null_count:
         lo_hi = pc.min_max(partitions)
         if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)
