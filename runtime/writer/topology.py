@@ -36,13 +36,14 @@ from runtime.core.messages import (
     TasksReset,
     TaskState,
 )
+from runtime.faults.markers import fired_faults
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable, commit_summaries, compaction_summaries, files_written
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
+from runtime.lab.results import FailoverRecord, JobResult, run_figures
 from runtime.lab.verify import VerifyError
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.compaction import (
