@@ -51,7 +51,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S
@@ -430,7 +430,7 @@ class Coordinator:
             start,
             self.env.now(),
             thread="coordinator",
-            cat="instant",
+            cat=trace_events.INSTANT,
             args={"checkpoint": checkpoint_id},
         )
 
@@ -482,7 +482,7 @@ class Coordinator:
             start,
             self.env.now(),
             thread="coordinator",
-            cat="commit",
+            cat=trace_events.COMMIT,
             args={"checkpoint": checkpoint_id, "rows": rows},
         )
         return rec

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
@@ -498,7 +498,7 @@ class JobDriver:
                 "s": "g",
                 "pid": "job",
                 "tid": "failover",
-                "cat": "failover",
+                "cat": trace_events.FAILOVER,
                 "name": name,
                 "ts": ts,
                 "args": args,

@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
@@ -232,7 +232,7 @@ class WriteTask:
                 self.blocked.since,
                 self.env.now(),
                 thread="mailbox",
-                cat="blocked",
+                cat=trace_events.BLOCKED,
                 args={"waiting_on": self.blocked.waiting_on},
             )
         self.blocked = wait
@@ -427,7 +427,7 @@ class WriteTask:
             self.task_id, checkpoint_id, instant, [e for e in self.events_of_instant if e.instant == instant]
         )
         self.env.tracer.complete(
-            f"snapshotState(ckp={checkpoint_id})", start, self.env.now(), thread="mailbox", cat="checkpoint"
+            f"snapshotState(ckp={checkpoint_id})", start, self.env.now(), thread="mailbox", cat=trace_events.SNAPSHOT
         )
         if self.env.fault("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.in_snapshot")
@@ -538,7 +538,7 @@ class WriteTask:
             start,
             self.env.now(),
             thread="io",
-            cat="flush",
+            cat=trace_events.FLUSH,
             args={"instant": instant, "rows": records.num_rows},
         )
         return stat

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.lab.timeline_plot.events import TraceEvent
 
 _WRITER = re.compile(r"^writer-(\d+)$")
@@ -23,7 +24,7 @@ def _natural(name: str) -> tuple[int | str, ...]:
 
 def lanes_of(evs: list[TraceEvent], deadlock_task: str | None) -> list[str]:
     """The lanes top to bottom: the write tasks, the coordinator, the job manager, then the rest."""
-    procs = {e.process for e in evs if e.cat != "failover"}  # failovers span every lane
+    procs = {e.process for e in evs if e.cat != trace_events.FAILOVER}  # failovers span every lane
     if deadlock_task:
         procs.add(deadlock_task)
     writers = {p for p in procs if _WRITER.match(p)}
@@ -82,7 +83,17 @@ class Classified:
     completes: dict[int, float] = field(default_factory=dict)
     aborts: dict[int, float] = field(default_factory=dict)
     traced_triggers: set[int] = field(default_factory=set)  # the job manager's own "checkpoint k triggered"
-    failovers: list[TraceEvent] = field(default_factory=list)  # the driver's "failover n" / "restarted n"
+    failovers: list[FailoverMark] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FailoverMark:
+    """A failover of the job: when it failed, what the picture calls it, when every restarted role
+    was up (None: never, or not traced)."""
+
+    at: float
+    label: str
+    back_at: float | None = None
 
 
 def _deadlock_span(
@@ -98,22 +109,22 @@ def _deadlock_span(
 
 def _sort_span(e: TraceEvent, out: Classified) -> None:
     """A complete event: a bar of its lane, a commit or an instant marker."""
-    if e.cat == "blocked":
+    if e.cat == trace_events.BLOCKED:
         kind = "blocked"
-    elif e.cat == "flush" or e.thread == "io":
+    elif e.cat == trace_events.FLUSH or e.thread == "io":
         kind = "flush"
-    elif e.cat == "commit":
+    elif e.cat == trace_events.COMMIT:
         out.commits.append(e)
         out.counts["commit"] += 1
         return
     elif e.thread == "mailbox":
-        kind = {"mail": "mail", "checkpoint": "snapshot"}.get(e.cat, "step")
+        kind = {trace_events.MAIL: "mail", trace_events.SNAPSHOT: "snapshot"}.get(e.cat, "step")
         m = _SNAPSHOT.match(e.name)
         if m:
             k = int(m.group(1))
             out.snapshots[k] = min(out.snapshots.get(k, e.t), e.t)
-    elif e.cat == "instant":  # the coordinator starting an instant: a marker
-        out.points.append(("instant", e))
+    elif e.cat == trace_events.INSTANT:  # the coordinator starting an instant: a marker
+        out.points.append(("new_instant", e))
         out.counts["instant"] += 1
         return
     else:
@@ -122,7 +133,7 @@ def _sort_span(e: TraceEvent, out: Classified) -> None:
     out.counts[kind] += 1
 
 
-def _sort_instant(e: TraceEvent, writers: list[str], out: Classified) -> None:
+def _sort_instant(e: TraceEvent, writers: list[str], out: Classified, failovers: list[TraceEvent]) -> None:
     """An instant event: a checkpoint's trigger, completion or abort, a fault, or a marker."""
     if m := _CKP_TRIGGER.match(e.name):
         out.triggers.setdefault(int(m.group(1)), e.t)
@@ -132,24 +143,34 @@ def _sort_instant(e: TraceEvent, writers: list[str], out: Classified) -> None:
         out.aborts.setdefault(int(m.group(1)), e.t)
     elif _CKP_DONE.match(e.name) and e.process in writers:
         return  # the writer's notifyCheckpointComplete mail already shows it
-    elif e.cat == "fault":
+    elif e.cat == trace_events.FAULT:
         out.points.append(("fault", e))
         out.counts["fault"] += 1
-    elif e.cat == "failover":
-        out.failovers.append(e)
-        out.counts["failover"] += e.name.startswith("failover")
+    elif e.cat == trace_events.FAILOVER:
+        failovers.append(e)
     else:
         out.points.append(("instant", e))
         out.counts["instant"] += 1
 
 
+def _failover_marks(events: list[TraceEvent]) -> list[FailoverMark]:
+    """The driver's markers, paired: "failover n: ..." where the job failed, "restarted n" where it was back."""
+    failed = {e.name.split(" ")[1].rstrip(":"): e for e in events if e.name.startswith("failover ")}
+    back = {e.name.split(" ")[1]: e.t for e in events if e.name.startswith("restarted ")}
+    return [FailoverMark(e.t, e.name.split(":")[0], back.get(n)) for n, e in failed.items()]
+
+
 def classify(evs: list[TraceEvent], writers: list[str]) -> Classified:
+    """Every event of a run, sorted by what it becomes in the picture."""
     out = Classified()
+    failovers: list[TraceEvent] = []
     for e in evs:
         if e.ph == "X":
             _sort_span(e, out)
         elif e.ph in ("i", "I", "R"):
-            _sort_instant(e, writers, out)
+            _sort_instant(e, writers, out, failovers)
+    out.failovers = _failover_marks(failovers)
+    out.counts["failover"] = len(out.failovers)
     out.traced_triggers = set(out.triggers)
     for k, t in out.snapshots.items():
         out.triggers.setdefault(k, t)

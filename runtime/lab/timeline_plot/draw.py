@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.lab.timeline_plot.classify import Classified
+from runtime.lab.timeline_plot.classify import Classified, FailoverMark
 from runtime.lab.timeline_plot.events import TraceEvent
 
 COLORS = {
@@ -295,7 +295,7 @@ def draw_points(fr: Frame, points: list[tuple[str, TraceEvent]]) -> None:
                 color=COLORS["fault"],
                 zorder=6,
             )
-        elif e.cat == "instant" and e.name.startswith("start instant"):
+        elif kind == "new_instant":
             ax.scatter([e.t], [y + 0.28], marker="^", s=22, color=COLORS["instant"], zorder=5)
         else:
             ax.scatter([e.t], [y + 0.28], marker="|", s=60, color=COLORS["instant"], zorder=5)
@@ -343,23 +343,22 @@ def draw_checkpoints(fr: Frame, marks: list[dict[str, Any]], traced_triggers: se
         )
 
 
-def draw_failovers(fr: Frame, failovers: list[TraceEvent]) -> None:
+def draw_failovers(fr: Frame, failovers: list[FailoverMark]) -> None:
     """A failover: a line over every lane where the job failed, its name under the axis, and the
     time until every restarted role was up shaded (the attempts before and after it both show)."""
     from matplotlib.transforms import blended_transform_factory
 
     ax = fr.ax
     tf = blended_transform_factory(ax.transData, ax.transAxes)
-    failed = {e.name.split(" ")[1].rstrip(":"): e for e in failovers if e.name.startswith("failover ")}
-    for e in failovers:
-        if e.name.startswith("restarted ") and (start := failed.get(e.name.split(" ")[1])) is not None:
-            ax.axvspan(start.t, max(e.t, start.t + fr.min_w), color=COLORS["failover"], alpha=0.12, zorder=1)
-    for e in failed.values():
-        ax.axvline(e.t, color=COLORS["failover"], lw=1.6, zorder=6)
+    for f in failovers:
+        if f.back_at is not None:
+            ax.axvspan(f.at, max(f.back_at, f.at + fr.min_w), color=COLORS["failover"], alpha=0.12, zorder=1)
+    for f in failovers:
+        ax.axvline(f.at, color=COLORS["failover"], lw=1.6, zorder=6)
         ax.text(
-            e.t,
+            f.at,
             0.01,
-            " " + e.name.split(":")[0],
+            " " + f.label,
             transform=tf,
             fontsize=fr.label_fs,
             color=COLORS["failover"],
