@@ -507,9 +507,12 @@ class JobDriver:
         out = []
         for n, f in enumerate(self.failovers, start=1):
             what = f"failover {n} ({f.strategy}): restore checkpoint {f.restored_checkpoint}"
-            out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s}))
+            failed = trace_events.failover_args(n, trace_events.FAILED)
+            out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s} | failed))
             if f.down_s is not None:
-                out.append(marker(f"restarted {n}", f.at + f.down_s, {}))
+                out.append(
+                    marker(f"restarted {n}", f.at + f.down_s, trace_events.failover_args(n, trace_events.RESTARTED))
+                )
         return out
 
     def checkpoints(self, jm: JobManagerView | None) -> dict[str, Any]:

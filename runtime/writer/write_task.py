@@ -427,7 +427,12 @@ class WriteTask:
             self.task_id, checkpoint_id, instant, [e for e in self.events_of_instant if e.instant == instant]
         )
         self.env.tracer.complete(
-            f"snapshotState(ckp={checkpoint_id})", start, self.env.now(), thread="mailbox", cat=trace_events.SNAPSHOT
+            f"snapshotState(ckp={checkpoint_id})",
+            start,
+            self.env.now(),
+            thread="mailbox",
+            cat=trace_events.SNAPSHOT,
+            args=trace_events.checkpoint_args(checkpoint_id, trace_events.SNAPSHOT_TAKEN),
         )
         if self.env.fault("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.in_snapshot")
@@ -516,7 +521,11 @@ class WriteTask:
 
     def _on_checkpoint_complete(self, notice: CheckpointNotice) -> None:
         # Nothing to release here: Hudi's write function only cleans write handles.
-        self.env.tracer.instant(f"checkpoint {notice.checkpoint_id} complete", thread="mailbox")
+        self.env.tracer.instant(
+            f"checkpoint {notice.checkpoint_id} complete",
+            thread="mailbox",
+            args=trace_events.checkpoint_args(notice.checkpoint_id, trace_events.NOTIFIED),
+        )
 
     # -- writing a file group ------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ coordinator and the job manager, time in seconds from the start on the x axis.
   where it records an abort;
 * commits are green diamonds on the coordinator lane.
 
+Events are told apart by their category and args (``runtime.core.trace_events``), not by their
+names, which are for people and may change.
+
 :func:`validate_trace` checks a trace document against the trace-event format
 (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) and returns
 the problems it found (empty: valid).

@@ -1,5 +1,8 @@
 """What each trace event becomes in the picture: a lane, a bar of a kind, a commit, a marker, a
-checkpoint's trigger, completion or abort, a failover."""
+checkpoint's trigger, completion or abort, a failover.
+
+An event is read by its category and its args (``runtime.core.trace_events``), never by its name:
+the name is for people, and renaming an event keeps it in the picture."""
 
 from __future__ import annotations
 
@@ -12,10 +15,6 @@ from runtime.core import trace_events
 from runtime.lab.timeline_plot.events import TraceEvent
 
 _WRITER = re.compile(r"^writer-(\d+)$")
-_CKP_DONE = re.compile(r"^checkpoint (\d+) complete")
-_CKP_ABORT = re.compile(r"^checkpoint (\d+) (?:aborted|timed.out)")
-_CKP_TRIGGER = re.compile(r"^checkpoint (\d+) triggered")
-_SNAPSHOT = re.compile(r"^snapshotState\(ckp=(\d+)\)")
 
 
 def _natural(name: str) -> tuple[int | str, ...]:
@@ -119,9 +118,7 @@ def _sort_span(e: TraceEvent, out: Classified) -> None:
         return
     elif e.thread == "mailbox":
         kind = {trace_events.MAIL: "mail", trace_events.SNAPSHOT: "snapshot"}.get(e.cat, "step")
-        m = _SNAPSHOT.match(e.name)
-        if m:
-            k = int(m.group(1))
+        if (k := _checkpoint_of(e, trace_events.SNAPSHOT_TAKEN)) is not None:
             out.snapshots[k] = min(out.snapshots.get(k, e.t), e.t)
     elif e.cat == trace_events.INSTANT:  # the coordinator starting an instant: a marker
         out.points.append(("new_instant", e))
@@ -133,15 +130,26 @@ def _sort_span(e: TraceEvent, out: Classified) -> None:
     out.counts[kind] += 1
 
 
-def _sort_instant(e: TraceEvent, writers: list[str], out: Classified, failovers: list[TraceEvent]) -> None:
+def _checkpoint_of(e: TraceEvent, phase: str) -> int | None:
+    """The checkpoint ``e`` is an event of, when it is one in ``phase``."""
+    ckp = e.args.get(trace_events.CHECKPOINT_ID)
+    if e.args.get(trace_events.CHECKPOINT_PHASE) != phase or not isinstance(ckp, int):
+        return None
+    return ckp
+
+
+def _sort_instant(e: TraceEvent, out: Classified, failovers: list[TraceEvent]) -> None:
     """An instant event: a checkpoint's trigger, completion or abort, a fault, or a marker."""
-    if m := _CKP_TRIGGER.match(e.name):
-        out.triggers.setdefault(int(m.group(1)), e.t)
-    elif e.process == "job-manager" and (m := _CKP_DONE.match(e.name)):
-        out.completes.setdefault(int(m.group(1)), e.t)
-    elif e.process == "job-manager" and (m := _CKP_ABORT.match(e.name)):
-        out.aborts.setdefault(int(m.group(1)), e.t)
-    elif _CKP_DONE.match(e.name) and e.process in writers:
+    # the job manager's records of a checkpoint, each a dashed line
+    lines = {
+        trace_events.TRIGGERED: out.triggers,
+        trace_events.COMPLETED: out.completes,
+        trace_events.ABORTED: out.aborts,
+    }
+    phase, ckp = e.args.get(trace_events.CHECKPOINT_PHASE), e.args.get(trace_events.CHECKPOINT_ID)
+    if phase in lines and isinstance(ckp, int):
+        lines[phase].setdefault(ckp, e.t)
+    elif phase == trace_events.NOTIFIED:
         return  # the writer's notifyCheckpointComplete mail already shows it
     elif e.cat == trace_events.FAULT:
         out.points.append(("fault", e))
@@ -154,13 +162,24 @@ def _sort_instant(e: TraceEvent, writers: list[str], out: Classified, failovers:
 
 
 def _failover_marks(events: list[TraceEvent]) -> list[FailoverMark]:
-    """The driver's markers, paired: "failover n: ..." where the job failed, "restarted n" where it was back."""
-    failed = {e.name.split(" ")[1].rstrip(":"): e for e in events if e.name.startswith("failover ")}
-    back = {e.name.split(" ")[1]: e.t for e in events if e.name.startswith("restarted ")}
-    return [FailoverMark(e.t, e.name.split(":")[0], back.get(n)) for n, e in failed.items()]
+    """The driver's markers, paired by number: where the job failed (labelled with the marker's
+    name up to its colon), where every restarted role was back."""
+
+    def of(phase: str) -> dict[Any, TraceEvent]:
+        return {
+            e.args.get(trace_events.FAILOVER_NUMBER): e
+            for e in events
+            if e.args.get(trace_events.FAILOVER_PHASE) == phase
+        }
+
+    back = of(trace_events.RESTARTED)
+    return [
+        FailoverMark(e.t, e.name.split(":")[0], back[n].t if n in back else None)
+        for n, e in of(trace_events.FAILED).items()
+    ]
 
 
-def classify(evs: list[TraceEvent], writers: list[str]) -> Classified:
+def classify(evs: list[TraceEvent]) -> Classified:
     """Every event of a run, sorted by what it becomes in the picture."""
     out = Classified()
     failovers: list[TraceEvent] = []
@@ -168,7 +187,7 @@ def classify(evs: list[TraceEvent], writers: list[str]) -> Classified:
         if e.ph == "X":
             _sort_span(e, out)
         elif e.ph in ("i", "I", "R"):
-            _sort_instant(e, writers, out, failovers)
+            _sort_instant(e, out, failovers)
     out.failovers = _failover_marks(failovers)
     out.counts["failover"] = len(out.failovers)
     out.traced_triggers = set(out.triggers)

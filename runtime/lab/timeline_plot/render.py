@@ -78,7 +78,7 @@ def render_timeline(
     writers = writer_lanes(lanes, evs)
     t_start, t_end, dl_span = time_range(evs, deadlock, dl_task)
     span = max(t_end - t_start, 1e-3)
-    srt = classify(evs, writers)
+    srt = classify(evs)
     statuses = checkpoint_statuses(checkpoints)
     marks = checkpoint_marks(srt, statuses)
 
