@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from runtime.data.workload import DEFAULT_GET_TIMEOUT_S, DEFAULT_SPARK_TIMEOUT_S, OFFSET, TASK, _run_bounded
+from runtime.data.columns import OFFSET, TASK
+from runtime.data.workload import DEFAULT_GET_TIMEOUT_S, DEFAULT_SPARK_TIMEOUT_S, _run_bounded
 
 if TYPE_CHECKING:
     import ray

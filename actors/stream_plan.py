@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from runtime.core.config import JobConfig
 from runtime.data import generator
+from runtime.data.columns import OFFSET, PAYLOAD
 from runtime.hudi.table import TableProps, avro_schema_json
 from runtime.lab.verify import expected_state
 
@@ -44,7 +45,7 @@ def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     shards = generator.shards_by_round(cfg, stream)
     props = TableProps.for_job(cfg)
     expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
-        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
+        [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, PAYLOAD]
     )
     args = [{"rounds": [ray.put(t) for t in shards[i]]} for i in range(cfg.writers)]
     return StreamPlan(
@@ -150,7 +151,7 @@ class StreamShardRounds:
         if self._table is None or self._offsets is None:
             loaded: pa.Table = await asyncio.to_thread(self.shard.table)
             self._table = loaded
-            self._offsets = loaded.column("_offset").to_numpy() if loaded.num_rows else np.array([], dtype=np.int64)
+            self._offsets = loaded.column(OFFSET).to_numpy() if loaded.num_rows else np.array([], dtype=np.int64)
         table: pa.Table = self._table
         offsets = self._offsets
         lo = int(offsets.searchsorted(self.bounds[round_no - 1], side="left"))

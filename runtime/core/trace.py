@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from runtime.core import trace_events
+
 _MAX_EVENTS = 200_000  # per role: a long run keeps its first events, never unbounded memory
 
 
@@ -50,7 +52,7 @@ class Tracer:
             {
                 "ph": "X",
                 "name": name,
-                "cat": cat or "run",
+                "cat": cat or trace_events.RUN,
                 "ts": self._us(start),
                 "dur": self._us(max(0.0, end - start)),
                 "tid": thread,
@@ -72,7 +74,7 @@ class Tracer:
                 "ph": "i",
                 "s": "t",
                 "name": name,
-                "cat": cat or "event",
+                "cat": cat or trace_events.EVENT,
                 "ts": self._us(self.clock() if at is None else at),
                 "tid": thread,
                 "args": args or {},
@@ -83,7 +85,7 @@ class Tracer:
         ev = {
             "ph": "s" if start else "f",
             "name": name,
-            "cat": "msg",
+            "cat": trace_events.MESSAGE,
             "id": flow_id,
             "ts": self._us(self.clock() if at is None else at),
             "tid": thread,

@@ -15,8 +15,9 @@ from numpy.typing import NDArray
 
 from runtime.core.config import JobConfig
 from runtime.data.bucket import bucket_ids, bucket_of  # noqa: F401 - bucket_of: the rule, re-exported
+from runtime.data.columns import BUCKET, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 
-KEY_FIELD, PARTITION_FIELD, PRECOMBINE_FIELD = "key", "partition", "ts"
+KEY_FIELD, PARTITION_FIELD, PRECOMBINE_FIELD = KEY, PARTITION, TS
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -50,10 +51,10 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
             KEY_FIELD: pa.array(key_list, pa.string()),
             PARTITION_FIELD: pa.array([part_names[i] for i in part_ids.tolist()], pa.string()),
             PRECOMBINE_FIELD: pa.array(ts, pa.int64()),
-            "payload": pa.array(payload, pa.string()),
-            "_offset": pa.array(offsets, pa.int64()),
-            "_bucket": pa.array(buckets, pa.int32()),
-            "_task": pa.array(buckets % cfg.writers, pa.int32()),
+            PAYLOAD: pa.array(payload, pa.string()),
+            OFFSET: pa.array(offsets, pa.int64()),
+            BUCKET: pa.array(buckets, pa.int32()),
+            TASK: pa.array(buckets % cfg.writers, pa.int32()),
         }
     )
 
@@ -61,7 +62,7 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
 def shards_by_round(cfg: JobConfig, stream: pa.Table) -> list[list[pa.Table]]:
     """``[task][round-1]`` -> that task's records of that round, in offset order."""
     bounds = cfg.round_bounds()
-    tasks = stream.column("_task").to_numpy()
+    tasks = stream.column(TASK).to_numpy()
     out: list[list[pa.Table]] = [[] for _ in range(cfg.writers)]
     for r in range(cfg.checkpoints):
         lo, hi = int(bounds[r]), int(bounds[r + 1])

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pyarrow as pa
 
 from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the contract, re-exported
+from runtime.data.columns import BUCKET, INTERNAL_COLUMNS, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
 from runtime.data.text_input import check_text_file
 
@@ -39,15 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Column names of the stream.
-KEY = "key"
-PARTITION = "partition"
-TS = "ts"
-PAYLOAD = "payload"
-OFFSET = "_offset"
-BUCKET = "_bucket"
-TASK = "_task"
-RESERVED = (OFFSET, BUCKET, TASK)
+RESERVED = INTERNAL_COLUMNS  # a user's input may not carry them
 
 # Generated ``ts``: nominal event time of record i is TS_BASE_MS + i * TS_STEP_MS (ms since epoch).
 TS_BASE_MS = 1_700_000_000_000

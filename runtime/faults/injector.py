@@ -1,7 +1,7 @@
 """Fault injection: named points in the role code, armed from the command line or a scenario.
 
 A point fires at most ``times`` times per job, across restarts: before a point fires, a marker is
-created on the DFS (``.hoodie/.aux/commitlab/faults``), so a task that crashed and restarted does
+created on the DFS (``runtime.faults.markers``), so a task that crashed and restarted does
 not crash again at the same place. Every firing is recorded (time, point, role, checkpoint).
 """
 
@@ -15,14 +15,12 @@ from typing import Any
 from runtime.core.dfs import Dfs, DfsError
 from runtime.core.fault_points import FaultPoints
 from runtime.core.fault_spec import DEFAULT_MESSAGE_TARGET, FaultSpec, InjectedCrash
+from runtime.faults.markers import FaultMarker
+from runtime.faults.markers import faults_path as faults_path  # re-exported: the job clears the markers
 
 
 class InjectedDfsError(DfsError):
     """A transient DFS error injected at a fault point."""
-
-
-def faults_path(table_base: str) -> str:
-    return Dfs.join(table_base, ".hoodie", ".aux", "commitlab", "faults")
 
 
 class FaultInjector:
@@ -74,7 +72,7 @@ class FaultInjector:
         """Whether ``spec`` fired in this job, in any role or earlier attempt (its first marker)."""
         if self.dfs is None:
             return any(f["point"] == spec.point for f in self.fired)
-        kind: str = self.dfs.fs.get_file_info(Dfs.join(self.path, f"{spec.key()}.0")).type.name
+        kind: str = self.dfs.fs.get_file_info(Dfs.join(self.path, FaultMarker.of(spec, 0).file_name())).type.name
         return kind != "NotFound"
 
     def _claim(self, spec: FaultSpec) -> bool:
@@ -82,7 +80,7 @@ class FaultInjector:
         if self.dfs is None:
             return True
         for n in range(spec.times):
-            marker = Dfs.join(self.path, f"{spec.key()}.{n}")
+            marker = Dfs.join(self.path, FaultMarker.of(spec, n).file_name())
             try:
                 self.dfs.fs.create_dir(self.path, recursive=True)
                 if self.dfs.fs.get_file_info(marker).type.name != "NotFound":

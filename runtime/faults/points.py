@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.env import Env, WaitTimeout
 from runtime.core.fault_points import FaultPoints
 from runtime.core.fault_spec import MESSAGE_FAULTS, FaultSpec
@@ -33,7 +34,7 @@ class ArmedFaultPoints(FaultPoints):
     def fire(self, point: str, *, checkpoint: int = -1, task: int = -1) -> FaultSpec | None:
         spec = self.injector.hit(point, checkpoint=checkpoint, task=task)
         if spec is not None:
-            self.env.tracer.instant(f"fault {point}", cat="fault", args={"checkpoint": checkpoint})
+            self.env.tracer.instant(f"fault {point}", cat=trace_events.FAULT, args={"checkpoint": checkpoint})
         return spec
 
     def has_fired(self, spec: FaultSpec) -> bool:
@@ -72,7 +73,9 @@ class ArmedFaultPoints(FaultPoints):
             )
             if spec is not None:
                 self.env.tracer.instant(
-                    f"fault {point}: {dest}.{method}", cat="fault", args={"checkpoint": ckp, "delay_s": spec.value}
+                    f"fault {point}: {dest}.{method}",
+                    cat=trace_events.FAULT,
+                    args={"checkpoint": ckp, "delay_s": spec.value},
                 )
                 return spec
         return None

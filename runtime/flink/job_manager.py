@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, WaitTimeout, bounded
 from runtime.core.messages import (
@@ -296,7 +297,11 @@ class JobManager:
 
     async def _run_checkpoint(self, rec: CheckpointRecord, round_no: int) -> bool:
         cfg, ckp = self.config, rec.checkpoint_id
-        self.env.tracer.instant(f"checkpoint {ckp} triggered", thread="checkpoints")
+        self.env.tracer.instant(
+            f"checkpoint {ckp} triggered",
+            thread="checkpoints",
+            args=trace_events.checkpoint_args(ckp, trace_events.TRIGGERED),
+        )
         trigger = CheckpointTrigger(ckp, self.env.wall_time())
         # Flink: the coordinator's snapshot is a future of the pending checkpoint, bounded by the
         # checkpoint timeout (it queues behind commits on Hudi's executor), not by an ask timeout
@@ -342,7 +347,11 @@ class JobManager:
             # a later checkpoint's notification went out first and subsumes this one (Flink's
             # CheckpointListener contract: a notification may be skipped; the next one covers it)
             rec.reason = f"the completion notification was subsumed by checkpoint {self.latest_notified}"
-            self.env.tracer.instant(f"checkpoint {ckp} notification subsumed", thread="checkpoints")
+            self.env.tracer.instant(
+                f"checkpoint {ckp} notification subsumed",
+                thread="checkpoints",
+                args=trace_events.checkpoint_args(ckp, trace_events.NOTIFICATION_SUBSUMED),
+            )
             return True
         self.latest_notified = ckp
         rec.notified_at = self.env.now()
@@ -360,7 +369,11 @@ class JobManager:
             self.env.send(task, "notify_checkpoint_complete", notice)
         if self.compaction_plan:
             self.env.send(self.compaction_plan, "notify_checkpoint_complete", notice)
-        self.env.tracer.instant(f"checkpoint {ckp} complete", thread="checkpoints")
+        self.env.tracer.instant(
+            f"checkpoint {ckp} complete",
+            thread="checkpoints",
+            args=trace_events.checkpoint_args(ckp, trace_events.COMPLETED),
+        )
         return True
 
     async def _subsumed(self, rec: CheckpointRecord) -> bool:
@@ -372,7 +385,11 @@ class JobManager:
 
     async def _notify_aborted(self, ckp: int, reason: str) -> None:
         notice = CheckpointNotice(ckp, reason)
-        self.env.tracer.instant(f"checkpoint {ckp} aborted: {reason}", thread="checkpoints")
+        self.env.tracer.instant(
+            f"checkpoint {ckp} aborted: {reason}",
+            thread="checkpoints",
+            args=trace_events.checkpoint_args(ckp, trace_events.ABORTED),
+        )
         # (Flink's notifyCheckpointAborted is asynchronous too: queued behind a commit, not an ask)
         await self.env.call(
             self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.checkpoint_timeout_s

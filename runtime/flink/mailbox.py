@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.messages import MailInfo, MailRun
 
 __all__ = [
@@ -674,7 +675,7 @@ class MailboxProcessor:
             await self._run_mail(mail)
 
     async def _run_mail(self, mail: Mail) -> Any:
-        info = MailRun("mail", mail.kind, mail.description, self._mailbox.clock(), mail.seq, mail.priority)
+        info = MailRun(trace_events.MAIL, mail.kind, mail.description, self._mailbox.clock(), mail.seq, mail.priority)
         self._mails_run += 1
         return await self._traced(info, mail.run)
 

@@ -34,8 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.data.bucket import java_string_hash, java_string_hashes
+from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
 from runtime.hudi.java_hashmap import iteration_order, reput_order
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, OFFSET_COLUMN, TableError
+from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
 
@@ -56,11 +57,11 @@ def dedupe_latest(
     if len(ident) == 1 and pc.count_distinct(records.column(key), mode="all").as_py() == records.num_rows:
         # every key once (the common case for a small batch): only the order is left to do
         return records.take(pc.sort_indices(records.column(key))) if sort else records
-    if OFFSET_COLUMN not in records.column_names:
-        records = records.append_column(OFFSET_COLUMN, pa.array(np.arange(records.num_rows), pa.int64()))
+    if OFFSET not in records.column_names:
+        records = records.append_column(OFFSET, pa.array(np.arange(records.num_rows), pa.int64()))
     order = pc.sort_indices(
         records,
-        sort_keys=[(c, "ascending") for c in ident] + [(precombine, "descending"), (OFFSET_COLUMN, "descending")],
+        sort_keys=[(c, "ascending") for c in ident] + [(precombine, "descending"), (OFFSET, "descending")],
     )
     s = records.take(order)
     first = np.zeros(s.num_rows, dtype=bool)
@@ -128,7 +129,7 @@ def _latest_in_arrival_order(records: pa.Table, key: str, precombine: str) -> pa
         return winners.take(pc.index_in(first_seen, value_set=winners.column(key)))
     codes = pc.dictionary_encode(records.column(key)).combine_chunks().indices.to_numpy()
     n = records.num_rows
-    later = records.column(OFFSET_COLUMN).to_numpy() if OFFSET_COLUMN in records.column_names else np.arange(n)
+    later = records.column(OFFSET).to_numpy() if OFFSET in records.column_names else np.arange(n)
     order = np.lexsort((-later, -values, codes))  # the last key sorts first
     sorted_codes = codes[order]
     first = np.ones(n, dtype=bool)

@@ -30,6 +30,7 @@ from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.errors import UserError
 from runtime.core.messages import WriteStat
+from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table_version import TableVersion, table_version
@@ -41,9 +42,6 @@ META_COLUMNS = (
     "_hoodie_partition_path",
     "_hoodie_file_name",
 )
-# Columns the runtime adds to the stream; they never reach a base file.
-OFFSET_COLUMN = "_offset"
-INTERNAL_COLUMNS = (OFFSET_COLUMN, "_bucket", "_task")
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
 COMMIT, DELTA_COMMIT, COMPACTION = "commit", "deltacommit", "compaction"

@@ -29,6 +29,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.env import Env, WaitTimeout
 from runtime.core.messages import (
     ACK_COMMIT,
@@ -373,7 +374,7 @@ class TopicConsumer:
         self.skipped += max(0, log_start_offset - self._position)
         self.env.tracer.instant(
             "topic.offset_reset",
-            cat="topic",
+            cat=trace_events.TOPIC,
             args={"consumer": self.name, "from": self._position, "to": log_start_offset},
         )
         self._position = log_start_offset

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.data.columns import OFFSET, TASK
 from runtime.lab.verify import compare, expected_state
 from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
 
@@ -39,14 +40,14 @@ def prefix_rows(
     closed = (checkpoints.get(str(ckp)) or {}).get("round")
     if closed is None:
         raise ValueError(f"the job manager recorded no round for checkpoint {ckp}, the last committed one")
-    rows = stream.filter(pc.less(stream.column("_offset"), round_bounds[closed]))
+    rows = stream.filter(pc.less(stream.column(OFFSET), round_bounds[closed]))
     return rows, f"rounds 1 to {closed} (closed by checkpoint {ckp}, the last committed)"
 
 
 def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
     """The first ``offsets[p]`` records of each partition (source shard) ``p``, in stream order."""
-    order = np.argsort(stream.column("_offset").to_numpy(), kind="stable")
-    tasks = stream.column("_task").to_numpy()[order]
+    order = np.argsort(stream.column(OFFSET).to_numpy(), kind="stable")
+    tasks = stream.column(TASK).to_numpy()[order]
     keep = np.zeros(len(order), dtype=bool)
     for p, n in offsets.items():
         in_p = np.flatnonzero(tasks == p)[:n]

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from runtime.core.dfs import Dfs, DfsCounters, DfsError
+from runtime.core.dfs import DfsCounters
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics
 from runtime.lab.latency import percentiles, unblock_latencies
@@ -129,28 +129,3 @@ class JobResult:
         out["failovers"] = [f.to_json() for f in self.failovers]
         out.update(self.host_fields)
         return out
-
-
-def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
-    """Every fault that fired in a job, in order, from the markers the injectors left on the DFS
-    (file ``point@checkpoint#task[:target].n`` holding the role that fired it)."""
-    from runtime.faults.injector import faults_path
-
-    try:
-        entries = dfs.list_dir(faults_path(table_base))
-    except DfsError:
-        return []
-    fired = []
-    for e in entries:
-        info = dfs.fs.get_file_info(e.path)
-        with dfs.fs.open_input_stream(e.path) as f:
-            role = f.read().decode(errors="replace").split(" ")[0]
-        key, _, target = e.name.rsplit(".", 1)[0].partition(":")
-        point, _, rest = key.partition("@")
-        ckp, _, task = rest.partition("#")
-        at = info.mtime.timestamp() if info.mtime else 0.0
-        fired.append(
-            {"point": point, "role": role, "checkpoint": int(ckp), "task": int(task), "at": at}
-            | ({"target": target} if target else {})
-        )
-    return sorted(fired, key=lambda f: (f["at"], f["point"], f["checkpoint"], f["task"]))

@@ -26,8 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.storage import redact
+from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.merge import dedupe_latest
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, write_stats
+from runtime.hudi.table import META_COLUMNS, write_stats
 
 SAMPLE = 10
 

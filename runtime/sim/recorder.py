@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
 
@@ -209,7 +210,7 @@ class SimTracer(Tracer):
             "X",
             self.process,
             thread,
-            cat or "run",
+            cat or trace_events.RUN,
             name,
             self._us(start),
             self._us(max(0.0, end - start)),

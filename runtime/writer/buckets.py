@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.data.columns import BUCKET
+
 
 def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[tuple[str, int], pa.Table]]:
     """Groups a batch by (partition, bucket), keeping stream order within each group."""
@@ -18,7 +20,7 @@ def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[t
     partitions = records.column(partition_field)
     if partitions.type != pa.string():
         partitions = pc.cast(partitions, pa.string())
-    buckets = records.column("_bucket").to_numpy().astype(np.int64)
+    buckets = records.column(BUCKET).to_numpy().astype(np.int64)
     if buckets.min() == buckets.max() and not partitions.null_count:
         lo_hi = pc.min_max(partitions)
         if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)

@@ -36,6 +36,7 @@ import asyncio
 import functools
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
@@ -166,7 +167,7 @@ class CompactOperator:
                 start,
                 self.env.now(),
                 thread="compaction",
-                cat="compaction",
+                cat=trace_events.COMPACTION,
                 args={"instant": event.instant, "rows": stat.num_writes, "log_files": len(op.log_files)},
             )
             self.env.send(

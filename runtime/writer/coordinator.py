@@ -51,7 +51,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S
@@ -345,7 +345,7 @@ class Coordinator:
             {"after_checkpoint": after_checkpoint, "held_s": hold_s, "waited_s": round(acquired - start, 3)}
         )
         self.env.tracer.complete(
-            "clean (holds the table lock)", acquired, self.env.now(), thread="coordinator", cat="clean"
+            "clean (holds the table lock)", acquired, self.env.now(), thread="coordinator", cat=trace_events.CLEAN
         )
 
     # -- internals -----------------------------------------------------------------------------
@@ -396,7 +396,7 @@ class Coordinator:
                 start,
                 self.env.now(),
                 thread="coordinator",
-                cat="compaction",
+                cat=trace_events.COMPACTION,
                 args={"checkpoint": checkpoint_id, "file_groups": operations},
             )
         return instant
@@ -430,7 +430,7 @@ class Coordinator:
             start,
             self.env.now(),
             thread="coordinator",
-            cat="instant",
+            cat=trace_events.INSTANT,
             args={"checkpoint": checkpoint_id},
         )
 
@@ -482,7 +482,7 @@ class Coordinator:
             start,
             self.env.now(),
             thread="coordinator",
-            cat="commit",
+            cat=trace_events.COMMIT,
             args={"checkpoint": checkpoint_id, "rows": rows},
         )
         return rec

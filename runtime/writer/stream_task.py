@@ -16,6 +16,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from typing import Any
 
+from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import BlockedWait, CheckpointNotice, MailRun, TaskFailure
@@ -100,7 +101,7 @@ class StreamTask(ABC):
                 self.blocked.since,
                 self.env.now(),
                 thread="mailbox",
-                cat="blocked",
+                cat=trace_events.BLOCKED,
                 args={"waiting_on": self.blocked.waiting_on},
             )
         self.blocked = wait

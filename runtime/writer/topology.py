@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
@@ -36,13 +36,14 @@ from runtime.core.messages import (
     TasksReset,
     TaskState,
 )
+from runtime.faults.markers import fired_faults
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable, commit_summaries, compaction_summaries, files_written
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
+from runtime.lab.results import FailoverRecord, JobResult, run_figures
 from runtime.lab.verify import VerifyError
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.compaction import (
@@ -497,7 +498,7 @@ class JobDriver:
                 "s": "g",
                 "pid": "job",
                 "tid": "failover",
-                "cat": "failover",
+                "cat": trace_events.FAILOVER,
                 "name": name,
                 "ts": ts,
                 "args": args,
@@ -506,9 +507,12 @@ class JobDriver:
         out = []
         for n, f in enumerate(self.failovers, start=1):
             what = f"failover {n} ({f.strategy}): restore checkpoint {f.restored_checkpoint}"
-            out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s}))
+            failed = trace_events.failover_args(n, trace_events.FAILED)
+            out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s} | failed))
             if f.down_s is not None:
-                out.append(marker(f"restarted {n}", f.at + f.down_s, {}))
+                out.append(
+                    marker(f"restarted {n}", f.at + f.down_s, trace_events.failover_args(n, trace_events.RESTARTED))
+                )
         return out
 
     def checkpoints(self, jm: JobManagerView | None) -> dict[str, Any]:

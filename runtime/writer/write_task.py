@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core import codec
+from runtime.core import codec, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
@@ -259,7 +259,12 @@ class WriteTask(StreamTask):
             self.task_id, checkpoint_id, instant, [e for e in self.events_of_instant if e.instant == instant]
         )
         self.env.tracer.complete(
-            f"snapshotState(ckp={checkpoint_id})", start, self.env.now(), thread="mailbox", cat="checkpoint"
+            f"snapshotState(ckp={checkpoint_id})",
+            start,
+            self.env.now(),
+            thread="mailbox",
+            cat=trace_events.SNAPSHOT,
+            args=trace_events.checkpoint_args(checkpoint_id, trace_events.SNAPSHOT_TAKEN),
         )
         if self.env.faults.fire("task.in_snapshot", checkpoint=checkpoint_id, task=self.task_id):
             self.env.crash("injected crash at task.in_snapshot")
@@ -329,7 +334,11 @@ class WriteTask(StreamTask):
 
     def _on_checkpoint_complete(self, notice: CheckpointNotice) -> None:
         # Nothing to release here: Hudi's write function only cleans write handles.
-        self.env.tracer.instant(f"checkpoint {notice.checkpoint_id} complete", thread="mailbox")
+        self.env.tracer.instant(
+            f"checkpoint {notice.checkpoint_id} complete",
+            thread="mailbox",
+            args=trace_events.checkpoint_args(notice.checkpoint_id, trace_events.NOTIFIED),
+        )
 
     # -- writing a file group ------------------------------------------------------------------
 
@@ -351,7 +360,7 @@ class WriteTask(StreamTask):
             start,
             self.env.now(),
             thread="io",
-            cat="flush",
+            cat=trace_events.FLUSH,
             args={"instant": instant, "rows": records.num_rows},
         )
         return stat

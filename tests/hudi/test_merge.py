@@ -21,10 +21,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.data.bucket import java_string_hashes
+from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi import merge as merge_module
 from runtime.hudi.java_hashmap import iteration_order
 from runtime.hudi.merge import dedupe_latest, merge_file_group
-from runtime.hudi.table import INTERNAL_COLUMNS, META_COLUMNS, TableError
+from runtime.hudi.table import META_COLUMNS, TableError
 
 KEY, PRE = "key", "ts"
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 
+from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.trace import Tracer, write_trace
 from runtime.faults.scenarios import deadlock_config
@@ -167,6 +168,40 @@ def test_tracer_events_with_a_flow_validate(tmp_path):
     assert validate_trace(doc) == []
     plot = render_timeline(doc, str(tmp_path / "t.png"))
     assert plot.counts["blocked"] == 1 and plot.counts["step"] == 1
+
+
+def test_renamed_checkpoint_events_keep_their_lines(p1_run, tmp_path):
+    """The picture reads a checkpoint's events by their args: a new name (people read names in
+    Perfetto) draws the same checkpoint lines."""
+    result, doc = p1_run
+    renamed = {
+        "traceEvents": [
+            dict(e, name=f"renamed {i}") if trace_events.CHECKPOINT_PHASE in (e.get("args") or {}) else e
+            for i, e in enumerate(doc["traceEvents"])
+        ]
+    }
+    assert renamed != doc
+    before = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result["deadlock"])
+    after = render_timeline(renamed, str(tmp_path / "b.png"), deadlock=result["deadlock"])
+    assert after.checkpoint_marks == before.checkpoint_marks
+    assert {m["kind"] for m in after.checkpoint_marks} == {"trigger", "complete"}
+    assert after.counts == before.counts
+
+
+def test_checkpoints_and_failovers_are_read_from_args_not_names(tmp_path):
+    clock = iter(float(i) for i in range(100))
+    jm = Tracer("job-manager", clock=lambda: next(clock))
+    for ckp, phase in ((1, trace_events.TRIGGERED), (1, trace_events.COMPLETED), (2, trace_events.TRIGGERED)):
+        jm.instant(f"ckp {ckp} went {phase}", thread="checkpoints", args=trace_events.checkpoint_args(ckp, phase))
+    jm.instant("gave up on 2", thread="checkpoints", args=trace_events.checkpoint_args(2, trace_events.ABORTED))
+    driver = Tracer("job")
+    for name, at, phase in (("job down: crash", 3.5, trace_events.FAILED), ("up", 4.5, trace_events.RESTARTED)):
+        args = trace_events.failover_args(1, phase)
+        driver.instant(name, thread="failover", cat=trace_events.FAILOVER, args=args, at=at)
+    plot = render_timeline(jm.drain() + driver.drain(), str(tmp_path / "t.png"))
+    marks = sorted((m["kind"], m["checkpoint"]) for m in plot.checkpoint_marks)
+    assert marks == [("abort", 2), ("complete", 1), ("trigger", 1), ("trigger", 2)]
+    assert plot.counts["failover"] == 1 and plot.counts["instant"] == 0
 
 
 def test_only_a_deadlock_and_no_events(tmp_path):
