@@ -27,7 +27,7 @@ from actors.process_actor import ProcessActor, RoleRef
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
@@ -250,7 +250,7 @@ class JobRun:
 
     async def _started(self, refs: list[Any], what: str) -> None:
         timeout = max(60.0, self.cfg.rpc_timeout_s)
-        await awaited(refs, timeout, what, "--rpc-timeout-s above 60 s raises it")
+        await awaited(refs, timeout, what, f"{flag_of('rpc_timeout_s')} above 60 s raises it")
 
     async def start(self, names: Sequence[str]) -> None:
         await self._started(self._start_refs(names), f"the start of {', '.join(names)}")
@@ -359,7 +359,9 @@ class JobRun:
     async def call(self, name: str, method: str, msg: Any) -> Any:
         reply = self.refs[name].deliver(method, to_wire(msg), "driver")
         timeout = max(30.0, self.cfg.rpc_timeout_s)
-        return from_wire(await awaited(reply, timeout, f"{name}.{method}", "--rpc-timeout-s above 30 s raises it"))
+        return from_wire(
+            await awaited(reply, timeout, f"{name}.{method}", f"{flag_of('rpc_timeout_s')} above 30 s raises it")
+        )
 
     async def progress(self) -> None:
         if not self._running:
