@@ -1,4 +1,4 @@
-"""Launches one job on Ray: the Ray host of the job topology (:mod:`runtime.writer.topology`).
+"""Launches one job on Ray: the Ray host of the job topology (:mod:`runtime.job`).
 
 The topology decides which roles run, in which order they start, how the job is supervised and
 fails over, and what the result says; this module only places the roles as named actors, calls
@@ -27,18 +27,21 @@ from actors.process_actor import ProcessActor, RoleRef
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.env import bounded
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
 from runtime.flink.state_backend import StateBackend
-from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table import HudiTable, TableProps
+from runtime.job.driver import JobDriver, Outcome, root_cause
+from runtime.job.prepare import ResolvedJob, prepared
+from runtime.job.record import job_result, trace_markers, verify_committed_prefix
+from runtime.job.roles import COORDINATOR, JOB_MANAGER, RoleSpec, role_kind
 from runtime.lab.results import JobResult
 from runtime.lab.verify import read_snapshot, verify_run
-from runtime.writer.topology import JobDriver, Outcome, RoleSpec, root_cause, validate_job
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +78,8 @@ def _init_ray(num_cpus: int | None) -> bool:
 
 class JobRun:
     """One run of a job on Ray; ``run()`` returns the result record. It is the Ray host of
-    :class:`~runtime.writer.topology.JobDriver`: roles are named actors, placed by the job's
-    placement group, called with ``ray.get`` (bounded) and killed with ``ray.kill``."""
+    :class:`~runtime.job.driver.JobDriver`: roles are named actors, placed by the job's
+    placement group, their calls awaited (bounded) and killed with ``ray.kill``."""
 
     start_errors: tuple[type[BaseException], ...] = (
         ray.exceptions.RayTaskError,
@@ -86,7 +89,7 @@ class JobRun:
 
     def __init__(
         self,
-        cfg: JobConfig,
+        job: ResolvedJob,
         out_dir: str | None = None,
         *,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
@@ -95,7 +98,8 @@ class JobRun:
         timeline: bool = True,
         stop: threading.Event | None = None,
     ) -> None:
-        self.cfg = validate_job(cfg)
+        self.job = job
+        self.cfg = job.config
         self.out_dir = out_dir
         self.on_progress = on_progress
         self.on_phase = on_phase or (lambda _what: None)  # start-up and wind-down, phase by phase
@@ -167,8 +171,8 @@ class JobRun:
             else None
         )
         record.host_fields["exactly_once"] = verified
-        record.committed_prefix = self.driver.verify_committed_prefix(
-            record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
+        record.committed_prefix = verify_committed_prefix(
+            self.driver, record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
         )
         result = record.to_json()
         if self.out_dir:
@@ -185,12 +189,13 @@ class JobRun:
         plan = plan_stream(cfg, self.on_phase)
         table = HudiTable.create_or_open(dfs, base, props)
         self.cfg = plan.config
+        self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
         self.plan, self.props, self.table = plan, props, table
         StateBackend(dfs, base).clear()  # checkpoints of an earlier job on this table are not ours
         if dfs.exists(faults_path(base)):  # nor are the fault markers of an earlier job
             dfs.delete(faults_path(base), recursive=True)
         self.commits_before = set(table.timeline().completed_instants())
-        self.driver = JobDriver(self.cfg, table, schema_json=plan.schema_json)
+        self.driver = JobDriver(self.job, table, schema_json=plan.schema_json)
 
     def _write_out(self, result: dict[str, Any]) -> None:
         """result.json, and the timeline picture when the roles traced."""
@@ -234,7 +239,7 @@ class JobRun:
             "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"",
             **spec.args,
         }
-        if spec.kind == "source":
+        if role_kind(spec.kind).takes_shard:
             extra.update(self.plan.shard_args[int(spec.args["task_id"])])
         actor.deploy.remote(spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra)
         self.refs[spec.name] = RoleRef(actor, spec.name)
@@ -243,48 +248,46 @@ class JobRun:
         handles, d = dict(self.refs), self.driver
         return [self.refs[n].actor.start.remote(n, handles, d.task_names, d.source_names) for n in names]
 
-    def _start_timeout(self) -> float:
-        return max(60.0, self.cfg.rpc_timeout_s)
+    async def _started(self, refs: list[Any], what: str) -> None:
+        timeout = max(60.0, self.cfg.rpc_timeout_s)
+        await awaited(refs, timeout, what, f"{flag_of('rpc_timeout_s')} above 60 s raises it")
 
     async def start(self, names: Sequence[str]) -> None:
-        ray.get(self._start_refs(names), timeout=self._start_timeout())
+        await self._started(self._start_refs(names), f"the start of {', '.join(names)}")
 
     def start_later(self, names: Sequence[str]) -> Awaitable[None]:
         refs = self._start_refs(names)  # deployed now, awaited later
-
-        async def started() -> None:
-            ray.get(refs, timeout=self._start_timeout())
-
-        return started()
+        return self._started(refs, f"the start of {', '.join(names)}")
 
     async def rebind(self, name: str) -> None:
-        ray.get(self.refs[name].actor.rebind.remote(name, dict(self.refs)), timeout=self._start_timeout())
+        await self._started([self.refs[name].actor.rebind.remote(name, dict(self.refs))], f"the rebinding of {name}")
 
     def run_job_manager(self) -> None:
-        self.jm_ref = self.refs["job-manager"].actor.run.remote("job-manager")
+        self.jm_ref = self.refs[JOB_MANAGER].actor.run.remote(JOB_MANAGER)
+        self.jm_run: asyncio.Future[Any] = asyncio.wrap_future(self.jm_ref.future())
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
-        ready, _ = ray.wait([self.jm_ref], timeout=timeout)
-        if not ready:
+        done, _ = await asyncio.wait({self.jm_run}, timeout=timeout)
+        if not done:
             return False, None
         try:
-            ray.get(self.jm_ref)
+            self.jm_run.result()
             return True, None
         except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as exc:
             return True, root_cause(exc)
 
     async def describe_job_manager(self) -> JobManagerView | None:
-        described = self._describe("job-manager")
+        described = await self._describe(JOB_MANAGER)
         return described if isinstance(described, JobManagerView) else None
 
     async def describe_coordinator(self) -> CoordinatorView | None:
-        described = self._describe("coordinator")
+        described = await self._describe(COORDINATOR)
         return described if isinstance(described, CoordinatorView) else None
 
-    def _describe(self, name: str) -> Any:
+    async def _describe(self, name: str) -> Any:
         """The role's description; None when it is gone or does not answer."""
         try:
-            return from_wire(ray.get(self.refs[name].actor.describe.remote(name), timeout=5))
+            return from_wire(await awaited(self.refs[name].actor.describe.remote(name), 5, f"{name}.describe"))
         except (KeyError, ray.exceptions.RayError) as exc:
             log.info("%s did not describe itself: %s", name, type(exc).__name__)
             return None
@@ -294,7 +297,7 @@ class JobRun:
         out = {}
         for name, ref in refs.items():
             try:
-                out[name] = from_wire(ray.get(ref, timeout=DUMP_TIMEOUT_S))
+                out[name] = from_wire(await awaited(ref, DUMP_TIMEOUT_S, f"{name}.dump"))
                 self._silent_since.pop(name, None)
             except ray.exceptions.RayActorError as exc:
                 out[name] = TaskDump(name, f"unreachable: {type(exc).__name__}")
@@ -323,7 +326,7 @@ class JobRun:
         """Where the job manager and the coordinator wait, for the result."""
         jm = await self.describe_job_manager()
         waiting = (jm.waiting_for if jm is not None else "") or "?"
-        self.stacks_at_timeout = self._stacks(("job-manager", "coordinator"))
+        self.stacks_at_timeout = await self._stacks((JOB_MANAGER, COORDINATOR))
         return f"the job manager was waiting for {waiting}; "
 
     def on_failover(self, error: str | None, restore: Any) -> None:
@@ -343,19 +346,22 @@ class JobRun:
             ref = self.refs.pop(name)
             self._silent_since.pop(name, None)
             try:
-                metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=5))
+                metrics.append(await awaited(ref.actor.metrics.remote(name), 5, f"{name}.metrics"))
                 if self._tracing:  # the failed attempt stays in the picture
-                    self.trace_events += ray.get(ref.actor.trace_events.remote(name), timeout=10)
+                    self.trace_events += await awaited(ref.actor.trace_events.remote(name), 10, f"{name}.trace_events")
             except ray.exceptions.RayError as exc:  # a dead process's counters and events are lost with it
                 log.info("the counters of %s are lost: %s", name, type(exc).__name__)
         for process in processes:
             ray.kill(self.processes.pop(process), no_restart=True)
-        self._wait_names_free(processes)
+        await self._wait_names_free(processes)
         return metrics
 
     async def call(self, name: str, method: str, msg: Any) -> Any:
         reply = self.refs[name].deliver(method, to_wire(msg), "driver")
-        return from_wire(ray.get(reply, timeout=max(30.0, self.cfg.rpc_timeout_s)))
+        timeout = max(30.0, self.cfg.rpc_timeout_s)
+        return from_wire(
+            await awaited(reply, timeout, f"{name}.{method}", f"{flag_of('rpc_timeout_s')} above 30 s raises it")
+        )
 
     async def progress(self) -> None:
         if not self._running:
@@ -371,7 +377,7 @@ class JobRun:
         done = sum(1 for c in jm.checkpoints.values() if c.status == "completed")
         self.on_progress({"checkpoint": jm.current, "completed": done, "total": self.cfg.checkpoints})
 
-    def _wait_names_free(self, names: list[str], timeout: float = 30.0) -> None:
+    async def _wait_names_free(self, names: list[str], timeout: float = 30.0) -> None:
         """Killed named actors release their names asynchronously; wait (bounded) before reuse."""
         end = time.time() + timeout
         for name in names:
@@ -380,7 +386,7 @@ class JobRun:
                     ray.get_actor(name, namespace=self.namespace)
                 except ValueError:
                     break
-                time.sleep(0.05)
+                await asyncio.sleep(0.05)
             else:
                 raise TimeoutError(f"the killed actor {name!r} still holds its name after {timeout}s")
 
@@ -393,12 +399,11 @@ class JobRun:
                 metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
             except ray.exceptions.RayError as exc:
                 metrics.append({"error": f"{name}: {exc}"})
-        coord = asyncio.run(self.describe_coordinator())
-        jm = asyncio.run(self.describe_job_manager())
-        dumps = asyncio.run(self.dumps())
+        coord, jm, dumps = asyncio.run(self._views())
         self._gather_traces()
         self._shutdown()  # a job that did not finish would go on committing under the record
-        record = self.driver.result(
+        record = job_result(
+            self.driver,
             outcome,
             metrics=metrics,
             driver_dfs_ops=counters.snapshot(),
@@ -426,15 +431,19 @@ class JobRun:
                 self.trace_events += ray.get(ref.actor.trace_events.remote(name), timeout=10)
             except ray.exceptions.RayError as exc:
                 log.info("the trace events of %s are lost: %s", name, type(exc).__name__)
-        self.trace_events += self.driver.trace_markers()
+        self.trace_events += trace_markers(self.driver)
         if self.trace_path:
             write_trace(self.trace_path, self.trace_events)
 
-    def _stacks(self, names: tuple[str, ...]) -> dict[str, Any]:
+    async def _views(self) -> tuple[CoordinatorView | None, JobManagerView | None, dict[str, TaskDump]]:
+        """The coordinator's and the job manager's views and the tasks' dumps, for the record."""
+        return await self.describe_coordinator(), await self.describe_job_manager(), await self.dumps()
+
+    async def _stacks(self, names: tuple[str, ...]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for name in names:
             try:
-                out[name] = ray.get(self.refs[name].actor.stacks.remote(), timeout=10)
+                out[name] = await awaited(self.refs[name].actor.stacks.remote(), 10, f"{name}.stacks")
             except (KeyError, ray.exceptions.RayError) as exc:
                 out[name] = {"error": f"{name} unreachable: {type(exc).__name__}"}
         return out
@@ -446,6 +455,17 @@ class JobRun:
         self.refs.clear()
         if self.placement is not None:
             self.placement.remove()
+
+
+async def awaited(refs: Any, timeout: float, what: str, option: str = "") -> Any:
+    """``refs`` (an object ref or a list of them) awaited for at most ``timeout`` s, without
+    blocking the driver's event loop; past it, Ray's GetTimeoutError naming what was awaited and
+    the option that changes the bound (``option``; none: a fixed bound of this host)."""
+    try:
+        return await bounded(asyncio.gather(*refs) if isinstance(refs, list) else refs, timeout)
+    except asyncio.TimeoutError:
+        bound = option or "a fixed bound of the Ray host"
+        raise ray.exceptions.GetTimeoutError(f"{what} did not answer within {timeout:.0f} s ({bound})") from None
 
 
 def _reader_uri(table: str) -> str:
@@ -481,11 +501,12 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
     }
 
 
-def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
-    """Runs a job on the current Ray cluster (starting a local one if needed). Options that
-    disagree with an existing table fail first, before Ray starts."""
-    cfg = resolve_layout(validate_job(cfg))
+def run_job(job: JobConfig | ResolvedJob, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
+    """Runs a job on the current Ray cluster (starting a local one if needed). A plain config is
+    prepared first (:func:`~runtime.job.prepare.prepare_job`): options that disagree with an
+    existing table fail before Ray starts."""
+    resolved = prepared(job)
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
     ensure_ray()
-    return JobRun(cfg, out_dir, **kwargs).run()
+    return JobRun(resolved, out_dir, **kwargs).run()

@@ -35,7 +35,7 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
-from runtime.writer.topology import RoleNames, RoleSpec, make_role, start_role
+from runtime.job.roles import RoleNames, RoleSpec, make_role, role_kind, start_role
 
 START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
 # what the Ray host adds to a role's arguments: tracing, armed faults, the source's shard
@@ -81,19 +81,21 @@ class HostedRole:
         self.started = asyncio.Event()  # set once started: messages wait for it
 
     async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> None:
-        """Builds and starts the role as every host does (:mod:`runtime.writer.topology`)."""
+        """Builds and starts the role as every host does (:mod:`runtime.job.roles`)."""
         self.env.handles = {k: v for k, v in handles.items() if k != self.name}
         args = {k: v for k, v in self.extra.items() if k not in TRANSPORT_ARGS}
-        spec = RoleSpec(self.name, self.kind, args)
+        spec, kind = RoleSpec(self.name, self.kind, args), role_kind(self.kind)
         shard: StreamShardRounds | InMemoryShard | None = None
-        if self.kind == "source":
+        if kind.takes_shard:
             if "stream_shard" in self.extra:
                 shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
             else:
                 shard = InMemoryShard(self.extra["rounds"])
         self.role = make_role(spec, self.env, self.config, self.table, RoleNames(task_names, source_names), shard)
-        await start_role(self.role, spec)
-        if self.kind == "source":
+        start = start_role(self.role, spec)
+        if start is not None:
+            await start
+        if kind.spawns_loop:
             self.task = asyncio.get_running_loop().create_task(self.role.run())
         self.started.set()
 

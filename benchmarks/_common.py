@@ -248,12 +248,13 @@ def run_job_sampled(
 ) -> tuple[dict[str, Any], dict[str, Any], float]:
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
 
-    Same as ``run_job`` (ensure Ray, ``JobRun(cfg, out_dir).run()``); the JobRun object is built
+    Same as ``run_job`` (ensure Ray, ``JobRun(prepared(cfg), out_dir).run()``); the JobRun object is built
     here only so the sampler can see its process handles."""
     from actors.job import JobRun, ensure_ray
+    from runtime.job.prepare import prepared
 
+    job = JobRun(prepared(cfg), out_dir, on_progress=on_progress)  # the options checked before Ray starts
     ensure_ray()
-    job = JobRun(cfg, out_dir, on_progress=on_progress)
     sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds)
     sampler.start()
     t = time.monotonic()

@@ -15,15 +15,17 @@ from runtime.cli.options import (
     check_writable_dir,
     job_command,
     job_config,
-    protocol_names,
     protocol_option,
 )
 from runtime.cli.terminal import engine_log, engines_to_log, interruptible
 from runtime.core.config import ConfigError, JobConfig
+from runtime.job.prepare import ResolvedJob, prepare_job
 
 
-def run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Namespace, label: str) -> dict[str, Any]:
-    """Runs the job with its phases, progress bar, signals and the engines' log; prints its summary."""
+def run_and_report(
+    job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str
+) -> dict[str, Any]:
+    """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
     from actors.spark import spark_scope
     from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
@@ -34,9 +36,9 @@ def run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Na
         interruptible(console) as stop,
         engines_to_log(engines_log),
         spark_scope(),
-        checkpoint_progress(console, cfg.checkpoints, label, enabled=not quiet) as progress,
+        checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
-        result = run_job(cfg, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
+        result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
     if result.get("deadlock"):
@@ -50,16 +52,15 @@ def run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Na
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
-    from runtime.writer.topology import validate_job
-
     out = check_writable_dir(args.out, "--out")
-    cfg = validate_job(job_config(args, out))
+    cfg = job_config(args, out)
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
-    from runtime.hudi.layout import resolve_layout
-
-    cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
-    result = run_and_report(cfg, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
+    # checked once, before Ray or Spark start: the options, the faults against the protocol, and
+    # the table's layout (options that disagree with an existing table: exit 2)
+    job = prepare_job(cfg)
+    cfg = job.config
+    result = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
     return exits.of_run(result)
 
 
@@ -67,12 +68,13 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
     from runtime.faults.scenarios import deadlock_config
 
     out = check_writable_dir(args.out, "--out")
-    cfg = deadlock_config(job_config(args, out)).validate(protocol_names())
+    job = prepare_job(deadlock_config(job_config(args, out)))
+    cfg = job.config
     console.print(
         f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
     )
-    result = run_and_report(cfg, out, console, args, f"deadlock schedule: {cfg.protocol}")
+    result = run_and_report(job, out, console, args, f"deadlock schedule: {cfg.protocol}")
     return exits.of_deadlock(result, args.expect)
 
 

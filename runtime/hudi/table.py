@@ -83,11 +83,11 @@ class TableProps:
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
         """The table a job writes: its key fields, its bucket count, its type and version (the
-        job's ``--table-version``, resolved by ``validate_job`` from the protocol's release)."""
+        job's ``--table-version``, resolved by ``prepare_job`` from the protocol's release)."""
         if not cfg.table_version.isdigit():
             raise TableError(
                 f"--table-version {cfg.table_version} is not resolved to a number: validate the job "
-                "(runtime.writer.topology.validate_job) before making its table"
+                "(runtime.job.prepare.prepare_job) before making its table"
             )
         return cls(
             cfg.table_name,

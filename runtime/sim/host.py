@@ -1,6 +1,6 @@
 """The simulation host: the Ray host's job, in one process, on virtual time, from a seed.
 
-:func:`simulate` runs the job topology both hosts share (:mod:`runtime.writer.topology`: the
+:func:`simulate` runs the job topology both hosts share (:mod:`runtime.job`: the
 roles, their start order and arguments, the watchdog, the failover, the result record) with
 roles that are objects in this process, each on its own :class:`~runtime.sim.sim_env.SimEnv`.
 The role code is unchanged: only the :class:`~runtime.core.env.Env` differs.
@@ -28,6 +28,10 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
+from runtime.job.driver import JobDriver, Outcome
+from runtime.job.prepare import ResolvedJob, prepare_job
+from runtime.job.record import job_result, trace_markers, verify_committed_prefix
+from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
 from runtime.lab.results import JobResult
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
@@ -36,7 +40,6 @@ from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork
 from runtime.sim.recorder import Event, TraceRecorder, first_divergence, trace_sha256
 from runtime.sim.sim_env import SimEnv
-from runtime.writer.topology import JobDriver, Outcome, RoleSpec, make_role, start_role, validate_job
 
 SOURCE_DONE_S = 5.0  # how long a finished job waits for its sources to push end-of-input
 STORAGES = ("disk", "memory")  # disk: real parquet, the official reader verifies; memory: the simulated disk
@@ -51,7 +54,7 @@ def _root_cause(exc: BaseException) -> str:
 
 
 class _SimRun:
-    """One simulated job: the simulation host of :class:`~runtime.writer.topology.JobDriver`.
+    """One simulated job: the simulation host of :class:`~runtime.job.driver.JobDriver`.
     Every role is an object in this process with its own :class:`SimEnv`; a role is killed by
     cancelling its tasks, and every wait is on virtual time."""
 
@@ -59,7 +62,7 @@ class _SimRun:
 
     def __init__(
         self,
-        cfg: JobConfig,
+        job: ResolvedJob,
         *,
         seed: int,
         loop: SimLoop,
@@ -70,7 +73,8 @@ class _SimRun:
         max_virtual_s: float | None,
         store: MemoryStore | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.job = job
+        self.cfg = cfg = job.config
         self.store = store
         self.seed = seed
         self.loop = loop
@@ -139,7 +143,7 @@ class _SimRun:
         dfs, base = self._open_dfs("driver", self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         table = HudiTable.create_or_open(dfs, base, self.props)
-        self.driver = JobDriver(cfg, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
+        self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
         self.recorder.add("host", "driver", "start", cfg.protocol, cfg.writers)
@@ -173,31 +177,35 @@ class _SimRun:
     def _make(self, name: str, *, starting: bool = False) -> Any:
         env, table, spec = self.views[name]
         assert self.driver is not None
-        shard = InMemoryShard(self.shards[int(spec.args["task_id"])]) if spec.kind == "source" else None
+        takes_shard = role_kind(spec.kind).takes_shard
+        shard = InMemoryShard(self.shards[int(spec.args["task_id"])]) if takes_shard else None
         role = make_role(spec, env, self.cfg, table, self.driver.names, shard)
         self.roles[name] = role
         self.network.bind(name, role, starting=starting)
         return role
 
     async def start(self, names: Sequence[str]) -> None:
-        kind = self.views[names[0]][2].kind if names else ""
-        if kind == "writer":
+        kind = role_kind(self.views[names[0]][2].kind if names else "")
+        if kind.starts_together:  # the write tasks
             await self._bounded(self._start_writers(names, starting=False), "the write tasks")
-        elif kind == "source":
+        elif kind.spawns_loop:  # the sources
             for name in names:
                 self.source_tasks[name] = self.envs[name].spawn(self._make(name).run(), f"{name}.run")
-        else:  # the protocol's roles, the coordinator, the job manager: one at a time
+        else:  # the protocol's roles, the coordinator, the job manager, compaction: one at a time
             for name in names:
                 role, spec = self._make(name), self.views[name][2]
-                if spec.kind != "job-manager" and hasattr(role, "start"):
-                    await self._bounded(start_role(role, spec), name)
+                start = start_role(role, spec)
+                if start is not None:
+                    await self._bounded(start, name)
 
     def _start_writers(self, names: Sequence[str], *, starting: bool) -> Awaitable[Any]:
         """Builds the write tasks now; the returned awaitable starts them together."""
         tasks = [(name, self._make(name, starting=starting)) for name in names]
 
         async def start_one(name: str, task: Any) -> None:
-            await start_role(task, self.views[name][2])
+            start = start_role(task, self.views[name][2])
+            if start is not None:
+                await start
             self.network.started(name)
 
         async def start_all() -> None:
@@ -294,7 +302,7 @@ class _SimRun:
         """The result record, from the roles in this process."""
         if self.driver is None:  # stopped before the job was set up
             dfs, base = self._open_dfs("driver", self.driver_counters)
-            self.driver = JobDriver(self.cfg, HudiTable(dfs, base, self.props), schema_json="")
+            self.driver = JobDriver(self.job, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
         outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
         coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else None
@@ -303,7 +311,8 @@ class _SimRun:
         t_started = self.driver.t_launched or 0.0
         run_s = max(0.0, self.t_end - t_started)
         timing = {"prepare_s": round(self.prepare_s, 3), "setup_s": round(t_started, 6), "run_s": round(run_s, 6)}
-        return self.driver.result(
+        return job_result(
+            self.driver,
             outcome,
             metrics=[self._metrics_of(env) for env in self.envs.values()],
             driver_dfs_ops=self.driver_counters.snapshot(),
@@ -334,7 +343,7 @@ class _SimRun:
 
     def chrome_events(self) -> list[dict[str, Any]]:
         """Every role's events, those of earlier attempts included, and the driver's failovers."""
-        markers = self.driver.trace_markers() if self.driver is not None else []
+        markers = trace_markers(self.driver) if self.driver is not None else []
         return self.earlier_trace + [ev for env in self.envs.values() for ev in env.tracer.drain()] + markers
 
 
@@ -359,37 +368,51 @@ def _data_entries(table: str) -> list[str]:
     return [e for e in os.listdir(table) if not e.startswith(".")] if os.path.isdir(table) else []
 
 
-def prepare_config(cfg: JobConfig, workdir: str | None, storage: str = "disk") -> JobConfig:
-    """The config a simulation runs: the generator source, the table under ``workdir`` (on the
-    simulated disk: at a fixed path, so traces never name a directory)."""
-    if cfg.input_path:
-        raise ConfigError("the simulator runs the built-in generator; --input needs the Ray host")
-    if storage not in STORAGES:
-        raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+def prepare_config(job: JobConfig | ResolvedJob, workdir: str | None, storage: str = "disk") -> ResolvedJob:
+    """The job a simulation runs: the generator source, the table under ``workdir`` (on the
+    simulated disk: at a fixed path, so traces never name a directory); a plain config is
+    checked here (:func:`~runtime.job.prepare.prepare_job`: the table is always a new one)."""
+    _check_simulatable(job.config if isinstance(job, ResolvedJob) else job, storage)
     if storage == "memory":
-        if cfg.table_type != "copy-on-write":
-            # the simulated disk's own snapshot reader reads base files; log files need the official one
-            raise ConfigError(
-                f"--table-type {cfg.table_type} runs on the real disk only (--storage disk): the simulated "
-                "disk's snapshot reader reads base files, not log files"
-            )
-        return validate_job(cfg.replace(source="generator", table=MEMORY_TABLE))
+        return _placed(job, MEMORY_TABLE)
     if workdir is None:
         raise ConfigError(
             "a simulation on disk writes its table under a workdir: pass workdir (or use storage='memory')"
         )
     table = os.path.join(os.path.abspath(workdir), "table")
-    cfg = validate_job(cfg.replace(source="generator", table=table))
+    resolved = _placed(job, table)
     if os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table):
         raise ConfigError(
             f"{table} already holds a table: a simulation writes a fresh one (same seed, "
             "same files); remove it or use another workdir"
         )
-    return cfg
+    return resolved
+
+
+def _check_simulatable(cfg: JobConfig, storage: str) -> None:
+    if cfg.input_path:
+        raise ConfigError("the simulator runs the built-in generator; --input needs the Ray host")
+    if storage not in STORAGES:
+        raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
+    if storage == "memory" and cfg.table_type != "copy-on-write":
+        # the simulated disk's own snapshot reader reads base files; log files need the official one
+        raise ConfigError(
+            f"--table-type {cfg.table_type} runs on the real disk only (--storage disk): the simulated "
+            "disk's snapshot reader reads base files, not log files"
+        )
+
+
+def _placed(job: JobConfig | ResolvedJob, table: str) -> ResolvedJob:
+    """``job`` on the generator source, writing a new table at ``table``; a plain config is
+    prepared now, a prepared job keeps its checks (neither the source nor the table path
+    changes what they found)."""
+    if isinstance(job, ResolvedJob):
+        return ResolvedJob(job.config.replace(source="generator", table=table))
+    return prepare_job(job.replace(source="generator", table=table), fresh_table=True)
 
 
 def simulate(
-    cfg: JobConfig,
+    job: JobConfig | ResolvedJob,
     *,
     seed: int,
     workdir: str | None = None,
@@ -404,7 +427,7 @@ def simulate(
     storage: str = "disk",
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
 ) -> dict[str, Any]:
-    """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
+    """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
     The table is written to ``workdir/table`` (which must not hold one). ``trace=True`` adds the
@@ -418,17 +441,17 @@ def simulate(
     method, wire value).
     """
     wall0 = time.perf_counter()
-    cfg = prepare_config(cfg, workdir, storage)
+    resolved = prepare_config(job, workdir, storage)
     store = MemoryStore() if storage == "memory" else None
     if store is None:
-        os.makedirs(cfg.table, exist_ok=True)
-    run = _new_run(cfg, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace)
+        os.makedirs(resolved.config.table, exist_ok=True)
+    run = _new_run(resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace)
     loop, recorder = run.loop, run.recorder
     run.network.reply_probes.extend(reply_probes or [])
     record = _run_loop(run, loop, chrome_trace_path)
     record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
     if verify and run.driver is not None:
-        record.committed_prefix = run.driver.verify_committed_prefix(record, run.stream, lambda: _snapshot(run, store))
+        record.committed_prefix = verify_committed_prefix(run.driver, record, run.stream, lambda: _snapshot(run, store))
     events = recorder.events
     record.host_fields.update(
         host="simulator",
@@ -448,7 +471,7 @@ def simulate(
 
 
 def _new_run(
-    cfg: JobConfig,
+    job: ResolvedJob,
     seed: int,
     store: MemoryStore | None,
     max_virtual_s: float | None,
@@ -459,6 +482,7 @@ def _new_run(
     expect_trace: list[Event] | None,
 ) -> _SimRun:
     """The loop, the trace recorder and the host of one simulated run."""
+    cfg = job.config
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
     recorder = TraceRecorder(
@@ -468,7 +492,7 @@ def _new_run(
         on_divergence=lambda d: loop.abort(f"the trace diverged from the reference run at event {d['index']}"),
     )
     run = _SimRun(
-        cfg,
+        job,
         seed=seed,
         loop=loop,
         recorder=recorder,
@@ -547,14 +571,19 @@ def verify_memory(
     return verdict
 
 
-def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None, **kwargs: Any) -> dict[str, Any] | None:
-    """Runs ``cfg`` twice with ``seed``; returns the first divergence (``index``, the ``first``
+def check_determinism(
+    job: JobConfig | ResolvedJob, seed: int, *, workdir: str | None = None, **kwargs: Any
+) -> dict[str, Any] | None:
+    """Runs ``job`` twice with ``seed``; returns the first divergence (``index``, the ``first``
     and ``second`` run's events) or None when the traces are identical. The second run stops at
     the first event that differs. ``kwargs`` go to :func:`simulate`."""
     import tempfile
 
     kwargs.setdefault("verify", False)
+    if not isinstance(job, ResolvedJob):  # checked once for both runs
+        _check_simulatable(job, kwargs.get("storage", "disk"))
+        job = _placed(job, job.table)
     with tempfile.TemporaryDirectory(prefix="commitlab-sim-", dir=workdir) as tmp:
-        a = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs)
-        b = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a["trace"], **kwargs)
+        a = simulate(job, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs)
+        b = simulate(job, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a["trace"], **kwargs)
     return b["divergence"] or first_divergence(a["trace"], b["trace"])

@@ -1,3 +1,3 @@
-"""Hudi's Flink writer roles: the write task, the coordinator, and the one job topology both hosts
-build. Imports runtime.lab and below.
+"""Hudi's Flink writer roles: the write task, the coordinator and the compaction operators.
+Imports runtime.protocols and below (never runtime.lab).
 """

@@ -20,7 +20,7 @@ from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.hudi.layout import read_layout, resolve_layout
 from runtime.hudi.table import BUCKETS_KEY, HudiTable, TableError, TableProps, parse_properties
-from runtime.writer.topology import validate_job
+from runtime.job.prepare import validate_job
 
 PROPS = TableProps("t", "key", "partition", "ts", num_buckets=4)
 S3_BUCKET = "lab"  # the bucket the shared s3 fixture creates (tests/conftest.py)

@@ -18,11 +18,11 @@ from runtime.hudi.layout import resolve_layout
 from runtime.hudi.log_format import LogFileName, read_blocks
 from runtime.hudi.table import HudiTable, TableError, TableProps, parse_properties
 from runtime.hudi.table_version import COMMIT_METADATA_SCHEMA, table_version
+from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
 from runtime.sim import simulate
-from runtime.writer.topology import validate_job
 from tests.hudi.test_merge_on_read import T1, T2, T3, _commit, _flush, _records
 from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit, read_all, reader
 

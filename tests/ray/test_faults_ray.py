@@ -258,10 +258,11 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     Holding the answers until every task is back (the default) writes nothing there."""
     from actors.job import JobRun
     from runtime.faults.scenarios import wrong_instant_config
+    from runtime.job.prepare import prepare_job
 
     cfg = wrong_instant_config(_cfg(tmp_path, "operator-event", hold_bootstraps=hold))
     trace = tmp_path / "trace.json"
-    result = JobRun(cfg, None, trace_path=str(trace)).run()
+    result = JobRun(prepare_job(cfg), None, trace_path=str(trace)).run()
     assert result["failovers"][0]["strategy"] == "region"
     written_then_rolled_back = _flush_instants(trace) & set(result["rolled_back"])
     if hold:

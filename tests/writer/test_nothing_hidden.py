@@ -14,10 +14,12 @@ from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import CoordinatorView
 from runtime.hudi.table import HudiTable, TableProps
+from runtime.job.driver import JobDriver
+from runtime.job.prepare import prepare_job
+from runtime.job.record import rollbacks
 from runtime.lab.report import summary_table
 from runtime.lab.timeline_plot import render_timeline, validate_trace
 from runtime.sim import simulate
-from runtime.writer.topology import JobDriver, validate_job
 
 
 def _cfg(**kw) -> JobConfig:
@@ -72,14 +74,15 @@ def test_the_timeline_shows_both_attempts_and_the_failover(tmp_path):
 
 def test_instants_pending_before_the_run_are_reported_as_an_earlier_runs(tmp_path):
     dfs, base = open_dfs(str(tmp_path / "table"))
-    table = HudiTable.create_or_open(dfs, base, TableProps.for_job(validate_job(_cfg())))
+    job = prepare_job(_cfg())
+    table = HudiTable.create_or_open(dfs, base, TableProps.for_job(job.config))
     table.start_instant("20240101000000001")
-    driver = JobDriver(_cfg(), table, schema_json="")
+    driver = JobDriver(job, table, schema_json="")
     driver.note_pending("left pending by an earlier run of this table")
     table.rollback("20240101000000001")  # what the coordinator does when it starts
     table.start_instant("20240101000000002")  # the run's own instant, still pending at the end
     coord = CoordinatorView(instant="20240101000000002", rolled_back=["20240101000000001", "20240101000000003"])
-    assert driver.rollbacks(coord) == [
+    assert rollbacks(driver, coord) == [
         {"instant": "20240101000000001", "reason": "left pending by an earlier run of this table"},
         {"instant": "20240101000000003", "reason": "a failed commit the coordinator rolled back"},
     ]

@@ -1,0 +1,275 @@
+"""One job on any host: the launch in Flink's order, the supervision loop and the failover.
+
+The Ray host (``actors/job.py``) and the simulation host (``runtime/sim/host.py``) implement
+:class:`JobHost`: how a role is placed, started, killed, called and awaited, and how time passes.
+:class:`JobDriver` does everything else once, for both: which roles exist and in which order they
+start (:mod:`runtime.job.roles`), the watchdog, the failover decision (Flink's restart-all or
+region strategy, :mod:`runtime.job.failover`); :mod:`runtime.job.record` makes its result.
+
+The order follows Flink's deployment: the coordinator starts before its tasks (Flink 1.16,
+``OperatorCoordinatorHolder#start`` runs when the job starts, before tasks are deployed); a
+region failover (``RestartPipelinedRegionFailoverStrategy``) restarts the region's tasks
+together and resets the coordinator (``OperatorCoordinator#subtaskReset``); a global one
+restarts every task and the coordinator (``RestartAllFailoverStrategy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
+from runtime.flink.state_backend import StateBackend
+from runtime.hudi.table import HudiTable
+from runtime.job.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
+from runtime.job.prepare import ResolvedJob
+from runtime.job.roles import COORDINATOR, JOB_MANAGER, JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
+from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
+from runtime.lab.results import FailoverRecord
+from runtime.protocols import get_protocol
+
+POLL_S = 0.25  # the watchdog's period
+BUS_DELETED_FAULT = "bus.deleted_between_restarts"
+
+
+class JobHost(Protocol):
+    """What differs between hosts. Names are role names; ``start`` builds and starts roles
+    (:func:`~runtime.job.roles.make_role`, :func:`~runtime.job.roles.start_role`) placed before with ``place``."""
+
+    start_errors: tuple[type[BaseException], ...]  # a role that failed while starting: the job fails
+
+    def now(self) -> float: ...
+
+    def place(self, spec: RoleSpec, incarnation: int) -> None: ...
+
+    async def start(self, names: Sequence[str]) -> None: ...
+
+    def start_later(self, names: Sequence[str]) -> Awaitable[None]: ...
+
+    async def rebind(self, name: str) -> None: ...
+
+    def run_job_manager(self) -> None: ...
+
+    async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]: ...
+
+    async def describe_job_manager(self) -> JobManagerView | None: ...
+
+    async def describe_coordinator(self) -> CoordinatorView | None: ...
+
+    async def dumps(self) -> dict[str, TaskDump]: ...
+
+    def dead(self, dumps: dict[str, TaskDump]) -> str | None: ...
+
+    def past_limit(self) -> str | None: ...
+
+    def interrupted(self) -> str | None: ...
+
+    async def timed_out(self) -> str: ...
+
+    def on_failover(self, error: str | None, restore: Any) -> None: ...
+
+    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]: ...
+
+    async def call(self, name: str, method: str, msg: Any) -> Any: ...
+
+    async def progress(self) -> None: ...
+
+
+@dataclass
+class Outcome:
+    status: str  # finished, failed, deadlocked, timed-out, interrupted (aborted: the simulator's verdict)
+    error: str | None = None
+    deadlock: Any = None
+    stalls: list[Stall] = field(default_factory=list)
+
+
+class JobDriver:
+    """Runs one job's topology on a :class:`JobHost`; ``table`` is the driver's view of it."""
+
+    def __init__(self, job: ResolvedJob, table: HudiTable, *, schema_json: str) -> None:
+        self.cfg = cfg = job.config
+        self.table = table
+        self.protocol = get_protocol(cfg.protocol)
+        self.roles = JobRoles.of(cfg, schema_json)
+        self.failovers: list[FailoverRecord] = []
+        self.last_triggered = 0
+        self.prior_checkpoints: dict[int, CheckpointView] = {}
+        self.prior_metrics: list[dict[str, Any]] = []
+        self.deadline: float | None = None
+        self.stalls: list[Stall] = []  # what the watchdog saw last
+        self.t_launched: float | None = None  # when the first launch had every role up
+        self.failover_clock = "at"  # the failover record's time key in result.json
+        # instants pending when an attempt started, and why: the coordinator rolls them back
+        self.pending_at_launch: dict[str, str] = {}
+
+    @property
+    def names(self) -> RoleNames:
+        return self.roles.names
+
+    @property
+    def task_names(self) -> list[str]:
+        return self.roles.names.task_names
+
+    @property
+    def source_names(self) -> list[str]:
+        return self.roles.names.source_names
+
+    @property
+    def compaction_names(self) -> list[str]:
+        return self.roles.compaction
+
+    def restartable(self, region: bool) -> list[str]:
+        """What a failover restarts (:func:`runtime.job.roles.restartable`)."""
+        return restartable(self.roles, region=region)
+
+    def specs(self, names: Sequence[str], resume: Resume) -> list[RoleSpec]:
+        """The specs of ``names``, resuming from ``resume`` (empty on a fresh start)."""
+        return role_specs(list(names), self.roles, resume)
+
+    # -- the run -------------------------------------------------------------------------------
+
+    async def run(self, host: JobHost) -> Outcome:
+        """Launches, supervises, fails over up to ``max_restarts`` times; the job's outcome."""
+        error: str | None = None
+        while True:
+            try:
+                if error is None:
+                    await self.launch_first(host)
+                else:
+                    await self.failover(host, error)
+                outcome = await self.supervise(host)
+            except host.start_errors as exc:  # a role failed while starting
+                outcome = Outcome("failed", root_cause(exc))
+            if outcome.status == "failed" and len(self.failovers) < self.cfg.max_restarts:
+                error = outcome.error
+                continue
+            return outcome
+
+    def note_pending(self, reason: str) -> None:
+        """Remembers the instants pending now, which the next coordinator rolls back, and why."""
+        if not self.table.dfs.exists(self.table.dfs.join(self.table.base_path, ".hoodie")):
+            return
+        for instant in self.table.timeline().pending_commits():
+            self.pending_at_launch.setdefault(instant, reason)
+
+    async def launch_first(self, host: JobHost) -> None:
+        self.note_pending("left pending by an earlier run of this table")
+        extra = list(self.protocol.extra_roles)
+        for spec in self.specs(extra + self.restartable(region=False), Resume()):
+            host.place(spec, 0)  # every role exists before anything starts
+        await host.start(extra)  # protocol roles first: the coordinator may call them
+        await self.launch(host, region=False)
+        self.t_launched = host.now()
+
+    async def launch(self, host: JobHost, *, region: bool) -> None:
+        """Starts the placed roles in Flink's order; a region failover keeps the coordinator."""
+        if region:
+            await host.rebind(COORDINATOR)  # kept: it must reach the new tasks
+        else:
+            await host.start([COORDINATOR])
+        await host.start([JOB_MANAGER])
+        if self.compaction_names:  # deployed before the tasks whose checkpoints run them
+            await host.start(self.compaction_names)
+        if region:
+            # a region's tasks are deployed together, as Flink does: a source may feed its task
+            # while another task has not bootstrapped yet (the HUDI-6194 window)
+            tasks = host.start_later(self.task_names)
+            host.run_job_manager()
+            await host.start(self.source_names)
+            await tasks
+        else:
+            await host.start(self.task_names)
+            host.run_job_manager()
+            await host.start(self.source_names)
+
+    async def supervise(self, host: JobHost) -> Outcome:
+        """Waits for the job manager a poll at a time: dead roles, deadlocks, the time limits."""
+        cfg = self.cfg
+        if self.deadline is None:
+            self.deadline = host.now() + cfg.job_timeout_s
+        while True:
+            ended, error = await host.wait_job_manager(POLL_S)
+            if ended:
+                return Outcome("finished" if error is None else "failed", error, None, self.stalls)
+            dumps = await host.dumps()
+            dead = host.dead(dumps)
+            if dead is not None:  # a dead role fails the job, which fails over
+                return Outcome("failed", dead, None, self.stalls)
+            deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
+            if deadlock is not None:
+                return Outcome("deadlocked", None, deadlock, self.stalls)
+            self.stalls = stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
+            if host.now() > self.deadline:
+                waiting = await host.timed_out()
+                error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
+                return Outcome("timed-out", f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
+            stopped = host.interrupted()
+            if stopped is not None:
+                return Outcome("interrupted", stopped, None, stalls)
+            limit = host.past_limit()
+            if limit is not None:
+                return Outcome("timed-out", f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
+            await host.progress()
+
+    # -- failover ------------------------------------------------------------------------------
+
+    async def failover(self, host: JobHost, error: str | None) -> None:
+        """Restarts from the last completed checkpoint: globally (every task, source, the
+        coordinator and the job manager) or by region (the coordinator lives on and is told to
+        reset; it re-initialises once every task has bootstrapped again)."""
+        restore = StateBackend(self.table.dfs, self.table.base_path).latest()
+        jm = await host.describe_job_manager()
+        if jm is not None:
+            self.last_triggered = max([self.last_triggered, jm.current, *jm.checkpoints])
+            self.prior_checkpoints.update(jm.checkpoints)
+        region = False
+        if self.cfg.failover == "region":  # the coordinator must be alive and sound
+            coord = await host.describe_coordinator()
+            region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.error)
+        summary = resume_summary(self.cfg, self.last_triggered, restore)
+        record = FailoverRecord(error, host.now(), "region" if region else "global", **summary)
+        record.clock = self.failover_clock
+        self.failovers.append(record)
+        host.on_failover(error, restore)
+        record.deleted = self.delete_bus_if_armed()
+        names = self.restartable(region)
+        self.prior_metrics += await host.kill(names)
+        self.note_pending(f"left pending by attempt {len(self.failovers)}, which failed: {(error or '?')[:200]}")
+        planned, resume = resume_plan(self.cfg, self.last_triggered, restore)
+        for spec in self.specs(names, Resume(resume, planned.states if planned is not None else {})):
+            host.place(spec, len(self.failovers))
+        if region:
+            notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
+            record.coordinator_reset = await host.call(COORDINATOR, "reset_tasks", notice)
+        await self.launch(host, region=region)
+        record.down_s = round(host.now() - record.at, 6)
+
+    def delete_bus_if_armed(self) -> str | None:
+        """The bus.deleted_between_restarts fault: once its task crash fired, the protocol's message
+        directories on the DFS (the message bus, ckp_meta) are removed while the job is down
+        (#8060, #8120), before anything restarts. Returns the deleted paths, relative to the
+        table (results travel), or None."""
+        from runtime.faults.injector import FaultInjector
+
+        specs = [s for s in self.cfg.faults if s.point == BUS_DELETED_FAULT]
+        if not specs or any(f.deleted for f in self.failovers[:-1]):
+            return None  # not armed, or the bus went at an earlier failover already
+        dfs, base = self.table.dfs, self.table.base_path
+        if not FaultInjector(specs, "driver", dfs, base).has_fired(specs[0]):
+            return None
+        deleted = []
+        for path in get_protocol(self.cfg.protocol).dfs_message_dirs(base):
+            if dfs.exists(path):
+                dfs.delete(path, recursive=True)
+                deleted.append(path[len(base) :].lstrip("/"))
+        return ",".join(deleted) or None
+
+
+def _stalls_text(stalls: list[Stall]) -> str:
+    return "; ".join(f"{st.task} {st.what} for {st.blocked_s:.1f}s ({st.waiting_on})" for st in stalls) or "none"
+
+
+def root_cause(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None) or exc
+    return f"{type(cause).__name__}: {cause}".splitlines()[0][:2000]

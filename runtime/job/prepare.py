@@ -1,0 +1,79 @@
+"""A job's options checked and resolved once, by whoever starts the run, before any work starts:
+the configuration's own checks, the armed faults against the protocol, ``--table-version
+release`` resolved to the version the protocol's Hudi release writes, and the existing table's
+layout (its bucket count; options that disagree with it are refused: :mod:`runtime.hudi.layout`).
+
+:class:`ResolvedJob` is what that gives: the job driver and both hosts take one, so a run cannot
+start from options nobody checked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.fault_spec import MESSAGE_FAULTS
+from runtime.flink.job_manager import JobManager
+from runtime.flink.source import Source
+from runtime.hudi.layout import resolve_layout
+from runtime.protocols import PROTOCOLS, get_protocol
+from runtime.writer.coordinator import Coordinator
+from runtime.writer.write_task import WriteTask
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """A job's configuration, validated and resolved against its table (:func:`prepare_job`)."""
+
+    config: JobConfig
+
+
+def prepare_job(config: JobConfig, *, fresh_table: bool = False) -> ResolvedJob:
+    """``config`` checked (:func:`validate_job`) and resolved against the table it writes; raises
+    ConfigError. ``fresh_table``: the run writes a new table (the simulator's), so there is no
+    table whose layout to read."""
+    cfg = validate_job(config)
+    return ResolvedJob(cfg if fresh_table else resolve_layout(cfg))
+
+
+def prepared(job: JobConfig | ResolvedJob) -> ResolvedJob:
+    """``job`` as given when prepared already, else prepared now (:func:`prepare_job`)."""
+    return job if isinstance(job, ResolvedJob) else prepare_job(job)
+
+
+def validate_job(cfg: JobConfig) -> JobConfig:
+    """The checks a job's options get before any work starts, on either host: the configuration's
+    own (:meth:`JobConfig.validate`), and that every armed fault can fire under the protocol (a
+    bus to delete, an RPC method for a messaging fault to hit). Raises ConfigError. Returns ``cfg``,
+    ``--table-version release`` resolved to the version the protocol's Hudi release writes."""
+    cfg.validate(list(PROTOCOLS))
+    protocol = get_protocol(cfg.protocol)
+    methods = {
+        *WriteTask.RPC_METHODS,
+        *Source.RPC_METHODS,
+        *JobManager.RPC_METHODS,
+        *Coordinator.OWN_RPC_METHODS,
+        *protocol.coordinator_side.RPC_METHODS,
+        *protocol.extra_rpc_methods,
+    }
+    if cfg.allow_empty_commit != "release" and protocol.empty_commit_default is None:
+        raise ConfigError(
+            f"--allow-empty-commit {cfg.allow_empty_commit}: the Hudi release {cfg.protocol} models has no "
+            "hoodie.allow.empty.commit for its Flink writer (it came with 0.14, HUDI-6127; the Kafka Connect "
+            "sink always commits); leave it at release, or choose ckp-meta, timeline-server or coordination-rpc"
+        )
+    for spec in cfg.faults:
+        if spec.point.startswith("bus.") and not protocol.messages_on_dfs:
+            raise ConfigError(
+                f"--faults {spec.text()}: {cfg.protocol} keeps no messages on the DFS, so there is no "
+                "directory to delete; the fault could never fire (it applies to message-bus, ckp-meta, "
+                "timeline-server)"
+            )
+        if spec.point in MESSAGE_FAULTS and spec.target and spec.target not in methods:
+            raise ConfigError(
+                f"--faults {spec.text()}: no role of a {cfg.protocol} job has an RPC method {spec.target!r}; "
+                f"name one of {', '.join(sorted(methods))}"
+            )
+    if cfg.table_version == "release":  # the version the protocol's Hudi release writes
+        return cfg.replace(table_version=str(protocol.release_table_version))
+    return cfg

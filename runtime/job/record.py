@@ -1,0 +1,198 @@
+"""The result record of one job (:class:`~runtime.lab.results.JobResult`), from what the driver
+kept of its attempts and what the host gathered of its roles at the end: the commits and
+compactions the table holds, every instant rolled back and why (Hudi's coordinator rolls back
+pending instants when it starts: ``StreamWriteOperatorCoordinator.initInstant`` ->
+``rollbackFailedWrites``), the faults fired, the failovers, the checkpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from runtime.core import trace_events
+from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.faults.markers import fired_faults
+from runtime.hudi.table import commit_summaries, compaction_summaries, files_written
+from runtime.job.driver import JobDriver, Outcome
+from runtime.lab.prefix import verify_prefix
+from runtime.lab.results import JobResult, run_figures
+from runtime.lab.verify import VerifyError
+
+
+def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[dict[str, str]]:
+    """Every instant the job rolled back, and why: those pending when an attempt started that
+    are gone from the table now, and those the coordinator reports (a failed commit it rolled
+    back itself)."""
+    timeline = driver.table.timeline() if driver.pending_at_launch else None
+    on_table = set(timeline.pending_commits()) | set(timeline.completed_commits()) if timeline else set()
+    out = [{"instant": i, "reason": why} for i, why in driver.pending_at_launch.items() if i not in on_table]
+    seen = {r["instant"] for r in out}
+    out += [
+        {"instant": i, "reason": "a failed commit the coordinator rolled back"}
+        for i in coord.rolled_back
+        if i not in seen
+    ]
+    return sorted(out, key=lambda r: r["instant"])
+
+
+def verify_committed_prefix(
+    driver: JobDriver, record: JobResult, stream: pa.Table | None, read_actual: Callable[[], pa.Table]
+) -> dict[str, Any] | None:
+    """A run that did not finish: whether its commits hold exactly what they should
+    (:mod:`runtime.lab.prefix`); None for a finished run (``exactly_once`` says it all)."""
+    if record.status == "finished":
+        return None
+    if stream is None:
+        return {
+            "verified": None,
+            "prefix": "not checked: the Spark source keeps no copy of the stream; "
+            "run commitlab verify --table with --input to check the table",
+        }
+    cfg, commits = driver.cfg, record.commits
+    extra = driver.table.read_commit_metadata(commits[-1]["instant"]).get("extraMetadata", {}) if commits else {}
+    try:
+        return verify_prefix(
+            read_actual(),
+            stream,
+            commits,
+            record.figures["checkpoints"]["detail"],
+            cfg.round_bounds(),
+            extra,
+            key=cfg.key_field,
+            precombine=cfg.precombine_field,
+            partition=cfg.partition_field,
+        )
+    except (VerifyError, ValueError) as exc:
+        return {"verified": False, "prefix": "not checked", "error": str(exc)}
+
+
+def faults_not_fired(driver: JobDriver, fired: list[dict[str, Any]]) -> list[str]:
+    """The armed fault specs no role fired (a marker per firing names the spec)."""
+    keys = {(f["point"], f["checkpoint"], f["task"], f.get("target", "")) for f in fired}
+    return [s.text() for s in driver.cfg.faults if (s.point, s.checkpoint, s.task, s.target) not in keys]
+
+
+def trace_markers(driver: JobDriver) -> list[dict[str, Any]]:
+    """Trace events of the job's failovers (when the job failed, when it was back), for the
+    timeline picture and the trace file: what no role could record, since one of them died."""
+
+    def marker(name: str, at: float, args: dict[str, Any]) -> dict[str, Any]:
+        ts = round(at * 1e6, 1)
+        return {
+            "ph": "i",
+            "s": "g",
+            "pid": "job",
+            "tid": "failover",
+            "cat": trace_events.FAILOVER,
+            "name": name,
+            "ts": ts,
+            "args": args,
+        }
+
+    out = []
+    for n, f in enumerate(driver.failovers, start=1):
+        what = f"failover {n} ({f.strategy}): restore checkpoint {f.restored_checkpoint}"
+        failed = trace_events.failover_args(n, trace_events.FAILED)
+        out.append(marker(what, f.at, {"error": (f.error or "")[:300], "down_s": f.down_s} | failed))
+        if f.down_s is not None:
+            out.append(marker(f"restarted {n}", f.at + f.down_s, trace_events.failover_args(n, trace_events.RESTARTED)))
+    return out
+
+
+def checkpoints(driver: JobDriver, jm: JobManagerView | None) -> dict[str, Any]:
+    """Every checkpoint of the job, those of job managers a failover replaced included, as
+    result.json's ``checkpoints.detail`` (string keys, as JSON has them)."""
+    every = {**driver.prior_checkpoints, **(jm.checkpoints if jm is not None else {})}
+    return {str(k): dataclasses.asdict(v) for k, v in sorted(every.items())}
+
+
+def table_record(
+    driver: JobDriver, coord: CoordinatorView, figures: dict[str, Any], before: set[str]
+) -> dict[str, Any]:
+    """What the table says of this job, from one listing of its timeline and one read of each
+    completed instant's metadata (none when the job stopped before the table was created):
+    its commits, which survive any failover; merge-on-read: its compactions and what the
+    coordinator scheduled and postponed; the files and bytes it wrote and the write
+    amplification."""
+    if not driver.table.dfs.exists(driver.table.hoodie):
+        return {"commits": [], "compactions": {}, "data_written": {}}
+    timeline = driver.table.timeline()
+    done = driver.table.completed_metadata(timeline, skip=before)
+    compactions: dict[str, Any] = {}
+    if driver.cfg.compacts:
+        compactions = {
+            "completed": compaction_summaries(done),
+            "pending": timeline.pending_compactions(),
+            "scheduled": len(coord.compactions_scheduled),
+            "postponed": coord.compactions_postponed,
+        }
+    written: dict[str, Any] = files_written(done)
+    checkpoints = max(1, figures["checkpoints"]["completed"])
+    for kind in ("base_files", "log_files", "compaction_base_files"):
+        written[f"{kind}_per_checkpoint"] = round(written[kind] / checkpoints, 2)
+    input_bytes = figures.get("counters", {}).get("input_bytes", 0)
+    written["input_bytes"] = input_bytes
+    written["write_amplification"] = round(written["bytes"] / input_bytes, 3) if input_bytes else None
+    return {"commits": commit_summaries(done), "compactions": compactions, "data_written": written}
+
+
+def job_result(
+    driver: JobDriver,
+    outcome: Outcome,
+    *,
+    metrics: list[dict[str, Any]],
+    driver_dfs_ops: dict[str, dict[str, int]],
+    coord: CoordinatorView | None,
+    jm: JobManagerView | None,
+    dumps: dict[str, TaskDump],
+    commits_before: set[str],
+    table: str,
+    timing: dict[str, Any],
+    run_s: float,
+) -> JobResult:
+    """The result record, from what the host gathered of its roles at the end."""
+    cfg = driver.cfg
+    parts = [m for m in metrics if "error" not in m] + driver.prior_metrics
+    coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
+    figures = run_figures(parts, driver_dfs_ops, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
+    fired = fired_faults(driver.table.dfs, driver.table.base_path)
+    rolled_back = rollbacks(driver, coord)
+    return JobResult(
+        figures=figures,
+        protocol=cfg.protocol,
+        writers=cfg.writers,
+        source=cfg.source,
+        table=table,
+        status=outcome.status,
+        error=outcome.error,
+        records=cfg.records,
+        **table_record(driver, coord, figures, commits_before),
+        empty_rounds=coord.empty_rounds,
+        failovers=driver.failovers,
+        faults_fired=fired,
+        faults_armed=[s.text() for s in cfg.faults],
+        faults_not_fired=faults_not_fired(driver, fired),
+        rolled_back=[r["instant"] for r in rolled_back],
+        rollbacks=rolled_back,
+        coordinator={
+            "resets": coord.resets,
+            "deleted_by_fault": coord.deleted_by_fault,
+            "protocol": coord.protocol,
+        },
+        deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
+        stalls=[dataclasses.asdict(st) for st in outcome.stalls],
+        timing=timing,
+        rows_per_s=round(figures["rows_in"] / max(1e-9, run_s), 1),
+        tasks={n: _task_summary(d) for n, d in dumps.items()},
+        send_errors=[e for m in metrics + driver.prior_metrics for e in m.get("send_errors", [])],
+        durations=cfg.effective_durations(),
+        config=cfg.record(),
+    )
+
+
+def _task_summary(d: TaskDump) -> dict[str, Any]:
+    return {"state": d.state, "error": d.error, "flushes": d.flushes, "protocol": d.protocol, "rows_in": d.rows_in}

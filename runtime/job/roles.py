@@ -1,0 +1,297 @@
+"""The kinds of role a job runs, in one table: how each is built, the arguments it resumes with,
+how it starts, whether a failover restarts it, and what a host must know of it.
+
+Every host builds and starts roles through this table (the Ray host in ``actors/``, the
+simulation host in ``runtime/sim/host.py``), so a new kind of role is one entry here. The kinds:
+the coordinator, the job manager, the merge-on-read compaction operators
+(:mod:`runtime.writer.compaction`), one write task and one source per writer, and the protocol's
+own roles (timeline server, control topic: ``protocol.extra_roles``) through one generic entry.
+
+Flink's region failover (``RestartPipelinedRegionFailoverStrategy``) restarts a region's tasks and
+keeps the coordinator (``OperatorCoordinator#subtaskReset``); a global one
+(``RestartAllFailoverStrategy``) restarts the coordinator too. The protocol's own roles are
+services outside the Flink job: no failover restarts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from runtime.core import codec
+from runtime.core.config import JobConfig
+from runtime.core.env import Env
+from runtime.core.messages import TaskState
+from runtime.flink.job_manager import JobManager
+from runtime.flink.source import Source
+from runtime.flink.state_backend import StateBackend
+from runtime.hudi.table import HudiTable
+from runtime.protocols import get_protocol
+from runtime.writer.compaction import (
+    COMMIT_SINK,
+    COMPACT_TASK,
+    PLAN_OPERATOR,
+    CompactionCommitSink,
+    CompactionPlanOperator,
+    CompactOperator,
+    compaction_role_names,
+)
+from runtime.writer.coordinator import Coordinator
+from runtime.writer.write_task import WriteTask
+
+COORDINATOR = "coordinator"
+JOB_MANAGER = "job-manager"
+WRITER = "writer"
+SOURCE = "source"
+
+
+class Role(Protocol):
+    """What every built role offers: the methods other roles may call on it. A role may also
+    have ``start`` (awaited before it takes messages), ``run`` (the loop its host spawns),
+    ``describe`` (the coordinator's, the job manager's view) and ``dump`` (a write task's
+    introspection); hosts look those up by the role's kind or by name."""
+
+    @property
+    def RPC_METHODS(self) -> tuple[str, ...]: ...  # noqa: N802 - the name every host looks up
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """One role of the job: its name, its kind and what it is built with (wire-safe values)."""
+
+    name: str
+    kind: str  # a RoleKind's kind, or one of the protocol's extra roles
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoleNames:
+    task_names: list[str]
+    source_names: list[str]
+
+
+@dataclass(frozen=True)
+class JobRoles:
+    """The role names of one job, and what the roles are built with that the job fixes."""
+
+    names: RoleNames
+    compaction: list[str]  # merge-on-read: runtime.writer.compaction, in start order
+    extra: list[str]  # the protocol's own roles
+    schema_json: str
+
+    @classmethod
+    def of(cls, cfg: JobConfig, schema_json: str) -> JobRoles:
+        writers = range(cfg.writers)
+        names = RoleNames([f"{WRITER}-{i}" for i in writers], [f"{SOURCE}-{i}" for i in writers])
+        return cls(names, compaction_role_names(cfg), list(get_protocol(cfg.protocol).extra_roles), schema_json)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where restarted roles resume (:mod:`runtime.job.failover`): the checkpoint ids and round
+    (``ids``), and each role's restored state; both empty on a fresh start."""
+
+    ids: dict[str, int] = field(default_factory=dict)
+    states: dict[str, bytes] = field(default_factory=dict)
+
+
+Build = Callable[[RoleSpec, Env, JobConfig, HudiTable, RoleNames, Any], Role]
+
+
+@dataclass(frozen=True)
+class RoleKind:
+    """One kind of role. ``build`` makes it (``shard`` feeds a source); ``names`` are the job's
+    roles of this kind; ``args`` what one is built with, fresh or resuming; ``start`` gives what
+    to await before it takes messages (None: nothing to start). ``restarts``: by a global failover,
+    ``in_region``: by a region failover too. ``spawns_loop``: its host spawns its ``run()``
+    (a source's emitting loop when it starts; the job manager's run when the driver says).
+    ``starts_together``: the roles of a launch start as one (Flink deploys a region's tasks
+    together). ``takes_shard``: the host hands it its share of the stream."""
+
+    kind: str
+    build: Build
+    names: Callable[[JobRoles], list[str]]
+    args: Callable[[str, JobRoles, Resume], dict[str, Any]] = lambda _name, _roles, _resume: {}
+    start: Callable[[Any, RoleSpec], Awaitable[None] | None] = lambda _role, _spec: None
+    restarts: bool = True
+    in_region: bool = True
+    spawns_loop: bool = False
+    starts_together: bool = False
+    takes_shard: bool = False
+
+
+# -- how each kind is built (the same code on every host) ------------------------------------------
+
+
+def _build_coordinator(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    return Coordinator(
+        env,
+        cfg,
+        table,
+        get_protocol(cfg.protocol),
+        names.task_names,
+        schema_json=spec.args.get("schema_json", ""),
+        resume_checkpoint_id=int(spec.args.get("resume_checkpoint_id", 0)),
+    )
+
+
+def _build_job_manager(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    return JobManager(
+        env,
+        cfg,
+        names.task_names,
+        names.source_names,
+        state_backend=StateBackend(env.dfs, table.base_path),
+        start_checkpoint_id=int(spec.args.get("start_checkpoint_id", 1)),
+        start_round=int(spec.args.get("start_round", 1)),
+        compaction_plan=PLAN_OPERATOR if cfg.compacts else "",
+    )
+
+
+def _build_plan_operator(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    tasks = [n for n in compaction_role_names(cfg) if n.startswith(f"{COMPACT_TASK}-")]
+    return CompactionPlanOperator(env, cfg, table, tasks)
+
+
+def _build_compact_task(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    return CompactOperator(env, cfg, table.with_dfs(env.dfs.for_role("compaction.data")), int(spec.args["task_id"]))
+
+
+def _build_commit_sink(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    return CompactionCommitSink(env, cfg, table, spec.args.get("schema_json", ""))
+
+
+def _build_writer(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    data_table = table.with_dfs(env.dfs.for_role("writer.data"))
+    return WriteTask(env, cfg, int(spec.args["task_id"]), table, get_protocol(cfg.protocol), data_table=data_table)
+
+
+def _build_source(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any) -> Role:
+    a = spec.args
+    start_round, start_offset = int(a.get("start_round", 1)), int(a.get("start_offset", 0))
+    return Source(
+        env, cfg, int(a["task_id"]), shard, writer=a["writer"], start_round=start_round, start_offset=start_offset
+    )
+
+
+def _build_protocol_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
+    protocol = get_protocol(cfg.protocol)
+    if spec.kind in protocol.extra_roles:  # a role the protocol brings (timeline server, control topic)
+        role: Role = protocol.make_role(spec.kind, env, cfg, table, names.task_names)
+        return role
+    raise ValueError(f"unknown role kind {spec.kind!r}")
+
+
+# -- what each kind is built with, fresh or resuming -------------------------------------------------
+
+
+def _coordinator_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    args: dict[str, Any] = {"schema_json": roles.schema_json}
+    args.update({"resume_checkpoint_id": resume.ids["resume_checkpoint_id"]} if resume.ids else {})
+    return args
+
+
+def _job_manager_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    return {k: v for k, v in resume.ids.items() if k.startswith("start_")}
+
+
+def _writer_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    args: dict[str, Any] = {"task_id": roles.names.task_names.index(name)}
+    if resume.ids:
+        args.update(resume_checkpoint_id=resume.ids["resume_checkpoint_id"], restored_state=resume.states.get(name))
+    return args
+
+
+def _source_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    i = roles.names.source_names.index(name)
+    args: dict[str, Any] = {"task_id": i, "writer": roles.names.task_names[i]}
+    if resume.ids:
+        state = resume.states.get(name)
+        offset = codec.decode(state).offset if state else 0
+        args.update(start_round=resume.ids["start_round"], start_offset=offset)
+    return args
+
+
+def _schema_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    return {"schema_json": roles.schema_json}
+
+
+def _compact_task_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+    return {"task_id": int(name.rsplit("-", 1)[1])}
+
+
+# -- how each kind starts ------------------------------------------------------------------------------
+
+
+def _start_writer(role: Any, spec: RoleSpec) -> Awaitable[None]:
+    restored = spec.args.get("restored_state")
+    state = codec.decode(restored, TaskState) if restored else None
+    started: Awaitable[None] = role.start(state, resume_checkpoint_id=spec.args.get("resume_checkpoint_id"))
+    return started
+
+
+def _start_if_startable(role: Any, spec: RoleSpec) -> Awaitable[None] | None:
+    return role.start() if hasattr(role, "start") else None
+
+
+def _compaction(name: str) -> Callable[[JobRoles], list[str]]:
+    return lambda roles: [n for n in roles.compaction if n == name or n.startswith(f"{name}-")]
+
+
+# the kinds in the order a failover restarts them (compaction: sink first, the tasks send to it)
+ROLE_KINDS: tuple[RoleKind, ...] = (
+    RoleKind(
+        COORDINATOR,
+        _build_coordinator,
+        lambda _: [COORDINATOR],
+        _coordinator_args,
+        _start_if_startable,
+        in_region=False,
+    ),
+    RoleKind(JOB_MANAGER, _build_job_manager, lambda _: [JOB_MANAGER], _job_manager_args),
+    RoleKind(COMMIT_SINK, _build_commit_sink, _compaction(COMMIT_SINK), _schema_args, _start_if_startable),
+    RoleKind(COMPACT_TASK, _build_compact_task, _compaction(COMPACT_TASK), _compact_task_args, _start_if_startable),
+    RoleKind(PLAN_OPERATOR, _build_plan_operator, _compaction(PLAN_OPERATOR), start=_start_if_startable),
+    RoleKind(WRITER, _build_writer, lambda r: r.names.task_names, _writer_args, _start_writer, starts_together=True),
+    RoleKind(SOURCE, _build_source, lambda r: r.names.source_names, _source_args, spawns_loop=True, takes_shard=True),
+)
+# the protocol's own roles (kind: their name); services outside the Flink job, never restarted
+PROTOCOL_ROLE = RoleKind("", _build_protocol_role, lambda r: r.extra, start=_start_if_startable, restarts=False)
+_BY_KIND = {k.kind: k for k in ROLE_KINDS}
+
+
+def role_kind(kind: str) -> RoleKind:
+    """The entry of a spec's kind (a protocol's role: the generic entry)."""
+    return _BY_KIND.get(kind, PROTOCOL_ROLE)
+
+
+def kind_of(name: str, roles: JobRoles) -> RoleKind:
+    """The kind of the job's role ``name``."""
+    return next((k for k in ROLE_KINDS if name in k.names(roles)), PROTOCOL_ROLE)
+
+
+def role_specs(names: list[str], roles: JobRoles, resume: Resume) -> list[RoleSpec]:
+    """The specs of ``names``, resuming from ``resume`` (empty on a fresh start)."""
+    out = []
+    for name in names:
+        kind = kind_of(name, roles)
+        out.append(RoleSpec(name, kind.kind or name, kind.args(name, roles, resume)))
+    return out
+
+
+def restartable(roles: JobRoles, *, region: bool) -> list[str]:
+    """What a failover restarts: the protocol's own roles live on, the coordinator too in a
+    region. The compaction operators are connected to the write tasks, so in their region."""
+    return [n for k in ROLE_KINDS if k.restarts and (k.in_region or not region) for n in k.names(roles)]
+
+
+def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any = None) -> Role:
+    """Builds the role of ``spec`` (the same code on every host; ``shard`` feeds a source)."""
+    return role_kind(spec.kind).build(spec, env, cfg, table, names, shard)
+
+
+def start_role(role: Any, spec: RoleSpec) -> Awaitable[None] | None:
+    """What starts a built role, to await before it takes messages; None when it has nothing
+    to start (a source's loop and the job manager's run are the host's to spawn)."""
+    return role_kind(spec.kind).start(role, spec)
