@@ -9,6 +9,7 @@ from typing import Any
 import ray
 
 from runtime.core.dfs import Dfs
+from runtime.core.roles import writer_index
 from runtime.core.storage import check_location, endpoint_url
 from runtime.lab.s3_endpoint import diff_counts, fetch_endpoint_counts
 
@@ -47,7 +48,7 @@ def run_placement(
             procs[name] = {"error": type(exc).__name__, "roles": []}
     roles = {role: {k: v for k, v in p.items() if k != "roles"} for p in procs.values() for role in p["roles"]}
     per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
-    writer_nodes = {r["node_id"] for n, r in roles.items() if n.startswith("writer-") and "node_id" in r}
+    writer_nodes = {r["node_id"] for n, r in roles.items() if writer_index(n) is not None and "node_id" in r}
     return {
         "placement": {
             "strategy": strategy,

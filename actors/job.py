@@ -31,6 +31,7 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
@@ -39,7 +40,7 @@ from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
-from runtime.job.roles import COORDINATOR, JOB_MANAGER, RoleSpec, role_kind
+from runtime.job.roles import RoleSpec, role_kind
 from runtime.lab.results import JobResult
 from runtime.lab.verify import read_snapshot, verify_run
 
@@ -182,7 +183,7 @@ class JobRun:
     def _prepare(self, counters: DfsCounters) -> None:
         """Opens the table and plans the stream; bad input fails here, before anything is written."""
         cfg = self.cfg
-        dfs, base = open_dfs(cfg.table, role="driver", counters=counters)
+        dfs, base = open_dfs(cfg.table, role=DRIVER, counters=counters)
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
@@ -357,7 +358,7 @@ class JobRun:
         return metrics
 
     async def call(self, name: str, method: str, msg: Any) -> Any:
-        reply = self.refs[name].deliver(method, to_wire(msg), "driver")
+        reply = self.refs[name].deliver(method, to_wire(msg), DRIVER)
         timeout = max(30.0, self.cfg.rpc_timeout_s)
         return from_wire(
             await awaited(reply, timeout, f"{name}.{method}", f"{flag_of('rpc_timeout_s')} above 30 s raises it")

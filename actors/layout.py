@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from runtime.core.roles import SOURCE, WRITER
 from runtime.writer.compaction import COMMIT_SINK, COMPACT_TASK, PLAN_OPERATOR
 
 TASK_MANAGER = "taskmanager"
@@ -56,7 +57,7 @@ class ProcessLayout:
         """The process hosting ``role``: ``taskmanager-K`` for writer-i and source-i, else the
         role's own process (named after it)."""
         head, _, tail = role.rpartition("-")
-        if head in ("writer", "source") and tail.isdigit():
+        if head in (WRITER, SOURCE) and tail.isdigit():
             return f"{TASK_MANAGER}-{self.task_manager_of(int(tail))}"
         if self.compaction_tasks and head == COMPACT_TASK and tail.isdigit():
             return f"{TASK_MANAGER}-{self.task_manager_of(int(tail) % self.writers)}"
@@ -70,7 +71,7 @@ class ProcessLayout:
             return [process]
         first = int(tail) * self.slots
         ids = range(first, min(first + self.slots, self.writers))
-        roles = [f"{kind}-{i}" for i in ids for kind in ("writer", "source")]
+        roles = [f"{kind}-{i}" for i in ids for kind in (WRITER, SOURCE)]
         roles += [f"{COMPACT_TASK}-{i}" for i in range(self.compaction_tasks) if i % self.writers in ids]
         if self.compaction_tasks and int(tail) == 0:
             roles += [PLAN_OPERATOR, COMMIT_SINK]

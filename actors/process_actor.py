@@ -24,7 +24,7 @@ from actors.channels import InOrder
 from actors.layout import TASK_MANAGER
 from actors.ray_env import RayEnv
 from actors.stream_plan import StreamShardRounds
-from runtime.core import codec
+from runtime.core import codec, roles
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
@@ -73,7 +73,7 @@ class HostedRole:
         if extra.get("faults"):
             specs: list[FaultSpec] = codec.decode(extra["faults"])
             self.env.faults = ArmedFaultPoints(FaultInjector(specs, name, dfs, base), self.env)
-            if kind == "coordinator" and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
+            if kind == roles.COORDINATOR and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
                 dfs.fault_hook = coordinator_dfs_hook(self.env.faults, time.sleep)
         self.role: Any = None

@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from runtime.core.roles import DRIVER
+
 # Operation names in the counters and results: exists, list, read, write, create, delete, mkdir, rename, stat.
 
 
@@ -88,7 +90,7 @@ class Dfs:
         self,
         fs: pafs.FileSystem,
         *,
-        role: str = "driver",
+        role: str = DRIVER,
         counters: DfsCounters | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:
@@ -259,7 +261,7 @@ class Dfs:
             raise DfsError(f"read_parquet_metadata({path}) failed: {exc}") from exc
 
 
-def open_dfs(uri_or_path: str, *, role: str = "driver", counters: DfsCounters | None = None) -> tuple[Dfs, str]:
+def open_dfs(uri_or_path: str, *, role: str = DRIVER, counters: DfsCounters | None = None) -> tuple[Dfs, str]:
     """Opens the file system behind a path or URI (``/tmp/t``, ``file:///tmp/t``,
     ``s3://bucket/t?endpoint_override=...``: see runtime.core.storage). Returns the Dfs and the path
     inside it."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime.core import trace_events
+from runtime.core import roles, trace_events
 from runtime.core.env import Env, WaitTimeout
 from runtime.core.fault_points import FaultPoints
 from runtime.core.fault_spec import MESSAGE_FAULTS, FaultSpec
@@ -65,8 +65,9 @@ class ArmedFaultPoints(FaultPoints):
         ckp = getattr(msg, "checkpoint_id", -1)
         task = getattr(msg, "task_id", None)
         if not isinstance(task, int):
-            end = dest if dest.startswith("writer-") else self.env.role
-            task = int(end.rsplit("-", 1)[1]) if end.startswith("writer-") else -1
+            at = roles.writer_index(dest)
+            task = at if at is not None else roles.writer_index(self.env.role)
+            task = -1 if task is None else task
         for point in MESSAGE_FAULTS:
             spec = faults.hit(
                 point, checkpoint=ckp if isinstance(ckp, int) else -1, task=task, target=method, strict=True

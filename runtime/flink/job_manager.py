@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core import trace_events
+from runtime.core import roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, WaitTimeout, bounded
 from runtime.core.messages import (
@@ -82,7 +82,7 @@ class JobManager:
         task_names: list[str],
         source_names: list[str],
         *,
-        coordinator: str = "coordinator",
+        coordinator: str = roles.COORDINATOR,
         state_backend: Any = None,
         start_checkpoint_id: int = 1,
         start_round: int = 1,

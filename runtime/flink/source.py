@@ -15,7 +15,7 @@ from typing import Protocol as _TypingProtocol
 
 import pyarrow as pa
 
-from runtime.core import codec
+from runtime.core import codec, roles
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, bounded
 from runtime.core.messages import (
@@ -69,7 +69,7 @@ class Source:
         shard: Shard,
         *,
         writer: str,
-        job_manager: str = "job-manager",
+        job_manager: str = roles.JOB_MANAGER,
         start_round: int = 1,
         start_offset: int = 0,
     ) -> None:

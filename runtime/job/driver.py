@@ -19,12 +19,14 @@ from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from runtime.core import roles
 from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
+from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
 from runtime.job.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.job.prepare import ResolvedJob
-from runtime.job.roles import COORDINATOR, JOB_MANAGER, JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
+from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.results import FailoverRecord
 from runtime.protocols import get_protocol
@@ -256,7 +258,7 @@ class JobDriver:
         if not specs or any(f.deleted for f in self.failovers[:-1]):
             return None  # not armed, or the bus went at an earlier failover already
         dfs, base = self.table.dfs, self.table.base_path
-        if not FaultInjector(specs, "driver", dfs, base).has_fired(specs[0]):
+        if not FaultInjector(specs, roles.DRIVER, dfs, base).has_fired(specs[0]):
             return None
         deleted = []
         for path in get_protocol(self.cfg.protocol).dfs_message_dirs(base):

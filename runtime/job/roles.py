@@ -23,6 +23,7 @@ from runtime.core import codec
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import TaskState
+from runtime.core.roles import COORDINATOR, JOB_MANAGER, SOURCE, WRITER, source_name, writer_name
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
@@ -39,11 +40,6 @@ from runtime.writer.compaction import (
 )
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.write_task import WriteTask
-
-COORDINATOR = "coordinator"
-JOB_MANAGER = "job-manager"
-WRITER = "writer"
-SOURCE = "source"
 
 
 class Role(Protocol):
@@ -83,7 +79,7 @@ class JobRoles:
     @classmethod
     def of(cls, cfg: JobConfig, schema_json: str) -> JobRoles:
         writers = range(cfg.writers)
-        names = RoleNames([f"{WRITER}-{i}" for i in writers], [f"{SOURCE}-{i}" for i in writers])
+        names = RoleNames([writer_name(i) for i in writers], [source_name(i) for i in writers])
         return cls(names, compaction_role_names(cfg), list(get_protocol(cfg.protocol).extra_roles), schema_json)
 
 

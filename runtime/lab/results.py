@@ -6,12 +6,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from runtime.core import roles
 from runtime.core.dfs import DfsCounters
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics
 from runtime.lab.latency import percentiles, unblock_latencies
 
-DATA_ROLES = ("writer.data", "driver")  # DFS traffic that is not the commit protocol's
+DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit protocol's
 
 
 def run_figures(

@@ -53,6 +53,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from typing import Protocol as _TypingProtocol
 
+from runtime.core import roles
 from runtime.core.config import JobConfig
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
@@ -206,7 +207,7 @@ class ControlTopicParticipant(WriterSide):
 
     def _seek_source(self, offset: int) -> None:
         self.counts["seek_back"] += 1
-        self.ctx.env.send(f"source-{self.ctx.task_id}", "seek", SeekRequest(offset))
+        self.ctx.env.send(roles.source_name(self.ctx.task_id), "seek", SeekRequest(offset))
 
     def may_flush_eagerly(self) -> bool:
         return self.commit_time is not None
@@ -350,7 +351,7 @@ class ControlTopicCoordinator(CoordinatorSide):
 
     async def open(self) -> None:
         env = self.ctx.env
-        self.consumer = TopicConsumer(env, "coordinator", TOPIC, rpc_timeout_s=self.cfg.rpc_timeout_s)
+        self.consumer = TopicConsumer(env, roles.COORDINATOR, TOPIC, rpc_timeout_s=self.cfg.rpc_timeout_s)
         await self.consumer.seek_to_end()
         self.committed_offsets = await env.io(self._recover_offsets)
 
@@ -385,7 +386,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         """buildControlMessage: every coordinator message carries the committed offsets."""
         await publish(
             self.ctx.env,
-            ControlMessage(kind, instant, "coordinator", offsets=dict(self.committed_offsets), **kw),
+            ControlMessage(kind, instant, roles.COORDINATOR, offsets=dict(self.committed_offsets), **kw),
             TOPIC,
             timeout=self.cfg.rpc_timeout_s,
         )

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
-from runtime.core import codec
+from runtime.core import codec, roles
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import (
     BlockedWait,
@@ -153,7 +153,7 @@ class CoordinationRpcWriter(WriterSide):
     async def _ask(self, key: int, timeout: float) -> InstantTimeReply:
         self.requests += 1
         reply = await self.ctx.env.call(
-            "coordinator", "instant_time_request", InstantTimeRequest(self.ctx.task_id, key), timeout=timeout
+            roles.COORDINATOR, "instant_time_request", InstantTimeRequest(self.ctx.task_id, key), timeout=timeout
         )
         return cast(InstantTimeReply, reply)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from runtime.core import roles
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
@@ -121,7 +122,7 @@ class _SimRun:
             # the fault points the roles reach fire here as on Ray (once per job, marker on the DFS)
             injector = FaultInjector(self.cfg.faults, name, dfs, base)
             env.faults = ArmedFaultPoints(injector, env, on_dropped=env.note_dropped)
-            if kind == "coordinator" and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
+            if kind == roles.COORDINATOR and {f.point for f in self.cfg.faults} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS operation costs virtual time, spent when the I/O call returns
                 dfs.fault_hook = coordinator_dfs_hook(env.faults, env.defer_io_delay)
         self.envs[name] = env
@@ -140,13 +141,13 @@ class _SimRun:
         self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
             [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
         )
-        dfs, base = self._open_dfs("driver", self.driver_counters)
+        dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         table = HudiTable.create_or_open(dfs, base, self.props)
         self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
-        self.recorder.add("host", "driver", "start", cfg.protocol, cfg.writers)
+        self.recorder.add("host", roles.DRIVER, "start", cfg.protocol, cfg.writers)
         self.outcome = await self.driver.run(self)
         self.t_end = self.loop.time()
         if self.outcome.status == "finished":
@@ -154,7 +155,7 @@ class _SimRun:
             pending = [t for t in self.source_tasks.values() if not t.done()]
             if pending:
                 await asyncio.wait(pending, timeout=SOURCE_DONE_S)
-        self.recorder.add("host", "driver", "end", self.outcome.status, self.outcome.error)
+        self.recorder.add("host", roles.DRIVER, "end", self.outcome.status, self.outcome.error)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
@@ -215,14 +216,14 @@ class _SimRun:
 
     def start_later(self, names: Sequence[str]) -> Awaitable[None]:
         # sources may feed a task while another has not bootstrapped yet (the HUDI-6194 window)
-        starts = self.envs["job-manager"].spawn(self._start_writers(names, starting=True), "the write tasks' start")
+        starts = self.envs[roles.JOB_MANAGER].spawn(self._start_writers(names, starting=True), "the write tasks' start")
         return self._bounded(starts, "the write tasks")
 
     async def rebind(self, name: str) -> None:
         pass  # the simulated network reaches every role by name
 
     def run_job_manager(self) -> None:
-        self.jm_task = self.envs["job-manager"].spawn(self.roles["job-manager"].run(), "job-manager.run")
+        self.jm_task = self.envs[roles.JOB_MANAGER].spawn(self.roles[roles.JOB_MANAGER].run(), "job-manager.run")
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
         assert self.jm_task is not None
@@ -233,12 +234,12 @@ class _SimRun:
         return True, None if exc is None else _root_cause(exc)
 
     async def describe_job_manager(self) -> JobManagerView | None:
-        role = self.roles.get("job-manager")
+        role = self.roles.get(roles.JOB_MANAGER)
         return role.describe() if role is not None else None
 
     async def describe_coordinator(self) -> CoordinatorView | None:
         """The coordinator's view; one that crashed reports it as its error."""
-        role, env = self.roles.get("coordinator"), self.envs.get("coordinator")
+        role, env = self.roles.get(roles.COORDINATOR), self.envs.get(roles.COORDINATOR)
         if role is None or env is None:
             return None
         view: CoordinatorView = role.describe()
@@ -271,7 +272,9 @@ class _SimRun:
         return ""  # the trace says where every role waited
 
     def on_failover(self, error: str | None, restore: Any) -> None:
-        self.recorder.add("host", "driver", "failover", error, restore.checkpoint_id if restore is not None else None)
+        self.recorder.add(
+            "host", roles.DRIVER, "failover", error, restore.checkpoint_id if restore is not None else None
+        )
         for probe in self.network.reply_probes:  # observers that count per failover epoch
             if hasattr(probe, "on_failover"):
                 probe.on_failover()
@@ -301,12 +304,12 @@ class _SimRun:
     def collect(self) -> JobResult:
         """The result record, from the roles in this process."""
         if self.driver is None:  # stopped before the job was set up
-            dfs, base = self._open_dfs("driver", self.driver_counters)
+            dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
             self.driver = JobDriver(self.job, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
         outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
-        coord = self.roles["coordinator"].describe() if "coordinator" in self.roles else None
-        jm = self.roles["job-manager"].describe() if "job-manager" in self.roles else None
+        coord = self.roles[roles.COORDINATOR].describe() if roles.COORDINATOR in self.roles else None
+        jm = self.roles[roles.JOB_MANAGER].describe() if roles.JOB_MANAGER in self.roles else None
         dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
         t_started = self.driver.t_launched or 0.0
         run_s = max(0.0, self.t_end - t_started)
@@ -515,7 +518,7 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
             stalls = run.driver.stalls if run.driver is not None else []
             run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
             run.t_end = loop.time()
-            run.recorder.add("host", "driver", "end", run.outcome.status, run.outcome.error)
+            run.recorder.add("host", roles.DRIVER, "end", run.outcome.status, run.outcome.error)
         record = run.collect()
         run.sim_info = {
             "loop_iterations": loop.iterations,

@@ -22,6 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from runtime.core import roles
 from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook
 from runtime.hudi.table import HudiTable
 
@@ -43,7 +44,7 @@ class MemoryDfs(Dfs):
         self,
         store: MemoryStore,
         *,
-        role: str = "driver",
+        role: str = roles.DRIVER,
         counters: DfsCounters | None = None,
         fault_hook: FaultHook | None = None,
     ) -> None:

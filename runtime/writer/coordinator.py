@@ -51,7 +51,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from runtime.core import codec, trace_events
+from runtime.core import codec, roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S
@@ -99,7 +99,7 @@ class Coordinator:
         *,
         schema_json: str = "",
         resume_checkpoint_id: int = 0,
-        job_manager: str = "job-manager",
+        job_manager: str = roles.JOB_MANAGER,
     ) -> None:
         self.env = env
         self.config = config
@@ -163,7 +163,7 @@ class Coordinator:
         from runtime.flink.state_backend import StateBackend
 
         latest = await self.env.io(StateBackend(self.table.dfs, self.table.base_path).latest)
-        raw = latest.states.get("coordinator") if latest is not None else None
+        raw = latest.states.get(roles.COORDINATOR) if latest is not None else None
         if raw:  # the state crossed the network as a message: it may come back decoded
             await self.protocol.restore_state(raw if isinstance(raw, bytes) else codec.encode(raw))
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core import codec, trace_events
+from runtime.core import codec, roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import (
@@ -73,8 +73,8 @@ class WriteTask(StreamTask):
         protocol: type[Protocol],
         *,
         data_table: HudiTable | None = None,
-        coordinator: str = "coordinator",
-        job_manager: str = "job-manager",
+        coordinator: str = roles.COORDINATOR,
+        job_manager: str = roles.JOB_MANAGER,
     ) -> None:
         super().__init__(env, config, job_manager)
         self.task_id = task_id

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core import trace_events
+from runtime.core import roles, trace_events
 from runtime.lab.timeline_plot.events import TraceEvent
 
 _WRITER = re.compile(r"^writer-(\d+)$")
@@ -29,7 +29,7 @@ def lanes_of(evs: list[TraceEvent], deadlock_task: str | None) -> list[str]:
     writers = {p for p in procs if _WRITER.match(p)}
     writers |= {e.process for e in evs if e.thread == "mailbox"}
     lanes = sorted(writers, key=_natural)
-    lanes += ["coordinator", "job-manager"]
+    lanes += [roles.COORDINATOR, roles.JOB_MANAGER]
     lanes += sorted(procs - set(lanes), key=_natural)
     return lanes
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from runtime.core import roles
 from runtime.lab.timeline_plot.classify import Classified, FailoverMark
 from runtime.lab.timeline_plot.events import TraceEvent
 
@@ -251,7 +252,7 @@ def draw_commits(fr: Frame, commits: list[TraceEvent]) -> None:
     """Commits: green diamonds on the coordinator lane, each labelled with its checkpoint."""
     if not commits:
         return
-    ax, yc = fr.ax, fr.y_of["coordinator"]
+    ax, yc = fr.ax, fr.y_of[roles.COORDINATOR]
     ax.scatter(
         [c.t for c in commits],
         [yc - 0.08] * len(commits),
@@ -281,7 +282,7 @@ def draw_commits(fr: Frame, commits: list[TraceEvent]) -> None:
 
 def draw_points(fr: Frame, points: list[tuple[str, TraceEvent]]) -> None:
     """Faults as crosses, new instants as small triangles, other instants as ticks."""
-    ax, yc = fr.ax, fr.y_of["coordinator"]
+    ax, yc = fr.ax, fr.y_of[roles.COORDINATOR]
     for kind, e in points:
         y = fr.y_of.get(e.process, yc)
         if kind == "fault":
@@ -299,7 +300,7 @@ def draw_points(fr: Frame, points: list[tuple[str, TraceEvent]]) -> None:
             ax.scatter([e.t], [y + 0.28], marker="^", s=22, color=COLORS["instant"], zorder=5)
         else:
             ax.scatter([e.t], [y + 0.28], marker="|", s=60, color=COLORS["instant"], zorder=5)
-            if e.process == "coordinator":
+            if e.process == roles.COORDINATOR:
                 text = e.name.split(",")[0][:40]
                 flip = (e.t - fr.x0) / (fr.x1 - fr.x0) > 0.85
                 ax.annotate(
@@ -323,7 +324,7 @@ def draw_checkpoints(fr: Frame, marks: list[dict[str, Any]], traced_triggers: se
 
     ax = fr.ax
     label_tf = blended_transform_factory(ax.transData, ax.transAxes)
-    yj = fr.y_of["job-manager"]
+    yj = fr.y_of[roles.JOB_MANAGER]
     for m in marks:
         color = COLORS[m["kind"]]
         if m["kind"] != "trigger" or m["checkpoint"] in traced_triggers:
