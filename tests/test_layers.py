@@ -25,11 +25,11 @@ def test_runtime_root_holds_only_the_entry_point_and_packages():
 
 def test_python_m_runtime_is_the_one_module_entry_point():
     """``python -m runtime`` runs the command line; no other module of runtime/ or actors/ is a
-    ``python -m`` program (the timeline plotter's is kept for its own owners)."""
+    ``python -m`` program (``commitlab timeline`` draws a trace file)."""
     mains = {
         str(p.relative_to(ROOT))
         for package in ("runtime", "actors")
         for p in (ROOT / package).rglob("*.py")
         if p.name == "__main__.py" or 'if __name__ == "__main__"' in p.read_text()
     }
-    assert mains == {"runtime/__main__.py", "runtime/lab/timeline_plot.py"}
+    assert mains == {"runtime/__main__.py"}

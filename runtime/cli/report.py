@@ -1,4 +1,5 @@
-"""``commitlab report``: one self-contained HTML page of a command's ``--out`` directory."""
+"""``commitlab report``: one self-contained HTML page of a command's ``--out`` directory; ``commitlab
+timeline``: a trace file drawn as the timeline picture, and checked."""
 
 from __future__ import annotations
 
@@ -26,6 +27,24 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK
 
 
+def cmd_timeline(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from runtime.lab.timeline_plot import plot_trace_file, validate_trace
+
+    try:
+        with open(args.trace) as f:
+            problems = validate_trace(json.load(f))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"timeline: cannot read the trace file {args.trace}: {exc}") from None
+    for line in problems:
+        console.print(f"trace: {line}", highlight=False)
+    plot = plot_trace_file(args.trace, args.out, result=args.result, title=args.title)
+    label = f"; {plot.deadlock_label}" if plot.deadlock_label else ""
+    console.print(f"{plot.path}: {len(plot.lanes)} lanes, {plot.counts}{label}", highlight=False)
+    return ExitCode.FAILED if problems else ExitCode.OK
+
+
 def add_command(sub: Any) -> None:
     rep: CommandParser = sub.add_parser(
         "report",
@@ -35,3 +54,10 @@ def add_command(sub: Any) -> None:
     rep.add_argument("--html", default=None, help="where to write the page (default: DIR/report.html)")
     add_config_option(rep, job=False)
     rep.set_defaults(func=cmd_report)
+    tl: CommandParser = sub.add_parser("timeline", help="draw a Chrome trace file (--trace FILE) as a timeline PNG")
+    tl.add_argument("trace", help="a Chrome trace-event file (a run's --trace FILE, or the simulator's)")
+    tl.add_argument("out", help="the PNG to write")
+    tl.add_argument("--result", default=None, help="the run's result.json (deadlock, checkpoints, title)")
+    tl.add_argument("--title", default=None, help="the picture's title")
+    add_config_option(tl, job=False)
+    tl.set_defaults(func=cmd_timeline)

@@ -273,3 +273,17 @@ def test_validate_trace_rejects_malformed_documents(doc, expect):
     problems = validate_trace(doc)
     assert problems, doc
     assert any(expect in p for p in problems), problems
+
+
+def test_commitlab_timeline_draws_a_trace_file_and_fails_on_a_malformed_one(p1_run, tmp_path):
+    from runtime.cli import main
+
+    good = tmp_path / "trace.json"
+    good.write_text(json.dumps(p1_run[1]))
+    out = tmp_path / "timeline.png"
+    assert main(["timeline", str(good), str(out)]) == 0
+    assert out.stat().st_size > 0
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"traceEvents": [{"ph": "X", "name": "no pid, ts or dur"}]}))
+    assert main(["timeline", str(bad), str(tmp_path / "bad.png")]) == 1
+    assert main(["timeline", str(tmp_path / "missing.json"), str(tmp_path / "m.png")]) == 2

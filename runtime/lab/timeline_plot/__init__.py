@@ -24,7 +24,7 @@ names, which are for people and may change.
 (https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU) and returns
 the problems it found (empty: valid).
 
-``python -m runtime.lab.timeline_plot TRACE.json OUT.png [--result result.json]`` draws a trace file.
+``commitlab timeline TRACE.json OUT.png [--result result.json]`` draws a trace file.
 
 Modules: ``trace_format`` (the format's check), ``events`` (trace events in seconds, by name),
 ``classify`` (what each event becomes in the picture), ``draw`` (matplotlib), ``render`` (the

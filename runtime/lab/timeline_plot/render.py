@@ -1,5 +1,5 @@
 """The timeline picture of a run: :func:`render_timeline` classifies the trace events and draws
-them; :func:`plot_trace_file` draws a trace file; :func:`main` is ``python -m runtime.lab.timeline_plot``."""
+them; :func:`plot_trace_file` draws a trace file; ``commitlab timeline`` draws a trace file from the command line."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from runtime.lab.timeline_plot.draw import (
     style_axes,
 )
 from runtime.lab.timeline_plot.events import normalize_events
-from runtime.lab.timeline_plot.trace_format import validate_trace
 
 
 @dataclass
@@ -159,27 +158,3 @@ def plot_trace_file(
     return render_timeline(
         doc, out_png, title=title, deadlock=record.get("deadlock"), checkpoints=record.get("checkpoints")
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-    import json
-
-    p = argparse.ArgumentParser(
-        prog="python -m runtime.lab.timeline_plot", description="Draw a run's trace as a timeline PNG; validate it."
-    )
-    p.add_argument("trace", help="a Chrome trace-event file (--trace FILE, or the simulator's)")
-    p.add_argument("out", help="the PNG to write")
-    p.add_argument("--result", help="the run's result.json (deadlock, checkpoints, title)")
-    p.add_argument("--title", default=None)
-    args = p.parse_args(argv)
-    with open(args.trace) as f:
-        problems = validate_trace(json.load(f))
-    for line in problems:
-        print(f"trace: {line}")
-    plot = plot_trace_file(args.trace, args.out, result=args.result, title=args.title)
-    print(
-        f"{plot.path}: {len(plot.lanes)} lanes, {plot.counts}"
-        + (f"; {plot.deadlock_label}" if plot.deadlock_label else "")
-    )
-    return 1 if problems else 0
