@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
 from typing import Any
 
 import ray
@@ -36,7 +37,8 @@ from runtime.faults.injector import faults_path
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table import HudiTable, TableProps
-from runtime.lab.results import JobResult
+from runtime.lab.results import JobResult, RayRecord
+from runtime.lab.status import Status
 from runtime.lab.verify import read_snapshot, verify_run
 from runtime.writer.topology import JobDriver, Outcome, RoleSpec, root_cause, validate_job
 
@@ -113,13 +115,13 @@ class JobRun:
         self._last_progress = 0.0
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JobResult:
         try:
             return self._run()
         finally:
             self._shutdown()  # whatever happened, the job's processes and placement group go
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> JobResult:
         t0 = time.time()
         counters = DfsCounters()
         endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
@@ -156,24 +158,23 @@ class JobRun:
         record.timing.update(setup_s=round(t_started - t0, 3), run_s=round(t_end - t_started, 3))
         record.timing["total_s"] = round(time.time() - t0, 3)
         record.timing["actors_up_s"] = placed.pop("actors_up_s")
-        record.host_fields.update(placed)
-        record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
-        record.host_fields["trace_file"] = self.trace_path
-        finished = outcome.status == "finished"
+        endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
+        # a timed-out job: where the job manager's and coordinator's coroutines waited
+        record.ray = RayRecord(placed["placement"], endpoint, self.trace_path, self.stacks_at_timeout or None)
+        finished = outcome.status == Status.FINISHED
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (
             verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field, cfg.partition_field)
             if finished
             else None
         )
-        record.host_fields["exactly_once"] = verified
+        record.exactly_once = verified
         record.committed_prefix = self.driver.verify_committed_prefix(
             record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
         )
-        result = record.to_json()
         if self.out_dir:
-            self._write_out(result)
-        return result
+            self._write_out(record)
+        return record
 
     def _prepare(self, counters: DfsCounters) -> None:
         """Opens the table and plans the stream; bad input fails here, before anything is written."""
@@ -192,7 +193,7 @@ class JobRun:
         self.commits_before = set(table.timeline().completed_instants())
         self.driver = JobDriver(self.cfg, table, schema_json=plan.schema_json)
 
-    def _write_out(self, result: dict[str, Any]) -> None:
+    def _write_out(self, result: JobResult) -> None:
         """result.json, and the timeline picture when the roles traced."""
         assert self.out_dir is not None
         os.makedirs(self.out_dir, exist_ok=True)
@@ -200,17 +201,17 @@ class JobRun:
             from runtime.lab.timeline_plot import plot_timeline
 
             try:  # a picture must never fail a run
-                result["timeline"] = plot_timeline(
+                result.timeline = plot_timeline(
                     self.trace_events,
                     os.path.join(self.out_dir, "timeline.png"),
-                    title=f"{self.cfg.protocol}, {self.cfg.writers} writers: {result['status']}",
-                    deadlock=result["deadlock"],
-                    checkpoints=result["checkpoints"],
+                    title=f"{self.cfg.protocol}, {self.cfg.writers} writers: {result.status}",
+                    deadlock=result.deadlock.to_json() if result.deadlock else None,
+                    checkpoints=asdict(result.figures.checkpoints),
                 )
             except Exception as exc:  # noqa: BLE001 - recorded: a picture must never fail a run
-                result["timeline_error"] = f"{type(exc).__name__}: {exc}"
+                result.timeline_error = f"{type(exc).__name__}: {exc}"
         with open(os.path.join(self.out_dir, "result.json"), "w") as f:
-            json.dump(result, f, indent=2, default=str)
+            json.dump(result.to_json(), f, indent=2, default=str)
 
     # -- the host --------------------------------------------------------------------------------
 
@@ -410,8 +411,6 @@ class JobRun:
             timing=dict(self.plan.timings),
             run_s=run_s,
         )
-        if self.stacks_at_timeout:  # a timed-out job: where the job manager's and coordinator's coroutines waited
-            record.host_fields["stacks_at_timeout"] = self.stacks_at_timeout
         return record
 
     @property
@@ -481,7 +480,7 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
     }
 
 
-def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
+def run_job(cfg: JobConfig, out_dir: str | None = None, **kwargs: Any) -> JobResult:
     """Runs a job on the current Ray cluster (starting a local one if needed). Options that
     disagree with an existing table fail first, before Ray starts."""
     cfg = resolve_layout(validate_job(cfg))

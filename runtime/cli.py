@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -21,6 +21,10 @@ from runtime.core.options import (
     check_writable_dir,
     config_from_args,
 )
+from runtime.lab.status import Status
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -100,7 +104,7 @@ def _engine_log(args: argparse.Namespace, out: str) -> str | None:
     return None if getattr(args, "verbose", False) else os.path.join(out, "logs", "ray-and-spark.log")
 
 
-def _run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Namespace, label: str) -> dict[str, Any]:
+def _run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
     """Runs the job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
     from actors.spark import spark_scope
@@ -117,12 +121,12 @@ def _run_and_report(cfg: JobConfig, out: str, console: Console, args: argparse.N
         result = run_job(cfg, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
     phases("done" + (f"; Ray's and Spark's own output is in {engine_log}" if engine_log else ""))
     console.print(summary_table(result))
-    if result.get("deadlock"):
-        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    if result.deadlock:
+        console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
     console.print(
         f"result: {os.path.join(out, 'result.json')}"
         + (f"; trace: {trace}" if trace else "")
-        + (f"; timeline: {result['timeline']}" if result.get("timeline") else "")
+        + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
     return result
 
@@ -138,12 +142,12 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
 
     cfg = resolve_layout(cfg)  # the table's bucket count; options that disagree with the table: exit 2
     result = _run_and_report(cfg, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
-    if result["status"] == "deadlocked":
+    if result.status == Status.DEADLOCKED:
         return EXIT_DEADLOCK
-    if result["status"] == "interrupted":
+    if result.status == Status.INTERRUPTED:
         return EXIT_INTERRUPTED
-    eo = result.get("exactly_once")
-    return EXIT_OK if result["status"] == "finished" and eo and eo["verified"] else EXIT_FAILED
+    eo = result.exactly_once
+    return EXIT_OK if result.status == Status.FINISHED and eo and eo.verified else EXIT_FAILED
 
 
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
@@ -156,9 +160,9 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
     )
     result = _run_and_report(cfg, out, console, args, f"deadlock schedule: {cfg.protocol}")
-    if result["status"] == "deadlocked":
+    if result.status == Status.DEADLOCKED:
         return EXIT_OK if args.expect != "commits" else EXIT_FAILED
-    ok = result["status"] == "finished" and bool(result["commits"])
+    ok = result.status == Status.FINISHED and bool(result.commits)
     if args.expect == "deadlock":
         return EXIT_FAILED
     return EXIT_OK if ok else EXIT_FAILED
@@ -199,7 +203,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     partition = args.partition_field if args.input else None  # --result: the table's own field
     verdict = verify_run(table, expected, args.key, partition)
     console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
-    return EXIT_OK if verdict["verified"] and audit.ok else EXIT_FAILED
+    return EXIT_OK if verdict.verified and audit.ok else EXIT_FAILED
 
 
 def _commits_or_error(table: str, check: Any) -> dict[str, Any]:

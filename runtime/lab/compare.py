@@ -20,59 +20,62 @@ from runtime.core.config import JobConfig
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from runtime.lab.results import JobResult
 
-def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
-    """One protocol's row of the comparison, from its result.json."""
-    ckp = result["checkpoints"]
-    n_ckp = max(1, ckp["completed"] + ckp["aborted"])
+
+def figures(result: JobResult, rtt_s: float | None) -> dict[str, Any]:
+    """One protocol's row of the comparison, from its result."""
+    fig = result.figures
+    ckp = fig.checkpoints
+    n_ckp = max(1, ckp.completed + ckp.aborted)
     by_type: dict[str, float] = {}
-    for ops in result.get("dfs_ops_per_checkpoint", {}).values():
+    for ops in fig.dfs_ops_per_checkpoint.values():
         for op, n in ops.items():
             by_type[op] = round(by_type.get(op, 0.0) + n, 2)
-    control_rpcs = {k: v for k, v in result["rpcs"].items() if k != "push_input"}
-    lat = result.get("commit_to_unblock_s") or {}
-    eo = result.get("exactly_once")
+    control_rpcs = {k: v for k, v in fig.rpcs.items() if k != "push_input"}
+    lat = fig.commit_to_unblock_s
+    eo = result.exactly_once
 
     def times_rtt(x: float | None) -> float | None:
         return round(x / rtt_s, 1) if x is not None and rtt_s else None
 
     return {
-        "status": result["status"],
-        "commits": len(result["commits"]),
-        "checkpoints_completed": ckp["completed"],
-        "checkpoints_aborted": ckp["aborted"],
-        "deadlock": result["deadlock"] is not None,
-        "deadlock_task": result["deadlock"]["task"] if result["deadlock"] else None,
-        "commit_to_unblock_p50_s": lat.get("p50"),
-        "commit_to_unblock_p99_s": lat.get("p99"),
-        "commit_to_unblock_p50_rtt": times_rtt(lat.get("p50")),
-        "commit_to_unblock_p99_rtt": times_rtt(lat.get("p99")),
-        "commit_to_unblock_samples": result.get("commit_to_unblock_samples", []),
-        "rows_per_s": result["rows_per_s"],
+        "status": result.status.value,
+        "commits": len(result.commits),
+        "checkpoints_completed": ckp.completed,
+        "checkpoints_aborted": ckp.aborted,
+        "deadlock": result.deadlock is not None,
+        "deadlock_task": result.deadlock.task if result.deadlock else None,
+        "commit_to_unblock_p50_s": lat["p50"],
+        "commit_to_unblock_p99_s": lat["p99"],
+        "commit_to_unblock_p50_rtt": times_rtt(lat["p50"]),
+        "commit_to_unblock_p99_rtt": times_rtt(lat["p99"]),
+        "commit_to_unblock_samples": fig.commit_to_unblock_samples,
+        "rows_per_s": result.rows_per_s,
         **_data_figures(result),
         "dfs_ops_per_checkpoint": by_type,
         "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
-        "dfs_ops_per_checkpoint_by_role": result.get("dfs_ops_per_checkpoint", {}),
+        "dfs_ops_per_checkpoint_by_role": fig.dfs_ops_per_checkpoint,
         "rpcs_per_checkpoint": round(sum(control_rpcs.values()) / n_ckp, 2),
         "rpcs_by_kind": control_rpcs,
-        "writer_blocked_s": round(sum(result.get("writer_blocked_s", {}).values()), 3),
-        "exactly_once": (None if eo is None else eo["verified"]),
-        "exactly_once_detail": eo,
-        "error": result.get("error"),
-        "run_s": result["timing"]["run_s"],
+        "writer_blocked_s": round(sum(fig.writer_blocked_s.values()), 3),
+        "exactly_once": None if eo is None else eo.verified,
+        "exactly_once_detail": None if eo is None else eo.to_json(),
+        "error": result.error,
+        "run_s": result.timing["run_s"],
     }
 
 
-def _data_figures(result: dict[str, Any]) -> dict[str, Any]:
+def _data_figures(result: JobResult) -> dict[str, Any]:
     """What the run wrote (result.json's ``data_written``): write amplification and file writes."""
-    data = result.get("data_written") or {}
+    data = result.data_written
     return {
         "write_amplification": data.get("write_amplification"),
         "bytes_written": data.get("bytes"),
         "base_files_per_checkpoint": data.get("base_files_per_checkpoint"),
         "log_files_per_checkpoint": data.get("log_files_per_checkpoint"),
         "compaction_base_files_per_checkpoint": data.get("compaction_base_files_per_checkpoint"),
-        "compactions": len((result.get("compactions") or {}).get("completed", [])),
+        "compactions": len(result.compactions.get("completed", [])),
     }
 
 
@@ -92,7 +95,7 @@ def run_compare(
     protocols: list[str],
     out_dir: str,
     *,
-    run: Callable[[JobConfig, str], dict[str, Any]],
+    run: Callable[[JobConfig, str], JobResult],
     rtt: dict[str, float] | None = None,
     on_start: Callable[[str, int], None] | None = None,
     table_types: list[str] | None = None,

@@ -40,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from runtime.core.config import JobConfig
+from runtime.lab.status import Status
 from runtime.sim.host import simulate
 
 # real-parquet tables in memory when the machine has /dev/shm: a disk's latency is not the simulator's
@@ -84,17 +85,17 @@ def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
         t, c = time.perf_counter(), time.process_time()
         r = simulate(cfg, seed=seed, workdir=d if storage == "disk" else None, storage=storage, verify=False)
         real, cpu = time.perf_counter() - t, time.process_time() - c
-    if r["status"] != "finished":
-        raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
-    done = r["checkpoints"]["completed"]
+    if r.status != Status.FINISHED:
+        raise RuntimeError(f"seed {seed}: the benchmark run ended {r.status.value}: {r.error}")
+    done = r.figures.checkpoints.completed
     return {
         "seed": seed,
         "real_s": round(real, 3),
         "cpu_s": round(cpu, 3),
-        "virtual_s": r["virtual_s"],
+        "virtual_s": r.sim.virtual_s,
         "checkpoints": done,
-        "messages": r["sim"]["messages"],
-        "trace_events": r["trace_events"],
+        "messages": r.sim.sim["messages"],
+        "trace_events": r.sim.trace_events,
         "checkpoints_per_real_s": round(done / real, 2),
         "checkpoints_per_cpu_s": round(done / cpu, 2),
     }

@@ -13,12 +13,16 @@ import json
 import os
 import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.options import add_config_option, add_job_options, check_writable_dir, config_from_args
+from runtime.lab.status import Status
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -161,12 +165,12 @@ def _delay(text: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
-def _exit_code(result: dict[str, Any]) -> int:
-    if result["status"] == "deadlocked":
+def _exit_code(result: JobResult) -> int:
+    if result.status == Status.DEADLOCKED:
         return EXIT_DEADLOCK
-    eo = result.get("exactly_once")
-    verified = eo is None or eo.get("verified")  # --no-verify: the status decides
-    return EXIT_OK if result["status"] == "finished" and verified else EXIT_FAILED
+    eo = result.exactly_once
+    verified = eo is None or eo.verified  # --no-verify: the status decides
+    return EXIT_OK if result.status == Status.FINISHED and verified else EXIT_FAILED
 
 
 def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
@@ -177,7 +181,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet)
     kwargs = _simulation_kwargs(args)
-    result = simulate(
+    record = simulate(
         cfg,
         seed=args.schedule_seed,
         workdir=out,
@@ -185,14 +189,15 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
         chrome_trace_path=os.path.join(out, "trace.json") if args.trace else None,
         **kwargs,
     )
-    events = result.pop("trace", None)
-    code = _exit_code(result)
+    events, record.sim.trace = record.sim.trace, None
+    code = _exit_code(record)
+    result = record.to_json()
     if args.check_determinism:
-        result["determinism"] = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, result)
+        result["determinism"] = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, record)
         if not result["determinism"]["identical"]:
             code = EXIT_FAILED
     _write_simulation(out, result, events if args.trace else None)
-    _print_simulation(console, result, args.schedule_seed, out, args.trace)
+    _print_simulation(console, record, result.get("determinism"), out, args.trace)
     return code
 
 
@@ -208,7 +213,7 @@ def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _replay_for_determinism(
-    cfg: JobConfig, seed: int, out: str, kwargs: dict[str, Any], events: Any, result: dict[str, Any]
+    cfg: JobConfig, seed: int, out: str, kwargs: dict[str, Any], events: Any, result: JobResult
 ) -> dict[str, Any]:
     """Runs the seed again, stopping at the first event that differs from ``events``."""
     from runtime.sim.host import simulate
@@ -219,14 +224,15 @@ def _replay_for_determinism(
         replay = simulate(cfg, seed=seed, workdir=replay_dir, expect_trace=events, **{**kwargs, "verify": False})
     finally:
         shutil.rmtree(replay_dir, ignore_errors=True)
-    div = replay["divergence"]
-    if div is None and replay["trace_events"] != result["trace_events"]:
-        div = {"index": replay["trace_events"], "first": None, "second": None}
+    first, second = result.sim, replay.sim
+    div = second.divergence
+    if div is None and second.trace_events != first.trace_events:
+        div = {"index": second.trace_events, "first": None, "second": None}
     return {
         "identical": div is None,
-        "events": result["trace_events"],
-        "sha256": result["trace_sha256"],
-        "replay_sha256": replay["trace_sha256"],
+        "events": first.trace_events,
+        "sha256": first.trace_sha256,
+        "replay_sha256": second.trace_sha256,
         "divergence": div,
     }
 
@@ -252,19 +258,19 @@ def _draw_timeline(out: str, result: dict[str, Any]) -> None:
         result["timeline_error"] = f"{type(exc).__name__}: {exc}"
 
 
-def _print_simulation(console: Console, result: dict[str, Any], seed: int, out: str, traced: bool) -> None:
+def _print_simulation(console: Console, result: JobResult, det: dict[str, Any] | None, out: str, traced: bool) -> None:
     from runtime.lab.report import summary_table
 
     console.print(summary_table(result))
-    if result.get("deadlock"):
-        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    if result.deadlock:
+        console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
+    sim = result.sim
     console.print(
-        f"simulated {result['virtual_s']:.3f} virtual s in {result['wall_s']:.2f} real s "
-        f"(seed {seed}, {result['sim']['messages']} messages, delay {result['sim']['delay']}); "
-        f"trace: {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        f"simulated {sim.virtual_s:.3f} virtual s in {sim.wall_s:.2f} real s "
+        f"(seed {sim.seed}, {sim.sim['messages']} messages, delay {sim.sim['delay']}); "
+        f"trace: {sim.trace_events} events, sha256 {sim.trace_sha256[:16]}",
         highlight=False,
     )
-    det = result.get("determinism")
     if det is not None and det["identical"]:
         console.print(f"[green]deterministic[/green]: the replay gave the same {det['events']} events", highlight=False)
     elif det is not None:
@@ -526,7 +532,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return EXIT_FAILED if doc["failures"] else EXIT_OK
 
 
-def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: int) -> None:
+def _print_verdict(console: Console, verdict: Any, result: JobResult, n: int) -> None:
     from runtime.sim.explore import excerpt
 
     style = _outcome_style(verdict.outcome)
@@ -535,16 +541,17 @@ def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: in
         f"{' (' + verdict.invariant + ')' if verdict.invariant else ''}: {verdict.detail}",
         highlight=False,
     )
+    sim = result.sim
     console.print(
-        f"status {result['status']}, commits at checkpoints "
-        f"{[c['checkpoint'] for c in result['commits']]}, {result['virtual_s']:.3f} virtual s, "
-        f"trace {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        f"status {result.status.value}, commits at checkpoints "
+        f"{[c['checkpoint'] for c in result.commits]}, {sim.virtual_s:.3f} virtual s, "
+        f"trace {sim.trace_events} events, sha256 {sim.trace_sha256[:16]}",
         highlight=False,
     )
-    if result.get("deadlock"):
-        console.print(result["deadlock"]["explanation"], highlight=False, markup=False)
+    if result.deadlock:
+        console.print(result.deadlock.explanation, highlight=False, markup=False)
     console.print("trace excerpt:")
-    for line in excerpt(result["trace"], verdict.role, n, at_failover=verdict.at_failover):
+    for line in excerpt(sim.trace or [], verdict.role, n, at_failover=verdict.at_failover):
         console.print(f"  {line}", highlight=False, markup=False)
 
 
@@ -558,7 +565,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args)
     )
     if workdir is not None:  # the table's record: a later replay into OUT may replace the table
-        _write_simulation(workdir, {k: v for k, v in result.items() if k != "trace"}, None)
+        _write_simulation(workdir, {k: v for k, v in result.to_json().items() if k != "trace"}, None)
     _print_verdict(console, verdict, result, args.trace_events)
     return EXIT_FAILED if verdict.failing else EXIT_OK
 

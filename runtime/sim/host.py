@@ -27,7 +27,9 @@ from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
-from runtime.lab.results import JobResult
+from runtime.lab.results import JobResult, SimulationRecord
+from runtime.lab.status import Status
+from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
@@ -401,7 +403,7 @@ def simulate(
     expect_trace: list[Event] | None = None,
     storage: str = "disk",
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
-) -> dict[str, Any]:
+) -> JobResult:
     """Runs ``cfg`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
@@ -424,11 +426,11 @@ def simulate(
     loop, recorder = run.loop, run.recorder
     run.network.reply_probes.extend(reply_probes or [])
     record = _run_loop(run, loop, chrome_trace_path)
-    record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
+    record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
     if verify and run.driver is not None:
         record.committed_prefix = run.driver.verify_committed_prefix(record, run.stream, lambda: _snapshot(run, store))
     events = recorder.events
-    record.host_fields.update(
+    record.simulation = SimulationRecord(
         host="simulator",
         storage=storage,
         seed=seed,
@@ -439,10 +441,9 @@ def simulate(
         trace_events=len(events),
         trace_sha256=trace_sha256(events),
         divergence=recorder.divergence,
+        trace=events if trace or expect_trace is not None else None,
     )
-    if trace or expect_trace is not None:
-        record.host_fields["trace"] = events
-    return record.to_json()
+    return record
 
 
 def _new_run(
@@ -518,7 +519,7 @@ def _snapshot(run: _SimRun, store: MemoryStore | None) -> pa.Table:
     return read_snapshot(run.cfg.table)
 
 
-def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict[str, Any] | None, float]:
+def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[ExactlyOnce | None, float]:
     """Exactly-once of a finished run (None when not verified), and how long it took."""
     if not verify or run.expected is None:
         return None, 0.0
@@ -532,16 +533,16 @@ def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict
 
 def verify_memory(
     store: MemoryStore, table: str, expected: pa.Table, key: str, partition: str | None = None
-) -> dict[str, Any]:
+) -> ExactlyOnce:
     """Exactly-once on the simulated disk: the snapshot by the project's own rules against the
     expected state (the official reader needs parquet files: use storage="disk" for it)."""
-    from runtime.lab.verify import VerifyError, compare
+    from runtime.lab.verify import VerifyError, compare, unreadable
 
     try:
         verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key, partition)
     except VerifyError as exc:
-        return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc), "samples": {}}
-    verdict["reader"] = "commitlab snapshot (simulated disk)"
+        return unreadable(expected, exc)
+    verdict.reader = "commitlab snapshot (simulated disk)"
     return verdict
 
 
@@ -553,6 +554,6 @@ def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None, 
 
     kwargs.setdefault("verify", False)
     with tempfile.TemporaryDirectory(prefix="commitlab-sim-", dir=workdir) as tmp:
-        a = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs)
-        b = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a["trace"], **kwargs)
-    return b["divergence"] or first_divergence(a["trace"], b["trace"])
+        a = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs).sim
+        b = simulate(cfg, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a.trace, **kwargs).sim
+    return b.divergence or first_divergence(a.trace or [], b.trace or [])

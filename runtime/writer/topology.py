@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import pyarrow as pa
 
@@ -42,7 +42,9 @@ from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable, commit_summaries, compaction_summaries, files_written
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import FailoverRecord, JobResult, fired_faults, run_figures
+from runtime.lab.results import CoordinatorRecord, FailoverRecord, JobResult, TaskSummary, fired_faults, run_figures
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import VerifyError
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.compaction import (
@@ -453,17 +455,17 @@ class JobDriver:
 
     def verify_committed_prefix(
         self, record: JobResult, stream: pa.Table | None, read_actual: Callable[[], pa.Table]
-    ) -> dict[str, Any] | None:
+    ) -> CommittedPrefix | None:
         """A run that did not finish: whether its commits hold exactly what they should
         (:mod:`runtime.lab.prefix`); None for a finished run (``exactly_once`` says it all)."""
-        if record.status == "finished":
+        if record.status == Status.FINISHED:
             return None
         if stream is None:
-            return {
-                "verified": None,
-                "prefix": "not checked: the Spark source keeps no copy of the stream; "
+            return CommittedPrefix(
+                verified=None,
+                prefix="not checked: the Spark source keeps no copy of the stream; "
                 "run commitlab verify --table with --input to check the table",
-            }
+            )
         cfg, commits = self.cfg, record.commits
         extra = self.table.read_commit_metadata(commits[-1]["instant"]).get("extraMetadata", {}) if commits else {}
         try:
@@ -471,7 +473,7 @@ class JobDriver:
                 read_actual(),
                 stream,
                 commits,
-                record.figures["checkpoints"]["detail"],
+                record.figures.checkpoints.detail,
                 cfg.round_bounds(),
                 extra,
                 key=cfg.key_field,
@@ -479,7 +481,7 @@ class JobDriver:
                 partition=cfg.partition_field,
             )
         except (VerifyError, ValueError) as exc:
-            return {"verified": False, "prefix": "not checked", "error": str(exc)}
+            return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))
 
     def faults_not_fired(self, fired: list[dict[str, Any]]) -> list[str]:
         """The armed fault specs no role fired (a marker per firing names the spec)."""
@@ -571,10 +573,10 @@ class JobDriver:
             writers=cfg.writers,
             source=cfg.source,
             table=table,
-            status=outcome.status,
+            status=Status(outcome.status),
             error=outcome.error,
             records=cfg.records,
-            **self.table_record(coord, figures, commits_before),
+            **self.table_record(coord, figures.to_json(), commits_before),
             empty_rounds=coord.empty_rounds,
             failovers=self.failovers,
             faults_fired=fired,
@@ -582,16 +584,12 @@ class JobDriver:
             faults_not_fired=self.faults_not_fired(fired),
             rolled_back=[r["instant"] for r in rollbacks],
             rollbacks=rollbacks,
-            coordinator={
-                "resets": coord.resets,
-                "deleted_by_fault": coord.deleted_by_fault,
-                "protocol": coord.protocol,
-            },
-            deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
-            stalls=[dataclasses.asdict(st) for st in outcome.stalls],
+            coordinator=CoordinatorRecord(coord.resets, coord.deleted_by_fault, coord.protocol),
+            deadlock=outcome.deadlock,
+            stalls=list(outcome.stalls),
             timing=timing,
-            rows_per_s=round(figures["rows_in"] / max(1e-9, run_s), 1),
-            tasks={n: _task_summary(d) for n, d in dumps.items()},
+            rows_per_s=round(figures.rows_in / max(1e-9, run_s), 1),
+            tasks={n: cast(TaskSummary, _task_summary(d)) for n, d in dumps.items()},
             send_errors=[e for m in metrics + self.prior_metrics for e in m.get("send_errors", [])],
             durations=cfg.effective_durations(),
             config=cfg.record(),
