@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
 
+from runtime.lab.status import Status  # noqa: E402
+
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
@@ -113,7 +115,9 @@ def point_figures(
 def marginal_uss(points: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive points of one layout: the USS each additional task costs."""
     ok = sorted(
-        (int(w), r) for w, r in points.items() if r.get("status") == "finished" and r.get("task_managers_uss_total_mib")
+        (int(w), r)
+        for w, r in points.items()
+        if r.get("status") == Status.FINISHED and r.get("task_managers_uss_total_mib")
     )
     out = []
     for (wa, ra), (wb, rb) in zip(ok, ok[1:], strict=False):

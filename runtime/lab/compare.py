@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
 
-def figures(result: JobResult, rtt_s: float | None) -> dict[str, Any]:
+def figures(result: JobResult, rtt_s: float | None) -> JsonObject:
     """One protocol's row of the comparison, from its result."""
     fig = result.figures
     ckp = fig.checkpoints
@@ -66,7 +67,7 @@ def figures(result: JobResult, rtt_s: float | None) -> dict[str, Any]:
     }
 
 
-def _data_figures(result: JobResult) -> dict[str, Any]:
+def _data_figures(result: JobResult) -> JsonObject:
     """What the run wrote (result.json's ``data_written``): write amplification and file writes."""
     data = result.data_written
     return {
@@ -99,16 +100,16 @@ def run_compare(
     rtt: dict[str, float] | None = None,
     on_start: Callable[[str, int], None] | None = None,
     table_types: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs ``base`` once per protocol (each on its own table under ``out_dir/<protocol>``), at
     one commit cadence (:func:`one_commit_cadence`). With several ``table_types`` (both: the
     command line's ``--table-type both``), once per protocol and type, under
     ``out_dir/<type>/<protocol>``; ``protocols`` then holds the first type's rows."""
     base = one_commit_cadence(base)
     types = table_types or [base.table_type]
-    by_type: dict[str, dict[str, Any]] = {}
+    by_type: dict[str, JsonObject] = {}
     for t, table_type in enumerate(types):
-        rows_of_type: dict[str, Any] = {}
+        rows_of_type: JsonObject = {}
         for i, name in enumerate(protocols):
             if on_start:
                 on_start(f"{name} ({table_type})" if len(types) > 1 else name, t * len(protocols) + i)
@@ -142,7 +143,7 @@ def run_compare(
     return doc
 
 
-def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
+def plot_compare(doc: JsonObject, out_dir: str) -> list[str]:
     """Latency distribution per protocol and DFS operations per checkpoint by type."""
     import matplotlib
 
@@ -189,7 +190,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     return paths
 
 
-def _plot_table_types(doc: dict[str, Any], out_dir: str, plt: Any) -> str:
+def _plot_table_types(doc: JsonObject, out_dir: str, plt: Any) -> str:
     """Per protocol, each table type's write amplification and rows/s, side by side."""
     types = doc["table_types"]
     names = list(next(iter(types.values())))
@@ -217,7 +218,7 @@ def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
     return path
 
 
-def compare_tables(doc: dict[str, Any]) -> list[Table]:
+def compare_tables(doc: JsonObject) -> list[Table]:
     """What each protocol did, what it cost, and its DFS operations by type: three tables that
     each read at 80 columns."""
     tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc)]
@@ -227,7 +228,7 @@ def compare_tables(doc: dict[str, Any]) -> list[Table]:
 SHORT_TYPE = {"copy-on-write": "COW", "merge-on-read": "MOR"}
 
 
-def _table_types_table(doc: dict[str, Any]) -> Table:
+def _table_types_table(doc: JsonObject) -> Table:
     """Per protocol and table type: write amplification, files written per checkpoint, commit
     latency and rows/s."""
     t = _table(
@@ -263,7 +264,7 @@ def _table(title: str, columns: list[str]) -> Table:
     return t
 
 
-def _outcome_table(doc: dict[str, Any]) -> Table:
+def _outcome_table(doc: JsonObject) -> Table:
     w = doc["workload"]
     t = _table(
         f"commitlab compare: {w['writers']} writers, {w['checkpoints']} checkpoints, {w['records']:,} records",
@@ -284,7 +285,7 @@ def _outcome_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _cost_table(doc: dict[str, Any]) -> Table:
+def _cost_table(doc: JsonObject) -> Table:
     rtt = doc.get("rpc_round_trip") or {}
     t = _table(
         "What a checkpoint costs" + (f" (one actor RPC = {rtt['p50_s'] * 1000:.2f} ms)" if rtt else ""),
@@ -318,7 +319,7 @@ def _cost_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _dfs_table(doc: dict[str, Any]) -> Table:
+def _dfs_table(doc: JsonObject) -> Table:
     """DFS operations per checkpoint by type, one row per protocol."""
     rows = doc["protocols"]
     ops = sorted({op for r in rows.values() for op in r["dfs_ops_per_checkpoint"]})

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
+from runtime.core.json_doc import JsonObject
 from runtime.lab.status import Status
 
 if TYPE_CHECKING:
@@ -211,7 +212,7 @@ class MatrixRun:
     commits: int = 0
     replay: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -254,14 +255,14 @@ def run_matrix(
     run: RunFn,
     on_run: Callable[[int, int, str], None] | None = None,
     parallel: int = 1,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs every (protocol, fault, seed), ``parallel`` at a time; writes ``out_dir/faults.json``
     (records in matrix order whatever the order they finished in)."""
     cells = [(fault, protocol, seed) for fault in faults for protocol in protocols for seed in range(seeds)]
     done = 0
     lock = threading.Lock()
 
-    def one(cell: tuple[str, str, int]) -> dict[str, Any]:
+    def one(cell: tuple[str, str, int]) -> JsonObject:
         nonlocal done
         rec = run_cell(base, out_dir, run, *cell)
         with lock:
@@ -300,7 +301,7 @@ _COLOURS = {
 }
 
 
-def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
+def plot_heatmap(doc: JsonObject, out_dir: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -350,7 +351,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
     return path
 
 
-def outcome_table(doc: dict[str, Any]) -> Table:
+def outcome_table(doc: JsonObject) -> Table:
     from rich.table import Table
 
     t = Table(title="commitlab faults", title_justify="left")

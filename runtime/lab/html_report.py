@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.json_doc import JsonObject
+
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
@@ -71,9 +73,9 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _load(directory: str, name: str) -> dict[str, Any]:
+def _load(directory: str, name: str) -> JsonObject:
     with open(os.path.join(directory, name), encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
+        doc: JsonObject = json.load(f)
     return doc
 
 
@@ -113,7 +115,7 @@ def _verdict(ok: bool | None, yes: str = "verified", no: str = "VIOLATED") -> st
 # -- a run -------------------------------------------------------------------------------------
 
 
-def _run_section(doc: dict[str, Any], directory: str) -> str:
+def _run_section(doc: JsonObject, directory: str) -> str:
     from runtime.lab.results import JobResult
 
     result = JobResult.from_json(doc)
@@ -176,7 +178,7 @@ def _rerun_command(result: JobResult, directory: str) -> str:
 # -- a comparison --------------------------------------------------------------------------------
 
 
-def _compare_section(doc: dict[str, Any], directory: str) -> str:
+def _compare_section(doc: JsonObject, directory: str) -> str:
     w = doc["workload"]
     rows = []
     for name, r in doc["protocols"].items():
@@ -211,7 +213,7 @@ def _compare_section(doc: dict[str, Any], directory: str) -> str:
 # -- a fault matrix ------------------------------------------------------------------------------
 
 
-def _faults_section(doc: dict[str, Any], directory: str) -> str:
+def _faults_section(doc: JsonObject, directory: str) -> str:
     runs = doc["runs"]
     counts: dict[str, int] = {}
     for r in runs:
@@ -239,7 +241,7 @@ def _faults_section(doc: dict[str, Any], directory: str) -> str:
 # -- an exploration ------------------------------------------------------------------------------
 
 
-def _explore_section(doc: dict[str, Any], directory: str) -> str:
+def _explore_section(doc: JsonObject, directory: str) -> str:
     counts = doc["counts"]
     from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from runtime.core.dfs import Dfs, DfsCounters, DfsError
+from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics
 from runtime.lab.deadlock import Stall
@@ -20,7 +21,7 @@ DATA_ROLES = ("writer.data", "driver")  # DFS traffic that is not the commit pro
 
 
 def run_figures(
-    metric_parts: Iterable[dict[str, Any]],
+    metric_parts: Iterable[JsonObject],
     driver_dfs_ops: dict[str, dict[str, int]],
     releases: list[InstantRelease],
     checkpoints: dict[str, CheckpointEntry],
@@ -66,8 +67,8 @@ class FailoverRecord:
     coordinator_reset: Any = None  # the coordinator's answer to a region failover's reset
     clock: str = "at"  # the key of ``at`` in result.json: "at" (Ray) or "at_virtual_s" (simulator)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "error": self.error,
             self.clock: round(self.at, 6) if self.clock == "at_virtual_s" else self.at,
             "strategy": self.strategy,
@@ -82,7 +83,7 @@ class FailoverRecord:
         return out
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> FailoverRecord:
+    def from_json(cls, doc: JsonObject) -> FailoverRecord:
         clock = "at_virtual_s" if "at_virtual_s" in doc else "at"
         return cls(
             error=doc["error"],
@@ -114,13 +115,53 @@ class Commit(TypedDict):
     rows: int
 
 
+class FiredFault(TypedDict):
+    """A fault that fired, from the marker its injector left on the DFS."""
+
+    point: str
+    role: str
+    checkpoint: int
+    task: int
+    at: float  # the marker's modification time
+    target: NotRequired[str]  # the message or RPC a fault aimed at one names
+
+
+class Divergence(TypedDict):
+    """Where a replay's trace first differs from the reference run's (events as JSON lists)."""
+
+    index: int
+    first: list[Any] | None
+    second: list[Any] | None
+
+
+class SimCounts(TypedDict):
+    """The simulator's own figures of a run: its loop, its network, its delays."""
+
+    loop_iterations: int
+    clock_jumps: int
+    messages: int
+    delay: str
+    io_delay: str | None
+    inline_executor_calls: int
+
+
+class Compactions(TypedDict, total=False):
+    """Merge-on-read: the compactions the job completed (read from the table), those left pending,
+    and how many the coordinator scheduled and postponed; empty for copy-on-write."""
+
+    completed: list[dict[str, int | str]]  # runtime.hudi.table.compaction_summaries
+    pending: list[str]
+    scheduled: int
+    postponed: int
+
+
 class TaskSummary(TypedDict):
     """A write task at the end of the run, from its dump."""
 
     state: str
     error: str | None
     flushes: dict[str, int]
-    protocol: dict[str, Any]  # the protocol's own state: each protocol reports its own
+    protocol: dict[str, object]  # the protocol's own state: each protocol reports its own
     rows_in: int
 
 
@@ -147,13 +188,13 @@ class RunFigures:
     commit_to_unblock_samples: list[float]
     counters: dict[str, int]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["checkpoints"] = asdict(self.checkpoints)
         return out
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> RunFigures:
+    def from_json(cls, doc: JsonObject) -> RunFigures:
         values = {f.name: doc[f.name] for f in fields(cls)}
         return cls(**{**values, "checkpoints": CheckpointCounts(**doc["checkpoints"])})
 
@@ -162,9 +203,9 @@ class RunFigures:
 class CoordinatorRecord:
     """What the coordinator lived through: resets, what a fault deleted, its protocol's state."""
 
-    resets: list[dict[str, Any]]
+    resets: list[dict[str, object]]  # the coordinator's answer to each region failover's reset
     deleted_by_fault: list[str]
-    protocol: dict[str, Any]  # each protocol reports its own
+    protocol: dict[str, object]  # each protocol reports its own
 
 
 @dataclass
@@ -177,21 +218,21 @@ class SimulationRecord:
     virtual_s: float
     wall_s: float
     verify_s: float
-    sim: dict[str, Any]  # the loop's and network's counts, the delays
+    sim: SimCounts
     trace_events: int
     trace_sha256: str
-    divergence: dict[str, Any] | None  # the first event that differed from the expected trace
+    divergence: Divergence | None  # the first event that differed from the expected trace
     trace: list[TraceEvent] | None = None  # the events, when asked for
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         if self.trace is None:
             del out["trace"]
         return out
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> SimulationRecord:
-        values: dict[str, Any] = {f.name: doc.get(f.name) for f in fields(cls)}
+    def from_json(cls, doc: JsonObject) -> SimulationRecord:
+        values: JsonObject = {f.name: doc.get(f.name) for f in fields(cls)}
         if values["trace"] is not None:
             values["trace"] = [tuple(e) for e in values["trace"]]
         return cls(**values)
@@ -201,17 +242,17 @@ class SimulationRecord:
 class RayRecord:
     """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
 
-    placement: dict[str, Any]
-    dfs_endpoint: dict[str, Any] | None
+    placement: JsonObject
+    dfs_endpoint: JsonObject | None
     trace_file: str | None
-    stacks_at_timeout: dict[str, Any] | None = None  # a timed-out job: where its coroutines waited
+    stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {} if self.stacks_at_timeout is None else {"stacks_at_timeout": self.stacks_at_timeout}
         return out | {"placement": self.placement, "dfs_endpoint": self.dfs_endpoint, "trace_file": self.trace_file}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> RayRecord:
+    def from_json(cls, doc: JsonObject) -> RayRecord:
         return cls(doc["placement"], doc.get("dfs_endpoint"), doc.get("trace_file"), doc.get("stacks_at_timeout"))
 
 
@@ -235,7 +276,7 @@ class JobResult:
     commits: list[Commit]
     empty_rounds: list[int]
     failovers: list[FailoverRecord]
-    faults_fired: list[dict[str, Any]]  # {point, role, checkpoint, task, at[, target]}
+    faults_fired: list[FiredFault]
     faults_armed: list[str]  # the --faults specs, as written
     faults_not_fired: list[str]  # armed specs that never fired: the run did not test them
     rolled_back: list[str]
@@ -252,7 +293,7 @@ class JobResult:
     committed_prefix: CommittedPrefix | None = None  # a run that did not finish: its commits, checked
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
-    compactions: dict[str, Any] = field(default_factory=dict)
+    compactions: Compactions = field(default_factory=lambda: Compactions())
     # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
     # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
@@ -274,7 +315,7 @@ class JobResult:
             raise ValueError(f"the run of {self.table} did not run on the simulator")
         return self.simulation
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """result.json: the figures, then the job's fields, then what the host adds."""
         out = self.figures.to_json()
         for f in fields(self):
@@ -299,7 +340,7 @@ class JobResult:
         return out
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> JobResult:
+    def from_json(cls, doc: JsonObject) -> JobResult:
         """A result.json read back (``commitlab report DIR``, ``--config DIR/result.json``)."""
         plain = {f.name: doc[f.name] for f in fields(cls) if f.name not in _NESTED and f.name in doc}
         prefix, verdict = doc.get("committed_prefix"), doc.get("exactly_once")
@@ -320,7 +361,7 @@ class JobResult:
         )
 
 
-def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
+def fired_faults(dfs: Dfs, table_base: str) -> list[FiredFault]:
     """Every fault that fired in a job, in order, from the markers the injectors left on the DFS
     (file ``point@checkpoint#task[:target].n`` holding the role that fired it)."""
     from runtime.faults.injector import faults_path
@@ -338,8 +379,8 @@ def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
         point, _, rest = key.partition("@")
         ckp, _, task = rest.partition("#")
         at = info.mtime.timestamp() if info.mtime else 0.0
-        fired.append(
-            {"point": point, "role": role, "checkpoint": int(ckp), "task": int(task), "at": at}
-            | ({"target": target} if target else {})
-        )
+        one = FiredFault(point=point, role=role, checkpoint=int(ckp), task=int(task), at=at)
+        if target:
+            one["target"] = target
+        fired.append(one)
     return sorted(fired, key=lambda f: (f["at"], f["point"], f["checkpoint"], f["task"]))

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypedDict
+from typing import TypedDict
+
+from runtime.core.json_doc import JsonObject
 
 
 class CommitProblem(TypedDict, total=False):
@@ -20,10 +22,10 @@ class CommitProblem(TypedDict, total=False):
     reasons: list[str]
 
 
-def emit(record: object, order: tuple[str, ...], omit_none: frozenset[str]) -> dict[str, Any]:
+def emit(record: object, order: tuple[str, ...], omit_none: frozenset[str]) -> JsonObject:
     """``record``'s fields in ``order`` as JSON, leaving out those of ``omit_none`` that are None
     (the keys a producer did not write)."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for name in order:
         value = getattr(record, name)
         if value is None and name in omit_none:
@@ -32,7 +34,7 @@ def emit(record: object, order: tuple[str, ...], omit_none: frozenset[str]) -> d
     return out
 
 
-def known_fields(cls: type, doc: dict[str, Any]) -> dict[str, Any]:
+def known_fields(cls: type, doc: JsonObject) -> JsonObject:
     """The entries of ``doc`` that are fields of the dataclass ``cls``."""
     names = {f.name for f in fields(cls)}
     return {k: v for k, v in doc.items() if k in names}
@@ -64,11 +66,11 @@ class ExactlyOnce:
     _ORDER = ("verified", "identity", *_COUNTS, "error", "samples", "commits_checked", "commit_problems", "reader")
     _OPTIONAL = frozenset({"identity", "error", "commits_checked", "commit_problems", "reader"})
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return emit(self, self._ORDER, self._OPTIONAL)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> ExactlyOnce:
+    def from_json(cls, doc: JsonObject) -> ExactlyOnce:
         return cls(**known_fields(cls, doc))
 
 
@@ -93,11 +95,11 @@ class CommittedPrefix:
     _ORDER = ("verified", "identity", *_COUNTS, "samples", "prefix", "error")
     _OPTIONAL = frozenset(_ORDER) - {"verified", "prefix"}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return emit(self, self._ORDER, self._OPTIONAL)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> CommittedPrefix:
+    def from_json(cls, doc: JsonObject) -> CommittedPrefix:
         return cls(**known_fields(cls, doc))
 
 
@@ -126,12 +128,12 @@ class Deadlock:
     explanation: str
     mailbox: list[QueuedMail]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "mailbox"}
         out["mailbox"] = [vars(m).copy() for m in self.mailbox]
         return out
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> Deadlock:
+    def from_json(cls, doc: JsonObject) -> Deadlock:
         mailbox = [QueuedMail(**m) for m in doc["mailbox"]]
         return cls(**{**known_fields(cls, doc), "mailbox": mailbox})

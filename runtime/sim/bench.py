@@ -37,9 +37,9 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
 
 from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
 from runtime.lab.status import Status
 from runtime.sim.host import simulate
 
@@ -79,7 +79,7 @@ def _warm_up(cfg: JobConfig) -> None:
     )
 
 
-def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
+def _timed_run(cfg: JobConfig, seed: int, storage: str) -> JsonObject:
     """One measured run (the exactly-once check is left out: it is the verifier's time)."""
     with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
         t, c = time.perf_counter(), time.process_time()
@@ -115,7 +115,7 @@ def bench_checkpoints(
     storage: str = "memory",
     seeds: int = 3,
     jobs: int = 1,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Simulated checkpoints per real (and per CPU) second for one workload.
 
     ``jobs`` > 1 also runs the seeds in that many worker processes side by side, as ``commitlab
@@ -158,7 +158,7 @@ def bench_checkpoints(
     return doc
 
 
-def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jobs: int = 1) -> dict[str, Any]:
+def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jobs: int = 1) -> JsonObject:
     """``seeds`` seeds of the deadlock scenario, as ``commitlab explore --jobs JOBS`` runs them
     (CPU time only without worker processes: it would be this process's alone)."""
     from runtime.sim.explore import explore
@@ -182,7 +182,7 @@ def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jo
     }
 
 
-def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
+def bench_explore(seeds: int, jobs: int = 1) -> JsonObject:
     """Every scenario x every protocol, ``seeds`` seeds each: outcome counts and, per cell, the
     first seed of each outcome that is not a pass (with its replay command)."""
     from runtime.protocols import PROTOCOLS
@@ -217,7 +217,7 @@ def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
     }
 
 
-def environment() -> dict[str, Any]:
+def environment() -> JsonObject:
     import pyarrow
 
     try:
@@ -263,7 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _checkpoints_line(c: dict[str, Any]) -> str:
+def _checkpoints_line(c: JsonObject) -> str:
     side_by_side = (
         f"; {c['parallel']['jobs']} processes side by side: "
         f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
@@ -279,7 +279,7 @@ def _checkpoints_line(c: dict[str, Any]) -> str:
     )
 
 
-def _explore_lines(e: dict[str, Any]) -> list[str]:
+def _explore_lines(e: JsonObject) -> list[str]:
     lines = [
         f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
         f"{e['real_s']:.0f} real s"
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(line, flush=True)
 
-    doc: dict[str, Any] = {
+    doc: JsonObject = {
         "benchmark": "simulator",
         "environment": environment(),
         "load_avg_1m_at_start": _load(),

@@ -23,6 +23,7 @@ from runtime.lab.status import Status
 
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
+    from runtime.sim.explore import SeedRun
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_DEADLOCK = 0, 1, 2, 3
 
@@ -418,7 +419,7 @@ def _explore_with_progress(
     ) as progress:
         task = progress.add_task(f"explore {args.scenario}", total=len(seeds) * len(protocols), tally="")
 
-        def on_run(rec: dict[str, Any]) -> None:
+        def on_run(rec: SeedRun) -> None:
             tally[rec["outcome"]] += 1
             progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
 

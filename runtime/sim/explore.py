@@ -27,9 +27,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
@@ -233,6 +234,26 @@ def _delay(text: str) -> Any:
     return Delay.parse(text)
 
 
+class SeedRun(TypedDict):
+    """One run of an exploration as explore.json keeps it; a failing run also carries the command
+    that replays it, its trace's last events and its schedule."""
+
+    seed: int
+    protocol: str
+    outcome: str
+    invariant: str | None
+    detail: str
+    status: str
+    commits: list[int]
+    virtual_s: float
+    trace_sha256: str
+    schedule: str
+    replay: NotRequired[str]
+    trace_excerpt: NotRequired[list[str]]
+    schedule_json: NotRequired[JsonObject]
+    _real_s: NotRequired[float]  # moved to the timing section by explore()
+
+
 def run_seed(
     scenario: str,
     seed: int,
@@ -241,7 +262,7 @@ def run_seed(
     storage: str = "memory",
     workdir: str | None = None,
     allow_empty_commit: str = "release",
-) -> dict[str, Any]:
+) -> SeedRun:
     """One exploration run: the record explore.json keeps for it (failures with their excerpt).
     ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it."""
     schedule = draw(scenario, seed)
@@ -249,18 +270,18 @@ def run_seed(
     base = JobConfig(allow_empty_commit=allow_empty_commit)
     verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base)
     real_s = time.perf_counter() - t
-    rec: dict[str, Any] = {
-        "seed": seed,
-        "protocol": protocol,
-        "outcome": verdict.outcome,
-        "invariant": verdict.invariant,
-        "detail": verdict.detail,
-        "status": result.status.value,
-        "commits": [int(c["checkpoint"]) for c in result.commits],
-        "virtual_s": result.sim.virtual_s,
-        "trace_sha256": result.sim.trace_sha256,
-        "schedule": schedule.describe(),
-    }
+    rec = SeedRun(
+        seed=seed,
+        protocol=protocol,
+        outcome=verdict.outcome,
+        invariant=verdict.invariant,
+        detail=verdict.detail,
+        status=result.status.value,
+        commits=[int(c["checkpoint"]) for c in result.commits],
+        virtual_s=result.sim.virtual_s,
+        trace_sha256=result.sim.trace_sha256,
+        schedule=schedule.describe(),
+    )
     if verdict.outcome != PASSED:
         rec["replay"] = replay_command(scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit)
         rec["trace_excerpt"] = excerpt(result.sim.trace or [], verdict.role, at_failover=verdict.at_failover)
@@ -272,7 +293,7 @@ def run_seed(
 Task = tuple[str, int, str, str, str | None, str]  # scenario, seed, protocol, storage, workdir, empty commits
 
 
-def _run_seed_task(task: Task) -> dict[str, Any]:
+def _run_seed_task(task: Task) -> SeedRun:
     scenario, seed, protocol, storage, workdir, empty = task
     return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty)
 
@@ -283,7 +304,7 @@ def default_jobs(runs: int) -> int:
     return 1 if runs < 8 else max(1, min(os.cpu_count() or 1, runs))
 
 
-def _records(tasks: list[Task], jobs: int) -> Iterator[dict[str, Any]]:
+def _records(tasks: list[Task], jobs: int) -> Iterator[SeedRun]:
     """The runs' records, in task order, from ``jobs`` worker processes (or this one)."""
     if jobs <= 1:
         for t in tasks:
@@ -309,9 +330,9 @@ def explore(
     storage: str = "memory",
     workdir: str | None = None,
     jobs: int | None = None,
-    on_run: Callable[[dict[str, Any]], None] | None = None,
+    on_run: Callable[[SeedRun], None] | None = None,
     allow_empty_commit: str = "release",
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
     returns the explore.json document. Everything but ``timing`` is a pure function of the
     arguments: each run is its own seeded simulation, whichever process runs it."""

@@ -27,7 +27,7 @@ from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
-from runtime.lab.results import JobResult, SimulationRecord
+from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
@@ -95,7 +95,9 @@ class _SimRun:
         self.prepare_s = 0.0
         self.shards: list[Any] = []
         self.driver: JobDriver | None = None
-        self.sim_info: dict[str, Any] = {}  # the loop's own figures, for the result
+        self.sim_info = SimCounts(  # the loop's own figures, for the result, when it ran
+            loop_iterations=0, clock_jumps=0, messages=0, delay="", io_delay=None, inline_executor_calls=0
+        )
         self.wall_s = 0.0  # when the loop was closed (perf_counter)
 
     # -- set-up --------------------------------------------------------------------------------
@@ -546,7 +548,7 @@ def verify_memory(
     return verdict
 
 
-def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None, **kwargs: Any) -> dict[str, Any] | None:
+def check_determinism(cfg: JobConfig, seed: int, *, workdir: str | None = None, **kwargs: Any) -> Divergence | None:
     """Runs ``cfg`` twice with ``seed``; returns the first divergence (``index``, the ``first``
     and ``second`` run's events) or None when the traces are identical. The second run stops at
     the first event that differs. ``kwargs`` go to :func:`simulate`."""

@@ -42,7 +42,15 @@ from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable, commit_summaries, compaction_summaries, files_written
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import CoordinatorRecord, FailoverRecord, JobResult, TaskSummary, fired_faults, run_figures
+from runtime.lab.results import (
+    CoordinatorRecord,
+    FailoverRecord,
+    FiredFault,
+    JobResult,
+    TaskSummary,
+    fired_faults,
+    run_figures,
+)
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import VerifyError
@@ -483,7 +491,7 @@ class JobDriver:
         except (VerifyError, ValueError) as exc:
             return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))
 
-    def faults_not_fired(self, fired: list[dict[str, Any]]) -> list[str]:
+    def faults_not_fired(self, fired: list[FiredFault]) -> list[str]:
         """The armed fault specs no role fired (a marker per firing names the spec)."""
         keys = {(f["point"], f["checkpoint"], f["task"], f.get("target", "")) for f in fired}
         return [s.text() for s in self.cfg.faults if (s.point, s.checkpoint, s.task, s.target) not in keys]

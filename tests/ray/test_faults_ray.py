@@ -51,10 +51,10 @@ def test_a_crash_fires_once_and_recovery_verifies(ray_session, tmp_path, point):
     assert len(result.failovers) == 1, result.failovers
     assert result.status == "finished", result.error
     eo = result.exactly_once
-    assert eo["verified"], why_not_verified(eo)
+    assert eo.verified, why_not_verified(eo)
     # nothing of the failed attempt is left: every commit's rows match what the reader returns for
     # it, and the only pending instant is the coordinator's next one, with no files
-    assert eo["commit_problems"] == []
+    assert eo.commit_problems == []
     names = os.listdir(tmp_path / "table" / ".hoodie")
     pending = [
         n.split(".")[0] for n in names if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names
@@ -73,7 +73,7 @@ def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_sta
     failover = result.failovers[0]
     # checkpoint 2 completed (its states were stored) before the coordinator died: restored from 2,
     # the tasks' bootstrap events recommit its instant
-    assert failover["restored_checkpoint"] == 2
+    assert failover.restored_checkpoint == 2
     assert 2 in [c["checkpoint"] for c in result.commits]
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
@@ -170,8 +170,8 @@ def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_sessio
     result = run_job(_cfg(tmp_path, "message-bus", faults=[FaultSpec("bus.deleted", 2)]), None)
     assert [f["point"] for f in result.faults_fired] == ["bus.deleted"]
     coord = result.coordinator
-    assert coord["deleted_by_fault"] and coord["deleted_by_fault"][0].endswith("message_bus")
-    assert coord["protocol"]["bus_recreated"] >= 1  # the next message found the directory gone
+    assert coord.deleted_by_fault and coord.deleted_by_fault[0].endswith("message_bus")
+    assert coord.protocol["bus_recreated"] >= 1  # the next message found the directory gone
     assert result.status == "finished", result.error
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
@@ -271,8 +271,6 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     else:
         # the early task wrote into I1: either its own trace shows it, or (its trace died with
         # it) it failed reading back its file of I1, or the table is no longer exactly-once
-        read_its_rolled_back_file = any(
-            i in (f["error"] or "") for f in result.failovers[1:] for i in result.rolled_back
-        )
-        broken = result.status != "finished" or not (result.exactly_once or {}).get("verified")
+        read_its_rolled_back_file = any(i in (f.error or "") for f in result.failovers[1:] for i in result.rolled_back)
+        broken = result.status != "finished" or not (result.exactly_once and result.exactly_once.verified)
         assert written_then_rolled_back or read_its_rolled_back_file or broken, result.failovers

@@ -64,7 +64,7 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
     result, tmp_path = job_of(protocol)
     out = tmp_path / "out"
     assert result.status == "finished", result.error
-    assert RESULT_KEYS <= set(result)
+    assert RESULT_KEYS <= set(result.to_json())
     with open(out / "result.json") as f:
         on_disk = json.load(f)
     assert on_disk["commits"] == result.commits
@@ -79,8 +79,8 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
     assert result.figures.checkpoints.completed == 3 and result.figures.checkpoints.aborted == 0
     assert result.figures.rows_in == 6_000
     eo = result.exactly_once
-    assert eo["verified"], why_not_verified(eo)
-    assert eo["expected"] == eo["actual"] == 3_000
+    assert eo.verified, why_not_verified(eo)
+    assert eo.expected == eo.actual == 3_000
     # the official reader sees exactly the commits the coordinator made
     assert read_completed_commits(str(tmp_path / "table")) == [c["instant"] for c in result.commits]
     # counters by role: the coordinator created an instant per commit (the control topic's
@@ -118,19 +118,19 @@ def test_deadlock_schedule_deadlocks_operator_events_and_explains_it(ray_session
     result = run_job(cfg, str(tmp_path / "out"))
     assert result.status == "deadlocked"
     d = result.deadlock
-    assert d["task"] in ("writer-0", "writer-1")
-    assert d["releasing_mail"] == "CommitAckEvent(ckp=2)"
-    assert d["mailbox"][d["mailbox_position"]]["kind"] == "CommitAckEvent"
-    assert "instantToWrite" in d["running_mail"] and "round 3" in d["running_mail"]
-    assert d["waiting_for"].startswith("instant initialize")
-    assert d["blocked_s"] >= cfg.deadlock_threshold_s
-    assert "own mailbox" in d["explanation"]
+    assert d.task in ("writer-0", "writer-1")
+    assert d.releasing_mail == "CommitAckEvent(ckp=2)"
+    assert d.mailbox[d.mailbox_position].kind == "CommitAckEvent"
+    assert "instantToWrite" in d.running_mail and "round 3" in d.running_mail
+    assert d.waiting_for.startswith("instant initialize")
+    assert d.blocked_s >= cfg.deadlock_threshold_s
+    assert "own mailbox" in d.explanation
     # round 1 committed; round 2 was empty (instant reused, acks sent); round 3 never commits
     assert [c["checkpoint"] for c in result.commits] == [1]
     assert result.empty_rounds == [2]
     assert result.figures.rpcs["operator_event"] == cfg.writers
     with open(tmp_path / "out" / "result.json") as f:
-        assert json.load(f)["deadlock"]["task"] == d["task"]
+        assert json.load(f)["deadlock"]["task"] == d.task
 
 
 def test_deadlock_schedule_completes_with_the_message_bus(ray_session, tmp_path):
@@ -244,7 +244,7 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     assert on_disk["status"] == "interrupted" and on_disk["commits"] == result.commits
     assert 1 <= len(result.commits) < 40
     prefix = result.committed_prefix
-    assert prefix["verified"] and prefix["prefix"].startswith("rounds 1 to")
+    assert prefix is not None and prefix.verified and prefix.prefix.startswith("rounds 1 to")
 
 
 def test_task_managers_host_several_slots_each_with_its_own_mailbox(ray_session, tmp_path):
@@ -263,11 +263,11 @@ def test_task_managers_host_several_slots_each_with_its_own_mailbox(ray_session,
     roles = result.ray.placement["roles"]
     assert roles["writer-0"]["pid"] == roles["writer-1"]["pid"] != roles["writer-2"]["pid"]
     (failover,) = result.failovers
-    assert "writer-0" in failover["error"] and "writer-1" in failover["error"]  # one process, both tasks
+    assert "writer-0" in failover.error and "writer-1" in failover.error  # one process, both tasks
 
     dl = run_job(deadlock_config(_cfg(tmp_path / "dl", protocol="operator-event", slots_per_task_manager=2)), None)
-    assert dl["status"] == "deadlocked" and dl["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
-    assert set(dl["placement"]["processes"]["taskmanager-0"]["roles"]) >= {"writer-0", "writer-1"}
+    assert dl.status == "deadlocked" and dl.deadlock and dl.deadlock.releasing_mail == "CommitAckEvent(ckp=2)"
+    assert dl.ray and set(dl.ray.placement["processes"]["taskmanager-0"]["roles"]) >= {"writer-0", "writer-1"}
 
 
 def test_a_merge_on_read_job_on_ray_commits_delta_commits_and_compacts(ray_session, tmp_path):
