@@ -256,9 +256,8 @@ class RayRecord:
         return cls(doc["placement"], doc.get("dfs_endpoint"), doc.get("trace_file"), doc.get("stacks_at_timeout"))
 
 
-# JobResult's fields that are not JSON as they are
-_NESTED = frozenset({"figures", "failovers", "exactly_once", "simulation", "ray", "status", "coordinator"})
-_NESTED |= {"deadlock", "stalls", "committed_prefix", "timeline", "timeline_error"}
+# JobResult's fields that result.json places after the job's own: the failovers, then the host's
+_AFTER_THE_JOB = frozenset({"figures", "failovers", "exactly_once", "simulation", "ray", "timeline", "timeline_error"})
 
 
 @dataclass
@@ -318,16 +317,7 @@ class JobResult:
     def to_json(self) -> JsonObject:
         """result.json: the figures, then the job's fields, then what the host adds."""
         out = self.figures.to_json()
-        for f in fields(self):
-            if f.name not in _NESTED:
-                out[f.name] = getattr(self, f.name)
-            elif f.name == "status":
-                out["status"] = self.status.value
-            elif f.name in ("coordinator", "committed_prefix", "deadlock"):
-                value = getattr(self, f.name)
-                out[f.name] = asdict(value) if f.name == "coordinator" else value and value.to_json()
-            elif f.name == "stalls":
-                out["stalls"] = [asdict(s) for s in self.stalls]
+        out.update((f.name, self._field_json(f.name)) for f in fields(self) if f.name not in _AFTER_THE_JOB)
         out["failovers"] = [f.to_json() for f in self.failovers]
         if self.ray is not None:
             out.update(self.ray.to_json())
@@ -339,19 +329,31 @@ class JobResult:
                 out[picture] = getattr(self, picture)
         return out
 
+    def _field_json(self, name: str) -> Any:
+        value = getattr(self, name)
+        if isinstance(value, Status):
+            return value.value
+        if isinstance(value, (Deadlock, CommittedPrefix)):
+            return value.to_json()
+        if isinstance(value, CoordinatorRecord):
+            return asdict(value)
+        return [asdict(s) for s in self.stalls] if name == "stalls" else value
+
     @classmethod
     def from_json(cls, doc: JsonObject) -> JobResult:
         """A result.json read back (``commitlab report DIR``, ``--config DIR/result.json``)."""
-        plain = {f.name: doc[f.name] for f in fields(cls) if f.name not in _NESTED and f.name in doc}
-        prefix, verdict = doc.get("committed_prefix"), doc.get("exactly_once")
-        return cls(
-            **plain,
-            figures=RunFigures.from_json(doc),
+        plain = {f.name: doc[f.name] for f in fields(cls) if f.name not in _AFTER_THE_JOB and f.name in doc}
+        prefix, verdict, deadlock = doc.get("committed_prefix"), doc.get("exactly_once"), doc.get("deadlock")
+        typed: JsonObject = dict(
             status=Status(doc["status"]),
             coordinator=CoordinatorRecord(**doc["coordinator"]),
-            deadlock=Deadlock.from_json(doc["deadlock"]) if doc.get("deadlock") is not None else None,
+            deadlock=deadlock and Deadlock.from_json(deadlock),
             stalls=[Stall(**s) for s in doc.get("stalls", [])],
             committed_prefix=prefix and CommittedPrefix.from_json(prefix),
+        )
+        return cls(
+            **plain | typed,
+            figures=RunFigures.from_json(doc),
             failovers=[FailoverRecord.from_json(f) for f in doc.get("failovers", [])],
             exactly_once=verdict and ExactlyOnce.from_json(verdict),
             simulation=SimulationRecord.from_json(doc) if doc.get("host") == "simulator" else None,
