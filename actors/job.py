@@ -9,7 +9,6 @@ table with the official reader and writes ``result.json``.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import threading
@@ -41,7 +40,9 @@ from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
 from runtime.job.roles import RoleSpec, role_kind
-from runtime.lab.results import JobResult
+from runtime.lab.results import JobResult, RayRecord
+from runtime.lab.run_output import draw_timeline, write_result
+from runtime.lab.status import Status
 from runtime.lab.verify import read_snapshot, verify_run
 
 log = logging.getLogger(__name__)
@@ -118,13 +119,13 @@ class JobRun:
         self._last_progress = 0.0
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JobResult:
         try:
             return self._run()
         finally:
             self._shutdown()  # whatever happened, the job's processes and placement group go
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> JobResult:
         t0 = time.time()
         counters = DfsCounters()
         endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
@@ -161,24 +162,23 @@ class JobRun:
         record.timing.update(setup_s=round(t_started - t0, 3), run_s=round(t_end - t_started, 3))
         record.timing["total_s"] = round(time.time() - t0, 3)
         record.timing["actors_up_s"] = placed.pop("actors_up_s")
-        record.host_fields.update(placed)
-        record.host_fields["dfs_endpoint"] = cluster_info.endpoint_served(cfg.table, endpoint_before)
-        record.host_fields["trace_file"] = self.trace_path
-        finished = outcome.status == "finished"
+        endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
+        # a timed-out job: where the job manager's and coordinator's coroutines waited
+        record.ray = RayRecord(placed["placement"], endpoint, self.trace_path, self.stacks_at_timeout or None)
+        finished = outcome.status == Status.FINISHED
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (
             verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field, cfg.partition_field)
             if finished
             else None
         )
-        record.host_fields["exactly_once"] = verified
+        record.exactly_once = verified
         record.committed_prefix = verify_committed_prefix(
             self.driver, record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
         )
-        result = record.to_json()
         if self.out_dir:
-            self._write_out(result)
-        return result
+            self._write_out(record)
+        return record
 
     def _prepare(self, counters: DfsCounters) -> None:
         """Opens the table and plans the stream; bad input fails here, before anything is written."""
@@ -198,25 +198,13 @@ class JobRun:
         self.commits_before = set(table.timeline().completed_instants())
         self.driver = JobDriver(self.job, table, schema_json=plan.schema_json)
 
-    def _write_out(self, result: dict[str, Any]) -> None:
+    def _write_out(self, result: JobResult) -> None:
         """result.json, and the timeline picture when the roles traced."""
         assert self.out_dir is not None
         os.makedirs(self.out_dir, exist_ok=True)
         if self.trace_events:
-            from runtime.lab.timeline_plot import plot_timeline
-
-            try:  # a picture must never fail a run
-                result["timeline"] = plot_timeline(
-                    self.trace_events,
-                    os.path.join(self.out_dir, "timeline.png"),
-                    title=f"{self.cfg.protocol}, {self.cfg.writers} writers: {result['status']}",
-                    deadlock=result["deadlock"],
-                    checkpoints=result["checkpoints"],
-                )
-            except Exception as exc:  # noqa: BLE001 - recorded: a picture must never fail a run
-                result["timeline_error"] = f"{type(exc).__name__}: {exc}"
-        with open(os.path.join(self.out_dir, "result.json"), "w") as f:
-            json.dump(result, f, indent=2, default=str)
+            draw_timeline(self.out_dir, result, self.trace_events)
+        write_result(self.out_dir, result)
 
     # -- the host --------------------------------------------------------------------------------
 
@@ -416,8 +404,6 @@ class JobRun:
             timing=dict(self.plan.timings),
             run_s=run_s,
         )
-        if self.stacks_at_timeout:  # a timed-out job: where the job manager's and coordinator's coroutines waited
-            record.host_fields["stacks_at_timeout"] = self.stacks_at_timeout
         return record
 
     @property
@@ -502,7 +488,7 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
     }
 
 
-def run_job(job: JobConfig | ResolvedJob, out_dir: str | None = None, **kwargs: Any) -> dict[str, Any]:
+def run_job(job: JobConfig | ResolvedJob, out_dir: str | None = None, **kwargs: Any) -> JobResult:
     """Runs a job on the current Ray cluster (starting a local one if needed). A plain config is
     prepared first (:func:`~runtime.job.prepare.prepare_job`): options that disagree with an
     existing table fail before Ray starts."""

@@ -18,7 +18,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 ROOT = Path(__file__).resolve().parents[1]
 # The project as installed (editable) or as found on PYTHONPATH wins: ``PYTHONPATH=<a checkout of
@@ -245,7 +248,7 @@ def run_job_sampled(
     interval_s: float = 0.1,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     sample_kinds: Iterable[str] | None = None,
-) -> tuple[dict[str, Any], dict[str, Any], float]:
+) -> tuple[JobResult, dict[str, Any], float]:
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
 
     Same as ``run_job`` (ensure Ray, ``JobRun(prepared(cfg), out_dir).run()``); the JobRun object is built

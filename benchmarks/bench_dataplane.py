@@ -37,10 +37,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
 LABEL = {"copy-on-write": "COW", "merge-on-read": "MOR"}
@@ -314,7 +317,7 @@ def run_commitlab(steps: Steps, cfg: Any, scratch: str, sample_interval: float) 
         row = common.error_row(e, t0) | {"table_type": cfg.table_type}
         con.log(f"    [red]{cfg.table_type} run raised[/red]: {row['error']}")
         return row
-    progress.update(run_bar, completed=result["checkpoints"]["completed"])
+    progress.update(run_bar, completed=result.figures.checkpoints.completed)
     c = commitlab_figures(result, wall, cfg.table) | {"memory": memory}
     w = c["data_written"]
     con.log(
@@ -325,9 +328,9 @@ def run_commitlab(steps: Steps, cfg: Any, scratch: str, sample_interval: float) 
     return c
 
 
-def commitlab_figures(result: dict[str, Any], wall: float, table: str) -> dict[str, Any]:
+def commitlab_figures(result: JobResult, wall: float, table: str) -> dict[str, Any]:
     """A run's figures: status, verdict, rows/s, the timing breakdown, what it wrote."""
-    tm = result["timing"]
+    tm = {k: v or 0.0 for k, v in result.timing.items()}
     spark_start = tm.get("spark_start_s", 0.0)
     prepare = tm.get("prepare_s", 0.0)
     expected = tm.get("expected_s", 0.0)
@@ -335,18 +338,18 @@ def commitlab_figures(result: dict[str, Any], wall: float, table: str) -> dict[s
     collect = tm["total_s"] - tm["setup_s"] - tm["run_s"]
     verify = wall - tm["total_s"]
     e2e = prepare + actors_start + tm["run_s"]
-    eo = result.get("exactly_once") or {}
+    eo, fig = result.exactly_once, result.figures
     return {
-        "table_type": result["config"].get("table_type"),
-        "status": result["status"],
-        "error": result.get("error"),
-        "verified": eo.get("verified"),
-        "rows_in": result["rows_in"],
-        "records": result["records"],
-        "commits": len(result["commits"]),
-        "checkpoints_completed": result["checkpoints"]["completed"],
-        "rows_per_s_run": result["rows_per_s"],
-        "rows_per_s_end_to_end": round(result["records"] / e2e, 1) if e2e > 0 else None,
+        "table_type": result.config.get("table_type"),
+        "status": result.status.value,
+        "error": result.error,
+        "verified": eo.verified if eo else None,
+        "rows_in": fig.rows_in,
+        "records": result.records,
+        "commits": len(result.commits),
+        "checkpoints_completed": fig.checkpoints.completed,
+        "rows_per_s_run": result.rows_per_s,
+        "rows_per_s_end_to_end": round(result.records / e2e, 1) if e2e > 0 else None,
         "breakdown_s": {
             "spark_start (in the run; warm session)": round(spark_start, 3),
             "prepare + hand-off (Spark -> Ray)": round(prepare, 3),
@@ -357,20 +360,20 @@ def commitlab_figures(result: dict[str, Any], wall: float, table: str) -> dict[s
             "verification + teardown": round(verify, 3),
             "total wall": round(wall, 3),
         },
-        "timing": tm,
-        "writer_blocked_s": result.get("writer_blocked_s"),
-        "commit_to_unblock_s": result.get("commit_to_unblock_s"),
-        "dfs_ops_per_checkpoint": result.get("dfs_ops_per_checkpoint"),
-        "writer_data_dfs_ops": result["dfs_ops"].get("writer.data", {}),
+        "timing": result.timing,
+        "writer_blocked_s": fig.writer_blocked_s,
+        "commit_to_unblock_s": fig.commit_to_unblock_s,
+        "dfs_ops_per_checkpoint": fig.dfs_ops_per_checkpoint,
+        "writer_data_dfs_ops": fig.dfs_ops.get("writer.data", {}),
         **written_figures(result, table),
     }
 
 
-def written_figures(result: dict[str, Any], table: str) -> dict[str, Any]:
+def written_figures(result: JobResult, table: str) -> dict[str, Any]:
     """What a run wrote: its ``data_written`` record (the files its commits and compactions list,
     their bytes, against the sources' input bytes), its compactions, and the files on disk."""
-    w = result.get("data_written") or {}
-    comp = result.get("compactions") or {}
+    w = result.data_written
+    comp = result.compactions
     return {
         "data_written": w,
         "bytes_written": w.get("bytes"),

@@ -39,16 +39,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 HOSTS = ("ray", "sim")
 LINESTYLE = {"ray": "-", "sim": "--"}
 
 
-def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, rtt_s: float | None) -> dict[str, Any]:
+def point_figures(result: JobResult, memory: dict[str, Any], wall: float, rtt_s: float | None) -> dict[str, Any]:
     """One point's row: ``runtime.lab.compare.figures`` plus the role split, the timeline
     server's requests and scans, and the memory sampled from outside."""
     from runtime.lab.compare import figures
@@ -56,8 +59,8 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
     f = figures(result, rtt_s)
     samples = f.pop("commit_to_unblock_samples", [])
     f.pop("exactly_once_detail", None)
-    ckp = result["checkpoints"]
-    n_ckp = max(1, ckp["completed"] + ckp["aborted"])
+    ckp = result.figures.checkpoints
+    n_ckp = max(1, ckp.completed + ckp.aborted)
     by_role = f.get("dfs_ops_per_checkpoint_by_role", {})
     f["dfs_ops_per_checkpoint_writers"] = round(sum(by_role.get("writer", {}).values()), 2)
     f["dfs_ops_per_checkpoint_coordinator"] = round(sum(by_role.get("coordinator", {}).values()), 2)
@@ -68,7 +71,7 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
         2,
     )
     server = by_role.get("timeline-server")
-    rpcs = result.get("rpcs", {})
+    rpcs = result.figures.rpcs
     # P3: writers' GETs /instantstate/all, the coordinator's refresh POSTs, the server's listings
     f["timeline_server_requests_per_checkpoint"] = (
         round(rpcs.get("get_all_instant_states", 0) / n_ckp, 2) if server is not None else None
@@ -78,10 +81,10 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
     )
     f["timeline_server_scans_per_checkpoint"] = server.get("list", 0.0) if server is not None else None
     f["commit_to_unblock_samples_n"] = len(samples)
-    f["rows_in"] = result["rows_in"]
-    f["records"] = result["records"]
+    f["rows_in"] = result.figures.rows_in
+    f["records"] = result.records
     f["wall_s"] = round(wall, 3)
-    f["timing"] = result["timing"]
+    f["timing"] = result.timing
     for key in (
         "task_manager_peak_rss_mean_mib",
         "task_manager_peak_rss_max_mib",
@@ -89,9 +92,9 @@ def point_figures(result: dict[str, Any], memory: dict[str, Any], wall: float, r
         "task_manager_first_rss_mean_mib",
     ):
         f[key] = memory.get(key)
-    if "virtual_s" in result:
-        f["virtual_s"] = result["virtual_s"]
-        f["trace_sha256"] = result["trace_sha256"]
+    if result.simulation is not None:
+        f["virtual_s"] = result.simulation.virtual_s
+        f["trace_sha256"] = result.simulation.trace_sha256
     return f
 
 

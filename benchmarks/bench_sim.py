@@ -38,12 +38,13 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402, F401  (sets sys.path to the project root)
 
 from runtime.core.config import JobConfig  # noqa: E402
+from runtime.core.json_doc import JsonObject  # noqa: E402
+from runtime.lab.status import Status  # noqa: E402
 from runtime.sim.host import simulate  # noqa: E402
 
 # real-parquet tables in memory when the machine has /dev/shm: a disk's latency is not the simulator's
@@ -82,23 +83,23 @@ def _warm_up(cfg: JobConfig) -> None:
     )
 
 
-def _timed_run(cfg: JobConfig, seed: int, storage: str) -> dict[str, Any]:
+def _timed_run(cfg: JobConfig, seed: int, storage: str) -> JsonObject:
     """One measured run (the exactly-once check is left out: it is the verifier's time)."""
     with tempfile.TemporaryDirectory(prefix="commitlab-bench-", dir=SCRATCH) as d:
         t, c = time.perf_counter(), time.process_time()
         r = simulate(cfg, seed=seed, workdir=d if storage == "disk" else None, storage=storage, verify=False)
         real, cpu = time.perf_counter() - t, time.process_time() - c
-    if r["status"] != "finished":
-        raise RuntimeError(f"seed {seed}: the benchmark run ended {r['status']}: {r['error']}")
-    done = r["checkpoints"]["completed"]
+    if r.status != Status.FINISHED:
+        raise RuntimeError(f"seed {seed}: the benchmark run ended {r.status.value}: {r.error}")
+    done = r.figures.checkpoints.completed
     return {
         "seed": seed,
         "real_s": round(real, 3),
         "cpu_s": round(cpu, 3),
-        "virtual_s": r["virtual_s"],
+        "virtual_s": r.sim.virtual_s,
         "checkpoints": done,
-        "messages": r["sim"]["messages"],
-        "trace_events": r["trace_events"],
+        "messages": r.sim.sim["messages"],
+        "trace_events": r.sim.trace_events,
         "checkpoints_per_real_s": round(done / real, 2),
         "checkpoints_per_cpu_s": round(done / cpu, 2),
     }
@@ -118,7 +119,7 @@ def bench_checkpoints(
     storage: str = "memory",
     seeds: int = 3,
     jobs: int = 1,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Simulated checkpoints per real (and per CPU) second for one workload.
 
     ``jobs`` > 1 also runs the seeds in that many worker processes side by side, as ``commitlab
@@ -161,7 +162,7 @@ def bench_checkpoints(
     return doc
 
 
-def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jobs: int = 1) -> dict[str, Any]:
+def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jobs: int = 1) -> JsonObject:
     """``seeds`` seeds of the deadlock scenario, as ``commitlab explore --jobs JOBS`` runs them
     (CPU time only without worker processes: it would be this process's alone)."""
     from runtime.sim.explore import explore
@@ -185,7 +186,7 @@ def bench_deadlock_seeds(seeds: int = 1000, protocol: str = "operator-event", jo
     }
 
 
-def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
+def bench_explore(seeds: int, jobs: int = 1) -> JsonObject:
     """Every scenario x every protocol, ``seeds`` seeds each: outcome counts and, per cell, the
     first seed of each outcome that is not a pass (with its replay command)."""
     from runtime.protocols import PROTOCOLS
@@ -220,7 +221,7 @@ def bench_explore(seeds: int, jobs: int = 1) -> dict[str, Any]:
     }
 
 
-def environment() -> dict[str, Any]:
+def environment() -> JsonObject:
     import pyarrow
 
     try:
@@ -266,7 +267,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _checkpoints_line(c: dict[str, Any]) -> str:
+def _checkpoints_line(c: JsonObject) -> str:
     side_by_side = (
         f"; {c['parallel']['jobs']} processes side by side: "
         f"{c['parallel']['checkpoints_per_real_s']:.1f} checkpoints per real s"
@@ -282,7 +283,7 @@ def _checkpoints_line(c: dict[str, Any]) -> str:
     )
 
 
-def _explore_lines(e: dict[str, Any]) -> list[str]:
+def _explore_lines(e: JsonObject) -> list[str]:
     lines = [
         f"explore, {e['seeds_per_cell']} seeds per scenario x protocol, {e['jobs']} process(es): "
         f"{e['real_s']:.0f} real s"
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.json:
             print(line, flush=True)
 
-    doc: dict[str, Any] = {
+    doc: JsonObject = {
         "benchmark": "simulator",
         "environment": environment(),
         "load_avg_1m_at_start": _load(),

@@ -51,6 +51,7 @@ for seed in range(seeds):
     t, c = time.perf_counter(), time.process_time()
     r = simulate(cfg, seed=seed, storage="memory", verify=False)
     real, cpu = time.perf_counter() - t, time.process_time() - c
+    r = r if isinstance(r, dict) else r.to_json()  # a dict from an older checkout, the record from this one
     runs.append({"seed": seed, "real_s": real, "cpu_s": cpu, "status": r["status"],
                  "checkpoints": r["checkpoints"]["completed"], "trace_sha256": r["trace_sha256"]})
 print(json.dumps(runs))

@@ -36,10 +36,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
+
+from runtime.lab.status import Status  # noqa: E402
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 MiB = 1024 * 1024
 
@@ -48,18 +53,19 @@ def _mean(xs: list[float]) -> float | None:
     return round(sum(xs) / len(xs), 1) if xs else None
 
 
-def process_memory(result: dict[str, Any]) -> dict[str, Any]:
+def process_memory(result: JobResult) -> dict[str, Any]:
     """USS of the task managers (each, summed, per task) and of the job manager's side."""
-    procs = result.get("placement", {}).get("processes", {})
+    placement = result.ray.placement if result.ray else {}
+    procs = placement.get("processes", {})
     tm = {n: p["uss_bytes"] / MiB for n, p in procs.items() if n.startswith("taskmanager-") and p.get("uss_bytes")}
     other = {
         n: p["uss_bytes"] / MiB for n, p in procs.items() if not n.startswith("taskmanager-") and p.get("uss_bytes")
     }
-    writers = max(1, int(result["config"]["writers"]))
+    writers = max(1, result.writers)
     return {
         "processes": len(procs),
         "task_managers": len([n for n in procs if n.startswith("taskmanager-")]),
-        "slots_per_task_manager": result.get("placement", {}).get("slots_per_task_manager"),
+        "slots_per_task_manager": placement.get("slots_per_task_manager"),
         "task_manager_uss_mean_mib": _mean(list(tm.values())),
         "task_manager_uss_max_mib": round(max(tm.values()), 1) if tm else None,
         "task_managers_uss_total_mib": round(sum(tm.values()), 1) if tm else None,
@@ -69,7 +75,7 @@ def process_memory(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def point_figures(
-    result: dict[str, Any], memory: dict[str, Any], wall: float, first_ckp_s: float | None, rtt_s: float
+    result: JobResult, memory: dict[str, Any], wall: float, first_ckp_s: float | None, rtt_s: float
 ) -> dict[str, Any]:
     from runtime.lab.compare import figures
 
@@ -94,12 +100,12 @@ def point_figures(
         },
         "dfs_ops_per_checkpoint_writers": round(sum(by_role.get("writer", {}).values()), 2),
         "dfs_ops_per_checkpoint_coordinator": round(sum(by_role.get("coordinator", {}).values()), 2),
-        "failovers": [fo.get("error") for fo in result.get("failovers", [])],
-        "rows_in": result["rows_in"],
-        "records": result["records"],
+        "failovers": [fo.error for fo in result.failovers],
+        "rows_in": result.figures.rows_in,
+        "records": result.records,
         "wall_s": round(wall, 2),
-        "timing": result["timing"],
-        "actors_up_s": result["timing"].get("actors_up_s"),
+        "timing": result.timing,
+        "actors_up_s": result.timing.get("actors_up_s"),
         "first_checkpoint_s": round(first_ckp_s, 2) if first_ckp_s is not None else None,
         **process_memory(result),
         **{k: v for k, v in memory.items() if k.startswith("task_manager_")},
@@ -109,7 +115,9 @@ def point_figures(
 def marginal_uss(points: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Between consecutive points of one layout: the USS each additional task costs."""
     ok = sorted(
-        (int(w), r) for w, r in points.items() if r.get("status") == "finished" and r.get("task_managers_uss_total_mib")
+        (int(w), r)
+        for w, r in points.items()
+        if r.get("status") == Status.FINISHED and r.get("task_managers_uss_total_mib")
     )
     out = []
     for (wa, ra), (wb, rb) in zip(ok, ok[1:], strict=False):
@@ -258,7 +266,7 @@ def run_point(cfg: Any, sample_interval: float, rtt_s: float) -> dict[str, Any]:
         )
         # on_progress counts from JobRun.run()'s start; the first checkpoint is reported from
         # the job's own start (after the stream plan), like actors_up_s
-        setup = result["timing"].get("setup_s", 0.0)
+        setup = result.timing.get("setup_s") or 0.0
         first_s = first["t"] - setup if "t" in first else None
         row = point_figures(result, memory, wall, first_s, rtt_s)
     except Exception as exc:  # noqa: BLE001 - one failed point must not lose the others

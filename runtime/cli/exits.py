@@ -5,6 +5,10 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
+from runtime.core.json_doc import JsonObject
+from runtime.lab.results import JobResult
+from runtime.lab.status import Status
+
 
 class ExitCode(IntEnum):
     OK = 0
@@ -14,22 +18,22 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
 
 
-def of_run(result: dict[str, Any]) -> ExitCode:
+def of_run(result: JobResult) -> ExitCode:
     """``run``: OK only when the job finished and exactly-once was verified."""
-    if result["status"] == "deadlocked":
+    if result.status == Status.DEADLOCKED:
         return ExitCode.DEADLOCK
-    if result["status"] == "interrupted":
+    if result.status == Status.INTERRUPTED:
         return ExitCode.INTERRUPTED
-    eo = result.get("exactly_once")
-    return ExitCode.OK if result["status"] == "finished" and eo and eo["verified"] else ExitCode.FAILED
+    eo = result.exactly_once
+    return ExitCode.OK if result.status == Status.FINISHED and eo and eo.verified else ExitCode.FAILED
 
 
-def of_deadlock(result: dict[str, Any], expect: str) -> ExitCode:
+def of_deadlock(result: JobResult, expect: str) -> ExitCode:
     """``deadlock``: ``--expect any`` accepts a deadlock or commits; ``deadlock`` / ``commits``
     accept only that outcome."""
-    if result["status"] == "deadlocked":
+    if result.status == Status.DEADLOCKED:
         return ExitCode.OK if expect != "commits" else ExitCode.FAILED
-    committed = result["status"] == "finished" and bool(result["commits"])
+    committed = result.status == Status.FINISHED and bool(result.commits)
     if expect == "deadlock":
         return ExitCode.FAILED
     return ExitCode.OK if committed else ExitCode.FAILED
@@ -50,17 +54,16 @@ def of_faults(counts: dict[str, int]) -> ExitCode:
     return ExitCode.FAILED if counts["VIOLATION"] or counts["FAILED"] else ExitCode.OK
 
 
-def of_simulation(result: dict[str, Any]) -> ExitCode:
-    """``simulate``: as ``run`` (without ``--no-verify``'s check the status decides); a replay
-    that differs (``--check-determinism``) fails it."""
-    det = result.get("determinism")
-    if det is not None and not det["identical"]:
+def of_simulation(result: JobResult, determinism: JsonObject | None = None) -> ExitCode:
+    """``simulate``: as ``run`` (with ``--no-verify`` the status decides); a replay that differs
+    (``--check-determinism``) fails it."""
+    if determinism is not None and not determinism["identical"]:
         return ExitCode.FAILED
-    if result["status"] == "deadlocked":
+    if result.status == Status.DEADLOCKED:
         return ExitCode.DEADLOCK
-    eo = result.get("exactly_once")
-    verified = eo is None or eo.get("verified")
-    return ExitCode.OK if result["status"] == "finished" and verified else ExitCode.FAILED
+    eo = result.exactly_once
+    verified = eo is None or eo.verified
+    return ExitCode.OK if result.status == Status.FINISHED and verified else ExitCode.FAILED
 
 
 def of_exploration(failures: list[dict[str, Any]]) -> ExitCode:

@@ -20,11 +20,10 @@ from runtime.cli.options import (
 from runtime.cli.terminal import engine_log, engines_to_log, interruptible
 from runtime.core.config import ConfigError, JobConfig
 from runtime.job.prepare import ResolvedJob, prepare_job
+from runtime.lab.results import JobResult
 
 
-def run_and_report(
-    job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str
-) -> dict[str, Any]:
+def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
     """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
     from actors.spark import spark_scope
@@ -41,12 +40,12 @@ def run_and_report(
         result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
-    if result.get("deadlock"):
-        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    if result.deadlock:
+        console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
     console.print(
         f"result: {os.path.join(out, 'result.json')}"
         + (f"; trace: {trace}" if trace else "")
-        + (f"; timeline: {result['timeline']}" if result.get("timeline") else "")
+        + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
     return result
 
@@ -113,7 +112,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     partition = args.partition_field if args.input else None  # --result: the table's own field
     verdict = verify_run(table, expected, args.key, partition)
     console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
-    return exits.of_verify(audit.ok, verdict["verified"])
+    return exits.of_verify(audit.ok, verdict.verified)
 
 
 def _commits_or_error(table: str, check: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import argparse
 import json
 import os
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -30,6 +30,11 @@ from runtime.cli.options import (
     protocol_names,
 )
 from runtime.core.config import ConfigError, JobConfig
+from runtime.core.json_doc import JsonObject
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
+    from runtime.sim.explore import SeedRun
 
 # what a simulation does not take: it generates its stream in Python and runs in one process
 NOT_SIMULATED = (
@@ -171,7 +176,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet)
     kwargs = _simulation_kwargs(args)
-    result = simulate(
+    record = simulate(
         cfg,
         seed=args.schedule_seed,
         workdir=out,
@@ -179,12 +184,13 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
         chrome_trace_path=os.path.join(out, "trace.json") if args.trace else None,
         **kwargs,
     )
-    events = result.pop("trace", None)
+    events, record.sim.trace = record.sim.trace, None
+    determinism = None
     if args.check_determinism:
-        result["determinism"] = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, result)
-    _write_simulation(out, result, events if args.trace else None)
-    _print_simulation(console, result, args.schedule_seed, out, args.trace)
-    return exits.of_simulation(result)
+        determinism = _replay_for_determinism(cfg, args.schedule_seed, out, kwargs, events, record)
+    _write_simulation(out, record, events if args.trace else None, determinism)
+    _print_simulation(console, record, determinism, out, args.trace)
+    return exits.of_simulation(record, determinism)
 
 
 def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
@@ -199,7 +205,7 @@ def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _replay_for_determinism(
-    cfg: JobConfig, seed: int, out: str, kwargs: dict[str, Any], events: Any, result: dict[str, Any]
+    cfg: JobConfig, seed: int, out: str, kwargs: dict[str, Any], events: Any, result: JobResult
 ) -> dict[str, Any]:
     """Runs the seed again, stopping at the first event that differs from ``events``."""
     from runtime.sim.host import simulate
@@ -210,52 +216,43 @@ def _replay_for_determinism(
         replay = simulate(cfg, seed=seed, workdir=replay_dir, expect_trace=events, **{**kwargs, "verify": False})
     finally:
         shutil.rmtree(replay_dir, ignore_errors=True)
-    div = replay["divergence"]
-    if div is None and replay["trace_events"] != result["trace_events"]:
-        div = {"index": replay["trace_events"], "first": None, "second": None}
+    first, second = result.sim, replay.sim
+    div = second.divergence
+    if div is None and second.trace_events != first.trace_events:
+        div = {"index": second.trace_events, "first": None, "second": None}
     return {
         "identical": div is None,
-        "events": result["trace_events"],
-        "sha256": result["trace_sha256"],
-        "replay_sha256": replay["trace_sha256"],
+        "events": first.trace_events,
+        "sha256": first.trace_sha256,
+        "replay_sha256": second.trace_sha256,
         "divergence": div,
     }
 
 
-def _write_simulation(out: str, result: dict[str, Any], events: Any) -> None:
+def _write_simulation(out: str, record: JobResult, events: Any, determinism: JsonObject | None = None) -> None:
+    """OUT/result.json; with the trace, OUT/trace.jsonl and the picture, as a run on Ray draws it."""
+    from runtime.lab.run_output import draw_timeline, write_result
     from runtime.sim.recorder import write_jsonl
 
     if events is not None:
         write_jsonl(os.path.join(out, "trace.jsonl"), events)
-        _draw_timeline(out, result)
-    with open(os.path.join(out, "result.json"), "w") as f:
-        json.dump(result, f, indent=2, default=str)
+        draw_timeline(out, record)
+    write_result(out, record, {"determinism": determinism} if determinism is not None else None)
 
 
-def _draw_timeline(out: str, result: dict[str, Any]) -> None:
-    """OUT/timeline.png from OUT/trace.json, as a run on Ray draws it (a picture never fails a run)."""
-    from runtime.lab.timeline_plot import plot_trace_file
-
-    try:
-        drawn = plot_trace_file(os.path.join(out, "trace.json"), os.path.join(out, "timeline.png"), result=result)
-        result["timeline"] = drawn.path
-    except (OSError, ValueError) as exc:
-        result["timeline_error"] = f"{type(exc).__name__}: {exc}"
-
-
-def _print_simulation(console: Console, result: dict[str, Any], seed: int, out: str, traced: bool) -> None:
+def _print_simulation(console: Console, result: JobResult, det: dict[str, Any] | None, out: str, traced: bool) -> None:
     from runtime.lab.report import summary_table
 
     console.print(summary_table(result))
-    if result.get("deadlock"):
-        console.print(f"[red]{result['deadlock']['explanation']}[/red]", highlight=False)
+    if result.deadlock:
+        console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
+    sim = result.sim
     console.print(
-        f"simulated {result['virtual_s']:.3f} virtual s in {result['wall_s']:.2f} real s "
-        f"(seed {seed}, {result['sim']['messages']} messages, delay {result['sim']['delay']}); "
-        f"trace: {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        f"simulated {sim.virtual_s:.3f} virtual s in {sim.wall_s:.2f} real s "
+        f"(seed {sim.seed}, {sim.sim['messages']} messages, delay {sim.sim['delay']}); "
+        f"trace: {sim.trace_events} events, sha256 {sim.trace_sha256[:16]}",
         highlight=False,
     )
-    det = result.get("determinism")
     if det is not None and det["identical"]:
         console.print(f"[green]deterministic[/green]: the replay gave the same {det['events']} events", highlight=False)
     elif det is not None:
@@ -403,7 +400,7 @@ def _explore_with_progress(
     ) as progress:
         task = progress.add_task(f"explore {args.scenario}", total=len(seeds) * len(protocols), tally="")
 
-        def on_run(rec: dict[str, Any]) -> None:
+        def on_run(rec: SeedRun) -> None:
             tally[rec["outcome"]] += 1
             progress.update(task, advance=1, tally=", ".join(f"{k} {v}" for k, v in tally.items() if v))
 
@@ -517,7 +514,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return exits.of_exploration(doc["failures"])
 
 
-def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: int) -> None:
+def _print_verdict(console: Console, verdict: Any, result: JobResult, n: int) -> None:
     from runtime.sim.explore import excerpt
 
     style = _outcome_style(verdict.outcome)
@@ -526,16 +523,17 @@ def _print_verdict(console: Console, verdict: Any, result: dict[str, Any], n: in
         f"{' (' + verdict.invariant + ')' if verdict.invariant else ''}: {verdict.detail}",
         highlight=False,
     )
+    sim = result.sim
     console.print(
-        f"status {result['status']}, commits at checkpoints "
-        f"{[c['checkpoint'] for c in result['commits']]}, {result['virtual_s']:.3f} virtual s, "
-        f"trace {result['trace_events']} events, sha256 {result['trace_sha256'][:16]}",
+        f"status {result.status.value}, commits at checkpoints "
+        f"{[c['checkpoint'] for c in result.commits]}, {sim.virtual_s:.3f} virtual s, "
+        f"trace {sim.trace_events} events, sha256 {sim.trace_sha256[:16]}",
         highlight=False,
     )
-    if result.get("deadlock"):
-        console.print(result["deadlock"]["explanation"], highlight=False, markup=False)
+    if result.deadlock:
+        console.print(result.deadlock.explanation, highlight=False, markup=False)
     console.print("trace excerpt:")
-    for line in excerpt(result["trace"], verdict.role, n, at_failover=verdict.at_failover):
+    for line in excerpt(sim.trace or [], verdict.role, n, at_failover=verdict.at_failover):
         console.print(f"  {line}", highlight=False, markup=False)
 
 
@@ -549,7 +547,7 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
         schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args)
     )
     if workdir is not None:  # the table's record: a later replay into OUT may replace the table
-        _write_simulation(workdir, {k: v for k, v in result.items() if k != "trace"}, None)
+        _write_simulation(workdir, result, None)
     _print_verdict(console, verdict, result, args.trace_events)
     return exits.of_replay(verdict.failing)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from runtime.core.dfs import Dfs, DfsError
 from runtime.core.fault_spec import FaultSpec
@@ -47,7 +47,18 @@ class FaultMarker:
         return cls(m["point"], int(m["ckp"]), int(m["task"]), m["target"] or "", int(m["firing"]))
 
 
-def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
+class FiredFault(TypedDict):
+    """A fault that fired, from the marker its injector left on the DFS."""
+
+    point: str
+    role: str
+    checkpoint: int
+    task: int
+    at: float  # the marker's modification time
+    target: NotRequired[str]  # the message or RPC a fault aimed at one names
+
+
+def fired_faults(dfs: Dfs, table_base: str) -> list[FiredFault]:
     """Every fault that fired in a job, in order, from the markers the injectors left on the DFS."""
     try:
         entries = dfs.list_dir(faults_path(table_base))
@@ -60,8 +71,8 @@ def fired_faults(dfs: Dfs, table_base: str) -> list[dict[str, Any]]:
             role = f.read().decode(errors="replace").split(" ")[0]
         marker = FaultMarker.parse(e.name)
         at = info.mtime.timestamp() if info.mtime else 0.0
-        fired.append(
-            {"point": marker.point, "role": role, "checkpoint": marker.checkpoint, "task": marker.task, "at": at}
-            | ({"target": marker.target} if marker.target else {})
-        )
+        one = FiredFault(point=marker.point, role=role, checkpoint=marker.checkpoint, task=marker.task, at=at)
+        if marker.target:
+            one["target"] = marker.target
+        fired.append(one)
     return sorted(fired, key=lambda f: (f["at"], f["point"], f["checkpoint"], f["task"]))

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
 from runtime.core import trace_events
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
-from runtime.faults.markers import fired_faults
+from runtime.faults.markers import FiredFault, fired_faults
 from runtime.hudi.table import commit_summaries, compaction_summaries, files_written
 from runtime.job.driver import JobDriver, Outcome
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import JobResult, run_figures
+from runtime.lab.results import CoordinatorRecord, JobResult, TaskSummary, run_figures
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import VerifyError
 
 
@@ -41,17 +43,17 @@ def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[dict[str, str]]
 
 def verify_committed_prefix(
     driver: JobDriver, record: JobResult, stream: pa.Table | None, read_actual: Callable[[], pa.Table]
-) -> dict[str, Any] | None:
+) -> CommittedPrefix | None:
     """A run that did not finish: whether its commits hold exactly what they should
     (:mod:`runtime.lab.prefix`); None for a finished run (``exactly_once`` says it all)."""
-    if record.status == "finished":
+    if record.status == Status.FINISHED:
         return None
     if stream is None:
-        return {
-            "verified": None,
-            "prefix": "not checked: the Spark source keeps no copy of the stream; "
+        return CommittedPrefix(
+            verified=None,
+            prefix="not checked: the Spark source keeps no copy of the stream; "
             "run commitlab verify --table with --input to check the table",
-        }
+        )
     cfg, commits = driver.cfg, record.commits
     extra = driver.table.read_commit_metadata(commits[-1]["instant"]).get("extraMetadata", {}) if commits else {}
     try:
@@ -59,7 +61,7 @@ def verify_committed_prefix(
             read_actual(),
             stream,
             commits,
-            record.figures["checkpoints"]["detail"],
+            record.figures.checkpoints.detail,
             cfg.round_bounds(),
             extra,
             key=cfg.key_field,
@@ -67,10 +69,10 @@ def verify_committed_prefix(
             partition=cfg.partition_field,
         )
     except (VerifyError, ValueError) as exc:
-        return {"verified": False, "prefix": "not checked", "error": str(exc)}
+        return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))
 
 
-def faults_not_fired(driver: JobDriver, fired: list[dict[str, Any]]) -> list[str]:
+def faults_not_fired(driver: JobDriver, fired: list[FiredFault]) -> list[str]:
     """The armed fault specs no role fired (a marker per firing names the spec)."""
     keys = {(f["point"], f["checkpoint"], f["task"], f.get("target", "")) for f in fired}
     return [s.text() for s in driver.cfg.faults if (s.point, s.checkpoint, s.task, s.target) not in keys]
@@ -167,10 +169,10 @@ def job_result(
         writers=cfg.writers,
         source=cfg.source,
         table=table,
-        status=outcome.status,
+        status=Status(outcome.status),
         error=outcome.error,
         records=cfg.records,
-        **table_record(driver, coord, figures, commits_before),
+        **table_record(driver, coord, figures.to_json(), commits_before),
         empty_rounds=coord.empty_rounds,
         failovers=driver.failovers,
         faults_fired=fired,
@@ -178,16 +180,12 @@ def job_result(
         faults_not_fired=faults_not_fired(driver, fired),
         rolled_back=[r["instant"] for r in rolled_back],
         rollbacks=rolled_back,
-        coordinator={
-            "resets": coord.resets,
-            "deleted_by_fault": coord.deleted_by_fault,
-            "protocol": coord.protocol,
-        },
-        deadlock=outcome.deadlock.to_result() if outcome.deadlock else None,
-        stalls=[dataclasses.asdict(st) for st in outcome.stalls],
+        coordinator=CoordinatorRecord(coord.resets, coord.deleted_by_fault, coord.protocol),
+        deadlock=outcome.deadlock,
+        stalls=list(outcome.stalls),
         timing=timing,
-        rows_per_s=round(figures["rows_in"] / max(1e-9, run_s), 1),
-        tasks={n: _task_summary(d) for n, d in dumps.items()},
+        rows_per_s=round(figures.rows_in / max(1e-9, run_s), 1),
+        tasks={n: cast(TaskSummary, _task_summary(d)) for n, d in dumps.items()},
         send_errors=[e for m in metrics + driver.prior_metrics for e in m.get("send_errors", [])],
         durations=cfg.effective_durations(),
         config=cfg.record(),

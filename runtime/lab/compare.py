@@ -16,63 +16,67 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
 
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from runtime.lab.results import JobResult
 
-def figures(result: dict[str, Any], rtt_s: float | None) -> dict[str, Any]:
-    """One protocol's row of the comparison, from its result.json."""
-    ckp = result["checkpoints"]
-    n_ckp = max(1, ckp["completed"] + ckp["aborted"])
+
+def figures(result: JobResult, rtt_s: float | None) -> JsonObject:
+    """One protocol's row of the comparison, from its result."""
+    fig = result.figures
+    ckp = fig.checkpoints
+    n_ckp = max(1, ckp.completed + ckp.aborted)
     by_type: dict[str, float] = {}
-    for ops in result.get("dfs_ops_per_checkpoint", {}).values():
+    for ops in fig.dfs_ops_per_checkpoint.values():
         for op, n in ops.items():
             by_type[op] = round(by_type.get(op, 0.0) + n, 2)
-    control_rpcs = {k: v for k, v in result["rpcs"].items() if k != "push_input"}
-    lat = result.get("commit_to_unblock_s") or {}
-    eo = result.get("exactly_once")
+    control_rpcs = {k: v for k, v in fig.rpcs.items() if k != "push_input"}
+    lat = fig.commit_to_unblock_s
+    eo = result.exactly_once
 
     def times_rtt(x: float | None) -> float | None:
         return round(x / rtt_s, 1) if x is not None and rtt_s else None
 
     return {
-        "status": result["status"],
-        "commits": len(result["commits"]),
-        "checkpoints_completed": ckp["completed"],
-        "checkpoints_aborted": ckp["aborted"],
-        "deadlock": result["deadlock"] is not None,
-        "deadlock_task": result["deadlock"]["task"] if result["deadlock"] else None,
-        "commit_to_unblock_p50_s": lat.get("p50"),
-        "commit_to_unblock_p99_s": lat.get("p99"),
-        "commit_to_unblock_p50_rtt": times_rtt(lat.get("p50")),
-        "commit_to_unblock_p99_rtt": times_rtt(lat.get("p99")),
-        "commit_to_unblock_samples": result.get("commit_to_unblock_samples", []),
-        "rows_per_s": result["rows_per_s"],
+        "status": result.status.value,
+        "commits": len(result.commits),
+        "checkpoints_completed": ckp.completed,
+        "checkpoints_aborted": ckp.aborted,
+        "deadlock": result.deadlock is not None,
+        "deadlock_task": result.deadlock.task if result.deadlock else None,
+        "commit_to_unblock_p50_s": lat["p50"],
+        "commit_to_unblock_p99_s": lat["p99"],
+        "commit_to_unblock_p50_rtt": times_rtt(lat["p50"]),
+        "commit_to_unblock_p99_rtt": times_rtt(lat["p99"]),
+        "commit_to_unblock_samples": fig.commit_to_unblock_samples,
+        "rows_per_s": result.rows_per_s,
         **_data_figures(result),
         "dfs_ops_per_checkpoint": by_type,
         "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
-        "dfs_ops_per_checkpoint_by_role": result.get("dfs_ops_per_checkpoint", {}),
+        "dfs_ops_per_checkpoint_by_role": fig.dfs_ops_per_checkpoint,
         "rpcs_per_checkpoint": round(sum(control_rpcs.values()) / n_ckp, 2),
         "rpcs_by_kind": control_rpcs,
-        "writer_blocked_s": round(sum(result.get("writer_blocked_s", {}).values()), 3),
-        "exactly_once": (None if eo is None else eo["verified"]),
-        "exactly_once_detail": eo,
-        "error": result.get("error"),
-        "run_s": result["timing"]["run_s"],
+        "writer_blocked_s": round(sum(fig.writer_blocked_s.values()), 3),
+        "exactly_once": None if eo is None else eo.verified,
+        "exactly_once_detail": None if eo is None else eo.to_json(),
+        "error": result.error,
+        "run_s": result.timing["run_s"],
     }
 
 
-def _data_figures(result: dict[str, Any]) -> dict[str, Any]:
+def _data_figures(result: JobResult) -> JsonObject:
     """What the run wrote (result.json's ``data_written``): write amplification and file writes."""
-    data = result.get("data_written") or {}
+    data = result.data_written
     return {
         "write_amplification": data.get("write_amplification"),
         "bytes_written": data.get("bytes"),
         "base_files_per_checkpoint": data.get("base_files_per_checkpoint"),
         "log_files_per_checkpoint": data.get("log_files_per_checkpoint"),
         "compaction_base_files_per_checkpoint": data.get("compaction_base_files_per_checkpoint"),
-        "compactions": len((result.get("compactions") or {}).get("completed", [])),
+        "compactions": len(result.compactions.get("completed", [])),
     }
 
 
@@ -92,20 +96,20 @@ def run_compare(
     protocols: list[str],
     out_dir: str,
     *,
-    run: Callable[[JobConfig, str], dict[str, Any]],
+    run: Callable[[JobConfig, str], JobResult],
     rtt: dict[str, float] | None = None,
     on_start: Callable[[str, int], None] | None = None,
     table_types: list[str] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs ``base`` once per protocol (each on its own table under ``out_dir/<protocol>``), at
     one commit cadence (:func:`one_commit_cadence`). With several ``table_types`` (both: the
     command line's ``--table-type both``), once per protocol and type, under
     ``out_dir/<type>/<protocol>``; ``protocols`` then holds the first type's rows."""
     base = one_commit_cadence(base)
     types = table_types or [base.table_type]
-    by_type: dict[str, dict[str, Any]] = {}
+    by_type: dict[str, JsonObject] = {}
     for t, table_type in enumerate(types):
-        rows_of_type: dict[str, Any] = {}
+        rows_of_type: JsonObject = {}
         for i, name in enumerate(protocols):
             if on_start:
                 on_start(f"{name} ({table_type})" if len(types) > 1 else name, t * len(protocols) + i)
@@ -139,7 +143,7 @@ def run_compare(
     return doc
 
 
-def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
+def plot_compare(doc: JsonObject, out_dir: str) -> list[str]:
     """Latency distribution per protocol and DFS operations per checkpoint by type."""
     import matplotlib
 
@@ -186,7 +190,7 @@ def plot_compare(doc: dict[str, Any], out_dir: str) -> list[str]:
     return paths
 
 
-def _plot_table_types(doc: dict[str, Any], out_dir: str, plt: Any) -> str:
+def _plot_table_types(doc: JsonObject, out_dir: str, plt: Any) -> str:
     """Per protocol, each table type's write amplification and rows/s, side by side."""
     types = doc["table_types"]
     names = list(next(iter(types.values())))
@@ -214,7 +218,7 @@ def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
     return path
 
 
-def compare_tables(doc: dict[str, Any]) -> list[Table]:
+def compare_tables(doc: JsonObject) -> list[Table]:
     """What each protocol did, what it cost, and its DFS operations by type: three tables that
     each read at 80 columns."""
     tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc)]
@@ -224,7 +228,7 @@ def compare_tables(doc: dict[str, Any]) -> list[Table]:
 SHORT_TYPE = {"copy-on-write": "COW", "merge-on-read": "MOR"}
 
 
-def _table_types_table(doc: dict[str, Any]) -> Table:
+def _table_types_table(doc: JsonObject) -> Table:
     """Per protocol and table type: write amplification, files written per checkpoint, commit
     latency and rows/s."""
     t = _table(
@@ -260,7 +264,7 @@ def _table(title: str, columns: list[str]) -> Table:
     return t
 
 
-def _outcome_table(doc: dict[str, Any]) -> Table:
+def _outcome_table(doc: JsonObject) -> Table:
     w = doc["workload"]
     t = _table(
         f"commitlab compare: {w['writers']} writers, {w['checkpoints']} checkpoints, {w['records']:,} records",
@@ -281,7 +285,7 @@ def _outcome_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _cost_table(doc: dict[str, Any]) -> Table:
+def _cost_table(doc: JsonObject) -> Table:
     rtt = doc.get("rpc_round_trip") or {}
     t = _table(
         "What a checkpoint costs" + (f" (one actor RPC = {rtt['p50_s'] * 1000:.2f} ms)" if rtt else ""),
@@ -315,7 +319,7 @@ def _cost_table(doc: dict[str, Any]) -> Table:
     return t
 
 
-def _dfs_table(doc: dict[str, Any]) -> Table:
+def _dfs_table(doc: JsonObject) -> Table:
     """DFS operations per checkpoint by type, one row per protocol."""
     rows = doc["protocols"]
     ops = sorted({op for r in rows.values() for op in r["dfs_ops_per_checkpoint"]})

@@ -10,32 +10,10 @@ releasing mail in the mailbox is reported as a stall, not a deadlock.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from runtime.core.messages import MailInfo, TaskDump
-
-
-@dataclass
-class DeadlockReport:
-    task: str
-    running_mail: str
-    waiting_for: str
-    releasing_mail: str
-    mailbox_position: int
-    blocked_s: float
-    mailbox: list[MailInfo]
-    blocked_checkpoint: int = -1
-    explanation: str = ""
-
-    def to_result(self) -> dict[str, Any]:
-        """The ``deadlock`` record of result.json."""
-        return {k: v for k, v in asdict(self).items() if k != "mailbox"} | {
-            "mailbox": [
-                {"position": m.position, "kind": m.kind, "description": m.description, "priority": m.priority}
-                for m in self.mailbox
-            ]
-        }
+from runtime.lab.verdicts import Deadlock, QueuedMail
 
 
 @dataclass
@@ -62,7 +40,7 @@ def _releasing_mail(dump: TaskDump) -> MailInfo | None:
     return next((m for m in dump.mailbox if m.kind == kind), None) if kind else None
 
 
-def find_deadlock(dumps: dict[str, TaskDump], threshold_s: float) -> DeadlockReport | None:
+def find_deadlock(dumps: dict[str, TaskDump], threshold_s: float) -> Deadlock | None:
     """The first task (by name) blocked at least ``threshold_s`` on a wait whose releasing mail
     sits in its own mailbox."""
     for name in sorted(dumps):
@@ -70,15 +48,16 @@ def find_deadlock(dumps: dict[str, TaskDump], threshold_s: float) -> DeadlockRep
         match = _releasing_mail(dump)
         if dump.blocked is None or match is None or dump.blocked_s < threshold_s:
             continue
-        report = DeadlockReport(
+        report = Deadlock(
             task=name,
             running_mail=_running(dump),
             waiting_for=f"{dump.blocked.what}: {dump.blocked.waiting_on}",
             releasing_mail=match.description or match.kind,
             mailbox_position=match.position,
             blocked_s=dump.blocked_s,
-            mailbox=dump.mailbox,
             blocked_checkpoint=dump.blocked.checkpoint_id,
+            explanation="",
+            mailbox=[QueuedMail(m.position, m.kind, m.description, m.priority) for m in dump.mailbox],
         )
         report.explanation = explain(report, dump)
         return report
@@ -94,7 +73,7 @@ def find_stalls(dumps: dict[str, TaskDump], threshold_s: float) -> list[Stall]:
     ]
 
 
-def explain(r: DeadlockReport, dump: TaskDump) -> str:
+def explain(r: Deadlock, dump: TaskDump) -> str:
     queue = ", ".join(f"[{m.position}] {m.description or m.kind}" for m in r.mailbox) or "(empty)"
     lines = [
         f"DEADLOCK in {r.task}: its mailbox thread has been blocked for {r.blocked_s:.1f}s.",

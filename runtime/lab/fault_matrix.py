@@ -29,9 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FAULT_POINTS, FaultSpec
+from runtime.core.json_doc import JsonObject
+from runtime.lab.status import Status
 
 if TYPE_CHECKING:
     from rich.table import Table
+
+    from runtime.lab.results import JobResult
+    from runtime.lab.verdicts import ExactlyOnce
 
 PASSED, KNOWN, VIOLATION, FAILED = "passed", "known failure", "VIOLATION", "FAILED"
 NOT_FIRED, NOT_APPLICABLE = "not fired", "n/a"
@@ -135,41 +140,44 @@ def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str
     return cfg.replace(faults=[FaultSpec(fault, ckp, task, target=target)])
 
 
-def classify(protocol: str, fault: str, result: dict[str, Any]) -> tuple[str, str]:
+def classify(protocol: str, fault: str, result: JobResult) -> tuple[str, str]:
     """(outcome, explanation) of one run."""
-    eo = result.get("exactly_once") or {}
-    status = result["status"]
-    if status == "deadlocked":
-        d = result["deadlock"]
+    eo = result.exactly_once
+    verified = eo is not None and eo.verified
+    status = result.status
+    if status == Status.DEADLOCKED and result.deadlock is not None:
+        d = result.deadlock
         if protocol in COMMIT_ACK_DEADLOCK:
-            return KNOWN, f"P1's deadlock reproduced: {d['task']} waits for {d['releasing_mail']} in its own mailbox"
-        return FAILED, f"unexpected deadlock in {d['task']}: {d['waiting_for']}"
-    failovers = result.get("failovers") or []
-    if (
-        fault == "lock-held"
-        and protocol == "coordination-rpc"
-        and any("#19902" in (f.get("error") or "") for f in failovers)
-    ):
-        verdict = "then recovered and verified" if eo.get("verified") else "and did not recover"
+            return KNOWN, f"P1's deadlock reproduced: {d.task} waits for {d.releasing_mail} in its own mailbox"
+        return FAILED, f"unexpected deadlock in {d.task}: {d.waiting_for}"
+    failovers = result.failovers
+    if fault == "lock-held" and protocol == "coordination-rpc" and any("#19902" in (f.error or "") for f in failovers):
+        verdict = "then recovered and verified" if verified else "and did not recover"
         return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
-    if status != "finished":
-        error = str(result.get("error") or "")
-        known = known_failure(protocol, error) if status == "failed" else None
+    if status != Status.FINISHED:
+        error = str(result.error or "")
+        known = known_failure(protocol, error) if status == Status.FAILED else None
         if known is not None:
             return KNOWN, f"{known}: {error[:200]}"
-        return FAILED, f"{status}: {error}"
-    if not eo.get("verified") and (protocol, fault) in KNOWN_LOSSES:
-        return KNOWN, f"{KNOWN_LOSSES[(protocol, fault)]}: lost {eo.get('lost')}"
-    if not eo.get("verified"):
-        return VIOLATION, (
-            f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
-            f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')}, commit problems "
-            f"{len(eo.get('commit_problems') or [])} {eo.get('error') or ''}"
-        ).strip()
-    if fault in FAULT_POINTS and not result.get("faults_fired"):
+        return FAILED, f"{status.value}: {error}"
+    if not verified and (protocol, fault) in KNOWN_LOSSES:
+        return KNOWN, f"{KNOWN_LOSSES[(protocol, fault)]}: lost {eo and eo.lost}"
+    if eo is None or not eo.verified:
+        return VIOLATION, _violation(eo)
+    if fault in FAULT_POINTS and not result.faults_fired:
         return NOT_FIRED, "the run never reached the fault point: it tells nothing about the fault"
     how = f"recovered after {len(failovers)} failover(s)" if failovers else "rode it out"
     return PASSED, how
+
+
+def _violation(eo: ExactlyOnce | None) -> str:
+    if eo is None:
+        return "lost None, duplicated None, unexpected None, mismatched None, commit problems 0"
+    return (
+        f"lost {eo.lost}, duplicated {eo.duplicated}, unexpected "
+        f"{eo.unexpected}, mismatched {eo.mismatched}, commit problems "
+        f"{len(eo.commit_problems or [])} {eo.error or ''}"
+    ).strip()
 
 
 def replay_command(cfg: JobConfig, fault: str, seed: int) -> str:
@@ -204,11 +212,11 @@ class MatrixRun:
     commits: int = 0
     replay: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
-RunFn = Callable[[JobConfig, str], dict[str, Any]]
+RunFn = Callable[[JobConfig, str], "JobResult"]
 
 
 def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: str, seed: int) -> MatrixRun:
@@ -219,20 +227,20 @@ def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: st
     cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
     try:
         result = run(cfg, sub)
-        outcome, why = classify(protocol, fault, result)
     except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
-        result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-        outcome, why = FAILED, result["error"]
+        error = f"{type(exc).__name__}: {exc}"
+        return MatrixRun(protocol, fault, seed, FAILED, error, status="error", replay=replay_command(cfg, fault, seed))
+    outcome, why = classify(protocol, fault, result)
     return MatrixRun(
         protocol,
         fault,
         seed,
         outcome,
         why,
-        fired=result.get("faults_fired", []),
-        failovers=result.get("failovers", []),
-        status=result["status"],
-        commits=len(result.get("commits", [])),
+        fired=result.faults_fired,
+        failovers=[f.to_json() for f in result.failovers],
+        status=result.status.value,
+        commits=len(result.commits),
         replay=replay_command(cfg, fault, seed),
     )
 
@@ -247,14 +255,14 @@ def run_matrix(
     run: RunFn,
     on_run: Callable[[int, int, str], None] | None = None,
     parallel: int = 1,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs every (protocol, fault, seed), ``parallel`` at a time; writes ``out_dir/faults.json``
     (records in matrix order whatever the order they finished in)."""
     cells = [(fault, protocol, seed) for fault in faults for protocol in protocols for seed in range(seeds)]
     done = 0
     lock = threading.Lock()
 
-    def one(cell: tuple[str, str, int]) -> dict[str, Any]:
+    def one(cell: tuple[str, str, int]) -> JsonObject:
         nonlocal done
         rec = run_cell(base, out_dir, run, *cell)
         with lock:
@@ -293,7 +301,7 @@ _COLOURS = {
 }
 
 
-def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
+def plot_heatmap(doc: JsonObject, out_dir: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -343,7 +351,7 @@ def plot_heatmap(doc: dict[str, Any], out_dir: str) -> str:
     return path
 
 
-def outcome_table(doc: dict[str, Any]) -> Table:
+def outcome_table(doc: JsonObject) -> Table:
     from rich.table import Table
 
     t = Table(title="commitlab faults", title_justify="left")

@@ -15,7 +15,12 @@ import html
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from runtime.core.json_doc import JsonObject
+
+if TYPE_CHECKING:
+    from runtime.lab.results import JobResult
 
 RECORDS = ("result.json", "compare.json", "faults.json", "explore.json")
 
@@ -68,9 +73,9 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _load(directory: str, name: str) -> dict[str, Any]:
+def _load(directory: str, name: str) -> JsonObject:
     with open(os.path.join(directory, name), encoding="utf-8") as f:
-        doc: dict[str, Any] = json.load(f)
+        doc: JsonObject = json.load(f)
     return doc
 
 
@@ -110,47 +115,49 @@ def _verdict(ok: bool | None, yes: str = "verified", no: str = "VIOLATED") -> st
 # -- a run -------------------------------------------------------------------------------------
 
 
-def _run_section(result: dict[str, Any], directory: str) -> str:
-    host = "the simulator" if result.get("host") == "simulator" else "Ray"
-    parts = [f"<h2>Run: {_e(result['protocol'])}, {_e(result['writers'])} writers, on {host}</h2>"]
+def _run_section(doc: JsonObject, directory: str) -> str:
+    from runtime.lab.results import JobResult
+
+    result = JobResult.from_json(doc)
+    host = "the simulator" if result.simulation is not None else "Ray"
+    parts = [f"<h2>Run: {_e(result.protocol)}, {_e(result.writers)} writers, on {host}</h2>"]
     parts.append(_pairs(_run_facts(result)))
-    eo = result.get("exactly_once")
-    parts.append(f"<p>Exactly-once: {_verdict(eo['verified'] if eo else None)}</p>")
-    prefix = result.get("committed_prefix")
+    eo = result.exactly_once
+    parts.append(f"<p>Exactly-once: {_verdict(eo.verified if eo else None)}</p>")
+    prefix = result.committed_prefix
     if prefix:
-        parts.append(f"<p>Committed prefix ({_e(prefix.get('prefix', ''))}): {_verdict(prefix.get('verified'))}</p>")
-    if result.get("deadlock"):
-        parts.append("<h3>Deadlock</h3>" + _code(result["deadlock"]["explanation"]))
+        parts.append(f"<p>Committed prefix ({_e(prefix.prefix)}): {_verdict(prefix.verified)}</p>")
+    if result.deadlock:
+        parts.append("<h3>Deadlock</h3>" + _code(result.deadlock.explanation))
     parts.append(_image(os.path.join(directory, "timeline.png"), "the run's timeline"))
     parts.append(_traces(directory, result))
     parts.append("<h3>Run it again</h3>" + _code(_rerun_command(result, directory)))
     return "\n".join(parts)
 
 
-def _run_facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
-    ckp = result["checkpoints"]
+def _run_facts(result: JobResult) -> list[tuple[str, Any]]:
+    ckp = result.figures.checkpoints
     facts: list[tuple[str, Any]] = [
-        ("status", result["status"]),
-        ("error", result.get("error") or "none"),
-        ("rows in", f"{result['rows_in']:,} (stream: {result['records']:,})"),
-        ("checkpoints", f"{ckp['completed']} completed, {ckp['aborted']} aborted"),
-        ("commits", ", ".join(f"{c['instant']} (ckp {c['checkpoint']})" for c in result["commits"]) or "none"),
+        ("status", result.status.value),
+        ("error", result.error or "none"),
+        ("rows in", f"{result.figures.rows_in:,} (stream: {result.records:,})"),
+        ("checkpoints", f"{ckp.completed} completed, {ckp.aborted} aborted"),
+        ("commits", ", ".join(f"{c['instant']} (ckp {c['checkpoint']})" for c in result.commits) or "none"),
     ]
-    for n, f in enumerate(result.get("failovers") or [], start=1):
-        facts.append(
-            (f"failover {n}", f"{f['strategy']}, restored checkpoint {f['restored_checkpoint']}: {f['error']}")
-        )
-    facts += [("rolled back", f"{r['instant']}: {r['reason']}") for r in result.get("rollbacks") or []]
-    if result.get("faults_armed"):
-        fired = ", ".join(f["point"] for f in result.get("faults_fired") or []) or "none"
-        facts.append(("faults", f"armed {', '.join(result['faults_armed'])}; fired {fired}"))
-        if result.get("faults_not_fired"):
-            facts.append(("never fired", ", ".join(result["faults_not_fired"])))
+    for n, f in enumerate(result.failovers, start=1):
+        facts.append((f"failover {n}", f"{f.strategy}, restored checkpoint {f.restored_checkpoint}: {f.error}"))
+    facts += [("rolled back", f"{r['instant']}: {r['reason']}") for r in result.rollbacks]
+    if result.faults_armed:
+        fired = ", ".join(f["point"] for f in result.faults_fired) or "none"
+        facts.append(("faults", f"armed {', '.join(result.faults_armed)}; fired {fired}"))
+        if result.faults_not_fired:
+            facts.append(("never fired", ", ".join(result.faults_not_fired)))
     return facts
 
 
-def _traces(directory: str, result: dict[str, Any]) -> str:
-    names = [n for n in ("trace.json", os.path.basename(result.get("trace_file") or "")) if n]
+def _traces(directory: str, result: JobResult) -> str:
+    trace_file = result.ray.trace_file if result.ray else None
+    names = [n for n in ("trace.json", os.path.basename(trace_file or "")) if n]
     found = sorted({n for n in names if os.path.isfile(os.path.join(directory, n))})
     if not found:
         return ""
@@ -161,17 +168,17 @@ def _traces(directory: str, result: dict[str, Any]) -> str:
     )
 
 
-def _rerun_command(result: dict[str, Any], directory: str) -> str:
+def _rerun_command(result: JobResult, directory: str) -> str:
     path = os.path.join(directory, "result.json")
-    if result.get("host") == "simulator":
-        return f"commitlab simulate --config {path} --seed {result.get('seed', 0)} --out NEW_DIR"
+    if result.simulation is not None:
+        return f"commitlab simulate --config {path} --seed {result.simulation.seed} --out NEW_DIR"
     return f"commitlab run --config {path} --out NEW_DIR"
 
 
 # -- a comparison --------------------------------------------------------------------------------
 
 
-def _compare_section(doc: dict[str, Any], directory: str) -> str:
+def _compare_section(doc: JsonObject, directory: str) -> str:
     w = doc["workload"]
     rows = []
     for name, r in doc["protocols"].items():
@@ -206,7 +213,7 @@ def _compare_section(doc: dict[str, Any], directory: str) -> str:
 # -- a fault matrix ------------------------------------------------------------------------------
 
 
-def _faults_section(doc: dict[str, Any], directory: str) -> str:
+def _faults_section(doc: JsonObject, directory: str) -> str:
     runs = doc["runs"]
     counts: dict[str, int] = {}
     for r in runs:
@@ -234,7 +241,7 @@ def _faults_section(doc: dict[str, Any], directory: str) -> str:
 # -- an exploration ------------------------------------------------------------------------------
 
 
-def _explore_section(doc: dict[str, Any], directory: str) -> str:
+def _explore_section(doc: JsonObject, directory: str) -> str:
     counts = doc["counts"]
     from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
 

@@ -5,6 +5,7 @@ a writer that asked later never waited for it."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypedDict
 
 import numpy as np
 
@@ -23,7 +24,14 @@ def unblock_latencies(releases: Iterable[tuple[str, float]], waits: Iterable[Ins
     return out
 
 
-def percentiles(samples: list[float]) -> dict[str, float | int | None]:
+class Percentiles(TypedDict):
+    p50: float | None
+    p99: float | None
+    max: float | None
+    samples: int
+
+
+def percentiles(samples: list[float]) -> Percentiles:
     if not samples:
         return {"p50": None, "p99": None, "max": None, "samples": 0}
     a = np.asarray(samples)

@@ -11,21 +11,21 @@ finished run (:func:`~runtime.lab.verify.expected_state`) and compared record by
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.data.columns import OFFSET, TASK
+from runtime.lab.results import CheckpointEntry, Commit
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import compare, expected_state
 from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
 
 
 def prefix_rows(
     stream: pa.Table,
-    commits: list[dict[str, Any]],
-    checkpoints: dict[str, dict[str, Any]],
+    commits: list[Commit],
+    checkpoints: dict[str, CheckpointEntry],
     round_bounds: list[int],
     last_commit_extra: dict[str, str],
 ) -> tuple[pa.Table, str]:
@@ -37,9 +37,10 @@ def prefix_rows(
         text = last_commit_extra[OFFSETS_KEY]
         return _first_per_partition(stream, parse_offsets(text)), f"the offsets of its last commit ({text})"
     ckp = max(c["checkpoint"] for c in commits)
-    closed = (checkpoints.get(str(ckp)) or {}).get("round")
-    if closed is None:
+    entry = checkpoints.get(str(ckp))
+    if entry is None:
         raise ValueError(f"the job manager recorded no round for checkpoint {ckp}, the last committed one")
+    closed = entry["round"]
     rows = stream.filter(pc.less(stream.column(OFFSET), round_bounds[closed]))
     return rows, f"rounds 1 to {closed} (closed by checkpoint {ckp}, the last committed)"
 
@@ -58,18 +59,18 @@ def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
 def verify_prefix(
     actual: pa.Table,
     stream: pa.Table,
-    commits: list[dict[str, Any]],
-    checkpoints: dict[str, dict[str, Any]],
+    commits: list[Commit],
+    checkpoints: dict[str, CheckpointEntry],
     round_bounds: list[int],
     last_commit_extra: dict[str, str],
     *,
     key: str,
     precombine: str,
     partition: str | None,
-) -> dict[str, Any]:
+) -> CommittedPrefix:
     """The verdict on a run's committed prefix: ``compare``'s record plus ``prefix`` (which
     records the commits must hold)."""
     rows, what = prefix_rows(stream, commits, checkpoints, round_bounds, last_commit_extra)
-    verdict = compare(expected_state(rows, key, precombine, partition), actual, key, partition)
-    verdict["prefix"] = what
-    return verdict
+    v = compare(expected_state(rows, key, precombine, partition), actual, key, partition)
+    counts = (v.expected, v.actual, v.lost, v.duplicated, v.unexpected, v.mismatched)
+    return CommittedPrefix(v.verified, what, v.identity, *counts, samples=v.samples)

@@ -13,6 +13,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from runtime.lab.results import JobResult
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
+
 
 @contextmanager
 def checkpoint_progress(
@@ -77,133 +81,124 @@ def runs_progress(
         yield lambda done, what: progress.update(task, completed=done, description=what)
 
 
-def summary_table(result: dict[str, Any]) -> Table:
+def summary_table(result: JobResult) -> Table:
     t = Table(
-        title=f"commitlab run: {result['protocol']}, {result['writers']} writers",
+        title=f"commitlab run: {result.protocol}, {result.writers} writers",
         show_header=False,
         title_justify="left",
     )
     t.add_column("what", style="bold")
     t.add_column("value")
-    ckp = result["checkpoints"]
-    t.add_row("status", _status(result))
-    if result.get("error"):
-        t.add_row("error", str(result["error"]))
+    ckp = result.figures.checkpoints
+    t.add_row("status", _status(result.status))
+    if result.error:
+        t.add_row("error", str(result.error))
     t.add_row("rows in", _rows_in(result))
-    t.add_row("checkpoints", f"{ckp['completed']} completed, {ckp['aborted']} aborted")
+    t.add_row("checkpoints", f"{ckp.completed} completed, {ckp.aborted} aborted")
     for label, text in _recovery_rows(result):
         t.add_row(label, text)
-    commits = result["commits"]
+    commits = result.commits
     t.add_row(
         "commits",
         f"{len(commits)}: "
         + ", ".join(f"{c['instant']} (ckp {c['checkpoint']}, {c['rows']:,} rows)" for c in commits[:6])
         + (" ..." if len(commits) > 6 else ""),
     )
-    if result.get("empty_rounds"):
-        t.add_row("empty rounds", ", ".join(map(str, result["empty_rounds"])))
-    timing = result["timing"]
-    t.add_row(
-        "time", f"{timing['run_s']:.2f}s run + {timing['setup_s']:.2f}s set-up; {result['rows_per_s']:,.0f} rows/s"
-    )
-    for role, ops in sorted(result.get("dfs_ops_per_checkpoint", {}).items()):
+    if result.empty_rounds:
+        t.add_row("empty rounds", ", ".join(map(str, result.empty_rounds)))
+    timing = result.timing
+    t.add_row("time", f"{timing['run_s']:.2f}s run + {timing['setup_s']:.2f}s set-up; {result.rows_per_s:,.0f} rows/s")
+    for role, ops in sorted(result.figures.dfs_ops_per_checkpoint.items()):
         t.add_row(f"DFS ops/ckp ({role})", ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items())))
-    t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result["rpcs"].items())))
-    blocked = result.get("writer_blocked_s") or {}
+    t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result.figures.rpcs.items())))
+    blocked = result.figures.writer_blocked_s
     if blocked:
         t.add_row("writers blocked", ", ".join(f"{k} {v:.2f}s" for k, v in sorted(blocked.items())))
-    eo = result.get("exactly_once")
-    if eo is None:
+    if result.exactly_once is None:
         t.add_row("exactly-once", "not checked (the run did not finish)")
     else:
-        t.add_row("exactly-once", verdict_line(eo))
-    prefix = result.get("committed_prefix")
-    if prefix is not None:
-        t.add_row("committed prefix", _prefix_line(prefix))
+        t.add_row("exactly-once", verdict_line(result.exactly_once))
+    if result.committed_prefix is not None:
+        t.add_row("committed prefix", _prefix_line(result.committed_prefix))
     return t
 
 
-def _prefix_line(prefix: dict[str, Any]) -> str:
+def _prefix_line(prefix: CommittedPrefix) -> str:
     """What a run that did not finish committed, checked: its commits must hold exactly ``prefix``."""
-    if prefix.get("verified") is None:
-        return escape(prefix["prefix"])
-    if prefix.get("error"):
-        return f"[red]not verified[/red]: {escape(prefix['error'])}"
-    return f"the table holds {escape(prefix['prefix'])}: " + verdict_line(prefix)
+    if prefix.verified is None:
+        return escape(prefix.prefix)
+    if prefix.error:
+        return f"[red]not verified[/red]: {escape(prefix.error)}"
+    return f"the table holds {escape(prefix.prefix)}: " + verdict_line(prefix)
 
 
-def _rows_in(result: dict[str, Any]) -> str:
-    failovers = result.get("failovers") or []
-    if not failovers:
-        return f"{result['rows_in']:,} of {result['records']:,}"
-    resumed = failovers[-1].get("resumed_round")
-    return (
-        f"{result['rows_in']:,} read by the last attempt (it resumed at round {resumed}); "
-        f"{result['records']:,} in the stream"
-    )
+def _rows_in(result: JobResult) -> str:
+    rows_in, records = result.figures.rows_in, result.records
+    if not result.failovers:
+        return f"{rows_in:,} of {records:,}"
+    resumed = result.failovers[-1].resumed_round
+    return f"{rows_in:,} read by the last attempt (it resumed at round {resumed}); {records:,} in the stream"
 
 
-def _recovery_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+def _recovery_rows(result: JobResult) -> list[tuple[str, str]]:
     """Failovers, rollbacks and faults: what a run went through, never hidden."""
     rows = []
-    for n, f in enumerate(result.get("failovers") or [], start=1):
-        down = f" (down {f['down_s']:.1f}s)" if f.get("down_s") is not None else ""
+    for n, f in enumerate(result.failovers, start=1):
+        down = f" (down {f.down_s:.1f}s)" if f.down_s is not None else ""
         rows.append(
             (
                 f"failover {n}",
-                f"{f['strategy']}, restored checkpoint {f['restored_checkpoint']}{down}: {escape(str(f['error']))}",
+                f"{f.strategy}, restored checkpoint {f.restored_checkpoint}{down}: {escape(str(f.error))}",
             )
         )
-    for r in result.get("rollbacks") or []:
+    for r in result.rollbacks:
         rows.append(("rolled back", f"{r['instant']}: {escape(r['reason'])}"))
-    armed = result.get("faults_armed") or []
-    if armed:
-        fired = [f"{f['point']} in {f['role']}" for f in result.get("faults_fired") or []]
-        not_fired = result.get("faults_not_fired") or []
-        text = f"armed {', '.join(armed)}; fired: {', '.join(fired) or 'none'}"
-        if not_fired:
-            text += f"; [red]never fired: {', '.join(not_fired)}[/red] (the run did not test them)"
+    if result.faults_armed:
+        fired = [f"{f['point']} in {f['role']}" for f in result.faults_fired]
+        text = f"armed {', '.join(result.faults_armed)}; fired: {', '.join(fired) or 'none'}"
+        if result.faults_not_fired:
+            text += f"; [red]never fired: {', '.join(result.faults_not_fired)}[/red] (the run did not test them)"
         rows.append(("faults", text))
     return rows
 
 
-def verdict_line(eo: dict[str, Any]) -> str:
-    head = "[green]verified[/green]" if eo["verified"] else "[red]VIOLATED[/red]"
-    if eo.get("error"):
-        return f"{head}: {eo['error']}"
+def verdict_line(eo: ExactlyOnce | CommittedPrefix) -> str:
+    head = "[green]verified[/green]" if eo.verified else "[red]VIOLATED[/red]"
+    if eo.error:
+        return f"{head}: {eo.error}"
     line = (
-        f"{head}: expected {eo['expected']:,}, actual {eo['actual']:,}, lost {eo['lost']}, "
-        f"duplicated {eo['duplicated']}, unexpected {eo['unexpected']}, "
-        f"mismatched {eo.get('mismatched', 0)}"
+        f"{head}: expected {eo.expected or 0:,}, actual {eo.actual or 0:,}, lost {eo.lost}, "
+        f"duplicated {eo.duplicated}, unexpected {eo.unexpected}, "
+        f"mismatched {eo.mismatched or 0}"
     )
-    if "commits_checked" in eo:
-        bad = len(eo.get("commit_problems") or [])
-        line += f"; {eo['commits_checked']} commits' incremental reads " + (
+    if isinstance(eo, ExactlyOnce) and eo.commits_checked is not None:
+        bad = len(eo.commit_problems or [])
+        line += f"; {eo.commits_checked} commits' incremental reads " + (
             "match their metadata" if not bad else f"[red]{bad} differ from their metadata[/red]"
         )
     return line
 
 
-def why_not_verified(eo: dict[str, Any]) -> str:
+def why_not_verified(eo: ExactlyOnce) -> str:
     """The verdict in plain text with the first reasons a commit's incremental read differed
     (what a failed check should print in one line)."""
     line = Text.from_markup(verdict_line(eo)).plain
-    reasons = [r for p in (eo.get("commit_problems") or [])[:3] for r in p.get("reasons", [])]
-    samples = {k: v for k, v in (eo.get("samples") or {}).items() if v}
+    reasons = [r for p in (eo.commit_problems or [])[:3] for r in p.get("reasons", [])]
+    samples = {k: v for k, v in eo.samples.items() if v}
     return line + (f"; {reasons}" if reasons else "") + (f"; samples {samples}" if samples else "")
 
 
-def verdict_table(eo: dict[str, Any], title: str) -> Table:
+def verdict_table(eo: ExactlyOnce, title: str) -> Table:
     t = Table(title=title, show_header=False, title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("value")
     t.add_row("exactly-once", verdict_line(eo))
-    for kind, keys in (eo.get("samples") or {}).items():
+    for kind, keys in eo.samples.items():
         if keys:
             t.add_row(f"{kind} (sample)", ", ".join(map(str, keys)))
-    if eo.get("identity"):
-        t.add_row("record identity", eo["identity"])
-    for p in eo.get("commit_problems") or []:
+    if eo.identity:
+        t.add_row("record identity", eo.identity)
+    for p in eo.commit_problems or []:
         t.add_row(f"commit {p['instant']}", escape("; ".join(p.get("reasons") or [str(p)])))
     return t
 
@@ -228,7 +223,9 @@ def audit_table_view(audit: Any) -> Table:
     return t
 
 
-def _status(result: dict[str, Any]) -> str:
-    s = result["status"]
-    colour = {"finished": "green", "deadlocked": "red", "failed": "red", "timed-out": "red"}.get(s, "yellow")
-    return f"[{colour}]{s}[/{colour}]"
+_STATUS_COLOUR = {Status.FINISHED: "green", Status.DEADLOCKED: "red", Status.FAILED: "red", Status.TIMED_OUT: "red"}
+
+
+def _status(status: Status) -> str:
+    colour = _STATUS_COLOUR.get(status, "yellow")
+    return f"[{colour}]{status.value}[/{colour}]"

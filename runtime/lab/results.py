@@ -3,26 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypedDict
 
 from runtime.core import roles
 from runtime.core.dfs import DfsCounters
+from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics
-from runtime.lab.latency import percentiles, unblock_latencies
+from runtime.faults.markers import FiredFault
+from runtime.lab.deadlock import Stall
+from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix, Deadlock, ExactlyOnce
+
+TraceEvent = tuple[Any, ...]  # (t_ns, type, role, *fields), as runtime.sim.recorder records them
 
 DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit protocol's
 
 
 def run_figures(
-    metric_parts: Iterable[dict[str, Any]],
+    metric_parts: Iterable[JsonObject],
     driver_dfs_ops: dict[str, dict[str, int]],
     releases: list[InstantRelease],
-    checkpoints: dict[str, Any],
+    checkpoints: dict[str, CheckpointEntry],
     dumps: dict[str, TaskDump],
     requested_checkpoints: int,
-) -> dict[str, Any]:
+) -> RunFigures:
     """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's
     instant releases, the job's checkpoints and the write tasks' dumps."""
     parts = [m for m in metric_parts if "error" not in m]
@@ -32,25 +39,20 @@ def run_figures(
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
     aborted = sum(1 for c in checkpoints.values() if c["status"] in ("aborted", "timed-out"))
     n_ckp = max(1, completed + aborted)
-    return {
-        "rows_in": sum(d.rows_in for d in dumps.values()),
-        "checkpoints": {
-            "completed": completed,
-            "aborted": aborted,
-            "requested": requested_checkpoints,
-            "detail": checkpoints,
-        },
-        "dfs_ops": dfs_ops,
-        "dfs_ops_per_checkpoint": {
+    return RunFigures(
+        rows_in=sum(d.rows_in for d in dumps.values()),
+        checkpoints=CheckpointCounts(completed, aborted, requested_checkpoints, checkpoints),
+        dfs_ops=dfs_ops,
+        dfs_ops_per_checkpoint={
             r: {op: round(n / n_ckp, 2) for op, n in ops.items()} for r, ops in dfs_ops.items() if r not in DATA_ROLES
         },
-        "rpcs": merged["rpcs"],
-        "mails": merged["mails"],
-        "writer_blocked_s": {k: round(v, 3) for k, v in merged["blocked_s"].items()},
-        "commit_to_unblock_s": percentiles(latencies),
-        "commit_to_unblock_samples": [round(x, 5) for x in latencies],
-        "counters": merged.get("counters", {}),
-    }
+        rpcs=merged["rpcs"],
+        mails=merged["mails"],
+        writer_blocked_s={k: round(v, 3) for k, v in merged["blocked_s"].items()},
+        commit_to_unblock_s=percentiles(latencies),
+        commit_to_unblock_samples=[round(x, 5) for x in latencies],
+        counters=merged.get("counters", {}),
+    )
 
 
 @dataclass
@@ -67,8 +69,8 @@ class FailoverRecord:
     coordinator_reset: Any = None  # the coordinator's answer to a region failover's reset
     clock: str = "at"  # the key of ``at`` in result.json: "at" (Ray) or "at_virtual_s" (simulator)
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {
             "error": self.error,
             self.clock: round(self.at, 6) if self.clock == "at_virtual_s" else self.at,
             "strategy": self.strategy,
@@ -82,51 +84,268 @@ class FailoverRecord:
             out["coordinator_reset"] = self.coordinator_reset
         return out
 
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> FailoverRecord:
+        clock = "at_virtual_s" if "at_virtual_s" in doc else "at"
+        return cls(
+            error=doc["error"],
+            at=doc[clock],
+            strategy=doc["strategy"],
+            restored_checkpoint=doc["restored_checkpoint"],
+            resumed_round=doc["resumed_round"],
+            deleted=doc.get("deleted"),
+            down_s=doc["down_s"],
+            coordinator_reset=doc.get("coordinator_reset"),
+            clock=clock,
+        )
+
+
+class CheckpointEntry(TypedDict):
+    """One checkpoint of the job as the job manager recorded it."""
+
+    status: str  # completed, pending, aborted, timed-out: the checkpoint's, not the run's
+    round: int
+    reason: str
+    acks: list[str]
+
+
+class Commit(TypedDict):
+    """A commit of the job, read from the table."""
+
+    instant: str
+    checkpoint: int
+    rows: int
+
+
+class Divergence(TypedDict):
+    """Where a replay's trace first differs from the reference run's (events as JSON lists)."""
+
+    index: int
+    first: list[Any] | None
+    second: list[Any] | None
+
+
+class SimCounts(TypedDict):
+    """The simulator's own figures of a run: its loop, its network, its delays."""
+
+    loop_iterations: int
+    clock_jumps: int
+    messages: int
+    delay: str
+    io_delay: str | None
+    inline_executor_calls: int
+
+
+class Compactions(TypedDict, total=False):
+    """Merge-on-read: the compactions the job completed (read from the table), those left pending,
+    and how many the coordinator scheduled and postponed; empty for copy-on-write."""
+
+    completed: list[dict[str, int | str]]  # runtime.hudi.table.compaction_summaries
+    pending: list[str]
+    scheduled: int
+    postponed: int
+
+
+class TaskSummary(TypedDict):
+    """A write task at the end of the run, from its dump."""
+
+    state: str
+    error: str | None
+    flushes: dict[str, int]
+    protocol: dict[str, object]  # the protocol's own state: each protocol reports its own
+    rows_in: int
+
+
+@dataclass
+class CheckpointCounts:
+    completed: int
+    aborted: int  # aborted or timed out
+    requested: int
+    detail: dict[str, CheckpointEntry]  # by checkpoint id (a string, as JSON has it)
+
+
+@dataclass
+class RunFigures:
+    """Counters, checkpoints, latencies of a run (:func:`run_figures`)."""
+
+    rows_in: int
+    checkpoints: CheckpointCounts
+    dfs_ops: dict[str, dict[str, int]]  # by role, by operation
+    dfs_ops_per_checkpoint: dict[str, dict[str, float]]
+    rpcs: dict[str, int]
+    mails: dict[str, int]
+    writer_blocked_s: dict[str, float]
+    commit_to_unblock_s: Percentiles
+    commit_to_unblock_samples: list[float]
+    counters: dict[str, int]
+
+    def to_json(self) -> JsonObject:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["checkpoints"] = asdict(self.checkpoints)
+        return out
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> RunFigures:
+        values = {f.name: doc[f.name] for f in fields(cls)}
+        return cls(**{**values, "checkpoints": CheckpointCounts(**doc["checkpoints"])})
+
+
+@dataclass
+class CoordinatorRecord:
+    """What the coordinator lived through: resets, what a fault deleted, its protocol's state."""
+
+    resets: list[dict[str, object]]  # the coordinator's answer to each region failover's reset
+    deleted_by_fault: list[str]
+    protocol: dict[str, object]  # each protocol reports its own
+
+
+@dataclass
+class SimulationRecord:
+    """What only the simulator reports: the schedule's seed, virtual time, the trace's hash."""
+
+    host: str
+    storage: str  # memory (the simulated disk) or disk
+    seed: int
+    virtual_s: float
+    wall_s: float
+    verify_s: float
+    sim: SimCounts
+    trace_events: int
+    trace_sha256: str
+    divergence: Divergence | None  # the first event that differed from the expected trace
+    # the events, when asked for: kept in memory (replays, excerpts) and written to trace.jsonl,
+    # never into result.json
+    trace: list[TraceEvent] | None = None
+
+    def to_json(self) -> JsonObject:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> SimulationRecord:
+        values: JsonObject = {f.name: doc.get(f.name) for f in fields(cls) if f.name != "trace"}
+        return cls(**values)
+
+
+@dataclass
+class RayRecord:
+    """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
+
+    placement: JsonObject
+    dfs_endpoint: JsonObject | None
+    trace_file: str | None
+    stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
+
+    def to_json(self) -> JsonObject:
+        out = {} if self.stacks_at_timeout is None else {"stacks_at_timeout": self.stacks_at_timeout}
+        return out | {"placement": self.placement, "dfs_endpoint": self.dfs_endpoint, "trace_file": self.trace_file}
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> RayRecord:
+        return cls(doc["placement"], doc.get("dfs_endpoint"), doc.get("trace_file"), doc.get("stacks_at_timeout"))
+
+
+# JobResult's fields that result.json places after the job's own: the failovers, then the host's
+_AFTER_THE_JOB = frozenset({"figures", "failovers", "exactly_once", "simulation", "ray", "timeline", "timeline_error"})
+
 
 @dataclass
 class JobResult:
-    """The result record of a job on any host; :meth:`to_json` gives ``result.json``'s fields."""
+    """The result record of a job on any host; :meth:`to_json` gives ``result.json``."""
 
-    figures: dict[str, Any]  # :func:`run_figures`
+    figures: RunFigures
     protocol: str
     writers: int
     source: str
     table: str
-    status: str
+    status: Status
     error: str | None
     records: int
-    commits: list[dict[str, Any]]
-    empty_rounds: list[Any]
+    commits: list[Commit]
+    empty_rounds: list[int]
     failovers: list[FailoverRecord]
-    faults_fired: list[dict[str, Any]]
+    faults_fired: list[FiredFault]
     faults_armed: list[str]  # the --faults specs, as written
     faults_not_fired: list[str]  # armed specs that never fired: the run did not test them
     rolled_back: list[str]
     rollbacks: list[dict[str, str]]  # {instant, reason}: why each instant was rolled back
-    coordinator: dict[str, Any]  # what the coordinator lived through: resets, a deleted bus, protocol
-    deadlock: dict[str, Any] | None
-    stalls: list[dict[str, Any]]
-    timing: dict[str, Any]
+    coordinator: CoordinatorRecord
+    deadlock: Deadlock | None
+    stalls: list[Stall]
+    timing: dict[str, float | None]
     rows_per_s: float
-    tasks: dict[str, dict[str, Any]]
+    tasks: dict[str, TaskSummary]
     send_errors: list[str]
     durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
     config: dict[str, Any]  # the effective configuration (JobConfig.record): --config re-runs it
-    committed_prefix: dict[str, Any] | None = None  # a run that did not finish: its commits, checked
+    committed_prefix: CommittedPrefix | None = None  # a run that did not finish: its commits, checked
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
-    compactions: dict[str, Any] = field(default_factory=dict)
+    compactions: Compactions = field(default_factory=lambda: Compactions())
     # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
     # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
-    data_written: dict[str, Any] = field(default_factory=dict)
-    host_fields: dict[str, Any] = field(default_factory=dict)  # what only one host reports
+    data_written: dict[str, float | None] = field(default_factory=dict)
+    exactly_once: ExactlyOnce | None = None  # a finished run's verdict (None: not verified)
+    simulation: SimulationRecord | None = None  # the simulator's own fields
+    ray: RayRecord | None = None  # the Ray host's own fields
+    timeline: str | None = None  # the timeline picture drawn from the run's trace
+    timeline_error: str | None = None  # why it could not be drawn
 
-    def to_json(self) -> dict[str, Any]:
-        out = {**self.figures}
-        for f in fields(self):
-            if f.name not in ("figures", "host_fields", "failovers"):
-                out[f.name] = getattr(self, f.name)
+    @property
+    def finished(self) -> bool:
+        return self.status == Status.FINISHED
+
+    @property
+    def sim(self) -> SimulationRecord:
+        """The simulator's fields of a simulated run."""
+        if self.simulation is None:
+            raise ValueError(f"the run of {self.table} did not run on the simulator")
+        return self.simulation
+
+    def to_json(self) -> JsonObject:
+        """result.json: the figures, then the job's fields, then what the host adds."""
+        out = self.figures.to_json()
+        out.update((f.name, self._field_json(f.name)) for f in fields(self) if f.name not in _AFTER_THE_JOB)
         out["failovers"] = [f.to_json() for f in self.failovers]
-        out.update(self.host_fields)
+        if self.ray is not None:
+            out.update(self.ray.to_json())
+        out["exactly_once"] = self.exactly_once and self.exactly_once.to_json()
+        if self.simulation is not None:
+            out.update(self.simulation.to_json())
+        for picture in ("timeline", "timeline_error"):
+            if getattr(self, picture) is not None:
+                out[picture] = getattr(self, picture)
         return out
+
+    def _field_json(self, name: str) -> Any:
+        value = getattr(self, name)
+        if isinstance(value, Status):
+            return value.value
+        if isinstance(value, (Deadlock, CommittedPrefix)):
+            return value.to_json()
+        if isinstance(value, CoordinatorRecord):
+            return asdict(value)
+        return [asdict(s) for s in self.stalls] if name == "stalls" else value
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> JobResult:
+        """A result.json read back (``commitlab report DIR``, ``--config DIR/result.json``)."""
+        plain = {f.name: doc[f.name] for f in fields(cls) if f.name not in _AFTER_THE_JOB and f.name in doc}
+        prefix, verdict, deadlock = doc.get("committed_prefix"), doc.get("exactly_once"), doc.get("deadlock")
+        typed: JsonObject = dict(
+            status=Status(doc["status"]),
+            coordinator=CoordinatorRecord(**doc["coordinator"]),
+            deadlock=deadlock and Deadlock.from_json(deadlock),
+            stalls=[Stall(**s) for s in doc.get("stalls", [])],
+            committed_prefix=prefix and CommittedPrefix.from_json(prefix),
+        )
+        return cls(
+            **plain | typed,
+            figures=RunFigures.from_json(doc),
+            failovers=[FailoverRecord.from_json(f) for f in doc.get("failovers", [])],
+            exactly_once=verdict and ExactlyOnce.from_json(verdict),
+            simulation=SimulationRecord.from_json(doc) if doc.get("host") == "simulator" else None,
+            ray=RayRecord.from_json(doc) if "placement" in doc else None,
+            timeline=doc.get("timeline"),
+            timeline_error=doc.get("timeline_error"),
+        )

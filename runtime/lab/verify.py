@@ -29,6 +29,7 @@ from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.merge import dedupe_latest
 from runtime.hudi.table import META_COLUMNS, write_stats
+from runtime.lab.verdicts import CommitProblem, ExactlyOnce
 
 SAMPLE = 10
 
@@ -157,7 +158,7 @@ def _one_row_per_identity(actual: pa.Table, ids: pa.Array) -> pa.Table:
     return t.filter(pa.array(first))
 
 
-def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
+def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """Compares the expected final state with what the reader returned, record by record, a
     record being (partition path, record key) when ``partition`` names the partition field (a
     non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index)."""
@@ -184,22 +185,22 @@ def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | Non
         diff = (a.loc[common, others].astype(str) != e.loc[common, others].astype(str)).any(axis=1)
         mismatched = [_shown(str(k)) for k in diff[diff].index[:SAMPLE]]
         n_mismatched = int(diff.sum())
-    return {
-        "verified": len(lost_ids) == 0 and duplicated == 0 and len(unexpected_ids) == 0 and n_mismatched == 0,
-        "identity": "(partition path, record key)" if partition else "record key",
-        "expected": expected.num_rows,
-        "actual": actual.num_rows,
-        "lost": len(lost_ids),
-        "duplicated": duplicated,
-        "unexpected": len(unexpected_ids),
-        "mismatched": n_mismatched,
-        "samples": {
+    return ExactlyOnce(
+        verified=len(lost_ids) == 0 and duplicated == 0 and len(unexpected_ids) == 0 and n_mismatched == 0,
+        identity="(partition path, record key)" if partition else "record key",
+        expected=expected.num_rows,
+        actual=actual.num_rows,
+        lost=len(lost_ids),
+        duplicated=duplicated,
+        unexpected=len(unexpected_ids),
+        mismatched=n_mismatched,
+        samples={
             "lost": _sample(lost_ids),
             "duplicated": [_shown(x) for x in dups[:SAMPLE]],
             "unexpected": _sample(unexpected_ids),
             "mismatched": mismatched,
         },
-    }
+    )
 
 
 def table_partition_field(table_uri: str) -> str:
@@ -218,7 +219,7 @@ def _sample(ids: pa.Array) -> list[str]:
     return [_shown(x) for x in sorted(ids.to_pylist())[:SAMPLE]]
 
 
-def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
+def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """Reads the table with the official reader and compares it with ``expected``."""
     return compare(expected, read_snapshot(table_uri), key, partition)
 
@@ -232,7 +233,7 @@ def _rows_by_file_group(meta: dict[str, Any]) -> dict[str, int]:
 
 def _commit_problem(
     instant: str, want: dict[str, int], rows: pa.Table, *, at_most: bool = False
-) -> dict[str, Any] | None:
+) -> CommitProblem | None:
     """What is wrong with one commit's incremental read against its metadata (None: nothing),
     each reason spelled out in ``reasons``. ``at_most``: a delta commit's counts are the records
     its log blocks hold, and the reader merges them with the slice, so a record that loses to one
@@ -291,7 +292,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     # files are checked by the audit and the snapshot, not by an incremental read of its own
     timeline = table.timeline()
     commits = [c for c in read_completed_commits(table_uri) if c not in timeline.compactions]
-    problems: list[dict[str, Any]] = []
+    problems: list[CommitProblem] = []
     prev = "19700101000000000"
     for instant in commits:
         # from table version 8 the reader's incremental range is one of completion times (Hudi
@@ -313,7 +314,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     return {"verified": not problems, "commits": len(commits), "problems": problems}
 
 
-def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> dict[str, Any]:
+def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """The exactly-once verdict of a run: the snapshot against the expected state, and every
     commit's incremental read against its metadata. A table the reader cannot read fails.
     ``partition`` is the partition field (the record identity is (partition path, record key),
@@ -324,21 +325,16 @@ def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | No
         verdict = verify_table(table_uri, expected, key, partition)
         commits = verify_commits(table_uri)
     except VerifyError as exc:
-        return {
-            "verified": False,
-            "expected": expected.num_rows,
-            "actual": None,
-            "lost": None,
-            "duplicated": None,
-            "unexpected": None,
-            "mismatched": None,
-            "error": str(exc),
-            "samples": {},
-        }
-    verdict["commits_checked"] = commits["commits"]
-    verdict["commit_problems"] = commits["problems"]
-    verdict["verified"] = verdict["verified"] and commits["verified"]
+        return unreadable(expected, exc)
+    verdict.commits_checked = commits["commits"]
+    verdict.commit_problems = commits["problems"]
+    verdict.verified = verdict.verified and commits["verified"]
     return verdict
+
+
+def unreadable(expected: pa.Table, exc: Exception) -> ExactlyOnce:
+    """The verdict on a table the reader could not read: failed, nothing counted."""
+    return ExactlyOnce(verified=False, expected=expected.num_rows, error=str(exc))
 
 
 def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:

@@ -27,10 +27,13 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure
+from runtime.lab.results import JobResult
+from runtime.lab.status import Status
 from runtime.sim.host import simulate
 from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
@@ -91,11 +94,11 @@ class InstantProbe:
                 self.by_key[key] = set(seen)
 
 
-def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[str]] | None = None) -> Verdict:
+def judge(protocol: str, result: JobResult, instants_by_key: dict[int, set[str]] | None = None) -> Verdict:
     """The invariants on one simulated run's result (``instants_by_key``: what an
     :class:`InstantProbe` saw, for the protocols that promise one instant per checkpoint)."""
-    status = result["status"]
-    commits = result.get("commits") or []
+    status = result.status
+    commits = result.commits
     if protocol in ONE_INSTANT_PER_CHECKPOINT:
         twice = {k: sorted(v) for k, v in (instants_by_key or {}).items() if len(v) > 1}
         if twice:
@@ -111,35 +114,35 @@ def judge(protocol: str, result: dict[str, Any], instants_by_key: dict[int, set[
     instants = [c["instant"] for c in commits]
     if any(b < a for a, b in pairwise(instants)):
         return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
-    if status == "deadlocked":
-        d = result["deadlock"]
+    d = result.deadlock
+    if status == Status.DEADLOCKED and d is not None:
         text = (
-            f"{d['task']} blocked {d['blocked_s']:.1f}s in {d['running_mail']} waiting for "
-            f"{d['releasing_mail']}, which sits in its own mailbox"
+            f"{d.task} blocked {d.blocked_s:.1f}s in {d.running_mail} waiting for "
+            f"{d.releasing_mail}, which sits in its own mailbox"
         )
         if protocol in COMMIT_ACK_DEADLOCK:
-            return Verdict(KNOWN, "no-deadlock", f"P1's deadlock: {text}", d["task"])
-        return Verdict(VIOLATION, "no-deadlock", text, d["task"])
-    error = str(result.get("error") or "")
-    known = known_failure(protocol, error) if status == "failed" else None
+            return Verdict(KNOWN, "no-deadlock", f"P1's deadlock: {text}", d.task)
+        return Verdict(VIOLATION, "no-deadlock", text, d.task)
+    error = str(result.error or "")
+    known = known_failure(protocol, error) if status == Status.FAILED else None
     if known is not None:
         return Verdict(KNOWN, None, f"{known}: {error[:300]}")
-    if status != "finished":
-        return Verdict(FAILED, None, f"{status}: {error}")
-    eo = result.get("exactly_once")
-    if eo is not None and not eo.get("verified"):
+    if status != Status.FINISHED:
+        return Verdict(FAILED, None, f"{status.value}: {error}")
+    eo = result.exactly_once
+    if eo is not None and not eo.verified:
         return Verdict(
             VIOLATION,
             "exactly-once",
             (
-                f"lost {eo.get('lost')}, duplicated {eo.get('duplicated')}, unexpected "
-                f"{eo.get('unexpected')}, mismatched {eo.get('mismatched')} "
-                f"{eo.get('error') or ''}"
+                f"lost {eo.lost}, duplicated {eo.duplicated}, unexpected "
+                f"{eo.unexpected}, mismatched {eo.mismatched} "
+                f"{eo.error or ''}"
             ).strip(),
         )
     # a failover nothing injected is a failure the job only survived by restarting
-    for f in result.get("failovers") or []:
-        cause = str(f.get("error") or "")
+    for f in result.failovers:
+        cause = str(f.error or "")
         if any(m in cause for m in INJECTED):
             continue
         known = known_failure(protocol, cause)
@@ -207,7 +210,7 @@ def run_schedule(
     storage: str = "memory",
     workdir: str | None = None,
     base: JobConfig | None = None,
-) -> tuple[Verdict, dict[str, Any]]:
+) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
     (with its trace)."""
     cfg = schedule.config(protocol, base)
@@ -231,6 +234,26 @@ def _delay(text: str) -> Any:
     return Delay.parse(text)
 
 
+class SeedRun(TypedDict):
+    """One run of an exploration as explore.json keeps it; a failing run also carries the command
+    that replays it, its trace's last events and its schedule."""
+
+    seed: int
+    protocol: str
+    outcome: str
+    invariant: str | None
+    detail: str
+    status: str
+    commits: list[int]
+    virtual_s: float
+    trace_sha256: str
+    schedule: str
+    replay: NotRequired[str]
+    trace_excerpt: NotRequired[list[str]]
+    schedule_json: NotRequired[JsonObject]
+    _real_s: NotRequired[float]  # moved to the timing section by explore()
+
+
 def run_seed(
     scenario: str,
     seed: int,
@@ -239,7 +262,7 @@ def run_seed(
     storage: str = "memory",
     workdir: str | None = None,
     allow_empty_commit: str = "release",
-) -> dict[str, Any]:
+) -> SeedRun:
     """One exploration run: the record explore.json keeps for it (failures with their excerpt).
     ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it."""
     schedule = draw(scenario, seed)
@@ -247,21 +270,21 @@ def run_seed(
     base = JobConfig(allow_empty_commit=allow_empty_commit)
     verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base)
     real_s = time.perf_counter() - t
-    rec: dict[str, Any] = {
-        "seed": seed,
-        "protocol": protocol,
-        "outcome": verdict.outcome,
-        "invariant": verdict.invariant,
-        "detail": verdict.detail,
-        "status": result["status"],
-        "commits": [int(c["checkpoint"]) for c in result["commits"]],
-        "virtual_s": result["virtual_s"],
-        "trace_sha256": result["trace_sha256"],
-        "schedule": schedule.describe(),
-    }
+    rec = SeedRun(
+        seed=seed,
+        protocol=protocol,
+        outcome=verdict.outcome,
+        invariant=verdict.invariant,
+        detail=verdict.detail,
+        status=result.status.value,
+        commits=[int(c["checkpoint"]) for c in result.commits],
+        virtual_s=result.sim.virtual_s,
+        trace_sha256=result.sim.trace_sha256,
+        schedule=schedule.describe(),
+    )
     if verdict.outcome != PASSED:
         rec["replay"] = replay_command(scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit)
-        rec["trace_excerpt"] = excerpt(result["trace"], verdict.role, at_failover=verdict.at_failover)
+        rec["trace_excerpt"] = excerpt(result.sim.trace or [], verdict.role, at_failover=verdict.at_failover)
         rec["schedule_json"] = schedule.to_dict()
     rec["_real_s"] = real_s  # moved to the timing section by explore()
     return rec
@@ -270,7 +293,7 @@ def run_seed(
 Task = tuple[str, int, str, str, str | None, str]  # scenario, seed, protocol, storage, workdir, empty commits
 
 
-def _run_seed_task(task: Task) -> dict[str, Any]:
+def _run_seed_task(task: Task) -> SeedRun:
     scenario, seed, protocol, storage, workdir, empty = task
     return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty)
 
@@ -281,7 +304,7 @@ def default_jobs(runs: int) -> int:
     return 1 if runs < 8 else max(1, min(os.cpu_count() or 1, runs))
 
 
-def _records(tasks: list[Task], jobs: int) -> Iterator[dict[str, Any]]:
+def _records(tasks: list[Task], jobs: int) -> Iterator[SeedRun]:
     """The runs' records, in task order, from ``jobs`` worker processes (or this one)."""
     if jobs <= 1:
         for t in tasks:
@@ -307,9 +330,9 @@ def explore(
     storage: str = "memory",
     workdir: str | None = None,
     jobs: int | None = None,
-    on_run: Callable[[dict[str, Any]], None] | None = None,
+    on_run: Callable[[SeedRun], None] | None = None,
     allow_empty_commit: str = "release",
-) -> dict[str, Any]:
+) -> JsonObject:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
     returns the explore.json document. Everything but ``timing`` is a pure function of the
     arguments: each run is its own seeded simulation, whichever process runs it."""

@@ -33,7 +33,9 @@ from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
 from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
-from runtime.lab.results import JobResult
+from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord
+from runtime.lab.status import Status
+from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
@@ -99,7 +101,9 @@ class _SimRun:
         self.prepare_s = 0.0
         self.shards: list[Any] = []
         self.driver: JobDriver | None = None
-        self.sim_info: dict[str, Any] = {}  # the loop's own figures, for the result
+        self.sim_info = SimCounts(  # the loop's own figures, for the result, when it ran
+            loop_iterations=0, clock_jumps=0, messages=0, delay="", io_delay=None, inline_executor_calls=0
+        )
         self.wall_s = 0.0  # when the loop was closed (perf_counter)
 
     # -- set-up --------------------------------------------------------------------------------
@@ -429,12 +433,12 @@ def simulate(
     expect_trace: list[Event] | None = None,
     storage: str = "disk",
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
-) -> dict[str, Any]:
+) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
     ``seed`` drives the schedule (message delays, each role's ``rng``); ``cfg.seed`` the data.
     The table is written to ``workdir/table`` (which must not hold one). ``trace=True`` adds the
-    event list as ``result["trace"]``; ``trace_sha256`` and ``trace_events`` are always there.
+    event list as ``result.sim.trace``; ``trace_sha256`` and ``trace_events`` are always there.
     ``max_virtual_s`` stops the run (status ``timed-out``) at that virtual time; ``max_real_s``
     is the real-time guard. ``expect_trace``: a reference run's events; the run stops at the first
     event that differs (``result["divergence"]``). ``storage="memory"`` runs on the simulated
@@ -452,11 +456,11 @@ def simulate(
     loop, recorder = run.loop, run.recorder
     run.network.reply_probes.extend(reply_probes or [])
     record = _run_loop(run, loop, chrome_trace_path)
-    record.host_fields["exactly_once"], verify_s = _verify(run, store, verify and record.status == "finished")
+    record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
     if verify and run.driver is not None:
         record.committed_prefix = verify_committed_prefix(run.driver, record, run.stream, lambda: _snapshot(run, store))
     events = recorder.events
-    record.host_fields.update(
+    record.simulation = SimulationRecord(
         host="simulator",
         storage=storage,
         seed=seed,
@@ -467,10 +471,9 @@ def simulate(
         trace_events=len(events),
         trace_sha256=trace_sha256(events),
         divergence=recorder.divergence,
+        trace=events if trace or expect_trace is not None else None,
     )
-    if trace or expect_trace is not None:
-        record.host_fields["trace"] = events
-    return record.to_json()
+    return record
 
 
 def _new_run(
@@ -547,7 +550,7 @@ def _snapshot(run: _SimRun, store: MemoryStore | None) -> pa.Table:
     return read_snapshot(run.cfg.table)
 
 
-def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict[str, Any] | None, float]:
+def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[ExactlyOnce | None, float]:
     """Exactly-once of a finished run (None when not verified), and how long it took."""
     if not verify or run.expected is None:
         return None, 0.0
@@ -561,22 +564,22 @@ def _verify(run: _SimRun, store: MemoryStore | None, verify: bool) -> tuple[dict
 
 def verify_memory(
     store: MemoryStore, table: str, expected: pa.Table, key: str, partition: str | None = None
-) -> dict[str, Any]:
+) -> ExactlyOnce:
     """Exactly-once on the simulated disk: the snapshot by the project's own rules against the
     expected state (the official reader needs parquet files: use storage="disk" for it)."""
-    from runtime.lab.verify import VerifyError, compare
+    from runtime.lab.verify import VerifyError, compare, unreadable
 
     try:
         verdict = compare(expected, read_memory_snapshot(MemoryDfs(store, role="verifier"), table), key, partition)
     except VerifyError as exc:
-        return {"verified": False, "expected": expected.num_rows, "actual": None, "error": str(exc), "samples": {}}
-    verdict["reader"] = "commitlab snapshot (simulated disk)"
+        return unreadable(expected, exc)
+    verdict.reader = "commitlab snapshot (simulated disk)"
     return verdict
 
 
 def check_determinism(
     job: JobConfig | ResolvedJob, seed: int, *, workdir: str | None = None, **kwargs: Any
-) -> dict[str, Any] | None:
+) -> Divergence | None:
     """Runs ``job`` twice with ``seed``; returns the first divergence (``index``, the ``first``
     and ``second`` run's events) or None when the traces are identical. The second run stops at
     the first event that differs. ``kwargs`` go to :func:`simulate`."""
@@ -587,6 +590,6 @@ def check_determinism(
         _check_simulatable(job, kwargs.get("storage", "disk"))
         job = _placed(job, job.table)
     with tempfile.TemporaryDirectory(prefix="commitlab-sim-", dir=workdir) as tmp:
-        a = simulate(job, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs)
-        b = simulate(job, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a["trace"], **kwargs)
-    return b["divergence"] or first_divergence(a["trace"], b["trace"])
+        a = simulate(job, seed=seed, workdir=os.path.join(tmp, "a"), trace=True, **kwargs).sim
+        b = simulate(job, seed=seed, workdir=os.path.join(tmp, "b"), expect_trace=a.trace, **kwargs).sim
+    return b.divergence or first_divergence(a.trace or [], b.trace or [])

@@ -31,6 +31,7 @@ from typing import Any
 from runtime.core import trace_events
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
+from runtime.lab.results import Divergence
 
 Event = tuple[Any, ...]  # (t_ns, type, role, *fields): scalar fields of varying arity
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
@@ -50,14 +51,14 @@ class TraceRecorder:
         *,
         scrub: dict[str, str] | None = None,
         expected: Sequence[Event] | None = None,
-        on_divergence: Callable[[dict[str, Any]], None] | None = None,
+        on_divergence: Callable[[Divergence], None] | None = None,
     ) -> None:
         self.clock = clock
         self.events: list[Event] = []
         self.scrub = sorted((scrub or {}).items(), key=lambda kv: -len(kv[0]))
         self.expected = expected
         self.on_divergence = on_divergence
-        self.divergence: dict[str, Any] | None = None
+        self.divergence: Divergence | None = None
         self.closed = False
         self._scrubbed: dict[str, str] = {}
 
@@ -159,7 +160,7 @@ def write_jsonl(path: str, events: Iterable[Event]) -> None:
             f.write("\n")
 
 
-def first_divergence(a: Sequence[Event], b: Sequence[Event]) -> dict[str, Any] | None:
+def first_divergence(a: Sequence[Event], b: Sequence[Event]) -> Divergence | None:
     """The first index where two traces differ, with both events (None for a missing one)."""
     for i in range(min(len(a), len(b))):
         if tuple(a[i]) != tuple(b[i]):

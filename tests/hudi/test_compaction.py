@@ -186,11 +186,11 @@ def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_
         faults=parse_faults(fault),
     )
     result = simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
-    assert result["faults_not_fired"] == []
-    done = result["compactions"]["completed"]
-    assert done and result["compactions"]["pending"] == []
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
+    assert result.faults_not_fired == []
+    done = result.compactions["completed"]
+    assert done and result.compactions["pending"] == []
     table = tmp_path / "run" / "table"
     timeline = table / ".hoodie" / ("timeline" if version != "6" else "")
     for c in done:  # version 8+ names a completed instant after its completion time too
@@ -200,8 +200,8 @@ def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_
         logs = [LogFileName.parse(p.name) for p in table.glob("p*/.*.log.*")]
         delta_commits = {f.name.split(".")[0] for f in timeline.glob("*.deltacommit.requested")}
         assert logs and {n.base_instant for n in logs if n} <= delta_commits
-    counters = result["counters"]
+    counters = result.figures.counters
     if fault.startswith("compaction."):
-        assert counters.get("compactions_rolled_back", 0) >= 1 or result["failovers"], counters
+        assert counters.get("compactions_rolled_back", 0) >= 1 or result.failovers, counters
     if fault == "compaction.failed@2":
-        assert counters["compactions_failed"] == 1 and not result["failovers"]
+        assert counters["compactions_failed"] == 1 and not result.failovers

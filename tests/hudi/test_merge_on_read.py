@@ -212,11 +212,11 @@ def _completed(timeline: Path, instant: str, action: str) -> list[Path]:
 def test_every_protocol_commits_delta_commits_exactly_once(tmp_path, protocol, version):
     cfg = _cfg(protocol=protocol, table_version=version)
     result = simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
-    assert result["status"] == "finished", result["error"]
-    eo = result["exactly_once"]
-    assert eo["verified"] and eo["expected"] == eo["actual"] == 1_000, eo
+    assert result.status == "finished", result.error
+    eo = result.exactly_once
+    assert eo.verified and eo.expected == eo.actual == 1_000, eo
     timeline = _timeline_dir(tmp_path / "run" / "table", version)
-    instants = [c["instant"] for c in result["commits"]]
+    instants = [c["instant"] for c in result.commits]
     assert all(len(_completed(timeline, i, "deltacommit")) == 1 for i in instants)
     assert not list(timeline.glob("*.commit"))  # no compaction yet: no commit action at all
     assert list((tmp_path / "run" / "table").glob("p*/.*.log.*")) and not list(
@@ -250,14 +250,14 @@ def test_a_compaction_instant_is_never_taken_for_a_writers_instant(tmp_path, pro
         seed=5,
         storage="disk",
     )
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
     timeline = _timeline_dir(table, version)
     compactions = {p.name.split(".")[0] for p in timeline.glob("*.compaction.requested")}
     assert compactions and all(len(_completed(timeline, c, "commit")) == 1 for c in compactions)
-    written = {c["instant"] for c in result["commits"]}
+    written = {c["instant"] for c in result.commits}
     assert written and not written & compactions
-    rolled_back = set(result["rolled_back"])
+    rolled_back = set(result.rolled_back)
     blocks = [b.instant for f in table.glob("p*/.*.log.*") for b in read_blocks(f.read_bytes())]
     assert blocks and not set(blocks) & compactions
     assert set(blocks) <= written | rolled_back, (set(blocks) - written - rolled_back, written)

@@ -204,13 +204,13 @@ def test_every_protocol_writes_a_copy_on_write_table_of_each_version_exactly_onc
         table_version=version,
     )
     result = simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
-    assert result["status"] == "finished", result["error"]
-    eo = result["exactly_once"]
-    assert eo["verified"] and eo["commits_checked"] == len(result["commits"]) >= 3, eo
+    assert result.status == "finished", result.error
+    eo = result.exactly_once
+    assert eo.verified and eo.commits_checked == len(result.commits) >= 3, eo
     table = tmp_path / "run" / "table"
     props = parse_properties((table / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.version"] == version
-    for c in result["commits"]:
+    for c in result.commits:
         (done,) = (table / ".hoodie" / "timeline").glob(f"{c['instant']}_*.commit")
         (record,) = fastavro.reader(io.BytesIO(done.read_bytes()))  # one Avro record
         assert record["extraMetadata"]["checkpoint.id"] == str(c["checkpoint"])
@@ -219,6 +219,6 @@ def test_every_protocol_writes_a_copy_on_write_table_of_each_version_exactly_onc
 def test_the_simulated_disk_writes_version_9_too(tmp_path):
     cfg = JobConfig(source="generator", protocol="coordination-rpc", writers=2, checkpoints=3, records=600)
     result = simulate(cfg, seed=3, storage="memory")
-    assert result["status"] == "finished", result["error"]
-    assert result["config"]["table_version"] == "9"  # release, resolved for Hudi 1.1
-    assert result["exactly_once"]["verified"] and len(result["commits"]) == 3, result["exactly_once"]
+    assert result.status == "finished", result.error
+    assert result.config["table_version"] == "9"  # release, resolved for Hudi 1.1
+    assert result.exactly_once.verified and len(result.commits) == 3, result.exactly_once

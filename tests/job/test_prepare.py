@@ -20,7 +20,7 @@ def test_a_prepared_job_simulates_as_its_plain_configuration_does_and_is_checked
     real = JobConfig.validate
     monkeypatch.setattr(JobConfig, "validate", lambda self, *a: checks.append(1) or real(self, *a))
     prepared = simulate(prepare_job(cfg.replace(table="/unused")), seed=3, storage="memory", verify=False)
-    assert prepared["trace_sha256"] == plain["trace_sha256"]
+    assert prepared.sim.trace_sha256 == plain.sim.trace_sha256
     assert len(checks) == 1  # by prepare_job; the simulator took the job as prepared
     checks.clear()
     simulate(cfg, seed=3, storage="memory", verify=False)

@@ -7,7 +7,8 @@ own mailbox. A long wait for something outside is a stall; a short one is nothin
 from __future__ import annotations
 
 from runtime.core.messages import BlockedWait, MailInfo, MailRun, TaskDump
-from runtime.lab.deadlock import DeadlockReport, Stall, explain, find_deadlock, find_stalls
+from runtime.lab.deadlock import Stall, explain, find_deadlock, find_stalls
+from runtime.lab.verdicts import Deadlock
 
 
 def mailbox(*kinds: str) -> list[MailInfo]:
@@ -46,7 +47,7 @@ def dump(
 
 def test_reports_the_blocked_task_with_its_releasing_mail_and_position():
     r = find_deadlock({"writer-0": dump(blocked_s=3.5)}, threshold_s=2.0)
-    assert isinstance(r, DeadlockReport)
+    assert isinstance(r, Deadlock)
     assert r.task == "writer-0"
     assert r.running_mail == "process batch of 500 rows"
     assert r.waiting_for == ("instant initialize: a new pending instant on the timeline or a CommitAckEvent")
@@ -147,14 +148,13 @@ def test_explanation_without_input_queue_has_no_behind_it_line():
     assert "behind it" not in r.explanation
 
 
-def test_to_result_keeps_a_compact_mailbox():
+def test_the_result_record_keeps_a_compact_mailbox():
     r = find_deadlock({"w": dump()}, 2.0)
-    res = r.to_result()
-    assert res["task"] == "w" and res["mailbox_position"] == 1
-    assert res["mailbox"][1] == {
+    assert r.task == "w" and r.mailbox_position == 1
+    assert r.to_json()["mailbox"][1] == {
         "position": 1,
         "kind": "CommitAckEvent",
         "description": "CommitAckEvent #11",
         "priority": 0,
     }
-    assert "explanation" in res and res["explanation"].startswith("DEADLOCK")
+    assert r.explanation.startswith("DEADLOCK")

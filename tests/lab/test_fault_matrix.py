@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
+from recorded import failovers, recorded_result
 
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FAULT_POINTS
@@ -19,23 +19,22 @@ from runtime.lab.fault_matrix import (
     config_for,
     run_matrix,
 )
+from runtime.lab.results import JobResult
+from runtime.lab.status import Status
+from runtime.lab.verdicts import ExactlyOnce
 
 
-def _finished(cfg: JobConfig, fired: bool) -> dict[str, Any]:
-    return {
-        "status": "finished",
-        "error": None,
-        "exactly_once": {"verified": True},
-        "faults_fired": [{"point": cfg.faults[0].point}] if fired else [],
-        "failovers": [{"error": "crash"}] if fired else [],
-        "commits": [{"instant": "1"}, {"instant": "2"}],
-    }
+def _finished(cfg: JobConfig, fired: bool) -> JobResult:
+    return recorded_result(
+        faults_fired=[{"point": cfg.faults[0].point}] if fired else [],
+        failovers=failovers("crash") if fired else [],
+    )
 
 
 def test_every_cell_is_recorded_in_matrix_order_with_its_outcome(tmp_path):
     seen: list[tuple[str, str]] = []
 
-    def run(cfg: JobConfig, sub: str) -> dict[str, Any]:
+    def run(cfg: JobConfig, sub: str) -> JobResult:
         seen.append((cfg.protocol, sub))
         if cfg.protocol == "control-topic":
             raise RuntimeError("could not start")
@@ -69,19 +68,8 @@ def test_every_cell_is_recorded_in_matrix_order_with_its_outcome(tmp_path):
 
 
 def test_classify_calls_a_finished_but_unverified_run_a_violation():
-    result = {
-        "status": "finished",
-        "failovers": [],
-        "deadlock": None,
-        "exactly_once": {
-            "verified": False,
-            "lost": 3,
-            "duplicated": 0,
-            "unexpected": 0,
-            "mismatched": 0,
-            "commit_problems": [],
-        },
-    }
+    lost = ExactlyOnce(False, 20, 17, lost=3, duplicated=0, unexpected=0, mismatched=0, commit_problems=[])
+    result = recorded_result(exactly_once=lost)
     outcome, why = classify("message-bus", "task.in_snapshot", result)
     assert outcome == "VIOLATION" and "lost 3" in why
 
@@ -115,9 +103,8 @@ def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
 def test_a_documented_failure_of_the_shipped_protocol_is_a_known_failure_not_a_failed_run():
     """#3915 as shipped fails a job after a region failover ("No inflight instant when flushing
     data"): the matrix says so as the simulator's exploration does, from the same list."""
-    result = {"status": "failed", "error": "JobFailed: writer-0 failed: FlushError: writer-0: No inflight instant "
-              "when flushing data at checkpoint 6", "failovers": [{"error": "x"}], "deadlock": None,
-              "exactly_once": None}  # fmt: skip
+    error = "JobFailed: writer-0 failed: FlushError: writer-0: No inflight instant when flushing data at checkpoint 6"
+    result = recorded_result(status=Status.FAILED, error=error, failovers=failovers("x"), exactly_once=None)
     outcome, why = classify("message-bus", "wrong-instant", result)
     assert outcome == "known failure" and "#3915" in why
     assert classify("coordination-rpc", "wrong-instant", result)[0] == FAILED  # only where it is documented

@@ -60,7 +60,7 @@ def test_a_table_missing_a_committed_record_is_caught():
     ok = verify_prefix(
         good, stream, commits, DETAIL, CFG.round_bounds(), {}, key="key", precombine="ts", partition="partition"
     )
-    assert ok["verified"] and ok["expected"] == good.num_rows
+    assert ok.verified and ok.expected == good.num_rows
     lost = verify_prefix(
         good.slice(1),
         stream,
@@ -72,12 +72,12 @@ def test_a_table_missing_a_committed_record_is_caught():
         precombine="ts",
         partition="partition",
     )
-    assert not lost["verified"] and lost["lost"] == 1
+    assert not lost.verified and lost.lost == 1
     later = expected_state(stream.slice(0, 600), "key", "ts", "partition")  # round 3 too: not committed
     extra = verify_prefix(
         later, stream, commits, DETAIL, CFG.round_bounds(), {}, key="key", precombine="ts", partition="partition"
     )
-    assert not extra["verified"]
+    assert not extra.verified
 
 
 @pytest.mark.parametrize("protocol", ["message-bus", "coordination-rpc", "control-topic"])
@@ -92,9 +92,9 @@ def test_a_failed_run_verifies_what_it_committed(protocol):
         kafka_commit_interval_s=0.2,
     )
     result = simulate(cfg, seed=1, storage="memory")
-    assert result["status"] == "failed" and result["exactly_once"] is None
-    prefix = result["committed_prefix"]
-    assert result["commits"] and prefix["verified"] and prefix["expected"] == prefix["actual"] > 0
+    assert result.status == "failed" and result.exactly_once is None
+    prefix = result.committed_prefix
+    assert result.commits and prefix.verified and prefix.expected == prefix.actual > 0
     console = Console(width=200, record=True, color_system=None)
     console.print(summary_table(result))
     text = console.export_text()
@@ -102,4 +102,4 @@ def test_a_failed_run_verifies_what_it_committed(protocol):
 
 
 def test_a_finished_run_has_no_prefix_record():
-    assert simulate(CFG, seed=1, storage="memory")["committed_prefix"] is None
+    assert simulate(CFG, seed=1, storage="memory").committed_prefix is None

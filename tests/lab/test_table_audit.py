@@ -34,12 +34,12 @@ CFG = JobConfig(
 def good(tmp_path_factory):
     work = tmp_path_factory.mktemp("audit")
     result = simulate(CFG, seed=5, workdir=str(work / "run"), storage="disk")
-    assert result["status"] == "finished" and result["exactly_once"]["verified"], result.get("exactly_once")
+    assert result.status == "finished" and result.exactly_once.verified, result.exactly_once
     config = {f.name: getattr(CFG, f.name) for f in dataclasses.fields(CFG)}
-    config["table"] = result["table"]
+    config["table"] = result.table
     result_json = work / "result.json"
-    result_json.write_text(json.dumps({**result, "config": config}, default=str))
-    return result["table"], [c["instant"] for c in result["commits"]], str(result_json)
+    result_json.write_text(json.dumps({**result.to_json(), "config": config}, default=str))
+    return result.table, [c["instant"] for c in result.commits], str(result_json)
 
 
 @pytest.fixture()

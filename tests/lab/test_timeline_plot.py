@@ -57,57 +57,65 @@ def _red_in(mask: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]) -> i
 
 def test_deadlock_trace_is_valid_and_the_picture_shows_it(p1_run, tmp_path):
     result, doc = p1_run
-    assert result["status"] == "deadlocked"
-    dl = result["deadlock"]
+    assert result.status == "deadlocked"
+    dl = result.deadlock
     assert validate_trace(doc) == []
 
     png = str(tmp_path / "timeline.png")
     plot = render_timeline(
-        doc, png, title="P1 on the deadlock schedule", deadlock=dl, checkpoints=result["checkpoints"]
+        doc,
+        png,
+        title="P1 on the deadlock schedule",
+        deadlock=dl.to_json(),
+        checkpoints=result.to_json()["checkpoints"],
     )
     assert plot.path == png and os.path.getsize(png) > 10_000
     assert plot.lanes[:2] == ["writer-0", "writer-1"] and plot.lanes[2:4] == ["coordinator", "job-manager"]
-    assert plot.deadlock_label == f"DEADLOCK: waits for {dl['releasing_mail']} in its own mailbox"
+    assert plot.deadlock_label == f"DEADLOCK: waits for {dl.releasing_mail} in its own mailbox"
     assert "CommitAckEvent" in plot.deadlock_label
-    assert plot.counts["commit"] == len(result["commits"]) == 1
+    assert plot.counts["commit"] == len(result.commits) == 1
     assert plot.counts["flush"] > 0 and plot.counts["step"] > 0
-    assert plot.counts["ckp_complete"] == result["checkpoints"]["completed"] == 2
+    assert plot.counts["ckp_complete"] == result.figures.checkpoints.completed == 2
     # the picture spans the wait to the moment it was found
-    assert plot.duration_s >= dl["blocked_s"]
+    assert plot.duration_s >= dl.blocked_s
 
     red = _red(png)
     assert red.shape == (plot.size_px[1], plot.size_px[0])
     cols = plot.x_pixels
-    in_lane = _red_in(red, plot.lane_pixels[dl["task"]], cols)
-    lane_h = plot.lane_pixels[dl["task"]][1] - plot.lane_pixels[dl["task"]][0]
+    in_lane = _red_in(red, plot.lane_pixels[dl.task], cols)
+    lane_h = plot.lane_pixels[dl.task][1] - plot.lane_pixels[dl.task][0]
     width = cols[1] - cols[0]
     # a solid red bar over most of the lane, for most of the run: visible at a glance
     assert in_lane > 0.3 * lane_h * width, (in_lane, lane_h, width)
     for other in plot.lanes:
-        if other != dl["task"]:
+        if other != dl.task:
             assert _red_in(red, plot.lane_pixels[other], cols) < 0.02 * in_lane, other
     # drawn to the end of the run, from after the barrier of checkpoint 2 (the wait is in round
     # 3's first flush): red columns of the lane, inside the time axis
-    top, bottom = plot.lane_pixels[dl["task"]]
+    top, bottom = plot.lane_pixels[dl.task]
     red_cols = cols[0] + np.flatnonzero(red[top : bottom + 1, cols[0] : cols[1] + 1].any(axis=0))
     assert plot.time_of(red_cols.max()) >= plot.duration_s - 0.01
     ckp2 = next(m["t"] for m in plot.checkpoint_marks if m["kind"] == "trigger" and m["checkpoint"] == 2)
     assert plot.time_of(red_cols.min()) > ckp2
-    assert plot.time_of(red_cols.max()) - plot.time_of(red_cols.min()) >= dl["blocked_s"] - 0.01
+    assert plot.time_of(red_cols.max()) - plot.time_of(red_cols.min()) >= dl.blocked_s - 0.01
 
 
 def test_message_bus_trace_is_valid_and_has_no_deadlock(p2_run, tmp_path):
     result, doc = p2_run
-    assert result["status"] == "finished"
+    assert result.status == "finished"
     assert validate_trace(doc) == []
 
     png = str(tmp_path / "timeline.png")
     plot = render_timeline(
-        doc, png, title="P2 on the deadlock schedule", deadlock=result["deadlock"], checkpoints=result["checkpoints"]
+        doc,
+        png,
+        title="P2 on the deadlock schedule",
+        deadlock=result.to_json()["deadlock"],
+        checkpoints=result.to_json()["checkpoints"],
     )
     assert os.path.getsize(png) > 10_000
     assert plot.deadlock_label is None
-    assert plot.counts["commit"] == len(result["commits"]) == 2
+    assert plot.counts["commit"] == len(result.commits) == 2
     assert plot.counts["ckp_complete"] == 3 and plot.counts["ckp_trigger"] == 3
     # each writer waited (ended) for the message file of checkpoint 2: red, but no deadlock
     assert plot.counts["blocked"] == 2
@@ -142,8 +150,8 @@ def test_raw_and_written_events_draw_the_same(p1_run, tmp_path):
         (x.process, x.thread, x.name, x.ph) == (y.process, y.thread, y.name, y.ph) and abs(x.t - y.t - shift) < 1e-6
         for x, y in zip(a, b, strict=True)
     )
-    pa = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result["deadlock"])
-    pb = render_timeline(raw, str(tmp_path / "b.png"), deadlock=result["deadlock"])
+    pa = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result.to_json()["deadlock"])
+    pb = render_timeline(raw, str(tmp_path / "b.png"), deadlock=result.to_json()["deadlock"])
     assert pa.counts == pb.counts and pa.lanes == pb.lanes
     assert pa.deadlock_label == pb.deadlock_label
     # what write_trace makes of raw events is valid too
@@ -181,8 +189,8 @@ def test_renamed_checkpoint_events_keep_their_lines(p1_run, tmp_path):
         ]
     }
     assert renamed != doc
-    before = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result["deadlock"])
-    after = render_timeline(renamed, str(tmp_path / "b.png"), deadlock=result["deadlock"])
+    before = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result.deadlock.to_json())
+    after = render_timeline(renamed, str(tmp_path / "b.png"), deadlock=result.deadlock.to_json())
     assert after.checkpoint_marks == before.checkpoint_marks
     assert {m["kind"] for m in after.checkpoint_marks} == {"trigger", "complete"}
     assert after.counts == before.counts

@@ -78,9 +78,9 @@ def good_table(tmp_path):
 def test_a_good_table_verifies(good_table):
     path, expected, _ = good_table
     verdict = verify_run(path, expected, KEY)
-    assert verdict["verified"], verdict
-    assert verdict["expected"] == verdict["actual"] == 30
-    assert verdict["commits_checked"] == 2
+    assert verdict.verified, verdict
+    assert verdict.expected == verdict.actual == 30
+    assert verdict.commits_checked == 2
 
 
 def _latest_file(path: str, prev: dict, part: str) -> str:
@@ -100,9 +100,9 @@ def test_a_changed_value_is_mismatched(good_table):
         lambda t: t.set_column(t.column_names.index("v"), "v", pa.array(["tampered"] + t.column("v").to_pylist()[1:])),
     )
     verdict = verify_run(path, expected, KEY)
-    assert not verdict["verified"]
-    assert verdict["mismatched"] == 1 and verdict["lost"] == 0
-    assert len(verdict["samples"]["mismatched"]) == 1
+    assert not verdict.verified
+    assert verdict.mismatched == 1 and verdict.lost == 0
+    assert len(verdict.samples["mismatched"]) == 1
 
 
 def test_a_removed_row_is_lost(good_table):
@@ -110,9 +110,9 @@ def test_a_removed_row_is_lost(good_table):
     f = _latest_file(path, prev, "b")
     _rewrite(f, lambda t: t.slice(1))
     verdict = verify_run(path, expected, KEY)
-    assert not verdict["verified"]
-    assert verdict["lost"] == 1
-    assert verdict["samples"]["lost"]
+    assert not verdict.verified
+    assert verdict.lost == 1
+    assert verdict.samples["lost"]
 
 
 def test_a_duplicated_row_is_reported_by_snapshot_and_commit_checks(good_table):
@@ -126,16 +126,16 @@ def test_a_duplicated_row_is_reported_by_snapshot_and_commit_checks(good_table):
 
     _rewrite(f, duplicate_a_row_of_the_last_commit)
     verdict = verify_run(path, expected, KEY)
-    assert not verdict["verified"]
-    assert verdict["duplicated"] == 1
-    assert verdict["commit_problems"], "the last commit's incremental read has a row its metadata does not"
+    assert not verdict.verified
+    assert verdict.duplicated == 1
+    assert verdict.commit_problems, "the last commit's incremental read has a row its metadata does not"
 
 
 def test_an_unexpected_row_is_reported(good_table):
     path, expected, _ = good_table
     verdict = verify_run(path, expected.slice(1), KEY)
-    assert not verdict["verified"]
-    assert verdict["unexpected"] == 1
+    assert not verdict.verified
+    assert verdict.unexpected == 1
 
 
 def test_a_second_base_file_for_a_committed_instant_fails_with_the_reader_error(good_table):
@@ -145,8 +145,8 @@ def test_a_second_base_file_for_a_committed_instant_fails_with_the_reader_error(
     fid, token, rest = name.split("_")
     shutil.copy(f, os.path.join(d, f"{fid}_9-9-9_{rest}"))
     verdict = verify_run(path, expected, KEY)
-    assert not verdict["verified"]
-    assert "error" in verdict or verdict["duplicated"] or verdict["commit_problems"]
+    assert not verdict.verified
+    assert verdict.error or verdict.duplicated or verdict.commit_problems
 
 
 def test_commit_metadata_that_overstates_rows_is_caught(good_table):
@@ -201,8 +201,8 @@ def test_keys_under_several_partitions_are_distinct_records(tmp_path):
         [f"a2-{i}" for i in range(10)] + [f"b{i}" for i in range(10)]
     )
     verdict = verify_run(path, expected, KEY)
-    assert verdict["verified"], str(verdict)
-    assert (verdict["actual"], verdict["duplicated"], verdict["mismatched"]) == (20, 0, 0)
+    assert verdict.verified, str(verdict)
+    assert (verdict.actual, verdict.duplicated, verdict.mismatched) == (20, 0, 0)
 
 
 def test_the_comparison_does_not_depend_on_the_readers_row_order():
@@ -223,4 +223,4 @@ def test_the_comparison_does_not_depend_on_the_readers_row_order():
     actual = pa.table(rows)
     verdicts = [compare(expected, actual.take(order), KEY, PART) for order in ([0, 1, 2], [1, 0, 2], [2, 1, 0])]
     assert verdicts[0] == verdicts[1] == verdicts[2]
-    assert verdicts[0]["duplicated"] == 1 and verdicts[0]["mismatched"] == 0
+    assert verdicts[0].duplicated == 1 and verdicts[0].mismatched == 0

@@ -80,8 +80,8 @@ def test_end_to_end_in_the_simulator_is_exactly_once(tmp_path, protocol):
         source="generator", writers=2, checkpoints=4, records=2000, bucket_flush_rows=300, protocol=protocol
     )
     result = simulate(cfg, seed=3, workdir=str(tmp_path), storage="memory")
-    assert result["status"] == "finished", result.get("error")
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
 
 
 @pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
@@ -93,5 +93,5 @@ def test_p1s_deadlock_survives_in_the_ckp_meta_era(tmp_path, protocol):
 
     cfg = deadlock_config(JobConfig(source="generator", writers=2, protocol=protocol))
     result = simulate(cfg, seed=5, workdir=str(tmp_path), storage="memory")
-    assert result["status"] == "deadlocked"
-    assert result["deadlock"]["releasing_mail"].startswith("CommitAckEvent")
+    assert result.status == "deadlocked"
+    assert result.deadlock.releasing_mail.startswith("CommitAckEvent")

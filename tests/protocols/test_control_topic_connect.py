@@ -355,10 +355,10 @@ def _sim(cfg: JobConfig, seed: int = 1) -> dict[str, Any]:
 def test_simulated_wall_interval_commits_exactly_once_with_empty_commits():
     # commits every 0.1 s while the sources pause between checkpoints: some commits hold nothing
     result = _sim(_cfg(kafka_commit_interval_s=0.1, checkpoint_interval_s=0.4))
-    assert result["status"] == "finished", result["error"]
-    assert result["failovers"] == []
-    assert result["exactly_once"]["verified"], result["exactly_once"]
-    assert result["empty_rounds"], "no commit without data: the wall interval did not run"
+    assert result.status == "finished", result.error
+    assert result.failovers == []
+    assert result.exactly_once.verified, result.exactly_once
+    assert result.empty_rounds, "no commit without data: the wall interval did not run"
 
 
 def test_simulated_dfs_failure_during_a_commit_starts_a_new_commit_not_a_failover():
@@ -366,18 +366,18 @@ def test_simulated_dfs_failure_during_a_commit_starts_a_new_commit_not_a_failove
     (a start or a commit). The transaction coordinator used to die with it and fail the job over;
     Hudi's logs it and starts a new commit."""
     result = _sim(_cfg(faults=[FaultSpec("dfs.transient_error", 2)]))
-    assert result["status"] == "finished", result["error"]
-    assert result["failovers"] == []
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.status == "finished", result.error
+    assert result.failovers == []
+    assert result.exactly_once.verified, result.exactly_once
 
 
 def test_simulated_participant_crash_before_its_write_status_is_repaired_by_offsets():
     # writer-1 dies after its flush, before WRITE_STATUS: the commit times out, the job fails over,
     # the next START_COMMIT's offsets make the participants consume again
     result = _sim(_cfg(write_status_timeout_s=1.0, faults=[FaultSpec("task.after_flush_before_event", 2, 1)]))
-    assert len(result["failovers"]) == 1 and "writer-1" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert len(result.failovers) == 1 and "writer-1" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
 
 
 @pytest.mark.parametrize("interval", ["wall", "checkpoint"])
@@ -415,6 +415,6 @@ def test_simulated_dfs_faults_seed_5_a_failed_first_commit_loses_nothing():
     from runtime.sim.explore import draw, run_schedule
 
     verdict, result = run_schedule(draw("dfs-faults", 5), "control-topic", 5, storage="memory")
-    assert result["status"] == "finished", result["error"]
+    assert result.status == "finished", result.error
     assert verdict.outcome == "passed", verdict.detail
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.exactly_once.verified, result.exactly_once

@@ -29,16 +29,16 @@ def test_every_flush_sends_one_instant_request(protocol):
     """flushBucket and flushRemaining each call instantToWrite -> requestInstantTime: no cache per
     checkpoint (the old model asked once per key, so far fewer requests than flushes)."""
     result = _sim(_cfg(protocol, bucket_flush_rows=20))
-    assert result["status"] == "finished" and result["exactly_once"]["verified"]
+    assert result.status == "finished" and result.exactly_once.verified
     total = 0
-    for name, dump in result["tasks"].items():
+    for name, dump in result.tasks.items():
         flushes, proto = dump["flushes"], dump["protocol"]
         eager = flushes["bucket"] + flushes["buffer"]
         assert eager > 0, f"{name} made no eager flush: the test needs some"
         barriers = 4  # one flushRemaining per checkpoint, however many buckets it writes
         assert proto["requests"] - proto["pending_replies"] - proto["transport_retries"] == eager + barriers, name
         total += proto["requests"]
-    assert result["rpcs"]["instant_time_request"] == total
+    assert result.figures.rpcs["instant_time_request"] == total
 
 
 @pytest.mark.parametrize("protocol", VARIANTS)
@@ -46,18 +46,18 @@ def test_exactly_once_after_a_task_crash(protocol):
     """A task dies after acking checkpoint 2: the job fails over; restarted tasks send empty
     bootstraps, the coordinator's restored buffers and the next checkpoints commit the rest."""
     result = _sim(_cfg(protocol, faults=[FaultSpec("task.after_checkpoint_before_commit", 2, 0)]))
-    assert len(result["failovers"]) == 1 and "writer-0" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert len(result.failovers) == 1 and "writer-0" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
 
 
 @pytest.mark.parametrize("protocol", VARIANTS)
 def test_exactly_once_after_a_coordinator_crash_between_commit_and_next_request(protocol):
     result = _sim(_cfg(protocol, faults=[FaultSpec("coordinator.after_commit_before_next_instant", 2)]))
-    assert len(result["failovers"]) == 1 and "coordinator" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3, 4]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert len(result.failovers) == 1 and "coordinator" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert [c["checkpoint"] for c in result.commits] == [1, 2, 3, 4]
+    assert result.exactly_once.verified, result.exactly_once
 
 
 @pytest.mark.parametrize("protocol", VARIANTS)
@@ -67,10 +67,10 @@ def test_hudi_1_1_loses_a_completed_checkpoint_whose_commit_a_coordinator_crash_
     key 1 (still collecting), and tasks on attempt > 0 send an empty bootstrap: the instant is
     never committed. The 0.x bootstrap (tasks re-send their statuses) recommitted it."""
     result = _sim(_cfg(protocol, faults=[FaultSpec("coordinator.before_commit_file", 2)]))
-    assert result["failovers"][0]["restored_checkpoint"] == 2
-    assert result["status"] == "finished", result["error"]
-    assert 2 not in [c["checkpoint"] for c in result["commits"]]
-    assert not result["exactly_once"]["verified"]
+    assert result.failovers[0].restored_checkpoint == 2
+    assert result.status == "finished", result.error
+    assert 2 not in [c["checkpoint"] for c in result.commits]
+    assert not result.exactly_once.verified
 
 
 # -- unit: the coordinator side and the async writer, on the virtual-clock harness ------------------

@@ -164,15 +164,15 @@ def test_in_a_job_eager_flushes_after_an_abort_write_files_of_instant_aborted(tm
     result = simulate(cfg, seed=1, workdir=str(tmp_path))
     files = _files_of_instant(str(tmp_path / "table"), bus.ABORTED_CKP_INSTANT)
     if fix:
-        assert result["status"] == "finished", result["error"]
-        assert sum(t["protocol"]["aborted_handed_out"] for t in result["tasks"].values()) == 0
-        assert files == [] and result["exactly_once"]["verified"]
+        assert result.status == "finished", result.error
+        assert sum(t["protocol"]["aborted_handed_out"] for t in result.tasks.values()) == 0
+        assert files == [] and result.exactly_once.verified
         return
     assert files, "no base file of instant 'aborted' was written"
-    first, *later = result["failovers"]
-    assert "Receive an unexpected event for instant aborted" in first["error"]
-    assert later and all("No inflight instant when flushing data" in f["error"] for f in later)
-    assert result["status"] == "failed" and "No inflight instant when flushing data" in result["error"]
+    first, *later = result.failovers
+    assert "Receive an unexpected event for instant aborted" in first.error
+    assert later and all("No inflight instant when flushing data" in f.error for f in later)
+    assert result.status == "failed" and "No inflight instant when flushing data" in result.error
 
 
 def test_the_fix_option_is_a_bool():

@@ -94,8 +94,8 @@ def _comparable(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_one_job_gives_the_same_record_on_ray_and_in_the_simulator(ray_session, tmp_path):
-    on_ray = run_job(_cfg(table=str(tmp_path / "ray" / "table")), None)
-    simulated = simulate(_cfg(), seed=1, workdir=str(tmp_path / "sim"))
+    on_ray = run_job(_cfg(table=str(tmp_path / "ray" / "table")), None).to_json()  # the result.json each host writes
+    simulated = simulate(_cfg(), seed=1, workdir=str(tmp_path / "sim")).to_json()
     assert on_ray["status"] == simulated["status"] == "finished", (on_ray["error"], simulated["error"])
     # the same fields on both hosts, apart from what only one host can report
     assert set(on_ray) - HOST_ONLY == set(simulated) - HOST_ONLY

@@ -35,15 +35,15 @@ def _cfg(tmp_path, **kw) -> JobConfig:
 
 def test_spark_generated_upserts_verify_exactly_once(spark, tmp_path):
     result = run_job(_cfg(tmp_path, skew="zipf", keys=5_000), str(tmp_path / "out"))
-    assert result["status"] == "finished", result["error"]
-    assert result["source"] == "spark"
-    assert result["rows_in"] == 20_000
-    assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
-    eo = result["exactly_once"]
-    assert eo["verified"], why_not_verified(eo)
-    assert eo["expected"] == eo["actual"] == 5_000  # one row per distinct key
-    assert eo["commits_checked"] == 3 and eo["commit_problems"] == []
-    assert "spark_start_s" in result["timing"] or "prepare_s" in result["timing"]
+    assert result.status == "finished", result.error
+    assert result.source == "spark"
+    assert result.figures.rows_in == 20_000
+    assert [c["checkpoint"] for c in result.commits] == [1, 2, 3]
+    eo = result.exactly_once
+    assert eo.verified, why_not_verified(eo)
+    assert eo.expected == eo.actual == 5_000  # one row per distinct key
+    assert eo.commits_checked == 3 and eo.commit_problems == []
+    assert "spark_start_s" in result.timing or "prepare_s" in result.timing
 
 
 def _write_input(dirpath, n=3_000, keys=1_000):
@@ -72,10 +72,10 @@ def test_user_input_with_its_own_fields(spark, tmp_path):
         protocol="coordination-rpc",
     )
     result = run_job(cfg, None)
-    assert result["status"] == "finished", result["error"]
-    assert result["rows_in"] == 3_000
-    assert result["exactly_once"]["verified"], result["exactly_once"]
-    assert result["exactly_once"]["expected"] == 1_000
+    assert result.status == "finished", result.error
+    assert result.figures.rows_in == 3_000
+    assert result.exactly_once.verified, result.exactly_once
+    assert result.exactly_once.expected == 1_000
     props = parse_properties((tmp_path / "table" / ".hoodie" / "hoodie.properties").read_text())
     assert props["hoodie.table.recordkey.fields"] == "id"
     assert props["hoodie.table.partition.fields"] == "region"
@@ -149,12 +149,12 @@ def test_a_csv_whose_keys_recur_under_several_partitions_verifies_the_same_in_ru
     (d / "events.csv").write_text("\n".join(lines) + "\n")
     cfg = _cfg(tmp_path, input_path=str(d), key_field="id", partition_field="region", precombine_field="seq", records=n)
     result = run_job(cfg, None)
-    assert result["status"] == "finished", result["error"]
-    eo = result["exactly_once"]
-    assert eo["verified"], why_not_verified(eo)
+    assert result.status == "finished", result.error
+    eo = result.exactly_once
+    assert eo.verified, why_not_verified(eo)
     # 500 keys x 3 regions: 1,500 records; the key alone would say 500 and call the rest duplicates
-    assert eo["expected"] == eo["actual"] == 1_500
-    assert eo["duplicated"] == eo["mismatched"] == 0
+    assert eo.expected == eo.actual == 1_500
+    assert eo.duplicated == eo.mismatched == 0
     capsys.readouterr()
     code = main(
         [

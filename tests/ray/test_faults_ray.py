@@ -46,15 +46,15 @@ def test_a_crash_fires_once_and_recovery_verifies(ray_session, tmp_path, point):
     task = 0 if point.startswith("task.") else -1
     ckp = -1 if point == "dfs.transient_error" else 2
     result = run_job(_cfg(tmp_path, faults=[FaultSpec(point, ckp, task)]), str(tmp_path / "out"))
-    fired = [f["point"] for f in result["faults_fired"]]
+    fired = [f["point"] for f in result.faults_fired]
     assert fired == [point]  # fired exactly once, even though the job restarted
-    assert len(result["failovers"]) == 1, result["failovers"]
-    assert result["status"] == "finished", result["error"]
-    eo = result["exactly_once"]
-    assert eo["verified"], why_not_verified(eo)
+    assert len(result.failovers) == 1, result.failovers
+    assert result.status == "finished", result.error
+    eo = result.exactly_once
+    assert eo.verified, why_not_verified(eo)
     # nothing of the failed attempt is left: every commit's rows match what the reader returns for
     # it, and the only pending instant is the coordinator's next one, with no files
-    assert eo["commit_problems"] == []
+    assert eo.commit_problems == []
     names = os.listdir(tmp_path / "table" / ".hoodie")
     pending = [
         n.split(".")[0] for n in names if n.endswith(".inflight") and n.replace(".inflight", ".commit") not in names
@@ -70,24 +70,24 @@ def test_a_crash_fires_once_and_recovery_verifies(ray_session, tmp_path, point):
 
 def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_state(ray_session, tmp_path):
     result = run_job(_cfg(tmp_path, faults=[FaultSpec("coordinator.before_commit_file", 2)]), None)
-    failover = result["failovers"][0]
+    failover = result.failovers[0]
     # checkpoint 2 completed (its states were stored) before the coordinator died: restored from 2,
     # the tasks' bootstrap events recommit its instant
-    assert failover["restored_checkpoint"] == 2
-    assert 2 in [c["checkpoint"] for c in result["commits"]]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert failover.restored_checkpoint == 2
+    assert 2 in [c["checkpoint"] for c in result.commits]
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
 @pytest.mark.parametrize("point,effect", [("checkpoint.timeout", "timed-out")])  # on real time
 def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(ray_session, tmp_path, point, effect):
     result = run_job(_cfg(tmp_path, faults=[FaultSpec(point, 2, 0)]), None)
-    assert [f["point"] for f in result["faults_fired"]] == [point]
-    assert result["failovers"] == []
-    assert result["checkpoints"]["detail"]["2"]["status"] == effect
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [f["point"] for f in result.faults_fired] == [point]
+    assert result.failovers == []
+    assert result.figures.checkpoints.detail["2"]["status"] == effect
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     # checkpoint 2's data was committed by a later checkpoint: no commit names checkpoint 2
-    assert 2 not in [c["checkpoint"] for c in result["commits"]]
+    assert 2 not in [c["checkpoint"] for c in result.commits]
 
 
 def test_fault_matrix_records_outcomes_and_draws_the_heat_map(ray_session, tmp_path):
@@ -131,10 +131,10 @@ def test_a_lost_notification_deadlocks_operator_events_too(ray_session, tmp_path
         faults=[FaultSpec("checkpoint.notification_lost", 2)],
     )
     result = run_job(cfg, None)
-    assert result["status"] == "deadlocked", result["error"]
-    assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=3)"
-    assert result["deadlock"]["running_mail"] == "snapshotState(checkpoint 3)"
-    assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"
+    assert result.status == "deadlocked", result.error
+    assert result.deadlock.releasing_mail == "CommitAckEvent(ckp=3)"
+    assert result.deadlock.running_mail == "snapshotState(checkpoint 3)"
+    assert result.figures.checkpoints.detail["3"]["status"] == "timed-out"
 
 
 # -- messaging, DFS latency, the bus deleted, HUDI-6194, region failover --------------------------
@@ -146,11 +146,11 @@ def test_a_dropped_event_fails_the_task_and_the_job_recovers(ray_session, tmp_pa
     RpcTaskOperatorEventGateway fails it. Eight checkpoints keep the job running past that moment."""
     spec = FaultSpec("message.dropped", 2, 0, target="write_metadata")
     result = run_job(_cfg(tmp_path, faults=[spec], rpc_timeout_s=1.0, checkpoints=8), None)
-    assert [(f["point"], f.get("target")) for f in result["faults_fired"]] == [("message.dropped", "write_metadata")]
-    assert len(result["failovers"]) == 1
-    assert "operator event to the coordinator was lost" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [(f["point"], f.get("target")) for f in result.faults_fired] == [("message.dropped", "write_metadata")]
+    assert len(result.failovers) == 1
+    assert "operator event to the coordinator was lost" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
 def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
@@ -159,40 +159,40 @@ def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
         FaultSpec("dfs.latency", 3, param=0.05),
     ]
     result = run_job(_cfg(tmp_path, faults=faults), None)
-    assert sorted(f["point"] for f in result["faults_fired"]) == ["dfs.latency", "message.delayed"]
-    assert result["failovers"] == []
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
-    assert result["checkpoints"]["detail"]["2"]["status"] == "completed"  # 1 s late is within 4 s
+    assert sorted(f["point"] for f in result.faults_fired) == ["dfs.latency", "message.delayed"]
+    assert result.failovers == []
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
+    assert result.figures.checkpoints.detail["2"]["status"] == "completed"  # 1 s late is within 4 s
 
 
 def test_a_bus_deleted_while_running_is_recreated_and_nothing_is_lost(ray_session, tmp_path):
     result = run_job(_cfg(tmp_path, "message-bus", faults=[FaultSpec("bus.deleted", 2)]), None)
-    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
-    coord = result["coordinator"]
-    assert coord["deleted_by_fault"] and coord["deleted_by_fault"][0].endswith("message_bus")
-    assert coord["protocol"]["bus_recreated"] >= 1  # the next message found the directory gone
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [f["point"] for f in result.faults_fired] == ["bus.deleted"]
+    coord = result.coordinator
+    assert coord.deleted_by_fault and coord.deleted_by_fault[0].endswith("message_bus")
+    assert coord.protocol["bus_recreated"] >= 1  # the next message found the directory gone
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
 def test_a_ckp_meta_directory_deleted_while_running_stalls_writers_until_a_failover(ray_session, tmp_path):
     """#8060: with ckp_meta gone, writers find no pending instant and wait in instantToWrite until
     the instant-wait timeout fails them; the restarted job bootstraps ckp_meta again."""
     result = run_job(_cfg(tmp_path, "timeline-server", faults=[FaultSpec("bus.deleted", 2)]), None)
-    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted"]
-    assert len(result["failovers"]) >= 1
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [f["point"] for f in result.faults_fired] == ["bus.deleted"]
+    assert len(result.failovers) >= 1
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
 def test_a_bus_deleted_between_restarts_is_recreated_by_the_new_coordinator(ray_session, tmp_path):
     spec = FaultSpec("bus.deleted_between_restarts", 2, 0)
     result = run_job(_cfg(tmp_path, faults=[spec]), None)
-    assert [f["point"] for f in result["faults_fired"]] == ["bus.deleted_between_restarts"]
-    assert result["failovers"][0]["deleted"] == ".hoodie/.aux/message_bus"
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [f["point"] for f in result.faults_fired] == ["bus.deleted_between_restarts"]
+    assert result.failovers[0].deleted == ".hoodie/.aux/message_bus"
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
 def _pending_instant_files(table) -> list[str]:
@@ -211,15 +211,15 @@ def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back
     """HUDI-6194: all tasks fail over while the coordinator starts a new instant."""
     spec = FaultSpec("tasks.fail_at_instant_start", 2)
     result = run_job(_cfg(tmp_path, faults=[spec], failover=failover), None)
-    assert [f["point"] for f in result["faults_fired"]] == ["tasks.fail_at_instant_start"]
-    assert [f["strategy"] for f in result["failovers"]] == [failover]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
-    assert result["exactly_once"]["commit_problems"] == []
-    assert result["rolled_back"], "the instant started as the tasks failed was rolled back"
+    assert [f["point"] for f in result.faults_fired] == ["tasks.fail_at_instant_start"]
+    assert [f.strategy for f in result.failovers] == [failover]
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
+    assert result.exactly_once.commit_problems == []
+    assert result.rolled_back, "the instant started as the tasks failed was rolled back"
     assert _pending_instant_files(tmp_path / "table") == []
     if failover == "region":
-        (reset,) = result["coordinator"]["resets"]  # the same coordinator lived through it
+        (reset,) = result.coordinator.resets  # the same coordinator lived through it
         assert reset["resume_checkpoint_id"] >= 2
 
 
@@ -229,10 +229,10 @@ def test_region_failover_keeps_the_coordinator_and_verifies(ray_session, tmp_pat
     result = run_job(
         _cfg(tmp_path, protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)], failover="region"), None
     )
-    assert [f["strategy"] for f in result["failovers"]] == ["region"]
-    assert len(result["coordinator"]["resets"]) == 1
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+    assert [f.strategy for f in result.failovers] == ["region"]
+    assert len(result.coordinator.resets) == 1
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     if not protocol.startswith("coordination-rpc"):
         assert _pending_instant_files(tmp_path / "table") == []
     # else Hudi 1.1 leaves the instant a region failover interrupted pending, its files unread
@@ -263,17 +263,15 @@ def test_hudi_6194_writes_into_a_rolled_back_instant_unless_bootstraps_are_held(
     cfg = wrong_instant_config(_cfg(tmp_path, "operator-event", hold_bootstraps=hold))
     trace = tmp_path / "trace.json"
     result = JobRun(prepare_job(cfg), None, trace_path=str(trace)).run()
-    assert result["failovers"][0]["strategy"] == "region"
-    written_then_rolled_back = _flush_instants(trace) & set(result["rolled_back"])
+    assert result.failovers[0].strategy == "region"
+    written_then_rolled_back = _flush_instants(trace) & set(result.rolled_back)
     if hold:
         assert written_then_rolled_back == set()
-        assert result["status"] == "finished", result["error"]
-        assert result["exactly_once"]["verified"], why_not_verified(result["exactly_once"])
+        assert result.status == "finished", result.error
+        assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     else:
         # the early task wrote into I1: either its own trace shows it, or (its trace died with
         # it) it failed reading back its file of I1, or the table is no longer exactly-once
-        read_its_rolled_back_file = any(
-            i in (f["error"] or "") for f in result["failovers"][1:] for i in result["rolled_back"]
-        )
-        broken = result["status"] != "finished" or not (result["exactly_once"] or {}).get("verified")
-        assert written_then_rolled_back or read_its_rolled_back_file or broken, result["failovers"]
+        read_its_rolled_back_file = any(i in (f.error or "") for f in result.failovers[1:] for i in result.rolled_back)
+        broken = result.status != "finished" or not (result.exactly_once and result.exactly_once.verified)
+        assert written_then_rolled_back or read_its_rolled_back_file or broken, result.failovers

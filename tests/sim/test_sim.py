@@ -81,15 +81,15 @@ def test_every_protocol_commits_every_checkpoint_exactly_once(simdir, protocol):
     # control-topic commits by checkpoint only with its "checkpoint" interval (Hudi's own, the
     # default, is wall time: tests/protocols/test_control_topic_connect.py)
     result = _sim(_cfg(protocol=protocol, control_topic_interval="checkpoint"), simdir, seed=SEED, storage="disk")
-    assert result["status"] == "finished", result["error"]
-    assert RESULT_KEYS <= set(result)
-    assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
-    assert result["rows_in"] == 2_000
-    eo = result["exactly_once"]
-    assert eo["verified"], eo
-    assert eo["expected"] == eo["actual"] == 1_000
-    assert result["deadlock"] is None
-    assert result["commits"][0]["instant"].startswith("20260101")  # the fixed epoch: stable names
+    assert result.status == "finished", result.error
+    assert RESULT_KEYS <= set(result.to_json())
+    assert [c["checkpoint"] for c in result.commits] == [1, 2, 3]
+    assert result.figures.rows_in == 2_000
+    eo = result.exactly_once
+    assert eo.verified, eo
+    assert eo.expected == eo.actual == 1_000
+    assert result.deadlock is None
+    assert result.commits[0]["instant"].startswith("20260101")  # the fixed epoch: stable names
 
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip"])
@@ -98,7 +98,7 @@ def test_base_files_carry_the_chosen_codec_and_encodings_and_the_official_reader
     import pyarrow.parquet as pq
 
     result = _sim(_cfg(parquet_compression=codec), simdir, codec, seed=SEED, storage="disk")
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.exactly_once.verified, result.exactly_once
     files = sorted((simdir / codec).rglob("*.parquet"))
     assert files
     codecs = {
@@ -122,7 +122,7 @@ def test_control_topic_end_of_input_while_the_last_ack_is_in_flight(simdir, seed
     """Found by the simulator: end of input arriving while the last ACK_COMMIT is in flight once
     rolled back an instant that was already committed (seeds 0-7 include failing ones)."""
     result = _sim(_cfg(protocol="control-topic"), simdir, seed=seed, verify=False)
-    assert result["status"] == "finished", result["error"]
+    assert result.status == "finished", result.error
 
 
 def test_the_same_seed_gives_the_same_trace(simdir):
@@ -131,8 +131,8 @@ def test_the_same_seed_gives_the_same_trace(simdir):
     cfg = deadlock_config(_cfg(protocol="operator-event"))
     a = _sim(cfg, simdir, "a", seed=3, trace=True, verify=False)
     b = _sim(cfg, simdir, "b", seed=3, trace=True, verify=False)
-    assert a["trace_sha256"] == b["trace_sha256"] and a["trace"] == b["trace"]
-    assert a["deadlock"] == b["deadlock"] and a["commits"] == b["commits"]
+    assert a.sim.trace_sha256 == b.sim.trace_sha256 and a.sim.trace == b.sim.trace
+    assert a.deadlock == b.deadlock and a.commits == b.commits
 
 
 def test_different_seeds_change_the_schedule_not_the_rows(simdir):
@@ -141,13 +141,13 @@ def test_different_seeds_change_the_schedule_not_the_rows(simdir):
     cfg = _cfg(protocol="message-bus")
     a = _sim(cfg, simdir, "a", seed=1, trace=True, storage="disk")
     b = _sim(cfg, simdir, "b", seed=2, trace=True, storage="disk")
-    assert a["trace_sha256"] != b["trace_sha256"]
-    div = first_divergence(a["trace"], b["trace"])
+    assert a.sim.trace_sha256 != b.sim.trace_sha256
+    div = first_divergence(a.sim.trace, b.sim.trace)
     assert div is not None and div["first"][0] != div["second"][0]  # delivery times differ
-    assert [(c["checkpoint"], c["rows"]) for c in a["commits"]] == [(c["checkpoint"], c["rows"]) for c in b["commits"]]
-    assert a["exactly_once"]["verified"] and b["exactly_once"]["verified"]
+    assert [(c["checkpoint"], c["rows"]) for c in a.commits] == [(c["checkpoint"], c["rows"]) for c in b.commits]
+    assert a.exactly_once.verified and b.exactly_once.verified
     cols = ["key", "partition", "ts", "payload", "_hoodie_record_key", "_hoodie_partition_path"]
-    rows_a, rows_b = (read_snapshot(r["table"]).select(cols).sort_by("key") for r in (a, b))
+    rows_a, rows_b = (read_snapshot(r.table).select(cols).sort_by("key") for r in (a, b))
     assert rows_a.equals(rows_b)
 
 
@@ -155,24 +155,24 @@ def test_different_seeds_change_the_schedule_not_the_rows(simdir):
 def test_deadlock_schedule_gives_the_ray_outcome(simdir, seed):
     # Ray: operator-event deadlocks with checkpoint 1 committed, the ack behind the blocked flush
     p1 = _sim(deadlock_config(_cfg(protocol="operator-event")), simdir, "p1", seed=seed)
-    assert p1["status"] == "deadlocked"
-    d = p1["deadlock"]
-    assert d["releasing_mail"] == "CommitAckEvent(ckp=2)"
-    assert d["mailbox"][d["mailbox_position"]]["kind"] == "CommitAckEvent"
-    assert "instantToWrite" in d["running_mail"] and "round 3" in d["running_mail"]
-    assert d["waiting_for"].startswith("instant initialize")
-    assert d["blocked_s"] >= 2.0 and "own mailbox" in d["explanation"]
-    assert [c["checkpoint"] for c in p1["commits"]] == [1]
-    assert p1["empty_rounds"] == [2]
-    assert p1["rpcs"]["operator_event"] == 2
-    assert p1["exactly_once"] is None
+    assert p1.status == "deadlocked"
+    d = p1.deadlock
+    assert d.releasing_mail == "CommitAckEvent(ckp=2)"
+    assert d.mailbox[d.mailbox_position].kind == "CommitAckEvent"
+    assert "instantToWrite" in d.running_mail and "round 3" in d.running_mail
+    assert d.waiting_for.startswith("instant initialize")
+    assert d.blocked_s >= 2.0 and "own mailbox" in d.explanation
+    assert [c["checkpoint"] for c in p1.commits] == [1]
+    assert p1.empty_rounds == [2]
+    assert p1.figures.rpcs["operator_event"] == 2
+    assert p1.exactly_once is None
     # Ray: message-bus finishes, rounds 1 and 3 committed, verified
     p2 = _sim(deadlock_config(_cfg(protocol="message-bus")), simdir, "p2", seed=seed)
-    assert p2["status"] == "finished", p2["error"]
-    assert [c["checkpoint"] for c in p2["commits"]] == [1, 3]
-    assert p2["empty_rounds"] == [2]
-    assert p2["exactly_once"]["verified"]
-    assert "operator_event" not in p2["rpcs"]
+    assert p2.status == "finished", p2.error
+    assert [c["checkpoint"] for c in p2.commits] == [1, 3]
+    assert p2.empty_rounds == [2]
+    assert p2.exactly_once.verified
+    assert "operator_event" not in p2.figures.rpcs
 
 
 @pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
@@ -180,9 +180,9 @@ def test_deadlock_schedule_deadlocks_in_the_ckp_meta_era_too(simdir, protocol):
     """Hudi 0.11 to 1.0 read the instant from ckp_meta but still release a writer blocked after an
     empty round only with a CommitAckEvent: P1's deadlock (docs/FIDELITY.md)."""
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
-    assert result["status"] == "deadlocked"
-    assert result["deadlock"]["releasing_mail"] == "CommitAckEvent(ckp=2)"
-    assert [c["checkpoint"] for c in result["commits"]] == [1]
+    assert result.status == "deadlocked"
+    assert result.deadlock.releasing_mail == "CommitAckEvent(ckp=2)"
+    assert [c["checkpoint"] for c in result.commits] == [1]
 
 
 @pytest.mark.parametrize("protocol", ["ckp-meta", "timeline-server"])
@@ -190,11 +190,11 @@ def test_with_hudi_1_0s_empty_commits_the_quiet_round_does_not_deadlock(simdir, 
     """Hudi 1.0 commits a round without data (hoodie.allow.empty.commit defaults to true since
     HUDI-7819): no instant is reused, no CommitAckEvent is needed, the writers go on."""
     result = _sim(deadlock_config(_cfg(protocol=protocol, allow_empty_commit="true")), simdir, seed=SEED)
-    assert result["status"] == "finished", result["error"]
-    assert result["deadlock"] is None and "operator_event" not in result["rpcs"]
-    assert [c["checkpoint"] for c in result["commits"]] == [1, 2, 3]
-    assert [c["rows"] for c in result["commits"]][1] == 0  # checkpoint 2's empty commit
-    assert result["exactly_once"]["verified"]
+    assert result.status == "finished", result.error
+    assert result.deadlock is None and "operator_event" not in result.figures.rpcs
+    assert [c["checkpoint"] for c in result.commits] == [1, 2, 3]
+    assert [c["rows"] for c in result.commits][1] == 0  # checkpoint 2's empty commit
+    assert result.exactly_once.verified
 
 
 def test_hoodie_allow_empty_commit_is_refused_where_the_release_has_no_such_option(simdir):
@@ -207,37 +207,37 @@ def test_hoodie_allow_empty_commit_is_refused_where_the_release_has_no_such_opti
 @pytest.mark.parametrize("protocol", ["coordination-rpc", "coordination-rpc-async", "control-topic"])
 def test_deadlock_schedule_completes_under_every_other_protocol(simdir, protocol):
     result = _sim(deadlock_config(_cfg(protocol=protocol)), simdir, seed=SEED)
-    assert result["status"] == "finished", result["error"]
-    assert result["deadlock"] is None
-    assert result["exactly_once"]["verified"]
+    assert result.status == "finished", result.error
+    assert result.deadlock is None
+    assert result.exactly_once.verified
 
 
 def test_lock_held_fails_sync_rpc_and_async_rides_it_out(simdir):
     # as on Ray (tests/ray/test_job_ray.py): the request times out under the held lock, the task
     # fails, the job fails over (the spurious restart of #19902) from checkpoint 1 and finishes
     sync = _sim(lock_held_config(_cfg(protocol="coordination-rpc")), simdir, "s", seed=SEED)
-    assert len(sync["failovers"]) == 1
-    failure = sync["failovers"][0]
-    assert "InstantTimeRequest" in failure["error"] and "#19902" in failure["error"]
-    assert failure["restored_checkpoint"] == 1
-    assert sync["status"] == "finished" and sync["exactly_once"]["verified"]
+    assert len(sync.failovers) == 1
+    failure = sync.failovers[0]
+    assert "InstantTimeRequest" in failure.error and "#19902" in failure.error
+    assert failure.restored_checkpoint == 1
+    assert sync.status == "finished" and sync.exactly_once.verified
     one_attempt = _sim(lock_held_config(_cfg(protocol="coordination-rpc", max_restarts=0)), simdir, "s1", seed=SEED)
-    assert one_attempt["status"] == "failed" and "#19902" in one_attempt["error"]
-    assert [c["checkpoint"] for c in one_attempt["commits"]] == [1]
+    assert one_attempt.status == "failed" and "#19902" in one_attempt.error
+    assert [c["checkpoint"] for c in one_attempt.commits] == [1]
     asyn = _sim(lock_held_config(_cfg(protocol="coordination-rpc-async")), simdir, "a", seed=SEED)
-    assert asyn["status"] == "finished", asyn["error"]
-    assert asyn["failovers"] == []
-    assert [c["checkpoint"] for c in asyn["commits"]] == [1, 2, 3]
-    assert asyn["exactly_once"]["verified"]
-    assert max(asyn["writer_blocked_s"].values()) >= 1.0  # waited through the 2.5 s lock
+    assert asyn.status == "finished", asyn.error
+    assert asyn.failovers == []
+    assert [c["checkpoint"] for c in asyn.commits] == [1, 2, 3]
+    assert asyn.exactly_once.verified
+    assert max(asyn.figures.writer_blocked_s.values()) >= 1.0  # waited through the 2.5 s lock
 
 
 def test_limits_end_a_run_with_a_reason(simdir):
     short = _sim(_cfg(), simdir, "v", seed=SEED, max_virtual_s=0.1)
-    assert short["status"] == "timed-out" and "virtual-time limit" in short["error"]
-    assert short["virtual_s"] < 0.5
+    assert short.status == "timed-out" and "virtual-time limit" in short.error
+    assert short.sim.virtual_s < 0.5
     guarded = simulate(_cfg(), seed=SEED, storage="memory", max_real_s=1e-6)
-    assert guarded["status"] == "timed-out" and "RealTimeLimit" in guarded["error"]
+    assert guarded.status == "timed-out" and "RealTimeLimit" in guarded.error
 
 
 def test_a_used_workdir_is_refused(simdir):
@@ -294,7 +294,7 @@ def test_same_trace_in_another_process_without_ray(simdir):
         "from runtime.sim import simulate\n"
         f"cfg = JobConfig(**{json.dumps(fields)})\n"
         f"r = simulate(cfg, seed={SEED}, storage='memory', verify=False)\n"
-        "print(json.dumps([r['trace_sha256'], 'ray' in sys.modules]))\n"
+        "print(json.dumps([r.sim.trace_sha256, 'ray' in sys.modules]))\n"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run(
@@ -307,5 +307,5 @@ def test_same_trace_in_another_process_without_ray(simdir):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     sha, ray_imported = json.loads(out.stdout.strip().splitlines()[-1])
-    assert sha == here["trace_sha256"]
+    assert sha == here.sim.trace_sha256
     assert ray_imported is False

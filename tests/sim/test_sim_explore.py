@@ -12,9 +12,13 @@ import dataclasses
 import json
 
 import pytest
+from recorded import failovers, recorded_result
 
 from runtime.cli import main as sim_main
 from runtime.core.config import JobConfig
+from runtime.lab.results import FailoverRecord
+from runtime.lab.status import Status
+from runtime.lab.verdicts import Deadlock, ExactlyOnce
 from runtime.sim import simulate
 from runtime.sim.explore import InstantProbe, explore, judge, run_schedule
 from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
@@ -66,7 +70,7 @@ def test_explore_verdicts_are_a_function_of_the_seeds(p1_exploration):
 def test_replay_reproduces_the_explore_verdict(p1_exploration, capsys):
     rec = p1_exploration["known_failures"][0]
     verdict, result = run_schedule(draw("deadlock", rec["seed"]), "operator-event", rec["seed"])
-    assert (verdict.outcome, verdict.invariant, result["trace_sha256"]) == (
+    assert (verdict.outcome, verdict.invariant, result.sim.trace_sha256) == (
         rec["outcome"],
         rec["invariant"],
         rec["trace_sha256"],
@@ -75,7 +79,7 @@ def test_replay_reproduces_the_explore_verdict(p1_exploration, capsys):
     out = capsys.readouterr().out
     assert code == 0  # a known failure is not a failure of the command
     assert "known failure (no-deadlock)" in out and "trace excerpt:" in out
-    assert result["trace_sha256"][:16] in out
+    assert result.sim.trace_sha256[:16] in out
 
 
 def test_shrinking_a_p1_deadlock_keeps_it_and_makes_it_smaller(p1_exploration, tmp_path):
@@ -86,7 +90,7 @@ def test_shrinking_a_p1_deadlock_keeps_it_and_makes_it_smaller(p1_exploration, t
     assert small.size() < original.size(), res.steps
     assert small.checkpoints <= original.checkpoints and small.writers <= original.writers
     verdict, result = run_schedule(small, "operator-event", rec["seed"])
-    assert result["status"] == "deadlocked" and verdict.invariant == "no-deadlock"
+    assert result.status == "deadlocked" and verdict.invariant == "no-deadlock"
     # the shrunk schedule replays from its file
     path = tmp_path / "shrunk.json"
     path.write_text(json.dumps(res.to_dict()))
@@ -128,19 +132,11 @@ def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1
 # -- the invariants themselves ----------------------------------------------------------------------
 
 
-def _result(**kw) -> dict:
-    base = {
-        "status": "finished",
-        "error": None,
-        "deadlock": None,
-        "commits": [
-            {"instant": "20260101000000100", "checkpoint": 1},
-            {"instant": "20260101000000200", "checkpoint": 2},
-        ],
-        "exactly_once": {"verified": True},
-    }
-    base.update(kw)
-    return base
+_result = recorded_result
+
+
+def _failovers(error: str) -> list[FailoverRecord]:
+    return failovers(error)
 
 
 def test_the_invariants_fire_on_what_they_guard():
@@ -149,30 +145,30 @@ def test_the_invariants_fire_on_what_they_guard():
         commits=[{"instant": "20260101000000100", "checkpoint": 2}, {"instant": "20260101000000200", "checkpoint": 1}]
     )
     assert judge("message-bus", backwards).invariant == "ascending-commits"
-    lost = _result(exactly_once={"verified": False, "lost": 3, "duplicated": 0, "unexpected": 0, "mismatched": 0})
+    lost = _result(exactly_once=ExactlyOnce(False, 20, 17, lost=3, duplicated=0, unexpected=0, mismatched=0))
     assert (judge("message-bus", lost).outcome, judge("message-bus", lost).invariant) == ("VIOLATION", "exactly-once")
-    dl = {"task": "writer-0", "blocked_s": 2.1, "running_mail": "flush", "releasing_mail": "CommitAckEvent(ckp=2)"}
-    assert judge("message-bus", _result(status="deadlocked", deadlock=dl)).outcome == "VIOLATION"
-    assert judge("operator-event", _result(status="deadlocked", deadlock=dl)).outcome == "known failure"
+    dl = Deadlock("writer-0", "flush", "instant", "CommitAckEvent(ckp=2)", 0, 2.1, 3, "", [])
+    assert judge("message-bus", _result(status=Status.DEADLOCKED, deadlock=dl)).outcome == "VIOLATION"
+    assert judge("operator-event", _result(status=Status.DEADLOCKED, deadlock=dl)).outcome == "known failure"
     two = {3: {"20260101000000300", "20260101000000400"}}
     assert judge("coordination-rpc", _result(), two).invariant == "one-instant-per-checkpoint"
     assert judge("message-bus", _result(), two).outcome == "passed"  # P2 makes no such promise
-    assert judge("control-topic", _result(status="timed-out", error="stuck")).outcome == "FAILED"
+    assert judge("control-topic", _result(status=Status.TIMED_OUT, error="stuck")).outcome == "FAILED"
     # a failover the schedule caused is part of the run; one it did not cause is a failure
-    crash = [{"error": "JobFailed: writer-1 failed: InjectedCrash: injected crash at task.in_snapshot"}]
+    crash = _failovers("JobFailed: writer-1 failed: InjectedCrash: injected crash at task.in_snapshot")
     assert judge("message-bus", _result(failovers=crash)).outcome == "passed"
-    odd = [{"error": "JobFailed: writer-0 failed: DfsNotFound: file p00/x.parquet does not exist"}]
+    odd = _failovers("JobFailed: writer-0 failed: DfsNotFound: file p00/x.parquet does not exist")
     assert judge("control-topic", _result(failovers=odd)).outcome == "FAILED"
-    lock = [{"error": "InstantTimeRequest(ckp=2) timed out after 1.0s ... (Hudi #19902)"}]
+    lock = _failovers("InstantTimeRequest(ckp=2) timed out after 1.0s ... (Hudi #19902)")
     assert judge("coordination-rpc", _result(failovers=lock)).outcome == "known failure"
     assert judge("coordination-rpc-async", _result(failovers=lock)).outcome == "FAILED"
     # #3915's own failures after a region failover are the message bus's, as shipped
     no_instant = (
         "JobFailed: writer-0 failed: FlushError: writer-0: No inflight instant when flushing data at checkpoint 5"
     )
-    assert judge("message-bus", _result(status="failed", error=no_instant)).outcome == "known failure"
-    assert judge("ckp-meta", _result(status="failed", error=no_instant)).outcome == "FAILED"
-    aborted = [{"error": "JobFailed: coordinator failed: Receive an unexpected event for instant aborted from task 0"}]
+    assert judge("message-bus", _result(status=Status.FAILED, error=no_instant)).outcome == "known failure"
+    assert judge("ckp-meta", _result(status=Status.FAILED, error=no_instant)).outcome == "FAILED"
+    aborted = _failovers("JobFailed: coordinator failed: Receive an unexpected event for instant aborted from task 0")
     assert judge("message-bus", _result(failovers=aborted)).outcome == "known failure"
 
 
@@ -182,7 +178,7 @@ def test_the_control_topic_rollback_bug_exploration_found_stays_fixed():
     failover saved the job. Participants now forget the versions of an abandoned commit."""
     verdict, result = run_schedule(draw("checkpoint-timeout", 8), "control-topic", 8)
     assert verdict.outcome == "passed", verdict.detail
-    assert result["failovers"] == []
+    assert result.failovers == []
 
 
 @pytest.mark.parametrize("scenario,outcome", [("wrong-instant-unfixed", "VIOLATION"), ("wrong-instant", "passed")])
@@ -196,7 +192,7 @@ def test_exploration_finds_hudi_6194_only_without_the_bootstrap_hold(scenario, o
     schedule = dataclasses.replace(draw("wrong-instant-unfixed", 87), hold_bootstraps=scenario == "wrong-instant")
     verdict, result = run_schedule(schedule, "message-bus", 87)
     assert verdict.outcome == outcome, verdict.detail
-    assert [f["strategy"] for f in result["failovers"]] == ["region"]
+    assert [f.strategy for f in result.failovers] == ["region"]
     if outcome == "VIOLATION":
         assert verdict.invariant == "exactly-once" and "lost" in verdict.detail
 
@@ -205,9 +201,9 @@ def test_the_instant_probe_reads_coordination_rpc_replies():
     sched = SimSchedule(writers=2, rounds=[200, 200, 200])
     probe = InstantProbe()
     result = simulate(sched.config("coordination-rpc"), seed=3, storage="memory", reply_probes=[probe])
-    assert result["status"] == "finished"
+    assert result.status == "finished"
     assert probe.by_key and all(len(v) == 1 for v in probe.by_key.values())
-    committed = {c["instant"] for c in result["commits"]}
+    committed = {c["instant"] for c in result.commits}
     assert committed <= set().union(*probe.by_key.values())
 
 
@@ -216,8 +212,8 @@ def test_a_lost_final_notification_is_caught_by_the_memory_verifier():
     reaches the coordinator, so the last round is never committed."""
     sched = SimSchedule(writers=1, rounds=[100, 100], lost_notifications=[2])
     verdict, result = run_schedule(sched, "message-bus", 0)
-    assert result["status"] == "finished"
-    assert verdict.invariant == "exactly-once" and result["exactly_once"]["lost"] == 100
+    assert result.status == "finished"
+    assert verdict.invariant == "exactly-once" and result.exactly_once.lost == 100
 
 
 # -- schedules and the simulated disk ---------------------------------------------------------------
@@ -239,10 +235,10 @@ def test_the_simulated_disk_runs_the_same_job_as_real_parquet(tmp_path):
     )
     mem = simulate(cfg, seed=4, storage="memory")
     disk = simulate(cfg, seed=4, workdir=str(tmp_path / "d"))
-    assert mem["trace_sha256"] == disk["trace_sha256"]
-    assert mem["commits"] == disk["commits"]
-    assert mem["exactly_once"]["verified"] and disk["exactly_once"]["verified"]
-    assert mem["exactly_once"]["actual"] == disk["exactly_once"]["actual"]
+    assert mem.sim.trace_sha256 == disk.sim.trace_sha256
+    assert mem.commits == disk.commits
+    assert mem.exactly_once.verified and disk.exactly_once.verified
+    assert mem.exactly_once.actual == disk.exactly_once.actual
 
 
 def test_explore_gives_the_same_verdicts_in_worker_processes():
@@ -258,7 +254,7 @@ def test_dfs_fault_failovers_are_the_schedules_own():
     recommitted data passes exactly-once."""
     schedule = SimSchedule(writers=2, rounds=[400, 400, 400], crashes=["dfs.transient_error@2"])
     verdict, result = run_schedule(schedule, "message-bus", 3)
-    assert len(result["failovers"]) == 1
+    assert len(result.failovers) == 1
     assert verdict.outcome == "passed", verdict.detail
 
 
@@ -267,7 +263,7 @@ def test_the_instant_probe_counts_per_failover_epoch():
     for the same key: not two instants for one checkpoint in one epoch (explore found this probe
     too coarse when it counted per coordinator incarnation, which a region failover keeps)."""
     verdict, result = run_schedule(draw("wrong-instant", 0), "coordination-rpc", 0)
-    assert result["failovers"][0]["strategy"] == "region"
+    assert result.failovers[0].strategy == "region"
     assert verdict.outcome == "passed", verdict.detail
     from runtime.core.codec import to_wire
     from runtime.protocols.coordination_rpc import InstantTimeReply

@@ -24,35 +24,35 @@ def _sim(cfg: JobConfig, seed: int = 1) -> dict:
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_every_protocol_recovers_from_a_task_crash(protocol):
     result = _sim(_cfg(protocol, faults=[FaultSpec("task.in_snapshot", 2, 1)]))
-    assert len(result["failovers"]) == 1
-    assert "writer-1" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert len(result.failovers) == 1
+    assert "writer-1" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
 
 
 def test_a_coordinator_crash_before_the_commit_file_is_recommitted_from_task_state():
     result = _sim(_cfg(faults=[FaultSpec("coordinator.before_commit_file", 2)]))
-    failover = result["failovers"][0]
+    failover = result.failovers[0]
     # checkpoint 2 completed (its states were stored) before the coordinator died: restored from 2,
     # the tasks' bootstrap events recommit its instant
-    assert failover["restored_checkpoint"] == 2
-    assert 2 in [c["checkpoint"] for c in result["commits"]]
-    assert result["exactly_once"]["verified"]
+    assert failover.restored_checkpoint == 2
+    assert 2 in [c["checkpoint"] for c in result.commits]
+    assert result.exactly_once.verified
 
 
 def test_restarts_are_bounded_and_the_failure_is_named():
     spec = FaultSpec("task.in_snapshot", -1, 0, times=5)  # crashes at every snapshot
     result = _sim(_cfg(faults=[spec], max_restarts=2))
-    assert result["status"] == "failed"
-    assert len(result["failovers"]) == 2
-    assert "writer-0" in result["error"]
-    assert result["exactly_once"] is None
+    assert result.status == "failed"
+    assert len(result.failovers) == 2
+    assert "writer-0" in result.error
+    assert result.exactly_once is None
 
 
 def test_a_run_with_a_failover_is_deterministic():
     cfg = _cfg("coordination-rpc", faults=[FaultSpec("task.after_checkpoint_before_commit", 2, 0)])
     assert check_determinism(cfg, 7, storage="memory") is None
-    assert len(_sim(cfg, 7)["failovers"]) == 1
+    assert len(_sim(cfg, 7).failovers) == 1
 
 
 @pytest.mark.parametrize("protocol", ["operator-event", "message-bus", "timeline-server"])
@@ -62,18 +62,18 @@ def test_a_commit_that_fails_on_the_dfs_stays_inflight_and_is_recommitted(protoc
     restored past checkpoint 2, never sent those rows again: rows lost. The instant now stays
     inflight and the restarted coordinator recommits it from the checkpoint."""
     result = _sim(_cfg(protocol, faults=[FaultSpec("dfs.transient_error", 2)]))
-    assert [f["restored_checkpoint"] for f in result["failovers"]] == [2]
-    assert "stays inflight" in result["failovers"][0]["error"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert [f.restored_checkpoint for f in result.failovers] == [2]
+    assert "stays inflight" in result.failovers[0].error
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
     if protocol == "message-bus":
         # PR #3915: the restarted driver emptied the bus and wrote message 0; barrier 3 reads
         # message 2 (prevCkp), waits the whole instant-wait timeout, then assumes a silent
         # cancel: checkpoint 3 times out and checkpoint 4 commits its rows
-        assert result["checkpoints"]["detail"]["3"]["status"] == "timed-out"  # keys are strings, as in result.json
-        assert sorted(c["checkpoint"] for c in result["commits"]) == [1, 2, 4]
+        assert result.figures.checkpoints.detail["3"]["status"] == "timed-out"  # keys are strings, as in result.json
+        assert sorted(c["checkpoint"] for c in result.commits) == [1, 2, 4]
     else:
-        assert sorted(c["checkpoint"] for c in result["commits"]) == [1, 2, 3, 4]
+        assert sorted(c["checkpoint"] for c in result.commits) == [1, 2, 3, 4]
 
 
 def test_a_slow_dfs_costs_the_coordinator_virtual_time_and_nothing_else():
@@ -81,9 +81,9 @@ def test_a_slow_dfs_costs_the_coordinator_virtual_time_and_nothing_else():
     fault's latency in virtual time (as the Ray host sleeps in the I/O thread); the run rides it out."""
     base = _sim(_cfg())
     slow = _sim(_cfg(faults=[FaultSpec("dfs.latency", 2, param=0.5)]))
-    assert slow["failovers"] == [] and slow["exactly_once"]["verified"]
+    assert slow.failovers == [] and slow.exactly_once.verified
     # a commit (several coordinator DFS operations, each 0.5 s slower) lies inside the 5 s window
-    assert slow["virtual_s"] > base["virtual_s"] + 1.0
+    assert slow.sim.virtual_s > base.sim.virtual_s + 1.0
 
 
 @pytest.mark.parametrize("storage", ["memory", "disk"])
@@ -93,11 +93,11 @@ def test_a_bus_deleted_between_restarts_is_deleted_by_the_simulator_too(storage,
     names the fault and what the coordinator lived through, as the Ray host's does."""
     cfg = _cfg(faults=[FaultSpec("bus.deleted_between_restarts", 2, 0)])
     result = simulate(cfg, seed=1, storage=storage, workdir=str(tmp_path), max_real_s=120.0)
-    assert [(f["point"], f["role"], f["checkpoint"], f["task"]) for f in result["faults_fired"]] == [
+    assert [(f["point"], f["role"], f["checkpoint"], f["task"]) for f in result.faults_fired] == [
         ("bus.deleted_between_restarts", "writer-0", 2, 0)
     ]
-    assert result["failovers"][0]["deleted"] == ".hoodie/.aux/message_bus"
-    assert set(result["coordinator"]) == {"resets", "deleted_by_fault", "protocol"}
-    assert isinstance(result["rolled_back"], list)
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert result.failovers[0].deleted == ".hoodie/.aux/message_bus"
+    assert set(result.to_json()["coordinator"]) == {"resets", "deleted_by_fault", "protocol"}
+    assert isinstance(result.rolled_back, list)
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once

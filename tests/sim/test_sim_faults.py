@@ -55,11 +55,11 @@ def test_a_crash_fires_once_and_recovery_leaves_nothing_of_the_failed_attempt(tm
     task = 0 if point.startswith("task.") else -1
     ckp = -1 if point == "dfs.transient_error" else 2
     result = _run(_cfg(faults=[FaultSpec(point, ckp, task)]), tmp_path)
-    assert [f["point"] for f in result["faults_fired"]] == [point]  # once, though the job restarted
-    assert len(result["failovers"]) == 1, result["failovers"]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
-    assert result["exactly_once"]["commit_problems"] == []
+    assert [f["point"] for f in result.faults_fired] == [point]  # once, though the job restarted
+    assert len(result.failovers) == 1, result.failovers
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
+    assert result.exactly_once.commit_problems == []
     assert _files_of_pending_instants(tmp_path / "table") == []
 
 
@@ -73,27 +73,27 @@ def test_a_crash_fires_once_and_recovery_leaves_nothing_of_the_failed_attempt(tm
 )
 def test_checkpoint_faults_leave_the_instant_pending_and_lose_nothing(tmp_path, point, effect):
     result = _run(_cfg(faults=[FaultSpec(point, 2, 0)]), tmp_path)
-    assert [f["point"] for f in result["faults_fired"]] == [point]
-    assert result["failovers"] == []
-    assert result["checkpoints"]["detail"]["2"]["status"] == effect
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert [f["point"] for f in result.faults_fired] == [point]
+    assert result.failovers == []
+    assert result.figures.checkpoints.detail["2"]["status"] == effect
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
     # checkpoint 2's data was committed by a later checkpoint: no commit names checkpoint 2
-    assert 2 not in [c["checkpoint"] for c in result["commits"]]
+    assert 2 not in [c["checkpoint"] for c in result.commits]
 
 
 @pytest.mark.parametrize("failover", ["global", "region"])
 def test_every_task_failing_as_an_instant_starts_leaves_no_data_in_a_rolled_back_instant(tmp_path, failover):
     """HUDI-6194: all tasks fail over while the coordinator starts a new instant."""
     result = _run(_cfg(faults=[FaultSpec("tasks.fail_at_instant_start", 2)], failover=failover), tmp_path)
-    assert [f["point"] for f in result["faults_fired"]] == ["tasks.fail_at_instant_start"]
-    assert [f["strategy"] for f in result["failovers"]] == [failover]
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
-    assert result["rolled_back"], "the instant started as the tasks failed was rolled back"
+    assert [f["point"] for f in result.faults_fired] == ["tasks.fail_at_instant_start"]
+    assert [f.strategy for f in result.failovers] == [failover]
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
+    assert result.rolled_back, "the instant started as the tasks failed was rolled back"
     assert _files_of_pending_instants(tmp_path / "table") == []
     if failover == "region":
-        (reset,) = result["coordinator"]["resets"]  # the same coordinator lived through it
+        (reset,) = result.coordinator.resets  # the same coordinator lived through it
         assert reset["resume_checkpoint_id"] >= 2
 
 
@@ -105,10 +105,10 @@ def test_region_failover_keeps_the_coordinator_and_verifies(tmp_path, protocol):
     result = _run(
         _cfg(protocol, faults=[FaultSpec("task.after_flush_before_event", 2, 0)], failover="region"), tmp_path
     )
-    assert [f["strategy"] for f in result["failovers"]] == ["region"]
-    assert len(result["coordinator"]["resets"]) == 1
-    assert result["status"] == "finished", result["error"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert [f.strategy for f in result.failovers] == ["region"]
+    assert len(result.coordinator.resets) == 1
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, result.exactly_once
     if not protocol.startswith("coordination-rpc"):
         assert _files_of_pending_instants(tmp_path / "table") == []
     # else Hudi 1.1 leaves the instant a region failover interrupted pending, its files unread
@@ -117,8 +117,8 @@ def test_region_failover_keeps_the_coordinator_and_verifies(tmp_path, protocol):
 
 def test_region_failover_falls_back_to_global_when_the_coordinator_died(tmp_path):
     result = _run(_cfg(faults=[FaultSpec("coordinator.before_commit_file", 2)], failover="region"), tmp_path)
-    assert [f["strategy"] for f in result["failovers"]] == ["global"]
-    assert result["exactly_once"]["verified"], result["exactly_once"]
+    assert [f.strategy for f in result.failovers] == ["global"]
+    assert result.exactly_once.verified, result.exactly_once
 
 
 @pytest.mark.parametrize("hold", [True, False])
@@ -127,21 +127,21 @@ def test_hudi_6194_the_bootstrap_hold_keeps_writes_out_of_a_rolled_back_instant(
     failover) on virtual time: with the hold nothing is written into an instant rolled back later."""
     cfg = wrong_instant_config(_cfg("operator-event", hold_bootstraps=hold))
     result = simulate(cfg, seed=1, workdir=str(tmp_path), trace=True, max_real_s=120.0)
-    assert result["failovers"][0]["strategy"] == "region"
+    assert result.failovers[0].strategy == "region"
     # a flush's trace event: (t_ns, "X", role, "io", "flush", name, start, duration, args as JSON);
     # the failed attempt's writes into the instant are legal (rolled back), a restored task's are not
-    failed_over_ns = result["failovers"][0]["at_virtual_s"] * 1e9
+    failed_over_ns = result.failovers[0].at * 1e9
     flushed_after = {
         json.loads(e[8])["instant"]
-        for e in result["trace"]
+        for e in result.sim.trace
         if e[1:5] == ("X", e[2], "io", "flush") and e[0] > failed_over_ns
     }
     assert flushed_after
-    written_then_rolled_back = flushed_after & set(result["rolled_back"])
+    written_then_rolled_back = flushed_after & set(result.rolled_back)
     if hold:
         assert written_then_rolled_back == set()
-        assert result["status"] == "finished", result["error"]
-        assert result["exactly_once"]["verified"], result["exactly_once"]
+        assert result.status == "finished", result.error
+        assert result.exactly_once.verified, result.exactly_once
     else:
-        broken = result["status"] != "finished" or not (result["exactly_once"] or {}).get("verified")
-        assert written_then_rolled_back and broken, result["failovers"]
+        broken = result.status != "finished" or not (result.exactly_once and result.exactly_once.verified)
+        assert written_then_rolled_back and broken, result.failovers

@@ -34,7 +34,7 @@ def _fingerprint(root: Path) -> dict[str, str]:
 def written(tmp_path) -> Path:
     """A table written by a verified run with 2 writers and 4 buckets per partition."""
     result = simulate(JobConfig(writers=2, **SMALL), seed=1, workdir=str(tmp_path / "first"))
-    assert result["status"] == "finished" and result["exactly_once"]["verified"]
+    assert result.status == "finished" and result.exactly_once.verified
     return tmp_path / "first" / "table"
 
 

@@ -38,16 +38,16 @@ def test_a_failover_its_rollback_and_the_faults_are_recorded_and_printed(tmp_pat
     # but never fires, and the record must say so
     faults = [FaultSpec("task.in_snapshot", 2, 1), FaultSpec("message.dropped", 3, target="operator_event")]
     result = simulate(_cfg(protocol="operator-event", faults=faults), seed=1, workdir=str(tmp_path))
-    assert result["status"] == "finished" and result["exactly_once"]["verified"]
-    (failover,) = result["failovers"]
-    assert failover["strategy"] == "global" and failover["restored_checkpoint"] == 1
-    assert "writer-1" in failover["error"] and failover["down_s"] is not None
-    assert result["faults_armed"] == ["task.in_snapshot@2#1", "message.dropped:operator_event@3"]
-    assert [f["point"] for f in result["faults_fired"]] == ["task.in_snapshot"]
-    assert result["faults_not_fired"] == ["message.dropped:operator_event@3"]
+    assert result.status == "finished" and result.exactly_once.verified
+    (failover,) = result.failovers
+    assert failover.strategy == "global" and failover.restored_checkpoint == 1
+    assert "writer-1" in failover.error and failover.down_s is not None
+    assert result.faults_armed == ["task.in_snapshot@2#1", "message.dropped:operator_event@3"]
+    assert [f["point"] for f in result.faults_fired] == ["task.in_snapshot"]
+    assert result.faults_not_fired == ["message.dropped:operator_event@3"]
     # the instant writer-1 flushed into before it died was rolled back by the next coordinator
-    assert result["rollbacks"] and all(r["reason"].startswith("left pending by attempt 1") for r in result["rollbacks"])
-    assert result["rolled_back"] == [r["instant"] for r in result["rollbacks"]]
+    assert result.rollbacks and all(r["reason"].startswith("left pending by attempt 1") for r in result.rollbacks)
+    assert result.rolled_back == [r["instant"] for r in result.rollbacks]
     text = _summary(result)
     assert "failover 1" in text and "global, restored checkpoint 1" in text and "writer-1" in text
     assert "rolled back" in text and "left pending by attempt 1" in text
@@ -65,10 +65,10 @@ def test_the_timeline_shows_both_attempts_and_the_failover(tmp_path):
     )
     doc = json.loads(trace.read_text())
     assert validate_trace(doc) == []
-    drawn = render_timeline(doc, str(tmp_path / "timeline.png"), checkpoints=result["checkpoints"])
+    drawn = render_timeline(doc, str(tmp_path / "timeline.png"), checkpoints=result.to_json()["checkpoints"])
     assert drawn.counts["failover"] == 1
     # the commit of checkpoint 1 (before the failover) and the later ones are all on the picture
-    assert drawn.counts["commit"] == len(result["commits"]) >= 2
+    assert drawn.counts["commit"] == len(result.commits) >= 2
     assert "job" not in drawn.lanes  # a failover spans the lanes, it has none of its own
 
 
