@@ -40,6 +40,7 @@ import pyarrow as pa
 from runtime.core import codec, roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
+from runtime.core.fault_points import FaultPoints
 from runtime.core.messages import (
     Barrier,
     CheckpointAck,
@@ -110,7 +111,7 @@ class WriteTask(StreamTask):
         if restored is not None:
             self.last_checkpoint_id = max(self.last_checkpoint_id, restored.checkpoint_id)
             self.current_instant = restored.instant or self.current_instant
-        slow = self._slow_restart()
+        slow = _slow_restart_s(self.env.faults) if self.task_id == self.config.writers - 1 else 0.0
         if slow:  # the task that comes back last (fault tasks.fail_at_instant_start=<seconds>)
             await self.env.sleep(slow)
         # after a region failover the coordinator may hold the reply until every task is back
@@ -140,15 +141,6 @@ class WriteTask(StreamTask):
         kind = type(event).__name__
         description = f"{kind}(ckp={getattr(event, 'checkpoint_id', '?')})"
         self.put_mail(lambda: self.protocol.on_operator_event(event), kind, description)
-
-    def _slow_restart(self) -> float:
-        """Seconds the last task waits before bootstrapping after tasks.fail_at_instant_start
-        fired with a param: it widens the window in which the others run before it is back."""
-        faults = self.env.faults
-        if self.task_id != self.config.writers - 1:
-            return 0.0
-        spec = next((s for s in faults.specs if s.point == "tasks.fail_at_instant_start" and s.param), None)
-        return spec.param if spec is not None and faults.has_fired(spec) else 0.0
 
     def inject_failure(self, reason: str) -> None:
         """A fault point elsewhere takes this task down with it (tasks.fail_at_instant_start)."""
@@ -364,6 +356,13 @@ class WriteTask(StreamTask):
             args={"instant": instant, "rows": records.num_rows},
         )
         return stat
+
+
+def _slow_restart_s(faults: FaultPoints) -> float:
+    """Seconds the last task waits before bootstrapping after tasks.fail_at_instant_start fired
+    with a param: it widens the window in which the others run before it is back."""
+    spec = next((s for s in faults.specs if s.point == "tasks.fail_at_instant_start" and s.param), None)
+    return spec.param if spec is not None and faults.has_fired(spec) else 0.0
 
 
 def _bootstrap_event(task_id: int, instant: str | None, restored: TaskState | None) -> WriteMetadataEvent:
