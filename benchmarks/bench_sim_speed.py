@@ -14,8 +14,11 @@ medians. The workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10
 writer per round, one bucket per writer, the simulated disk) with message-bus.
 
 Equivalence: every scenario of ``commitlab explore`` x every protocol x ``--equivalence-seeds``
-seeds, and the timed workload itself, run in both checkouts; the trace hashes must be equal one
-for one (the script says which differ). Measures and prints; asserts nothing about time.
+seeds, and the timed workload's seeds, run untimed in both checkouts; the trace hashes must be
+equal one for one (the script says which differ). Traces are compared without the args the
+timeline picture reads (``runtime.core.trace_events.READER_ARG_KEYS``, added to events this round
+and nothing else), so a baseline from before them compares too. Measures and prints; asserts
+nothing about time.
 """
 
 from __future__ import annotations
@@ -57,17 +60,48 @@ for seed in range(seeds):
 print(json.dumps(runs))
 """
 
+# Runs in a child process of either checkout, untimed: the trace hashes of every scenario x protocol
+# and of the timed workload's seeds. A checkout whose trace events carry the args the timeline
+# picture reads (runtime.core.trace_events.READER_ARG_KEYS) hashes its traces without those keys,
+# so two checkouts compare on everything else, byte for byte.
 EQUIVALENCE = r"""
 import json, sys
+import runtime.sim.host as host
+from runtime.core.config import JobConfig
 from runtime.protocols import PROTOCOLS
 from runtime.sim.explore import run_seed
 from runtime.sim.schedule import SCENARIOS
-seeds = int(sys.argv[1])
+try:
+    from runtime.core.trace_events import READER_ARG_KEYS
+except ImportError:  # a checkout from before the reader args
+    READER_ARG_KEYS = ()
+if READER_ARG_KEYS:
+    from runtime.sim.recorder import _FIELD_ENCODER, trace_sha256
+
+    def without_reader_args(ev):
+        if ev[1] not in ("X", "i", "s", "f") or ev[8] is None:
+            return ev
+        args = json.loads(ev[8])
+        if not any(k in args for k in READER_ARG_KEYS):
+            return ev
+        kept = {k: v for k, v in args.items() if k not in READER_ARG_KEYS}
+        return (*ev[:8], _FIELD_ENCODER.encode(kept) if kept else None, *ev[9:])
+
+    host.trace_sha256 = lambda events: trace_sha256(without_reader_args(e) for e in events)
+seeds, protocol, writers, checkpoints, timed_seeds = (sys.argv[1], sys.argv[2], *map(int, sys.argv[3:]))
+seeds = int(seeds)
 out = {}
 for scenario in SCENARIOS:
-    for protocol in PROTOCOLS:
+    for p in PROTOCOLS:
         for seed in range(seeds):
-            out[f"{scenario}/{protocol}/{seed}"] = run_seed(scenario, seed, protocol)["trace_sha256"]
+            r = run_seed(scenario, seed, p)
+            out[f"{scenario}/{p}/{seed}"] = r["trace_sha256"]
+cfg = JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
+                records=writers * checkpoints * 10, partitions=1, buckets=writers)
+for seed in range(timed_seeds):
+    r = host.simulate(cfg, seed=seed, storage="memory", verify=False)
+    r = r if isinstance(r, dict) else r.to_json()
+    out[f"timed/{seed}"] = r["trace_sha256"]
 print(json.dumps(out))
 """
 
@@ -175,11 +209,19 @@ def main() -> int:
         sb, sc = doc["speed"]["baseline"], doc["speed"]["current"]
         doc["ratio_real"] = round(sc["checkpoints_per_real_s_median"] / sb["checkpoints_per_real_s_median"], 3)
         doc["ratio_cpu"] = round(sc["checkpoints_per_cpu_s_median"] / sb["checkpoints_per_cpu_s_median"], 3)
-        hashes = {k: {f"timed/{r['seed']}": r["trace_sha256"] for r in v} for k, v in timed.items()}
+        hashes: dict[str, dict[str, str]] = {"baseline": {}, "current": {}}
         if args.equivalence_seeds:
             print(f"equivalence: every scenario x protocol x {args.equivalence_seeds} seeds, in both", flush=True)
             for name, path in checkouts.items():
-                hashes[name].update(child(path, EQUIVALENCE, args.equivalence_seeds))
+                hashes[name] = child(
+                    path,
+                    EQUIVALENCE,
+                    args.equivalence_seeds,
+                    args.protocol,
+                    args.writers,
+                    args.checkpoints,
+                    args.seeds,
+                )
         differ = sorted(k for k in hashes["current"] if hashes["baseline"].get(k) != hashes["current"][k])
         doc["equivalence"] = {"runs": len(hashes["current"]), "traces_differ": differ}
         doc["elapsed_s"] = round(time.monotonic() - t0, 1)

@@ -29,8 +29,8 @@ def test_writers_3_on_a_table_of_4_buckets_uses_4_and_verifies(ray_session, tmp_
     args += ["--records", "1000", "--checkpoints", "2", "--partitions", "2", "--bucket-flush-rows", "10000"]
     rc = main(args)
     result = json.loads((out / "result.json").read_text())
-    assert rc == 0, (result.error, result.exactly_once)
-    assert result.writers == 3 and result.exactly_once.verified is True
+    assert rc == 0, (result["error"], result["exactly_once"])
+    assert result["writers"] == 3 and result["exactly_once"]["verified"] is True
     # every base file is one of the table's 4 buckets in its partition
     buckets = {
         (p.parent.name, int(parsed[0][:8]))
