@@ -449,7 +449,15 @@ async def awaited(refs: Any, timeout: float, what: str, option: str = "") -> Any
     blocking the driver's event loop; past it, Ray's GetTimeoutError naming what was awaited and
     the option that changes the bound (``option``; none: a fixed bound of this host)."""
     try:
-        return await bounded(asyncio.gather(*refs) if isinstance(refs, list) else refs, timeout)
+        if not isinstance(refs, list):
+            return await bounded(refs, timeout)
+        # every ref's outcome is taken (a dead actor's error is not left unretrieved), then the
+        # first error is raised, as ray.get of a list does
+        outcomes = await bounded(asyncio.gather(*refs, return_exceptions=True), timeout)
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is not None:
+            raise failed
+        return outcomes
     except asyncio.TimeoutError:
         bound = option or "a fixed bound of the Ray host"
         raise ray.exceptions.GetTimeoutError(f"{what} did not answer within {timeout:.0f} s ({bound})") from None
