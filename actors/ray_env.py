@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from actors.channels import Outbox
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.dfs import Dfs
-from runtime.core.env import Env, WaitTimeout, bounded
+from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, bounded, waited_text
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
 
@@ -59,16 +59,18 @@ class RayEnv(Env):
         destination = handle.process_id
         return handle.deliver(method, payload, self.role, self.outbox.channel, self.outbox.number(destination))
 
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
+    ) -> Any:
         self.metrics.rpc(method)
-        await self.faults.apply_call_fault(dest, method, msg, timeout)
+        await self.faults.apply_call_fault(dest, method, msg, timeout, option)
         ref = self._submit(dest, method, to_wire(msg))
         try:
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply
             # lands, and the cancelled caller runs on (a control-topic job hung on it)
             reply = await (bounded(ref, timeout) if timeout else ref)
         except asyncio.TimeoutError as exc:
-            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
+            raise WaitTimeout(waited_text(self.role, timeout or 0.0, f"the reply of {dest}.{method}", option)) from exc
         return from_wire(reply)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
@@ -95,7 +97,14 @@ class RayEnv(Env):
         task.add_done_callback(self._pending_sends.discard)
 
     def send_event(
-        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+        self,
+        dest: str,
+        method: str,
+        msg: Any,
+        *,
+        timeout: float,
+        on_failure: Callable[[str], None],
+        option: str = RPC_TIMEOUT_FLAG,
     ) -> None:
         """Submitted now (in order with this sender's other messages to ``dest``); the sender does
         not wait; a missing or failed acknowledgement calls ``on_failure`` (Flink fails the task)."""
@@ -110,13 +119,13 @@ class RayEnv(Env):
             try:
                 if delay is None:  # lost in transit: noticed when the ask times out
                     await asyncio.sleep(timeout)
-                    on_failure(f"{what} did not come within {timeout:.1f}s (the message was lost)")
+                    on_failure(f"{what} did not come within {timeout:.1f}s (the message was lost; {option})")
                     return
                 if ref is None:  # delivered late; messages sent after it overtake it
                     await asyncio.sleep(delay)
                 await bounded(ref if ref is not None else self._submit(dest, method, payload), timeout)
             except asyncio.TimeoutError:
-                on_failure(f"{what} did not come within {timeout:.1f}s")
+                on_failure(f"{what} did not come within {timeout:.1f}s ({option})")
             except Exception as exc:  # noqa: BLE001 - reported to the sender, which fails
                 on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
 

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import pytest
 
 from runtime.core.dfs import Dfs, open_dfs
+from runtime.core.env import RPC_TIMEOUT_FLAG
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.sim.loop import SimLoop, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
@@ -90,9 +91,11 @@ class TestEnv(SimEnv):
         self.sleeps.append(seconds)
         await super().sleep(seconds)
 
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
+    ) -> Any:
         self.calls.append((dest, method, msg))
-        return await super().call(dest, method, msg, timeout=timeout)
+        return await super().call(dest, method, msg, timeout=timeout, option=option)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         if self.send_probe is None:
@@ -116,7 +119,9 @@ class RecordingEnv(TestEnv):
         self.events: list[tuple[str, str, Any, Callable[[str], None]]] = []
         self.call_gate: asyncio.Event | None = None  # when set, every call waits for it
 
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
+    ) -> Any:
         self.calls.append((dest, method, msg))
         if self.call_gate is not None:
             await self.call_gate.wait()
@@ -126,7 +131,14 @@ class RecordingEnv(TestEnv):
         self.sent.append((dest, method, msg))
 
     def send_event(
-        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+        self,
+        dest: str,
+        method: str,
+        msg: Any,
+        *,
+        timeout: float,
+        on_failure: Callable[[str], None],
+        option: str = RPC_TIMEOUT_FLAG,
     ) -> None:
         self.events.append((dest, method, msg, on_failure))
 

@@ -27,6 +27,8 @@ import yaml
 from runtime.core.config import (
     CHECKPOINT_TIMEOUT_DURATIONS,
     HUDI_FLINK_DURATIONS_S,
+    TRANSPORT_DEADLINE_FLOORS_S,
+    TRANSPORT_DEADLINE_PER_CALLER_S,
     UNSET,
     WORKLOAD,
     ConfigError,
@@ -102,6 +104,11 @@ def option_fields(exclude: Collection[str] = ()) -> list[dataclasses.Field[Any]]
 
 
 def _default_text(name: str, value: Any) -> str:
+    if value == UNSET and name in TRANSPORT_DEADLINE_FLOORS_S:
+        floor, per_caller = TRANSPORT_DEADLINE_FLOORS_S[name], TRANSPORT_DEADLINE_PER_CALLER_S
+        return (
+            f"{HUDI_FLINK_DURATIONS_S[name]:g} s x --time-scale, at least {floor:g} s and {per_caller:g} s x --writers"
+        )
     if value == UNSET and name in HUDI_FLINK_DURATIONS_S:
         return f"{HUDI_FLINK_DURATIONS_S[name]:g} s x --time-scale"
     if value == UNSET and name in CHECKPOINT_TIMEOUT_DURATIONS:

@@ -20,6 +20,23 @@ The default scale, 0.05, keeps a run to seconds on a shared machine (a 10 min ti
 scale: RPC and DFS latencies (real or simulated) and lock hold times are what they are, so at a
 small scale they weigh more against the timeouts than in production.
 
+The rule for transport deadlines (:data:`TRANSPORT_DEADLINE_FLOORS_S`, :func:`default_duration`):
+a timeout that means "the peer is dead" rather than "the protocol gave up waiting" bounds a round
+trip through the host's RPC stack, which the time scale does not shorten and which takes longer the
+more callers one role answers at once. So its default is scaled like the others but never below its
+floor: Flink's own value, or :data:`TRANSPORT_DEADLINE_PER_CALLER_S` per write task when that is
+more (every write task calls the job manager, the coordinator and the control topic; one role
+answers them all). ``rpc_timeout_s`` (Flink's ask timeout) bounds every role-to-role call, a write
+task's operator-event acknowledgement, its bootstrap and its checkpoint ack to the job manager, the
+instant requests of coordination-rpc, the timeline server's requests and the control topic's produce
+and fetch requests. Measured on a busy 2-core host (load 25 to 65) at 256 write tasks: scaled to
+0.5 s, their checkpoint acks to one job manager missed it and the job failed over three times; 10 s
+held for operator-event and coordination-rpc, but a control-topic append waited behind 256
+consumers' fetches for longer (one failover); 0.1 s per caller (25.6 s) holds for all three. The
+model's waits (the tick, the intervals, the checkpoint, commit-ack, instant-wait and write-status
+timeouts) scale as before. An explicit ``--rpc-timeout`` wins (fault scenarios set a short one to
+make a lost message cost less).
+
 ``timeline_refresh_requests`` (RFC-50's server rescans after N requests) is a count, not a time.
 """
 
@@ -54,6 +71,22 @@ HUDI_FLINK_DURATIONS_S: dict[str, float] = {
 # durations whose default is the (effective) checkpoint timeout
 CHECKPOINT_TIMEOUT_DURATIONS = ("commit_ack_timeout_s", "instant_wait_timeout_s")
 SCALED_DURATIONS = (*HUDI_FLINK_DURATIONS_S, *CHECKPOINT_TIMEOUT_DURATIONS)
+# transport deadlines: scaled, but never below a floor, Flink's own value or more with many
+# callers of one role (see the module docstring)
+TRANSPORT_DEADLINE_FLOORS_S: dict[str, float] = {"rpc_timeout_s": HUDI_FLINK_DURATIONS_S["rpc_timeout_s"]}
+TRANSPORT_DEADLINE_PER_CALLER_S = 0.1
+
+
+def transport_floor(name: str, callers: int) -> float:
+    """The least a transport deadline may be when one role answers ``callers`` at once."""
+    return max(TRANSPORT_DEADLINE_FLOORS_S[name], round(TRANSPORT_DEADLINE_PER_CALLER_S * callers, 9))
+
+
+def default_duration(name: str, time_scale: float, callers: int) -> float:
+    """The default of a Hudi/Flink duration at ``time_scale``: a model wait is its default times
+    the scale; a transport deadline is too, but never below its floor for ``callers``."""
+    scaled = round(HUDI_FLINK_DURATIONS_S[name] * time_scale, 9)
+    return max(scaled, transport_floor(name, callers)) if name in TRANSPORT_DEADLINE_FLOORS_S else scaled
 
 
 @message
@@ -225,7 +258,12 @@ class JobConfig:
     deadlock_threshold_s: float = _opt(
         2.0, "seconds a task may block on a mail in its own mailbox before the watchdog calls it a deadlock", TIMING
     )
-    rpc_timeout_s: float = _opt(UNSET, "seconds an RPC between roles may take (Flink's ask timeout)", TIMING)
+    rpc_timeout_s: float = _opt(
+        UNSET,
+        "seconds an RPC between roles may take before the peer counts as dead (Flink's ask timeout; a transport "
+        "deadline: scaled, but not below 10 s or 0.1 s per writer)",
+        TIMING,
+    )
     timeline_refresh_requests: int = _opt(
         100, "timeline-server: the server rescans ckp_meta after this many requests (HUDI-6336)", TIMING
     )
@@ -313,9 +351,9 @@ class JobConfig:
         if self.instant_wait_timeout_s == 0.0:  # (0 meant "the checkpoint timeout" before the scale)
             self.instant_wait_timeout_s = UNSET
         self.explicit_durations = [n for n in SCALED_DURATIONS if getattr(self, n) != UNSET]
-        for name, base in HUDI_FLINK_DURATIONS_S.items():
+        for name in HUDI_FLINK_DURATIONS_S:
             if getattr(self, name) == UNSET:
-                setattr(self, name, round(base * self.time_scale, 9))
+                setattr(self, name, default_duration(name, self.time_scale, self.writers))
         for name in CHECKPOINT_TIMEOUT_DURATIONS:
             if getattr(self, name) == UNSET:
                 setattr(self, name, self.checkpoint_timeout_s)
@@ -325,8 +363,12 @@ class JobConfig:
         return dataclasses.asdict(self)
 
     def effective_durations(self) -> dict[str, float]:
-        """The time scale and every scaled duration as the run uses it (for result.json)."""
-        return {"time_scale": self.time_scale, **{n: float(getattr(self, n)) for n in SCALED_DURATIONS}}
+        """The time scale, every scaled duration as the run uses it and the floor of each transport
+        deadline (``rpc_timeout_floor_s``), for result.json."""
+        floors = {
+            n.removesuffix("_s") + "_floor_s": transport_floor(n, self.writers) for n in TRANSPORT_DEADLINE_FLOORS_S
+        }
+        return {"time_scale": self.time_scale, **{n: float(getattr(self, n)) for n in SCALED_DURATIONS}, **floors}
 
     # -- derived -------------------------------------------------------------------------------
 
@@ -375,8 +417,9 @@ class JobConfig:
 
     def replace(self, **changes: Any) -> JobConfig:
         """A copy with ``changes``; a new ``time_scale`` rescales every duration not set
-        explicitly (durations in ``changes`` count as explicit)."""
-        if "time_scale" not in changes:
+        explicitly (durations in ``changes`` count as explicit), and new ``writers`` re-derive the
+        transport deadlines' floors."""
+        if "time_scale" not in changes and "writers" not in changes:
             if "checkpoint_timeout_s" in changes:
                 # the timeouts that default to the checkpoint timeout (Hudi) follow a new one
                 explicit = set(self.explicit_durations or ()) | set(changes)

@@ -13,6 +13,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from runtime.core.config import flag_of
 from runtime.core.dfs import Dfs
 from runtime.core.fault_points import NO_FAULTS, FaultPoints
 from runtime.core.metrics import Metrics
@@ -22,7 +23,17 @@ T = TypeVar("T")
 
 
 class WaitTimeout(TimeoutError):
-    """A bounded wait gave up. The message says what was awaited, for how long, and from whom."""
+    """A bounded wait gave up. The message says what was awaited, for how long, from whom, and
+    which option sets the bound."""
+
+
+# the option that bounds a call between roles unless the caller names another (the transport deadline)
+RPC_TIMEOUT_FLAG = flag_of("rpc_timeout_s")
+
+
+def waited_text(role: str, timeout: float, what: str, option: str) -> str:
+    """One line: ``<role> waited <t>s for <what> (<option>)``, the option a user raises."""
+    return f"{role} waited {timeout:.1f}s for {what} ({option})"
 
 
 if hasattr(asyncio, "timeout"):  # Python 3.11+
@@ -97,15 +108,25 @@ class Env(abc.ABC):
     async def sleep(self, seconds: float) -> None: ...
 
     @abc.abstractmethod
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
-        """Request/response to another role; raises WaitTimeout naming ``dest.method``."""
+    async def call(
+        self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
+    ) -> Any:
+        """Request/response to another role; raises WaitTimeout naming ``dest.method`` and ``option``,
+        the flag that set ``timeout``."""
 
     @abc.abstractmethod
     def send(self, dest: str, method: str, msg: Any = None) -> None:
         """One-way message; delivered in order per (sender, destination)."""
 
     def send_event(
-        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+        self,
+        dest: str,
+        method: str,
+        msg: Any,
+        *,
+        timeout: float,
+        on_failure: Callable[[str], None],
+        option: str = RPC_TIMEOUT_FLAG,
     ) -> None:
         """Flink's ``OperatorEventGateway.sendEventToCoordinator`` (as ``RpcTaskOperatorEventGateway``
         does it, Flink 1.14+): the message goes out now, in order with this sender's other messages
@@ -122,9 +143,9 @@ class Env(abc.ABC):
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         return asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
 
-    async def wait_for(self, aw: Awaitable[T], timeout: float, what: str) -> T:
-        """Awaits with a bound; on timeout raises WaitTimeout("<role> waited <t>s for <what>")."""
+    async def wait_for(self, aw: Awaitable[T], timeout: float, what: str, *, option: str) -> T:
+        """Awaits with a bound; on timeout raises WaitTimeout("<role> waited <t>s for <what> (<option>)")."""
         try:
             return await bounded(aw, timeout)
         except asyncio.TimeoutError as exc:
-            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for {what}") from exc
+            raise WaitTimeout(waited_text(self.role, timeout, what, option)) from exc

@@ -52,7 +52,7 @@ class FaultPoints(abc.ABC):
         message now, or None."""
 
     @abc.abstractmethod
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None) -> None:
+    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
         """A host calls this before a request goes out: a lost request ends in the caller's own
         timeout (WaitTimeout); a delayed one leaves late."""
 
@@ -88,7 +88,7 @@ class NoFaults(FaultPoints):
     def message_fault(self, dest: str, method: str, msg: Any) -> FaultSpec | None:
         return None
 
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None) -> None:
+    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
         return None
 
     def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:

@@ -81,7 +81,7 @@ class ArmedFaultPoints(FaultPoints):
                 return spec
         return None
 
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None) -> None:
+    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
         fault = self.message_fault(dest, method, msg)
         if fault is None:
             return
@@ -89,8 +89,9 @@ class ArmedFaultPoints(FaultPoints):
             wait = timeout or LOST_REQUEST_WAIT_S
             self._dropped(dest, method)
             await self.env.sleep(wait)
+            bound = f" ({option})" if option and timeout else ""
             raise WaitTimeout(
-                f"{self.env.role} waited {wait:.1f}s for the reply of {dest}.{method}: "
+                f"{self.env.role} waited {wait:.1f}s for the reply of {dest}.{method}{bound}: "
                 "no reply (the request was lost in transit)"
             )
         await self.env.sleep(fault.value)

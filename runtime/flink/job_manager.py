@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core import roles, trace_events
-from runtime.core.config import JobConfig
-from runtime.core.env import Env, WaitTimeout, bounded
+from runtime.core.config import JobConfig, flag_of
+from runtime.core.env import Env, WaitTimeout, bounded, waited_text
 from runtime.core.messages import (
     CheckpointAck,
     CheckpointNotice,
@@ -156,7 +156,7 @@ class JobManager:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def _wait_until(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    async def _wait_until(self, predicate: Callable[[], bool], timeout: float, what: str, option: str) -> None:
         self.waiting_for = what
         deadline = self.env.now() + timeout
         while True:
@@ -166,7 +166,7 @@ class JobManager:
             self._check_failures()
             remaining = deadline - self.env.now()
             if remaining <= 0:
-                raise WaitTimeout(f"job-manager waited {timeout:.1f}s for {what}")
+                raise WaitTimeout(waited_text(self.env.role, timeout, what, option))
             try:
                 await bounded(changed.wait(), min(remaining, 0.5))
             except asyncio.TimeoutError:
@@ -187,6 +187,7 @@ class JobManager:
             lambda: sum(not t.done() for t in inflight.values()) < below,
             self.config.job_timeout_s,
             f"fewer than {below} checkpoints in flight (max_concurrent_checkpoints)",
+            flag_of("job_timeout_s"),
         )
         for ckp in sorted(k for k, t in inflight.items() if t.done()):
             inflight.pop(ckp).result()  # raises what the checkpoint raised
@@ -234,6 +235,7 @@ class JobManager:
                 functools.partial(self._all_emitted, round_no),
                 cfg.job_timeout_s,
                 f"every source to emit round {round_no}",
+                flag_of("job_timeout_s"),
             )
             await self._settle(inflight, cfg.max_concurrent_checkpoints)
             wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
@@ -258,12 +260,20 @@ class JobManager:
         final = {i: self.rows_emitted.get(src, 0) for i, src in enumerate(self.source_names)}
         self.waiting_for = f"the coordinator to commit up to the end of input (rows per task {final})"
         self.end_of_input = await self.env.call(
-            self.coordinator, "end_of_input", InputFinished(final), timeout=cfg.job_timeout_s
+            self.coordinator,
+            "end_of_input",
+            InputFinished(final),
+            timeout=cfg.job_timeout_s,
+            option=flag_of("job_timeout_s"),
         )
         if self.compaction_plan:
             self.waiting_for = "the compactions pending at the end of input"
             self.end_of_input["compaction"] = await self.env.call(
-                self.compaction_plan, "end_of_input", CheckpointNotice(ckp), timeout=cfg.job_timeout_s
+                self.compaction_plan,
+                "end_of_input",
+                CheckpointNotice(ckp),
+                timeout=cfg.job_timeout_s,
+                option=flag_of("job_timeout_s"),
             )
         for src in self.source_names:
             self.env.send(src, "finish", None)
@@ -306,7 +316,11 @@ class JobManager:
         # Flink: the coordinator's snapshot is a future of the pending checkpoint, bounded by the
         # checkpoint timeout (it queues behind commits on Hudi's executor), not by an ask timeout
         coordinator_state = await self.env.call(
-            self.coordinator, "checkpoint_coordinator", trigger, timeout=cfg.checkpoint_timeout_s
+            self.coordinator,
+            "checkpoint_coordinator",
+            trigger,
+            timeout=cfg.checkpoint_timeout_s,
+            option=flag_of("checkpoint_timeout_s"),
         )
         for src in self.source_names:
             self.env.send(src, "trigger_barrier", trigger)
@@ -315,6 +329,7 @@ class JobManager:
                 lambda: all(t in rec.acks for t in self.task_names) or self.latest_completed > ckp,
                 cfg.checkpoint_timeout_s,
                 f"acks of checkpoint {ckp}",
+                flag_of("checkpoint_timeout_s"),
             )
         except WaitTimeout:
             missing = sorted(set(self.task_names) - set(rec.acks))
@@ -363,7 +378,11 @@ class JobManager:
         # must not fail the job, so the bound is the checkpoint timeout, not the RPC timeout
         rec.notifying = True
         self.commit_results[ckp] = await self.env.call(
-            self.coordinator, "notify_checkpoint_complete", notice, timeout=cfg.checkpoint_timeout_s
+            self.coordinator,
+            "notify_checkpoint_complete",
+            notice,
+            timeout=cfg.checkpoint_timeout_s,
+            option=flag_of("checkpoint_timeout_s"),
         )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_complete", notice)
@@ -392,7 +411,11 @@ class JobManager:
         )
         # (Flink's notifyCheckpointAborted is asynchronous too: queued behind a commit, not an ask)
         await self.env.call(
-            self.coordinator, "notify_checkpoint_aborted", notice, timeout=self.config.checkpoint_timeout_s
+            self.coordinator,
+            "notify_checkpoint_aborted",
+            notice,
+            timeout=self.config.checkpoint_timeout_s,
+            option=flag_of("checkpoint_timeout_s"),
         )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_aborted", notice)

@@ -16,7 +16,7 @@ from typing import Protocol as _TypingProtocol
 import pyarrow as pa
 
 from runtime.core import codec, roles
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import Env, bounded
 from runtime.core.messages import (
     Barrier,
@@ -106,7 +106,9 @@ class Source:
     async def _push(self, item: Any) -> None:
         # A push waits while the task is back-pressured; a blocked task blocks its source, as in
         # Flink. The bound is the job's: the watchdog or the checkpoint timeout ends a stuck run.
-        await self.env.call(self.writer, "push_input", item, timeout=self.config.job_timeout_s)
+        await self.env.call(
+            self.writer, "push_input", item, timeout=self.config.job_timeout_s, option=flag_of("job_timeout_s")
+        )
 
     async def _replay_requested(self) -> None:
         """Serves seeks: emits again the rows from the requested position up to the current one."""

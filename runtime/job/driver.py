@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime.core import roles
+from runtime.core.config import flag_of
 from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
 from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
@@ -27,7 +28,7 @@ from runtime.hudi.table import HudiTable
 from runtime.job.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.job.prepare import ResolvedJob
 from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
-from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
+from runtime.lab.deadlock import Stall, find_deadlock, find_stalls, stalls_text
 from runtime.lab.results import FailoverRecord
 from runtime.protocols import get_protocol
 
@@ -204,14 +205,14 @@ class JobDriver:
             self.stalls = stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
             if host.now() > self.deadline:
                 waiting = await host.timed_out()
-                error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
-                return Outcome("timed-out", f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
+                error = f"the job did not finish within {cfg.job_timeout_s:g}s ({flag_of('job_timeout_s')}); {waiting}"
+                return Outcome("timed-out", f"{error}stalled tasks: {stalls_text(stalls)}", None, stalls)
             stopped = host.interrupted()
             if stopped is not None:
                 return Outcome("interrupted", stopped, None, stalls)
             limit = host.past_limit()
             if limit is not None:
-                return Outcome("timed-out", f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
+                return Outcome("timed-out", f"{limit}; stalled tasks: {stalls_text(stalls)}", None, stalls)
             await host.progress()
 
     # -- failover ------------------------------------------------------------------------------
@@ -266,10 +267,6 @@ class JobDriver:
                 dfs.delete(path, recursive=True)
                 deleted.append(path[len(base) :].lstrip("/"))
         return ",".join(deleted) or None
-
-
-def _stalls_text(stalls: list[Stall]) -> str:
-    return "; ".join(f"{st.task} {st.what} for {st.blocked_s:.1f}s ({st.waiting_on})" for st in stalls) or "none"
 
 
 def root_cause(exc: BaseException) -> str:

@@ -209,6 +209,7 @@ class ControlTopic:
                     self._appended.wait(),
                     remaining,
                     f"an append to the control topic (fetch by {request.consumer} from offset {request.offset})",
+                    option="the fetch's max wait",
                 )
             except WaitTimeout:
                 pass  # the loop re-checks and returns empty: a long poll never hangs

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.config import JobConfig
+from runtime.core.config import TRANSPORT_DEADLINE_FLOORS_S, JobConfig, flag_of, transport_floor
 from runtime.core.json_doc import JsonObject
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def run_compare(
         else f"Kafka Connect commits every {base.kafka_commit_interval_s:g} s (--kafka-commit-interval), "
         f"the others every checkpoint ({base.checkpoint_interval_s:g} s)",
         # what --time-scale does not shrink: at a small scale these weigh more against the timeouts
-        "not_scaled": ["RPC latency", "DFS latency", "table-lock hold time"],
+        "not_scaled": ["RPC latency", "DFS latency", "table-lock hold time", *_floored(base)],
         "rpc_round_trip": rtt,
         "protocols": rows,
         "table_types": by_type if len(types) > 1 else {},
@@ -317,6 +317,16 @@ def _cost_table(doc: JsonObject) -> Table:
             + "; latencies in ms are this machine's, not production's."
         )
     return t
+
+
+def _floored(cfg: JobConfig) -> list[str]:
+    """The transport deadlines the time scale did not shrink below their floor (not set explicitly)."""
+    explicit = set(cfg.explicit_durations or ())
+    return [
+        f"{flag_of(name)} below {transport_floor(name, cfg.writers):g} s"
+        for name in TRANSPORT_DEADLINE_FLOORS_S
+        if name not in explicit
+    ]
 
 
 def _dfs_table(doc: JsonObject) -> Table:

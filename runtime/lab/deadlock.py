@@ -27,6 +27,29 @@ class Stall:
     blocked_s: float
 
 
+# a one-line summary of many waits names this many, the longest, and counts the rest
+SHOWN_LONGEST = 3
+
+
+def longest_waits(blocked_s: dict[str, float], shown: int = SHOWN_LONGEST) -> list[tuple[str, float]]:
+    """The ``shown`` longest waits, longest first (ties by name)."""
+    return sorted(blocked_s.items(), key=lambda kv: (-kv[1], kv[0]))[:shown]
+
+
+def stalls_text(stalls: list[Stall]) -> str:
+    """One line: each stall when there are few; else how many, and the longest."""
+    if not stalls:
+        return "none"
+    if len(stalls) > SHOWN_LONGEST:
+        shown = sorted(stalls, key=lambda st: (-st.blocked_s, st.task))[:SHOWN_LONGEST]
+        return f"{len(stalls)} tasks, the longest: " + "; ".join(map(_stall_text, shown))
+    return "; ".join(map(_stall_text, stalls))
+
+
+def _stall_text(st: Stall) -> str:
+    return f"{st.task} {st.what} for {st.blocked_s:.1f}s ({st.waiting_on})"
+
+
 def _running(dump: TaskDump) -> str:
     cur = dump.running
     if cur is None:

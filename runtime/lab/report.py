@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from runtime.lab.deadlock import SHOWN_LONGEST, longest_waits
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
@@ -113,7 +114,7 @@ def summary_table(result: JobResult) -> Table:
     t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result.figures.rpcs.items())))
     blocked = result.figures.writer_blocked_s
     if blocked:
-        t.add_row("writers blocked", ", ".join(f"{k} {v:.2f}s" for k, v in sorted(blocked.items())))
+        t.add_row("blocked", blocked_line(blocked))
     if result.exactly_once is None:
         t.add_row("exactly-once", "not checked (the run did not finish)")
     else:
@@ -121,6 +122,16 @@ def summary_table(result: JobResult) -> Table:
     if result.committed_prefix is not None:
         t.add_row("committed prefix", _prefix_line(result.committed_prefix))
     return t
+
+
+def blocked_line(blocked_s: dict[str, float]) -> str:
+    """How many writers waited for an instant, and how long: every one when few, else the longest."""
+    noun = "writer" if len(blocked_s) == 1 else "writers"
+    if len(blocked_s) > SHOWN_LONGEST:
+        shown, which = longest_waits(blocked_s), "; the longest: "
+    else:
+        shown, which = sorted(blocked_s.items()), ": "
+    return f"{len(blocked_s)} {noun} blocked" + which + ", ".join(f"{k} {v:.2f}s" for k, v in shown)
 
 
 def _prefix_line(prefix: CommittedPrefix) -> str:

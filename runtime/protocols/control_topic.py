@@ -54,7 +54,7 @@ from typing import Any
 from typing import Protocol as _TypingProtocol
 
 from runtime.core import roles
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
@@ -577,7 +577,8 @@ class ControlTopicCoordinator(CoordinatorSide):
             # bounded: a loop that does not stop is named, not waited for until the job times out
             if not await wait_ended(self._loop, cfg.rpc_timeout_s):
                 raise RuntimeError(
-                    f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s of the end of input"
+                    f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s of the end of input "
+                    f"({flag_of('rpc_timeout_s')})"
                 )
         # the commit started after the last data (if any) holds nothing: take it off the timeline
         await self._rollback_failed_writes()

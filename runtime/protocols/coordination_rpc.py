@@ -55,6 +55,7 @@ from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
 from runtime.core import codec, roles
+from runtime.core.config import flag_of
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import (
     BlockedWait,
@@ -163,10 +164,10 @@ class CoordinationRpcWriter(WriterSide):
         except WaitTimeout as exc:
             raise InstantWaitTimeout(
                 f"{self.ctx.env.role}: InstantTimeRequest(ckp={key}) timed out after "
-                f"{self.ctx.config.rpc_timeout_s:.1f}s with no reply: the coordinator creates the "
-                "instant inside the request, under the table lock, so a lock held longer than the "
-                "RPC timeout (Hudi #19902), like a lost request, ends here; the task fails and the "
-                f"job restarts ({exc})"
+                f"{self.ctx.config.rpc_timeout_s:.1f}s ({flag_of('rpc_timeout_s')}) with no reply: the "
+                "coordinator creates the instant inside the request, under the table lock, so a lock held "
+                "longer than the RPC timeout (Hudi #19902), like a lost request, ends here; the task fails "
+                f"and the job restarts ({exc})"
             ) from exc
         return reply.instant
 
@@ -193,7 +194,8 @@ class CoordinationRpcWriter(WriterSide):
             if remaining <= 0:
                 raise InstantWaitTimeout(
                     f"{env.role}: the instant of checkpoint {key} was not known after "
-                    f"{cfg.instant_wait_timeout:.1f}s of polling ({last_error}; the reply was PENDING "
+                    f"{cfg.instant_wait_timeout:.1f}s of polling ({flag_of('instant_wait_timeout_s')}; {last_error}; "
+                    "the reply was PENDING "
                     f"{self.pending_replies} times in this task)"
                 )
             # jitter keeps writers from polling in step; the last sleep ends at the deadline,

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.core.config import flag_of
 from runtime.core.messages import BlockedWait
 from runtime.hudi import dfs_message_bus as bus
 from runtime.protocols.base import (
@@ -154,7 +155,8 @@ class MessageBusWriter(WriterSide):
         env, cfg = self.ctx.env, self.ctx.config
         exists = await env.io(self.client.bus_exists)
         text = (
-            f"{env.role}: Timeout({cfg.instant_wait_timeout:.1f}s) while waiting for instant initialize: "
+            f"{env.role}: Timeout({cfg.instant_wait_timeout:.1f}s) while waiting for instant initialize "
+            f"({flag_of('instant_wait_timeout_s')}): "
             f"message {ckp} never appeared in {self.client.path}"
         )
         if self.client.last_error:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from runtime.core.codec import from_wire
 from runtime.core.dfs import Dfs
-from runtime.core.env import Env, WaitTimeout
+from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, waited_text
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
 from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
 
@@ -119,11 +119,13 @@ class SimEnv(Env):
             known = sorted(n for n in self.network.roles if n != self.role)
             raise LookupError(f"{self.role} has no handle for {dest!r}; known: {known}")
 
-    async def call(self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None) -> Any:
+    async def call(
+        self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
+    ) -> Any:
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        await self.faults.apply_call_fault(dest, method, msg, timeout)
+        await self.faults.apply_call_fault(dest, method, msg, timeout, option)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         if not timeout:
@@ -135,7 +137,7 @@ class SimEnv(Env):
             reply = await fut
         except _ReplyTimeout as exc:
             self.recorder.add("timeout", self.role, dest, method, timeout)
-            raise WaitTimeout(f"{self.role} waited {timeout:.1f}s for the reply of {dest}.{method}") from exc
+            raise WaitTimeout(waited_text(self.role, timeout, f"the reply of {dest}.{method}", option)) from exc
         finally:
             timer.cancel()
         return from_wire(reply)
@@ -158,7 +160,14 @@ class SimEnv(Env):
         self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
 
     def send_event(
-        self, dest: str, method: str, msg: Any, *, timeout: float, on_failure: Callable[[str], None]
+        self,
+        dest: str,
+        method: str,
+        msg: Any,
+        *,
+        timeout: float,
+        on_failure: Callable[[str], None],
+        option: str = RPC_TIMEOUT_FLAG,
     ) -> None:
         """A call whose caller does not wait (Flink's operator event gateway): posted now on the
         (sender, dest) lane; a failed or missing acknowledgement calls ``on_failure``."""
@@ -169,7 +178,9 @@ class SimEnv(Env):
         delay = self.faults.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         if delay is None:  # lost in transit: the sender learns it when its ask times out
-            loop.call_later(timeout, on_failure, f"{what} did not come within {timeout:.1f}s (the message was lost)")
+            loop.call_later(
+                timeout, on_failure, f"{what} did not come within {timeout:.1f}s (the message was lost; {option})"
+            )
             return
 
         def post() -> None:
@@ -183,7 +194,7 @@ class SimEnv(Env):
                     return
                 exc = f.exception()
                 if isinstance(exc, _ReplyTimeout):
-                    on_failure(f"{what} did not come within {timeout:.1f}s")
+                    on_failure(f"{what} did not come within {timeout:.1f}s ({option})")
                 elif exc is not None:
                     on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
 

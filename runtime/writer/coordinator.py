@@ -52,7 +52,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.core import codec, roles, trace_events
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import Env
 from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S
 from runtime.core.messages import (
@@ -198,6 +198,8 @@ class Coordinator:
                 self.started.wait(),
                 self.config.bootstrap_hold_s,
                 "every write task's bootstrap after the region failover",
+                # the hold is the longer of the two
+                option=f"{flag_of('instant_wait_timeout_s')}, {flag_of('rpc_timeout_s')}",
             )
 
     def _handle_write_event(self, event: WriteMetadataEvent) -> None:

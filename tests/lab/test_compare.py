@@ -42,6 +42,8 @@ def test_one_row_per_protocol_from_its_run_at_one_commit_cadence(tmp_path):
     assert rows["message-bus"]["dfs_ops_per_checkpoint_total"] > 0
     on_disk = json.loads((tmp_path / "compare.json").read_text())
     assert on_disk["protocols"].keys() == rows.keys()
+    # the caption says the RPC ask timeout was kept at its floor, not scaled to 0.5 s
+    assert on_disk["not_scaled"][-1] == "--rpc-timeout below 10 s"
     paths = plot_compare(doc, str(tmp_path))
     assert all(os.path.getsize(p) > 1000 for p in paths)
 

@@ -7,7 +7,7 @@ own mailbox. A long wait for something outside is a stall; a short one is nothin
 from __future__ import annotations
 
 from runtime.core.messages import BlockedWait, MailInfo, MailRun, TaskDump
-from runtime.lab.deadlock import Stall, explain, find_deadlock, find_stalls
+from runtime.lab.deadlock import Stall, explain, find_deadlock, find_stalls, stalls_text
 from runtime.lab.verdicts import Deadlock
 
 
@@ -158,3 +158,15 @@ def test_the_result_record_keeps_a_compact_mailbox():
         "priority": 0,
     }
     assert r.explanation.startswith("DEADLOCK")
+
+
+def test_many_stalls_are_counted_and_the_longest_named():
+    """A job of 256 writers that timed out says how many tasks stalled and names the three
+    longest, on one line, instead of 256 clauses."""
+    stalls = [Stall(f"writer-{i}", "instant initialize", "the coordinator", 1.0 + i / 100) for i in range(256)]
+    text = stalls_text(stalls)
+    assert text.startswith("256 tasks, the longest: writer-255 instant initialize for 3.5s")
+    assert text.count("writer-") == 3 and "\n" not in text
+    few = stalls_text(stalls[:2])
+    assert few.startswith("writer-0 instant initialize for 1.0s (the coordinator); writer-1")
+    assert stalls_text([]) == "none"

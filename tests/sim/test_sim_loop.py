@@ -173,8 +173,14 @@ def test_calls_time_out_on_virtual_time_and_errors_reach_the_caller():
     async def main():
         loop = asyncio.get_running_loop()
         a, _ = _pair(loop, TraceRecorder(loop.time))
-        with pytest.raises(WaitTimeout, match="a waited 1.0s for the reply of b.slow"):
+        # a timeout that fires names the option that sets it: the RPC ask timeout unless the
+        # caller says which (the job manager's calls are bounded by the checkpoint timeout)
+        with pytest.raises(WaitTimeout, match=r"^a waited 1.0s for the reply of b.slow \(--rpc-timeout\)$"):
             await a.call("b", "slow", None, timeout=1.0)
+        with pytest.raises(WaitTimeout, match=r"b.slow \(--checkpoint-timeout\)$"):
+            await a.call("b", "slow", None, timeout=1.0, option="--checkpoint-timeout")
+        with pytest.raises(WaitTimeout, match=r"^a waited 0.5s for a reply \(--job-timeout\)$"):
+            await a.wait_for(asyncio.Event().wait(), 0.5, "a reply", option="--job-timeout")
         with pytest.raises(ValueError, match="no"):
             await a.call("b", "boom", None, timeout=1.0)
         with pytest.raises(ValueError, match="has no RPC method 'hidden'"):
