@@ -22,7 +22,7 @@ import ray
 from actors import cluster_info
 from actors.layout import ProcessLayout
 from actors.placement import Placement
-from actors.process_actor import ProcessActor, RoleRef
+from actors.process_actor import Deployment, ProcessActor, RoleRef
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
@@ -223,14 +223,11 @@ class JobRun:
             actor_class: Any = ProcessActor
             actor = actor_class.options(name=process, namespace=self.namespace, **opts).remote(process)
             self.processes[process] = actor
-        extra = {
-            "trace": self._tracing,
-            "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"",
-            **spec.args,
-        }
-        if role_kind(spec.kind).takes_shard:
-            extra.update(self.plan.shard_args[int(spec.args["task_id"])])
-        actor.deploy.remote(spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra)
+        shard = self.plan.shards[spec.args.task_id] if role_kind(spec.kind).takes_shard else None
+        faults = codec.encode(self.cfg.faults) if self.cfg.faults else b""
+        actor.deploy.remote(
+            codec.encode(spec), codec.encode(self.cfg), self.props, Deployment(self._tracing, faults, shard)
+        )
         self.refs[spec.name] = RoleRef(actor, spec.name)
 
     def _start_refs(self, names: Sequence[str]) -> list[Any]:

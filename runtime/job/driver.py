@@ -229,8 +229,8 @@ class JobDriver:
         if self.cfg.failover == "region":  # the coordinator must be alive and sound
             coord = await host.describe_coordinator()
             region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.error)
-        summary = resume_summary(self.cfg, self.last_triggered, restore)
-        record = FailoverRecord(error, host.now(), "region" if region else "global", **summary)
+        restored, resumed_round = resume_summary(self.cfg, self.last_triggered, restore)
+        record = FailoverRecord(error, host.now(), "region" if region else "global", restored, resumed_round)
         record.clock = self.failover_clock
         self.failovers.append(record)
         host.on_failover(error, restore)

@@ -183,7 +183,7 @@ class _SimRun:
         env, table, spec = self.views[name]
         assert self.driver is not None
         takes_shard = role_kind(spec.kind).takes_shard
-        shard = InMemoryShard(self.shards[int(spec.args["task_id"])]) if takes_shard else None
+        shard = InMemoryShard(self.shards[spec.args.task_id]) if takes_shard else None
         role = make_role(spec, env, self.cfg, table, self.driver.names, shard)
         self.roles[name] = role
         self.network.bind(name, role, starting=starting)
