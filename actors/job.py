@@ -30,6 +30,7 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
@@ -318,7 +319,7 @@ class JobRun:
     def on_failover(self, error: str | None, restore: Any) -> None:
         pass  # nothing to record on Ray beyond the failover record
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]:
         """Kills the processes of the roles (a task manager with every task it hosts); the roles'
         counters and trace events, when their process still answers."""
         assert self.layout is not None
@@ -383,8 +384,8 @@ class JobRun:
         for name, ref in self.refs.items():
             try:
                 metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
-            except ray.exceptions.RayError as exc:
-                metrics.append({"error": f"{name}: {exc}"})
+            except ray.exceptions.RayError as exc:  # a dead process's counters are lost with it
+                log.info("the counters of %s are lost: %s", name, type(exc).__name__)
         coord, jm, dumps = asyncio.run(self._views())
         self._gather_traces()
         self._shutdown()  # a job that did not finish would go on committing under the record

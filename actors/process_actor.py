@@ -31,6 +31,7 @@ from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
 from runtime.hudi.table import HudiTable, TableProps
@@ -228,12 +229,9 @@ class ProcessActor:
                 out[f"{task.get_name()} ({state}, {id(task):x})"] = frames
         return out
 
-    async def metrics(self, name: str) -> dict[str, Any]:
+    async def metrics(self, name: str) -> MetricsSnapshot:
         env = self._role(name).env
-        snap = env.metrics.snapshot()
-        snap["dfs_ops"] = env.dfs.counters.snapshot()
-        snap["send_errors"] = list(env.send_errors)
-        return snap
+        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
 
     async def trace_events(self, name: str) -> list[dict[str, Any]]:
         return self._role(name).env.tracer.drain()

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from runtime.core import roles
 from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
+from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
@@ -71,7 +72,7 @@ class JobHost(Protocol):
 
     def on_failover(self, error: str | None, restore: Any) -> None: ...
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]: ...
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]: ...
 
     async def call(self, name: str, method: str, msg: Any) -> Any: ...
 
@@ -97,7 +98,7 @@ class JobDriver:
         self.failovers: list[FailoverRecord] = []
         self.last_triggered = 0
         self.prior_checkpoints: dict[int, CheckpointView] = {}
-        self.prior_metrics: list[dict[str, Any]] = []
+        self.prior_metrics: list[MetricsSnapshot] = []  # of the roles failovers replaced
         self.deadline: float | None = None
         self.stalls: list[Stall] = []  # what the watchdog saw last
         self.t_launched: float | None = None  # when the first launch had every role up

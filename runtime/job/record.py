@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from runtime.core import trace_events
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
 from runtime.hudi.table import commit_summaries, compaction_summaries, files_written
 from runtime.job.driver import JobDriver, Outcome
@@ -146,7 +147,7 @@ def job_result(
     driver: JobDriver,
     outcome: Outcome,
     *,
-    metrics: list[dict[str, Any]],
+    metrics: list[MetricsSnapshot],
     driver_dfs_ops: dict[str, dict[str, int]],
     coord: CoordinatorView | None,
     jm: JobManagerView | None,
@@ -158,7 +159,7 @@ def job_result(
 ) -> JobResult:
     """The result record, from what the host gathered of its roles at the end."""
     cfg = driver.cfg
-    parts = [m for m in metrics if "error" not in m] + driver.prior_metrics
+    parts = metrics + driver.prior_metrics
     coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
     figures = run_figures(parts, driver_dfs_ops, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
     fired = fired_faults(driver.table.dfs, driver.table.base_path)
@@ -186,7 +187,7 @@ def job_result(
         timing=timing,
         rows_per_s=round(figures.rows_in / max(1e-9, run_s), 1),
         tasks={n: cast(TaskSummary, _task_summary(d)) for n, d in dumps.items()},
-        send_errors=[e for m in metrics + driver.prior_metrics for e in m.get("send_errors", [])],
+        send_errors=[e for m in parts for e in m.send_errors],
         durations=cfg.effective_durations(),
         config=cfg.record(),
     )

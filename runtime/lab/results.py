@@ -10,7 +10,7 @@ from runtime.core import roles
 from runtime.core.dfs import DfsCounters
 from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
-from runtime.core.metrics import Metrics
+from runtime.core.metrics import Metrics, MetricsSnapshot
 from runtime.faults.markers import FiredFault
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
@@ -23,7 +23,7 @@ DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit
 
 
 def run_figures(
-    metric_parts: Iterable[JsonObject],
+    metric_parts: Iterable[MetricsSnapshot],
     driver_dfs_ops: dict[str, dict[str, int]],
     releases: list[InstantRelease],
     checkpoints: dict[str, CheckpointEntry],
@@ -32,8 +32,8 @@ def run_figures(
 ) -> RunFigures:
     """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's
     instant releases, the job's checkpoints and the write tasks' dumps."""
-    parts = [m for m in metric_parts if "error" not in m]
-    dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_dfs_ops])
+    parts = list(metric_parts)
+    dfs_ops = DfsCounters.merge([m.dfs_ops for m in parts] + [driver_dfs_ops])
     merged = Metrics.merge(parts)
     latencies = unblock_latencies([(r.instant, r.at) for r in releases], [w for d in dumps.values() for w in d.waits])
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
@@ -46,12 +46,12 @@ def run_figures(
         dfs_ops_per_checkpoint={
             r: {op: round(n / n_ckp, 2) for op, n in ops.items()} for r, ops in dfs_ops.items() if r not in DATA_ROLES
         },
-        rpcs=merged["rpcs"],
-        mails=merged["mails"],
-        writer_blocked_s={k: round(v, 3) for k, v in merged["blocked_s"].items()},
+        rpcs=merged.rpcs,
+        mails=merged.mails,
+        writer_blocked_s={k: round(v, 3) for k, v in merged.blocked_s.items()},
         commit_to_unblock_s=percentiles(latencies),
         commit_to_unblock_samples=[round(x, 5) for x in latencies],
-        counters=merged.get("counters", {}),
+        counters=merged.counters,
     )
 
 

@@ -24,6 +24,7 @@ from runtime.core import roles
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
@@ -283,7 +284,7 @@ class _SimRun:
             if hasattr(probe, "on_failover"):
                 probe.on_failover()
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]:
         metrics = []
         for name in names:
             old = self.envs[name]
@@ -342,11 +343,8 @@ class _SimRun:
                     task.exception()
 
     @staticmethod
-    def _metrics_of(env: SimEnv) -> dict[str, Any]:
-        snap = env.metrics.snapshot()
-        snap["dfs_ops"] = env.dfs.counters.snapshot()
-        snap["send_errors"] = list(env.send_errors)
-        return snap
+    def _metrics_of(env: SimEnv) -> MetricsSnapshot:
+        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
 
     def chrome_events(self) -> list[dict[str, Any]]:
         """Every role's events, those of earlier attempts included, and the driver's failovers."""
