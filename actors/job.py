@@ -160,7 +160,7 @@ class JobRun:
         placed["placement"]["slots_per_task_manager"] = self.layout.slots
         # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
-        record.timing.update(setup_s=round(t_started - t0, 3), run_s=round(t_end - t_started, 3))
+        record.timing["setup_s"], record.timing["run_s"] = round(t_started - t0, 3), round(t_end - t_started, 3)
         record.timing["total_s"] = round(time.time() - t0, 3)
         record.timing["actors_up_s"] = placed.pop("actors_up_s")
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
@@ -399,7 +399,7 @@ class JobRun:
             dumps=dumps,
             commits_before=self.commits_before,
             table=redact(self.cfg.table),
-            timing=dict(self.plan.timings),
+            timing=self.plan.timings.copy(),
             run_s=run_s,
         )
         return record

@@ -22,6 +22,7 @@ from runtime.data import generator
 from runtime.data.columns import OFFSET, PAYLOAD
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import TableProps, avro_schema_json
+from runtime.lab.results import Timing
 from runtime.lab.verify import expected_state
 
 PhaseHook = Callable[[str], None] | None  # told when a phase of the start-up begins
@@ -50,7 +51,7 @@ class StreamPlan:
     shards: list[SourceShard]  # per task: what its source actor reads
     expected: pa.Table
     schema_json: str
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Timing = field(default_factory=lambda: Timing())
     stream: pa.Table | None = None  # the generator's stream, kept to check a failed run's commits
 
 
@@ -71,7 +72,7 @@ def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
         args,
         expected,
         avro_schema_json(stream.schema, cfg.table_name),
-        {"prepare_s": round(time.time() - t0, 3)},
+        Timing(prepare_s=round(time.time() - t0, 3)),
         stream=stream,
     )
 
@@ -120,11 +121,11 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
         args,
         expected,
         avro_schema_json(schema, cfg.table_name),
-        {
-            "spark_start_s": round(t_spark - t0, 3),
-            "prepare_s": round(t_handoff - t_spark, 3),
-            "expected_s": round(time.time() - t_handoff, 3),
-        },
+        Timing(
+            spark_start_s=round(t_spark - t0, 3),
+            prepare_s=round(t_handoff - t_spark, 3),
+            expected_s=round(time.time() - t_handoff, 3),
+        ),
     )
 
 

@@ -12,6 +12,7 @@ from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics, MetricsSnapshot
 from runtime.faults.markers import FiredFault
+from runtime.hudi.table import CommitSummary, CompactionSummary
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
 from runtime.lab.status import Status
@@ -109,12 +110,42 @@ class CheckpointEntry(TypedDict):
     acks: list[str]
 
 
-class Commit(TypedDict):
-    """A commit of the job, read from the table."""
+class Rollback(TypedDict):
+    """An instant the job rolled back, and why."""
 
     instant: str
-    checkpoint: int
-    rows: int
+    reason: str
+
+
+class DataWritten(TypedDict, total=False):
+    """What the job's commits and compactions wrote (:func:`runtime.hudi.table.files_written`), per
+    checkpoint, and the write amplification: bytes written / the input records' bytes (the
+    sources' ``input_bytes`` counter). Empty when the job stopped before the table existed."""
+
+    base_files: int
+    log_files: int
+    bytes: int
+    compaction_base_files: int
+    compaction_bytes: int
+    base_files_per_checkpoint: float
+    log_files_per_checkpoint: float
+    compaction_base_files_per_checkpoint: float
+    input_bytes: int
+    write_amplification: float | None
+
+
+class Timing(TypedDict, total=False):
+    """How long a run's phases took, in seconds: preparing the stream (the Spark source: starting
+    Spark, handing the shards over, the expected state), setting up, running; on Ray also the
+    total and when every process was up."""
+
+    spark_start_s: float
+    prepare_s: float
+    expected_s: float
+    setup_s: float
+    run_s: float
+    total_s: float
+    actors_up_s: float | None
 
 
 class Divergence(TypedDict):
@@ -140,7 +171,7 @@ class Compactions(TypedDict, total=False):
     """Merge-on-read: the compactions the job completed (read from the table), those left pending,
     and how many the coordinator scheduled and postponed; empty for copy-on-write."""
 
-    completed: list[dict[str, int | str]]  # runtime.hudi.table.compaction_summaries
+    completed: list[CompactionSummary]
     pending: list[str]
     scheduled: int
     postponed: int
@@ -260,18 +291,18 @@ class JobResult:
     status: Status
     error: str | None
     records: int
-    commits: list[Commit]
+    commits: list[CommitSummary]  # read from the table
     empty_rounds: list[int]
     failovers: list[FailoverRecord]
     faults_fired: list[FiredFault]
     faults_armed: list[str]  # the --faults specs, as written
     faults_not_fired: list[str]  # armed specs that never fired: the run did not test them
     rolled_back: list[str]
-    rollbacks: list[dict[str, str]]  # {instant, reason}: why each instant was rolled back
+    rollbacks: list[Rollback]  # why each instant was rolled back
     coordinator: CoordinatorRecord
     deadlock: Deadlock | None
     stalls: list[Stall]
-    timing: dict[str, float | None]
+    timing: Timing
     rows_per_s: float
     tasks: dict[str, TaskSummary]
     send_errors: list[str]
@@ -284,7 +315,7 @@ class JobResult:
     # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
     # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
-    data_written: dict[str, float | None] = field(default_factory=dict)
+    data_written: DataWritten = field(default_factory=lambda: DataWritten())
     exactly_once: ExactlyOnce | None = None  # a finished run's verdict (None: not verified)
     simulation: SimulationRecord | None = None  # the simulator's own fields
     ray: RayRecord | None = None  # the Ray host's own fields

@@ -34,7 +34,7 @@ from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
 from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
-from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord
+from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord, Timing
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
@@ -318,7 +318,7 @@ class _SimRun:
         dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
         t_started = self.driver.t_launched or 0.0
         run_s = max(0.0, self.t_end - t_started)
-        timing = {"prepare_s": round(self.prepare_s, 3), "setup_s": round(t_started, 6), "run_s": round(run_s, 6)}
+        timing = Timing(prepare_s=round(self.prepare_s, 3), setup_s=round(t_started, 6), run_s=round(run_s, 6))
         return job_result(
             self.driver,
             outcome,
