@@ -151,9 +151,9 @@ class JobRun:
             outcome = asyncio.run(self.driver.run(self))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
             log.exception("the job driver failed")
-            outcome = Outcome("failed", f"internal error of the job driver: {type(exc).__name__}: {exc}")
+            outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
         t_end = time.time()
-        if outcome.status == "finished":
+        if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
         placed = cluster_info.run_placement(self.processes, cfg.placement, self.driver.t_launched, t_started)

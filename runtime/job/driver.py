@@ -30,6 +30,7 @@ from runtime.job.prepare import ResolvedJob
 from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls
 from runtime.lab.results import FailoverRecord
+from runtime.lab.status import Status
 from runtime.protocols import get_protocol
 
 POLL_S = 0.25  # the watchdog's period
@@ -81,7 +82,7 @@ class JobHost(Protocol):
 
 @dataclass
 class Outcome:
-    status: str  # finished, failed, deadlocked, timed-out, interrupted (aborted: the simulator's verdict)
+    status: Status
     error: str | None = None
     deadlock: Any = None
     stalls: list[Stall] = field(default_factory=list)
@@ -143,8 +144,8 @@ class JobDriver:
                     await self.failover(host, error)
                 outcome = await self.supervise(host)
             except host.start_errors as exc:  # a role failed while starting
-                outcome = Outcome("failed", root_cause(exc))
-            if outcome.status == "failed" and len(self.failovers) < self.cfg.max_restarts:
+                outcome = Outcome(Status.FAILED, root_cause(exc))
+            if outcome.status == Status.FAILED and len(self.failovers) < self.cfg.max_restarts:
                 error = outcome.error
                 continue
             return outcome
@@ -194,25 +195,25 @@ class JobDriver:
         while True:
             ended, error = await host.wait_job_manager(POLL_S)
             if ended:
-                return Outcome("finished" if error is None else "failed", error, None, self.stalls)
+                return Outcome(Status.FINISHED if error is None else Status.FAILED, error, None, self.stalls)
             dumps = await host.dumps()
             dead = host.dead(dumps)
             if dead is not None:  # a dead role fails the job, which fails over
-                return Outcome("failed", dead, None, self.stalls)
+                return Outcome(Status.FAILED, dead, None, self.stalls)
             deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
             if deadlock is not None:
-                return Outcome("deadlocked", None, deadlock, self.stalls)
+                return Outcome(Status.DEADLOCKED, None, deadlock, self.stalls)
             self.stalls = stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
             if host.now() > self.deadline:
                 waiting = await host.timed_out()
                 error = f"the job did not finish within job_timeout_s={cfg.job_timeout_s}s; {waiting}"
-                return Outcome("timed-out", f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
+                return Outcome(Status.TIMED_OUT, f"{error}stalled tasks: {_stalls_text(stalls)}", None, stalls)
             stopped = host.interrupted()
             if stopped is not None:
-                return Outcome("interrupted", stopped, None, stalls)
+                return Outcome(Status.INTERRUPTED, stopped, None, stalls)
             limit = host.past_limit()
             if limit is not None:
-                return Outcome("timed-out", f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
+                return Outcome(Status.TIMED_OUT, f"{limit}; stalled tasks: {_stalls_text(stalls)}", None, stalls)
             await host.progress()
 
     # -- failover ------------------------------------------------------------------------------

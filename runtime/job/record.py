@@ -205,7 +205,7 @@ def job_result(
         writers=cfg.writers,
         source=cfg.source,
         table=table,
-        status=Status(outcome.status),
+        status=outcome.status,
         error=outcome.error,
         records=cfg.records,
         commits=on_table.commits,

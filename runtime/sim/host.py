@@ -155,12 +155,12 @@ class _SimRun:
         self.recorder.add("host", roles.DRIVER, "start", cfg.protocol, cfg.writers)
         self.outcome = await self.driver.run(self)
         self.t_end = self.loop.time()
-        if self.outcome.status == "finished":
+        if self.outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly (bounded)
             pending = [t for t in self.source_tasks.values() if not t.done()]
             if pending:
                 await asyncio.wait(pending, timeout=SOURCE_DONE_S)
-        self.recorder.add("host", roles.DRIVER, "end", self.outcome.status, self.outcome.error)
+        self.recorder.add("host", roles.DRIVER, "end", self.outcome.status.value, self.outcome.error)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
@@ -312,7 +312,7 @@ class _SimRun:
             dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
             self.driver = JobDriver(self.job, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
-        outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
+        outcome = self.outcome or Outcome(Status.FAILED, stalls=self.driver.stalls)
         coord = self.roles[roles.COORDINATOR].describe() if roles.COORDINATOR in self.roles else None
         jm = self.roles[roles.JOB_MANAGER].describe() if roles.JOB_MANAGER in self.roles else None
         dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
@@ -515,11 +515,11 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
         try:
             loop.run_until_complete(run.main())
         except SimulationError as exc:
-            status = "aborted" if isinstance(exc, SimulationAborted) else "timed-out"
+            status = Status.ABORTED if isinstance(exc, SimulationAborted) else Status.TIMED_OUT
             stalls = run.driver.stalls if run.driver is not None else []
             run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
             run.t_end = loop.time()
-            run.recorder.add("host", roles.DRIVER, "end", run.outcome.status, run.outcome.error)
+            run.recorder.add("host", roles.DRIVER, "end", run.outcome.status.value, run.outcome.error)
         record = run.collect()
         run.sim_info = {
             "loop_iterations": loop.iterations,
