@@ -156,16 +156,16 @@ class JobRun:
         if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
-        placed = cluster_info.run_placement(self.processes, cfg.placement, self.driver.t_launched, t_started)
-        placed["placement"]["slots_per_task_manager"] = self.layout.slots
+        placement = cluster_info.run_placement(self.processes, cfg.placement, self.layout.slots)
+        t_up = self.driver.t_launched
         # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
         record.timing["setup_s"], record.timing["run_s"] = round(t_started - t0, 3), round(t_end - t_started, 3)
         record.timing["total_s"] = round(time.time() - t0, 3)
-        record.timing["actors_up_s"] = placed.pop("actors_up_s")
+        record.timing["actors_up_s"] = round(t_up - t_started, 3) if t_up else None
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
-        record.ray = RayRecord(placed["placement"], endpoint, self.trace_path, self.stacks_at_timeout or None)
+        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
         finished = outcome.status == Status.FINISHED
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (

@@ -36,6 +36,7 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.faults.points import ArmedFaultPoints
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.roles import RoleNames, RoleSpec, make_role, role_kind, start_role
+from runtime.lab.results import ProcessPlace
 
 START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
 
@@ -243,7 +244,7 @@ class ProcessActor:
             await wait_ended(hosted.task, timeout)  # its outcome is in the role's state
         return hosted.role.state if hosted.role is not None else "not started"
 
-    async def where(self) -> dict[str, Any]:
+    async def where(self) -> ProcessPlace:
         """The node and process, the roles it hosts and its memory (RSS; USS when readable)."""
         import psutil
 
@@ -253,15 +254,15 @@ class ProcessActor:
             uss = proc.memory_full_info().uss
         except (psutil.Error, AttributeError):
             uss = None
-        return {
-            "process": self.process,
-            "roles": sorted(self.roles),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "rss_bytes": mem.rss,
-            "uss_bytes": uss,
+        return ProcessPlace(
+            process=self.process,
+            roles=sorted(self.roles),
+            node_id=ray.get_runtime_context().get_node_id(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            rss_bytes=mem.rss,
+            uss_bytes=uss,
             # Ray started a sender's later message first this often; the channels put it back in order
-            "messages_held_for_order": self._in_order.held,
-            "order_gaps": self._in_order.gaps,
-        }
+            messages_held_for_order=self._in_order.held,
+            order_gaps=self._in_order.gaps,
+        )

@@ -257,11 +257,42 @@ class SimulationRecord:
         return cls(**values)
 
 
+class ProcessPlace(TypedDict, total=False):
+    """Where one process of a Ray run lived (``actors.process_actor``'s ``where``): the roles it
+    hosted, its node, host and pid, its memory (RSS; USS when readable), and how often Ray
+    started a sender's later message first (the channels put it back in order); only ``error``
+    and ``roles`` for a process that did not answer. A role's entry is its process's, without
+    ``roles``."""
+
+    process: str
+    roles: list[str]
+    node_id: str
+    host: str
+    pid: int
+    rss_bytes: int
+    uss_bytes: int | None
+    messages_held_for_order: int
+    order_gaps: int
+    error: str
+
+
+class RunPlacement(TypedDict):
+    """Where a Ray run's roles ran: the placement strategy, the roles on each node, the nodes
+    holding write tasks, every process and every role, and the slots of a task manager."""
+
+    strategy: str
+    roles_per_node: dict[str, int]
+    writer_nodes: int
+    processes: dict[str, ProcessPlace]
+    roles: dict[str, ProcessPlace]
+    slots_per_task_manager: int
+
+
 @dataclass
 class RayRecord:
     """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
 
-    placement: JsonObject
+    placement: RunPlacement
     dfs_endpoint: JsonObject | None
     trace_file: str | None
     stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
