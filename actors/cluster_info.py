@@ -11,6 +11,7 @@ import ray
 from runtime.core.dfs import Dfs
 from runtime.core.roles import writer_index
 from runtime.core.storage import check_location, endpoint_url
+from runtime.lab.results import ProcessPlace, RunPlacement
 from runtime.lab.s3_endpoint import diff_counts, fetch_endpoint_counts
 
 
@@ -34,28 +35,31 @@ def endpoint_served(table: str, before: dict[str, Any] | None) -> dict[str, Any]
     return diff_counts(before, after) if after is not None else None
 
 
-def run_placement(
-    processes: dict[str, Any], strategy: str, t_actors_up: float | None, t_started: float
-) -> dict[str, Any]:
+def run_placement(processes: dict[str, Any], strategy: str, slots: int) -> RunPlacement:
     """Node, process and memory of every live process, the roles each hosts, and where every
-    role ran (a role's entry names its process; a task manager's memory is shared by its slots)."""
+    role ran (a role's entry names its process; a task manager's memory is shared by its
+    ``slots``)."""
     refs = {name: actor.where.remote() for name, actor in processes.items()}
-    procs: dict[str, Any] = {}
+    procs: dict[str, ProcessPlace] = {}
     for name, ref in refs.items():
         try:
             procs[name] = ray.get(ref, timeout=10)
         except ray.exceptions.RayError as exc:  # a dead actor: its place is unknown
-            procs[name] = {"error": type(exc).__name__, "roles": []}
-    roles = {role: {k: v for k, v in p.items() if k != "roles"} for p in procs.values() for role in p["roles"]}
+            procs[name] = ProcessPlace(error=type(exc).__name__, roles=[])
+    roles = {role: _without_roles(p) for p in procs.values() for role in p["roles"]}
     per_node = Counter(r["node_id"] for r in roles.values() if "node_id" in r)
     writer_nodes = {r["node_id"] for n, r in roles.items() if writer_index(n) is not None and "node_id" in r}
-    return {
-        "placement": {
-            "strategy": strategy,
-            "roles_per_node": dict(per_node),
-            "writer_nodes": len(writer_nodes),
-            "processes": procs,
-            "roles": roles,
-        },
-        "actors_up_s": round(t_actors_up - t_started, 3) if t_actors_up else None,
-    }
+    return RunPlacement(
+        strategy=strategy,
+        roles_per_node=dict(per_node),
+        writer_nodes=len(writer_nodes),
+        processes=procs,
+        roles=roles,
+        slots_per_task_manager=slots,
+    )
+
+
+def _without_roles(process: ProcessPlace) -> ProcessPlace:
+    place = process.copy()
+    place.pop("roles", None)
+    return place

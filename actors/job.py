@@ -22,7 +22,7 @@ import ray
 from actors import cluster_info
 from actors.layout import ProcessLayout
 from actors.placement import Placement
-from actors.process_actor import ProcessActor, RoleRef
+from actors.process_actor import Deployment, ProcessActor, RoleRef
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
@@ -30,6 +30,7 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
@@ -150,21 +151,21 @@ class JobRun:
             outcome = asyncio.run(self.driver.run(self))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
             log.exception("the job driver failed")
-            outcome = Outcome("failed", f"internal error of the job driver: {type(exc).__name__}: {exc}")
+            outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
         t_end = time.time()
-        if outcome.status == "finished":
+        if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
-        placed = cluster_info.run_placement(self.processes, cfg.placement, self.driver.t_launched, t_started)
-        placed["placement"]["slots_per_task_manager"] = self.layout.slots
+        placement = cluster_info.run_placement(self.processes, cfg.placement, self.layout.slots)
+        t_up = self.driver.t_launched
         # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
-        record.timing.update(setup_s=round(t_started - t0, 3), run_s=round(t_end - t_started, 3))
+        record.timing["setup_s"], record.timing["run_s"] = round(t_started - t0, 3), round(t_end - t_started, 3)
         record.timing["total_s"] = round(time.time() - t0, 3)
-        record.timing["actors_up_s"] = placed.pop("actors_up_s")
+        record.timing["actors_up_s"] = round(t_up - t_started, 3) if t_up else None
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
-        record.ray = RayRecord(placed["placement"], endpoint, self.trace_path, self.stacks_at_timeout or None)
+        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
         finished = outcome.status == Status.FINISHED
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         verified = (
@@ -223,14 +224,11 @@ class JobRun:
             actor_class: Any = ProcessActor
             actor = actor_class.options(name=process, namespace=self.namespace, **opts).remote(process)
             self.processes[process] = actor
-        extra = {
-            "trace": self._tracing,
-            "faults": codec.encode(self.cfg.faults) if self.cfg.faults else b"",
-            **spec.args,
-        }
-        if role_kind(spec.kind).takes_shard:
-            extra.update(self.plan.shard_args[int(spec.args["task_id"])])
-        actor.deploy.remote(spec.kind, spec.name, codec.encode(self.cfg), self.props.__dict__, extra)
+        shard = self.plan.shards[spec.args.task_id] if role_kind(spec.kind).takes_shard else None
+        faults = codec.encode(self.cfg.faults) if self.cfg.faults else b""
+        actor.deploy.remote(
+            codec.encode(spec), codec.encode(self.cfg), self.props, Deployment(self._tracing, faults, shard)
+        )
         self.refs[spec.name] = RoleRef(actor, spec.name)
 
     def _start_refs(self, names: Sequence[str]) -> list[Any]:
@@ -321,7 +319,7 @@ class JobRun:
     def on_failover(self, error: str | None, restore: Any) -> None:
         pass  # nothing to record on Ray beyond the failover record
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]:
         """Kills the processes of the roles (a task manager with every task it hosts); the roles'
         counters and trace events, when their process still answers."""
         assert self.layout is not None
@@ -386,8 +384,8 @@ class JobRun:
         for name, ref in self.refs.items():
             try:
                 metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
-            except ray.exceptions.RayError as exc:
-                metrics.append({"error": f"{name}: {exc}"})
+            except ray.exceptions.RayError as exc:  # a dead process's counters are lost with it
+                log.info("the counters of %s are lost: %s", name, type(exc).__name__)
         coord, jm, dumps = asyncio.run(self._views())
         self._gather_traces()
         self._shutdown()  # a job that did not finish would go on committing under the record
@@ -401,7 +399,7 @@ class JobRun:
             dumps=dumps,
             commits_before=self.commits_before,
             table=redact(self.cfg.table),
-            timing=dict(self.plan.timings),
+            timing=self.plan.timings.copy(),
             run_s=run_s,
         )
         return record

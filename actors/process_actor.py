@@ -23,7 +23,7 @@ import ray
 from actors.channels import InOrder
 from actors.layout import TASK_MANAGER
 from actors.ray_env import RayEnv
-from actors.stream_plan import StreamShardRounds
+from actors.stream_plan import SourceShard
 from runtime.core import codec, roles
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
@@ -31,15 +31,24 @@ from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
-from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.roles import RoleNames, RoleSpec, make_role, role_kind, start_role
+from runtime.lab.results import ProcessPlace
 
 START_WAIT_S = 60.0  # how long a message waits for its role to finish starting
-# what the Ray host adds to a role's arguments: tracing, armed faults, the source's shard
-TRANSPORT_ARGS = ("trace", "faults", "stream_shard", "bounds", "rounds")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the Ray host adds to a role's spec: whether it traces, the armed faults (encoded
+    FaultSpecs, empty for none) and a source's shard."""
+
+    trace: bool = True
+    faults: bytes = b""
+    shard: SourceShard | None = None
 
 
 @dataclass(frozen=True)
@@ -62,16 +71,17 @@ class RoleRef:
 class HostedRole:
     """One role inside a process: its environment, its table view, the role object once started."""
 
-    def __init__(self, kind: str, name: str, config: JobConfig, props: dict[str, Any], extra: dict[str, Any]) -> None:
-        self.kind = kind
-        self.name = name
+    def __init__(self, spec: RoleSpec, config: JobConfig, props: TableProps, deployment: Deployment) -> None:
+        self.spec = spec
+        self.kind = kind = spec.kind
+        self.name = name = spec.name
         self.config = config
-        self.extra = extra
+        self.deployment = deployment
         dfs, base = open_dfs(config.table, role=kind, counters=DfsCounters())
-        self.env = RayEnv(name, dfs, seed=config.seed, trace=extra.get("trace", True))
-        self.table = HudiTable(dfs, base, TableProps(**props))
-        if extra.get("faults"):
-            specs: list[FaultSpec] = codec.decode(extra["faults"])
+        self.env = RayEnv(name, dfs, seed=config.seed, trace=deployment.trace)
+        self.table = HudiTable(dfs, base, props)
+        if deployment.faults:
+            specs: list[FaultSpec] = codec.decode(deployment.faults)
             self.env.faults = ArmedFaultPoints(FaultInjector(specs, name, dfs, base), self.env)
             if kind == roles.COORDINATOR and {s.point for s in specs} & set(COORDINATOR_DFS_FAULTS):
                 # a slow DFS blocks the I/O thread doing the operation, as a slow NameNode would
@@ -83,15 +93,15 @@ class HostedRole:
     async def start(self, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> None:
         """Builds and starts the role as every host does (:mod:`runtime.job.roles`)."""
         self.env.handles = {k: v for k, v in handles.items() if k != self.name}
-        args = {k: v for k, v in self.extra.items() if k not in TRANSPORT_ARGS}
-        spec, kind = RoleSpec(self.name, self.kind, args), role_kind(self.kind)
-        shard: StreamShardRounds | InMemoryShard | None = None
-        if kind.takes_shard:
-            if "stream_shard" in self.extra:
-                shard = StreamShardRounds(self.extra["stream_shard"], self.extra["bounds"])
-            else:
-                shard = InMemoryShard(self.extra["rounds"])
-        self.role = make_role(spec, self.env, self.config, self.table, RoleNames(task_names, source_names), shard)
+        spec, kind, shard = self.spec, role_kind(self.kind), self.deployment.shard
+        self.role = make_role(
+            spec,
+            self.env,
+            self.config,
+            self.table,
+            RoleNames(task_names, source_names),
+            shard.open() if shard else None,
+        )
         start = start_role(self.role, spec)
         if start is not None:
             await start
@@ -150,15 +160,15 @@ class ProcessActor:
                 ) from None
         return self.roles[name]
 
-    async def deploy(
-        self, kind: str, name: str, config: bytes, props: dict[str, Any], extra: dict[str, Any] | None = None
-    ) -> str:
-        """A role into this process (a task into a task manager's slot)."""
-        hosted = HostedRole(kind, name, codec.decode(config, JobConfig), props, extra or {})
+    async def deploy(self, spec: bytes, config: bytes, props: TableProps, deployment: Deployment) -> str:
+        """A role into this process (a task into a task manager's slot): its encoded
+        :class:`~runtime.job.roles.RoleSpec` and job configuration."""
+        role = codec.decode(spec, RoleSpec)
+        hosted = HostedRole(role, codec.decode(config, JobConfig), props, deployment)
         hosted.env.local = self.roles  # roles of one process talk in the process
-        self.roles[name] = hosted
-        self._deployed.setdefault(name, asyncio.Event()).set()
-        return name
+        self.roles[role.name] = hosted
+        self._deployed.setdefault(role.name, asyncio.Event()).set()
+        return role.name
 
     async def start(self, name: str, handles: dict[str, Any], task_names: list[str], source_names: list[str]) -> str:
         await (await self._arrived(name)).start(handles, task_names, source_names)
@@ -220,12 +230,9 @@ class ProcessActor:
                 out[f"{task.get_name()} ({state}, {id(task):x})"] = frames
         return out
 
-    async def metrics(self, name: str) -> dict[str, Any]:
+    async def metrics(self, name: str) -> MetricsSnapshot:
         env = self._role(name).env
-        snap = env.metrics.snapshot()
-        snap["dfs_ops"] = env.dfs.counters.snapshot()
-        snap["send_errors"] = list(env.send_errors)
-        return snap
+        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
 
     async def trace_events(self, name: str) -> list[dict[str, Any]]:
         return self._role(name).env.tracer.drain()
@@ -237,7 +244,7 @@ class ProcessActor:
             await wait_ended(hosted.task, timeout)  # its outcome is in the role's state
         return hosted.role.state if hosted.role is not None else "not started"
 
-    async def where(self) -> dict[str, Any]:
+    async def where(self) -> ProcessPlace:
         """The node and process, the roles it hosts and its memory (RSS; USS when readable)."""
         import psutil
 
@@ -247,15 +254,15 @@ class ProcessActor:
             uss = proc.memory_full_info().uss
         except (psutil.Error, AttributeError):
             uss = None
-        return {
-            "process": self.process,
-            "roles": sorted(self.roles),
-            "node_id": ray.get_runtime_context().get_node_id(),
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "rss_bytes": mem.rss,
-            "uss_bytes": uss,
+        return ProcessPlace(
+            process=self.process,
+            roles=sorted(self.roles),
+            node_id=ray.get_runtime_context().get_node_id(),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            rss_bytes=mem.rss,
+            uss_bytes=uss,
             # Ray started a sender's later message first this often; the channels put it back in order
-            "messages_held_for_order": self._in_order.held,
-            "order_gaps": self._in_order.gaps,
-        }
+            messages_held_for_order=self._in_order.held,
+            order_gaps=self._in_order.gaps,
+        )

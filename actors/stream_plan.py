@@ -20,20 +20,38 @@ from numpy.typing import NDArray
 from runtime.core.config import JobConfig
 from runtime.data import generator
 from runtime.data.columns import OFFSET, PAYLOAD
+from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import TableProps, avro_schema_json
+from runtime.lab.results import Timing
 from runtime.lab.verify import expected_state
 
 PhaseHook = Callable[[str], None] | None  # told when a phase of the start-up begins
+
+
+@dataclass(frozen=True)
+class SourceShard:
+    """What one source actor reads, by reference: its rounds put in Ray's object store (the
+    generator), or its Spark shard and the stream offsets where each round starts."""
+
+    rounds: list[Any] = field(default_factory=list)  # object refs, one per round
+    spark_shard: Any = None
+    bounds: list[int] = field(default_factory=list)
+
+    def open(self) -> StreamShardRounds | InMemoryShard:
+        """The source's ``Shard``, inside its actor."""
+        if self.spark_shard is not None:
+            return StreamShardRounds(self.spark_shard, self.bounds)
+        return InMemoryShard(self.rounds)
 
 
 @dataclass
 class StreamPlan:
     config: JobConfig  # with ``records`` set to the input's size
     props: TableProps
-    shard_args: list[dict[str, Any]]  # per task: what its source actor needs
+    shards: list[SourceShard]  # per task: what its source actor reads
     expected: pa.Table
     schema_json: str
-    timings: dict[str, float] = field(default_factory=dict)
+    timings: Timing = field(default_factory=lambda: Timing())
     stream: pa.Table | None = None  # the generator's stream, kept to check a failed run's commits
 
 
@@ -47,14 +65,14 @@ def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, PAYLOAD]
     )
-    args = [{"rounds": [ray.put(t) for t in shards[i]]} for i in range(cfg.writers)]
+    args = [SourceShard(rounds=[ray.put(t) for t in shards[i]]) for i in range(cfg.writers)]
     return StreamPlan(
         cfg,
         props,
         args,
         expected,
         avro_schema_json(stream.schema, cfg.table_name),
-        {"prepare_s": round(time.time() - t0, 3)},
+        Timing(prepare_s=round(time.time() - t0, 3)),
         stream=stream,
     )
 
@@ -96,18 +114,18 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     schema = to_arrow_schema(df.schema)
     bounds = cfg.round_bounds()
     props = TableProps.for_job(cfg)
-    args = [{"stream_shard": shards[i], "bounds": bounds} for i in range(cfg.writers)]
+    args = [SourceShard(spark_shard=shards[i], bounds=bounds) for i in range(cfg.writers)]
     return StreamPlan(
         cfg,
         props,
         args,
         expected,
         avro_schema_json(schema, cfg.table_name),
-        {
-            "spark_start_s": round(t_spark - t0, 3),
-            "prepare_s": round(t_handoff - t_spark, 3),
-            "expected_s": round(time.time() - t_handoff, 3),
-        },
+        Timing(
+            spark_start_s=round(t_spark - t0, 3),
+            prepare_s=round(t_handoff - t_spark, 3),
+            expected_s=round(time.time() - t_handoff, 3),
+        ),
     )
 
 

@@ -8,7 +8,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass, field
+
+
+@dataclass
+class MetricsSnapshot:
+    """One role's counters at a moment (:meth:`Metrics.snapshot`), with what its host adds: its
+    DFS operations by role and operation, and the messages it could not send. What each host
+    gathers of every role, and what the result's figures are added up from."""
+
+    rpcs: dict[str, int]
+    mails: dict[str, int]
+    blocked_s: dict[str, float]
+    samples: dict[str, list[float]]
+    values: dict[str, float]
+    counters: dict[str, int]
+    dfs_ops: dict[str, dict[str, int]] = field(default_factory=dict)
+    send_errors: list[str] = field(default_factory=list)
 
 
 class Metrics:
@@ -17,7 +33,7 @@ class Metrics:
         self.mails: dict[str, int] = defaultdict(int)
         self.blocked_s: dict[str, float] = defaultdict(float)  # role -> seconds blocked on an instant
         self.samples: dict[str, list[float]] = defaultdict(list)  # named latency samples
-        self.values: dict[str, Any] = {}
+        self.values: dict[str, float] = {}
         self.counters: dict[str, int] = defaultdict(int)  # named events: fallbacks, retries, ...
 
     def rpc(self, kind: str, n: int = 1) -> None:
@@ -35,31 +51,38 @@ class Metrics:
     def sample(self, name: str, value: float) -> None:
         self.samples[name].append(value)
 
-    def snapshot(self) -> dict[str, Any]:
-        return {
-            "rpcs": dict(self.rpcs),
-            "mails": dict(self.mails),
-            "blocked_s": dict(self.blocked_s),
-            "samples": {k: list(v) for k, v in self.samples.items()},
-            "values": dict(self.values),
-            "counters": dict(self.counters),
-        }
+    def snapshot(
+        self, dfs_ops: dict[str, dict[str, int]] | None = None, send_errors: list[str] | None = None
+    ) -> MetricsSnapshot:
+        """The counters now; a host adds the role's DFS operations and failed sends."""
+        return MetricsSnapshot(
+            rpcs=dict(self.rpcs),
+            mails=dict(self.mails),
+            blocked_s=dict(self.blocked_s),
+            samples={k: list(v) for k, v in self.samples.items()},
+            values=dict(self.values),
+            counters=dict(self.counters),
+            dfs_ops=dfs_ops or {},
+            send_errors=list(send_errors or []),
+        )
 
     @staticmethod
-    def merge(parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "rpcs": defaultdict(int),
-            "mails": defaultdict(int),
-            "blocked_s": defaultdict(float),
-            "samples": defaultdict(list),
-            "values": {},
-            "counters": defaultdict(int),
-        }
+    def merge(parts: Iterable[MetricsSnapshot]) -> MetricsSnapshot:
+        """The snapshots of several roles added up (their DFS operations and failed sends are
+        not: :meth:`runtime.core.dfs.DfsCounters.merge` adds those)."""
+        rpcs: dict[str, int] = defaultdict(int)
+        mails: dict[str, int] = defaultdict(int)
+        blocked_s: dict[str, float] = defaultdict(float)
+        counters: dict[str, int] = defaultdict(int)
+        samples: dict[str, list[float]] = defaultdict(list)
+        values: dict[str, float] = {}
         for part in parts:
-            for key in ("rpcs", "mails", "blocked_s", "counters"):
-                for k, v in part.get(key, {}).items():
-                    out[key][k] += v
-            for k, v in part.get("samples", {}).items():
-                out["samples"][k].extend(v)
-            out["values"].update(part.get("values", {}))
-        return {k: dict(v) for k, v in out.items()}
+            for total, add in ((rpcs, part.rpcs), (mails, part.mails), (counters, part.counters)):
+                for k, n in add.items():
+                    total[k] += n
+            for k, v in part.blocked_s.items():
+                blocked_s[k] += v
+            for k, xs in part.samples.items():
+                samples[k].extend(xs)
+            values.update(part.values)
+        return MetricsSnapshot(dict(rpcs), dict(mails), dict(blocked_s), dict(samples), values, dict(counters))

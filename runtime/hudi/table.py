@@ -22,7 +22,7 @@ import uuid
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 
@@ -165,31 +165,48 @@ class CompletedInstant:
         return write_stats(self.doc)
 
 
-def commit_summaries(done: Iterable[CompletedInstant]) -> list[dict[str, Any]]:
-    """The writers' commits as {instant, checkpoint, rows}: a job's commits, whichever
-    coordinator made them."""
+class CommitSummary(TypedDict):
+    """A writers' commit: its instant, the checkpoint it committed, the rows it wrote."""
+
+    instant: str
+    checkpoint: int
+    rows: int
+
+
+class CompactionSummary(TypedDict):
+    """A completed compaction: the file groups it compacted, the rows of their new base files,
+    the log files it read and the bytes it wrote."""
+
+    instant: str
+    file_groups: int
+    rows: int
+    log_files_compacted: int
+    bytes_written: int
+
+
+def commit_summaries(done: Iterable[CompletedInstant]) -> list[CommitSummary]:
+    """The writers' commits: a job's commits, whichever coordinator made them."""
     return [
-        {
-            "instant": c.instant,
-            "checkpoint": int(c.doc.get("extraMetadata", {}).get("checkpoint.id", -1)),
-            "rows": sum(s["numInserts"] + s["numUpdateWrites"] for s in c.stats),
-        }
+        CommitSummary(
+            instant=c.instant,
+            checkpoint=int(c.doc.get("extraMetadata", {}).get("checkpoint.id", -1)),
+            rows=sum(s["numInserts"] + s["numUpdateWrites"] for s in c.stats),
+        )
         for c in done
         if not c.compaction
     ]
 
 
-def compaction_summaries(done: Iterable[CompletedInstant]) -> list[dict[str, Any]]:
-    """The completed compactions: the file groups each compacted, the rows of their new base
-    files, the log files it read and the bytes it wrote."""
+def compaction_summaries(done: Iterable[CompletedInstant]) -> list[CompactionSummary]:
+    """The completed compactions."""
     return [
-        {
-            "instant": c.instant,
-            "file_groups": len(c.stats),
-            "rows": sum(s["numWrites"] for s in c.stats),
-            "log_files_compacted": sum(s.get("totalLogFilesCompacted", 0) for s in c.stats),
-            "bytes_written": sum(s["totalWriteBytes"] for s in c.stats),
-        }
+        CompactionSummary(
+            instant=c.instant,
+            file_groups=len(c.stats),
+            rows=sum(s["numWrites"] for s in c.stats),
+            log_files_compacted=sum(s.get("totalLogFilesCompacted", 0) for s in c.stats),
+            bytes_written=sum(s["totalWriteBytes"] for s in c.stats),
+        )
         for c in done
         if c.compaction
     ]

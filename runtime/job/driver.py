@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from runtime.core import roles
 from runtime.core.config import flag_of
 from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
+from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
@@ -30,6 +31,7 @@ from runtime.job.prepare import ResolvedJob
 from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls, stalls_text
 from runtime.lab.results import FailoverRecord
+from runtime.lab.status import Status
 from runtime.protocols import get_protocol
 
 POLL_S = 0.25  # the watchdog's period
@@ -72,7 +74,7 @@ class JobHost(Protocol):
 
     def on_failover(self, error: str | None, restore: Any) -> None: ...
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]: ...
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]: ...
 
     async def call(self, name: str, method: str, msg: Any) -> Any: ...
 
@@ -81,7 +83,7 @@ class JobHost(Protocol):
 
 @dataclass
 class Outcome:
-    status: str  # finished, failed, deadlocked, timed-out, interrupted (aborted: the simulator's verdict)
+    status: Status
     error: str | None = None
     deadlock: Any = None
     stalls: list[Stall] = field(default_factory=list)
@@ -98,7 +100,7 @@ class JobDriver:
         self.failovers: list[FailoverRecord] = []
         self.last_triggered = 0
         self.prior_checkpoints: dict[int, CheckpointView] = {}
-        self.prior_metrics: list[dict[str, Any]] = []
+        self.prior_metrics: list[MetricsSnapshot] = []  # of the roles failovers replaced
         self.deadline: float | None = None
         self.stalls: list[Stall] = []  # what the watchdog saw last
         self.t_launched: float | None = None  # when the first launch had every role up
@@ -143,8 +145,8 @@ class JobDriver:
                     await self.failover(host, error)
                 outcome = await self.supervise(host)
             except host.start_errors as exc:  # a role failed while starting
-                outcome = Outcome("failed", root_cause(exc))
-            if outcome.status == "failed" and len(self.failovers) < self.cfg.max_restarts:
+                outcome = Outcome(Status.FAILED, root_cause(exc))
+            if outcome.status == Status.FAILED and len(self.failovers) < self.cfg.max_restarts:
                 error = outcome.error
                 continue
             return outcome
@@ -194,25 +196,25 @@ class JobDriver:
         while True:
             ended, error = await host.wait_job_manager(POLL_S)
             if ended:
-                return Outcome("finished" if error is None else "failed", error, None, self.stalls)
+                return Outcome(Status.FINISHED if error is None else Status.FAILED, error, None, self.stalls)
             dumps = await host.dumps()
             dead = host.dead(dumps)
             if dead is not None:  # a dead role fails the job, which fails over
-                return Outcome("failed", dead, None, self.stalls)
+                return Outcome(Status.FAILED, dead, None, self.stalls)
             deadlock = find_deadlock(dumps, cfg.deadlock_threshold_s)
             if deadlock is not None:
-                return Outcome("deadlocked", None, deadlock, self.stalls)
+                return Outcome(Status.DEADLOCKED, None, deadlock, self.stalls)
             self.stalls = stalls = find_stalls(dumps, cfg.deadlock_threshold_s)
             if host.now() > self.deadline:
                 waiting = await host.timed_out()
                 error = f"the job did not finish within {cfg.job_timeout_s:g}s ({flag_of('job_timeout_s')}); {waiting}"
-                return Outcome("timed-out", f"{error}stalled tasks: {stalls_text(stalls)}", None, stalls)
+                return Outcome(Status.TIMED_OUT, f"{error}stalled tasks: {stalls_text(stalls)}", None, stalls)
             stopped = host.interrupted()
             if stopped is not None:
-                return Outcome("interrupted", stopped, None, stalls)
+                return Outcome(Status.INTERRUPTED, stopped, None, stalls)
             limit = host.past_limit()
             if limit is not None:
-                return Outcome("timed-out", f"{limit}; stalled tasks: {stalls_text(stalls)}", None, stalls)
+                return Outcome(Status.TIMED_OUT, f"{limit}; stalled tasks: {stalls_text(stalls)}", None, stalls)
             await host.progress()
 
     # -- failover ------------------------------------------------------------------------------
@@ -230,8 +232,8 @@ class JobDriver:
         if self.cfg.failover == "region":  # the coordinator must be alive and sound
             coord = await host.describe_coordinator()
             region = region_failover_applies(self.cfg, coordinator_sound=coord is not None and not coord.error)
-        summary = resume_summary(self.cfg, self.last_triggered, restore)
-        record = FailoverRecord(error, host.now(), "region" if region else "global", **summary)
+        restored, resumed_round = resume_summary(self.cfg, self.last_triggered, restore)
+        record = FailoverRecord(error, host.now(), "region" if region else "global", restored, resumed_round)
         record.clock = self.failover_clock
         self.failovers.append(record)
         host.on_failover(error, restore)

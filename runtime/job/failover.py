@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.core.config import JobConfig
@@ -25,24 +26,30 @@ def resume_checkpoint_id(last_triggered: int, restore: Any) -> int:
     return max(last_triggered, restore.checkpoint_id if restore is not None else 0)
 
 
-def resume_plan(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[Any, dict[str, int]]:
-    """(the checkpoint the roles restore from, the ids and round they resume at) after a
-    failover from ``restore`` (the last completed checkpoint, or None)."""
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where the restarted roles resume: the last checkpoint id handed out before the failover
+    (the tasks and the coordinator resume after it), the job manager's next id, and the round
+    the sources start at."""
+
+    resume_checkpoint_id: int
+    start_checkpoint_id: int
+    start_round: int
+
+
+def resume_plan(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[Any, ResumePoint]:
+    """(the checkpoint the roles restore from, where they resume) after a failover from
+    ``restore`` (the last completed checkpoint, or None)."""
     if get_protocol(cfg.protocol).writer_side.replays_from_committed_offsets:
         restore = None  # the sources replay everything; the protocol's offsets skip the rest
     resume_id = resume_checkpoint_id(last_triggered, restore)
-    return restore, {
-        "resume_checkpoint_id": resume_id,
-        "start_checkpoint_id": resume_id + 1,
-        "start_round": (restore.round if restore is not None else 0) + 1,
-    }
+    start_round = (restore.round if restore is not None else 0) + 1
+    return restore, ResumePoint(resume_id, resume_id + 1, start_round)
 
 
-def resume_summary(cfg: JobConfig, last_triggered: int, restore: Any) -> dict[str, Any]:
-    """What a failover record says about where the job resumes (as :func:`resume_plan` decides:
-    the control topic restores no checkpoint and replays from round 1)."""
+def resume_summary(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[int | None, int]:
+    """What a failover record says about where the job resumes, (the restored checkpoint, the
+    resumed round), as :func:`resume_plan` decides: the control topic restores no checkpoint
+    and replays from round 1."""
     planned, resume = resume_plan(cfg, last_triggered, restore)
-    return {
-        "restored_checkpoint": planned.checkpoint_id if planned is not None else None,
-        "resumed_round": resume["start_round"],
-    }
+    return (planned.checkpoint_id if planned is not None else None), resume.start_round

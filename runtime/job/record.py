@@ -7,34 +7,46 @@ pending instants when it starts: ``StreamWriteOperatorCoordinator.initInstant`` 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from runtime.core import trace_events
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
-from runtime.hudi.table import commit_summaries, compaction_summaries, files_written
+from runtime.hudi.table import CommitSummary, CompletedInstant, commit_summaries, compaction_summaries, files_written
 from runtime.job.driver import JobDriver, Outcome
 from runtime.lab.prefix import verify_prefix
-from runtime.lab.results import CoordinatorRecord, JobResult, TaskSummary, run_figures
+from runtime.lab.results import (
+    CheckpointEntry,
+    Compactions,
+    CoordinatorRecord,
+    DataWritten,
+    JobResult,
+    Rollback,
+    RunFigures,
+    TaskSummary,
+    Timing,
+    run_figures,
+)
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import VerifyError
 
 
-def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[dict[str, str]]:
+def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[Rollback]:
     """Every instant the job rolled back, and why: those pending when an attempt started that
     are gone from the table now, and those the coordinator reports (a failed commit it rolled
     back itself)."""
     timeline = driver.table.timeline() if driver.pending_at_launch else None
     on_table = set(timeline.pending_commits()) | set(timeline.completed_commits()) if timeline else set()
-    out = [{"instant": i, "reason": why} for i, why in driver.pending_at_launch.items() if i not in on_table]
+    out = [Rollback(instant=i, reason=why) for i, why in driver.pending_at_launch.items() if i not in on_table]
     seen = {r["instant"] for r in out}
     out += [
-        {"instant": i, "reason": "a failed commit the coordinator rolled back"}
+        Rollback(instant=i, reason="a failed commit the coordinator rolled back")
         for i in coord.rolled_back
         if i not in seen
     ]
@@ -105,74 +117,100 @@ def trace_markers(driver: JobDriver) -> list[dict[str, Any]]:
     return out
 
 
-def checkpoints(driver: JobDriver, jm: JobManagerView | None) -> dict[str, Any]:
+def checkpoints(driver: JobDriver, jm: JobManagerView | None) -> dict[str, CheckpointEntry]:
     """Every checkpoint of the job, those of job managers a failover replaced included, as
     result.json's ``checkpoints.detail`` (string keys, as JSON has them)."""
     every = {**driver.prior_checkpoints, **(jm.checkpoints if jm is not None else {})}
-    return {str(k): dataclasses.asdict(v) for k, v in sorted(every.items())}
+    return {
+        str(k): CheckpointEntry(status=v.status, round=v.round, reason=v.reason, acks=list(v.acks))
+        for k, v in sorted(every.items())
+    }
 
 
-def table_record(
-    driver: JobDriver, coord: CoordinatorView, figures: dict[str, Any], before: set[str]
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TableRecord:
+    """What the table says of a job: its commits, its compactions, what it wrote."""
+
+    commits: list[CommitSummary]
+    compactions: Compactions
+    data_written: DataWritten
+
+
+def table_record(driver: JobDriver, coord: CoordinatorView, figures: RunFigures, before: set[str]) -> TableRecord:
     """What the table says of this job, from one listing of its timeline and one read of each
     completed instant's metadata (none when the job stopped before the table was created):
     its commits, which survive any failover; merge-on-read: its compactions and what the
     coordinator scheduled and postponed; the files and bytes it wrote and the write
     amplification."""
     if not driver.table.dfs.exists(driver.table.hoodie):
-        return {"commits": [], "compactions": {}, "data_written": {}}
+        return TableRecord([], Compactions(), DataWritten())
     timeline = driver.table.timeline()
     done = driver.table.completed_metadata(timeline, skip=before)
-    compactions: dict[str, Any] = {}
+    compactions = Compactions()
     if driver.cfg.compacts:
-        compactions = {
-            "completed": compaction_summaries(done),
-            "pending": timeline.pending_compactions(),
-            "scheduled": len(coord.compactions_scheduled),
-            "postponed": coord.compactions_postponed,
-        }
-    written: dict[str, Any] = files_written(done)
-    checkpoints = max(1, figures["checkpoints"]["completed"])
-    for kind in ("base_files", "log_files", "compaction_base_files"):
-        written[f"{kind}_per_checkpoint"] = round(written[kind] / checkpoints, 2)
-    input_bytes = figures.get("counters", {}).get("input_bytes", 0)
-    written["input_bytes"] = input_bytes
-    written["write_amplification"] = round(written["bytes"] / input_bytes, 3) if input_bytes else None
-    return {"commits": commit_summaries(done), "compactions": compactions, "data_written": written}
+        compactions = Compactions(
+            completed=compaction_summaries(done),
+            pending=timeline.pending_compactions(),
+            scheduled=len(coord.compactions_scheduled),
+            postponed=coord.compactions_postponed,
+        )
+    return TableRecord(commit_summaries(done), compactions, data_written(done, figures))
+
+
+def data_written(done: list[CompletedInstant], figures: RunFigures) -> DataWritten:
+    """The files and bytes the instants wrote, per completed checkpoint, and the write
+    amplification against the bytes the sources emitted."""
+    f = files_written(done)
+    checkpoints = max(1, figures.checkpoints.completed)
+    input_bytes = figures.counters.get("input_bytes", 0)
+    return DataWritten(
+        base_files=f["base_files"],
+        log_files=f["log_files"],
+        bytes=f["bytes"],
+        compaction_base_files=f["compaction_base_files"],
+        compaction_bytes=f["compaction_bytes"],
+        base_files_per_checkpoint=round(f["base_files"] / checkpoints, 2),
+        log_files_per_checkpoint=round(f["log_files"] / checkpoints, 2),
+        compaction_base_files_per_checkpoint=round(f["compaction_base_files"] / checkpoints, 2),
+        input_bytes=input_bytes,
+        write_amplification=round(f["bytes"] / input_bytes, 3) if input_bytes else None,
+    )
 
 
 def job_result(
     driver: JobDriver,
     outcome: Outcome,
     *,
-    metrics: list[dict[str, Any]],
+    metrics: list[MetricsSnapshot],
     driver_dfs_ops: dict[str, dict[str, int]],
     coord: CoordinatorView | None,
     jm: JobManagerView | None,
     dumps: dict[str, TaskDump],
     commits_before: set[str],
     table: str,
-    timing: dict[str, Any],
+    timing: Timing,
     run_s: float,
 ) -> JobResult:
     """The result record, from what the host gathered of its roles at the end."""
     cfg = driver.cfg
-    parts = [m for m in metrics if "error" not in m] + driver.prior_metrics
+    parts = metrics + driver.prior_metrics
     coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
     figures = run_figures(parts, driver_dfs_ops, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
     fired = fired_faults(driver.table.dfs, driver.table.base_path)
     rolled_back = rollbacks(driver, coord)
+    on_table = table_record(driver, coord, figures, commits_before)
     return JobResult(
         figures=figures,
         protocol=cfg.protocol,
         writers=cfg.writers,
         source=cfg.source,
         table=table,
-        status=Status(outcome.status),
+        status=outcome.status,
         error=outcome.error,
         records=cfg.records,
-        **table_record(driver, coord, figures.to_json(), commits_before),
+        commits=on_table.commits,
+        compactions=on_table.compactions,
+        data_written=on_table.data_written,
         empty_rounds=coord.empty_rounds,
         failovers=driver.failovers,
         faults_fired=fired,
@@ -185,12 +223,12 @@ def job_result(
         stalls=list(outcome.stalls),
         timing=timing,
         rows_per_s=round(figures.rows_in / max(1e-9, run_s), 1),
-        tasks={n: cast(TaskSummary, _task_summary(d)) for n, d in dumps.items()},
-        send_errors=[e for m in metrics + driver.prior_metrics for e in m.get("send_errors", [])],
+        tasks={n: _task_summary(d) for n, d in dumps.items()},
+        send_errors=[e for m in parts for e in m.send_errors],
         durations=cfg.effective_durations(),
         config=cfg.record(),
     )
 
 
-def _task_summary(d: TaskDump) -> dict[str, Any]:
-    return {"state": d.state, "error": d.error, "flushes": d.flushes, "protocol": d.protocol, "rows_in": d.rows_in}
+def _task_summary(d: TaskDump) -> TaskSummary:
+    return TaskSummary(state=d.state, error=d.error, flushes=d.flushes, protocol=d.protocol, rows_in=d.rows_in)

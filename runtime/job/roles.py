@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime.core import codec
+from runtime.core.codec import message
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import TaskState
@@ -28,6 +29,7 @@ from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
+from runtime.job.failover import ResumePoint
 from runtime.protocols import get_protocol
 from runtime.writer.compaction import (
     COMMIT_SINK,
@@ -52,13 +54,34 @@ class Role(Protocol):
     def RPC_METHODS(self) -> tuple[str, ...]: ...  # noqa: N802 - the name every host looks up
 
 
+@message
+@dataclass(frozen=True)
+class RoleArgs:
+    """What a role is built with beyond the job's configuration, fresh or resuming after a
+    failover; each kind reads its own (:data:`ROLE_KINDS`). A codec message: the Ray host sends
+    it to the role's process."""
+
+    task_id: int = 0  # a write task's, a source's, a compaction task's index
+    writer: str = ""  # a source's write task
+    schema_json: str = ""  # the coordinator's, the compaction commit sink's: the commit metadata's schema
+    # resuming (runtime.job.failover.ResumePoint): a write task and the coordinator resume after
+    # ``resume_checkpoint_id`` (None: a fresh start); the job manager's next checkpoint id and
+    # round; a source's round and its offset in the stream
+    resume_checkpoint_id: int | None = None
+    restored_state: bytes | None = None  # a write task's checkpointed TaskState
+    start_checkpoint_id: int = 1
+    start_round: int = 1
+    start_offset: int = 0
+
+
+@message
 @dataclass(frozen=True)
 class RoleSpec:
-    """One role of the job: its name, its kind and what it is built with (wire-safe values)."""
+    """One role of the job: its name, its kind and what it is built with (a codec message)."""
 
     name: str
     kind: str  # a RoleKind's kind, or one of the protocol's extra roles
-    args: dict[str, Any] = field(default_factory=dict)
+    args: RoleArgs = field(default_factory=RoleArgs)
 
 
 @dataclass(frozen=True)
@@ -86,9 +109,9 @@ class JobRoles:
 @dataclass(frozen=True)
 class Resume:
     """Where restarted roles resume (:mod:`runtime.job.failover`): the checkpoint ids and round
-    (``ids``), and each role's restored state; both empty on a fresh start."""
+    (``at``), and each role's restored state; None and empty on a fresh start."""
 
-    ids: dict[str, int] = field(default_factory=dict)
+    at: ResumePoint | None = None
     states: dict[str, bytes] = field(default_factory=dict)
 
 
@@ -108,7 +131,7 @@ class RoleKind:
     kind: str
     build: Build
     names: Callable[[JobRoles], list[str]]
-    args: Callable[[str, JobRoles, Resume], dict[str, Any]] = lambda _name, _roles, _resume: {}
+    args: Callable[[str, JobRoles, Resume], RoleArgs] = lambda _name, _roles, _resume: RoleArgs()
     start: Callable[[Any, RoleSpec], Awaitable[None] | None] = lambda _role, _spec: None
     restarts: bool = True
     in_region: bool = True
@@ -127,8 +150,8 @@ def _build_coordinator(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTabl
         table,
         get_protocol(cfg.protocol),
         names.task_names,
-        schema_json=spec.args.get("schema_json", ""),
-        resume_checkpoint_id=int(spec.args.get("resume_checkpoint_id", 0)),
+        schema_json=spec.args.schema_json,
+        resume_checkpoint_id=spec.args.resume_checkpoint_id or 0,
     )
 
 
@@ -139,8 +162,8 @@ def _build_job_manager(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTabl
         names.task_names,
         names.source_names,
         state_backend=StateBackend(env.dfs, table.base_path),
-        start_checkpoint_id=int(spec.args.get("start_checkpoint_id", 1)),
-        start_round=int(spec.args.get("start_round", 1)),
+        start_checkpoint_id=spec.args.start_checkpoint_id,
+        start_round=spec.args.start_round,
         compaction_plan=PLAN_OPERATOR if cfg.compacts else "",
     )
 
@@ -151,24 +174,21 @@ def _build_plan_operator(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTa
 
 
 def _build_compact_task(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
-    return CompactOperator(env, cfg, table.with_dfs(env.dfs.for_role("compaction.data")), int(spec.args["task_id"]))
+    return CompactOperator(env, cfg, table.with_dfs(env.dfs.for_role("compaction.data")), spec.args.task_id)
 
 
 def _build_commit_sink(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
-    return CompactionCommitSink(env, cfg, table, spec.args.get("schema_json", ""))
+    return CompactionCommitSink(env, cfg, table, spec.args.schema_json)
 
 
 def _build_writer(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
     data_table = table.with_dfs(env.dfs.for_role("writer.data"))
-    return WriteTask(env, cfg, int(spec.args["task_id"]), table, get_protocol(cfg.protocol), data_table=data_table)
+    return WriteTask(env, cfg, spec.args.task_id, table, get_protocol(cfg.protocol), data_table=data_table)
 
 
 def _build_source(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any) -> Role:
     a = spec.args
-    start_round, start_offset = int(a.get("start_round", 1)), int(a.get("start_offset", 0))
-    return Source(
-        env, cfg, int(a["task_id"]), shard, writer=a["writer"], start_round=start_round, start_offset=start_offset
-    )
+    return Source(env, cfg, a.task_id, shard, writer=a.writer, start_round=a.start_round, start_offset=a.start_offset)
 
 
 def _build_protocol_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, _: Any) -> Role:
@@ -182,48 +202,49 @@ def _build_protocol_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTa
 # -- what each kind is built with, fresh or resuming -------------------------------------------------
 
 
-def _coordinator_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
-    args: dict[str, Any] = {"schema_json": roles.schema_json}
-    args.update({"resume_checkpoint_id": resume.ids["resume_checkpoint_id"]} if resume.ids else {})
-    return args
+def _coordinator_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
+    at = resume.at
+    return RoleArgs(schema_json=roles.schema_json, resume_checkpoint_id=at.resume_checkpoint_id if at else None)
 
 
-def _job_manager_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
-    return {k: v for k, v in resume.ids.items() if k.startswith("start_")}
+def _job_manager_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
+    at = resume.at
+    return RoleArgs(start_checkpoint_id=at.start_checkpoint_id, start_round=at.start_round) if at else RoleArgs()
 
 
-def _writer_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
-    args: dict[str, Any] = {"task_id": roles.names.task_names.index(name)}
-    if resume.ids:
-        args.update(resume_checkpoint_id=resume.ids["resume_checkpoint_id"], restored_state=resume.states.get(name))
-    return args
+def _writer_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
+    task_id = roles.names.task_names.index(name)
+    if resume.at is None:
+        return RoleArgs(task_id)
+    return RoleArgs(
+        task_id, resume_checkpoint_id=resume.at.resume_checkpoint_id, restored_state=resume.states.get(name)
+    )
 
 
-def _source_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
+def _source_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
     i = roles.names.source_names.index(name)
-    args: dict[str, Any] = {"task_id": i, "writer": roles.names.task_names[i]}
-    if resume.ids:
-        state = resume.states.get(name)
-        offset = codec.decode(state).offset if state else 0
-        args.update(start_round=resume.ids["start_round"], start_offset=offset)
-    return args
+    if resume.at is None:
+        return RoleArgs(i, roles.names.task_names[i])
+    state = resume.states.get(name)
+    offset = codec.decode(state).offset if state else 0
+    return RoleArgs(i, roles.names.task_names[i], start_round=resume.at.start_round, start_offset=offset)
 
 
-def _schema_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
-    return {"schema_json": roles.schema_json}
+def _schema_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
+    return RoleArgs(schema_json=roles.schema_json)
 
 
-def _compact_task_args(name: str, roles: JobRoles, resume: Resume) -> dict[str, Any]:
-    return {"task_id": int(name.rsplit("-", 1)[1])}
+def _compact_task_args(name: str, roles: JobRoles, resume: Resume) -> RoleArgs:
+    return RoleArgs(int(name.rsplit("-", 1)[1]))
 
 
 # -- how each kind starts ------------------------------------------------------------------------------
 
 
 def _start_writer(role: Any, spec: RoleSpec) -> Awaitable[None]:
-    restored = spec.args.get("restored_state")
+    restored = spec.args.restored_state
     state = codec.decode(restored, TaskState) if restored else None
-    started: Awaitable[None] = role.start(state, resume_checkpoint_id=spec.args.get("resume_checkpoint_id"))
+    started: Awaitable[None] = role.start(state, resume_checkpoint_id=spec.args.resume_checkpoint_id)
     return started
 
 

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.data.columns import OFFSET, TASK
-from runtime.lab.results import CheckpointEntry, Commit
+from runtime.hudi.table import CommitSummary
+from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import compare, expected_state
 from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
@@ -24,7 +25,7 @@ from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
 
 def prefix_rows(
     stream: pa.Table,
-    commits: list[Commit],
+    commits: list[CommitSummary],
     checkpoints: dict[str, CheckpointEntry],
     round_bounds: list[int],
     last_commit_extra: dict[str, str],
@@ -59,7 +60,7 @@ def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
 def verify_prefix(
     actual: pa.Table,
     stream: pa.Table,
-    commits: list[Commit],
+    commits: list[CommitSummary],
     checkpoints: dict[str, CheckpointEntry],
     round_bounds: list[int],
     last_commit_extra: dict[str, str],

@@ -10,8 +10,9 @@ from runtime.core import roles
 from runtime.core.dfs import DfsCounters
 from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
-from runtime.core.metrics import Metrics
+from runtime.core.metrics import Metrics, MetricsSnapshot
 from runtime.faults.markers import FiredFault
+from runtime.hudi.table import CommitSummary, CompactionSummary
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
 from runtime.lab.status import Status
@@ -23,7 +24,7 @@ DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit
 
 
 def run_figures(
-    metric_parts: Iterable[JsonObject],
+    metric_parts: Iterable[MetricsSnapshot],
     driver_dfs_ops: dict[str, dict[str, int]],
     releases: list[InstantRelease],
     checkpoints: dict[str, CheckpointEntry],
@@ -32,8 +33,8 @@ def run_figures(
 ) -> RunFigures:
     """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's
     instant releases, the job's checkpoints and the write tasks' dumps."""
-    parts = [m for m in metric_parts if "error" not in m]
-    dfs_ops = DfsCounters.merge([m.get("dfs_ops", {}) for m in parts] + [driver_dfs_ops])
+    parts = list(metric_parts)
+    dfs_ops = DfsCounters.merge([m.dfs_ops for m in parts] + [driver_dfs_ops])
     merged = Metrics.merge(parts)
     latencies = unblock_latencies([(r.instant, r.at) for r in releases], [w for d in dumps.values() for w in d.waits])
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
@@ -46,12 +47,12 @@ def run_figures(
         dfs_ops_per_checkpoint={
             r: {op: round(n / n_ckp, 2) for op, n in ops.items()} for r, ops in dfs_ops.items() if r not in DATA_ROLES
         },
-        rpcs=merged["rpcs"],
-        mails=merged["mails"],
-        writer_blocked_s={k: round(v, 3) for k, v in merged["blocked_s"].items()},
+        rpcs=merged.rpcs,
+        mails=merged.mails,
+        writer_blocked_s={k: round(v, 3) for k, v in merged.blocked_s.items()},
         commit_to_unblock_s=percentiles(latencies),
         commit_to_unblock_samples=[round(x, 5) for x in latencies],
-        counters=merged.get("counters", {}),
+        counters=merged.counters,
     )
 
 
@@ -109,12 +110,42 @@ class CheckpointEntry(TypedDict):
     acks: list[str]
 
 
-class Commit(TypedDict):
-    """A commit of the job, read from the table."""
+class Rollback(TypedDict):
+    """An instant the job rolled back, and why."""
 
     instant: str
-    checkpoint: int
-    rows: int
+    reason: str
+
+
+class DataWritten(TypedDict, total=False):
+    """What the job's commits and compactions wrote (:func:`runtime.hudi.table.files_written`), per
+    checkpoint, and the write amplification: bytes written / the input records' bytes (the
+    sources' ``input_bytes`` counter). Empty when the job stopped before the table existed."""
+
+    base_files: int
+    log_files: int
+    bytes: int
+    compaction_base_files: int
+    compaction_bytes: int
+    base_files_per_checkpoint: float
+    log_files_per_checkpoint: float
+    compaction_base_files_per_checkpoint: float
+    input_bytes: int
+    write_amplification: float | None
+
+
+class Timing(TypedDict, total=False):
+    """How long a run's phases took, in seconds: preparing the stream (the Spark source: starting
+    Spark, handing the shards over, the expected state), setting up, running; on Ray also the
+    total and when every process was up."""
+
+    spark_start_s: float
+    prepare_s: float
+    expected_s: float
+    setup_s: float
+    run_s: float
+    total_s: float
+    actors_up_s: float | None
 
 
 class Divergence(TypedDict):
@@ -140,7 +171,7 @@ class Compactions(TypedDict, total=False):
     """Merge-on-read: the compactions the job completed (read from the table), those left pending,
     and how many the coordinator scheduled and postponed; empty for copy-on-write."""
 
-    completed: list[dict[str, int | str]]  # runtime.hudi.table.compaction_summaries
+    completed: list[CompactionSummary]
     pending: list[str]
     scheduled: int
     postponed: int
@@ -226,11 +257,42 @@ class SimulationRecord:
         return cls(**values)
 
 
+class ProcessPlace(TypedDict, total=False):
+    """Where one process of a Ray run lived (``actors.process_actor``'s ``where``): the roles it
+    hosted, its node, host and pid, its memory (RSS; USS when readable), and how often Ray
+    started a sender's later message first (the channels put it back in order); only ``error``
+    and ``roles`` for a process that did not answer. A role's entry is its process's, without
+    ``roles``."""
+
+    process: str
+    roles: list[str]
+    node_id: str
+    host: str
+    pid: int
+    rss_bytes: int
+    uss_bytes: int | None
+    messages_held_for_order: int
+    order_gaps: int
+    error: str
+
+
+class RunPlacement(TypedDict):
+    """Where a Ray run's roles ran: the placement strategy, the roles on each node, the nodes
+    holding write tasks, every process and every role, and the slots of a task manager."""
+
+    strategy: str
+    roles_per_node: dict[str, int]
+    writer_nodes: int
+    processes: dict[str, ProcessPlace]
+    roles: dict[str, ProcessPlace]
+    slots_per_task_manager: int
+
+
 @dataclass
 class RayRecord:
     """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
 
-    placement: JsonObject
+    placement: RunPlacement
     dfs_endpoint: JsonObject | None
     trace_file: str | None
     stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
@@ -260,18 +322,18 @@ class JobResult:
     status: Status
     error: str | None
     records: int
-    commits: list[Commit]
+    commits: list[CommitSummary]  # read from the table
     empty_rounds: list[int]
     failovers: list[FailoverRecord]
     faults_fired: list[FiredFault]
     faults_armed: list[str]  # the --faults specs, as written
     faults_not_fired: list[str]  # armed specs that never fired: the run did not test them
     rolled_back: list[str]
-    rollbacks: list[dict[str, str]]  # {instant, reason}: why each instant was rolled back
+    rollbacks: list[Rollback]  # why each instant was rolled back
     coordinator: CoordinatorRecord
     deadlock: Deadlock | None
     stalls: list[Stall]
-    timing: dict[str, float | None]
+    timing: Timing
     rows_per_s: float
     tasks: dict[str, TaskSummary]
     send_errors: list[str]
@@ -284,7 +346,7 @@ class JobResult:
     # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
     # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
-    data_written: dict[str, float | None] = field(default_factory=dict)
+    data_written: DataWritten = field(default_factory=lambda: DataWritten())
     exactly_once: ExactlyOnce | None = None  # a finished run's verdict (None: not verified)
     simulation: SimulationRecord | None = None  # the simulator's own fields
     ray: RayRecord | None = None  # the Ray host's own fields

@@ -24,6 +24,7 @@ from runtime.core import roles
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
+from runtime.core.metrics import MetricsSnapshot
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
@@ -33,7 +34,7 @@ from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
 from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
-from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord
+from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord, Timing
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import expected_state, read_snapshot, verify_run
@@ -154,12 +155,12 @@ class _SimRun:
         self.recorder.add("host", roles.DRIVER, "start", cfg.protocol, cfg.writers)
         self.outcome = await self.driver.run(self)
         self.t_end = self.loop.time()
-        if self.outcome.status == "finished":
+        if self.outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly (bounded)
             pending = [t for t in self.source_tasks.values() if not t.done()]
             if pending:
                 await asyncio.wait(pending, timeout=SOURCE_DONE_S)
-        self.recorder.add("host", roles.DRIVER, "end", self.outcome.status, self.outcome.error)
+        self.recorder.add("host", roles.DRIVER, "end", self.outcome.status.value, self.outcome.error)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
@@ -183,7 +184,7 @@ class _SimRun:
         env, table, spec = self.views[name]
         assert self.driver is not None
         takes_shard = role_kind(spec.kind).takes_shard
-        shard = InMemoryShard(self.shards[int(spec.args["task_id"])]) if takes_shard else None
+        shard = InMemoryShard(self.shards[spec.args.task_id]) if takes_shard else None
         role = make_role(spec, env, self.cfg, table, self.driver.names, shard)
         self.roles[name] = role
         self.network.bind(name, role, starting=starting)
@@ -283,7 +284,7 @@ class _SimRun:
             if hasattr(probe, "on_failover"):
                 probe.on_failover()
 
-    async def kill(self, names: Sequence[str]) -> list[dict[str, Any]]:
+    async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]:
         metrics = []
         for name in names:
             old = self.envs[name]
@@ -311,13 +312,13 @@ class _SimRun:
             dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
             self.driver = JobDriver(self.job, HudiTable(dfs, base, self.props), schema_json="")
         self.recorder.close()
-        outcome = self.outcome or Outcome("failed", stalls=self.driver.stalls)
+        outcome = self.outcome or Outcome(Status.FAILED, stalls=self.driver.stalls)
         coord = self.roles[roles.COORDINATOR].describe() if roles.COORDINATOR in self.roles else None
         jm = self.roles[roles.JOB_MANAGER].describe() if roles.JOB_MANAGER in self.roles else None
         dumps = self._dumps() if all(n in self.roles for n in self.driver.task_names) else {}
         t_started = self.driver.t_launched or 0.0
         run_s = max(0.0, self.t_end - t_started)
-        timing = {"prepare_s": round(self.prepare_s, 3), "setup_s": round(t_started, 6), "run_s": round(run_s, 6)}
+        timing = Timing(prepare_s=round(self.prepare_s, 3), setup_s=round(t_started, 6), run_s=round(run_s, 6))
         return job_result(
             self.driver,
             outcome,
@@ -342,11 +343,8 @@ class _SimRun:
                     task.exception()
 
     @staticmethod
-    def _metrics_of(env: SimEnv) -> dict[str, Any]:
-        snap = env.metrics.snapshot()
-        snap["dfs_ops"] = env.dfs.counters.snapshot()
-        snap["send_errors"] = list(env.send_errors)
-        return snap
+    def _metrics_of(env: SimEnv) -> MetricsSnapshot:
+        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
 
     def chrome_events(self) -> list[dict[str, Any]]:
         """Every role's events, those of earlier attempts included, and the driver's failovers."""
@@ -517,11 +515,11 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
         try:
             loop.run_until_complete(run.main())
         except SimulationError as exc:
-            status = "aborted" if isinstance(exc, SimulationAborted) else "timed-out"
+            status = Status.ABORTED if isinstance(exc, SimulationAborted) else Status.TIMED_OUT
             stalls = run.driver.stalls if run.driver is not None else []
             run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
             run.t_end = loop.time()
-            run.recorder.add("host", roles.DRIVER, "end", run.outcome.status, run.outcome.error)
+            run.recorder.add("host", roles.DRIVER, "end", run.outcome.status.value, run.outcome.error)
         record = run.collect()
         run.sim_info = {
             "loop_iterations": loop.iterations,

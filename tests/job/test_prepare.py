@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from runtime.core.config import ConfigError, JobConfig
+from runtime.job.failover import ResumePoint
 from runtime.job.prepare import ResolvedJob, prepare_job
-from runtime.job.roles import JobRoles, Resume, restartable, role_specs
+from runtime.job.roles import JobRoles, Resume, RoleArgs, restartable, role_specs
 from runtime.sim import simulate
 
 SMALL = dict(source="generator", writers=2, checkpoints=3, records=600, bucket_flush_rows=100)
@@ -39,13 +40,11 @@ def test_a_region_failover_keeps_the_coordinator_and_the_protocols_roles():
     every = restartable(roles, region=False)
     assert every == ["coordinator", "job-manager", "writer-0", "writer-1", "source-0", "source-1"]
     assert restartable(roles, region=True) == every[1:]
-    specs = role_specs(
-        [*roles.extra, "writer-1", "source-1"], roles, Resume({"resume_checkpoint_id": 4, "start_round": 5})
-    )
+    specs = role_specs([*roles.extra, "writer-1", "source-1"], roles, Resume(ResumePoint(4, 5, 5)))
     assert [(s.name, s.kind) for s in specs] == [
         (roles.extra[0], roles.extra[0]),
         ("writer-1", "writer"),
         ("source-1", "source"),
     ]
-    assert specs[1].args == {"task_id": 1, "resume_checkpoint_id": 4, "restored_state": None}
-    assert specs[2].args == {"task_id": 1, "writer": "writer-1", "start_round": 5, "start_offset": 0}
+    assert specs[1].args == RoleArgs(task_id=1, resume_checkpoint_id=4, restored_state=None)
+    assert specs[2].args == RoleArgs(task_id=1, writer="writer-1", start_round=5, start_offset=0)

@@ -157,7 +157,7 @@ def test_a_call_decodes_what_was_encoded_and_the_reply_too():
     notice, received, reply, a = run(main())[0]
     assert received == notice and received is not notice  # a copy, through the codec
     assert reply == CommitAckEvent(1)
-    assert a.metrics.snapshot()["rpcs"] == {"take": 1}
+    assert a.metrics.snapshot().rpcs == {"take": 1}
 
 
 def test_wire_format_is_the_ray_hosts():
