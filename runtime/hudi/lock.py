@@ -45,6 +45,9 @@ What differs, and why:
   window after its existence check can still overwrite a lock another run just took; each
   renewal reads the token first, so the run that lost the lock stops at its next heartbeat
   rather than writing on.
+* The heartbeat's I/O is bounded by the storage's own timeouts (S3: the URI's ``connect_timeout``
+  and ``request_timeout``, :mod:`runtime.core.storage`); a renewal that fails is a missed beat,
+  and the release waits for a renewal in flight at most an interval and 5 s.
 """
 
 from __future__ import annotations
@@ -188,6 +191,7 @@ class TableLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._atomic = isinstance(dfs.fs, pafs.LocalFileSystem)
+        self._made: list[str] = []  # the folders acquire made, innermost first
 
     # -- acquisition --------------------------------------------------------------------------
 
@@ -203,7 +207,11 @@ class TableLock:
             ) from None
 
     def _acquire(self) -> TableLock:
-        self.dfs.mkdirs(self.path.rsplit("/", 1)[0])
+        aux = self.path.rsplit("/", 1)[0]
+        hoodie = aux.rsplit("/", 1)[0]
+        # a .hoodie made for the lock alone goes with it (a run refused later leaves none behind)
+        self._made = [] if self.dfs.exists(hoodie) else [aux, hoodie]
+        self.dfs.mkdirs(aux)
         for _ in range(TAKE_ATTEMPTS):
             if self._create():
                 self._start_heartbeat()
@@ -314,6 +322,15 @@ class TableLock:
 
     # -- release -------------------------------------------------------------------------------
 
+    def _remove_made_folders(self) -> None:
+        """``.hoodie`` when acquire made it and it holds nothing but the empty ``.aux`` (no table
+        was created under the lock: the run was refused or failed before)."""
+        if not self._made or not self.dfs.exists(self._made[1]):
+            return
+        aux, hoodie = self._made
+        if [e.name for e in self.dfs.list_dir(hoodie)] == [".aux"] and not self.dfs.list_dir(aux):
+            self.dfs.delete(hoodie, recursive=True)
+
     def release(self) -> None:
         """Stops the heartbeat and deletes the lock file if it is still this run's (``unlock``)."""
         self._stop.set()
@@ -323,6 +340,7 @@ class TableLock:
             current = self._read()
             if current is not None and current[0] is not None and current[0].token == self.holder.token:
                 self.dfs.delete(self.path)
+            self._remove_made_folders()
         except DfsError as exc:  # the lock then expires on its own
             log.warning("could not release %s: %s", self.path, exc)
 

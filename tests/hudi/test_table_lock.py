@@ -155,3 +155,39 @@ def test_simulate_refuses_a_table_a_live_run_holds(tmp_path, capsys):
         assert main(["simulate", "--out", str(out), "--records", "100", "--checkpoints", "1", "--quiet"]) == 2
         assert _lock_file(table).exists()
     assert "table in use:" in _said(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("ending", [KeyboardInterrupt, RuntimeError])
+def test_commitlab_run_releases_the_table_however_the_run_ends(tmp_path, monkeypatch, ending):
+    """Ctrl-C (a second SIGINT or SIGTERM raises KeyboardInterrupt: exit 130) or an exception:
+    the table is free for the next run at once."""
+    import actors.job
+    from runtime.cli import main
+
+    table = tmp_path / "t"
+    held: list[bool] = []
+
+    def run_job(job, out, *, table_lock, **_kwargs):
+        held.append(_lock_file(table).exists() and not table_lock.lost.is_set())
+        raise ending("the run ends here")
+
+    monkeypatch.setattr(actors.job, "run_job", run_job)
+    args = ["run", "--source", "generator", "--table", str(table), "--out", str(tmp_path / "out"), "--quiet"]
+    if ending is KeyboardInterrupt:
+        assert main(args) == 130
+    else:
+        with pytest.raises(RuntimeError):
+            main(args)
+    assert held == [True] and not _lock_file(table).exists()
+    assert not (table / ".hoodie").exists()  # made for the lock alone: gone with it
+
+
+def test_on_s3_a_second_run_is_refused_and_the_lock_goes_with_the_run(s3, monkeypatch):
+    monkeypatch.setattr(table_lock, "OBJECT_STORE_SETTLE_S", 0.1)
+    uri = s3.uri("lab", "lock/t")
+    with hold_table(uri, LIVE, "commitlab run --table s3://lab/lock/t") as first:
+        assert not first._atomic  # written, then read back: S3 has no create-if-absent
+        with pytest.raises(TableLocked, match="s3://lab/lock/t"):
+            TableLock(uri, LIVE, "second").acquire()
+    with hold_table(uri, LIVE, "third") as third:  # released: free at once
+        assert not third.taken_over
