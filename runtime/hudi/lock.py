@@ -167,6 +167,19 @@ def _describe(holder: Holder | None) -> str:
     return holder.describe() if holder is not None else "a lock file this lab cannot read"
 
 
+def _gone(holder: Holder | None) -> str:
+    """A note when the holder is a process of this host that is no longer running."""
+    if holder is None or holder.host != socket.gethostname():
+        return ""
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return " (that process is no longer running on this host: it was killed)"
+    except PermissionError:  # running, as another user
+        pass
+    return ""
+
+
 class TableLock:
     """The lock of one table, for one run: :meth:`acquire`, renewed by a daemon thread, :meth:`release`.
 
@@ -269,7 +282,7 @@ class TableLock:
     def _refusal(self, holder: Holder | None, age: float) -> str:
         expiry = self._expiry_of(holder)
         return (
-            f"{redact(self.table)} is being written by another run: {_describe(holder)}; its lock "
+            f"{redact(self.table)} is being written by another run: {_describe(holder)}{_gone(holder)}; its lock "
             f"({self.path}) was renewed {age:.1f} s ago. One writer per table: wait until that run ends, "
             f"or write another --table. If that run was killed, its lock expires {max(0.0, expiry - age):.0f} s "
             f"from now (that run's {flag_of('heartbeat_interval_s')} x {flag_of('heartbeat_tolerable_misses')}: "

@@ -70,6 +70,15 @@ def test_an_expired_heartbeat_is_taken_over_with_a_line_that_says_so(tmp_path):
     assert "heartbeat expired" in said[0] and "rolled back" in said[0]
 
 
+def test_the_refusal_says_when_the_holder_is_no_longer_running_here(tmp_path):
+    table = tmp_path / "t"
+    _lock_file(table).parent.mkdir(parents=True)
+    killed = Holder("token", Holder.this_process("", 0).host, 2**22 + 7, "commitlab run (killed)", time.time(), 60.0)
+    _lock_file(table).write_bytes(killed.to_bytes())  # a pid no process has: killed moments ago
+    with pytest.raises(TableLocked, match=r"no longer running on this host: it was killed\); its lock .* expires 60 s"):
+        TableLock(str(table), LIVE, "second").acquire()
+
+
 def test_a_live_holder_is_judged_by_its_own_expiry_not_the_challengers(tmp_path):
     table = str(tmp_path / "t")
     with hold_table(table, Heartbeat(10.0, 2), "a run with a long heartbeat"):  # renews after 10 s
