@@ -36,6 +36,7 @@ from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.injector import faults_path
 from runtime.flink.state_backend import StateBackend
+from runtime.hudi.lock import Heartbeat, TableLock, command_line, hold_table
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
@@ -100,6 +101,7 @@ class JobRun:
         trace_path: str | None = None,
         timeline: bool = True,
         stop: threading.Event | None = None,
+        table_lock: TableLock | None = None,
     ) -> None:
         self.job = job
         self.cfg = job.config
@@ -110,6 +112,7 @@ class JobRun:
         self.trace_path = trace_path
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
         self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
+        self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.lock)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.processes: dict[str, Any] = {}  # process name -> its actor
         self.refs: dict[str, RoleRef] = {}  # role -> where it lives
@@ -198,6 +201,8 @@ class JobRun:
             dfs.delete(faults_path(base), recursive=True)
         self.commits_before = set(table.timeline().completed_instants())
         self.driver = JobDriver(self.job, table, schema_json=plan.schema_json)
+        if self.table_lock is not None and self.table_lock.taken_over:
+            self.driver.left_pending_by = f"a run whose heartbeat expired ({self.table_lock.took_over_text()})"
 
     def _write_out(self, result: JobResult) -> None:
         """result.json, and the timeline picture when the roles traced."""
@@ -305,6 +310,8 @@ class JobRun:
         return None  # the job timeout is the only limit
 
     def interrupted(self) -> str | None:
+        if self.table_lock is not None and self.table_lock.lost.is_set():
+            return self.table_lock.lost_reason()
         if self.stop is not None and self.stop.is_set():
             return "interrupted (Ctrl-C or SIGTERM): the job was stopped; what it committed stays on the table"
         return None
@@ -494,12 +501,25 @@ def measure_rpc_round_trip(n: int = 200) -> dict[str, float]:
     }
 
 
-def run_job(job: JobConfig | ResolvedJob, out_dir: str | None = None, **kwargs: Any) -> JobResult:
+def run_job(
+    job: JobConfig | ResolvedJob, out_dir: str | None = None, *, table_lock: TableLock | None = None, **kwargs: Any
+) -> JobResult:
     """Runs a job on the current Ray cluster (starting a local one if needed). A plain config is
     prepared first (:func:`~runtime.job.prepare.prepare_job`): options that disagree with an
-    existing table fail before Ray starts."""
+    existing table fail before Ray starts. The run holds its table (:mod:`runtime.hudi.lock`):
+    ``table_lock`` when the caller took it (the command line, before Ray and Spark start), else
+    the lock is taken here, before Ray starts (another run's live lock: TableLocked), and
+    released however the run ends."""
     resolved = prepared(job)
+    if table_lock is not None:
+        return _run_on_ray(resolved, out_dir, table_lock, kwargs)
+    cfg = resolved.config
+    with hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=kwargs.get("on_phase")) as lock:
+        return _run_on_ray(resolved, out_dir, lock, kwargs)
+
+
+def _run_on_ray(job: ResolvedJob, out_dir: str | None, table_lock: TableLock, kwargs: dict[str, Any]) -> JobResult:
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
     ensure_ray()
-    return JobRun(resolved, out_dir, **kwargs).run()
+    return JobRun(job, out_dir, table_lock=table_lock, **kwargs).run()

@@ -19,6 +19,7 @@ from runtime.cli.options import (
 )
 from runtime.cli.terminal import engine_log, engines_to_log, interruptible
 from runtime.core.config import ConfigError, JobConfig
+from runtime.hudi.lock import Heartbeat, command_line, hold_table
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
 
@@ -31,13 +32,16 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
 
     quiet, trace, engines_log = args.quiet, args.trace, engine_log(args, out)
     phases = PhaseLog(console, enabled=not quiet)
+    cfg = job.config
     with (
         interruptible(console) as stop,
+        # one writer per table: taken before Ray and Spark start, released however the run ends
+        hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=_say(console)) as lock,
         engines_to_log(engines_log),
         spark_scope(),
         checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
-        result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop)
+        result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock)
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
     if result.deadlock:
@@ -48,6 +52,10 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
         + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
     return result
+
+
+def _say(console: Console) -> Any:
+    return lambda line: console.print(f"[yellow]{line}[/yellow]", highlight=False)
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:

@@ -113,6 +113,10 @@ def _default_text(name: str, value: Any) -> str:
         return f"{HUDI_FLINK_DURATIONS_S[name]:g} s x --time-scale"
     if value == UNSET and name in CHECKPOINT_TIMEOUT_DURATIONS:
         return "the checkpoint timeout"
+    if value == UNSET and name == "heartbeat_interval_s":
+        from runtime.hudi.lock import HEARTBEAT_DEFAULT_TEXT
+
+        return HEARTBEAT_DEFAULT_TEXT
     return repr(value) if value == "" else str(value)
 
 

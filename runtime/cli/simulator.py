@@ -31,6 +31,7 @@ from runtime.cli.options import (
 )
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.json_doc import JsonObject
+from runtime.hudi.lock import Heartbeat, check_free
 
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
@@ -132,12 +133,13 @@ def config_from(args: argparse.Namespace, table: str) -> JobConfig:
     return cfg
 
 
-def _fresh_table(workdir: str, console: Console, quiet: bool) -> None:
+def _fresh_table(workdir: str, console: Console, quiet: bool, heartbeat: Heartbeat | None = None) -> None:
     """A simulation writes a fresh table: a previous simulation's under OUT is removed; any other
-    table there (a job's, a user's) is refused, never touched."""
+    table there (a job's, a user's) is refused, never touched, and so is one a live run holds."""
     table = os.path.join(workdir, "table")
     if not os.path.exists(table):
         return
+    check_free(table, heartbeat or Heartbeat.of(JobConfig()))  # TableLocked: exit 2, the table untouched
     if not _written_by_a_simulation(workdir):
         raise ConfigError(
             f"{table} exists and no simulation under {workdir} wrote it (its result.json has no simulator "
@@ -174,7 +176,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     out = check_writable_dir(args.out, "--out")
     cfg = config_from(args, os.path.join(out, "table"))
     os.makedirs(out, exist_ok=True)
-    _fresh_table(out, console, args.quiet)
+    _fresh_table(out, console, args.quiet, Heartbeat.of(cfg))
     kwargs = _simulation_kwargs(args)
     record = simulate(
         cfg,

@@ -286,6 +286,16 @@ class JobConfig:
     )
     job_timeout_s: float = _opt(300.0, "the whole run; the job is stopped with a diagnosis after it", TIMING)
     max_concurrent_checkpoints: int = _opt(1, "Flink execution.checkpointing.max-concurrent-checkpoints", TIMING)
+    # one writer per table (runtime/hudi/lock.py): UNSET is Hudi's 60 s times time_scale, not below 5 s
+    heartbeat_interval_s: float = _opt(
+        UNSET, "Hudi hoodie.client.heartbeat.interval_in_ms: how often a run renews its lock on the table", TIMING
+    )
+    heartbeat_tolerable_misses: int = _opt(
+        2,
+        "Hudi hoodie.client.heartbeat.tolerable.misses: a table lock not renewed for this many intervals "
+        "has expired, and the next run takes the table over",
+        TIMING,
+    )
     max_restarts: int = _opt(3, "failovers from the last completed checkpoint before the job gives up", RECOVERY)
     failover: str = _opt(
         "global",

@@ -11,6 +11,7 @@ paths; for S3: ``bucket/key``). :func:`open_dfs` turns a user's path or URI into
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections import defaultdict
@@ -184,6 +185,36 @@ class Dfs:
         except OSError as exc:
             raise DfsError(f"create({path}) failed: {exc}") from exc
 
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Creates ``path`` holding ``data`` only if it does not exist (Hadoop's
+        ``create(path, overwrite=false)``); False when it exists. Atomic on a local file system
+        (the content is written under a temporary name and hard-linked into place, so a reader
+        sees the whole file or none). Object stores have no create-if-absent: there it is a check
+        and a write, and two callers may both succeed (see :mod:`runtime.hudi.lock`)."""
+        self._op("create", path)
+        try:
+            if isinstance(self.fs, pafs.LocalFileSystem):
+                return _link_new(path, data)
+            if self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+                return False
+            with self.fs.open_output_stream(path) as f:
+                f.write(data)
+            return True
+        except OSError as exc:
+            raise DfsError(f"create({path}) failed: {exc}") from exc
+
+    def modified(self, path: str) -> float:
+        """When ``path`` was last written, seconds since the epoch, by the storage's clock
+        (Hadoop's ``FileStatus.getModificationTime``)."""
+        self._op("stat", path)
+        try:
+            info = self.fs.get_file_info(path)
+        except OSError as exc:
+            raise DfsError(f"stat({path}) failed: {exc}") from exc
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            raise DfsNotFound(f"file {path} does not exist")
+        return float(info.mtime.timestamp())
+
     def delete(self, path: str, *, recursive: bool = False, missing_ok: bool = True) -> None:
         self._op("delete", path)
         try:
@@ -259,6 +290,20 @@ class Dfs:
             raise DfsNotFound(f"file {path} does not exist") from exc
         except (OSError, pa.ArrowException) as exc:  # a truncated footer: ArrowInvalid
             raise DfsError(f"read_parquet_metadata({path}) failed: {exc}") from exc
+
+
+def _link_new(path: str, data: bytes) -> bool:
+    """``data`` at ``path`` unless it exists: written aside, then hard-linked (atomic, fails if present)."""
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
 
 
 def open_dfs(uri_or_path: str, *, role: str = DRIVER, counters: DfsCounters | None = None) -> tuple[Dfs, str]:

@@ -107,6 +107,8 @@ class JobDriver:
         self.failover_clock = "at"  # the failover record's time key in result.json
         # instants pending when an attempt started, and why: the coordinator rolls them back
         self.pending_at_launch: dict[str, str] = {}
+        # why the instants pending at the first launch are (the host says when a run died)
+        self.left_pending_by = "an earlier run of this table"
 
     @property
     def names(self) -> RoleNames:
@@ -159,7 +161,7 @@ class JobDriver:
             self.pending_at_launch.setdefault(instant, reason)
 
     async def launch_first(self, host: JobHost) -> None:
-        self.note_pending("left pending by an earlier run of this table")
+        self.note_pending(f"left pending by {self.left_pending_by}")
         extra = list(self.protocol.extra_roles)
         for spec in self.specs(extra + self.restartable(region=False), Resume()):
             host.place(spec, 0)  # every role exists before anything starts

@@ -12,6 +12,7 @@ twice, stopping the second run at the first event that differs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import time
@@ -29,6 +30,7 @@ from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
+from runtime.hudi.lock import Heartbeat, command_line, hold_table
 from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
 from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
@@ -448,15 +450,18 @@ def simulate(
     wall0 = time.perf_counter()
     resolved = prepare_config(job, workdir, storage)
     store = MemoryStore() if storage == "memory" else None
-    if store is None:
-        os.makedirs(resolved.config.table, exist_ok=True)
-    run = _new_run(resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace)
-    loop, recorder = run.loop, run.recorder
-    run.network.reply_probes.extend(reply_probes or [])
-    record = _run_loop(run, loop, chrome_trace_path)
-    record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
-    if verify and run.driver is not None:
-        record.committed_prefix = verify_committed_prefix(run.driver, record, run.stream, lambda: _snapshot(run, store))
+    with _held(resolved, store):
+        run = _new_run(
+            resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace
+        )
+        loop, recorder = run.loop, run.recorder
+        run.network.reply_probes.extend(reply_probes or [])
+        record = _run_loop(run, loop, chrome_trace_path)
+        record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
+        if verify and run.driver is not None:
+            record.committed_prefix = verify_committed_prefix(
+                run.driver, record, run.stream, lambda: _snapshot(run, store)
+            )
     events = recorder.events
     record.simulation = SimulationRecord(
         host="simulator",
@@ -472,6 +477,16 @@ def simulate(
         trace=events if trace or expect_trace is not None else None,
     )
     return record
+
+
+def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
+    """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
+    I/O and heartbeat are real time, outside the simulated network, disk and trace
+    (:mod:`runtime.hudi.lock`). The simulated disk has nothing to hold."""
+    if store is not None:
+        return contextlib.nullcontext()
+    os.makedirs(job.config.table, exist_ok=True)
+    return hold_table(job.config.table, Heartbeat.of(job.config), command_line())
 
 
 def _new_run(
