@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import re
 import threading
 import uuid
@@ -31,6 +30,7 @@ from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.errors import UserError
 from runtime.core.messages import WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
+from runtime.hudi import avro_schema
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table_version import TableVersion, table_version
@@ -346,40 +346,9 @@ def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
 
 
 def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
-    """The Avro schema of the data columns (``extraMetadata.schema``), nullable unions as Spark
-    writes them."""
-
-    def avro_type(t: pa.DataType) -> str | dict[str, str]:
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "string"
-        if pa.types.is_int64(t):
-            return "long"
-        if pa.types.is_integer(t):
-            return "int"
-        if pa.types.is_float32(t):
-            return "float"
-        if pa.types.is_floating(t):
-            return "double"
-        if pa.types.is_boolean(t):
-            return "boolean"
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return "bytes"
-        if pa.types.is_timestamp(t):
-            return {"type": "long", "logicalType": "timestamp-micros"}
-        if pa.types.is_date(t):
-            return {"type": "int", "logicalType": "date"}
-        return "string"
-
-    fields = [
-        {"name": f.name, "type": [avro_type(f.type), "null"]}
-        for f in schema
-        if f.name not in META_COLUMNS and f.name not in INTERNAL_COLUMNS
-    ]
-    rec = table_name.replace("-", "_")
-    return json.dumps(
-        {"type": "record", "name": f"{rec}_record", "namespace": f"hoodie.{rec}", "fields": fields},
-        separators=(",", ":"),
-    )
+    """The Avro schema of the data columns (``extraMetadata.schema``) as Hudi's Spark writer converts
+    them (:mod:`runtime.hudi.avro_schema`); the meta and internal columns left out."""
+    return avro_schema.avro_schema_json(schema, table_name, skip=META_COLUMNS + INTERNAL_COLUMNS)
 
 
 def stat_to_json(s: WriteStat) -> dict[str, Any]:
