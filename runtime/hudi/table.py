@@ -351,6 +351,19 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     return avro_schema.avro_schema_json(schema, table_name, skip=META_COLUMNS + INTERNAL_COLUMNS)
 
 
+def refuse_foreign_directory(dfs: Dfs, base_path: str) -> None:
+    """Raises TableError when ``base_path`` (without ``.hoodie/hoodie.properties``) holds files: it is
+    not a Hudi table, and a run must not write one among them. A missing or empty path is fine."""
+    if not dfs.exists(base_path):
+        return
+    entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
+    if entries:
+        raise TableError(
+            f"--table {base_path}: it holds {len(entries)} entries (e.g. {entries[0].name}) but no "
+            ".hoodie/hoodie.properties, so it is not a Hudi table; fix: choose an empty or new --table path"
+        )
+
+
 def stat_to_json(s: WriteStat) -> dict[str, Any]:
     delta = (
         # HoodieDeltaWriteStat's own fields (a merge-on-read write)
@@ -452,14 +465,8 @@ class HudiTable:
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
         if dfs.exists(props_path):
             table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
-        elif dfs.exists(base_path):
-            entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
-            if entries:
-                raise TableError(
-                    f"{base_path} exists and holds {len(entries)} entries (e.g. {entries[0].name}) "
-                    "but no .hoodie/hoodie.properties: it is not a Hudi table. Choose an empty or "
-                    "new --table path."
-                )
+        else:
+            refuse_foreign_directory(dfs, base_path)
 
     @classmethod
     def open(cls, dfs: Dfs, base_path: str) -> HudiTable:
