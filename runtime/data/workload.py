@@ -295,10 +295,11 @@ def read_input(
     and the fix for: path not found, unsupported/mixed format, malformed JSON, a missing
     key/partition/precombine column, a column whose type differs between files (or a changed
     CSV header), a reserved column (``_offset``, ``_bucket``, ``_task``), empty input, null keys,
-    null precombine values, and partition values that are not a single directory name (null,
-    empty, containing ``/`` or ``\\``, or starting with ``.``). Validation costs one Spark pass
-    (after :func:`~runtime.data.input_format.check_input`: one pass per CSV/JSON file, parquet's footers). The
-    returned DataFrame is lazy: every action re-reads the files (cache it to reuse it).
+    null precombine values, and partition values that are not a partition path (null, empty, with
+    ``\\``, an empty segment or a segment starting with ``.``; ``2024/01`` is a nested path).
+    Validation costs one Spark pass (after :func:`~runtime.data.input_format.check_input`: one pass
+    per CSV/JSON file, parquet's footers). The returned DataFrame is lazy: every action re-reads
+    the files (cache it to reuse it).
     """
     from pyspark.sql import functions as F
 
@@ -344,7 +345,9 @@ def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
     from pyspark.sql import functions as F
 
     part = F.col(required["partition"])
-    part_bad = part.isNull() | (part == "") | part.contains("/") | part.contains("\\") | part.startswith(".")
+    # a '/' nests the partition path (SimpleKeyGenerator, urlencode off): each segment must be a name
+    nested_bad = part.startswith("/") | part.endswith("/") | part.contains("//") | part.contains("/.")
+    part_bad = part.isNull() | (part == "") | part.contains("\\") | part.startswith(".") | nested_bad
     key_null = F.col(required["key"]).isNull()
     pc_null = F.col(required["precombine"]).isNull()
     return src.groupBy(_FILE, _PID).agg(
@@ -400,9 +403,10 @@ def _raise_bad_values(first_bad: dict[str, tuple[int, int, Any, str]], total: in
     if "part" in first_bad:
         cnt, off, val, f = first_bad["part"]
         raise InputError(
-            f"partition column {required['partition']!r} has {cnt} value(s) that are not a single directory "
-            f"name (first: {val!r} at _offset {off}, in {f}); partition values must be non-null, "
-            "non-empty, without '/' or '\\' and not start with '.'; fix: clean or map them"
+            f"--partition-field {required['partition']}: {cnt} value(s) are not a partition path (first: {val!r} "
+            f"at _offset {off}, in {f}); a partition path is a directory name or names joined by '/' (Hudi writes "
+            "'2024/01' as nested folders), non-null, without '\\', empty names or a name starting with '.'; "
+            "fix: clean or map them"
         )
 
 

@@ -51,6 +51,7 @@ COMMIT, DELTA_COMMIT, COMPACTION = "commit", "deltacommit", "compaction"
 WRITE_ACTIONS = (COMMIT, DELTA_COMMIT)
 
 HOODIE = ".hoodie"
+PARTITION_METADATA = ".hoodie_partition_metadata"
 AUX = ".aux"
 REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 
@@ -718,12 +719,23 @@ class HudiTable:
     # -- base files ----------------------------------------------------------------------------
 
     def partitions(self) -> list[str]:
-        """The table's partition folders: every folder under the base path that is not hidden."""
-        try:
-            entries = self.dfs.list_dir(self.base_path)
-        except DfsNotFound:
-            return []
-        return sorted(e.name for e in entries if e.is_dir and not e.name.startswith("."))
+        """The table's partition paths: every folder under the base path that is not hidden, and a
+        nested one (``2024/01``) under a folder that holds no partition metadata."""
+        found, todo = [], [""]
+        while todo:
+            prefix = todo.pop()
+            try:
+                entries = self.dfs.list_dir(Dfs.join(self.base_path, prefix) if prefix else self.base_path)
+            except DfsNotFound:
+                continue
+            if prefix and any(e.name == PARTITION_METADATA for e in entries):
+                found.append(prefix)
+                continue
+            dirs = [f"{prefix}/{e.name}" if prefix else e.name for e in entries if e.is_dir and e.name[0] != "."]
+            if prefix and not dirs:
+                found.append(prefix)  # a folder without metadata or sub-folders: a partition as before
+            todo += dirs
+        return sorted(found)
 
     def partition_path(self, partition: str) -> str:
         return Dfs.join(self.base_path, partition)
@@ -747,10 +759,11 @@ class HudiTable:
 
     def ensure_partition(self, partition: str, instant: str) -> None:
         """Creates the partition folder and its ``.hoodie_partition_metadata`` once."""
-        meta = Dfs.join(self.partition_path(partition), ".hoodie_partition_metadata")
+        meta = Dfs.join(self.partition_path(partition), PARTITION_METADATA)
         if not self.dfs.exists(meta):
             self.dfs.mkdirs(self.partition_path(partition))
-            self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth=1\n".encode())
+            depth = len(partition.split("/"))  # HoodiePartitionMetadata: the folders below the base path
+            self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n".encode())
 
     def read_base_file(self, rel_path: str) -> pa.Table:
         return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))

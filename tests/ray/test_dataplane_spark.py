@@ -215,3 +215,22 @@ def test_a_csv_with_quoted_line_breaks_is_written_record_for_record(spark, tmp_p
     newest = src[src.seq == 10]
     assert got == {r.id: (10, r.note) for r in newest.itertuples()}
     assert sorted(p for p in os.listdir(tmp_path / "table") if not p.startswith(".")) == ["eu", "us"]
+
+
+def test_partition_values_with_a_slash_are_written_as_nested_partition_paths(spark, tmp_path):
+    """Hudi's SimpleKeyGenerator (urlencode off) writes '2024/01' as the folders 2024/01; the run
+    verifies and the official reader returns the value as the partition path."""
+    from hudi import HudiTableBuilder
+
+    d = tmp_path / "in"
+    d.mkdir()
+    months = ["2024/01", "2024/02", "2025/01"]
+    src = pa.table({"id": [f"u{i % 30}" for i in range(90)], "month": [months[i % 30 % 3] for i in range(90)]})
+    pq.write_table(src.append_column("seq", pa.array(range(90), pa.int64())), d / "x.parquet")
+    cfg = _cfg(tmp_path, input_path=str(d), key_field="id", partition_field="month", precombine_field="seq")
+    result = run_job(cfg, None)
+    assert result.status == "finished", result.error
+    assert result.exactly_once.verified, why_not_verified(result.exactly_once)
+    table = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(tmp_path / "table")).build().read())
+    assert sorted(set(table.column("_hoodie_partition_path").to_pylist())) == months
+    assert sorted(os.listdir(tmp_path / "table" / "2024")) == ["01", "02"]

@@ -303,10 +303,10 @@ def test_read_input_rejects_bad_input_before_writing(spark, tmp_path):
     assert "pass --input-format" in err(tmp_path / "x.orc")
     assert "--input-format avro: not a supported format" in err(f, fmt="avro")
 
-    # partition values that are not one directory name
-    (tmp_path / "slash.csv").write_text("k,p,ts\na,x,1\nb,2024/01,2\n")
+    # partition values that are not a partition path ('2024/01' is one: nested folders)
+    (tmp_path / "slash.csv").write_text("k,p,ts\na,2024/01,1\nb,2024//01,2\n")
     msg = err(tmp_path / "slash.csv")
-    assert "'2024/01'" in msg and "_offset 1" in msg
+    assert "--partition-field p" in msg and "'2024//01'" in msg and "_offset 1" in msg
 
     # JSON that is not one object per line
     (tmp_path / "arr.json").write_text('[{"k": "a",\n "p": "x", "ts": 1}]')
