@@ -66,7 +66,8 @@ def _check_csv(path: str, text: io.TextIOBase) -> None:
     except csv.Error as exc:
         raise InputError(
             f"{path!r} line {reader.line_num}: not a CSV record ({exc}); fix: quote fields that hold the "
-            "separator, a quote or a line break"
+            "separator, a quote or a line break, and double a quote inside a quoted field (RFC 4180; Spark "
+            "writes that with .option('escape', '\"'), its default escapes with a backslash)"
         ) from None
     if first is not None:
         line, fields = first

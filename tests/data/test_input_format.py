@@ -151,3 +151,11 @@ def test_a_csv_column_without_values_is_a_string_and_a_header_only_file_types_no
     (tmp_path / "b.csv").write_text("id,region,seq,empty\nx,eu,1,\n")
     schema = check_input(str(tmp_path), None, "id", "region", "seq").schema
     assert schema.field("seq").type == pa.int64() and schema.field("empty").type == pa.string()
+
+
+def test_a_backslash_escaped_quote_is_refused_naming_the_line_and_the_rfc_4180_way(tmp_path):
+    # what Spark's CSV writer makes of a quote by default: not RFC 4180, read differently by each reader
+    path = tmp_path / "x.csv"
+    path.write_text('id,region,seq,note\na,eu,1,"say \\"hi\\", ok"\n')
+    with pytest.raises(InputError, match="line 2.*double a quote.*escape"):
+        check_input(str(path), None, "id", "region", "seq")
