@@ -93,6 +93,10 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     from runtime.lab.verify import verify_commits, verify_run
 
     expected, commits, source = None, None, ""
+    if args.input:  # an input mistake is refused before any work, as by run
+        from runtime.data.input_format import check_input
+
+        check_input(args.input, args.input_format or None, args.key, args.partition_field, args.precombine_field)
     if args.result:
         from runtime.lab.verify import VerifyError, expected_from_result
 

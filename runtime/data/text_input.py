@@ -6,7 +6,7 @@ told of "null precombine values" instead of a malformed line), the mixed column 
 Read as written, each file is checked here once, in one pass, and the first problem is named
 with its file and line number:
 
-* CSV (with a header, as :func:`runtime.data.workload.read_input` reads it): every record has as
+* CSV (with a header, as :mod:`runtime.data.input_format` reads it): every record has as
   many fields as the header; quoting is Python's ``csv`` module's (RFC 4180, as Spark's default);
 * JSON Lines: every non-blank line is one JSON object; a column holds one kind of value
   (a number, a string, a boolean, an object, a list) throughout the file, nulls aside: integers
@@ -26,7 +26,7 @@ from runtime.data.errors import InputError
 
 
 @contextmanager
-def _open_text(path: str) -> Iterator[io.TextIOBase]:
+def open_text(path: str) -> Iterator[io.TextIOBase]:
     """A local path or any pyarrow.fs URI, as text."""
     import pyarrow.fs as pafs
 
@@ -43,7 +43,7 @@ def _open_text(path: str) -> Iterator[io.TextIOBase]:
 def check_text_file(path: str, fmt: str) -> None:
     """Raises :class:`InputError` naming the first malformed line of a CSV or JSON Lines file."""
     try:
-        with _open_text(path) as text:
+        with open_text(path) as text:
             if fmt == "csv":
                 _check_csv(path, text)
             elif fmt == "json":
@@ -66,7 +66,8 @@ def _check_csv(path: str, text: io.TextIOBase) -> None:
     except csv.Error as exc:
         raise InputError(
             f"{path!r} line {reader.line_num}: not a CSV record ({exc}); fix: quote fields that hold the "
-            "separator, a quote or a line break"
+            "separator, a quote or a line break, and double a quote inside a quoted field (RFC 4180; Spark "
+            "writes that with .option('escape', '\"'), its default escapes with a backslash)"
         ) from None
     if first is not None:
         line, fields = first

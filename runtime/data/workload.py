@@ -21,19 +21,16 @@ The bucket index is a CONTRACT shared with the generator (:func:`runtime.data.ge
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-import pyarrow as pa
 
 from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the contract, re-exported
 from runtime.data.columns import BUCKET, INTERNAL_COLUMNS, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
-from runtime.data.text_input import check_text_file
+from runtime.data.input_format import SPARK_OPTIONS, CheckedInput, check_input
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -45,16 +42,6 @@ RESERVED = INTERNAL_COLUMNS  # a user's input may not carry them
 # Generated ``ts``: nominal event time of record i is TS_BASE_MS + i * TS_STEP_MS (ms since epoch).
 TS_BASE_MS = 1_700_000_000_000
 TS_STEP_MS = 1_000
-
-SUPPORTED_FORMATS = ("parquet", "csv", "json")
-_EXTENSIONS = {
-    ".parquet": "parquet",
-    ".parq": "parquet",
-    ".csv": "csv",
-    ".json": "json",
-    ".jsonl": "json",
-    ".ndjson": "json",
-}
 
 DEFAULT_SPARK_TIMEOUT_S = 600.0
 DEFAULT_GET_TIMEOUT_S = 120.0
@@ -252,182 +239,6 @@ _ROW = "_cl_row"
 _PID = "_cl_pid"
 
 
-def _list_files(path: str) -> tuple[list[str], list[int]]:
-    """Data files under ``path`` (a file or a directory, recursive; hidden ``.``/``_`` names skipped),
-    sorted by path, with their sizes. Paths are returned in Spark's spelling."""
-    import pyarrow.fs as pafs
-
-    spell: Callable[[str], str]
-    if "://" in path and not path.startswith("file://"):
-        fs, root = pafs.FileSystem.from_uri(path)
-        scheme = path.split("://", 1)[0]
-        spell = lambda p: f"{scheme}://{p}"  # noqa: E731
-    else:
-        fs = pafs.LocalFileSystem()
-        root = os.path.abspath(path[len("file://") :] if path.startswith("file://") else path)
-        spell = lambda p: p  # noqa: E731
-    info = fs.get_file_info(root)
-    if info.type == pafs.FileType.NotFound:
-        raise InputError(f"input path not found: {path!r}; fix: pass an existing file or directory")
-    if info.type == pafs.FileType.File:
-        return [spell(root)], [info.size or 0]
-    infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-    out = []
-    for fi in infos:
-        if fi.type != pafs.FileType.File:
-            continue
-        rel = fi.path[len(root) :].lstrip("/")
-        if any(part.startswith((".", "_")) for part in rel.split("/")):
-            continue
-        out.append((fi.path, fi.size or 0))
-    out.sort()
-    return [spell(p) for p, _ in out], [s for _, s in out]
-
-
-def _format_of(files: Sequence[str], fmt: str | None) -> str:
-    if fmt is not None:
-        f = fmt.lower()
-        if f == "jsonl":
-            f = "json"
-        if f not in SUPPORTED_FORMATS:
-            raise InputError(
-                f"unsupported input format {fmt!r}; supported: {', '.join(SUPPORTED_FORMATS)}; "
-                "fix: convert the input or pass one of them as fmt"
-            )
-        return f
-    found: dict[str, str] = {}
-    for p in files:
-        ext = os.path.splitext(p)[1].lower()
-        if ext not in _EXTENSIONS:
-            raise InputError(
-                f"cannot tell the format of {p!r} (extension {ext or 'none'!r}); supported: "
-                f"{', '.join(SUPPORTED_FORMATS)}; fix: pass fmt= or convert the file"
-            )
-        found.setdefault(_EXTENSIONS[ext], p)
-    if len(found) > 1:
-        desc = ", ".join(f"{f} ({p})" for f, p in found.items())
-        raise InputError(f"input mixes formats: {desc}; fix: keep one format per input path or pass fmt=")
-    return next(iter(found))
-
-
-def _spark_type_of_arrow(t: pa.DataType) -> str:
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    try:
-        return from_arrow_type(t).simpleString()
-    except Exception:  # noqa: BLE001 - types Spark cannot map still get compared by name
-        return str(t)
-
-
-def _file_schemas(
-    spark: SparkSession, files: Sequence[str], sizes: Sequence[int], fmt: str
-) -> list[tuple[str, list[tuple[str, str]]]]:
-    """(file, [(column, spark type)]) for each non-empty file: parquet footers via pyarrow
-    (cheap), CSV/JSON by Spark's own inference on each file (one pass per file)."""
-    out: list[tuple[str, list[tuple[str, str]]]] = []
-    for path, size in zip(files, sizes, strict=True):
-        if fmt == "parquet":
-            import pyarrow.fs as pafs
-            import pyarrow.parquet as pq
-
-            try:
-                if "://" in path:
-                    fs, p = pafs.FileSystem.from_uri(path)
-                    schema = pq.read_schema(fs.open_input_file(p))
-                else:
-                    schema = pq.read_schema(path)
-            except Exception as e:  # noqa: BLE001
-                raise InputError(
-                    f"{path!r} is not a readable parquet file ({e}); fix: remove it from the input or rewrite it"
-                ) from e
-            out.append((path, [(f.name, _spark_type_of_arrow(f.type)) for f in schema]))
-            continue
-        if size == 0:
-            continue  # an empty CSV/JSON file has no header and no rows: nothing to compare
-        check_text_file(path, fmt)  # a malformed line is named with its number before Spark reads it
-        if fmt == "csv":
-            st = spark.read.csv(path, header=True, inferSchema=True).schema
-        else:
-            st = spark.read.json(path).schema
-            if "_corrupt_record" in st.fieldNames():
-                raise InputError(
-                    f"{path!r} has malformed JSON lines (Spark reads JSON as one object per "
-                    "line); fix: write one JSON object per line (JSON Lines)"
-                )
-        out.append((path, [(f.name, f.dataType.simpleString()) for f in st.fields]))
-    return out
-
-
-_INTEGRAL = {"tinyint", "smallint", "int", "bigint"}
-_FRACTIONAL = {"float", "double"}
-
-
-def _compatible(fmt: str, a: str, b: str) -> str | None:
-    """The merged type if a column typed ``a`` in one file and ``b`` in another can be read as one
-    (CSV/JSON inference only widens integers or floats), else None."""
-    if a == b:
-        return a
-    if fmt != "parquet":
-        for family, widest in ((_INTEGRAL, "bigint"), (_FRACTIONAL, "double")):
-            if a in family and b in family:
-                return widest
-    return None
-
-
-def _check_schemas(
-    fmt: str, schemas: list[tuple[str, list[tuple[str, str]]]], required: dict[str, str]
-) -> dict[str, str]:
-    """Merged {column: type}; raises InputError on a type change, a CSV header change or a
-    required column missing from one file."""
-    merged: dict[str, str] = {}
-    first_seen: dict[str, str] = {}
-    header0: tuple[str, list[str]] | None = None
-    for path, cols in schemas:
-        names = [c for c, _ in cols]
-        if fmt == "csv":
-            if header0 is None:
-                header0 = (path, names)
-            elif names != header0[1]:
-                raise InputError(
-                    f"CSV header of {path!r} {names} differs from {header0[0]!r} {header0[1]} (Spark "
-                    "matches CSV columns by position); fix: give all CSV files the same header"
-                )
-        for col, typ in cols:
-            if col not in merged:
-                merged[col], first_seen[col] = typ, path
-                continue
-            m = _compatible(fmt, merged[col], typ)
-            if m is None:
-                raise InputError(
-                    f"column {col!r} changes type between input files: {merged[col]} in "
-                    f"{first_seen[col]!r} but {typ} in {path!r}; fix: rewrite the files with one type "
-                    f"for {col!r} (e.g. cast it) or read them separately"
-                )
-            merged[col] = m
-    for path, cols in schemas:
-        present = {c for c, _ in cols}
-        for role, col in required.items():
-            if col in merged and col not in present:
-                raise InputError(
-                    f"{role} column {col!r} is missing from {path!r} (present in "
-                    f"{first_seen[col]!r}); fix: add it to every input file"
-                )
-    return merged
-
-
-_FLAG_OF_ROLE = {"key": "--key", "partition": "--partition-field", "precombine": "--precombine-field"}
-
-
-def _missing_column(role: str, col: str, available: Sequence[str]) -> InputError:
-    near = [c for c in available if c.lower() == col.lower()]
-    hint = f" (did you mean {near[0]!r}? names are case-sensitive)" if near else ""
-    flag = _FLAG_OF_ROLE.get(role, role)
-    return InputError(
-        f"{flag} {col}: no such column in the input{hint}; available columns: "
-        f"{list(available)}; fix: pass {flag} with one of them"
-    )
-
-
 def _run_bounded(spark: SparkSession, what: str, timeout_s: float, fn: Callable[[], T]) -> T:
     """Run a blocking Spark action in a thread under its own job group; on timeout cancel the
     group and raise TimeoutError saying what was waited for."""
@@ -472,7 +283,8 @@ def read_input(
     *,
     timeout_s: float = DEFAULT_SPARK_TIMEOUT_S,
 ) -> DataFrame:
-    """Read a user's parquet / CSV (header, inferred types) / JSON Lines input as a stream.
+    """Read a user's parquet / CSV / JSON Lines input as a stream, as :mod:`runtime.data.input_format`
+    reads every format (RFC 4180 CSV with multi-line records; the schema its check inferred).
 
     Returns the input columns (``key`` and ``partition_field`` cast to string: Hudi record keys
     and partition paths are strings) plus ``_offset`` = 0..n-1 in stream order, which is: files
@@ -483,17 +295,18 @@ def read_input(
     and the fix for: path not found, unsupported/mixed format, malformed JSON, a missing
     key/partition/precombine column, a column whose type differs between files (or a changed
     CSV header), a reserved column (``_offset``, ``_bucket``, ``_task``), empty input, null keys,
-    null precombine values, and partition values that are not a single directory name (null,
-    empty, containing ``/`` or ``\\``, or starting with ``.``). Validation costs one Spark pass
-    (plus one schema-inference pass per CSV/JSON file; parquet needs only the footers). The
-    returned DataFrame is lazy: every action re-reads the files (cache it to reuse it).
+    null precombine values, and partition values that are not a partition path (null, empty, with
+    ``\\``, an empty segment or a segment starting with ``.``; ``2024/01`` is a nested path).
+    Validation costs one Spark pass (after :func:`~runtime.data.input_format.check_input`: one pass
+    per CSV/JSON file, parquet's footers). The returned DataFrame is lazy: every action re-reads
+    the files (cache it to reuse it).
     """
     from pyspark.sql import functions as F
 
     required = {"key": key, "partition": partition_field, "precombine": precombine_field}
-    files, fmt, merged = _checked_schema(spark, path, fmt, required)
-    raw = _read_files(spark, files, fmt, merged)
-    _check_atomic_columns(raw, required)
+    checked = check_input(path, fmt, key, partition_field, precombine_field)
+    files = checked.files
+    raw = _read_files(spark, checked)
 
     data_cols = list(raw.columns)
     src = raw.select(
@@ -506,66 +319,24 @@ def read_input(
     rows.sort(key=lambda r: (r[_FILE], r["row0"]))
     total = sum(r["n"] for r in rows)
     if total == 0:
-        raise InputError(
-            f"input is empty: {len(files)} file(s) under {path!r} hold 0 rows; fix: point to non-empty input"
-        )
+        raise InputError(f"--input {path}: empty ({len(files)} file(s), 0 rows); fix: point --input to non-empty data")
     deltas, first_bad = _offset_deltas(rows)
     _raise_bad_values(first_bad, total, required)
     out = _with_offsets(spark, src, deltas, data_cols)
-    log.info("read_input %s: %d rows from %d %s file(s)", path, total, len(files), fmt)
+    log.info("read_input %s: %d rows from %d %s file(s)", path, total, len(files), checked.fmt)
     return out
 
 
-def _checked_schema(
-    spark: SparkSession, path: str, fmt: str | None, required: dict[str, str]
-) -> tuple[list[str], str, dict[str, str]]:
-    """(files, format, merged schema) of the input, after checking it is not empty, has the
-    required columns and none the stream reserves."""
-    files, sizes = _list_files(path)
-    if not files:
-        raise InputError(
-            f"input is empty: no data files under {path!r} (names starting with '.' "
-            "or '_' are skipped); fix: point to the directory holding the data files"
-        )
-    fmt = _format_of(files, fmt)
-    schemas = _file_schemas(spark, files, sizes, fmt)
-    if not schemas:
-        raise InputError(
-            f"input is empty: all {len(files)} file(s) under {path!r} are empty; fix: point to non-empty input"
-        )
-    merged = _check_schemas(fmt, schemas, required)
-    for role, col in required.items():
-        if col not in merged:
-            raise _missing_column(role, col, list(merged))
-    for col in RESERVED:
-        if col in merged:
-            raise InputError(f"input has a column named {col!r}, which the stream reserves; fix: rename or drop it")
-    return list(files), fmt, merged
+def _read_files(spark: SparkSession, checked: CheckedInput) -> DataFrame:
+    """The checked input in Spark, with the format's options (:data:`SPARK_OPTIONS`); a CSV or JSON file
+    with the schema the check inferred, never Spark's own inference."""
+    options = SPARK_OPTIONS[checked.fmt]
+    if checked.fmt == "parquet":
+        return spark.read.options(**options).parquet(*checked.files)
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-
-def _read_files(spark: SparkSession, files: list[str], fmt: str, merged: dict[str, str]) -> DataFrame:
-    if fmt == "parquet":
-        return spark.read.option("mergeSchema", "true").parquet(*files)
-    # Read with the schema already inferred per file: no second inference pass.
-    from pyspark.sql import types as T
-    from pyspark.sql.types import _parse_datatype_string
-
-    schema = T.StructType([T.StructField(c, _parse_datatype_string(t), True) for c, t in merged.items()])
-    reader = spark.read.schema(schema)
-    return reader.csv(list(files), header=True) if fmt == "csv" else reader.json(list(files))
-
-
-def _check_atomic_columns(raw: DataFrame, required: dict[str, str]) -> None:
-    from pyspark.sql import types as T
-
-    dtypes = {f.name: f.dataType for f in raw.schema.fields}
-    for role, col in required.items():
-        if isinstance(dtypes[col], (T.ArrayType, T.MapType, T.StructType)):
-            raise InputError(
-                f"{role} column {col!r} has type {dtypes[col].simpleString()}, which cannot "
-                "be a record key / partition path / ordering value; fix: use an atomic "
-                "column (string, number, date, timestamp)"
-            )
+    reader = spark.read.options(**options).schema(from_arrow_schema(checked.schema))
+    return reader.csv(checked.files) if checked.fmt == "csv" else reader.json(checked.files)
 
 
 def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
@@ -574,7 +345,9 @@ def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
     from pyspark.sql import functions as F
 
     part = F.col(required["partition"])
-    part_bad = part.isNull() | (part == "") | part.contains("/") | part.contains("\\") | part.startswith(".")
+    # a '/' nests the partition path (SimpleKeyGenerator, urlencode off): each segment must be a name
+    nested_bad = part.startswith("/") | part.endswith("/") | part.contains("//") | part.contains("/.")
+    part_bad = part.isNull() | (part == "") | part.contains("\\") | part.startswith(".") | nested_bad
     key_null = F.col(required["key"]).isNull()
     pc_null = F.col(required["precombine"]).isNull()
     return src.groupBy(_FILE, _PID).agg(
@@ -630,9 +403,10 @@ def _raise_bad_values(first_bad: dict[str, tuple[int, int, Any, str]], total: in
     if "part" in first_bad:
         cnt, off, val, f = first_bad["part"]
         raise InputError(
-            f"partition column {required['partition']!r} has {cnt} value(s) that are not a single directory "
-            f"name (first: {val!r} at _offset {off}, in {f}); partition values must be non-null, "
-            "non-empty, without '/' or '\\' and not start with '.'; fix: clean or map them"
+            f"--partition-field {required['partition']}: {cnt} value(s) are not a partition path (first: {val!r} "
+            f"at _offset {off}, in {f}); a partition path is a directory name or names joined by '/' (Hudi writes "
+            "'2024/01' as nested folders), non-null, without '\\', empty names or a name starting with '.'; "
+            "fix: clean or map them"
         )
 
 

@@ -52,6 +52,7 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
+from runtime.hudi.avro_schema import arrow_type
 from runtime.hudi.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
@@ -257,34 +258,12 @@ def start_compaction(table: HudiTable, instant: str) -> CompactionPlan:
 # -- one file group -----------------------------------------------------------------------------
 
 
-def _arrow_type(avro: Any) -> pa.DataType:
-    """The Arrow type of a data field (the inverse of ``table.avro_schema_json``'s mapping)."""
-    if isinstance(avro, list):
-        return _arrow_type(next(t for t in avro if t != "null"))
-    if isinstance(avro, dict):
-        logical = avro.get("logicalType")
-        if logical == "timestamp-micros":
-            return pa.timestamp("us", tz="UTC")
-        if logical == "date":
-            return pa.date32()
-        return _arrow_type(avro["type"])
-    simple = {
-        "string": pa.string(),
-        "long": pa.int64(),
-        "int": pa.int32(),
-        "float": pa.float32(),
-        "double": pa.float64(),
-        "boolean": pa.bool_(),
-        "bytes": pa.binary(),
-    }
-    if avro not in simple:
-        raise TableError(f"a log block's schema has a field of Avro type {avro!r}, which compaction does not read")
-    return simple[avro]
-
-
 def arrow_schema(record_schema_json: str) -> pa.Schema:
     fields = json.loads(record_schema_json)["fields"]
-    return pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in fields])
+    try:
+        return pa.schema([pa.field(f["name"], arrow_type(f["type"])) for f in fields])
+    except ValueError as exc:
+        raise TableError(f"a log block's schema has a field compaction does not read: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,14 @@ from dataclasses import dataclass
 
 from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
-from runtime.hudi.table import BUCKETS_KEY, COPY_ON_WRITE, HOODIE, TableProps, parse_properties
+from runtime.hudi.table import (
+    BUCKETS_KEY,
+    COPY_ON_WRITE,
+    HOODIE,
+    TableProps,
+    parse_properties,
+    refuse_foreign_directory,
+)
 from runtime.hudi.table_version import TABLE_VERSIONS
 
 PROPERTIES_FILE = "hoodie.properties"
@@ -76,6 +83,8 @@ def resolve_layout(cfg: JobConfig) -> JobConfig:
     try:
         dfs, base = open_dfs(cfg.table, role="preflight")
         layout = read_layout(dfs, base)
+        if layout is None:
+            refuse_foreign_directory(dfs, base)
     except DfsError as exc:
         raise ConfigError(f"--table {cfg.table}: cannot read {HOODIE}/{PROPERTIES_FILE}: {exc}") from None
     if layout is None:

@@ -128,7 +128,7 @@ def avro_data_block(instant: str, schema: dict[str, Any], records: pa.Table) -> 
     names = [f["name"] for f in schema["fields"]]
     buf = io.BytesIO()
     buf.write(struct.pack(">ii", AVRO_BLOCK_VERSION, records.num_rows))
-    columns = [records.column(n).to_pylist() for n in names]
+    columns = [_avro_values(records.column(n)) for n in names]
     for row in zip(*columns, strict=True):
         start = buf.tell()
         buf.write(b"\0\0\0\0")  # the length, filled in below
@@ -139,6 +139,23 @@ def avro_data_block(instant: str, schema: dict[str, Any], records: pa.Table) -> 
         buf.seek(end)
     header = {INSTANT_TIME: instant, SCHEMA: json.dumps(schema, separators=(",", ":"))}
     return encode_block(AVRO_DATA_BLOCK, header, buf.getvalue())
+
+
+def _avro_values(column: pa.ChunkedArray) -> list[Any]:
+    """A column's values as fastavro writes them: an Arrow map's (key, value) pairs as a dict."""
+    return [_avro_value(v, column.type) for v in column.to_pylist()]
+
+
+def _avro_value(value: Any, t: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_map(t):
+        return {k: _avro_value(v, t.item_type) for k, v in value}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_avro_value(v, t.value_type) for v in value]
+    if pa.types.is_struct(t):
+        return {f.name: _avro_value(value[f.name], f.type) for f in t}
+    return value
 
 
 def rollback_block(rollback_instant: str, target_instant: str) -> bytes:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import re
 import threading
 import uuid
@@ -31,6 +30,7 @@ from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.errors import UserError
 from runtime.core.messages import WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
+from runtime.hudi import avro_schema
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table_version import TableVersion, table_version
@@ -51,6 +51,7 @@ COMMIT, DELTA_COMMIT, COMPACTION = "commit", "deltacommit", "compaction"
 WRITE_ACTIONS = (COMMIT, DELTA_COMMIT)
 
 HOODIE = ".hoodie"
+PARTITION_METADATA = ".hoodie_partition_metadata"
 AUX = ".aux"
 REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 
@@ -363,40 +364,22 @@ def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
 
 
 def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
-    """The Avro schema of the data columns (``extraMetadata.schema``), nullable unions as Spark
-    writes them."""
+    """The Avro schema of the data columns (``extraMetadata.schema``) as Hudi's Spark writer converts
+    them (:mod:`runtime.hudi.avro_schema`); the meta and internal columns left out."""
+    return avro_schema.avro_schema_json(schema, table_name, skip=META_COLUMNS + INTERNAL_COLUMNS)
 
-    def avro_type(t: pa.DataType) -> str | dict[str, str]:
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return "string"
-        if pa.types.is_int64(t):
-            return "long"
-        if pa.types.is_integer(t):
-            return "int"
-        if pa.types.is_float32(t):
-            return "float"
-        if pa.types.is_floating(t):
-            return "double"
-        if pa.types.is_boolean(t):
-            return "boolean"
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
-            return "bytes"
-        if pa.types.is_timestamp(t):
-            return {"type": "long", "logicalType": "timestamp-micros"}
-        if pa.types.is_date(t):
-            return {"type": "int", "logicalType": "date"}
-        return "string"
 
-    fields = [
-        {"name": f.name, "type": [avro_type(f.type), "null"]}
-        for f in schema
-        if f.name not in META_COLUMNS and f.name not in INTERNAL_COLUMNS
-    ]
-    rec = table_name.replace("-", "_")
-    return json.dumps(
-        {"type": "record", "name": f"{rec}_record", "namespace": f"hoodie.{rec}", "fields": fields},
-        separators=(",", ":"),
-    )
+def refuse_foreign_directory(dfs: Dfs, base_path: str) -> None:
+    """Raises TableError when ``base_path`` (without ``.hoodie/hoodie.properties``) holds files: it is
+    not a Hudi table, and a run must not write one among them. A missing or empty path is fine."""
+    if not dfs.exists(base_path):
+        return
+    entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
+    if entries:
+        raise TableError(
+            f"--table {base_path}: it holds {len(entries)} entries (e.g. {entries[0].name}) but no "
+            ".hoodie/hoodie.properties, so it is not a Hudi table; fix: choose an empty or new --table path"
+        )
 
 
 def stat_to_json(s: WriteStat) -> dict[str, Any]:
@@ -500,14 +483,8 @@ class HudiTable:
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
         if dfs.exists(props_path):
             table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
-        elif dfs.exists(base_path):
-            entries = [e for e in dfs.list_dir(base_path) if not e.name.startswith(".")]
-            if entries:
-                raise TableError(
-                    f"{base_path} exists and holds {len(entries)} entries (e.g. {entries[0].name}) "
-                    "but no .hoodie/hoodie.properties: it is not a Hudi table. Choose an empty or "
-                    "new --table path."
-                )
+        else:
+            refuse_foreign_directory(dfs, base_path)
 
     @classmethod
     def open(cls, dfs: Dfs, base_path: str) -> HudiTable:
@@ -759,12 +736,23 @@ class HudiTable:
     # -- base files ----------------------------------------------------------------------------
 
     def partitions(self) -> list[str]:
-        """The table's partition folders: every folder under the base path that is not hidden."""
-        try:
-            entries = self.dfs.list_dir(self.base_path)
-        except DfsNotFound:
-            return []
-        return sorted(e.name for e in entries if e.is_dir and not e.name.startswith("."))
+        """The table's partition paths: every folder under the base path that is not hidden, and a
+        nested one (``2024/01``) under a folder that holds no partition metadata."""
+        found, todo = [], [""]
+        while todo:
+            prefix = todo.pop()
+            try:
+                entries = self.dfs.list_dir(Dfs.join(self.base_path, prefix) if prefix else self.base_path)
+            except DfsNotFound:
+                continue
+            if prefix and any(e.name == PARTITION_METADATA for e in entries):
+                found.append(prefix)
+                continue
+            dirs = [f"{prefix}/{e.name}" if prefix else e.name for e in entries if e.is_dir and e.name[0] != "."]
+            if prefix and not dirs:
+                found.append(prefix)  # a folder without metadata or sub-folders: a partition as before
+            todo += dirs
+        return sorted(found)
 
     def partition_path(self, partition: str) -> str:
         return Dfs.join(self.base_path, partition)
@@ -788,10 +776,11 @@ class HudiTable:
 
     def ensure_partition(self, partition: str, instant: str) -> None:
         """Creates the partition folder and its ``.hoodie_partition_metadata`` once."""
-        meta = Dfs.join(self.partition_path(partition), ".hoodie_partition_metadata")
+        meta = Dfs.join(self.partition_path(partition), PARTITION_METADATA)
         if not self.dfs.exists(meta):
             self.dfs.mkdirs(self.partition_path(partition))
-            self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth=1\n".encode())
+            depth = len(partition.split("/"))  # HoodiePartitionMetadata: the folders below the base path
+            self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n".encode())
 
     def read_base_file(self, rel_path: str) -> pa.Table:
         return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))

@@ -1,7 +1,8 @@
 """A job's options checked and resolved once, by whoever starts the run, before any work starts:
-the configuration's own checks, the armed faults against the protocol, ``--table-version
-release`` resolved to the version the protocol's Hudi release writes, and the existing table's
-layout (its bucket count; options that disagree with it are refused: :mod:`runtime.hudi.layout`).
+the configuration's own checks, the ``--input`` (read as the Spark job reads it), the armed faults
+against the protocol, ``--table-version release`` resolved to the version the protocol's Hudi
+release writes, and the existing table's layout (its bucket count; options that disagree with it
+are refused: :mod:`runtime.hudi.layout`; a directory that is not a table is refused).
 
 :class:`ResolvedJob` is what that gives: the job driver and both hosts take one, so a run cannot
 start from options nobody checked.
@@ -13,8 +14,11 @@ from dataclasses import dataclass
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import MESSAGE_FAULTS
+from runtime.data.errors import InputError
+from runtime.data.input_format import check_input
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
+from runtime.hudi.avro_schema import UnsupportedColumn, check_columns
 from runtime.hudi.layout import resolve_layout
 from runtime.protocols import PROTOCOLS, get_protocol
 from runtime.writer.coordinator import Coordinator
@@ -33,7 +37,22 @@ def prepare_job(config: JobConfig, *, fresh_table: bool = False) -> ResolvedJob:
     ConfigError. ``fresh_table``: the run writes a new table (the simulator's), so there is no
     table whose layout to read."""
     cfg = validate_job(config)
+    check_input_of(cfg)
     return ResolvedJob(cfg if fresh_table else resolve_layout(cfg))
+
+
+def check_input_of(cfg: JobConfig) -> None:
+    """``--input`` read as the Spark job will read it (:func:`runtime.data.input_format.check_input`),
+    and every column's type one a Hudi table can hold; raises InputError naming the flag."""
+    if not cfg.input_path:
+        return
+    checked = check_input(
+        cfg.input_path, cfg.input_format or None, cfg.key_field, cfg.partition_field, cfg.precombine_field
+    )
+    try:
+        check_columns(checked.schema)
+    except UnsupportedColumn as exc:
+        raise InputError(f"--input {cfg.input_path}: {exc}") from None
 
 
 def prepared(job: JobConfig | ResolvedJob) -> ResolvedJob:

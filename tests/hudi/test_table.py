@@ -513,3 +513,24 @@ def test_reference_table_pending_instant_is_seen_as_pending(tmp_path):
     assert t.committed_base_files("30", tl) == {}
     rows = pa.Table.from_batches(HudiTableBuilder.from_base_uri(path).build().read(None))
     assert set(rows.column("_hoodie_commit_time").to_pylist()) == {FIX_C1}
+
+
+def test_a_partition_value_with_a_slash_is_a_nested_partition_path_as_hudi_writes_it(table):
+    """SimpleKeyGenerator with hoodie.datasource.write.partitionpath.urlencode=false (the default)
+    writes the value '2024/01' as the folders 2024/01, whose metadata says partitionDepth=2."""
+    from runtime.lab.table_audit import audit_table
+
+    commit(table, I1, [("k1", "2024/01", 1), ("k2", "2024/02", 1), ("k3", "flat", 1)], 1)
+    commit(table, I2, [("k1", "2024/01", 2)], 2)
+    assert table.partitions() == ["2024/01", "2024/02", "flat"]
+    root = Path(table.base_path)
+    assert "partitionDepth=2" in (root / "2024" / "01" / ".hoodie_partition_metadata").read_text()
+    assert not (root / "2024" / ".hoodie_partition_metadata").exists()
+    rows = by_key(read_all(table))
+    assert {k: (r["_hoodie_partition_path"], r["ts"]) for k, r in rows.items()} == {
+        "k1": ("2024/01", 2),
+        "k2": ("2024/02", 1),
+        "k3": ("flat", 1),
+    }
+    audit = audit_table(table.base_path)
+    assert audit.ok, audit
