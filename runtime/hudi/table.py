@@ -737,7 +737,10 @@ class HudiTable:
 
     def partitions(self) -> list[str]:
         """The table's partition paths: every folder under the base path that is not hidden, and a
-        nested one (``2024/01``) under a folder that holds no partition metadata."""
+        nested one (``2024/01``) under a folder that holds no partition metadata. A walk of the tree,
+        one listing per folder, as Hudi's ``FSUtils.getAllFoldersWithPartitionMetaFile`` (what
+        ``FileSystemBackedTableMetadata.getAllPartitionPaths`` uses without the metadata table)
+        finds the folders that hold ``.hoodie_partition_metadata``."""
         found, todo = [], [""]
         while todo:
             prefix = todo.pop()
