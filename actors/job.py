@@ -23,6 +23,7 @@ from actors import cluster_info
 from actors.layout import ProcessLayout
 from actors.placement import Placement
 from actors.process_actor import ProcessActor, RoleRef
+from actors.ray_session import start_local_ray
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
@@ -73,8 +74,9 @@ def _init_ray(num_cpus: int | None) -> bool:
     if address:
         ray.init(address=address, **kwargs)
     else:
-        # "local": a new embedded Ray, even when a `ray start` cluster runs on this machine
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
+        # a new embedded Ray, even when a `ray start` cluster runs on this machine; what a
+        # predecessor killed with kill -9 left of its own is ended first
+        start_local_ray(num_cpus or os.cpu_count() or 2, **kwargs)
     return True
 
 

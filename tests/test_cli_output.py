@@ -63,3 +63,31 @@ def test_output_that_is_not_a_terminal_is_wide_without_columns():
         env={**env, "PYTHONPATH": str(ROOT)},
     )
     assert max(len(line) for line in wide.stdout.splitlines()) > 100
+
+
+def test_what_the_engines_print_under_the_progress_bar_goes_to_their_log(tmp_path):
+    """Ray's and Spark's Python threads write to sys.stdout and sys.stderr (a raylet's warning, a
+    worker's error); with the progress bar on a terminal those lines go to the engines' log too."""
+    import io
+    import threading
+
+    from rich.console import Console
+
+    from runtime.cli.terminal import engines_to_log
+    from runtime.lab.report import checkpoint_progress
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=100)
+    log = tmp_path / "logs" / "ray-and-spark.log"
+
+    def engine_thread() -> None:
+        print("(raylet) a warning of Ray's", file=sys.stderr, flush=True)
+        print("WARN a line of Spark's", flush=True)
+
+    with engines_to_log(str(log)), checkpoint_progress(console, 1, "run") as progress:
+        thread = threading.Thread(target=engine_thread)
+        thread.start()
+        thread.join()
+        progress({"completed": 1, "checkpoint": 1})
+    assert "a warning of Ray's" not in screen.getvalue() and "a line of Spark's" not in screen.getvalue()
+    assert "(raylet) a warning of Ray's" in log.read_text() and "WARN a line of Spark's" in log.read_text()

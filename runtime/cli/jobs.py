@@ -26,6 +26,7 @@ from runtime.lab.results import JobResult
 def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
     """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
+    from actors.ray_session import ray_scope
     from actors.spark import spark_scope
     from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
 
@@ -34,6 +35,7 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
     with (
         interruptible(console) as stop,
         engines_to_log(engines_log),
+        ray_scope(),
         spark_scope(),
         checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
