@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,28 @@ log = logging.getLogger(__name__)
 
 DRIVER_MARK = "commitlab-driver.json"  # in the session directory of a cluster this project started
 REAP_TIMEOUT_S = 5.0  # a process that ignores SIGTERM this long is killed
+
+
+_RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
+
+
+def ensure_ray(num_cpus: int | None = None) -> bool:
+    """Connects to ``RAY_ADDRESS`` if set, else starts a local Ray. Returns True if started here.
+    Either way Ray's processes do not print on the driver's terminal (``log_to_driver=False``):
+    their lines stay in the session's log files."""
+    with _RAY_INIT_LOCK:
+        if ray.is_initialized():
+            return False
+        address = os.environ.get("RAY_ADDRESS")
+        # Ray's future default (no accelerator variables overridden on CPUs), without its warning
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            # a new embedded Ray, even when a `ray start` cluster runs on this machine
+            start_local_ray(num_cpus or os.cpu_count() or 2, **kwargs)
+        return True
 
 
 def start_local_ray(num_cpus: int, **kwargs: Any) -> list[int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from typing import Any
 
 from rich.console import Console
@@ -102,8 +103,15 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     audit = audit_table(table, expected_commits=commits)
     console.print(audit_table_view(audit))
     if args.input:
-        console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
-        expected = _expected_from_input(args)
+        from actors.ray_session import ray_scope
+
+        engines_log = os.path.join(tempfile.mkdtemp(prefix="commitlab-verify-"), "ray-and-spark.log")
+        console.print(
+            f"reading {args.input} with Spark on Ray to compute the expected state "
+            f"(Ray's and Spark's own output goes to {engines_log})"
+        )
+        with engines_to_log(engines_log), ray_scope():
+            expected = _expected_from_input(args)
         source = args.input
     if expected is None:
         checked = _commits_or_error(table, verify_commits)

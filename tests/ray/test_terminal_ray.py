@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -42,10 +43,12 @@ class Rerun:
     terminal: str  # everything the interactive rerun wrote to its terminal
     exit_code: int
     engines_log: Path
+    work: Path  # the runs' tables and outputs
 
 
 def _env(ray_tmp: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": ray_tmp}
+    # wide enough that a path the run prints stays on one line
+    return {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": ray_tmp, "COLUMNS": "400"}
 
 
 def _processes_naming(session_dir: str) -> list[int]:
@@ -122,7 +125,7 @@ def rerun() -> Iterator[Rerun]:
         left = _processes_naming(first)
         short = [*RUN, "--records", "200", "--checkpoints", "1", "--out", str(work / "out-2")]
         terminal, code = _interactive_run(work, ray_tmp, [*short, "--table", str(work / "table-2")])
-        yield Rerun(first, left, terminal, code, work / "out-2" / "logs" / "ray-and-spark.log")
+        yield Rerun(first, left, terminal, code, work / "out-2" / "logs" / "ray-and-spark.log", work)
     finally:
         for pid in _processes_naming(ray_tmp):  # whatever a failed test left
             try:
@@ -171,3 +174,26 @@ def test_ctrl_c_stops_a_run_with_its_record_and_no_traceback() -> None:
     assert "Traceback" not in terminal and "Exception ignored" not in terminal, terminal[-3000:]
     assert json.loads((work / "out" / "result.json").read_text())["status"] == "interrupted"
     shutil.rmtree(work, ignore_errors=True)
+
+
+def test_verify_against_an_input_keeps_sparks_lines_off_the_terminal(rerun: Rerun) -> None:
+    """verify --input starts Spark on a local Ray: Spark's WARN lines and Ray's workers' lines go to
+    the log file it names, not the terminal."""
+    data = rerun.work / "input.csv"
+    data.write_text("key,partition,ts,payload\nk1,p1,1,a\nk2,p1,2,b\n")
+    table = str(rerun.work / "table-2")
+    ray_tmp = tempfile.mkdtemp(prefix="rt-", dir="/tmp")
+    try:
+        verify = ["-m", "runtime", "verify", "--table", table, "--input", str(data)]
+        terminal, code = _interactive_run(rerun.work, ray_tmp, verify)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert code in (0, 1), terminal[-3000:]  # a verdict, not a crash
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", terminal)  # the console's colours
+    named = re.search(r"goes to (\S+ray-and-spark\.log)", plain)
+    assert named, terminal[-3000:]
+    log = Path(named.group(1)).read_text()
+    shutil.rmtree(Path(named.group(1)).parent, ignore_errors=True)
+    assert "Started a local Ray instance" in log
+    for line in ("Started a local Ray instance", "(raylet)", "gcs_client", "WARN", "Traceback"):
+        assert line not in terminal, terminal[-3000:]
