@@ -23,6 +23,7 @@ from actors import cluster_info
 from actors.layout import ProcessLayout
 from actors.placement import Placement
 from actors.process_actor import Deployment, ProcessActor, RoleRef
+from actors.ray_session import ensure_ray
 from actors.stream_plan import plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
@@ -50,34 +51,11 @@ from runtime.lab.verify import read_snapshot, verify_run
 log = logging.getLogger(__name__)
 
 
-_RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
-
 # Flink declares a TaskManager lost after heartbeat.timeout without an answer (default 50 s,
 # flink-runtime HeartbeatManagerOptions.HEARTBEAT_TIMEOUT); a task that only answers slowly (16
 # writer processes on 2 cores) is busy, not dead. A process Ray saw die fails the job at once.
 HEARTBEAT_TIMEOUT_S = 50.0
 DUMP_TIMEOUT_S = 5.0
-
-
-def ensure_ray(num_cpus: int | None = None) -> bool:
-    """Connects to ``RAY_ADDRESS`` if set, else starts a local Ray. Returns True if started here."""
-    with _RAY_INIT_LOCK:
-        return _init_ray(num_cpus)
-
-
-def _init_ray(num_cpus: int | None) -> bool:
-    if ray.is_initialized():
-        return False
-    address = os.environ.get("RAY_ADDRESS")
-    # Ray's future default (no accelerator variables overridden on CPUs), without its warning
-    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-    kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
-    if address:
-        ray.init(address=address, **kwargs)
-    else:
-        # "local": a new embedded Ray, even when a `ray start` cluster runs on this machine
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count() or 2, **kwargs)
-    return True
 
 
 class JobRun:

@@ -196,10 +196,9 @@ def start_spark(cfg: SparkConfig | None = None, *, timeout_s: float = DEFAULT_ST
         # Executors start Python workers (createDataFrame from local data, UDFs) with
         # $PYSPARK_PYTHON, default "python3" on PATH, which may lack pyspark: use our interpreter.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        import ray
+        from actors.ray_session import ensure_ray
 
-        if not ray.is_initialized():
-            ray.init(address=os.environ.get("RAY_ADDRESS"))
+        ensure_ray()  # RAY_ADDRESS's cluster, or a local one, as a job starts it
         configs = spark_configs(cfg)
         _check_ray_cpus(cfg, configs, timeout_s)
         t0 = time.monotonic()

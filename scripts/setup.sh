@@ -4,6 +4,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+PY=${PYTHON:-python3}
+# first, so nothing is installed for an interpreter that cannot run commitlab: the pinned
+# matplotlib and fastavro need 3.11, and the pins are tested on 3.11 only
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "setup: commitlab needs Python 3.11; '$PY' was not found." >&2
+  echo "       Set PYTHON=/path/to/python3.11 and run this again." >&2
+  exit 1
+fi
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null; then
+  found=$("$PY" --version 2>&1 | head -n 1 || true)
+  echo "setup: commitlab needs Python 3.11; '$PY' is ${found:-not a Python interpreter}." >&2
+  echo "       Set PYTHON=/path/to/python3.11 and run this again." >&2
+  exit 1
+fi
+
 java_major() {
   java -version 2>&1 | awk -F'"' '/version/ {split($2, v, "."); print (v[1] == "1" ? v[2] : v[1]); exit}'
 }
@@ -26,13 +41,6 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v a
   echo "setup: installing Debian's chromium with apt-get (the HTML report's test opens the page in it)" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
     || echo "setup: chromium could not be installed; the report's browser test will be skipped" >&2
-fi
-
-PY=${PYTHON:-python3}
-if ! "$PY" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] < (3, 12) else 1)'; then
-  echo "setup: commitlab needs Python 3.10 or 3.11 (Ray 2.50 and PySpark 3.5); $("$PY" --version) found." >&2
-  echo "       Set PYTHON=/path/to/python3.11 and run this again." >&2
-  exit 1
 fi
 
 if [ ! -x .venv/bin/python ]; then

@@ -17,6 +17,7 @@ from runtime.core.config import TABLE_TYPES, JobConfig
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from actors.job import measure_rpc_round_trip, run_job
+    from actors.ray_session import ray_scope
     from runtime.faults.scenarios import with_quiet_round
     from runtime.lab.compare import compare_tables, plot_compare, run_compare
     from runtime.lab.report import runs_progress
@@ -31,6 +32,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     base.validate(protocol_names())
     with (
         engines_to_log(engine_log(args, out)),
+        ray_scope(),
         runs_progress(console, len(names) * len(table_types), "runs", enabled=not args.quiet) as update,
     ):
         update(0, "measuring one actor RPC round trip")
@@ -58,6 +60,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     from actors.job import run_job
+    from actors.ray_session import ray_scope
     from runtime.core.fault_spec import FAULT_POINTS
     from runtime.lab.fault_matrix import OUTCOMES, SCENARIO_FAULTS, outcome_table, plot_heatmap, run_matrix
     from runtime.lab.report import runs_progress
@@ -75,6 +78,7 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     total = len(protocols) * len(faults) * args.seeds
     with (
         engines_to_log(engine_log(args, out)),
+        ray_scope(),
         runs_progress(console, total, "runs", enabled=not args.quiet) as update,
     ):
         # no per-run timeline.png: plotting would cost a fifth of each run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from typing import Any
 
 from rich.console import Console
@@ -27,6 +28,7 @@ from runtime.lab.results import JobResult
 def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
     """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its summary."""
     from actors.job import run_job
+    from actors.ray_session import ray_scope
     from actors.spark import spark_scope
     from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
 
@@ -38,6 +40,7 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
         # one writer per table: taken before Ray and Spark start, released however the run ends
         hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=_say(console)) as lock,
         engines_to_log(engines_log),
+        ray_scope(),
         spark_scope(),
         checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
@@ -112,8 +115,15 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     audit = audit_table(table, expected_commits=commits)
     console.print(audit_table_view(audit))
     if args.input:
-        console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
-        expected = _expected_from_input(args)
+        from actors.ray_session import ray_scope
+
+        engines_log = os.path.join(tempfile.mkdtemp(prefix="commitlab-verify-"), "ray-and-spark.log")
+        console.print(
+            f"reading {args.input} with Spark on Ray to compute the expected state "
+            f"(Ray's and Spark's own output goes to {engines_log})"
+        )
+        with engines_to_log(engines_log), ray_scope():
+            expected = _expected_from_input(args)
         source = args.input
     if expected is None:
         checked = _commits_or_error(table, verify_commits)

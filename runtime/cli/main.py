@@ -11,7 +11,7 @@ from rich.console import Console
 from runtime.cli import experiments, jobs, report, s3_endpoint, simulator
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import CommandParser, apply_config_file
-from runtime.cli.terminal import terminal
+from runtime.cli.terminal import console_width, terminal
 from runtime.core.errors import UserError
 
 
@@ -55,8 +55,7 @@ def _command_and_config(argv: list[str]) -> tuple[str | None, str | None]:
 def main(argv: list[str] | None = None) -> int:
     out = terminal()
     try:
-        # a pipe or a CI log gets wide tables rather than folded ones
-        return _main(argv, Console(file=out, width=None if out.isatty() else 150))
+        return _main(argv, Console(file=out, width=console_width(out)))
     finally:
         if out is not sys.stdout:
             out.close()  # the console's own copy of the terminal

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
 import signal
 import sys
@@ -64,6 +65,53 @@ def engines_to_log(path: str | None) -> Iterator[None]:
             sys.stdout, sys.stderr = streams
 
 
+class TerminalStream(io.TextIOBase):
+    """The console's own copy of standard output. A reader that goes away (``commitlab verify |
+    head``) ends the output, not the command: the rest goes to the null device, so the command
+    finishes (a run still writes its record) and no ``BrokenPipeError`` reaches the user."""
+
+    def __init__(self, fd: int, encoding: str) -> None:
+        self._stream = os.fdopen(fd, "w", buffering=1, encoding=encoding)
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._discard()
+            return len(text)
+
+    def flush(self) -> None:
+        if self._stream.closed:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._discard()
+
+    def _discard(self) -> None:
+        """Points the descriptor at the null device, so the buffered rest is dropped quietly."""
+        self.reader_gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._stream.encoding
+
+    def close(self) -> None:
+        self.flush()
+        self._stream.close()
+        super().close()
+
+
 def terminal() -> Any:
     """What the console writes to: a copy of standard output's descriptor, so that
     :func:`engines_to_log` can move descriptor 1 without moving the console; standard output
@@ -72,7 +120,15 @@ def terminal() -> Any:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
         return sys.stdout
-    return os.fdopen(os.dup(fd), "w", buffering=1, encoding=getattr(sys.stdout, "encoding", None) or "utf-8")
+    return TerminalStream(os.dup(fd), getattr(sys.stdout, "encoding", None) or "utf-8")
+
+
+def console_width(out: Any) -> int | None:
+    """A terminal's own width; elsewhere (a pipe, a CI log) ``COLUMNS`` when it is set, else 150
+    columns, so tables are wide rather than folded."""
+    if out.isatty() or os.environ.get("COLUMNS", "").strip().isdigit():
+        return None  # rich reads the terminal's size, or COLUMNS
+    return 150
 
 
 def engine_log(args: argparse.Namespace, out: str) -> str | None:

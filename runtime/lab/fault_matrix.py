@@ -301,54 +301,65 @@ _COLOURS = {
 }
 
 
+_CELL_LABELS = {KNOWN: "known", VIOLATION: "VIOL", FAILED: "fail", NOT_FIRED: "not fired", NOT_APPLICABLE: "n/a"}
+
+
 def plot_heatmap(doc: JsonObject, out_dir: str) -> str:
+    """Draws ``faults.png``: one cell per protocol x fault, its worst outcome over the seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = heatmap_figure(doc)
+    path = os.path.join(out_dir, "faults.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def heatmap_figure(doc: JsonObject) -> Any:
+    """The heat map as a matplotlib figure, laid out for any matrix size: the figure grows with the
+    rows, the columns and the longest names, and matplotlib's constrained layout keeps the title,
+    the rotated fault names and the legend (below, in as many rows as the width needs) inside it."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
 
     protocols, faults = doc["protocols"], doc["faults"]
-    worst = {VIOLATION: 5, FAILED: 4, NOT_FIRED: 3, KNOWN: 2, PASSED: 1, NOT_APPLICABLE: 0}
-    cell: dict[tuple[str, str], str] = {}
-    for r in doc["runs"]:
-        key = (r["protocol"], r["fault"])
-        if key not in cell or worst[r["outcome"]] > worst[cell[key]]:
-            cell[key] = r["outcome"]
+    cell = _worst_outcomes(doc["runs"])
     img = [[to_rgb(_COLOURS.get(cell.get((p, f), ""), "#eeeeee")) for f in faults] for p in protocols]
-    fig, ax = plt.subplots(figsize=(1.1 * len(faults) + 3, 0.55 * len(protocols) + 3.0))
+    longest_fault = max((len(f) for f in faults), default=0)
+    width = max(8.0, 0.6 * len(faults) + 0.075 * max((len(p) for p in protocols), default=0) + 1.5)
+    height = 0.45 * len(protocols) + 0.045 * longest_fault + 2.2
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
     ax.imshow(img, aspect="auto")
-    ax.set_xticks(range(len(faults)), faults, rotation=35, ha="right", fontsize=8)
+    ax.set_xticks(range(len(faults)), faults, rotation=35, ha="right", rotation_mode="anchor", fontsize=8)
     ax.set_yticks(range(len(protocols)), protocols, fontsize=9)
     for i, p in enumerate(protocols):
         for j, f in enumerate(faults):
             outcome = cell.get((p, f))
             if outcome and outcome != PASSED:
-                ax.text(
-                    j,
-                    i,
-                    {KNOWN: "known", VIOLATION: "VIOL", FAILED: "fail", NOT_FIRED: "not fired", NOT_APPLICABLE: "n/a"}[
-                        outcome
-                    ],
-                    ha="center",
-                    va="center",
-                    fontsize=7,
-                    color="black",
-                )
-    ax.legend(
+                ax.text(j, i, _CELL_LABELS[outcome], ha="center", va="center", fontsize=7, color="black")
+    fig.legend(
         handles=[Patch(color=c, label=o) for o, c in _COLOURS.items()],
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.62),
-        ncol=6,
+        loc="outside lower center",
+        ncol=6 if width >= 8.0 else 3,
         fontsize=8,
     )
-    ax.set_title(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)")
-    fig.tight_layout()
-    path = os.path.join(out_dir, "faults.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    fig.suptitle(f"exactly-once under faults ({doc['seeds']} seed(s) per cell; worst outcome shown)", fontsize=11)
+    return fig
+
+
+def _worst_outcomes(runs: list[JsonObject]) -> dict[tuple[str, str], str]:
+    """Each (protocol, fault)'s worst outcome over its seeds."""
+    worst = {VIOLATION: 5, FAILED: 4, NOT_FIRED: 3, KNOWN: 2, PASSED: 1, NOT_APPLICABLE: 0}
+    cell: dict[tuple[str, str], str] = {}
+    for r in runs:
+        key = (r["protocol"], r["fault"])
+        if key not in cell or worst[r["outcome"]] > worst[cell[key]]:
+            cell[key] = r["outcome"]
+    return cell
 
 
 def outcome_table(doc: JsonObject) -> Table:

@@ -18,6 +18,10 @@ from runtime.lab.results import JobResult
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
 
+# The progress bars leave sys.stdout and sys.stderr alone: redirected, they would print what Ray's
+# and Spark's threads write there (a raylet's warning, a worker's error) on the terminal, which
+# the command line sends to the engines' log instead (runtime.cli.terminal.engines_to_log).
+
 
 @contextmanager
 def checkpoint_progress(
@@ -34,6 +38,8 @@ def checkpoint_progress(
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        redirect_stdout=False,  # see the note above checkpoint_progress
+        redirect_stderr=False,
     ) as progress:
         task = progress.add_task(label, total=total)
 
@@ -77,6 +83,8 @@ def runs_progress(
         TimeElapsedColumn(),
         console=console,
         disable=not enabled,
+        redirect_stdout=False,  # see the note above checkpoint_progress
+        redirect_stderr=False,
     ) as progress:
         task = progress.add_task(unit, total=total)
         yield lambda done, what: progress.update(task, completed=done, description=what)

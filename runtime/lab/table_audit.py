@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
+from runtime.core.storage import check_location
 from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
 from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
@@ -147,6 +148,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     audit = Audit(table_uri)
     try:
         dfs, base = open_dfs(table_uri, role="verifier")
+        check_location(dfs.fs, table_uri)  # an object store it cannot reach: StorageError, exit 2
         table = HudiTable.open(dfs, base)
         timeline = table.timeline()
     except (TableError, DfsError) as exc:

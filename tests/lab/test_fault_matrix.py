@@ -116,3 +116,41 @@ def test_the_matrix_runs_kafka_connect_at_the_checkpoint_cadence(tmp_path):
     base = JobConfig(source="generator", checkpoints=4)
     cfg = config_for(base, "control-topic", "task.before_flush", 0, str(tmp_path / "t"))
     assert cfg.kafka_commit_interval_s == base.checkpoint_interval_s
+
+
+@pytest.mark.parametrize(("rows", "columns"), [(1, 1), (2, 2), (7, 19)])
+def test_the_heat_map_keeps_its_title_legend_and_names_inside_the_picture(rows, columns):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from runtime.cli.options import protocol_names
+    from runtime.lab.fault_matrix import OUTCOMES, SCENARIO_FAULTS, heatmap_figure
+
+    protocols = protocol_names()[:rows]
+    faults = (list(FAULT_POINTS) + list(SCENARIO_FAULTS))[:columns]
+    runs = [
+        {"protocol": p, "fault": f, "outcome": OUTCOMES[(i + j) % len(OUTCOMES)]}
+        for i, p in enumerate(protocols)
+        for j, f in enumerate(faults)
+    ]
+    fig = heatmap_figure({"protocols": protocols, "faults": faults, "runs": runs, "seeds": 2})
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        picture = fig.bbox
+        ax = fig.axes[0]
+        title = fig._suptitle if fig.get_suptitle() else ax.title
+        legend = fig.legends[0] if fig.legends else ax.get_legend()
+        parts = {
+            "title": title.get_window_extent(renderer),
+            "legend": legend.get_window_extent(renderer),
+            "heat map and its names": ax.get_tightbbox(renderer),
+        }
+        for name, box in parts.items():
+            assert box, name
+            inside = box.x0 >= picture.x0 and box.y0 >= picture.y0 and box.x1 <= picture.x1 and box.y1 <= picture.y1
+            assert inside, f"{name} {box.bounds} is cut by the picture {picture.bounds} ({rows}x{columns})"
+    finally:
+        plt.close(fig)

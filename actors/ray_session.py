@@ -1,0 +1,148 @@
+"""The local Ray cluster a command starts: its start, the mark that says this project started it,
+and the reaping of what a predecessor killed with ``kill -9`` left behind.
+
+Ray ties its head processes (GCS, raylet, monitor, dashboard head, log monitor) to the driver that
+started them (the kernel's parent-death signal), but the raylet's agents (the dashboard agent, the
+runtime-env agent) outlive it. The next local start finds the sessions this project marked whose
+driver is gone, and ends the processes that still name that session's directory. A cluster given
+by ``RAY_ADDRESS`` (or any session without the mark, such as a ``ray start`` cluster) is never
+touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import ray
+
+# Ray's command-line logger runs colorama.init() when first imported (during ray.init), and
+# colorama resets at exit whatever standard output was then. Imported here, before the command
+# line moves standard output into the engines' log, it holds the real one, not a stream that is
+# closed by exit time ("Exception ignored in atexit callback ... I/O operation on closed file").
+import ray.autoscaler._private.cli_logger  # noqa: F401
+
+log = logging.getLogger(__name__)
+
+DRIVER_MARK = "commitlab-driver.json"  # in the session directory of a cluster this project started
+REAP_TIMEOUT_S = 5.0  # a process that ignores SIGTERM this long is killed
+
+
+_RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
+
+
+def ensure_ray(num_cpus: int | None = None) -> bool:
+    """Connects to ``RAY_ADDRESS`` if set, else starts a local Ray. Returns True if started here.
+    Either way Ray's processes do not print on the driver's terminal (``log_to_driver=False``):
+    their lines stay in the session's log files."""
+    with _RAY_INIT_LOCK:
+        if ray.is_initialized():
+            return False
+        address = os.environ.get("RAY_ADDRESS")
+        # Ray's future default (no accelerator variables overridden on CPUs), without its warning
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            # a new embedded Ray, even when a `ray start` cluster runs on this machine
+            start_local_ray(num_cpus or os.cpu_count() or 2, **kwargs)
+        return True
+
+
+def start_local_ray(num_cpus: int, **kwargs: Any) -> list[int]:
+    """A new local Ray cluster for this driver, after reaping the leftovers of dead predecessors;
+    returns the process ids reaped."""
+    reaped = reap_orphaned_sessions()
+    ray.init(address="local", num_cpus=num_cpus, **kwargs)
+    mark_session(_session_dir())
+    return reaped
+
+
+@contextlib.contextmanager
+def ray_scope() -> Iterator[None]:
+    """Shuts Ray down on exit only if it was not running on entry (as :func:`actors.spark.spark_scope`
+    does for Spark): inside the command's engines' log, so what Ray prints as it stops goes there
+    rather than to the terminal after the command's last line."""
+    owned = not ray.is_initialized()
+    try:
+        yield
+    finally:
+        if owned and ray.is_initialized():
+            ray.shutdown()
+
+
+def mark_session(session_dir: str) -> None:
+    """Records this driver (its pid and start time) as the owner of ``session_dir``."""
+    me = psutil.Process()
+    Path(session_dir, DRIVER_MARK).write_text(json.dumps({"pid": me.pid, "started": me.create_time()}))
+
+
+def reap_orphaned_sessions(temp_dir: str | None = None) -> list[int]:
+    """Ends the processes of every marked session under Ray's temp directory whose driver is dead."""
+    root = Path(temp_dir or _ray_temp_dir())
+    reaped: list[int] = []
+    for mark in sorted(root.glob(f"session_*/{DRIVER_MARK}")):
+        if mark.parent.is_symlink() or _driver_alive(mark):  # session_latest names another session
+            continue
+        try:  # claimed first, so two starting drivers do not both reap it
+            mark.rename(mark.with_suffix(".reaped"))
+        except OSError:
+            continue
+        session_dir = str(mark.parent)
+        pids = _end_processes_naming(session_dir)
+        if pids:
+            log.warning("ended %d process(es) left by a dead driver of %s: %s", len(pids), session_dir, pids)
+        reaped += pids
+    return reaped
+
+
+def _driver_alive(mark: Path) -> bool:
+    try:
+        owner = json.loads(mark.read_text())
+        proc = psutil.Process(int(owner["pid"]))
+        # the same pid with another start time is another process: the driver is gone
+        same_process = abs(proc.create_time() - float(owner["started"])) < 1.0
+        return same_process and bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except (psutil.NoSuchProcess, OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _end_processes_naming(session_dir: str) -> list[int]:
+    """SIGTERM, then SIGKILL after :data:`REAP_TIMEOUT_S`, to this user's processes whose command
+    line names ``session_dir`` (the flag every Ray process of the session is started with)."""
+    procs = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if proc.pid != os.getpid() and any(session_dir in arg for arg in cmdline):
+            procs.append(proc)
+    for proc in procs:
+        try:
+            proc.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=REAP_TIMEOUT_S)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return [p.pid for p in procs]
+
+
+def _ray_temp_dir() -> str:
+    """Where Ray keeps its sessions: ``$RAY_TMPDIR/ray``, else ``$TMPDIR/ray``, else ``/tmp/ray``
+    (ray._common.utils.get_ray_temp_dir)."""
+    return os.path.join(os.environ.get("RAY_TMPDIR") or os.environ.get("TMPDIR") or "/tmp", "ray")
+
+
+def _session_dir() -> str:
+    node: Any = ray._private.worker._global_node  # the node this driver started
+    return str(node.get_session_dir_path())
