@@ -19,6 +19,7 @@ count mismatches differently on the same table).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,9 @@ import pyarrow.compute as pc
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.merge import dedupe_latest
+from runtime.hudi.merge_rule import incoming_wins
 from runtime.hudi.table import META_COLUMNS, write_stats
-from runtime.lab.verdicts import CommitProblem, ExactlyOnce
+from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
 SAMPLE = 10
 
@@ -48,11 +50,14 @@ def _open_reader(table_uri: str) -> Any:
     return HudiTableBuilder.from_base_uri(base_uri).with_storage_options(storage_options).build()
 
 
-def read_snapshot(table_uri: str) -> pa.Table:
-    """The table's snapshot as the official reader returns it."""
+def read_snapshot(table_uri: str, as_of: str | None = None) -> pa.Table:
+    """The table's snapshot as the official reader returns it (``as_of``: as of that instant,
+    the reader's time travel)."""
+    from hudi import HudiReadOptions
+
     try:
         table = _open_reader(table_uri)
-        batches = table.read(None)
+        batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
     except Exception as exc:  # the reader raises its own error types
         raise VerifyError(f"the official reader (hudi) cannot read {redact(table_uri)}: {exc}") from exc
     if not batches:
@@ -90,10 +95,66 @@ def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
-def expected_state(records: pa.Table, key: str, precombine: str, partition: str | None = None) -> pa.Table:
+def expected_state(
+    records: pa.Table, key: str, precombine: str, partition: str | None = None, before: pa.Table | None = None
+) -> pa.Table:
     """The table the records should leave: one row per identity, (partition, key) when
-    ``partition`` is given (a non-global index), the key alone otherwise."""
-    return dedupe_latest(records, key, precombine, partition=partition or None)
+    ``partition`` is given (a non-global index), the key alone otherwise. ``before``: the table's
+    snapshot before the run (the official reader's), which the records are merged into by the
+    merge rule (:mod:`runtime.hudi.merge_rule`), as the writer merges them into stored records."""
+    state = dedupe_latest(records, key, precombine, partition=partition or None)
+    if before is None or not before.num_rows:
+        return state
+    return merged_with_table(before, state, key, precombine, partition)
+
+
+def merged_with_table(before: pa.Table, state: pa.Table, key: str, precombine: str, partition: str | None) -> pa.Table:
+    """``state`` (one row per identity) merged into the snapshot ``before``: an identity only
+    in one of them keeps its row; one in both keeps the row the merge rule picks."""
+    cols = [c for c in state.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    missing = sorted(set(cols) - set(before.column_names))
+    if missing:
+        raise VerifyError(
+            f"the table before the run lacks the input's columns {missing}: schema evolution is not modelled"
+        )
+    stored_ids = _actual_identity(before, key, partition)
+    state_ids = _expected_identity(state, key, partition)
+    stored = before.select(cols)
+    state = state.select(cols)
+    try:
+        stored = stored.cast(state.schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise VerifyError(f"the table before the run holds other column types than the input: {exc}") from exc
+    at = pc.index_in(state_ids, value_set=stored_ids)  # each new identity's stored row (null: none)
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    rows = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    keep_state = np.ones(state.num_rows, dtype=bool)
+    if found.any():
+        where = np.flatnonzero(found)
+        keep_state[where] = incoming_wins(
+            state.column(precombine).take(pa.array(where)), stored.column(precombine).take(pa.array(rows[where]))
+        )
+    replaced = np.zeros(stored.num_rows, dtype=bool)  # stored rows a winning record replaces
+    replaced[rows[found & keep_state]] = True
+    kept_stored = stored.filter(pa.array(~replaced))
+    return pa.concat_tables([kept_stored, state.filter(pa.array(keep_state))])
+
+
+def snapshot_record(snapshot: pa.Table, key: str, partition: str | None, as_of: str | None) -> TableBefore:
+    """What result.json keeps of the table before a run: its rows and a hash of its records
+    (identity order, the data columns as text), and the instant it was read as of."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    if snapshot.num_rows:
+        ids = _actual_identity(snapshot, key, partition)
+        cols = sorted(c for c in snapshot.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS)
+        table = snapshot.select(cols).append_column("_id", ids)
+        table = table.take(pc.sort_indices(table, sort_keys=[("_id", "ascending")]))
+        for c in ["_id", *cols]:
+            text = pc.fill_null(pc.cast(table.column(c), pa.string()), "\x00")
+            digest.update(c.encode() + b"\x1e" + "\x1f".join(text.to_pylist()).encode() + b"\x1d")
+    return TableBefore(rows=snapshot.num_rows, content_hash=digest.hexdigest(), as_of=as_of)
 
 
 ID_SEP = "\x1f"  # joins partition path and record key into one identity string (in neither)
@@ -374,3 +435,15 @@ def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
     )
     commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
     return expected, commits, str(doc.get("table") or cfg.table)
+
+
+def read_table_before(
+    completed: list[str], read: Callable[[], pa.Table], key: str, partition: str | None
+) -> tuple[pa.Table | None, TableBefore]:
+    """The table as a run finds it (``completed``: its completed instants; ``read``: its
+    snapshot by the official reader, or the simulated disk's own), and what result.json keeps of
+    it. A new or empty table is not read: nothing to merge into."""
+    if not completed:
+        return None, TableBefore(rows=0, content_hash=snapshot_record(pa.table({}), key, partition, None).content_hash)
+    snapshot = read()
+    return snapshot, snapshot_record(snapshot, key, partition, max(completed))
