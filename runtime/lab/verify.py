@@ -20,12 +20,14 @@ count mismatches differently on the same table).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.core.config import JobConfig
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.merge import dedupe_latest
@@ -398,15 +400,29 @@ def unreadable(expected: pa.Table, exc: Exception) -> ExactlyOnce:
     return ExactlyOnce(verified=False, expected=expected.num_rows, error=str(exc))
 
 
-def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
-    """(expected state, committed instants, table) of a generator run, re-derived from its
-    ``result.json``: the recorded configuration regenerates the same stream (the generator is
-    deterministic for a configuration), deduplicated as the run's verdict was."""
+@dataclass
+class RecordedRun:
+    """What a run's ``result.json`` says of it for ``verify --result``: its configuration (which
+    regenerates or re-reads its stream), the instants it committed, its table, and the table
+    as the run found it (``table_before``)."""
+
+    config: JobConfig
+    commits: list[str]
+    table: str
+    table_before: TableBefore | None
+
+    @property
+    def from_generator(self) -> bool:
+        """The built-in generator's stream, regenerated in process; else Spark's (``--input``
+        or the Spark workload), recomputed in Spark."""
+        return self.config.source == "generator" and not self.config.input_path
+
+
+def recorded_run(result_path: str) -> RecordedRun:
+    """The run ``result_path`` (a result.json or its directory) recorded; VerifyError when it
+    cannot be read or records no configuration."""
     import json
     import os
-
-    from runtime.core.config import JobConfig
-    from runtime.data import generator
 
     path = os.path.join(result_path, "result.json") if os.path.isdir(result_path) else result_path
     try:
@@ -424,17 +440,40 @@ def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
     known = {f for f in JobConfig.__dataclass_fields__}
     fields: dict[str, Any] = {k: v for k, v in recorded.items() if k in known and isinstance(v, scalar)}
     cfg = JobConfig(**fields)
-    if cfg.source != "generator" or cfg.input_path:
-        raise VerifyError(
-            f"--result {path}: the run read its stream from {cfg.input_path or 'Spark'} (source {cfg.source}), "
-            "not the built-in generator; fix: verify with --input INPUT"
-        )
+    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
+    before = doc.get("table_before")
+    table_before = TableBefore.from_json(before) if isinstance(before, dict) else None
+    return RecordedRun(cfg, commits, str(doc.get("table") or cfg.table), table_before)
+
+
+def generator_state(cfg: JobConfig) -> pa.Table:
+    """The expected state of a generator run's own stream (the generator is deterministic for a
+    configuration)."""
+    from runtime.data import generator
+
     stream = generator.generate(cfg)
-    expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
+    return expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
     )
-    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
-    return expected, commits, str(doc.get("table") or cfg.table)
+
+
+def with_table_before(table_uri: str, state: pa.Table, run: RecordedRun) -> pa.Table:
+    """``state`` (the run's stream, deduplicated) merged into the table as the run found it: read
+    back as of ``table_before.as_of`` by the official reader's time travel and checked against the
+    recorded content hash (a history rewritten since, e.g. by a clean, cannot be checked)."""
+    rec = run.table_before
+    if rec is None or rec.as_of is None:
+        return state
+    cfg = run.config
+    before = read_snapshot(table_uri, as_of=rec.as_of)
+    got = snapshot_record(before, cfg.key_field, cfg.partition_field, rec.as_of)
+    if (got.rows, got.content_hash) != (rec.rows, rec.content_hash):
+        raise VerifyError(
+            f"the table as of {rec.as_of} (before the run) reads {got.rows} rows with hash {got.content_hash[:12]}, "
+            f"but the run recorded {rec.rows} rows with hash {rec.content_hash[:12]}: the table's history changed "
+            "since the run, so the run's expected state cannot be rebuilt"
+        )
+    return merged_with_table(before, state, cfg.key_field, cfg.precombine_field, cfg.partition_field)
 
 
 def read_table_before(

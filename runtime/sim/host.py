@@ -387,7 +387,9 @@ def _data_entries(table: str) -> list[str]:
     return [e for e in os.listdir(table) if not e.startswith(".")] if os.path.isdir(table) else []
 
 
-def prepare_config(job: JobConfig | ResolvedJob, workdir: str | None, storage: str = "disk") -> ResolvedJob:
+def prepare_config(
+    job: JobConfig | ResolvedJob, workdir: str | None, storage: str = "disk", existing_table: bool = False
+) -> ResolvedJob:
     """The job a simulation runs: the generator source, the table under ``workdir`` (on the
     simulated disk: at a fixed path, so traces never name a directory); a plain config is
     checked here (:func:`~runtime.job.prepare.prepare_job`: the table is always a new one)."""
@@ -400,7 +402,9 @@ def prepare_config(job: JobConfig | ResolvedJob, workdir: str | None, storage: s
         )
     table = os.path.join(os.path.abspath(workdir), "table")
     resolved = _placed(job, table)
-    if os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table):
+    if not existing_table and (
+        os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table)
+    ):
         raise ConfigError(
             f"{table} already holds a table: a simulation writes a fresh one (same seed, "
             "same files); remove it or use another workdir"
@@ -446,6 +450,7 @@ def simulate(
     storage: str = "disk",
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
     store: MemoryStore | None = None,
+    existing_table: bool = False,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -459,10 +464,11 @@ def simulate(
     project's own snapshot reader instead of the official one. ``reply_probes`` see every
     successful reply on the simulated network (replier, its incarnation: restarts so far, caller,
     method, wire value). ``store``: the simulated disk of an earlier run, whose table this run
-    writes on (a second ingest, a rerun after a crash).
+    writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
+    the table ``workdir`` holds instead of refusing it.
     """
     wall0 = time.perf_counter()
-    resolved = prepare_config(job, workdir, storage)
+    resolved = prepare_config(job, workdir, storage, existing_table)
     if storage == "memory":
         store = store or MemoryStore()
     if store is None:

@@ -77,3 +77,41 @@ def test_a_wrong_table_after_a_second_ingest_is_still_violated():
     deleted = _table(["b"], [20], ["b2"])  # a lost
     assert compare(expected, stale, "key", "partition").mismatched == 1
     assert compare(expected, deleted, "key", "partition").lost == 1
+
+
+def _two_runs_on_disk(tmp_path, second: JobConfig):
+    """A first run, then ``second`` on the same table, on disk (the official reader reads it);
+    each run's result.json under its own directory."""
+    from runtime.lab.run_output import write_result
+
+    first = simulate(_cfg(), seed=5, workdir=str(tmp_path), storage="disk")
+    write_result(str(tmp_path / "out1"), first)
+    again = simulate(second, seed=5, workdir=str(tmp_path), storage="disk", existing_table=True)
+    write_result(str(tmp_path / "out2"), again)
+    return first, again
+
+
+def test_verify_result_of_a_second_ingest_reads_the_table_before_by_time_travel(tmp_path):
+    from runtime.cli import main
+
+    first, again = _two_runs_on_disk(tmp_path, _cfg(seed=7, writers=3))
+    assert again.exactly_once.verified, again.exactly_once.to_json()
+    assert again.table_before.as_of == first.commits[-1]["instant"]
+    assert main(["verify", "--result", str(tmp_path / "out2")]) == 0
+    assert main(["verify", "--result", str(tmp_path / "out1")]) == 1  # the table moved on since run 1
+
+
+def test_verify_result_of_a_spark_run_recomputes_its_stream_instead_of_refusing(tmp_path, monkeypatch):
+    import json
+
+    from runtime.cli import jobs, main
+    from runtime.lab.verify import generator_state
+
+    _, again = _two_runs_on_disk(tmp_path, _cfg(seed=7))
+    doc = json.loads((tmp_path / "out2" / "result.json").read_text())
+    doc["source"] = doc["config"]["source"] = "spark"  # as the README's main job records it
+    (tmp_path / "out2" / "result.json").write_text(json.dumps(doc))
+    seen = []
+    monkeypatch.setattr(jobs, "_spark_state", lambda cfg: seen.append(cfg.source) or generator_state(cfg))
+    assert main(["verify", "--result", str(tmp_path / "out2")]) == 0
+    assert seen == ["spark"]
