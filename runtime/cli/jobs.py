@@ -103,22 +103,39 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
             expected = _expected_of_run(run, table, console)
         except VerifyError as exc:
             console.print(f"[red]not verified[/red]: {exc}", highlight=False)
-            return exits.of_verify(audit.ok, False)
+            return _verified(console, table, audit, 0, False)
     if args.input:
         console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
         expected = _expected_from_input(args)
         source = args.input
-    if expected is None:
-        checked = _commits_or_error(table, verify_commits)
+    if expected is None or not audit.is_table:
+        checked: dict[str, Any] = {"verified": False, "problems": []}  # no table: nothing to read
+        if audit.is_table:
+            checked = _commits_or_error(table, verify_commits)
         for p in checked["problems"]:
             console.print(f"[red]commit {p['instant']}[/red]: " + "; ".join(p["reasons"]), highlight=False)
-        console.print(f"{checked['commits']} commits' incremental reads checked against their metadata")
-        return exits.of_verify(audit.ok, checked["verified"])
+        if audit.is_table:
+            console.print(_commits_line(checked))
+        return _verified(console, table, audit, len(checked["problems"]), checked["verified"])
     partition = args.partition_field if args.input else None  # --result: the table's own field
     key = run.config.key_field if run is not None and not args.input else args.key
     verdict = verify_run(table, expected, key, partition)
     console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
-    return exits.of_verify(audit.ok, verdict.verified)
+    return _verified(console, table, audit, len(verdict.commit_problems or []), verdict.verified)
+
+
+def _commits_line(checked: dict[str, Any]) -> str:
+    n, unreadable = checked["commits"], checked.get("unreadable", 0)
+    line = f"{n - unreadable} of {n} commits' incremental reads checked against their metadata"
+    return line + (f"; [red]{unreadable} could not be read[/red]" if unreadable else "")
+
+
+def _verified(console: Console, table: str, audit: Any, problems: int, verified: bool) -> int:
+    """Prints verify's headline, which follows its exit code; returns the exit code."""
+    from runtime.lab.report import verify_headline
+
+    console.print(verify_headline(table, audit, problems, verified), highlight=False)
+    return exits.of_verify(audit.ok, verified)
 
 
 def _expected_of_run(run: Any, table: str, console: Console) -> Any:
@@ -158,7 +175,8 @@ def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
     try:
         result: dict[str, Any] = check(table)
     except VerifyError as exc:
-        return {"verified": False, "commits": 0, "problems": [{"instant": "(reader)", "reasons": [str(exc)]}]}
+        reason = f"no commit checked: {exc}"
+        return {"verified": False, "commits": 0, "problems": [{"instant": "(table)", "reasons": [reason]}]}
     return result
 
 

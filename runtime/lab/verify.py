@@ -345,36 +345,52 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     """Each commit's incremental read (the official reader, between consecutive instants) must
     hold exactly the rows its metadata says it wrote: per file group, numInserts +
     numUpdateWrites rows, each (partition path, record key) once, all stamped with that commit's
-    time. A commit file that cannot be parsed is a problem of its own, named by its file."""
+    time. A commit file that cannot be parsed, or a commit the reader cannot read, is a problem
+    of its own, named by its instant and file; the other commits are still checked.
+    ``unreadable``: how many commits could not be checked."""
     from runtime.core.dfs import open_dfs
     from runtime.hudi.table import HudiTable, TableError
 
     dfs, base = open_dfs(table_uri, role="verifier")
-    table = HudiTable.open(dfs, base)
-    # a compaction's commit rewrites rows other commits wrote (keeping their commit times): its
-    # files are checked by the audit and the snapshot, not by an incremental read of its own
+    try:
+        table = HudiTable.open(dfs, base)
+    except TableError as exc:
+        raise VerifyError(str(exc)) from exc
+    # the writers' commits, in instant order: a compaction's commit rewrites rows other commits
+    # wrote (keeping their commit times), so its files are checked by the audit and the snapshot
     timeline = table.timeline()
-    commits = [c for c in read_completed_commits(table_uri) if c not in timeline.compactions]
+    commits = timeline.completed_commits()
     problems: list[CommitProblem] = []
     prev = "19700101000000000"
+    unreadable = 0
     for instant in commits:
         # from table version 8 the reader's incremental range is one of completion times (Hudi
         # 1.x's incremental query); before, of instant times
         end = timeline.completion_of(instant) or instant
-        try:
-            want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
-        except (ValueError, KeyError, TypeError, AttributeError, TableError) as exc:
-            where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
-            reason = f"{where} is not valid commit metadata: {type(exc).__name__}: {exc}"
-            problems.append({"instant": instant, "reasons": [reason]})
-            prev = end
-            continue
-        rows = read_incremental(table_uri, prev, end)
-        problem = _commit_problem(instant, want, rows, at_most=table.props.merge_on_read)
-        if problem:
+        where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
+        problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
+        if problem is not None:
+            unreadable += "rows_read" not in problem
             problems.append(problem)
         prev = end
-    return {"verified": not problems, "commits": len(commits), "problems": problems}
+    return {"verified": not problems, "commits": len(commits), "unreadable": unreadable, "problems": problems}
+
+
+def _commit_checked(
+    table_uri: str, table: Any, timeline: Any, instant: str, bounds: tuple[str, str], where: str
+) -> CommitProblem | None:
+    """One commit's problem (None: none): its metadata against its incremental read."""
+    from runtime.hudi.table import TableError
+
+    try:
+        want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
+    except (ValueError, KeyError, TypeError, AttributeError, TableError) as exc:
+        return {"instant": instant, "reasons": [f"{where} is not valid commit metadata: {type(exc).__name__}: {exc}"]}
+    try:
+        rows = read_incremental(table_uri, *bounds)
+    except VerifyError as exc:
+        return {"instant": instant, "reasons": [f"{where}: not checked: {exc}"]}
+    return _commit_problem(instant, want, rows, at_most=table.props.merge_on_read)
 
 
 def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
