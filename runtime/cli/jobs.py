@@ -80,24 +80,25 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     """Checks any Hudi table: against itself (timeline, files, metadata, unique records), and
     against an input (``--input``) or a run's recorded configuration (``--result``)."""
-    from runtime.lab.report import audit_table_view, verdict_table
+    from runtime.lab.report import audit_table_view, verdict_table, verify_headline
     from runtime.lab.table_audit import audit_table
-    from runtime.lab.verify import RecordedRun, VerifyError, recorded_run, verify_commits, verify_run
+    from runtime.lab.verify import RecordedRun, VerifyError, verify_commits, verify_run
 
-    expected, commits, source, run = None, None, "", None
-    if args.result:
-        try:
-            run = recorded_run(args.result)
-        except VerifyError as exc:
-            raise ConfigError(str(exc)) from None
-        commits = run.commits
-        args.table = args.table or run.table
-        source = args.result
+    expected, source, run = None, args.result, _recorded(args)
+    commits = run.commits if run is not None else None
     if not args.table:
         raise ConfigError("verify needs --table TABLE (or --result DIR/result.json, whose run names its table)")
     table = args.table if "://" in args.table else os.path.abspath(args.table)
     audit = audit_table(table, expected_commits=commits)
     console.print(audit_table_view(audit))
+    if not audit.is_table:  # the user's mistake, named by the finding: exit 2
+        console.print(verify_headline(table, audit, 0, False), highlight=False)
+        from runtime.hudi.table import TableError
+
+        raise TableError(audit.errors[0].message)
+    if not audit.reader_opens:
+        console.print("no commit's incremental read checked: the official reader cannot open the table")
+        return _verified(console, table, audit, 0, False)
     if isinstance(run, RecordedRun):
         try:
             expected = _expected_of_run(run, table, console)
@@ -108,14 +109,11 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
         console.print(f"reading {args.input} with Spark on Ray to compute the expected state")
         expected = _expected_from_input(args)
         source = args.input
-    if expected is None or not audit.is_table:
-        checked: dict[str, Any] = {"verified": False, "problems": []}  # no table: nothing to read
-        if audit.is_table:
-            checked = _commits_or_error(table, verify_commits)
+    if expected is None:
+        checked = _commits_or_error(table, verify_commits)
         for p in checked["problems"]:
             console.print(f"[red]commit {p['instant']}[/red]: " + "; ".join(p["reasons"]), highlight=False)
-        if audit.is_table:
-            console.print(_commits_line(checked))
+        console.print(_commits_line(checked))
         return _verified(console, table, audit, len(checked["problems"]), checked["verified"])
     partition = args.partition_field if args.input else None  # --result: the table's own field
     key = run.config.key_field if run is not None and not args.input else args.key
@@ -136,6 +134,20 @@ def _verified(console: Console, table: str, audit: Any, problems: int, verified:
 
     console.print(verify_headline(table, audit, problems, verified), highlight=False)
     return exits.of_verify(audit.ok, verified)
+
+
+def _recorded(args: argparse.Namespace) -> Any:
+    """The run ``--result`` names (None without it); its table is the default ``--table``."""
+    from runtime.lab.verify import VerifyError, recorded_run
+
+    if not args.result:
+        return None
+    try:
+        run = recorded_run(args.result)
+    except VerifyError as exc:
+        raise ConfigError(str(exc)) from None
+    args.table = args.table or run.table
+    return run
 
 
 def _expected_of_run(run: Any, table: str, console: Console) -> Any:

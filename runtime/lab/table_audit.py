@@ -72,9 +72,10 @@ from runtime.hudi.table import (
     parse_base_file_name,
     write_stats,
 )
-from runtime.lab.verify import VerifyError, read_snapshot
+from runtime.lab.verify import VerifyError, open_reader, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+READER_CANNOT_OPEN = "reader-cannot-open"
 SAMPLE = 10
 MAX_PARTITION_DEPTH = 8
 
@@ -127,6 +128,11 @@ class Audit:
         """Whether the path opened as a Hudi table (else no other check can run)."""
         return not any(f.kind == "not-a-table" for f in self.findings)
 
+    @property
+    def reader_opens(self) -> bool:
+        """Whether the official reader opened the table (else no read of it can be checked)."""
+        return self.is_table and not any(f.kind == READER_CANNOT_OPEN for f in self.findings)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -165,6 +171,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     except (TableError, DfsError) as exc:
         audit.add(ERROR, "not-a-table", str(exc), f"{HOODIE}/hoodie.properties")
         return audit
+    _reader_opens(table_uri, audit)
     states = {i.ts: i.state for i in timeline.commits()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
@@ -181,6 +188,19 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     _lost_commits(scan, audit)
     _pending_files(scan, audit)
     return audit
+
+
+def _reader_opens(table_uri: str, audit: Audit) -> None:
+    """The official reader opens the table (it validates ``hoodie.properties`` when it does)."""
+    try:
+        open_reader(table_uri)
+    except Exception as exc:  # noqa: BLE001 - the reader raises its own error types
+        audit.add(
+            ERROR,
+            READER_CANNOT_OPEN,
+            f"the official reader (hudi) cannot open the table: {exc}",
+            f"{HOODIE}/hoodie.properties",
+        )
 
 
 def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[str, dict[str, Any]]:
@@ -415,7 +435,7 @@ def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
 
 def _duplicates(snap: pa.Table, audit: Audit) -> None:
     grouped = snap.group_by(["_hoodie_partition_path", "_hoodie_record_key"]).aggregate(
-        [("_file_group", "count"), ("_file_group", "count_distinct")]
+        [("_file_group", "count"), ("_file_group", "count_distinct"), ("_file_group", "distinct")]
     )
     dup = grouped.filter(pc.greater(grouped.column("_file_group_count"), 1))
     if not dup.num_rows:
@@ -423,7 +443,10 @@ def _duplicates(snap: pa.Table, audit: Audit) -> None:
     rows = sorted(dup.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
     extra = sum(r["_file_group_count"] - 1 for r in rows)
     across = sum(1 for r in rows if r["_file_group_count_distinct"] > 1)
-    sample = ", ".join(f"{r['_hoodie_partition_path']}/{r['_hoodie_record_key']}" for r in rows[:SAMPLE])
+    sample = ", ".join(
+        f"{r['_hoodie_partition_path']}/{r['_hoodie_record_key']} (file groups {', '.join(r['_file_group_distinct'])})"
+        for r in rows[:SAMPLE]
+    )
     audit.add(
         ERROR,
         "duplicate-key",

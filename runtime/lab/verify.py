@@ -42,7 +42,7 @@ class VerifyError(RuntimeError):
     """The table cannot be read by the official reader; the message says why."""
 
 
-def _open_reader(table_uri: str) -> Any:
+def open_reader(table_uri: str) -> Any:
     """The official reader's table; an S3 URI's endpoint options become storage options."""
     from hudi import HudiTableBuilder
 
@@ -58,7 +58,7 @@ def read_snapshot(table_uri: str, as_of: str | None = None) -> pa.Table:
     from hudi import HudiReadOptions
 
     try:
-        table = _open_reader(table_uri)
+        table = open_reader(table_uri)
         batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
     except Exception as exc:  # the reader raises its own error types
         raise VerifyError(f"the official reader (hudi) cannot read {redact(table_uri)}: {exc}") from exc
@@ -69,7 +69,7 @@ def read_snapshot(table_uri: str, as_of: str | None = None) -> pa.Table:
 
 def read_completed_commits(table_uri: str) -> list[str]:
     try:
-        t = _open_reader(table_uri)
+        t = open_reader(table_uri)
         timeline = t.get_timeline()
         # commits and delta commits (a merge-on-read table's writes), in instant order
         done = timeline.get_completed_commits() + timeline.get_completed_deltacommits()
@@ -83,7 +83,7 @@ def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     from hudi import HudiQueryType, HudiReadOptions
 
     try:
-        t = _open_reader(table_uri)
+        t = open_reader(table_uri)
         batches = t.read(
             HudiReadOptions()
             .with_query_type(HudiQueryType.Incremental)

@@ -39,6 +39,13 @@ def test_a_second_ingest_keeps_the_newer_version_by_the_ordering_field_whichever
     state = expected_state(stream, "key", "ts", "partition", before)
     rows = {r["key"]: r["payload"] for r in state.to_pylist()}
     assert rows == {"a": "a1", "b": "b2", "c": "c1", "d": "d2"}  # c: the stored record is newer
+    # the other order: file B first, then file A
+    b_first = _table(["b", "c", "d"], [20, 5, 1], ["b2", "c2", "d2"])
+    a_after = _table(["a", "b", "c"], [10, 10, 10], ["a1", "b1", "c1"]).drop_columns(
+        ["_hoodie_record_key", "_hoodie_partition_path"]
+    )
+    rows = {r["key"]: r["payload"] for r in expected_state(a_after, "key", "ts", "partition", b_first).to_pylist()}
+    assert rows == {"a": "a1", "b": "b2", "c": "c1", "d": "d2"}  # the same table whichever file came first
 
 
 def test_a_second_generator_run_with_other_writers_verifies_and_records_the_table_before():

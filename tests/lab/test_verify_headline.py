@@ -37,6 +37,16 @@ def _copy(src: str, tmp_path) -> str:
     return dst
 
 
+def _with_property(src: str, tmp_path, old: str, new: str) -> str:
+    """A copy of the table at ``src`` whose hoodie.properties says ``new`` where it said ``old``."""
+    table = _copy(src, tmp_path)
+    props = os.path.join(table, ".hoodie", "hoodie.properties")
+    text = open(props).read()
+    assert old in text
+    open(props, "w").write(text.replace(old, new))
+    return table
+
+
 def _verify(table: str, capsys) -> tuple[int, str]:
     code = main(["verify", "--table", table])
     out = " ".join(capsys.readouterr().out.split())  # the table's cells wrap: one line of words
@@ -72,11 +82,15 @@ def test_a_log_file_with_flipped_bytes_is_named_by_verifys_own_decoding(tables, 
     assert "of 3 commits' incremental reads checked" in out and "0 of 3" not in out
 
 
-def test_a_table_the_reader_cannot_open_is_not_consistent(tables, tmp_path, capsys):
-    table = _copy(tables[0], tmp_path)
-    props = os.path.join(table, ".hoodie", "hoodie.properties")
-    text = open(props).read().replace("hoodie.table.version=6", "hoodie.table.version=5")
-    open(props, "w").write(text)
+def test_a_table_of_an_unknown_version_is_bad_input_and_not_consistent(tables, tmp_path, capsys):
+    table = _with_property(tables[0], tmp_path, "hoodie.table.version=6", "hoodie.table.version=5")
     code, out = _verify(table, capsys)
-    assert code == 1 and "version 5" in out
+    assert code == 2 and "version 5" in out  # not a table this lab or the reader reads: the user's input
+    assert "NOT consistent" in out and ": consistent" not in out
+
+
+def test_a_table_whose_properties_the_reader_refuses_names_the_file(tables, tmp_path, capsys):
+    table = _with_property(tables[0], tmp_path, "file.format=PARQUET", "file.format=ORC")
+    code, out = _verify(table, capsys)
+    assert code == 1 and "reader-cannot-open" in out and "ORC" in out
     assert "NOT consistent" in out and ": consistent" not in out
