@@ -497,8 +497,17 @@ def read_table_before(
 ) -> tuple[pa.Table | None, TableBefore]:
     """The table as a run finds it (``completed``: its completed instants; ``read``: its
     snapshot by the official reader, or the simulated disk's own), and what result.json keeps of
-    it. A new or empty table is not read: nothing to merge into."""
+    it. A new or empty table is not read: nothing to merge into. A table the reader cannot read
+    is refused (TableError: the user's input, exit 2), before anything is written."""
     if not completed:
         return None, TableBefore(rows=0, content_hash=snapshot_record(pa.table({}), key, partition, None).content_hash)
-    snapshot = read()
+    try:
+        snapshot = read()
+    except VerifyError as exc:
+        from runtime.hudi.table import TableError
+
+        raise TableError(
+            f"{exc}; the run's expected state is the table before the run merged with its stream, so the "
+            "table must be readable first: run commitlab verify --table on it, or write to a new --table"
+        ) from None
     return snapshot, snapshot_record(snapshot, key, partition, max(completed))

@@ -122,3 +122,21 @@ def test_verify_result_of_a_spark_run_recomputes_its_stream_instead_of_refusing(
     monkeypatch.setattr(jobs, "_spark_state", lambda cfg: seen.append(cfg.source) or generator_state(cfg))
     assert main(["verify", "--result", str(tmp_path / "out2")]) == 0
     assert seen == ["spark"]
+
+
+def test_a_run_on_a_table_the_reader_cannot_read_is_refused_before_it_writes(tmp_path):
+    import glob
+    import os
+    import shutil
+
+    import pytest
+
+    from runtime.hudi.table import TableError
+
+    simulate(_cfg(), seed=5, workdir=str(tmp_path), storage="disk")
+    part = next(p for p in glob.glob(f"{tmp_path}/table/*") if os.path.isdir(p) and not p.endswith(".hoodie"))
+    shutil.copy(glob.glob(f"{part}/*.parquet")[0], f"{part}/stray-file.parquet")
+    commits = sorted(os.listdir(f"{tmp_path}/table/.hoodie"))
+    with pytest.raises(TableError, match="stray-file.parquet.*write to a new --table"):
+        simulate(_cfg(seed=7), seed=5, workdir=str(tmp_path), storage="disk", existing_table=True)
+    assert sorted(os.listdir(f"{tmp_path}/table/.hoodie")) == commits  # nothing written
