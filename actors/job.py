@@ -46,7 +46,7 @@ from runtime.job.roles import RoleSpec, role_kind
 from runtime.lab.results import JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, write_result
 from runtime.lab.status import Status
-from runtime.lab.verify import read_snapshot, verify_run
+from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +155,9 @@ class JobRun:
             else None
         )
         record.exactly_once = verified
+        record.table_before = self.table_before
         record.committed_prefix = verify_committed_prefix(
-            self.driver, record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table))
+            self.driver, record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table)), self.before
         )
         if self.out_dir:
             self._write_out(record)
@@ -178,6 +179,17 @@ class JobRun:
         if dfs.exists(faults_path(base)):  # nor are the fault markers of an earlier job
             dfs.delete(faults_path(base), recursive=True)
         self.commits_before = set(table.timeline().completed_instants())
+        # the table as the run finds it, before the first checkpoint: what the stream merges into
+        self.before, self.table_before = read_table_before(
+            sorted(self.commits_before),
+            lambda: read_snapshot(_reader_uri(cfg.table)),
+            cfg.key_field,
+            cfg.partition_field,
+        )
+        if self.before is not None:
+            plan.expected = merged_with_table(
+                self.before, plan.expected, cfg.key_field, cfg.precombine_field, cfg.partition_field
+            )
         self.driver = JobDriver(self.job, table, schema_json=plan.schema_json)
         if self.table_lock is not None and self.table_lock.taken_over:
             self.driver.left_pending_by = f"a run whose heartbeat expired ({self.table_lock.took_over_text()})"

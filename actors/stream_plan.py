@@ -98,7 +98,7 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
     t_spark = time.time()
     phase(f"reading {cfg.input_path} in Spark" if cfg.input_path else f"generating {cfg.records:,} records in Spark")
-    df = _spark_stream(spark, cfg)
+    df = spark_stream(spark, cfg)
     df = df.cache()
     phase(f"bucketing the stream and handing {cfg.writers} shards to Ray")
     prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
@@ -129,7 +129,7 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
 
 
-def _spark_stream(spark: Any, cfg: JobConfig) -> Any:
+def spark_stream(spark: Any, cfg: JobConfig) -> Any:
     """The user's ``--input``, checked before anything is written, or the generated workload."""
     from runtime.data import workload as wl
 

@@ -90,30 +90,36 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     """Checks any Hudi table: against itself (timeline, files, metadata, unique records), and
-    against an input (``--input``) or a generator run's recorded configuration (``--result``)."""
-    from runtime.lab.report import audit_table_view, verdict_table
+    against an input (``--input``) or a run's recorded configuration (``--result``)."""
+    from runtime.lab.report import audit_table_view, verdict_table, verify_headline
     from runtime.lab.table_audit import audit_table
-    from runtime.lab.verify import verify_commits, verify_run
+    from runtime.lab.verify import RecordedRun, VerifyError, verify_commits, verify_run
 
-    expected, commits, source = None, None, ""
     if args.input:  # an input mistake is refused before any work, as by run
         from runtime.data.input_format import check_input
 
         check_input(args.input, args.input_format or None, args.key, args.partition_field, args.precombine_field)
-    if args.result:
-        from runtime.lab.verify import VerifyError, expected_from_result
-
-        try:
-            expected, commits, table_of_run = expected_from_result(args.result)
-        except VerifyError as exc:
-            raise ConfigError(str(exc)) from None
-        args.table = args.table or table_of_run
-        source = args.result
+    expected, source, run = None, args.result, _recorded(args)
+    commits = run.commits if run is not None else None
     if not args.table:
         raise ConfigError("verify needs --table TABLE (or --result DIR/result.json, whose run names its table)")
     table = args.table if "://" in args.table else os.path.abspath(args.table)
     audit = audit_table(table, expected_commits=commits)
     console.print(audit_table_view(audit))
+    if not audit.is_table:  # the user's mistake, named by the finding: exit 2
+        console.print(verify_headline(table, audit, 0, False), highlight=False)
+        from runtime.hudi.table import TableError
+
+        raise TableError(audit.errors[0].message)
+    if not audit.reader_opens:
+        console.print("no commit's incremental read checked: the official reader cannot open the table")
+        return _verified(console, table, audit, 0, False)
+    if isinstance(run, RecordedRun):
+        try:
+            expected = _expected_of_run(run, table, console)
+        except VerifyError as exc:
+            console.print(f"[red]not verified[/red]: {exc}", highlight=False)
+            return _verified(console, table, audit, 0, False)
     if args.input:
         from actors.ray_session import ray_scope
 
@@ -129,12 +135,71 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
         checked = _commits_or_error(table, verify_commits)
         for p in checked["problems"]:
             console.print(f"[red]commit {p['instant']}[/red]: " + "; ".join(p["reasons"]), highlight=False)
-        console.print(f"{checked['commits']} commits' incremental reads checked against their metadata")
-        return exits.of_verify(audit.ok, checked["verified"])
+        console.print(_commits_line(checked))
+        return _verified(console, table, audit, len(checked["problems"]), checked["verified"])
     partition = args.partition_field if args.input else None  # --result: the table's own field
-    verdict = verify_run(table, expected, args.key, partition)
+    key = run.config.key_field if run is not None and not args.input else args.key
+    verdict = verify_run(table, expected, key, partition)
     console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
-    return exits.of_verify(audit.ok, verdict.verified)
+    return _verified(console, table, audit, len(verdict.commit_problems or []), verdict.verified)
+
+
+def _commits_line(checked: dict[str, Any]) -> str:
+    n, unreadable = checked["commits"], checked.get("unreadable", 0)
+    line = f"{n - unreadable} of {n} commits' incremental reads checked against their metadata"
+    return line + (f"; [red]{unreadable} could not be read[/red]" if unreadable else "")
+
+
+def _verified(console: Console, table: str, audit: Any, problems: int, verified: bool) -> int:
+    """Prints verify's headline, which follows its exit code; returns the exit code."""
+    from runtime.lab.report import verify_headline
+
+    console.print(verify_headline(table, audit, problems, verified), highlight=False)
+    return exits.of_verify(audit.ok, verified)
+
+
+def _recorded(args: argparse.Namespace) -> Any:
+    """The run ``--result`` names (None without it); its table is the default ``--table``."""
+    from runtime.lab.verify import VerifyError, recorded_run
+
+    if not args.result:
+        return None
+    try:
+        run = recorded_run(args.result)
+    except VerifyError as exc:
+        raise ConfigError(str(exc)) from None
+    args.table = args.table or run.table
+    return run
+
+
+def _expected_of_run(run: Any, table: str, console: Console) -> Any:
+    """The expected state of a recorded run: its stream (the generator's regenerated, or Spark's
+    recomputed in Spark from the recorded input or workload), merged into the table as the run
+    found it (``table_before``, read back by time travel)."""
+    from runtime.lab.verify import generator_state, with_table_before
+
+    cfg = run.config
+    if run.from_generator:
+        state = generator_state(cfg)
+    else:
+        what = cfg.input_path or f"the Spark workload ({cfg.records:,} records, seed {cfg.seed})"
+        console.print(f"reading {what} with Spark on Ray to compute the expected state")
+        state = _spark_state(cfg)
+    return with_table_before(table, state, run)
+
+
+def _spark_state(cfg: JobConfig) -> Any:
+    """The expected state of a Spark run's stream, as the run computed it (one row per identity)."""
+    import pyarrow as pa
+
+    from actors.spark import spark_scope, start_spark
+    from actors.stream_plan import spark_stream
+    from runtime.data import workload as wl
+
+    with spark_scope():
+        df = spark_stream(start_spark(), cfg)
+        state = wl.expected_state(df, cfg.key_field, cfg.precombine_field, cfg.partition_field)
+        return pa.Table.from_batches(state._collect_as_arrow())
 
 
 def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
@@ -144,7 +209,8 @@ def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
     try:
         result: dict[str, Any] = check(table)
     except VerifyError as exc:
-        return {"verified": False, "commits": 0, "problems": [{"instant": "(reader)", "reasons": [str(exc)]}]}
+        reason = f"no commit checked: {exc}"
+        return {"verified": False, "commits": 0, "problems": [{"instant": "(table)", "reasons": [reason]}]}
     return result
 
 
@@ -199,8 +265,8 @@ def add_verify_command(sub: Any) -> None:
     ver.add_argument(
         "--result",
         default="",
-        help="a generator run's result.json: re-derive its expected state and committed instants from it "
-        "(default: none)",
+        help="a run's result.json: re-derive its expected state (the table before the run merged with its "
+        "stream) and committed instants from it (default: none)",
     )
     ver.add_argument(
         "--input", default="", help="the input the table was written from: parquet, CSV, JSON (default: none)"

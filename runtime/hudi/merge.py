@@ -10,8 +10,8 @@ Sources (Hudi 0.12-0.14; ``docs/FIDELITY.md`` lists where 0.10 and 0.11 differ):
 * A file group with one (an earlier commit's, or this instant's first flush:
   ``FlinkMergeHandle``, ``FlinkMergeAndReplaceHandle``): ``HoodieMergeHandle.write`` walks the old
   file's rows in order; a row whose key comes in is replaced in place when the incoming record
-  wins (``DefaultHoodieRecordPayload.combineAndGetUpdateValue``: the incoming ordering value is
-  at least the stored one; a null one loses) and copied otherwise; ``close`` ->
+  wins by the merge rule (:mod:`runtime.hudi.merge_rule`: by default the incoming ordering value
+  is at least the stored one, a null one loses) and copied otherwise; ``close`` ->
   ``writeIncomingRecords`` then appends the keys new to the file in the order of
   ``keyToNewRecords`` (a ``HashMap`` the deduplicated records were put into).
 * Meta columns: a row written from an incoming record gets the instant as commit time and
@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from runtime.data.bucket import java_string_hash, java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
 from runtime.hudi.java_hashmap import iteration_order, reput_order
+from runtime.hudi.merge_rule import incoming_wins
 from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
@@ -152,16 +153,6 @@ class MergeResult:
     rewritten: int  # keys replaced that were already written in this instant (re-flush)
     written: int  # rows carrying this instant's commit time
     key_positions: KeyPositions | None = None  # for the next merge onto this version (small ones)
-
-
-def _plain_numbers(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
-    """Two columns of one integer or floating type, without nulls."""
-    return (
-        a.type == b.type
-        and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type))
-        and not a.null_count
-        and not b.null_count
-    )
 
 
 def _as_string(col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -335,19 +326,15 @@ def _positions_in(keys: pa.ChunkedArray, base_keys: pa.ChunkedArray) -> npt.NDAr
 
 def _wins(inc: pa.Table, base: pa.Table, precombine: str, at: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
     """Whether each incoming record wins over the stored one (``at``: its row, -1 for a new key,
-    which always wins): its ordering value is at least the stored one; a null one loses."""
+    which always wins), by the merge rule (:mod:`runtime.hudi.merge_rule`)."""
     found = at >= 0
     if not found.any():
         return np.ones(len(at), dtype=bool)
-    inc_pre, base_pre = inc.column(precombine), base.column(precombine)
-    if _plain_numbers(inc_pre, base_pre):  # numpy compares them, in fewer calls
-        wins = ~found
-        wins[found] = inc_pre.to_numpy()[found] >= base_pre.to_numpy()[at[found]]
-        return wins
-    stored = pc.take(base_pre, pa.array(np.where(found, at, 0)))
-    inc_wins = pc.fill_null(pc.greater_equal(inc_pre, stored), False).to_numpy(zero_copy_only=False)
-    result: npt.NDArray[np.bool_] = np.where(found, inc_wins, True)
-    return result
+    where = np.flatnonzero(found)
+    wins = np.ones(len(at), dtype=bool)
+    incoming = inc.column(precombine).take(pa.array(where))
+    wins[where] = incoming_wins(incoming, base.column(precombine).take(pa.array(at[where])))
+    return wins
 
 
 def _rows_of_instant(

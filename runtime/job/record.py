@@ -54,10 +54,15 @@ def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[Rollback]:
 
 
 def verify_committed_prefix(
-    driver: JobDriver, record: JobResult, stream: pa.Table | None, read_actual: Callable[[], pa.Table]
+    driver: JobDriver,
+    record: JobResult,
+    stream: pa.Table | None,
+    read_actual: Callable[[], pa.Table],
+    before: pa.Table | None = None,
 ) -> CommittedPrefix | None:
     """A run that did not finish: whether its commits hold exactly what they should
-    (:mod:`runtime.lab.prefix`); None for a finished run (``exactly_once`` says it all)."""
+    (:mod:`runtime.lab.prefix`), merged into the table as it found it (``before``); None for a
+    finished run (``exactly_once`` says it all)."""
     if record.status == Status.FINISHED:
         return None
     if stream is None:
@@ -79,6 +84,7 @@ def verify_committed_prefix(
             key=cfg.key_field,
             precombine=cfg.precombine_field,
             partition=cfg.partition_field,
+            before=before,
         )
     except (VerifyError, ValueError) as exc:
         return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))

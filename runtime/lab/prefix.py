@@ -6,7 +6,8 @@ is right. The Flink protocols commit checkpoint by checkpoint, and checkpoint ``
 of the stream's rounds ``1..r`` of the last committed checkpoint. The Kafka Connect sink commits
 offsets instead: the table must hold the first ``offsets[p]`` records of every partition ``p``
 (``kafka.commit.offsets`` of the last commit). Either way the expected state is computed as for a
-finished run (:func:`~runtime.lab.verify.expected_state`) and compared record by record.
+finished run (:func:`~runtime.lab.verify.expected_state`, merged into the table as the run
+found it) and compared record by record.
 """
 
 from __future__ import annotations
@@ -68,10 +69,11 @@ def verify_prefix(
     key: str,
     precombine: str,
     partition: str | None,
+    before: pa.Table | None = None,
 ) -> CommittedPrefix:
     """The verdict on a run's committed prefix: ``compare``'s record plus ``prefix`` (which
-    records the commits must hold)."""
+    records the commits must hold), merged into ``before`` (the table as the run found it)."""
     rows, what = prefix_rows(stream, commits, checkpoints, round_bounds, last_commit_extra)
-    v = compare(expected_state(rows, key, precombine, partition), actual, key, partition)
+    v = compare(expected_state(rows, key, precombine, partition, before), actual, key, partition)
     counts = (v.expected, v.actual, v.lost, v.duplicated, v.unexpected, v.mismatched)
     return CommittedPrefix(v.verified, what, v.identity, *counts, samples=v.samples)

@@ -224,7 +224,8 @@ def verdict_table(eo: ExactlyOnce, title: str) -> Table:
 
 def audit_table_view(audit: Any) -> Table:
     """The findings of :func:`runtime.lab.table_audit.audit_table`, errors first."""
-    head = "[green]consistent[/green]" if audit.ok else f"[red]{len(audit.errors)} error(s)[/red]"
+    # "consistent" is verify's headline alone, once every check ran (verify_headline)
+    head = "[green]no error[/green]" if audit.ok else f"[red]{len(audit.errors)} error(s)[/red]"
     t = Table(title=f"table check {audit.table}: {head}", show_header=False, title_justify="left")
     t.add_column("what", style="bold")
     t.add_column("value")
@@ -240,6 +241,17 @@ def audit_table_view(audit: Any) -> Table:
         c = colour.get(f.severity, "white")
         t.add_row(f"[{c}]{f.severity}[/{c}] {f.kind}", escape(f.message))
     return t
+
+
+def verify_headline(table: str, audit: Any, problems: int, verified: bool) -> str:
+    """verify's last line: "consistent" exactly when every check passed (exit 0), else what failed."""
+    if audit.ok and verified:
+        return f"verify {table}: [green]consistent[/green]"
+    failed = [f"{len(audit.errors)} table error(s)"] if audit.errors else []
+    failed += [f"{problems} commit(s) with a problem"] if problems else []
+    if not failed:
+        failed = ["the table does not hold what was written"]
+    return f"verify {table}: [red]NOT consistent[/red]: {', '.join(failed)}"
 
 
 _STATUS_COLOUR = {Status.FINISHED: "green", Status.DEADLOCKED: "red", Status.FAILED: "red", Status.TIMED_OUT: "red"}

@@ -16,7 +16,7 @@ from runtime.hudi.table import CommitSummary, CompactionSummary
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
 from runtime.lab.status import Status
-from runtime.lab.verdicts import CommittedPrefix, Deadlock, ExactlyOnce
+from runtime.lab.verdicts import CommittedPrefix, Deadlock, ExactlyOnce, TableBefore
 
 TraceEvent = tuple[Any, ...]  # (t_ns, type, role, *fields), as runtime.sim.recorder records them
 
@@ -340,6 +340,8 @@ class JobResult:
     durations: dict[str, float]  # the time scale and every scaled Hudi/Flink duration the run used
     config: dict[str, Any]  # the effective configuration (JobConfig.record): --config re-runs it
     committed_prefix: CommittedPrefix | None = None  # a run that did not finish: its commits, checked
+    # the table before the run (rows, hash, instant, merge rule): what its stream was merged into
+    table_before: TableBefore | None = None
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
     compactions: Compactions = field(default_factory=lambda: Compactions())
@@ -383,7 +385,7 @@ class JobResult:
         value = getattr(self, name)
         if isinstance(value, Status):
             return value.value
-        if isinstance(value, (Deadlock, CommittedPrefix)):
+        if isinstance(value, (Deadlock, CommittedPrefix, TableBefore)):
             return value.to_json()
         if isinstance(value, CoordinatorRecord):
             return asdict(value)
@@ -400,6 +402,7 @@ class JobResult:
             deadlock=deadlock and Deadlock.from_json(deadlock),
             stalls=[Stall(**s) for s in doc.get("stalls", [])],
             committed_prefix=prefix and CommittedPrefix.from_json(prefix),
+            table_before=doc.get("table_before") and TableBefore.from_json(doc["table_before"]),
         )
         return cls(
             **plain | typed,

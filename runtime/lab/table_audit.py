@@ -54,7 +54,15 @@ from runtime.hudi.dfs_message_bus import (
     message_bus_path,
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
-from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFileName, LogFormatError, read_blocks, record_count
+from runtime.hudi.log_format import (
+    AVRO_DATA_BLOCK,
+    LogBlock,
+    LogFileName,
+    LogFormatError,
+    avro_records,
+    read_blocks,
+    record_count,
+)
 from runtime.hudi.table import (
     AUX,
     COMPLETED,
@@ -65,9 +73,10 @@ from runtime.hudi.table import (
     parse_base_file_name,
     write_stats,
 )
-from runtime.lab.verify import VerifyError, read_snapshot
+from runtime.lab.verify import VerifyError, open_reader, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+READER_CANNOT_OPEN = "reader-cannot-open"
 SAMPLE = 10
 MAX_PARTITION_DEPTH = 8
 
@@ -115,6 +124,16 @@ class Audit:
     def ok(self) -> bool:
         return not self.errors
 
+    @property
+    def is_table(self) -> bool:
+        """Whether the path opened as a Hudi table (else no other check can run)."""
+        return not any(f.kind == "not-a-table" for f in self.findings)
+
+    @property
+    def reader_opens(self) -> bool:
+        """Whether the official reader opened the table (else no read of it can be checked)."""
+        return self.is_table and not any(f.kind == READER_CANNOT_OPEN for f in self.findings)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "table": self.table,
@@ -152,8 +171,9 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         table = HudiTable.open(dfs, base)
         timeline = table.timeline()
     except (TableError, DfsError) as exc:
-        audit.add(ERROR, "not-a-table", str(exc))
+        audit.add(ERROR, "not-a-table", str(exc), f"{HOODIE}/hoodie.properties")
         return audit
+    _reader_opens(table_uri, audit)
     states = {i.ts: i.state for i in timeline.commits()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
@@ -170,6 +190,19 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     _lost_commits(scan, audit)
     _pending_files(scan, audit)
     return audit
+
+
+def _reader_opens(table_uri: str, audit: Audit) -> None:
+    """The official reader opens the table (it validates ``hoodie.properties`` when it does)."""
+    try:
+        open_reader(table_uri)
+    except Exception as exc:  # noqa: BLE001 - the reader raises its own error types
+        audit.add(
+            ERROR,
+            READER_CANNOT_OPEN,
+            f"the official reader (hudi) cannot open the table: {exc}",
+            f"{HOODIE}/hoodie.properties",
+        )
 
 
 def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[str, dict[str, Any]]:
@@ -220,6 +253,16 @@ def _list_data_files(table: HudiTable, audit: Audit) -> tuple[list[BaseFile], di
             parsed = parse_base_file_name(e.name)
             if parsed:
                 files.append(BaseFile(part, e.name, parsed[0], parsed[2], e.size))
+            elif e.name.endswith(".parquet") and not e.is_dir:
+                rel = f"{part}/{e.name}" if part else e.name
+                audit.add(
+                    ERROR,
+                    "stray-file",
+                    f"{rel} is not named as a Hudi base file (<fileId>_<writeToken>_<instant>.parquet): readers list "
+                    "every .parquet file of a partition as a base file and fail on it (hudi-rs: 'Failed to parse file "
+                    "name'); move it out of the table",
+                    rel,
+                )
     return files, logs
 
 
@@ -266,11 +309,28 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
     except (DfsError, LogFormatError) as exc:
         audit.add(ERROR, "corrupt-log", f"{rel} (of {instant}) is not a readable log file: {exc}", rel)
         return
+    undecodable = _undecodable_block(blocks)
+    if undecodable:
+        audit.add(ERROR, "corrupt-log", f"{rel} (of {instant}): {undecodable}", rel)
+        return
     writes = stat.get("numWrites")
     if isinstance(writes, int) and writes != rows:
         audit.add(
             ERROR, "row-count-mismatch", f"{rel} holds {rows} records of {instant}; {commit} records {writes}", rel
         )
+
+
+def _undecodable_block(blocks: list[LogBlock]) -> str:
+    """Why a data block's records do not decode with the schema of its header ('' when they all
+    do): the framing can be intact while the records are not (flipped bytes inside a block)."""
+    for n, block in enumerate(blocks):
+        if block.block_type != AVRO_DATA_BLOCK:
+            continue
+        try:
+            avro_records(block)
+        except Exception as exc:  # noqa: BLE001 - fastavro raises many types on damaged bytes
+            return f"data block {n} does not decode with its header's schema ({type(exc).__name__}: {exc})"
+    return ""
 
 
 def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
@@ -346,7 +406,7 @@ def _reader_snapshot_checks(scan: _Scan, audit: Audit) -> None:
     try:
         snap = read_snapshot(scan.table.base_path)
     except VerifyError as exc:
-        audit.add(ERROR, "unreadable-snapshot", str(exc))
+        audit.add(ERROR, "unreadable-snapshot", f"{exc}{_damaged_files(audit)}", scan.table.base_path)
         return
     if not snap.num_rows:
         return
@@ -355,6 +415,14 @@ def _reader_snapshot_checks(scan: _Scan, audit: Audit) -> None:
     audit.file_groups = pc.count_distinct(groups).as_py()
     snap = snap.select(["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"])
     _snapshot_rows(scan, audit, snap.append_column("_file_group", groups))
+
+
+def _damaged_files(audit: Audit) -> str:
+    """The files this audit's own reading found damaged, for a reader failure that names none."""
+    named = sorted({f.file for f in audit.errors if f.file})
+    if not named:
+        return "; verify's own reading found no damaged file"
+    return f"; verify's own reading finds damaged: {', '.join(named[:SAMPLE])}"
 
 
 def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
@@ -369,7 +437,7 @@ def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
 
 def _duplicates(snap: pa.Table, audit: Audit) -> None:
     grouped = snap.group_by(["_hoodie_partition_path", "_hoodie_record_key"]).aggregate(
-        [("_file_group", "count"), ("_file_group", "count_distinct")]
+        [("_file_group", "count"), ("_file_group", "count_distinct"), ("_file_group", "distinct")]
     )
     dup = grouped.filter(pc.greater(grouped.column("_file_group_count"), 1))
     if not dup.num_rows:
@@ -377,7 +445,10 @@ def _duplicates(snap: pa.Table, audit: Audit) -> None:
     rows = sorted(dup.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
     extra = sum(r["_file_group_count"] - 1 for r in rows)
     across = sum(1 for r in rows if r["_file_group_count_distinct"] > 1)
-    sample = ", ".join(f"{r['_hoodie_partition_path']}/{r['_hoodie_record_key']}" for r in rows[:SAMPLE])
+    sample = ", ".join(
+        f"{r['_hoodie_partition_path']}/{r['_hoodie_record_key']} (file groups {', '.join(r['_file_group_distinct'])})"
+        for r in rows[:SAMPLE]
+    )
     audit.add(
         ERROR,
         "duplicate-key",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import TypedDict
 
 from runtime.core.json_doc import JsonObject
+from runtime.hudi.merge_rule import MODELLED
 
 
 class CommitProblem(TypedDict, total=False):
@@ -137,3 +138,23 @@ class Deadlock:
     def from_json(cls, doc: JsonObject) -> Deadlock:
         mailbox = [QueuedMail(**m) for m in doc["mailbox"]]
         return cls(**{**known_fields(cls, doc), "mailbox": mailbox})
+
+
+@dataclass
+class TableBefore:
+    """The table as a run found it, read by the official reader before the first checkpoint: the
+    state the run's stream is merged into for the expected state (``merge_rule``). ``as_of``: the
+    last completed instant then (None: the table was empty or new), so ``verify --result`` reads
+    the same state back by time travel and checks it against ``content_hash``."""
+
+    rows: int
+    content_hash: str
+    as_of: str | None = None
+    merge_rule: str = MODELLED.value  # the rule the writer and the checker applied
+
+    def to_json(self) -> JsonObject:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> TableBefore:
+        return cls(**known_fields(cls, doc))

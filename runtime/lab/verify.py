@@ -19,17 +19,21 @@ count mismatches differently on the same table).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.core.config import JobConfig
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.merge import dedupe_latest
+from runtime.hudi.merge_rule import incoming_wins
 from runtime.hudi.table import META_COLUMNS, write_stats
-from runtime.lab.verdicts import CommitProblem, ExactlyOnce
+from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
 SAMPLE = 10
 
@@ -38,7 +42,7 @@ class VerifyError(RuntimeError):
     """The table cannot be read by the official reader; the message says why."""
 
 
-def _open_reader(table_uri: str) -> Any:
+def open_reader(table_uri: str) -> Any:
     """The official reader's table; an S3 URI's endpoint options become storage options."""
     from hudi import HudiTableBuilder
 
@@ -48,11 +52,14 @@ def _open_reader(table_uri: str) -> Any:
     return HudiTableBuilder.from_base_uri(base_uri).with_storage_options(storage_options).build()
 
 
-def read_snapshot(table_uri: str) -> pa.Table:
-    """The table's snapshot as the official reader returns it."""
+def read_snapshot(table_uri: str, as_of: str | None = None) -> pa.Table:
+    """The table's snapshot as the official reader returns it (``as_of``: as of that instant,
+    the reader's time travel)."""
+    from hudi import HudiReadOptions
+
     try:
-        table = _open_reader(table_uri)
-        batches = table.read(None)
+        table = open_reader(table_uri)
+        batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
     except Exception as exc:  # the reader raises its own error types
         raise VerifyError(f"the official reader (hudi) cannot read {redact(table_uri)}: {exc}") from exc
     if not batches:
@@ -62,7 +69,7 @@ def read_snapshot(table_uri: str) -> pa.Table:
 
 def read_completed_commits(table_uri: str) -> list[str]:
     try:
-        t = _open_reader(table_uri)
+        t = open_reader(table_uri)
         timeline = t.get_timeline()
         # commits and delta commits (a merge-on-read table's writes), in instant order
         done = timeline.get_completed_commits() + timeline.get_completed_deltacommits()
@@ -76,7 +83,7 @@ def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     from hudi import HudiQueryType, HudiReadOptions
 
     try:
-        t = _open_reader(table_uri)
+        t = open_reader(table_uri)
         batches = t.read(
             HudiReadOptions()
             .with_query_type(HudiQueryType.Incremental)
@@ -90,10 +97,66 @@ def read_incremental(table_uri: str, start: str, end: str) -> pa.Table:
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 
-def expected_state(records: pa.Table, key: str, precombine: str, partition: str | None = None) -> pa.Table:
+def expected_state(
+    records: pa.Table, key: str, precombine: str, partition: str | None = None, before: pa.Table | None = None
+) -> pa.Table:
     """The table the records should leave: one row per identity, (partition, key) when
-    ``partition`` is given (a non-global index), the key alone otherwise."""
-    return dedupe_latest(records, key, precombine, partition=partition or None)
+    ``partition`` is given (a non-global index), the key alone otherwise. ``before``: the table's
+    snapshot before the run (the official reader's), which the records are merged into by the
+    merge rule (:mod:`runtime.hudi.merge_rule`), as the writer merges them into stored records."""
+    state = dedupe_latest(records, key, precombine, partition=partition or None)
+    if before is None or not before.num_rows:
+        return state
+    return merged_with_table(before, state, key, precombine, partition)
+
+
+def merged_with_table(before: pa.Table, state: pa.Table, key: str, precombine: str, partition: str | None) -> pa.Table:
+    """``state`` (one row per identity) merged into the snapshot ``before``: an identity only
+    in one of them keeps its row; one in both keeps the row the merge rule picks."""
+    cols = [c for c in state.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    missing = sorted(set(cols) - set(before.column_names))
+    if missing:
+        raise VerifyError(
+            f"the table before the run lacks the input's columns {missing}: schema evolution is not modelled"
+        )
+    stored_ids = _actual_identity(before, key, partition)
+    state_ids = _expected_identity(state, key, partition)
+    stored = before.select(cols)
+    state = state.select(cols)
+    try:
+        stored = stored.cast(state.schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise VerifyError(f"the table before the run holds other column types than the input: {exc}") from exc
+    at = pc.index_in(state_ids, value_set=stored_ids)  # each new identity's stored row (null: none)
+    found = pc.is_valid(at).to_numpy(zero_copy_only=False)
+    rows = np.asarray(pc.fill_null(at, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    keep_state = np.ones(state.num_rows, dtype=bool)
+    if found.any():
+        where = np.flatnonzero(found)
+        keep_state[where] = incoming_wins(
+            state.column(precombine).take(pa.array(where)), stored.column(precombine).take(pa.array(rows[where]))
+        )
+    replaced = np.zeros(stored.num_rows, dtype=bool)  # stored rows a winning record replaces
+    replaced[rows[found & keep_state]] = True
+    kept_stored = stored.filter(pa.array(~replaced))
+    return pa.concat_tables([kept_stored, state.filter(pa.array(keep_state))])
+
+
+def snapshot_record(snapshot: pa.Table, key: str, partition: str | None, as_of: str | None) -> TableBefore:
+    """What result.json keeps of the table before a run: its rows and a hash of its records
+    (identity order, the data columns as text), and the instant it was read as of."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    if snapshot.num_rows:
+        ids = _actual_identity(snapshot, key, partition)
+        cols = sorted(c for c in snapshot.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS)
+        table = snapshot.select(cols).append_column("_id", ids)
+        table = table.take(pc.sort_indices(table, sort_keys=[("_id", "ascending")]))
+        for c in ["_id", *cols]:
+            text = pc.fill_null(pc.cast(table.column(c), pa.string()), "\x00")
+            digest.update(c.encode() + b"\x1e" + "\x1f".join(text.to_pylist()).encode() + b"\x1d")
+    return TableBefore(rows=snapshot.num_rows, content_hash=digest.hexdigest(), as_of=as_of)
 
 
 ID_SEP = "\x1f"  # joins partition path and record key into one identity string (in neither)
@@ -282,36 +345,52 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     """Each commit's incremental read (the official reader, between consecutive instants) must
     hold exactly the rows its metadata says it wrote: per file group, numInserts +
     numUpdateWrites rows, each (partition path, record key) once, all stamped with that commit's
-    time. A commit file that cannot be parsed is a problem of its own, named by its file."""
+    time. A commit file that cannot be parsed, or a commit the reader cannot read, is a problem
+    of its own, named by its instant and file; the other commits are still checked.
+    ``unreadable``: how many commits could not be checked."""
     from runtime.core.dfs import open_dfs
     from runtime.hudi.table import HudiTable, TableError
 
     dfs, base = open_dfs(table_uri, role="verifier")
-    table = HudiTable.open(dfs, base)
-    # a compaction's commit rewrites rows other commits wrote (keeping their commit times): its
-    # files are checked by the audit and the snapshot, not by an incremental read of its own
+    try:
+        table = HudiTable.open(dfs, base)
+    except TableError as exc:
+        raise VerifyError(str(exc)) from exc
+    # the writers' commits, in instant order: a compaction's commit rewrites rows other commits
+    # wrote (keeping their commit times), so its files are checked by the audit and the snapshot
     timeline = table.timeline()
-    commits = [c for c in read_completed_commits(table_uri) if c not in timeline.compactions]
+    commits = timeline.completed_commits()
     problems: list[CommitProblem] = []
     prev = "19700101000000000"
+    unreadable = 0
     for instant in commits:
         # from table version 8 the reader's incremental range is one of completion times (Hudi
         # 1.x's incremental query); before, of instant times
         end = timeline.completion_of(instant) or instant
-        try:
-            want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
-        except (ValueError, KeyError, TypeError, AttributeError, TableError) as exc:
-            where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
-            reason = f"{where} is not valid commit metadata: {type(exc).__name__}: {exc}"
-            problems.append({"instant": instant, "reasons": [reason]})
-            prev = end
-            continue
-        rows = read_incremental(table_uri, prev, end)
-        problem = _commit_problem(instant, want, rows, at_most=table.props.merge_on_read)
-        if problem:
+        where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
+        problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
+        if problem is not None:
+            unreadable += "rows_read" not in problem
             problems.append(problem)
         prev = end
-    return {"verified": not problems, "commits": len(commits), "problems": problems}
+    return {"verified": not problems, "commits": len(commits), "unreadable": unreadable, "problems": problems}
+
+
+def _commit_checked(
+    table_uri: str, table: Any, timeline: Any, instant: str, bounds: tuple[str, str], where: str
+) -> CommitProblem | None:
+    """One commit's problem (None: none): its metadata against its incremental read."""
+    from runtime.hudi.table import TableError
+
+    try:
+        want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
+    except (ValueError, KeyError, TypeError, AttributeError, TableError) as exc:
+        return {"instant": instant, "reasons": [f"{where} is not valid commit metadata: {type(exc).__name__}: {exc}"]}
+    try:
+        rows = read_incremental(table_uri, *bounds)
+    except VerifyError as exc:
+        return {"instant": instant, "reasons": [f"{where}: not checked: {exc}"]}
+    return _commit_problem(instant, want, rows, at_most=table.props.merge_on_read)
 
 
 def verify_run(table_uri: str, expected: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
@@ -337,15 +416,29 @@ def unreadable(expected: pa.Table, exc: Exception) -> ExactlyOnce:
     return ExactlyOnce(verified=False, expected=expected.num_rows, error=str(exc))
 
 
-def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
-    """(expected state, committed instants, table) of a generator run, re-derived from its
-    ``result.json``: the recorded configuration regenerates the same stream (the generator is
-    deterministic for a configuration), deduplicated as the run's verdict was."""
+@dataclass
+class RecordedRun:
+    """What a run's ``result.json`` says of it for ``verify --result``: its configuration (which
+    regenerates or re-reads its stream), the instants it committed, its table, and the table
+    as the run found it (``table_before``)."""
+
+    config: JobConfig
+    commits: list[str]
+    table: str
+    table_before: TableBefore | None
+
+    @property
+    def from_generator(self) -> bool:
+        """The built-in generator's stream, regenerated in process; else Spark's (``--input``
+        or the Spark workload), recomputed in Spark."""
+        return self.config.source == "generator" and not self.config.input_path
+
+
+def recorded_run(result_path: str) -> RecordedRun:
+    """The run ``result_path`` (a result.json or its directory) recorded; VerifyError when it
+    cannot be read or records no configuration."""
     import json
     import os
-
-    from runtime.core.config import JobConfig
-    from runtime.data import generator
 
     path = os.path.join(result_path, "result.json") if os.path.isdir(result_path) else result_path
     try:
@@ -363,14 +456,58 @@ def expected_from_result(result_path: str) -> tuple[pa.Table, list[str], str]:
     known = {f for f in JobConfig.__dataclass_fields__}
     fields: dict[str, Any] = {k: v for k, v in recorded.items() if k in known and isinstance(v, scalar)}
     cfg = JobConfig(**fields)
-    if cfg.source != "generator" or cfg.input_path:
-        raise VerifyError(
-            f"--result {path}: the run read its stream from {cfg.input_path or 'Spark'} (source {cfg.source}), "
-            "not the built-in generator; fix: verify with --input INPUT"
-        )
+    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
+    before = doc.get("table_before")
+    table_before = TableBefore.from_json(before) if isinstance(before, dict) else None
+    return RecordedRun(cfg, commits, str(doc.get("table") or cfg.table), table_before)
+
+
+def generator_state(cfg: JobConfig) -> pa.Table:
+    """The expected state of a generator run's own stream (the generator is deterministic for a
+    configuration)."""
+    from runtime.data import generator
+
     stream = generator.generate(cfg)
-    expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
+    return expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
     )
-    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
-    return expected, commits, str(doc.get("table") or cfg.table)
+
+
+def with_table_before(table_uri: str, state: pa.Table, run: RecordedRun) -> pa.Table:
+    """``state`` (the run's stream, deduplicated) merged into the table as the run found it: read
+    back as of ``table_before.as_of`` by the official reader's time travel and checked against the
+    recorded content hash (a history rewritten since, e.g. by a clean, cannot be checked)."""
+    rec = run.table_before
+    if rec is None or rec.as_of is None:
+        return state
+    cfg = run.config
+    before = read_snapshot(table_uri, as_of=rec.as_of)
+    got = snapshot_record(before, cfg.key_field, cfg.partition_field, rec.as_of)
+    if (got.rows, got.content_hash) != (rec.rows, rec.content_hash):
+        raise VerifyError(
+            f"the table as of {rec.as_of} (before the run) reads {got.rows} rows with hash {got.content_hash[:12]}, "
+            f"but the run recorded {rec.rows} rows with hash {rec.content_hash[:12]}: the table's history changed "
+            "since the run, so the run's expected state cannot be rebuilt"
+        )
+    return merged_with_table(before, state, cfg.key_field, cfg.precombine_field, cfg.partition_field)
+
+
+def read_table_before(
+    completed: list[str], read: Callable[[], pa.Table], key: str, partition: str | None
+) -> tuple[pa.Table | None, TableBefore]:
+    """The table as a run finds it (``completed``: its completed instants; ``read``: its
+    snapshot by the official reader, or the simulated disk's own), and what result.json keeps of
+    it. A new or empty table is not read: nothing to merge into. A table the reader cannot read
+    is refused (TableError: the user's input, exit 2), before anything is written."""
+    if not completed:
+        return None, TableBefore(rows=0, content_hash=snapshot_record(pa.table({}), key, partition, None).content_hash)
+    try:
+        snapshot = read()
+    except VerifyError as exc:
+        from runtime.hudi.table import TableError
+
+        raise TableError(
+            f"{exc}; the run's expected state is the table before the run merged with its stream, so the "
+            "table must be readable first: run commitlab verify --table on it, or write to a new --table"
+        ) from None
+    return snapshot, snapshot_record(snapshot, key, partition, max(completed))

@@ -38,8 +38,8 @@ from runtime.job.record import job_result, trace_markers, verify_committed_prefi
 from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
 from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord, Timing
 from runtime.lab.status import Status
-from runtime.lab.verdicts import ExactlyOnce
-from runtime.lab.verify import expected_state, read_snapshot, verify_run
+from runtime.lab.verdicts import ExactlyOnce, TableBefore
+from runtime.lab.verify import expected_state, read_snapshot, read_table_before, verify_run
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
@@ -100,6 +100,8 @@ class _SimRun:
         self.t_end = 0.0
         self.driver_counters = DfsCounters()
         self.expected: pa.Table | None = None
+        self.before: pa.Table | None = None  # the table's snapshot before the run (None: it was empty)
+        self.table_before: TableBefore | None = None
         self.stream: pa.Table | None = None
         self.prepare_s = 0.0
         self.shards: list[Any] = []
@@ -145,12 +147,22 @@ class _SimRun:
         t0 = time.perf_counter()
         self.stream = stream = generator.generate(cfg)
         self.shards = generator.shards_by_round(cfg, stream)
-        self.expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
-            [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
-        )
         dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         table = HudiTable.create_or_open(dfs, base, self.props)
+        # the table as the run finds it (an earlier run's commits): what the stream merges into
+        # (listed apart from the driver's DFS counters: result.json's figures stay the run's own)
+        completed = HudiTable(self._open_dfs(roles.DRIVER, DfsCounters())[0], base, self.props).timeline()
+        self.before, self.table_before = read_table_before(
+            completed.completed_instants(),
+            lambda: _snapshot(self, self.store),
+            cfg.key_field,
+            cfg.partition_field,
+        )
+        state = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field, self.before)
+        self.expected = state.select(
+            [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"]
+        )
         self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
@@ -375,7 +387,9 @@ def _data_entries(table: str) -> list[str]:
     return [e for e in os.listdir(table) if not e.startswith(".")] if os.path.isdir(table) else []
 
 
-def prepare_config(job: JobConfig | ResolvedJob, workdir: str | None, storage: str = "disk") -> ResolvedJob:
+def prepare_config(
+    job: JobConfig | ResolvedJob, workdir: str | None, storage: str = "disk", existing_table: bool = False
+) -> ResolvedJob:
     """The job a simulation runs: the generator source, the table under ``workdir`` (on the
     simulated disk: at a fixed path, so traces never name a directory); a plain config is
     checked here (:func:`~runtime.job.prepare.prepare_job`: the table is always a new one)."""
@@ -388,7 +402,9 @@ def prepare_config(job: JobConfig | ResolvedJob, workdir: str | None, storage: s
         )
     table = os.path.join(os.path.abspath(workdir), "table")
     resolved = _placed(job, table)
-    if os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table):
+    if not existing_table and (
+        os.path.isfile(os.path.join(table, HOODIE, "hoodie.properties")) or _data_entries(table)
+    ):
         raise ConfigError(
             f"{table} already holds a table: a simulation writes a fresh one (same seed, "
             "same files); remove it or use another workdir"
@@ -433,6 +449,8 @@ def simulate(
     expect_trace: list[Event] | None = None,
     storage: str = "disk",
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
+    store: MemoryStore | None = None,
+    existing_table: bool = False,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -445,11 +463,14 @@ def simulate(
     disk (:mod:`runtime.sim.memory_dfs`: no parquet, no workdir) and verifies exactly-once with the
     project's own snapshot reader instead of the official one. ``reply_probes`` see every
     successful reply on the simulated network (replier, its incarnation: restarts so far, caller,
-    method, wire value).
+    method, wire value). ``store``: the simulated disk of an earlier run, whose table this run
+    writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
+    the table ``workdir`` holds instead of refusing it.
     """
     wall0 = time.perf_counter()
-    resolved = prepare_config(job, workdir, storage)
-    store = MemoryStore() if storage == "memory" else None
+    resolved = prepare_config(job, workdir, storage, existing_table)
+    if storage == "memory":
+        store = store or MemoryStore()
     with _held(resolved, store):
         run = _new_run(
             resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace
@@ -457,10 +478,11 @@ def simulate(
         loop, recorder = run.loop, run.recorder
         run.network.reply_probes.extend(reply_probes or [])
         record = _run_loop(run, loop, chrome_trace_path)
+        record.table_before = run.table_before
         record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
         if verify and run.driver is not None:
             record.committed_prefix = verify_committed_prefix(
-                run.driver, record, run.stream, lambda: _snapshot(run, store)
+                run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
             )
     events = recorder.events
     record.simulation = SimulationRecord(

@@ -161,6 +161,20 @@ def test_aborted_checkpoint_keeps_the_instant_pending_and_loses_nothing(ray_sess
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
 
 
+def test_a_second_ingest_with_another_protocol_and_writers_verifies_and_so_does_its_result(ray_session, tmp_path):
+    from runtime.cli import main
+
+    first = run_job(_cfg(tmp_path, protocol="operator-event"), None)
+    assert first.exactly_once.verified, why_not_verified(first.exactly_once)
+    cfg = _cfg(tmp_path, protocol="coordination-rpc", seed=7, writers=3, buckets=4, table_version="6")
+    second = run_job(cfg, str(tmp_path / "out2"))
+    assert second.status == "finished", second.error
+    before = second.table_before
+    assert before.rows == first.exactly_once.actual and before.as_of == first.commits[-1]["instant"]
+    assert second.exactly_once.verified, why_not_verified(second.exactly_once)
+    assert main(["verify", "--result", str(tmp_path / "out2")]) == 0
+
+
 def test_timeline_server_answers_writers_so_they_never_read_the_dfs(job_of):
     result, _ = job_of("timeline-server")
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
