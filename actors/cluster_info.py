@@ -12,7 +12,7 @@ from runtime.core.dfs import Dfs
 from runtime.core.roles import writer_index
 from runtime.core.storage import check_location, endpoint_url
 from runtime.lab.results import ProcessPlace, RunPlacement
-from runtime.lab.s3_endpoint import diff_counts, fetch_endpoint_counts
+from runtime.lab.s3_endpoint import EndpointCounts, diff_counts, fetch_endpoint_counts
 
 
 def check_storage(dfs: Dfs, table: str) -> None:
@@ -20,14 +20,14 @@ def check_storage(dfs: Dfs, table: str) -> None:
     check_location(dfs.fs, table)
 
 
-def endpoint_counts(table: str) -> dict[str, Any] | None:
+def endpoint_counts(table: str) -> EndpointCounts | None:
     """The request counts of the table's S3 endpoint so far, if it serves them (the loopback
     endpoint of runtime.lab.s3_endpoint does; AWS and other servers do not: None)."""
     url = endpoint_url(table)
     return fetch_endpoint_counts(url) if url else None
 
 
-def endpoint_served(table: str, before: dict[str, Any] | None) -> dict[str, Any] | None:
+def endpoint_served(table: str, before: EndpointCounts | None) -> EndpointCounts | None:
     """What the endpoint served since ``before`` (None when it does not report counts)."""
     if before is None:
         return None

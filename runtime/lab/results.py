@@ -15,6 +15,7 @@ from runtime.faults.markers import FiredFault
 from runtime.hudi.table import CommitSummary, CompactionSummary
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
+from runtime.lab.s3_endpoint import EndpointCounts
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, Deadlock, ExactlyOnce, TableBefore
 
@@ -293,7 +294,7 @@ class RayRecord:
     """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
 
     placement: RunPlacement
-    dfs_endpoint: JsonObject | None
+    dfs_endpoint: EndpointCounts | None
     trace_file: str | None
     stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
 

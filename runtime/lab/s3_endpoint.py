@@ -17,7 +17,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIApplication, WSGIEnvironment
@@ -56,6 +56,15 @@ def s3_operation(method: str, path: str, query: str, copy_source: str = "") -> s
     return method
 
 
+class EndpointCounts(TypedDict):
+    """What a counting endpoint served: requests by S3 operation and the bytes each way."""
+
+    requests: int
+    ops: dict[str, int]  # PutObject, GetObject, ListObjects, HeadObject, ...: requests
+    bytes_in: int
+    bytes_out: int
+
+
 class _Counter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -69,7 +78,7 @@ class _Counter:
             self.bytes_in += bytes_in
             self.bytes_out += bytes_out
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> EndpointCounts:
         with self._lock:
             return {
                 "requests": sum(self.ops.values()),
@@ -173,7 +182,7 @@ class S3Endpoint:
         with urllib.request.urlopen(req, timeout=10):
             pass
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> EndpointCounts:
         return self.counter.snapshot()
 
 
@@ -186,7 +195,7 @@ def s3_uri(bucket: str, prefix: str, endpoint: str, *, scheme: str = "http", reg
     )
 
 
-def fetch_endpoint_counts(endpoint_url: str, timeout: float = 5.0) -> dict[str, Any] | None:
+def fetch_endpoint_counts(endpoint_url: str, timeout: float = 5.0) -> EndpointCounts | None:
     """The request counts a counting endpoint has served so far, or None when the endpoint does
     not serve them (a real S3 service, another S3-compatible server)."""
     try:
@@ -194,10 +203,10 @@ def fetch_endpoint_counts(endpoint_url: str, timeout: float = 5.0) -> dict[str, 
             doc = json.loads(resp.read())
     except (urllib.error.URLError, OSError, ValueError):
         return None
-    return doc if isinstance(doc, dict) and "requests" in doc else None
+    return cast(EndpointCounts, doc) if isinstance(doc, dict) and "requests" in doc else None
 
 
-def diff_counts(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def diff_counts(before: EndpointCounts, after: EndpointCounts) -> EndpointCounts:
     """What the endpoint served between two snapshots."""
     ops = {k: after["ops"].get(k, 0) - before["ops"].get(k, 0) for k in after["ops"]}
     return {
