@@ -146,6 +146,9 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
 
 def _commits_line(checked: dict[str, Any]) -> str:
     n, unreadable = checked["commits"], checked.get("unreadable", 0)
+    if checked.get("no_meta_fields"):
+        no_meta = "rows carry no _hoodie_* columns (hoodie.populate.meta.fields=false)"
+        return f"{n} commits' incremental reads not checked: {no_meta}"
     line = f"{n - unreadable} of {n} commits' incremental reads checked against their metadata"
     return line + (f"; [red]{unreadable} could not be read[/red]" if unreadable else "")
 
