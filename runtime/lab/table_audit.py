@@ -162,6 +162,7 @@ class _Scan:
     files: list[BaseFile]
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
+    names: dict[str, str] = field(default_factory=dict)  # completed instant -> its timeline file
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -185,8 +186,13 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
     files, logs = _list_data_files(table, audit)
-    metadata = _read_metadata(table, timeline, {ts: i.action for ts, i in instants.items()}, audit)
-    scan = _Scan(table, timeline, states, metadata, files, logs, meta_fields=populates_meta_fields(table))
+    names = {
+        ts: table.version.completed_file(ts, timeline.completion_of(ts), i.action)
+        for ts, i in instants.items()
+        if i.state == COMPLETED
+    }
+    metadata = _read_metadata(table, names, audit)
+    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names)
     for severity, kind, message, rel in service_instant_findings(table, timeline):
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
@@ -216,14 +222,11 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
         )
 
 
-def _read_metadata(
-    table: HudiTable, timeline: Timeline, actions: dict[str, str], audit: Audit
-) -> dict[str, dict[str, Any]]:
-    """Each completed data instant's commit metadata (a compaction's ``.commit``, a
-    replacecommit's too); a file that does not parse is an error."""
+def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
+    """Each completed data instant's commit metadata (``names``: instant -> its timeline file; a
+    compaction's ``.commit``, a replacecommit's too); a file that does not parse is an error."""
     out: dict[str, dict[str, Any]] = {}
-    for instant in audit.completed:
-        name = table.version.completed_file(instant, timeline.completion_of(instant), actions[instant])
+    for instant, name in names.items():
         rel = f"{table.timeline_rel}/{name}"
         try:
             # JSON before table version 8, an Avro record from 8 (a JSON file is read either way)
@@ -290,11 +293,11 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 continue
             f = on_disk.get(rel)
             if f is None:
-                audit.add(ERROR, "missing-file", f"{instant}.commit lists {rel}, which does not exist", rel)
+                audit.add(ERROR, "missing-file", f"{scan.names[instant]} lists {rel}, which does not exist", rel)
                 continue
             size = s.get("fileSizeInBytes") or 0
             if size and size != f.size:
-                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {instant}.commit records {size}", rel)
+                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {scan.names[instant]} records {size}", rel)
             try:
                 rows = scan.table.dfs.read_parquet_metadata(Dfs.join(scan.table.base_path, rel)).num_rows
             except DfsError as exc:
@@ -302,13 +305,14 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 continue
             want = s.get("numWrites")
             if isinstance(want, int) and want and want != rows:
-                audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {instant}.commit records {want}", rel)
+                name = scan.names[instant]
+                audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {name} records {want}", rel)
 
 
 def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
-    rel, commit = stat["path"], scan.table.commit_file(instant, scan.timeline)
+    rel, commit = stat["path"], scan.names[instant]
     size = scan.logs.get(rel)
     if size is None:
         audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
@@ -320,7 +324,8 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
         blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
         rows = sum(record_count(b) for b in blocks if b.block_type in COUNTED_BLOCKS and b.instant == instant)
     except (DfsError, LogFormatError) as exc:
-        audit.add(ERROR, "corrupt-log", f"{rel} (of {instant}) is not a readable log file: {exc}", rel)
+        why = str(exc).removeprefix(f"{rel}: ")  # a log format error names the file first
+        audit.add(ERROR, "corrupt-log", f"{rel} (a log file of {instant}) is not a readable log file: {why}", rel)
         return
     undecodable = _undecodable_block(blocks)
     if undecodable:
