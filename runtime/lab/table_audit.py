@@ -81,6 +81,7 @@ from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, 
 ERROR, WARNING, INFO = "error", "warning", "info"
 COUNTED_BLOCKS = (AVRO_DATA_BLOCK, PARQUET_DATA_BLOCK)  # the data blocks whose records are counted
 IDENTITY_COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
+SEQNO = "_hoodie_commit_seqno"  # one per record write: two rows with one seqno are copies of one write
 READER_CANNOT_OPEN = "reader-cannot-open"
 SAMPLE = 10
 MAX_PARTITION_DEPTH = 8
@@ -407,7 +408,7 @@ def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
         return
     slices = _latest_slices(scan)
     audit.file_groups = len(slices)
-    cols = IDENTITY_COLUMNS if scan.meta_fields else _record_key_fields(scan)
+    cols = [*IDENTITY_COLUMNS, SEQNO] if scan.meta_fields else _record_key_fields(scan)
     parts: list[pa.Table] = []
     for f in slices:
         try:
@@ -445,7 +446,7 @@ def _reader_snapshot_checks(scan: _Scan, audit: Audit) -> None:
     # a log record's _hoodie_file_name is its file id; a base file row's, the file's name
     groups = pc.list_element(pc.split_pattern(snap.column("_hoodie_file_name"), "_", max_splits=1), 0)
     audit.file_groups = pc.count_distinct(groups).as_py()
-    snap = snap.select(IDENTITY_COLUMNS)
+    snap = snap.select([*IDENTITY_COLUMNS, SEQNO])
     _snapshot_rows(scan, audit, snap.append_column("_file_group", groups))
 
 
@@ -489,6 +490,11 @@ def _damaged_files(audit: Audit) -> str:
 
 def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
     audit.snapshot_rows = snap.num_rows
+    if SEQNO in snap.column_names:
+        write = pc.binary_join_element_wise(snap.column("_hoodie_commit_time"), snap.column(SEQNO), "/")
+    else:  # no meta fields: rows cannot be told to be copies of one write
+        write = pc.cast(pa.array(range(snap.num_rows)), pa.string())
+    snap = snap.append_column("_write", write)
     inserts = {ts for ts, meta in scan.metadata.items() if operation(meta) in INSERT_OPERATIONS}
     _duplicates(snap, audit, inserts)
     times = pc.value_counts(snap.column("_hoodie_commit_time").combine_chunks()).to_pylist()
@@ -500,21 +506,30 @@ def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
 
 def _duplicates(snap: pa.Table, audit: Audit, inserts: set[str]) -> None:
     """Keys more than once in the snapshot: an error, or a note where an INSERT or BULK_INSERT
-    instant wrote one of the rows (``inserts``: those instants; a row of unknown commit time
-    counts as one when the table has any), as Hudi keeps both rows then."""
+    instant wrote one of the rows, each row its own write (``inserts``: those instants; a row of
+    unknown commit time counts as one when the table has any), as Hudi keeps both rows then. Two
+    rows of one write (commit time and seqno) are a copied file, an error whatever the operation."""
     grouped = snap.group_by(["_hoodie_partition_path", "_hoodie_record_key"]).aggregate(
         [
             ("_file_group", "count"),
             ("_file_group", "count_distinct"),
             ("_file_group", "distinct"),
             ("_hoodie_commit_time", "distinct"),
+            ("_write", "count_distinct"),
         ]
     )
     dup = grouped.filter(pc.greater(grouped.column("_file_group_count"), 1))
     if not dup.num_rows:
         return
     allowed = inserts | ({""} if inserts else set())
-    by_insert = [r for r in dup.to_pylist() if allowed & set(r["_hoodie_commit_time_distinct"])]
+
+    def inserted(r: dict[str, Any]) -> bool:
+        return (
+            bool(allowed & set(r["_hoodie_commit_time_distinct"]))
+            and r["_write_count_distinct"] == r["_file_group_count"]
+        )
+
+    by_insert = [r for r in dup.to_pylist() if inserted(r)]
     if by_insert:
         _report_duplicates(
             audit,
@@ -523,7 +538,7 @@ def _duplicates(snap: pa.Table, audit: Audit, inserts: set[str]) -> None:
             "written by INSERT/BULK_INSERT, which keeps a key written twice "
             "twice (the official reader returns both rows too)",
         )
-    others = [r for r in dup.to_pylist() if not allowed & set(r["_hoodie_commit_time_distinct"])]
+    others = [r for r in dup.to_pylist() if not inserted(r)]
     if others:
         _report_duplicates(audit, ERROR, others, "")
 

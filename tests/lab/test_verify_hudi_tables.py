@@ -99,3 +99,15 @@ def test_a_truncated_base_file_and_a_stray_file_are_named(tmp_path):
     errors = {(f.kind, f.file) for f in audit_table(table).errors}
     assert ("corrupt-parquet", f"region=us/{base.name}") in errors
     assert ("stray-file", "region=eu/stray.parquet") in errors
+
+
+@needs_tables
+def test_a_copied_file_group_is_a_duplicate_error_whatever_the_operation(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    latest = sorted(Path(table).glob("region=eu/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    copy = latest.with_name("11111111-0000-0000-0000-000000000000-0" + latest.name[latest.name.index("_") :])
+    shutil.copy(latest, copy)
+    errors = {f.kind: f for f in audit_table(table).errors}
+    assert errors["unlisted-file"].file == f"region=eu/{copy.name}"
+    assert "11111111-0000-0000-0000-000000000000-0" in errors["duplicate-key"].message
+    assert main(["verify", "--table", table]) == 1
