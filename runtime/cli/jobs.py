@@ -146,6 +146,9 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
 
 def _commits_line(checked: dict[str, Any]) -> str:
     n, unreadable = checked["commits"], checked.get("unreadable", 0)
+    if checked.get("no_meta_fields"):
+        no_meta = "rows carry no _hoodie_* columns (hoodie.populate.meta.fields=false)"
+        return f"{n} commits' incremental reads not checked: {no_meta}"
     line = f"{n - unreadable} of {n} commits' incremental reads checked against their metadata"
     return line + (f"; [red]{unreadable} could not be read[/red]" if unreadable else "")
 
@@ -260,6 +263,13 @@ def add_verify_command(sub: Any) -> None:
         "verify",
         help="check a Hudi table: against itself (timeline, files, metadata, unique records) and, "
         "with --input or --result, against what was written",
+        description="Checks a Hudi table of table version 6, 8 or 9 (copy-on-write or merge-on-read, with or "
+        "without meta fields). It reads the timeline's commit, deltacommit, replacecommit/clustering (replaced "
+        "file groups leave the snapshot), compaction and logcompaction instants, parses clean, rollback, "
+        "restore, savepoint and indexing instants, compares the metadata table's timeline with the data "
+        "timeline, and decodes Avro and parquet log data blocks (delete and command blocks are framed). "
+        "Notes, not errors: a key written twice by an INSERT or BULK_INSERT instant (Hudi keeps both rows), "
+        "pending instants of a write awaiting rollback, rollbacks and the instants they undid.",
     )
     ver.add_argument("--table", default="", help="table path or URI (default with --result: the run's table)")
     ver.add_argument(

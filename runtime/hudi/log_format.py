@@ -12,13 +12,18 @@ official reader, ``hudi`` 0.5.0, and a rollback block has the size of a Hudi-wri
   ``HeaderMetadataType`` ordinal (int), the value's length (int) and its UTF-8 bytes. Flink writes
   no footer entries (a count of 0).
 * ``HoodieLogBlockType`` ordinals: COMMAND_BLOCK 0, DELETE_BLOCK 1, CORRUPT_BLOCK 2,
-  AVRO_DATA_BLOCK 3; ``HeaderMetadataType``: INSTANT_TIME 0, TARGET_INSTANT_TIME 1, SCHEMA 2,
+  AVRO_DATA_BLOCK 3, HFILE_DATA_BLOCK 4, PARQUET_DATA_BLOCK 5, CDC_DATA_BLOCK 6 (Hudi 1.x
+  ``HoodieLogBlock.HoodieLogBlockType``: the ordinal is what is stored); ``HeaderMetadataType``:
+  INSTANT_TIME 0, TARGET_INSTANT_TIME 1, SCHEMA 2,
   COMMAND_BLOCK_TYPE 3; ``HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK`` is ordinal 0, written as "0".
 * ``HoodieAvroDataBlock.serializeRecords``: the content is the block version (int, 3), the record
   count (int), then per record its length (int) and its Avro binary encoding
   (``BinaryEncoder``, no container) with the header's SCHEMA as writer schema. The records carry
   the five meta fields first, each ``["null", "string"]`` (``HoodieAvroUtils.addMetadataFields``);
   in log records ``_hoodie_file_name`` holds the file id (``HoodieAppendHandle.populateMetadataFields``).
+* ``HoodieParquetDataBlock.serializeRecords``: a parquet data block's content is a whole parquet
+  file (``PAR1`` ... ``PAR1``), its records' count in the footer (what ``hoodie.logfile.data.block.format
+  = parquet`` writes; hudi-rs reads it as ``BlockType::ParquetData``).
 * ``FSUtils.makeLogFileName``: ``.<fileId>_<baseCommitTime>.log.<version>_<writeToken>``: in table
   version 6 the middle instant is the file slice's base instant, not the delta commit's.
 
@@ -37,12 +42,16 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
 AVRO_BLOCK_VERSION = 3
 
 COMMAND_BLOCK, DELETE_BLOCK, CORRUPT_BLOCK, AVRO_DATA_BLOCK = 0, 1, 2, 3
+HFILE_DATA_BLOCK, PARQUET_DATA_BLOCK, CDC_DATA_BLOCK = 4, 5, 6
+# the blocks whose records are rows of the table (a CDC block's are change records)
+DATA_BLOCKS = (AVRO_DATA_BLOCK, HFILE_DATA_BLOCK, PARQUET_DATA_BLOCK)
 INSTANT_TIME, TARGET_INSTANT_TIME, SCHEMA, COMMAND_BLOCK_TYPE = 0, 1, 2, 3
 ROLLBACK_BLOCK = "0"
 
@@ -84,6 +93,7 @@ class LogBlock:
     header: dict[int, str]
     content: bytes
     footer: dict[int, str]
+    offset: int = 0  # the byte of the log file the block starts at
 
     @property
     def instant(self) -> str:
@@ -178,36 +188,72 @@ def _read_metadata(data: bytes, at: int) -> tuple[dict[int, str], int]:
 
 
 def read_blocks(data: bytes, name: str = "log file") -> Iterator[LogBlock]:
-    """The blocks of a log file; a block whose framing does not add up raises, naming where."""
+    """The blocks of a log file; a block whose framing does not add up raises LogFormatError,
+    naming the file and the byte the block starts at."""
     at = 0
     while at < len(data):
-        if data[at : at + len(MAGIC)] != MAGIC:
-            raise LogFormatError(f"{name}: no log block magic at byte {at}")
-        (length,) = struct.unpack_from(">q", data, at + 6)
-        end = at + 14 + length
-        if end > len(data):
-            raise LogFormatError(
-                f"{name}: the block at byte {at} says {length} bytes follow, the file has {len(data) - at - 14}"
-            )
-        version, block_type = struct.unpack_from(">ii", data, at + 14)
-        if version != LOG_FORMAT_VERSION:
-            raise LogFormatError(f"{name}: log format version {version} at byte {at}; version 1 is read")
-        header, pos = _read_metadata(data, at + 22)
-        (content_len,) = struct.unpack_from(">q", data, pos)
-        content = data[pos + 8 : pos + 8 + content_len]
-        footer, pos = _read_metadata(data, pos + 8 + content_len)
-        (reverse,) = struct.unpack_from(">q", data, pos)
-        if pos + 8 != end or reverse != end - at - 8:
-            raise LogFormatError(f"{name}: the block at byte {at} is corrupt (lengths do not add up)")
-        yield LogBlock(block_type, header, content, footer)
+        try:
+            block, end = _read_block(data, at, name)
+        except (struct.error, UnicodeDecodeError, ValueError) as exc:
+            if isinstance(exc, LogFormatError):
+                raise
+            raise LogFormatError(f"{name}: the block at byte {at} is corrupt ({type(exc).__name__}: {exc})") from None
+        yield block
         at = end
 
 
+def _read_block(data: bytes, at: int, name: str) -> tuple[LogBlock, int]:
+    """The block at byte ``at`` and the byte after it."""
+    if data[at : at + len(MAGIC)] != MAGIC:
+        raise LogFormatError(f"{name}: no log block magic at byte {at}")
+    (length,) = struct.unpack_from(">q", data, at + 6)
+    end = at + 14 + length
+    if end > len(data) or length < 0:
+        raise LogFormatError(
+            f"{name}: the block at byte {at} says {length} bytes follow, the file has {len(data) - at - 14}"
+        )
+    version, block_type = struct.unpack_from(">ii", data, at + 14)
+    if version != LOG_FORMAT_VERSION:
+        raise LogFormatError(f"{name}: log format version {version} at byte {at}; version 1 is read")
+    header, pos = _read_metadata(data, at + 22)
+    (content_len,) = struct.unpack_from(">q", data, pos)
+    content = data[pos + 8 : pos + 8 + content_len]
+    footer, pos = _read_metadata(data, pos + 8 + content_len)
+    (reverse,) = struct.unpack_from(">q", data, pos)
+    if pos + 8 != end or reverse != end - at - 8:
+        raise LogFormatError(f"{name}: the block at byte {at} is corrupt (lengths do not add up)")
+    return LogBlock(block_type, header, content, footer, at), end
+
+
 def record_count(block: LogBlock) -> int:
-    """The records an Avro data block holds (from its content's header, nothing decoded)."""
+    """The records an Avro or parquet data block holds (from its content's header or footer,
+    nothing decoded)."""
+    if block.block_type == PARQUET_DATA_BLOCK:
+        try:
+            return int(pq.read_metadata(io.BytesIO(block.content)).num_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise LogFormatError(f"a parquet data block without a readable footer: {exc}") from None
     if block.block_type != AVRO_DATA_BLOCK or len(block.content) < 8:
         raise LogFormatError(f"block type {block.block_type} is not an Avro data block with records")
     return int(struct.unpack_from(">i", block.content, 4)[0])
+
+
+def decode_rows(block: LogBlock) -> int:
+    """Decodes every record of an Avro or parquet data block (the framing can be intact while
+    the records are not) and returns their count; raises LogFormatError when they do not decode."""
+    if block.block_type == PARQUET_DATA_BLOCK:
+        try:
+            return int(pq.read_table(io.BytesIO(block.content)).num_rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise LogFormatError(f"its parquet content does not decode ({type(exc).__name__}: {exc})") from None
+    try:
+        return len(avro_records(block))
+    except LogFormatError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - fastavro raises many types on damaged bytes
+        raise LogFormatError(
+            f"its records do not decode with its header's schema ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def avro_records(block: LogBlock) -> list[dict[str, Any]]:

@@ -56,10 +56,11 @@ from runtime.hudi.dfs_message_bus import (
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
 from runtime.hudi.log_format import (
     AVRO_DATA_BLOCK,
+    PARQUET_DATA_BLOCK,
     LogBlock,
     LogFileName,
     LogFormatError,
-    avro_records,
+    decode_rows,
     read_blocks,
     record_count,
 )
@@ -73,9 +74,14 @@ from runtime.hudi.table import (
     parse_base_file_name,
     write_stats,
 )
-from runtime.lab.verify import VerifyError, open_reader, read_snapshot
+from runtime.hudi.timeline_actions import INSERT_OPERATIONS, data_instants, operation, replaced_file_groups
+from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_findings
+from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
+COUNTED_BLOCKS = (AVRO_DATA_BLOCK, PARQUET_DATA_BLOCK)  # the data blocks whose records are counted
+IDENTITY_COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
+SEQNO = "_hoodie_commit_seqno"  # one per record write: two rows with one seqno are copies of one write
 READER_CANNOT_OPEN = "reader-cannot-open"
 SAMPLE = 10
 MAX_PARTITION_DEPTH = 8
@@ -152,10 +158,12 @@ class _Scan:
 
     table: HudiTable
     timeline: Timeline
-    states: dict[str, str]  # commit instant -> its highest state on the timeline
+    states: dict[str, str]  # data instant -> its highest state on the timeline
     metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
     files: list[BaseFile]
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
+    meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
+    names: dict[str, str] = field(default_factory=dict)  # completed instant -> its timeline file
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -174,11 +182,20 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         audit.add(ERROR, "not-a-table", str(exc), f"{HOODIE}/hoodie.properties")
         return audit
     _reader_opens(table_uri, audit)
-    states = {i.ts: i.state for i in timeline.commits()}
+    instants = data_instants(timeline.instants)
+    states = {ts: i.state for ts, i in instants.items()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
     files, logs = _list_data_files(table, audit)
-    scan = _Scan(table, timeline, states, _read_metadata(table, timeline, audit), files, logs)
+    names = {
+        ts: table.version.completed_file(ts, timeline.completion_of(ts), i.action)
+        for ts, i in instants.items()
+        if i.state == COMPLETED
+    }
+    metadata = _read_metadata(table, names, audit)
+    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names)
+    for severity, kind, message, rel in service_instant_findings(table, timeline):
+        audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
     _snapshot_checks(scan, audit)
@@ -187,6 +204,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         if states.get(instant) != COMPLETED:
             scan.evidence[instant].append("the run's result.json records it as committed")
     _prev_commit_references(scan)
+    metadata_table_evidence(scan.table, scan.states, scan.evidence)
     _lost_commits(scan, audit)
     _pending_files(scan, audit)
     return audit
@@ -205,12 +223,11 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
         )
 
 
-def _read_metadata(table: HudiTable, timeline: Timeline, audit: Audit) -> dict[str, dict[str, Any]]:
-    """Each completed instant's commit metadata (a compaction's ``.commit`` too); a file that does
-    not parse is an error."""
+def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
+    """Each completed data instant's commit metadata (``names``: instant -> its timeline file; a
+    compaction's ``.commit``, a replacecommit's too); a file that does not parse is an error."""
     out: dict[str, dict[str, Any]] = {}
-    for instant in audit.completed:
-        name = table.metadata_file(instant, timeline)
+    for instant, name in names.items():
         rel = f"{table.timeline_rel}/{name}"
         try:
             # JSON before table version 8, an Avro record from 8 (a JSON file is read either way)
@@ -277,11 +294,11 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 continue
             f = on_disk.get(rel)
             if f is None:
-                audit.add(ERROR, "missing-file", f"{instant}.commit lists {rel}, which does not exist", rel)
+                audit.add(ERROR, "missing-file", f"{scan.names[instant]} lists {rel}, which does not exist", rel)
                 continue
             size = s.get("fileSizeInBytes") or 0
             if size and size != f.size:
-                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {instant}.commit records {size}", rel)
+                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {scan.names[instant]} records {size}", rel)
             try:
                 rows = scan.table.dfs.read_parquet_metadata(Dfs.join(scan.table.base_path, rel)).num_rows
             except DfsError as exc:
@@ -289,13 +306,14 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 continue
             want = s.get("numWrites")
             if isinstance(want, int) and want and want != rows:
-                audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {instant}.commit records {want}", rel)
+                name = scan.names[instant]
+                audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {name} records {want}", rel)
 
 
 def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
-    rel, commit = stat["path"], scan.table.commit_file(instant, scan.timeline)
+    rel, commit = stat["path"], scan.names[instant]
     size = scan.logs.get(rel)
     if size is None:
         audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
@@ -305,9 +323,10 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
         audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
     try:
         blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
-        rows = sum(record_count(b) for b in blocks if b.block_type == AVRO_DATA_BLOCK and b.instant == instant)
+        rows = sum(record_count(b) for b in blocks if b.block_type in COUNTED_BLOCKS and b.instant == instant)
     except (DfsError, LogFormatError) as exc:
-        audit.add(ERROR, "corrupt-log", f"{rel} (of {instant}) is not a readable log file: {exc}", rel)
+        why = str(exc).removeprefix(f"{rel}: ")  # a log format error names the file first
+        audit.add(ERROR, "corrupt-log", f"{rel} (a log file of {instant}) is not a readable log file: {why}", rel)
         return
     undecodable = _undecodable_block(blocks)
     if undecodable:
@@ -321,15 +340,15 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
 
 
 def _undecodable_block(blocks: list[LogBlock]) -> str:
-    """Why a data block's records do not decode with the schema of its header ('' when they all
-    do): the framing can be intact while the records are not (flipped bytes inside a block)."""
+    """Why a data block's records do not decode ('' when they all do): the framing can be intact
+    while the records are not (flipped bytes inside a block)."""
     for n, block in enumerate(blocks):
-        if block.block_type != AVRO_DATA_BLOCK:
+        if block.block_type not in COUNTED_BLOCKS:
             continue
         try:
-            avro_records(block)
-        except Exception as exc:  # noqa: BLE001 - fastavro raises many types on damaged bytes
-            return f"data block {n} does not decode with its header's schema ({type(exc).__name__}: {exc})"
+            decode_rows(block)
+        except LogFormatError as exc:
+            return f"data block {n} (at byte {block.offset}): {exc}"
     return ""
 
 
@@ -367,10 +386,12 @@ def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
 
 
 def _latest_slices(scan: _Scan) -> list[BaseFile]:
-    """The latest completed base file of each file group (the snapshot's files)."""
+    """The latest completed base file of each file group not replaced by a completed
+    replacecommit (the snapshot's files)."""
+    replaced = {g for meta in scan.metadata.values() for g in replaced_file_groups(meta)}
     latest: dict[tuple[str, str], BaseFile] = {}
     for f in scan.files:
-        if scan.states.get(f.instant) != COMPLETED:
+        if scan.states.get(f.instant) != COMPLETED or (f.partition, f.file_id) in replaced:
             continue
         k = (f.partition, f.file_id)
         if k not in latest or f.instant > latest[k].instant:
@@ -387,15 +408,17 @@ def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
         return
     slices = _latest_slices(scan)
     audit.file_groups = len(slices)
-    cols = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
+    cols = [*IDENTITY_COLUMNS, SEQNO] if scan.meta_fields else _record_key_fields(scan)
     parts: list[pa.Table] = []
     for f in slices:
         try:
             t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel), columns=cols)
-        except DfsError as exc:
+        except (DfsError, pa.ArrowException, KeyError) as exc:
             if not any(x.file == f.rel and x.kind == "corrupt-parquet" for x in audit.findings):
                 audit.add(ERROR, "corrupt-parquet", f"{f.rel} cannot be read: {exc}", f.rel)
             continue
+        if not scan.meta_fields:  # the partition path is the file's folder, the commit its instant
+            t = _identity_of_data(scan, t, pa.repeat(pa.scalar(f.partition), t.num_rows), f.instant)
         parts.append(t.append_column("_file_group", pa.repeat(pa.scalar(f.file_id), t.num_rows)))
     if not parts:
         return
@@ -410,11 +433,51 @@ def _reader_snapshot_checks(scan: _Scan, audit: Audit) -> None:
         return
     if not snap.num_rows:
         return
+    if not scan.meta_fields:  # no file name per row: file groups are not told apart
+        missing = [c for c in [*_record_key_fields(scan), *_partition_fields(scan)] if c not in snap.column_names]
+        if missing:
+            audit.add(ERROR, "unreadable-snapshot", f"the snapshot lacks the key or partition field(s) {missing}")
+            return
+        parts = [pc.cast(snap.column(c), pa.string()) for c in _partition_fields(scan)]
+        where = pc.binary_join_element_wise(*parts, "/") if parts else pa.repeat(pa.scalar(""), snap.num_rows)
+        snap = _identity_of_data(scan, snap, where, "")
+        _snapshot_rows(scan, audit, snap.append_column("_file_group", pa.repeat(pa.scalar("?"), snap.num_rows)))
+        return
     # a log record's _hoodie_file_name is its file id; a base file row's, the file's name
     groups = pc.list_element(pc.split_pattern(snap.column("_hoodie_file_name"), "_", max_splits=1), 0)
     audit.file_groups = pc.count_distinct(groups).as_py()
-    snap = snap.select(["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"])
+    snap = snap.select([*IDENTITY_COLUMNS, SEQNO])
     _snapshot_rows(scan, audit, snap.append_column("_file_group", groups))
+
+
+def _record_key_fields(scan: _Scan) -> list[str]:
+    """``hoodie.table.recordkey.fields``: the columns a table without meta fields keys rows by."""
+    return [f.strip() for f in scan.table.props.record_key_field.split(",") if f.strip()]
+
+
+def _partition_fields(scan: _Scan) -> list[str]:
+    """``hoodie.table.partition.fields`` (a custom key generator's ``field:TYPE`` read as the field)."""
+    return [f.split(":", 1)[0].strip() for f in scan.table.props.partition_field.split(",") if f.strip()]
+
+
+def _identity_of_data(scan: _Scan, rows: pa.Table, partition: Any, instant: str) -> pa.Table:
+    """A table without meta fields' rows as the identity columns: the record key from the key
+    fields (``field:value`` joined by ``,`` for several, as ``ComplexKeyGenerator`` writes it),
+    the partition path and commit time given ("" when unknown)."""
+    fields = _record_key_fields(scan)
+    if len(fields) == 1:
+        key = pc.cast(rows.column(fields[0]), pa.string())
+    else:
+        named = [pc.binary_join_element_wise(pa.scalar(f), pc.cast(rows.column(f), pa.string()), ":") for f in fields]
+        key = pc.binary_join_element_wise(*named, ",")
+    n = rows.num_rows
+    return pa.table(
+        {
+            "_hoodie_record_key": key,
+            "_hoodie_partition_path": partition,
+            "_hoodie_commit_time": pa.repeat(pa.scalar(instant), n),
+        }
+    )
 
 
 def _damaged_files(audit: Audit) -> str:
@@ -427,22 +490,61 @@ def _damaged_files(audit: Audit) -> str:
 
 def _snapshot_rows(scan: _Scan, audit: Audit, snap: pa.Table) -> None:
     audit.snapshot_rows = snap.num_rows
-    _duplicates(snap, audit)
+    if SEQNO in snap.column_names:
+        write = pc.binary_join_element_wise(snap.column("_hoodie_commit_time"), snap.column(SEQNO), "/")
+    else:  # no meta fields: rows cannot be told to be copies of one write
+        write = pc.cast(pa.array(range(snap.num_rows)), pa.string())
+    snap = snap.append_column("_write", write)
+    inserts = {ts for ts, meta in scan.metadata.items() if operation(meta) in INSERT_OPERATIONS}
+    _duplicates(snap, audit, inserts)
     times = pc.value_counts(snap.column("_hoodie_commit_time").combine_chunks()).to_pylist()
     for c in times:
         ts = c["values"]
-        if scan.states.get(ts) != COMPLETED:
+        if ts and scan.states.get(ts) != COMPLETED:
             scan.evidence[ts].append(f"{c['counts']} snapshot row(s) carry it as _hoodie_commit_time")
 
 
-def _duplicates(snap: pa.Table, audit: Audit) -> None:
+def _duplicates(snap: pa.Table, audit: Audit, inserts: set[str]) -> None:
+    """Keys more than once in the snapshot: an error, or a note where an INSERT or BULK_INSERT
+    instant wrote one of the rows, each row its own write (``inserts``: those instants; a row of
+    unknown commit time counts as one when the table has any), as Hudi keeps both rows then. Two
+    rows of one write (commit time and seqno) are a copied file, an error whatever the operation."""
     grouped = snap.group_by(["_hoodie_partition_path", "_hoodie_record_key"]).aggregate(
-        [("_file_group", "count"), ("_file_group", "count_distinct"), ("_file_group", "distinct")]
+        [
+            ("_file_group", "count"),
+            ("_file_group", "count_distinct"),
+            ("_file_group", "distinct"),
+            ("_hoodie_commit_time", "distinct"),
+            ("_write", "count_distinct"),
+        ]
     )
     dup = grouped.filter(pc.greater(grouped.column("_file_group_count"), 1))
     if not dup.num_rows:
         return
-    rows = sorted(dup.to_pylist(), key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
+    allowed = inserts | ({""} if inserts else set())
+
+    def inserted(r: dict[str, Any]) -> bool:
+        return (
+            bool(allowed & set(r["_hoodie_commit_time_distinct"]))
+            and r["_write_count_distinct"] == r["_file_group_count"]
+        )
+
+    by_insert = [r for r in dup.to_pylist() if inserted(r)]
+    if by_insert:
+        _report_duplicates(
+            audit,
+            INFO,
+            by_insert,
+            "written by INSERT/BULK_INSERT, which keeps a key written twice "
+            "twice (the official reader returns both rows too)",
+        )
+    others = [r for r in dup.to_pylist() if not inserted(r)]
+    if others:
+        _report_duplicates(audit, ERROR, others, "")
+
+
+def _report_duplicates(audit: Audit, severity: str, found: list[dict[str, Any]], why: str) -> None:
+    rows = sorted(found, key=lambda r: (r["_hoodie_partition_path"], r["_hoodie_record_key"]))
     extra = sum(r["_file_group_count"] - 1 for r in rows)
     across = sum(1 for r in rows if r["_file_group_count_distinct"] > 1)
     sample = ", ".join(
@@ -450,10 +552,12 @@ def _duplicates(snap: pa.Table, audit: Audit) -> None:
         for r in rows[:SAMPLE]
     )
     audit.add(
-        ERROR,
+        severity,
         "duplicate-key",
         f"{len(rows)} (partition path, record key) pair(s) appear more than once in the snapshot "
-        f"({extra} extra row(s); {across} across two or more file groups of one partition): {sample}",
+        f"({extra} extra row(s); {across} across two or more file groups of one partition)"
+        + (f", {why}" if why else "")
+        + f": {sample}",
     )
 
 

@@ -349,7 +349,8 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     of its own, named by its instant and file; the other commits are still checked.
     ``unreadable``: how many commits could not be checked."""
     from runtime.core.dfs import open_dfs
-    from runtime.hudi.table import HudiTable, TableError
+    from runtime.hudi.table import COMPLETED, HudiTable, TableError
+    from runtime.hudi.timeline_actions import REPLACE_COMMIT, data_instants
 
     dfs, base = open_dfs(table_uri, role="verifier")
     try:
@@ -357,23 +358,44 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     except TableError as exc:
         raise VerifyError(str(exc)) from exc
     # the writers' commits, in instant order: a compaction's commit rewrites rows other commits
-    # wrote (keeping their commit times), so its files are checked by the audit and the snapshot
+    # wrote (keeping their commit times), so its files are checked by the audit and the snapshot;
+    # a replacecommit's rows (insert_overwrite) are its own, so the next commit's range starts
+    # after it (runtime.hudi.timeline_actions)
     timeline = table.timeline()
     commits = timeline.completed_commits()
+    if not populates_meta_fields(table):  # rows carry no commit time or file name to check
+        return {"verified": True, "commits": len(commits), "unreadable": 0, "problems": [], "no_meta_fields": True}
+    writers = set(commits)
     problems: list[CommitProblem] = []
     prev = "19700101000000000"
     unreadable = 0
-    for instant in commits:
+    for instant, data in data_instants(timeline.instants).items():
+        if data.state != COMPLETED:
+            continue
         # from table version 8 the reader's incremental range is one of completion times (Hudi
         # 1.x's incremental query); before, of instant times
         end = timeline.completion_of(instant) or instant
-        where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
-        problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
-        if problem is not None:
-            unreadable += "rows_read" not in problem
-            problems.append(problem)
-        prev = end
+        if instant in writers:
+            where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
+            problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
+            if problem is not None:
+                unreadable += "rows_read" not in problem
+                problems.append(problem)
+        if instant in writers or data.action == REPLACE_COMMIT:
+            prev = end
     return {"verified": not problems, "commits": len(commits), "unreadable": unreadable, "problems": problems}
+
+
+def populates_meta_fields(table: Any) -> bool:
+    """``hoodie.populate.meta.fields`` (default true): whether rows carry the ``_hoodie_*`` columns."""
+    from runtime.core.dfs import Dfs, DfsError
+    from runtime.hudi.table import parse_properties
+
+    try:
+        text = table.dfs.read_bytes(Dfs.join(table.hoodie, "hoodie.properties")).decode()
+    except (DfsError, UnicodeDecodeError):
+        return True
+    return parse_properties(text).get("hoodie.populate.meta.fields", "true").lower() != "false"
 
 
 def _commit_checked(
