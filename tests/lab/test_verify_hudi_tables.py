@@ -4,14 +4,12 @@ generators, with and without meta fields, insert_overwrite, clustering, compacti
 indexing on the timeline): each is judged consistent with exit 0, and damage made on a copy of one
 is an error naming the instant or the file.
 
-The tables are the shared fixtures ``shared/fixtures/hudi-rs-tables/`` (Apache License 2.0, see
-their README.md), found beside the checkout (``../shared``) or at ``$COMMITLAB_SHARED``; without
-them these tests skip, saying so.
+The tables are vendored in ``tests/fixtures/hudi-rs-tables/`` (Apache License 2.0: their
+README.md keeps the licence note), so the suite depends on nothing outside the repository.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import zipfile
 from pathlib import Path
@@ -21,13 +19,13 @@ import pytest
 from runtime.cli import main
 from runtime.lab.table_audit import audit_table
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("COMMITLAB_SHARED") or ROOT.parent / "shared")
-TABLES = SHARED / "fixtures" / "hudi-rs-tables"
-ZIPS = sorted(TABLES.glob("*.zip")) if TABLES.is_dir() else []
-needs_tables = pytest.mark.skipif(
-    not ZIPS, reason=f"the Hudi-written fixture tables are not at {TABLES} (set COMMITLAB_SHARED to the shared folder)"
-)
+TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-rs-tables"
+ZIPS = sorted(TABLES.glob("*.zip"))
+
+
+def test_the_fixture_tables_are_vendored_with_their_licence():
+    assert len(ZIPS) == 41
+    assert "Apache License 2.0" in (TABLES / "README.md").read_text()
 
 
 def _unzipped(zip_path: Path, into: Path) -> str:
@@ -43,7 +41,6 @@ def _table(tmp_path: Path, name: str) -> str:
     return _unzipped(TABLES / f"{name}.zip", tmp_path / name)
 
 
-@needs_tables
 @pytest.mark.parametrize("fixture", ZIPS, ids=[z.stem for z in ZIPS])
 def test_every_table_hudi_wrote_is_consistent(fixture, tmp_path, capsys):
     table = _unzipped(fixture, tmp_path)
@@ -53,7 +50,6 @@ def test_every_table_hudi_wrote_is_consistent(fixture, tmp_path, capsys):
     assert "Traceback" not in out
 
 
-@needs_tables
 def test_insert_duplicates_are_a_note_not_an_error(tmp_path):
     table = _table(tmp_path, "sample_table__cow__v9_timebasedkeygen_epochmillis")
     audit = audit_table(table)
@@ -62,7 +58,6 @@ def test_insert_duplicates_are_a_note_not_an_error(tmp_path):
     assert "INSERT" in notes[0].message
 
 
-@needs_tables
 def test_a_completed_commit_deleted_from_the_middle_is_a_lost_commit(tmp_path):
     table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
     timeline = Path(table, ".hoodie", "timeline")
@@ -74,7 +69,6 @@ def test_a_completed_commit_deleted_from_the_middle_is_a_lost_commit(tmp_path):
     assert main(["verify", "--table", table]) == 1
 
 
-@needs_tables
 @pytest.mark.parametrize("where", ["head", "middle", "end"])
 def test_a_log_file_with_flipped_bytes_is_named(tmp_path, where):
     table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
@@ -89,7 +83,6 @@ def test_a_log_file_with_flipped_bytes_is_named(tmp_path, where):
     assert main(["verify", "--table", table]) == 1
 
 
-@needs_tables
 def test_a_truncated_base_file_and_a_stray_file_are_named(tmp_path):
     table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
     base = sorted(Path(table).glob("region=us/*.parquet"))[0]
@@ -101,7 +94,6 @@ def test_a_truncated_base_file_and_a_stray_file_are_named(tmp_path):
     assert ("stray-file", "region=eu/stray.parquet") in errors
 
 
-@needs_tables
 def test_a_copied_file_group_is_a_duplicate_error_whatever_the_operation(tmp_path):
     table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
     latest = sorted(Path(table).glob("region=eu/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
