@@ -168,27 +168,8 @@ class ControlTopic:
         waited = False
         while True:
             self._enforce_retention()
-            if request.offset < self.log_start_offset:
-                self.out_of_range += 1
-                stats.out_of_range += 1
-                return FetchResponse(
-                    records=[],
-                    next_offset=self.log_start_offset,
-                    log_start_offset=self.log_start_offset,
-                    high_watermark=self.high_watermark,
-                    error=OFFSET_OUT_OF_RANGE,
-                )
-            if request.offset < self.high_watermark:
-                start = request.offset - self.log_start_offset
-                records = list(itertools.islice(self._log, start, start + request.max_records))
-                self.records_delivered += len(records)
-                stats.records += len(records)
-                return FetchResponse(
-                    records=records,
-                    next_offset=records[-1].offset + 1,
-                    log_start_offset=self.log_start_offset,
-                    high_watermark=self.high_watermark,
-                )
+            if request.offset < self.high_watermark:  # the log start is at most the high watermark
+                return self._served(request, stats)
             remaining = deadline - self.env.now()
             if remaining <= 0:
                 if waited:
@@ -213,6 +194,30 @@ class ControlTopic:
                 )
             except WaitTimeout:
                 pass  # the loop re-checks and returns empty: a long poll never hangs
+
+    def _served(self, request: FetchRequest, stats: _ConsumerStats) -> FetchResponse:
+        """What a fetch below the high watermark gets: its records, or ``OFFSET_OUT_OF_RANGE``
+        below the log start."""
+        if request.offset < self.log_start_offset:
+            self.out_of_range += 1
+            stats.out_of_range += 1
+            return FetchResponse(
+                records=[],
+                next_offset=self.log_start_offset,
+                log_start_offset=self.log_start_offset,
+                high_watermark=self.high_watermark,
+                error=OFFSET_OUT_OF_RANGE,
+            )
+        start = request.offset - self.log_start_offset
+        records = list(itertools.islice(self._log, start, start + request.max_records))
+        self.records_delivered += len(records)
+        stats.records += len(records)
+        return FetchResponse(
+            records=records,
+            next_offset=records[-1].offset + 1,
+            log_start_offset=self.log_start_offset,
+            high_watermark=self.high_watermark,
+        )
 
     def commit_offset(self, request: OffsetCommit | str, offset: int | None = None) -> None:
         """Stores a consumer's committed offset (``commit_offset(OffsetCommit)`` on the wire,
