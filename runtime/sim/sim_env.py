@@ -74,7 +74,8 @@ class SimEnv(Env):
         self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
         self.io_delay = io_delay
         self._deferred_io_s = 0.0  # slow-DFS time owed by the current inline I/O call
-        self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self.now)
+        # the loop's clock itself, not ``now`` around it: every trace event reads it
+        self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self._loop.time)
         self.metrics = SimMetrics(role, recorder)
         self.recorder = recorder
         self.send_errors: list[str] = []
