@@ -87,6 +87,10 @@ class Dfs:
     ``for_role`` gives another role's view of the same file system and the same counters.
     """
 
+    # whether write_parquet encodes the table to parquet bytes, so its write_args (the codec,
+    # the dictionary columns) matter and are worth working out
+    encodes_parquet = True
+
     def __init__(
         self,
         fs: pafs.FileSystem,

@@ -5,6 +5,87 @@ the record, not in its JSON form."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 JsonObject = dict[str, Any]
+
+
+def dumps_indented(doc: Any) -> str:
+    """``json.dumps(doc, indent=2)``, the same text, without the standard library's pure-Python
+    encoder (an indent takes it off the C one: a generator per level and per value; commit
+    metadata is encoded so for every commit). Anything but plain JSON values goes to
+    ``json.dumps`` itself, which raises as it always did."""
+    parts: list[str] = []
+    try:
+        _indented(doc, parts, "\n")
+    except (_NotPlain, RecursionError):
+        return json.dumps(doc, indent=2)
+    return "".join(parts)
+
+
+class _NotPlain(Exception):
+    """A value or key ``json.dumps`` would hand to ``default`` (or reject)."""
+
+
+_escape = json.encoder.encode_basestring_ascii  # ensure_ascii, as json.dumps has it
+
+
+def _float_text(value: float) -> str:
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float.__repr__(value)
+
+
+def _key_text(key: Any) -> str:
+    # json.dumps's order of tests: str, float, the three constants, int
+    if isinstance(key, str):
+        return _escape(key)
+    if isinstance(key, float):
+        return _escape(_float_text(key))
+    if key is True or key is False or key is None:
+        return _escape({True: "true", False: "false", None: "null"}[key])
+    if isinstance(key, int):
+        return _escape(int.__repr__(key))
+    raise _NotPlain
+
+
+def _indented(value: Any, parts: list[str], newline: str) -> None:
+    # json.dumps's order of tests: str, the three constants, int, float, list/tuple, dict
+    if isinstance(value, str):
+        parts.append(_escape(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, float):
+        parts.append(_float_text(value))
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            parts.append("[]")
+            return
+        inner, sep = newline + "  ", "["
+        for item in value:
+            parts.append(sep + inner)
+            _indented(item, parts, inner)
+            sep = ","
+        parts.append(newline + "]")
+    elif isinstance(value, dict):
+        if not value:
+            parts.append("{}")
+            return
+        inner, sep = newline + "  ", "{"
+        for key, item in value.items():
+            parts.append(f"{sep}{inner}{_key_text(key)}: ")
+            _indented(item, parts, inner)
+            sep = ","
+        parts.append(newline + "}")
+    else:
+        raise _NotPlain

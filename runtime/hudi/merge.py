@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 from runtime.data.bucket import java_string_hash, java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
 from runtime.hudi.java_hashmap import iteration_order, reput_order
-from runtime.hudi.merge_rule import incoming_wins
+from runtime.hudi.merge_rule import incoming_wins, plain_numbers
 from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
@@ -332,8 +332,12 @@ def _wins(inc: pa.Table, base: pa.Table, precombine: str, at: npt.NDArray[np.int
         return np.ones(len(at), dtype=bool)
     where = np.flatnonzero(found)
     wins = np.ones(len(at), dtype=bool)
-    incoming = inc.column(precombine).take(pa.array(where))
-    wins[where] = incoming_wins(incoming, base.column(precombine).take(pa.array(at[where])))
+    inc_pre, base_pre = inc.column(precombine), base.column(precombine)
+    if plain_numbers(inc_pre, base_pre):  # numpy picks the pairs, in fewer calls than two takes
+        incoming, stored = pa.array(inc_pre.to_numpy()[where]), pa.array(base_pre.to_numpy()[at[where]])
+    else:
+        incoming, stored = inc_pre.take(pa.array(where)), base_pre.take(pa.array(at[where]))
+    wins[where] = incoming_wins(incoming, stored)
     return wins
 
 

@@ -62,13 +62,18 @@ def incoming_wins(
     ``DefaultHoodieRecordPayload.combineAndGetUpdateValue``; a null incoming value loses)."""
     if rule is MergeRule.COMMIT_TIME_ORDERING:
         return np.ones(len(incoming), dtype=bool)
-    if (
-        incoming.type == stored.type
-        and (pa.types.is_integer(incoming.type) or pa.types.is_floating(incoming.type))
-        and not incoming.null_count
-        and not stored.null_count
-    ):  # numpy compares plain numbers in fewer calls
+    if plain_numbers(incoming, stored):  # numpy compares plain numbers in fewer calls
         wins: npt.NDArray[np.bool_] = np.asarray(incoming.to_numpy() >= stored.to_numpy())
         return wins
     ge = pc.fill_null(pc.greater_equal(incoming, stored), False)
     return np.asarray(ge.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def plain_numbers(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) -> bool:
+    """Two columns of one integer or floating type, without nulls (numpy compares them as they are)."""
+    return (
+        a.type == b.type
+        and (pa.types.is_integer(a.type) or pa.types.is_floating(a.type))
+        and not a.null_count
+        and not b.null_count
+    )

@@ -791,5 +791,6 @@ class HudiTable:
     def write_base_file(self, rel_path: str, data: pa.Table, options: ParquetWriteOptions | None = None) -> int:
         # distinct in every row of a file group: its sequence numbers and its keys
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
-        args = (options or ParquetWriteOptions()).write_table_args(data, distinct)
+        # (a dictionary decision is a distinct count per column: only for a DFS that encodes)
+        args = (options or ParquetWriteOptions()).write_table_args(data, distinct) if self.dfs.encodes_parquet else {}
         return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data, **args)

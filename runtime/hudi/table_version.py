@@ -38,6 +38,8 @@ from typing import Any
 
 import fastavro
 
+from runtime.core.json_doc import dumps_indented
+
 LAYOUT_1_TIMELINE = ""  # the timeline is .hoodie itself
 LAYOUT_2_TIMELINE = "timeline"
 LAYOUT_2_HISTORY = "history"
@@ -160,7 +162,7 @@ class TableVersion:
     def encode_metadata(self, doc: dict[str, Any]) -> bytes:
         """Commit metadata as the version stores it: JSON (layout 1) or one Avro record (layout 2)."""
         if not self.layout_2:
-            return json.dumps(doc, indent=2).encode()
+            return dumps_indented(doc).encode()
         record = {**doc, "partitionToWriteStats": _avro_stats(doc.get("partitionToWriteStats") or {})}
         buf = io.BytesIO()
         fastavro.writer(buf, _PARSED_SCHEMA, [record])

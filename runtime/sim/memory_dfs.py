@@ -40,6 +40,8 @@ class MemoryStore:
 class MemoryDfs(Dfs):
     """A :class:`Dfs` on a :class:`MemoryStore` (same counting, same fault hook)."""
 
+    encodes_parquet = False  # it keeps the table itself: no codec, no dictionary to decide
+
     def __init__(
         self,
         store: MemoryStore,

@@ -86,6 +86,8 @@ DEFAULT_DELAY = Delay.uniform(0.0002, 0.002)
 
 def message_kind(msg: Any) -> str:
     """What the trace says a message is: its type, and the checkpoint or round it belongs to."""
+    if msg is None:  # most replies: no look-ups
+        return "NoneType"
     name = type(msg).__name__
     ckp = getattr(msg, "checkpoint_id", None)
     if isinstance(ckp, int):

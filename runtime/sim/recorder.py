@@ -73,7 +73,7 @@ class TraceRecorder:
                 if len(self._scrubbed) < 100_000:
                     self._scrubbed[value] = done
             return done
-        return self._scrub_text(_FIELD_ENCODER.encode(value))
+        return self._scrub_text(_encode_field(value))
 
     def _scrub_text(self, text: str) -> str:
         for old, new in self.scrub:
@@ -120,31 +120,36 @@ class TraceRecorder:
 
 
 _LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-# The same encoder without JSONEncoder.encode's per-call set-up (it builds its C encoder on every
-# call): the trace's hash encodes every event of every run. Same arguments, so the same bytes.
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-_LINE_CHUNKS = (
-    _c_make_encoder(
+
+
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` without its per-call set-up (it builds its C encoder on every call):
+    every event of every run is encoded, and many carry args. Same arguments, so the same bytes
+    (no circular-reference check: events hold plain values)."""
+    if _c_make_encoder is None:
+        return encoder.encode
+    chunks = _c_make_encoder(
         None,
-        _LINE_ENCODER.default,
-        json.encoder.encode_basestring,
+        encoder.default,
+        json.encoder.encode_basestring_ascii if encoder.ensure_ascii else json.encoder.encode_basestring,
         None,
-        _LINE_ENCODER.key_separator,
-        _LINE_ENCODER.item_separator,
-        False,
-        False,
-        True,
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
     )
-    if _c_make_encoder is not None
-    else None
-)
+    return lambda value: "".join(chunks(value, 0))
+
+
+_encode_field = _one_shot(_FIELD_ENCODER)
+_encode_line = _one_shot(_LINE_ENCODER)
 
 
 def event_line(event: Event) -> str:
     """One event as a JSON line (without the newline): what ``trace.jsonl`` holds and the hash covers."""
-    if _LINE_CHUNKS is not None:
-        return "".join(_LINE_CHUNKS(event, 0))
-    return _LINE_ENCODER.encode(event)
+    return _encode_line(event)
 
 
 def trace_sha256(events: Iterable[Event]) -> str:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from runtime.core.codec import from_wire
 from runtime.core.dfs import Dfs
 from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, waited_text
+from runtime.core.fault_points import NO_FAULTS
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
 from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
 
@@ -73,7 +74,8 @@ class SimEnv(Env):
         self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
         self.io_delay = io_delay
         self._deferred_io_s = 0.0  # slow-DFS time owed by the current inline I/O call
-        self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self.now)
+        # the loop's clock itself, not ``now`` around it: every trace event reads it
+        self.tracer = SimTracer(role, recorder, enabled=chrome_trace, clock=self._loop.time)
         self.metrics = SimMetrics(role, recorder)
         self.recorder = recorder
         self.send_errors: list[str] = []
@@ -125,7 +127,9 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        await self.faults.apply_call_fault(dest, method, msg, timeout, option)
+        faults = self.faults
+        if faults is not NO_FAULTS:  # (every call: nothing armed costs one test, no coroutine)
+            await faults.apply_call_fault(dest, method, msg, timeout, option)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
         if not timeout:
@@ -146,7 +150,8 @@ class SimEnv(Env):
         self._check_alive()
         self._check_dest(dest)
         self.metrics.rpc(method)
-        delay = self.faults.send_fault_delay(dest, method, msg)
+        faults = self.faults  # nothing armed: one test per message
+        delay = 0.0 if faults is NO_FAULTS else faults.send_fault_delay(dest, method, msg)
         if delay is None:
             return  # lost in transit
         if delay:  # delivered late; messages sent after it overtake it
@@ -175,7 +180,7 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         loop = self.network.loop
-        delay = self.faults.send_fault_delay(dest, method, msg)
+        delay = 0.0 if self.faults is NO_FAULTS else self.faults.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         if delay is None:  # lost in transit: the sender learns it when its ask times out
             loop.call_later(
