@@ -475,30 +475,36 @@ def simulate(
         run = _new_run(
             resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace
         )
-        loop, recorder = run.loop, run.recorder
         run.network.reply_probes.extend(reply_probes or [])
-        record = _run_loop(run, loop, chrome_trace_path)
+        record = _run_loop(run, run.loop, chrome_trace_path)
         record.table_before = run.table_before
         record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
         if verify and run.driver is not None:
             record.committed_prefix = verify_committed_prefix(
                 run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
             )
-    events = recorder.events
-    record.simulation = SimulationRecord(
+    record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, trace or expect_trace is not None)
+    return record
+
+
+def _simulation_record(
+    run: _SimRun, storage: str, seed: int, wall0: float, verify_s: float, keep_trace: bool
+) -> SimulationRecord:
+    """What only the simulator reports of a run: its seed, virtual time, the trace's hash."""
+    events = run.recorder.events
+    return SimulationRecord(
         host="simulator",
         storage=storage,
         seed=seed,
-        virtual_s=round(loop.time(), 6),
+        virtual_s=round(run.loop.time(), 6),
         wall_s=round(run.wall_s - wall0, 3),
         verify_s=round(verify_s, 3),
         sim=run.sim_info,
         trace_events=len(events),
         trace_sha256=trace_sha256(events),
-        divergence=recorder.divergence,
-        trace=events if trace or expect_trace is not None else None,
+        divergence=run.recorder.divergence,
+        trace=events if keep_trace else None,
     )
-    return record
 
 
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
