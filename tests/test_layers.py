@@ -33,3 +33,18 @@ def test_python_m_runtime_is_the_one_module_entry_point():
         if p.name == "__main__.py" or 'if __name__ == "__main__"' in p.read_text()
     }
     assert mains == {"runtime/__main__.py"}
+
+
+def test_no_function_of_runtime_or_actors_is_over_sixty_lines():
+    """The project's rule for readable code: a function that grows past 60 lines is split."""
+    import ast
+
+    long = []
+    for package in ("runtime", "actors"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                    if lines > 60:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, long
