@@ -110,10 +110,13 @@ def fault_checkpoint(seed: int, checkpoints: int) -> int:
     return 2 + (seed % span)
 
 
-def applicable(protocol: str, fault: str) -> bool:
-    """Whether ``fault`` exists under ``protocol`` (the bus faults need a bus on the DFS)."""
+def applicable(protocol: str, fault: str, compacts: bool = False) -> bool:
+    """Whether ``fault`` exists under ``protocol`` (the bus faults need a bus on the DFS) and the
+    job's table (the compaction faults need a merge-on-read table that compacts)."""
     from runtime.protocols import PROTOCOLS
 
+    if fault.startswith("compaction."):
+        return compacts
     return not fault.startswith("bus.") or PROTOCOLS[protocol].messages_on_dfs
 
 
@@ -221,8 +224,9 @@ RunFn = Callable[[JobConfig, str], "JobResult"]
 
 def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: str, seed: int) -> MatrixRun:
     """Runs one (protocol, fault, seed) in its own directory and classifies the outcome."""
-    if not applicable(protocol, fault):
-        return MatrixRun(protocol, fault, seed, NOT_APPLICABLE, "not under this protocol")
+    if not applicable(protocol, fault, base.compacts):
+        why = "no compaction on this table" if fault.startswith("compaction.") else "not under this protocol"
+        return MatrixRun(protocol, fault, seed, NOT_APPLICABLE, why)
     sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
     cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
     try:

@@ -89,6 +89,9 @@ def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
 
 def test_the_bus_faults_do_not_apply_without_a_bus(tmp_path):
     assert applicable("message-bus", "bus.deleted") and not applicable("coordination-rpc", "bus.deleted")
+    # a compaction fault exists only where the table compacts (merge-on-read), never "not fired"
+    assert not applicable("message-bus", "compaction.crash_during")
+    assert applicable("message-bus", "compaction.crash_during", compacts=True)
     doc = run_matrix(
         JobConfig(source="generator"),
         ["operator-event"],
