@@ -45,7 +45,7 @@ def load_protocol(spec: str, registered: dict[str, type[Protocol]]) -> type[Prot
     if target.endswith(".py") or os.sep in target or "/" in target:
         cls = _from_module(_module_from_file(spec, target), class_name, spec)
     else:
-        cls = _from_entry_point(spec) or _from_module(_import_module(spec, target), class_name, spec)
+        cls = _from_entry_point(spec) or _from_module(_import_module(spec, target, list(registered)), class_name, spec)
     check_protocol(cls, spec)
     if cls.name in registered and registered[cls.name] is not cls:
         raise ProtocolSpecError(
@@ -89,13 +89,13 @@ def _module_from_file(spec: str, path: str) -> ModuleType:
     return module
 
 
-def _import_module(spec: str, name: str) -> ModuleType:
+def _import_module(spec: str, name: str, shipped: list[str]) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
         raise ProtocolSpecError(
             f"--protocol {spec}: not a shipped protocol, a .py file, an importable module nor an entry point "
-            f"of {ENTRY_POINT_GROUP!r} ({exc}); choose a shipped protocol or give a path/to/file.py[:Class]"
+            f"of {ENTRY_POINT_GROUP!r} ({exc}); choose one of {', '.join(shipped)}, or give a path/to/file.py[:Class]"
         ) from exc
     except Exception as exc:
         raise ProtocolSpecError(f"--protocol {spec}: module {name} does not load: {type(exc).__name__}: {exc}") from exc

@@ -140,8 +140,9 @@ def test_a_missing_file_or_class_and_a_shipped_name_taken_are_refused(own_protoc
         get_protocol(str(tmp_path / "nowhere.py"))
     with pytest.raises(ProtocolSpecError, match="no Protocol subclass 'Nope'"):
         get_protocol(f"{own_protocol}:Nope")
-    with pytest.raises(ProtocolSpecError, match="not a shipped protocol"):
+    with pytest.raises(ProtocolSpecError, match="not a shipped protocol") as unknown:
         get_protocol("carrier-pigeon")
+    assert all(name in str(unknown.value) for name in PROTOCOLS)  # the choices, as --help lists them
     clash = tmp_path / "clash.py"
     clash.write_text(own_protocol.read_text().replace(f'name = "{NAME}"', 'name = "message-bus"'))
     with pytest.raises(ProtocolSpecError, match="a shipped protocol's name"):
