@@ -10,7 +10,15 @@ from typing import Any
 from rich.console import Console
 
 from runtime.cli import exits
-from runtime.cli.options import check_writable_dir, job_command, job_config, names_option, protocol_names
+from runtime.cli.options import (
+    PROTOCOLS_HELP,
+    check_writable_dir,
+    job_command,
+    job_config,
+    names_option,
+    protocol_names,
+    protocol_specs,
+)
 from runtime.cli.terminal import engine_log, engines_to_log
 from runtime.core.config import TABLE_TYPES, JobConfig
 
@@ -23,7 +31,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from runtime.lab.report import runs_progress
 
     out = check_writable_dir(args.out, "--out")
-    names = names_option(args.protocols, protocol_names(), "--protocols")
+    names = protocol_specs(args.protocols)
     table_types = list(TABLE_TYPES) if args.table_type == "both" else [args.table_type]
     args.table_type = table_types[0]
     base = job_config(args, out)
@@ -71,7 +79,7 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{name:45s} {FAULT_POINTS.get(name) or SCENARIO_FAULTS[name]}")
         return exits.ExitCode.OK
     out = check_writable_dir(args.out, "--out")
-    protocols = names_option(args.protocols, protocol_names(), "--protocols")
+    protocols = protocol_specs(args.protocols)
     faults = names_option(args.faults, known, "--faults")
     base = job_config(args, out, arm_faults=False)  # here --faults names the matrix's columns
     base.validate(protocol_names())
@@ -111,7 +119,7 @@ def add_commands(sub: Any) -> None:
         out="commitlab-compare",
         more_choices={"table_type": (["both"], "both: every protocol on each, side by side")},  # compare alone
     )
-    cmp.add_argument("--protocols", default="", help="comma-separated protocols (default: all)")
+    cmp.add_argument("--protocols", default="", help=PROTOCOLS_HELP)
     cmp.add_argument(
         "--schedule",
         choices=["quiet-round", "even"],
@@ -138,7 +146,7 @@ def add_commands(sub: Any) -> None:
         out="commitlab-faults",
         exclude=("faults",),
     )
-    flt.add_argument("--protocols", default="", help="comma-separated protocols (default: all)")
+    flt.add_argument("--protocols", default="", help=PROTOCOLS_HELP)
     flt.add_argument("--faults", default="", help="comma-separated fault points and scenarios (default: all)")
     flt.add_argument("--seeds", type=int, default=1, help="runs per cell (default: 1)")
     flt.add_argument(

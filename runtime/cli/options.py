@@ -333,8 +333,37 @@ def protocol_names() -> list[str]:
     return list(PROTOCOLS)
 
 
+PROTOCOL_SPEC_HELP = "or your own: path/to/file.py[:Class], pkg.module[:Class], an entry point (docs/PROTOCOL_API.md)"
+
+
+def protocol_spec(spec: str) -> str:
+    """An argparse ``type``: a registered protocol or a spec that loads and implements the API
+    (a ProtocolSpecError, exit 2, otherwise), a file's path made absolute for other processes."""
+    from runtime.protocols import get_protocol
+    from runtime.protocols.loading import absolute_spec
+
+    spec = absolute_spec(spec.strip())
+    get_protocol(spec)
+    return spec
+
+
+PROTOCOLS_HELP = "comma-separated protocols (default: all), each a shipped one or a spec as --protocol takes"
+
+
+def protocol_specs(text: str) -> list[str]:
+    """A comma-separated list of protocol specs (empty: every registered protocol)."""
+    specs = [protocol_spec(n) for n in text.split(",") if n.strip()] or protocol_names()
+    return list(dict.fromkeys(specs))
+
+
+def protocol_help(what: str) -> str:
+    return f"{what}: one of {', '.join(protocol_names())}, {PROTOCOL_SPEC_HELP}"
+
+
 def protocol_option(p: CommandParser, default: str) -> None:
-    p.add_argument("--protocol", default=default, choices=protocol_names(), help=f"the protocol (default: {default})")
+    p.add_argument(
+        "--protocol", default=default, type=protocol_spec, help=protocol_help(f"the protocol (default: {default})")
+    )
 
 
 def names_option(text: str, known: list[str], flag: str) -> list[str]:

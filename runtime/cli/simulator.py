@@ -27,7 +27,9 @@ from runtime.cli.options import (
     add_job_options,
     check_writable_dir,
     config_from_args,
+    protocol_help,
     protocol_names,
+    protocol_spec,
 )
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.json_doc import JsonObject
@@ -61,8 +63,8 @@ def add_commands(subparsers: Any) -> None:
     p.add_argument(
         "--protocol",
         default=JobConfig().protocol,
-        choices=protocol_names(),
-        help=f"the protocol (default: {JobConfig().protocol})",
+        type=protocol_spec,
+        help=protocol_help(f"the protocol (default: {JobConfig().protocol})"),
     )
     p.add_argument(
         "--seed",
@@ -284,9 +286,9 @@ def _add_explore_commands(subparsers: Any) -> None:
     p.add_argument("--first-seed", type=int, default=0, help="the first seed (default: 0)")
     p.add_argument(
         "--protocol",
-        choices=protocol_names(),
+        type=protocol_spec,
         default=None,
-        help="one protocol (default: every protocol, --seeds each)",
+        help=protocol_help("one protocol (default: every protocol, --seeds each)"),
     )
     p.add_argument("--out", default="commitlab-explore", help="directory for explore.json (default: commitlab-explore)")
     p.add_argument(
@@ -322,7 +324,7 @@ def _add_replay_commands(subparsers: Any) -> None:
     ):
         q: CommandParser = subparsers.add_parser(name, help=helptext)
         q.add_argument("--seed", type=int, required=True, help="the seed to run (explore prints it)")
-        q.add_argument("--protocol", choices=protocol_names(), required=True, help="the protocol to run")
+        q.add_argument("--protocol", type=protocol_spec, required=True, help=protocol_help("the protocol to run"))
         src = q.exclusive_group(required=True)
         src.add_argument(
             "--scenario",

@@ -207,7 +207,7 @@ def job_result(
     on_table = table_record(driver, coord, figures, commits_before)
     return JobResult(
         figures=figures,
-        protocol=cfg.protocol,
+        protocol=driver.protocol.name,  # a spec's class name, not its file path
         writers=cfg.writers,
         source=cfg.source,
         table=table,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.config import TRANSPORT_DEADLINE_FLOORS_S, JobConfig, flag_of, transport_floor
 from runtime.core.json_doc import JsonObject
+from runtime.protocols import protocol_name
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -110,11 +111,12 @@ def run_compare(
     by_type: dict[str, JsonObject] = {}
     for t, table_type in enumerate(types):
         rows_of_type: JsonObject = {}
-        for i, name in enumerate(protocols):
+        for i, spec in enumerate(protocols):
+            name = protocol_name(spec)  # a spec may be a file's path: rows and directories use its name
             if on_start:
                 on_start(f"{name} ({table_type})" if len(types) > 1 else name, t * len(protocols) + i)
             sub = os.path.join(out_dir, table_type, name) if len(types) > 1 else os.path.join(out_dir, name)
-            cfg = base.replace(protocol=name, table=os.path.join(sub, "table"), table_type=table_type)
+            cfg = base.replace(protocol=spec, table=os.path.join(sub, "table"), table_type=table_type)
             result = run(cfg, sub)
             rows_of_type[name] = figures(result, rtt["p50_s"] if rtt else None)
         by_type[table_type] = rows_of_type

@@ -113,11 +113,11 @@ def fault_checkpoint(seed: int, checkpoints: int) -> int:
 def applicable(protocol: str, fault: str, compacts: bool = False) -> bool:
     """Whether ``fault`` exists under ``protocol`` (the bus faults need a bus on the DFS) and the
     job's table (the compaction faults need a merge-on-read table that compacts)."""
-    from runtime.protocols import PROTOCOLS
+    from runtime.protocols import get_protocol
 
     if fault.startswith("compaction."):
         return compacts
-    return not fault.startswith("bus.") or PROTOCOLS[protocol].messages_on_dfs
+    return not fault.startswith("bus.") or get_protocol(protocol).messages_on_dfs
 
 
 def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str) -> JobConfig:
@@ -223,20 +223,24 @@ RunFn = Callable[[JobConfig, str], "JobResult"]
 
 
 def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: str, seed: int) -> MatrixRun:
-    """Runs one (protocol, fault, seed) in its own directory and classifies the outcome."""
+    """Runs one (protocol, fault, seed) in its own directory and classifies the outcome; the
+    record names the protocol by its class's ``name`` (``protocol`` may be a file's spec)."""
+    from runtime.protocols import protocol_name
+
+    name = protocol_name(protocol)
     if not applicable(protocol, fault, base.compacts):
         why = "no compaction on this table" if fault.startswith("compaction.") else "not under this protocol"
-        return MatrixRun(protocol, fault, seed, NOT_APPLICABLE, why)
-    sub = os.path.join(out_dir, f"{protocol}__{fault}__{seed}")
+        return MatrixRun(name, fault, seed, NOT_APPLICABLE, why)
+    sub = os.path.join(out_dir, f"{name}__{fault}__{seed}")
     cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
     try:
         result = run(cfg, sub)
     except Exception as exc:  # noqa: BLE001 - a run that could not even start is a failure of that row, recorded
         error = f"{type(exc).__name__}: {exc}"
-        return MatrixRun(protocol, fault, seed, FAILED, error, status="error", replay=replay_command(cfg, fault, seed))
+        return MatrixRun(name, fault, seed, FAILED, error, status="error", replay=replay_command(cfg, fault, seed))
     outcome, why = classify(protocol, fault, result)
     return MatrixRun(
-        protocol,
+        name,
         fault,
         seed,
         outcome,
@@ -280,8 +284,10 @@ def run_matrix(
     # run's waits (timeouts, checkpoint intervals, actor start-up) with the other's work
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
         records = list(pool.map(one, cells))
+    from runtime.protocols import protocol_name
+
     doc = {
-        "protocols": protocols,
+        "protocols": [protocol_name(p) for p in protocols],
         "faults": faults,
         "seeds": seeds,
         "parallel": parallel,

@@ -1,15 +1,19 @@
 """The instant-coordination protocols, one module each, behind :mod:`runtime.protocols.base`.
 
 Adding a protocol is a new module with a :class:`~runtime.protocols.base.Protocol` subclass and
-one line in :data:`PROTOCOLS`.
+one line in :data:`PROTOCOLS`; a protocol outside the project is named by a spec (a file, a module,
+an entry point) that :mod:`runtime.protocols.loading` resolves (docs/PROTOCOL_API.md).
 """
 
 from __future__ import annotations
+
+from functools import cache
 
 from runtime.protocols.base import Protocol
 from runtime.protocols.ckp_meta import CkpMetaProtocol
 from runtime.protocols.control_topic import ControlTopicProtocol
 from runtime.protocols.coordination_rpc import AsyncCoordinationRpcProtocol, CoordinationRpcProtocol
+from runtime.protocols.loading import load_protocol
 from runtime.protocols.message_bus import MessageBusProtocol
 from runtime.protocols.operator_event import OperatorEventProtocol
 from runtime.protocols.timeline_server import TimelineServerProtocol
@@ -28,8 +32,13 @@ PROTOCOLS: dict[str, type[Protocol]] = {
 }
 
 
-def get_protocol(name: str) -> type[Protocol]:
-    try:
-        return PROTOCOLS[name]
-    except KeyError:
-        raise ValueError(f"unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None
+@cache
+def get_protocol(spec: str) -> type[Protocol]:
+    """The protocol a registered name or a spec (``path/to/file.py[:Class]``, ``pkg.mod[:Class]``,
+    an entry point of ``commitlab.protocols``) names; raises ProtocolSpecError (a UserError)."""
+    return load_protocol(spec, PROTOCOLS)
+
+
+def protocol_name(spec: str) -> str:
+    """What results and tables call the protocol ``spec`` names: its class's ``name``."""
+    return get_protocol(spec).name
