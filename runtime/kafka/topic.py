@@ -167,28 +167,9 @@ class ControlTopic:
         deadline = self.env.now() + max(0.0, request.timeout_s)
         waited = False
         while True:
-            self._enforce_retention()
-            if request.offset < self.log_start_offset:
-                self.out_of_range += 1
-                stats.out_of_range += 1
-                return FetchResponse(
-                    records=[],
-                    next_offset=self.log_start_offset,
-                    log_start_offset=self.log_start_offset,
-                    high_watermark=self.high_watermark,
-                    error=OFFSET_OUT_OF_RANGE,
-                )
-            if request.offset < self.high_watermark:
-                start = request.offset - self.log_start_offset
-                records = list(itertools.islice(self._log, start, start + request.max_records))
-                self.records_delivered += len(records)
-                stats.records += len(records)
-                return FetchResponse(
-                    records=records,
-                    next_offset=records[-1].offset + 1,
-                    log_start_offset=self.log_start_offset,
-                    high_watermark=self.high_watermark,
-                )
+            answer = self._answer_now(request, stats)
+            if answer is not None:
+                return answer
             remaining = deadline - self.env.now()
             if remaining <= 0:
                 if waited:
@@ -213,6 +194,33 @@ class ControlTopic:
                 )
             except WaitTimeout:
                 pass  # the loop re-checks and returns empty: a long poll never hangs
+
+    def _answer_now(self, request: FetchRequest, stats: _ConsumerStats) -> FetchResponse | None:
+        """The answer to ``request`` without waiting (out of range, or the records it asks for),
+        or None when it asks at or above the high watermark."""
+        self._enforce_retention()
+        if request.offset < self.log_start_offset:
+            self.out_of_range += 1
+            stats.out_of_range += 1
+            return FetchResponse(
+                records=[],
+                next_offset=self.log_start_offset,
+                log_start_offset=self.log_start_offset,
+                high_watermark=self.high_watermark,
+                error=OFFSET_OUT_OF_RANGE,
+            )
+        if request.offset < self.high_watermark:
+            start = request.offset - self.log_start_offset
+            records = list(itertools.islice(self._log, start, start + request.max_records))
+            self.records_delivered += len(records)
+            stats.records += len(records)
+            return FetchResponse(
+                records=records,
+                next_offset=records[-1].offset + 1,
+                log_start_offset=self.log_start_offset,
+                high_watermark=self.high_watermark,
+            )
+        return None
 
     def commit_offset(self, request: OffsetCommit | str, offset: int | None = None) -> None:
         """Stores a consumer's committed offset (``commit_offset(OffsetCommit)`` on the wire,
