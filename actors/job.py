@@ -35,7 +35,7 @@ from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
 from runtime.core.storage import redact
 from runtime.core.trace import write_trace
-from runtime.faults.injector import faults_path
+from runtime.faults.markers import faults_path
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.lock import Heartbeat, TableLock, command_line, hold_table
 from runtime.hudi.table import HudiTable, TableProps

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -23,6 +24,12 @@ from runtime.core.config import ConfigError, JobConfig
 from runtime.hudi.lock import Heartbeat, command_line, hold_table
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from runtime.lab.table_audit import Audit
+    from runtime.lab.verify import RecordedRun
 
 
 def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
@@ -57,7 +64,7 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
     return result
 
 
-def _say(console: Console) -> Any:
+def _say(console: Console) -> Callable[[str], None]:
     return lambda line: console.print(f"[yellow]{line}[/yellow]", highlight=False)
 
 
@@ -153,7 +160,7 @@ def _commits_line(checked: dict[str, Any]) -> str:
     return line + (f"; [red]{unreadable} could not be read[/red]" if unreadable else "")
 
 
-def _verified(console: Console, table: str, audit: Any, problems: int, verified: bool) -> int:
+def _verified(console: Console, table: str, audit: Audit, problems: int, verified: bool) -> int:
     """Prints verify's headline, which follows its exit code; returns the exit code."""
     from runtime.lab.report import verify_headline
 
@@ -161,7 +168,7 @@ def _verified(console: Console, table: str, audit: Any, problems: int, verified:
     return exits.of_verify(audit.ok, verified)
 
 
-def _recorded(args: argparse.Namespace) -> Any:
+def _recorded(args: argparse.Namespace) -> RecordedRun | None:
     """The run ``--result`` names (None without it); its table is the default ``--table``."""
     from runtime.lab.verify import VerifyError, recorded_run
 
@@ -175,7 +182,7 @@ def _recorded(args: argparse.Namespace) -> Any:
     return run
 
 
-def _expected_of_run(run: Any, table: str, console: Console) -> Any:
+def _expected_of_run(run: RecordedRun, table: str, console: Console) -> pa.Table:
     """The expected state of a recorded run: its stream (the generator's regenerated, or Spark's
     recomputed in Spark from the recorded input or workload), merged into the table as the run
     found it (``table_before``, read back by time travel)."""
@@ -191,7 +198,7 @@ def _expected_of_run(run: Any, table: str, console: Console) -> Any:
     return with_table_before(table, state, run)
 
 
-def _spark_state(cfg: JobConfig) -> Any:
+def _spark_state(cfg: JobConfig) -> pa.Table:
     """The expected state of a Spark run's stream, as the run computed it (one row per identity)."""
     import pyarrow as pa
 
@@ -205,19 +212,19 @@ def _spark_state(cfg: JobConfig) -> Any:
         return pa.Table.from_batches(state._collect_as_arrow())
 
 
-def _commits_or_error(table: str, check: Any) -> dict[str, Any]:
+def _commits_or_error(table: str, check: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """verify_commits, with a reader failure as a problem rather than a traceback."""
     from runtime.lab.verify import VerifyError
 
     try:
-        result: dict[str, Any] = check(table)
+        result = check(table)
     except VerifyError as exc:
         reason = f"no commit checked: {exc}"
         return {"verified": False, "commits": 0, "problems": [{"instant": "(table)", "reasons": [reason]}]}
     return result
 
 
-def _expected_from_input(args: argparse.Namespace) -> Any:
+def _expected_from_input(args: argparse.Namespace) -> pa.Table:
     """The expected state of ``--input``, computed in Spark on Ray: one row per (partition, key)."""
     import pyarrow as pa
 

@@ -37,7 +37,7 @@ from runtime.hudi.lock import Heartbeat, check_free
 
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
-    from runtime.sim.explore import SeedRun
+    from runtime.sim.explore import SeedRun, Verdict
 
 # what a simulation does not take: it generates its stream in Python and runs in one process
 NOT_SIMULATED = (
@@ -518,7 +518,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     return exits.of_exploration(doc["failures"])
 
 
-def _print_verdict(console: Console, verdict: Any, result: JobResult, n: int) -> None:
+def _print_verdict(console: Console, verdict: Verdict, result: JobResult, n: int) -> None:
     from runtime.sim.explore import excerpt
 
     style = _outcome_style(verdict.outcome)

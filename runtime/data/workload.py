@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the contract, re-exported
-from runtime.data.columns import BUCKET, INTERNAL_COLUMNS, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
+from runtime.data.columns import BUCKET, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
 from runtime.data.input_format import SPARK_OPTIONS, CheckedInput, check_input
 
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
-
-RESERVED = INTERNAL_COLUMNS  # a user's input may not carry them
 
 # Generated ``ts``: nominal event time of record i is TS_BASE_MS + i * TS_STEP_MS (ms since epoch).
 TS_BASE_MS = 1_700_000_000_000

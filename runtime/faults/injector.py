@@ -15,8 +15,7 @@ from typing import Any
 from runtime.core.dfs import Dfs, DfsError
 from runtime.core.fault_points import FaultPoints
 from runtime.core.fault_spec import DEFAULT_MESSAGE_TARGET, FaultSpec, InjectedCrash
-from runtime.faults.markers import FaultMarker
-from runtime.faults.markers import faults_path as faults_path  # re-exported: the job clears the markers
+from runtime.faults.markers import FaultMarker, faults_path
 
 
 class InjectedDfsError(DfsError):

@@ -46,13 +46,6 @@ class MergeRule(enum.Enum):
 # the rule the lab's writer and checker apply (the module docstring says why for the 0.10 protocols)
 MODELLED = MergeRule.EVENT_TIME_ORDERING
 
-# the rule each modelled release's Flink writer applies by default, for the record (result.json)
-RELEASE_DEFAULTS: dict[str, MergeRule] = {
-    "0.10": MergeRule.COMMIT_TIME_ORDERING,  # FlinkOptions write.payload.class = OverwriteWithLatestAvroPayload
-    "0.11+": MergeRule.EVENT_TIME_ORDERING,  # HoodieTableFactory: EventTimeAvroPayload with a precombine field
-    "1.1": MergeRule.EVENT_TIME_ORDERING,  # FlinkOptions payload.class = EventTimeAvroPayload
-}
-
 
 def incoming_wins(
     incoming: pa.ChunkedArray | pa.Array, stored: pa.ChunkedArray | pa.Array, rule: MergeRule = MODELLED

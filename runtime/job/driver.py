@@ -21,7 +21,14 @@ from typing import Any, Protocol
 
 from runtime.core import roles
 from runtime.core.config import flag_of
-from runtime.core.messages import CheckpointView, CoordinatorView, JobManagerView, TaskDump, TasksReset
+from runtime.core.messages import (
+    CheckpointView,
+    CompletedCheckpoint,
+    CoordinatorView,
+    JobManagerView,
+    TaskDump,
+    TasksReset,
+)
 from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
@@ -72,7 +79,7 @@ class JobHost(Protocol):
 
     async def timed_out(self) -> str: ...
 
-    def on_failover(self, error: str | None, restore: Any) -> None: ...
+    def on_failover(self, error: str | None, restore: CompletedCheckpoint | None) -> None: ...
 
     async def kill(self, names: Sequence[str]) -> list[MetricsSnapshot]: ...
 

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from runtime.core.config import JobConfig
+from runtime.core.messages import CompletedCheckpoint
 from runtime.protocols import get_protocol
 
 
@@ -21,7 +21,7 @@ def region_failover_applies(cfg: JobConfig, *, coordinator_sound: bool) -> bool:
     )
 
 
-def resume_checkpoint_id(last_triggered: int, restore: Any) -> int:
+def resume_checkpoint_id(last_triggered: int, restore: CompletedCheckpoint | None) -> int:
     """The last checkpoint id handed out before the failover: restored tasks resume after it."""
     return max(last_triggered, restore.checkpoint_id if restore is not None else 0)
 
@@ -37,7 +37,9 @@ class ResumePoint:
     start_round: int
 
 
-def resume_plan(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[Any, ResumePoint]:
+def resume_plan(
+    cfg: JobConfig, last_triggered: int, restore: CompletedCheckpoint | None
+) -> tuple[CompletedCheckpoint | None, ResumePoint]:
     """(the checkpoint the roles restore from, where they resume) after a failover from
     ``restore`` (the last completed checkpoint, or None)."""
     if get_protocol(cfg.protocol).writer_side.replays_from_committed_offsets:
@@ -47,7 +49,7 @@ def resume_plan(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[Any,
     return restore, ResumePoint(resume_id, resume_id + 1, start_round)
 
 
-def resume_summary(cfg: JobConfig, last_triggered: int, restore: Any) -> tuple[int | None, int]:
+def resume_summary(cfg: JobConfig, last_triggered: int, restore: CompletedCheckpoint | None) -> tuple[int | None, int]:
     """What a failover record says about where the job resumes, (the restored checkpoint, the
     resumed round), as :func:`resume_plan` decides: the control topic restores no checkpoint
     and replays from round 1."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,6 +17,9 @@ from runtime.lab.deadlock import SHOWN_LONGEST, longest_waits
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
+
+if TYPE_CHECKING:
+    from runtime.lab.table_audit import Audit
 
 # The progress bars leave sys.stdout and sys.stderr alone: redirected, they would print what Ray's
 # and Spark's threads write there (a raylet's warning, a worker's error) on the terminal, which
@@ -222,7 +225,7 @@ def verdict_table(eo: ExactlyOnce, title: str) -> Table:
     return t
 
 
-def audit_table_view(audit: Any) -> Table:
+def audit_table_view(audit: Audit) -> Table:
     """The findings of :func:`runtime.lab.table_audit.audit_table`, errors first."""
     # "consistent" is verify's headline alone, once every check ran (verify_headline)
     head = "[green]no error[/green]" if audit.ok else f"[red]{len(audit.errors)} error(s)[/red]"
@@ -243,7 +246,7 @@ def audit_table_view(audit: Any) -> Table:
     return t
 
 
-def verify_headline(table: str, audit: Any, problems: int, verified: bool) -> str:
+def verify_headline(table: str, audit: Audit, problems: int, verified: bool) -> str:
     """verify's last line: "consistent" exactly when every check passed (exit 0), else what failed."""
     if audit.ok and verified:
         return f"verify {table}: [green]consistent[/green]"

@@ -33,7 +33,7 @@ from runtime.flink.mailbox import (
 
 
 class FlushError(RuntimeError):
-    pass
+    """The task cannot take input or flush (it is failing, or a barrier found no instant): it fails."""
 
 
 class StreamTask(ABC):

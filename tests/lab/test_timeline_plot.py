@@ -95,7 +95,7 @@ def test_deadlock_trace_is_valid_and_the_picture_shows_it(p1_run, tmp_path):
     top, bottom = plot.lane_pixels[dl.task]
     red_cols = cols[0] + np.flatnonzero(red[top : bottom + 1, cols[0] : cols[1] + 1].any(axis=0))
     assert plot.time_of(red_cols.max()) >= plot.duration_s - 0.01
-    ckp2 = next(m["t"] for m in plot.checkpoint_marks if m["kind"] == "trigger" and m["checkpoint"] == 2)
+    ckp2 = next(m.t for m in plot.checkpoint_marks if m.kind == "trigger" and m.checkpoint == 2)
     assert plot.time_of(red_cols.min()) > ckp2
     assert plot.time_of(red_cols.max()) - plot.time_of(red_cols.min()) >= dl.blocked_s - 0.01
 
@@ -192,7 +192,7 @@ def test_renamed_checkpoint_events_keep_their_lines(p1_run, tmp_path):
     before = render_timeline(doc, str(tmp_path / "a.png"), deadlock=result.deadlock.to_json())
     after = render_timeline(renamed, str(tmp_path / "b.png"), deadlock=result.deadlock.to_json())
     assert after.checkpoint_marks == before.checkpoint_marks
-    assert {m["kind"] for m in after.checkpoint_marks} == {"trigger", "complete"}
+    assert {m.kind for m in after.checkpoint_marks} == {"trigger", "complete"}
     assert after.counts == before.counts
 
 
@@ -207,7 +207,7 @@ def test_checkpoints_and_failovers_are_read_from_args_not_names(tmp_path):
         args = trace_events.failover_args(1, phase)
         driver.instant(name, thread="failover", cat=trace_events.FAILOVER, args=args, at=at)
     plot = render_timeline(jm.drain() + driver.drain(), str(tmp_path / "t.png"))
-    marks = sorted((m["kind"], m["checkpoint"]) for m in plot.checkpoint_marks)
+    marks = sorted((m.kind, m.checkpoint) for m in plot.checkpoint_marks)
     assert marks == [("abort", 2), ("complete", 1), ("trigger", 1), ("trigger", 2)]
     assert plot.counts["failover"] == 1 and plot.counts["instant"] == 0
 

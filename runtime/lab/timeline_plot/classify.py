@@ -85,6 +85,19 @@ class Classified:
     failovers: list[FailoverMark] = field(default_factory=list)
 
 
+@dataclass
+class CheckpointMark:
+    """A checkpoint's dashed line: a ``trigger``, ``complete`` or ``abort`` at ``t``, and its label,
+    whose row above the axes and alignment the frame sets (:func:`runtime.lab.timeline_plot.draw.open_frame`)."""
+
+    kind: str
+    checkpoint: int
+    t: float
+    label: str
+    row: int = 0
+    ha: str = "left"
+
+
 @dataclass(frozen=True)
 class FailoverMark:
     """A failover of the job: when it failed, what the picture calls it, when every restarted role
@@ -196,19 +209,19 @@ def classify(evs: list[TraceEvent]) -> Classified:
     return out
 
 
-def checkpoint_marks(srt: Classified, statuses: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+def checkpoint_marks(srt: Classified, statuses: dict[int, dict[str, Any]]) -> list[CheckpointMark]:
     """The dashed lines of the checkpoints, each with its label; counts them in ``srt.counts``."""
-    marks: list[dict[str, Any]] = []
+    marks: list[CheckpointMark] = []
     for k, t in sorted(srt.triggers.items()):
         st = statuses.get(k, {}).get("status")
         suffix = "" if st in (None, "completed", "aborted", "timed-out") or k in srt.completes else f" ({st})"
         if st is None and statuses and k not in srt.completes and k not in srt.aborts:
             suffix = " (never completed)"
-        marks.append({"kind": "trigger", "checkpoint": k, "t": t, "label": f"ckp {k}{suffix}"})
+        marks.append(CheckpointMark("trigger", k, t, f"ckp {k}{suffix}"))
     for k, t in sorted(srt.completes.items()):
-        marks.append({"kind": "complete", "checkpoint": k, "t": t, "label": f"ckp {k} done"})
+        marks.append(CheckpointMark("complete", k, t, f"ckp {k} done"))
     for k, t in sorted(srt.aborts.items()):
-        marks.append({"kind": "abort", "checkpoint": k, "t": t, "label": f"ckp {k} aborted"})
+        marks.append(CheckpointMark("abort", k, t, f"ckp {k} aborted"))
     counts = srt.counts
     counts["ckp_trigger"], counts["ckp_complete"], counts["ckp_abort"] = (
         len(srt.triggers),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.core import roles
-from runtime.lab.timeline_plot.classify import Classified, FailoverMark
+from runtime.lab.timeline_plot.classify import CheckpointMark, Classified, FailoverMark
 from runtime.lab.timeline_plot.events import TraceEvent
 
 COLORS = {
@@ -60,23 +60,23 @@ class Frame:
     label_fs: float
 
 
-def _place_labels(marks: list[dict[str, Any]], x0: float, x1: float, width_in: float, fontsize: float) -> int:
+def _place_labels(marks: list[CheckpointMark], x0: float, x1: float, width_in: float, fontsize: float) -> int:
     """Assigns each mark's label a row above the axes so no two labels overlap; returns rows."""
     char_frac = (fontsize * 0.62 / 72.0) / max(1e-9, width_in)  # a character's width, axes fraction
     row_ends: list[float] = []
-    for m in sorted(marks, key=lambda m: m["t"]):
-        xf = (m["t"] - x0) / max(1e-12, x1 - x0)
-        width = char_frac * (len(m["label"]) + 1)
-        m["ha"] = "left" if xf + width <= 1.03 else "right"  # near the right edge: to the left
-        left, right = (xf - char_frac, xf + width) if m["ha"] == "left" else (xf - width, xf + char_frac)
+    for m in sorted(marks, key=lambda m: m.t):
+        xf = (m.t - x0) / max(1e-12, x1 - x0)
+        width = char_frac * (len(m.label) + 1)
+        m.ha = "left" if xf + width <= 1.03 else "right"  # near the right edge: to the left
+        left, right = (xf - char_frac, xf + width) if m.ha == "left" else (xf - width, xf + char_frac)
         for r, end in enumerate(row_ends):
             if left > end:
                 row_ends[r] = right
-                m["row"] = r
+                m.row = r
                 break
         else:
             row_ends.append(right)
-            m["row"] = len(row_ends) - 1
+            m.row = len(row_ends) - 1
     return len(row_ends)
 
 
@@ -169,7 +169,7 @@ def _offset(fig: Any, dx_pt: float, dy_pt: float) -> Any:
 def open_frame(
     lanes: list[str],
     writers: list[str],
-    marks: list[dict[str, Any]],
+    marks: list[CheckpointMark],
     x_range: tuple[float, float],
     title: str,
     dpi: int,
@@ -317,7 +317,7 @@ def draw_points(fr: Frame, points: list[tuple[str, TraceEvent]]) -> None:
                 )
 
 
-def draw_checkpoints(fr: Frame, marks: list[dict[str, Any]], traced_triggers: set[int]) -> None:
+def draw_checkpoints(fr: Frame, marks: list[CheckpointMark], traced_triggers: set[int]) -> None:
     """Checkpoints: dashed lines over every lane, labels in rows above the axes; the job manager's
     lane marks where it recorded each one."""
     from matplotlib.transforms import blended_transform_factory
@@ -326,21 +326,21 @@ def draw_checkpoints(fr: Frame, marks: list[dict[str, Any]], traced_triggers: se
     label_tf = blended_transform_factory(ax.transData, ax.transAxes)
     yj = fr.y_of[roles.JOB_MANAGER]
     for m in marks:
-        color = COLORS[m["kind"]]
-        if m["kind"] != "trigger" or m["checkpoint"] in traced_triggers:
-            ax.scatter([m["t"]], [yj], marker="o" if m["kind"] == "complete" else "s", s=28, color=color, zorder=6)
-        ax.axvline(m["t"], color=color, ls=(0, (4, 3)), lw=1.1, zorder=3.5, alpha=0.9)
+        color = COLORS[m.kind]
+        if m.kind != "trigger" or m.checkpoint in traced_triggers:
+            ax.scatter([m.t], [yj], marker="o" if m.kind == "complete" else "s", s=28, color=color, zorder=6)
+        ax.axvline(m.t, color=color, ls=(0, (4, 3)), lw=1.1, zorder=3.5, alpha=0.9)
         ax.text(
-            m["t"],
-            1.0 + (0.04 + 0.2 * m["row"]) / fr.axes_in,
-            m["label"],
+            m.t,
+            1.0 + (0.04 + 0.2 * m.row) / fr.axes_in,
+            m.label,
             transform=label_tf,
             fontsize=fr.label_fs,
             color=color,
-            ha=m["ha"],
+            ha=m.ha,
             va="bottom",
             clip_on=False,
-            fontweight="bold" if m["kind"] != "trigger" else "normal",
+            fontweight="bold" if m.kind != "trigger" else "normal",
         )
 
 

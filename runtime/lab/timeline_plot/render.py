@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.lab.timeline_plot.classify import (
+    CheckpointMark,
     checkpoint_marks,
     checkpoint_statuses,
     classify,
@@ -43,7 +44,7 @@ class TimelinePlot:
     counts: dict[str, int]
     duration_s: float
     deadlock_label: str | None = None
-    checkpoint_marks: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint_marks: list[CheckpointMark] = field(default_factory=list)
     lane_pixels: dict[str, tuple[int, int]] = field(default_factory=dict)
     x_pixels: tuple[int, int] = (0, 0)
     x_range_s: tuple[float, float] = (0.0, 1.0)  # the seconds at x_pixels' two ends
@@ -107,7 +108,7 @@ def render_timeline(
         counts=srt.counts,
         duration_s=round(t_end - t_start, 6),
         deadlock_label=deadlock_label,
-        checkpoint_marks=[{k: v for k, v in m.items() if k != "row"} for m in marks],
+        checkpoint_marks=marks,
         lane_pixels=lane_pixels,
         x_pixels=x_pixels,
         x_range_s=(fr.x0, fr.x1),
