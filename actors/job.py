@@ -170,7 +170,7 @@ class JobRun:
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
-        plan = plan_stream(cfg, self.on_phase)
+        plan = plan_stream(cfg, self.on_phase, self.job.input)
         table = HudiTable.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from runtime.core.config import JobConfig
 from runtime.data import generator
 from runtime.data.columns import OFFSET, PAYLOAD
+from runtime.data.input_format import CheckedInput
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import TableProps, avro_schema_json
 from runtime.lab.results import Timing
@@ -77,7 +78,7 @@ def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
 
 
-def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
+def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None, checked: CheckedInput | None = None) -> StreamPlan:
     """Generates the workload (or reads ``--input``) in Spark, assigns buckets, hands one shard
     per task to Ray. Bad input fails here, before any instant exists."""
     phase = on_phase or (lambda _what: None)
@@ -98,7 +99,7 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
     t_spark = time.time()
     phase(f"reading {cfg.input_path} in Spark" if cfg.input_path else f"generating {cfg.records:,} records in Spark")
-    df = spark_stream(spark, cfg)
+    df = spark_stream(spark, cfg, checked)
     df = df.cache()
     phase(f"bucketing the stream and handing {cfg.writers} shards to Ray")
     prepared = wl.prepare_stream(df, cfg.key_field, cfg.num_buckets, cfg.writers)
@@ -129,13 +130,20 @@ def plan_spark(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
     )
 
 
-def spark_stream(spark: Any, cfg: JobConfig) -> Any:
-    """The user's ``--input``, checked before anything is written, or the generated workload."""
+def spark_stream(spark: Any, cfg: JobConfig, checked: CheckedInput | None = None) -> Any:
+    """The user's ``--input``, checked before anything is written (``checked``: its check made
+    before Spark started), or the generated workload."""
     from runtime.data import workload as wl
 
     if cfg.input_path:
         return wl.read_input(
-            spark, cfg.input_path, cfg.key_field, cfg.partition_field, cfg.precombine_field, cfg.input_format or None
+            spark,
+            cfg.input_path,
+            cfg.key_field,
+            cfg.partition_field,
+            cfg.precombine_field,
+            cfg.input_format or None,
+            checked=checked,
         )
     spec = wl.WorkloadSpec(
         records=cfg.records,
@@ -150,8 +158,8 @@ def spark_stream(spark: Any, cfg: JobConfig) -> Any:
     return spec.generate(spark)
 
 
-def plan_stream(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
-    return plan_spark(cfg, on_phase) if cfg.source == "spark" else plan_generator(cfg, on_phase)
+def plan_stream(cfg: JobConfig, on_phase: PhaseHook = None, checked: CheckedInput | None = None) -> StreamPlan:
+    return plan_spark(cfg, on_phase, checked) if cfg.source == "spark" else plan_generator(cfg, on_phase)
 
 
 class StreamShardRounds:

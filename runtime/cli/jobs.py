@@ -28,6 +28,7 @@ from runtime.lab.results import JobResult
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from runtime.data.input_format import CheckedInput
     from runtime.lab.table_audit import Audit
     from runtime.lab.verify import RecordedRun
 
@@ -102,10 +103,13 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     from runtime.lab.table_audit import audit_table
     from runtime.lab.verify import RecordedRun, VerifyError, verify_commits, verify_run
 
+    input_checked = None
     if args.input:  # an input mistake is refused before any work, as by run
         from runtime.data.input_format import check_input
 
-        check_input(args.input, args.input_format or None, args.key, args.partition_field, args.precombine_field)
+        input_checked = check_input(
+            args.input, args.input_format or None, args.key, args.partition_field, args.precombine_field
+        )
     expected, source, run = None, args.result, _recorded(args)
     commits = run.commits if run is not None else None
     if not args.table:
@@ -136,7 +140,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
             f"(Ray's and Spark's own output goes to {engines_log})"
         )
         with engines_to_log(engines_log), ray_scope():
-            expected = _expected_from_input(args)
+            expected = _expected_from_input(args, input_checked)
         source = args.input
     if expected is None:
         checked = _commits_or_error(table, verify_commits)
@@ -224,7 +228,7 @@ def _commits_or_error(table: str, check: Callable[[str], dict[str, Any]]) -> dic
     return result
 
 
-def _expected_from_input(args: argparse.Namespace) -> pa.Table:
+def _expected_from_input(args: argparse.Namespace, checked: CheckedInput | None) -> pa.Table:
     """The expected state of ``--input``, computed in Spark on Ray: one row per (partition, key)."""
     import pyarrow as pa
 
@@ -234,7 +238,13 @@ def _expected_from_input(args: argparse.Namespace) -> pa.Table:
     with spark_scope():
         spark = start_spark()
         df = wl.read_input(
-            spark, args.input, args.key, args.partition_field, args.precombine_field, args.input_format or None
+            spark,
+            args.input,
+            args.key,
+            args.partition_field,
+            args.precombine_field,
+            args.input_format or None,
+            checked=checked,
         )
         state = wl.expected_state(df, args.key, args.precombine_field, args.partition_field)
         return pa.Table.from_batches(state._collect_as_arrow())

@@ -280,6 +280,7 @@ def read_input(
     fmt: str | None = None,
     *,
     timeout_s: float = DEFAULT_SPARK_TIMEOUT_S,
+    checked: CheckedInput | None = None,
 ) -> DataFrame:
     """Read a user's parquet / CSV / JSON Lines input as a stream, as :mod:`runtime.data.input_format`
     reads every format (RFC 4180 CSV with multi-line records; the schema its check inferred).
@@ -302,7 +303,8 @@ def read_input(
     from pyspark.sql import functions as F
 
     required = {"key": key, "partition": partition_field, "precombine": precombine_field}
-    checked = check_input(path, fmt, key, partition_field, precombine_field)
+    if checked is None:  # ``checked``: this input's check, already made before Spark started
+        checked = check_input(path, fmt, key, partition_field, precombine_field)
     files = checked.files
     raw = _read_files(spark, checked)
 

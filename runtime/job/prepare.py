@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import MESSAGE_FAULTS
 from runtime.data.errors import InputError
-from runtime.data.input_format import check_input
+from runtime.data.input_format import CheckedInput, check_input
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.hudi.avro_schema import UnsupportedColumn, check_columns
@@ -30,6 +30,9 @@ class ResolvedJob:
     """A job's configuration, validated and resolved against its table (:func:`prepare_job`)."""
 
     config: JobConfig
+    # ``--input`` as its check read it (files, format, schema), so the Spark job does not read it
+    # again to check it; None for the generator
+    input: CheckedInput | None = None
 
 
 def prepare_job(config: JobConfig, *, fresh_table: bool = False) -> ResolvedJob:
@@ -37,15 +40,15 @@ def prepare_job(config: JobConfig, *, fresh_table: bool = False) -> ResolvedJob:
     ConfigError. ``fresh_table``: the run writes a new table (the simulator's), so there is no
     table whose layout to read."""
     cfg = validate_job(config)
-    check_input_of(cfg)
-    return ResolvedJob(cfg if fresh_table else resolve_layout(cfg))
+    checked = check_input_of(cfg)
+    return ResolvedJob(cfg if fresh_table else resolve_layout(cfg), checked)
 
 
-def check_input_of(cfg: JobConfig) -> None:
+def check_input_of(cfg: JobConfig) -> CheckedInput | None:
     """``--input`` read as the Spark job will read it (:func:`runtime.data.input_format.check_input`),
     and every column's type one a Hudi table can hold; raises InputError naming the flag."""
     if not cfg.input_path:
-        return
+        return None
     checked = check_input(
         cfg.input_path, cfg.input_format or None, cfg.key_field, cfg.partition_field, cfg.precombine_field
     )
@@ -53,6 +56,7 @@ def check_input_of(cfg: JobConfig) -> None:
         check_columns(checked.schema)
     except UnsupportedColumn as exc:
         raise InputError(f"--input {cfg.input_path}: {exc}") from None
+    return checked
 
 
 def prepared(job: JobConfig | ResolvedJob) -> ResolvedJob:

@@ -48,3 +48,19 @@ def test_a_region_failover_keeps_the_coordinator_and_the_protocols_roles():
     ]
     assert specs[1].args == RoleArgs(task_id=1, resume_checkpoint_id=4, restored_state=None)
     assert specs[2].args == RoleArgs(task_id=1, writer="writer-1", start_round=5, start_offset=0)
+
+
+def test_a_prepared_job_carries_its_input_check_so_the_spark_job_does_not_read_the_input_to_check_it(tmp_path):
+    data = tmp_path / "in.csv"
+    data.write_text('id,region,seq,note\n1,eu,10,"two\nlines"\n2,us,9,plain\n1,eu,11,later\n')
+    cfg = JobConfig(
+        source="spark",
+        input_path=str(data),
+        key_field="id",
+        partition_field="region",
+        precombine_field="seq",
+        table=str(tmp_path / "table"),
+    )
+    job = prepare_job(cfg)
+    assert job.input is not None and job.input.rows == 3 and job.input.files == [str(data)]
+    assert prepare_job(JobConfig(**SMALL, table=str(tmp_path / "t2"))).input is None  # type: ignore[arg-type]
