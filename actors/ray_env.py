@@ -63,7 +63,8 @@ class RayEnv(Env):
         self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
     ) -> Any:
         self.metrics.rpc(method)
-        await self.faults.apply_call_fault(dest, method, msg, timeout, option)
+        if self.faults.arms_messages:
+            await self.faults.apply_call_fault(dest, method, msg, timeout, option)
         ref = self._submit(dest, method, to_wire(msg))
         try:
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply

@@ -20,6 +20,9 @@ class FaultPoints(abc.ABC):
     """The faults armed for one role, and the state a fired fault leaves behind."""
 
     specs: Sequence[FaultSpec]
+    # whether a messaging fault (message.dropped / message.delayed) is armed at all: hosts ask the
+    # per-message hooks below only then, so a role without one pays one test per message
+    arms_messages: bool = False
 
     @abc.abstractmethod
     def fire(self, point: str, *, checkpoint: int = -1, task: int = -1) -> FaultSpec | None:

@@ -25,6 +25,7 @@ class ArmedFaultPoints(FaultPoints):
     ) -> None:
         self.injector = injector
         self.specs = injector.specs
+        self.arms_messages = any(s.point in MESSAGE_FAULTS for s in self.specs)
         self.env = env
         self.on_dropped = on_dropped
         # (extra seconds per DFS operation, until when on this host's clock): the dfs.latency fault

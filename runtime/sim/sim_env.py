@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 from runtime.core.codec import from_wire
 from runtime.core.dfs import Dfs
 from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, waited_text
-from runtime.core.fault_points import NO_FAULTS
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
 from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
 
@@ -128,7 +127,7 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         faults = self.faults
-        if faults is not NO_FAULTS:  # (every call: nothing armed costs one test, no coroutine)
+        if faults.arms_messages:  # (every call: nothing armed costs one test, no coroutine)
             await faults.apply_call_fault(dest, method, msg, timeout, option)
         fut = self.network.post(self.role, dest, method, msg, want_reply=True)
         assert fut is not None
@@ -151,7 +150,7 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         faults = self.faults  # nothing armed: one test per message
-        delay = 0.0 if faults is NO_FAULTS else faults.send_fault_delay(dest, method, msg)
+        delay = faults.send_fault_delay(dest, method, msg) if faults.arms_messages else 0.0
         if delay is None:
             return  # lost in transit
         if delay:  # delivered late; messages sent after it overtake it
@@ -180,7 +179,7 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         loop = self.network.loop
-        delay = 0.0 if self.faults is NO_FAULTS else self.faults.send_fault_delay(dest, method, msg)
+        delay = self.faults.send_fault_delay(dest, method, msg) if self.faults.arms_messages else 0.0
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
         if delay is None:  # lost in transit: the sender learns it when its ask times out
             loop.call_later(
