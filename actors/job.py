@@ -390,7 +390,7 @@ class JobRun:
             self.driver,
             outcome,
             metrics=metrics,
-            driver_dfs_ops=counters.snapshot(),
+            driver_dfs=counters,
             coord=coord,
             jm=jm,
             dumps=dumps,

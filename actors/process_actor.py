@@ -232,7 +232,7 @@ class ProcessActor:
 
     async def metrics(self, name: str) -> MetricsSnapshot:
         env = self._role(name).env
-        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
+        return env.metrics.snapshot(env.dfs.counters, env.send_errors)
 
     async def trace_events(self, name: str) -> list[dict[str, Any]]:
         return self._role(name).env.tracer.drain()

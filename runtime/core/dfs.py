@@ -23,7 +23,12 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from runtime.core.dfs_components import component_of
 from runtime.core.roles import DRIVER
+
+# ``{role: {op: count}}`` and ``{role: {component: {op: count}}}``
+DfsOps = dict[str, dict[str, int]]
+DfsComponentOps = dict[str, dict[str, dict[str, int]]]
 
 # Operation names in the counters and results: exists, list, read, write, create, delete, mkdir, rename, stat.
 
@@ -37,26 +42,40 @@ class DfsNotFound(DfsError, FileNotFoundError):
 
 
 class DfsCounters:
-    """Thread-safe counts of DFS operations, ``{role: {op: count}}``."""
+    """Thread-safe counts of DFS operations by role, by the table component the path lies in
+    (:mod:`runtime.core.dfs_components`) and by operation."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self._counts: dict[tuple[str, str, str], int] = defaultdict(int)
 
-    def add(self, role: str, op: str, n: int = 1) -> None:
+    def add(self, role: str, op: str, path: str, n: int = 1) -> None:
+        key = (role, component_of(path), op)
         with self._lock:
-            self._counts[role][op] += n
+            self._counts[key] += n
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
+    def snapshot(self) -> DfsOps:
+        """``{role: {op: count}}``, every component added up."""
+        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         with self._lock:
-            return {role: dict(ops) for role, ops in self._counts.items()}
+            for (role, _component, op), n in self._counts.items():
+                out[role][op] += n
+        return {role: dict(ops) for role, ops in out.items()}
+
+    def by_component(self) -> DfsComponentOps:
+        """``{role: {component: {op: count}}}``."""
+        out: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+        with self._lock:
+            for (role, component, op), n in self._counts.items():
+                out[role][component][op] = n
+        return {role: {c: dict(ops) for c, ops in parts.items()} for role, parts in out.items()}
 
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
 
     @staticmethod
-    def merge(parts: Iterable[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    def merge(parts: Iterable[DfsOps]) -> DfsOps:
         """Adds several snapshots (one per process) into one."""
         total: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for part in parts:
@@ -64,6 +83,17 @@ class DfsCounters:
                 for op, n in ops.items():
                     total[role][op] += n
         return {role: dict(ops) for role, ops in total.items()}
+
+    @staticmethod
+    def merge_components(parts: Iterable[DfsComponentOps]) -> DfsComponentOps:
+        """Adds several :meth:`by_component` snapshots into one."""
+        total: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        for part in parts:
+            for role, components in part.items():
+                for component, ops in components.items():
+                    for op, n in ops.items():
+                        total[role][component][op] += n
+        return {role: {c: dict(ops) for c, ops in parts.items()} for role, parts in total.items()}
 
 
 @dataclass(frozen=True)
@@ -110,7 +140,7 @@ class Dfs:
     # -- bookkeeping -------------------------------------------------------------------------
 
     def _op(self, op: str, path: str) -> None:
-        self.counters.add(self.role, op)
+        self.counters.add(self.role, op, path)
         if self.fault_hook is not None:
             self.fault_hook(self.role, op, path)
 

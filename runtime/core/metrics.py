@@ -10,12 +10,15 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from runtime.core.dfs import DfsCounters
+
 
 @dataclass
 class MetricsSnapshot:
     """One role's counters at a moment (:meth:`Metrics.snapshot`), with what its host adds: its
     DFS operations by role and operation, and the messages it could not send. What each host
-    gathers of every role, and what the result's figures are added up from."""
+    gathers of every role, and what the result's figures are added up from. Its DFS operations come
+    by role and operation, and by role, component (:mod:`runtime.core.dfs_components`) and operation."""
 
     rpcs: dict[str, int]
     mails: dict[str, int]
@@ -23,7 +26,8 @@ class MetricsSnapshot:
     samples: dict[str, list[float]]
     values: dict[str, float]
     counters: dict[str, int]
-    dfs_ops: dict[str, dict[str, int]] = field(default_factory=dict)
+    dfs_ops: dict[str, dict[str, int]] = field(default_factory=dict)  # role, op
+    dfs_components: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # role, component, op
     send_errors: list[str] = field(default_factory=list)
 
 
@@ -51,9 +55,7 @@ class Metrics:
     def sample(self, name: str, value: float) -> None:
         self.samples[name].append(value)
 
-    def snapshot(
-        self, dfs_ops: dict[str, dict[str, int]] | None = None, send_errors: list[str] | None = None
-    ) -> MetricsSnapshot:
+    def snapshot(self, dfs: DfsCounters | None = None, send_errors: list[str] | None = None) -> MetricsSnapshot:
         """The counters now; a host adds the role's DFS operations and failed sends."""
         return MetricsSnapshot(
             rpcs=dict(self.rpcs),
@@ -62,7 +64,8 @@ class Metrics:
             samples={k: list(v) for k, v in self.samples.items()},
             values=dict(self.values),
             counters=dict(self.counters),
-            dfs_ops=dfs_ops or {},
+            dfs_ops=dfs.snapshot() if dfs else {},
+            dfs_components=dfs.by_component() if dfs else {},
             send_errors=list(send_errors or []),
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.core import trace_events
+from runtime.core.dfs import DfsCounters
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
@@ -188,7 +189,7 @@ def job_result(
     outcome: Outcome,
     *,
     metrics: list[MetricsSnapshot],
-    driver_dfs_ops: dict[str, dict[str, int]],
+    driver_dfs: DfsCounters,
     coord: CoordinatorView | None,
     jm: JobManagerView | None,
     dumps: dict[str, TaskDump],
@@ -201,7 +202,7 @@ def job_result(
     cfg = driver.cfg
     parts = metrics + driver.prior_metrics
     coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
-    figures = run_figures(parts, driver_dfs_ops, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
+    figures = run_figures(parts, driver_dfs, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
     fired = fired_faults(driver.table.dfs, driver.table.base_path)
     rolled_back = rollbacks(driver, coord)
     on_table = table_record(driver, coord, figures, commits_before)

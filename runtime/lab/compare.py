@@ -58,6 +58,7 @@ def figures(result: JobResult, rtt_s: float | None) -> JsonObject:
         "dfs_ops_per_checkpoint": by_type,
         "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
         "dfs_ops_per_checkpoint_by_role": fig.dfs_ops_per_checkpoint,
+        "dfs_ops_per_checkpoint_by_component": fig.dfs_per_checkpoint_by_component,
         "rpcs_per_checkpoint": round(sum(control_rpcs.values()) / n_ckp, 2),
         "rpcs_by_kind": control_rpcs,
         "writer_blocked_s": round(sum(fig.writer_blocked_s.values()), 3),
@@ -221,9 +222,9 @@ def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
 
 
 def compare_tables(doc: JsonObject) -> list[Table]:
-    """What each protocol did, what it cost, and its DFS operations by type: three tables that
-    each read at 80 columns."""
-    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc)]
+    """What each protocol did, what it cost, its DFS operations by type and by part of the table:
+    tables that each read at 80 columns."""
+    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc), _component_table(doc)]
     return tables + ([_table_types_table(doc)] if doc.get("table_types") else [])
 
 
@@ -339,4 +340,15 @@ def _dfs_table(doc: JsonObject) -> Table:
     t.padding = (0, 1) if len(ops) < 7 else (0, 0, 0, 1)
     for name, r in rows.items():
         t.add_row(name, *[f"{r['dfs_ops_per_checkpoint'].get(op, 0):.3g}" for op in ops])
+    return t
+
+
+def _component_table(doc: JsonObject) -> Table:
+    """DFS operations per checkpoint by the part of the table they touch (every role of the job)."""
+    rows = doc["protocols"]
+    parts = sorted({c for r in rows.values() for c in r.get("dfs_ops_per_checkpoint_by_component", {})})
+    t = _table("DFS operations per checkpoint, by part of the table (every role)", ["protocol", *parts])
+    for name, r in rows.items():
+        got = r.get("dfs_ops_per_checkpoint_by_component", {})
+        t.add_row(name, *[f"{got.get(c, 0):.3g}" for c in parts])
     return t

@@ -122,6 +122,9 @@ def summary_table(result: JobResult) -> Table:
     t.add_row("time", f"{timing['run_s']:.2f}s run + {timing['setup_s']:.2f}s set-up; {result.rows_per_s:,.0f} rows/s")
     for role, ops in sorted(result.figures.dfs_ops_per_checkpoint.items()):
         t.add_row(f"DFS ops/ckp ({role})", ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items())))
+    by_component = result.figures.dfs_per_checkpoint_by_component
+    if by_component:
+        t.add_row("DFS ops/ckp by part", ", ".join(f"{c} {n:g}" for c, n in by_component.items()))
     t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result.figures.rpcs.items())))
     blocked = result.figures.writer_blocked_s
     if blocked:

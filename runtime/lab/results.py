@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypedDict
 
 from runtime.core import roles
-from runtime.core.dfs import DfsCounters
+from runtime.core.dfs import DfsComponentOps, DfsCounters
 from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics, MetricsSnapshot
@@ -26,7 +26,7 @@ DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit
 
 def run_figures(
     metric_parts: Iterable[MetricsSnapshot],
-    driver_dfs_ops: dict[str, dict[str, int]],
+    driver_dfs: DfsCounters,
     releases: list[InstantRelease],
     checkpoints: dict[str, CheckpointEntry],
     dumps: dict[str, TaskDump],
@@ -35,7 +35,8 @@ def run_figures(
     """Counters, checkpoints, latencies of a run from its roles' metrics, the coordinator's
     instant releases, the job's checkpoints and the write tasks' dumps."""
     parts = list(metric_parts)
-    dfs_ops = DfsCounters.merge([m.dfs_ops for m in parts] + [driver_dfs_ops])
+    dfs_ops = DfsCounters.merge([m.dfs_ops for m in parts] + [driver_dfs.snapshot()])
+    by_component = DfsCounters.merge_components([m.dfs_components for m in parts] + [driver_dfs.by_component()])
     merged = Metrics.merge(parts)
     latencies = unblock_latencies([(r.instant, r.at) for r in releases], [w for d in dumps.values() for w in d.waits])
     completed = sum(1 for c in checkpoints.values() if c["status"] == "completed")
@@ -48,6 +49,8 @@ def run_figures(
         dfs_ops_per_checkpoint={
             r: {op: round(n / n_ckp, 2) for op, n in ops.items()} for r, ops in dfs_ops.items() if r not in DATA_ROLES
         },
+        dfs_ops_by_component=by_component,
+        dfs_per_checkpoint_by_component=per_checkpoint_by_component(by_component, n_ckp),
         rpcs=merged.rpcs,
         mails=merged.mails,
         writer_blocked_s={k: round(v, 3) for k, v in merged.blocked_s.items()},
@@ -55,6 +58,18 @@ def run_figures(
         commit_to_unblock_samples=[round(x, 5) for x in latencies],
         counters=merged.counters,
     )
+
+
+def per_checkpoint_by_component(by_component: DfsComponentOps, n_ckp: int) -> dict[str, float]:
+    """DFS operations per checkpoint by component, every role of the job added up but the driver's
+    (which prepares the table and verifies it): what a commit costs, part by part."""
+    out: dict[str, float] = {}
+    for role, components in by_component.items():
+        if role == roles.DRIVER:
+            continue
+        for component, counts in components.items():
+            out[component] = out.get(component, 0) + sum(counts.values())
+    return {c: round(n / n_ckp, 2) for c, n in sorted(out.items())}
 
 
 @dataclass
@@ -204,6 +219,8 @@ class RunFigures:
     checkpoints: CheckpointCounts
     dfs_ops: dict[str, dict[str, int]]  # by role, by operation
     dfs_ops_per_checkpoint: dict[str, dict[str, float]]
+    dfs_ops_by_component: DfsComponentOps  # by role, by component (runtime.core.dfs_components), by operation
+    dfs_per_checkpoint_by_component: dict[str, float]  # every role but the driver's
     rpcs: dict[str, int]
     mails: dict[str, int]
     writer_blocked_s: dict[str, float]
@@ -218,7 +235,9 @@ class RunFigures:
 
     @classmethod
     def from_json(cls, doc: JsonObject) -> RunFigures:
-        values = {f.name: doc[f.name] for f in fields(cls)}
+        # results written before the component breakdown existed have none
+        added: JsonObject = {"dfs_ops_by_component": {}, "dfs_per_checkpoint_by_component": {}}
+        values: JsonObject = {f.name: doc[f.name] if f.name in doc else added[f.name] for f in fields(cls)}
         return cls(**{**values, "checkpoints": CheckpointCounts(**doc["checkpoints"])})
 
 

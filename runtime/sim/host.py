@@ -337,7 +337,7 @@ class _SimRun:
             self.driver,
             outcome,
             metrics=[self._metrics_of(env) for env in self.envs.values()],
-            driver_dfs_ops=self.driver_counters.snapshot(),
+            driver_dfs=self.driver_counters,
             coord=coord,
             jm=jm,
             dumps=dumps,
@@ -358,7 +358,7 @@ class _SimRun:
 
     @staticmethod
     def _metrics_of(env: SimEnv) -> MetricsSnapshot:
-        return env.metrics.snapshot(env.dfs.counters.snapshot(), env.send_errors)
+        return env.metrics.snapshot(env.dfs.counters, env.send_errors)
 
     def chrome_events(self) -> list[dict[str, Any]]:
         """Every role's events, those of earlier attempts included, and the driver's failovers."""
