@@ -71,6 +71,11 @@ def of_exploration(failures: list[dict[str, Any]]) -> ExitCode:
     return ExitCode.FAILED if failures else ExitCode.OK
 
 
+def of_conformance(conforms: list[bool]) -> ExitCode:
+    """``conformance``: every table type's tables and timelines agree (beyond named differences)."""
+    return ExitCode.OK if conforms and all(conforms) else ExitCode.FAILED
+
+
 def of_replay(failing: bool) -> ExitCode:
     """``replay``: the seed's verdict."""
     return ExitCode.FAILED if failing else ExitCode.OK

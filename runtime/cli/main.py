@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from runtime.cli import experiments, jobs, report, s3_endpoint, simulator
+from runtime.cli import conformance, experiments, jobs, report, s3_endpoint, simulator
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import CommandParser, apply_config_file
 from runtime.cli.terminal import console_width, terminal
@@ -23,6 +23,7 @@ def build_parser() -> tuple[CommandParser, dict[str, CommandParser]]:
     sub = parser.add_subparsers(dest="command", required=True)
     jobs.add_run_commands(sub)
     experiments.add_commands(sub)
+    conformance.add_command(sub)
     jobs.add_verify_command(sub)
     report.add_command(sub)
     simulator.add_commands(sub)

@@ -1,0 +1,85 @@
+"""``commitlab conformance``: a protocol in the lab and Hudi's own Flink writer of the release it
+models, on the same records, compared part by part (``runtime.conformance``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+
+from runtime.cli import exits
+from runtime.cli.options import CommandParser, add_config_option, check_writable_dir
+from runtime.core.config import TABLE_TYPES, JobConfig
+
+DEFAULT_RECORDS = 4_000
+
+
+def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
+    from runtime.conformance.harness import HarnessError
+    from runtime.conformance.output import comparison_table, differences_lines, plot_components, write_conformance
+    from runtime.conformance.releases import check_built, java_command, release_for
+    from runtime.conformance.run import run_check
+    from runtime.lab.report import PhaseLog
+
+    # everything that can stop the check is looked at before anything runs
+    release = release_for(args.protocol, args.release)
+    java_command()
+    check_built(release)
+    out = check_writable_dir(args.out, "--out")
+    configs = [_config(args, t) for t in (TABLE_TYPES if args.table_type == "both" else [args.table_type])]
+    phases = PhaseLog(console, enabled=not args.quiet)
+    comparisons = []
+    try:
+        for cfg in configs:
+            comparisons.append(run_check(cfg, release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases))
+    except HarnessError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        return exits.ExitCode.FAILED
+    for c in comparisons:
+        console.print(comparison_table(c))
+        for line in differences_lines(c):
+            console.print(line, highlight=False)
+    ran = {"protocol": args.protocol, "release": release.hudi, "flink": release.flink, "writers": args.writers}
+    path = write_conformance(out, comparisons, {**ran, "checkpoints": args.checkpoints, "records": args.records})
+    console.print(f"results: {path}; picture: {plot_components(out, comparisons)}")
+    return exits.of_conformance([c.conforms for c in comparisons])
+
+
+def _config(args: argparse.Namespace, table_type: str) -> JobConfig:
+    return JobConfig(
+        protocol=args.protocol,
+        source="generator",
+        writers=args.writers,
+        checkpoints=args.checkpoints,
+        records=args.records,
+        table_type=table_type,
+        seed=args.data_seed,
+    ).validate()
+
+
+def add_command(sub: Any) -> None:
+    p: CommandParser = sub.add_parser(
+        "conformance",
+        help="run a protocol in the lab and Hudi's own Flink writer on the same records; compare them",
+        description="Runs the protocol on the simulator and the Hudi release it models (the conformance/ "
+        "harness: Hudi's Flink bundle in a Flink MiniCluster) on the same records, the same write tasks and "
+        "checkpoints; compares the tables (official reader), the timelines, files and bytes per commit and "
+        "DFS calls per checkpoint by component, role and operation. Exit 1 when the tables or the timelines "
+        "differ beyond what docs/FIDELITY.md names.",
+    )
+    p.add_argument("--protocol", default="ckp-meta", help="ckp-meta (Hudi 0.14.0) or timeline-server (Hudi 0.14.1)")
+    p.add_argument("--release", default=None, help="the Hudi release to run instead of the protocol's own")
+    p.add_argument("--table-type", choices=[*TABLE_TYPES, "both"], default="both", help="default: both")
+    p.add_argument("--writers", type=int, default=2, help="write tasks (default: 2)")
+    p.add_argument("--checkpoints", type=int, default=4, help="checkpoints (default: 4)")
+    p.add_argument("--records", type=int, default=DEFAULT_RECORDS, help=f"records (default: {DEFAULT_RECORDS})")
+    p.add_argument("--data-seed", type=int, default=0, help="the generator's seed (default: 0)")
+    p.add_argument("--seed", type=int, default=0, help="the simulator's schedule seed (default: 0)")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds Hudi's job may run before it is cancelled (default: 300)"
+    )
+    p.add_argument("--out", default="commitlab-conformance", help="where to write (default: commitlab-conformance)")
+    p.add_argument("--quiet", action="store_true", help="no phase lines")
+    add_config_option(p, job=False)
+    p.set_defaults(func=cmd_conformance)

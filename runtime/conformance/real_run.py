@@ -1,0 +1,140 @@
+"""What the harness recorded of Hudi's own writer (its ``real.json``), typed.
+
+The file's keys are the contract in ``conformance/README.md``. Operations arrive in Hadoop's terms
+(``create``, ``open``, ``status``, ``mkdirs``, ...) and checkpoint-message files under the name of
+their directory (``ckp_meta``); :data:`OPS` and :func:`component` put both sides in one vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.core.dfs_components import Component
+
+# the lab's operation names (runtime.core.dfs) -> the vocabulary both sides are compared in
+OPS = {
+    "write": "create",
+    "create": "create",
+    "append": "create",
+    "read": "open",
+    "open": "open",
+    "list": "list",
+    "exists": "status",
+    "stat": "status",
+    "status": "status",
+    "mkdir": "mkdirs",
+    "mkdirs": "mkdirs",
+    "rename": "rename",
+    "delete": "delete",
+}
+
+
+def component(name: str) -> str:
+    """A component as the harness names it, in :class:`Component`'s names."""
+    return Component.MESSAGES.value if name == "ckp_meta" else name
+
+
+@dataclass(frozen=True)
+class InstantState:
+    state: str  # REQUESTED, INFLIGHT, COMPLETED
+    time_ms: float
+
+
+@dataclass(frozen=True)
+class RealInstant:
+    instant: str
+    action: str
+    states: list[InstantState]
+    files: dict[str, int]  # path relative to the table -> bytes
+    records: int
+
+    @property
+    def completed(self) -> bool:
+        return any(s.state == "COMPLETED" for s in self.states)
+
+
+@dataclass(frozen=True)
+class FsCall:
+    role: str
+    component: str
+    op: str
+    count: int
+    checkpoint: int | None = None
+
+
+@dataclass
+class RealRun:
+    release: str
+    flink: str
+    table_type: str
+    writers: int
+    checkpoints: int
+    wall_s: float
+    options: dict[str, str]
+    instants: list[RealInstant]
+    metadata_instants: list[RealInstant]
+    checkpoint_completed_ms: dict[int, float]
+    commit_completed_ms: dict[int, float | None]
+    fs_calls: list[FsCall]
+    fs_calls_by_checkpoint: list[FsCall] = field(default_factory=list)
+    error: str | None = None
+
+    @classmethod
+    def read(cls, path: str) -> RealRun:
+        with open(path) as f:
+            doc = json.load(f)
+        return cls.from_json(doc)
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> RealRun:
+        detail = doc.get("checkpoints_detail") or []
+        return cls(
+            release=doc["release"],
+            flink=doc["flink"],
+            table_type=doc["table_type"],
+            writers=int(doc["writers"]),
+            checkpoints=int(doc["checkpoints"]),
+            wall_s=float(doc.get("wall_s") or 0.0),
+            options={str(k): str(v) for k, v in (doc.get("options") or {}).items()},
+            instants=[_instant(i) for i in doc.get("instants") or []],
+            metadata_instants=[_instant(i) for i in doc.get("metadata_table_instants") or []],
+            checkpoint_completed_ms={int(c["id"]): float(c["completed_ms"]) for c in detail},
+            commit_completed_ms={
+                int(c["id"]): None if c.get("commit_completed_ms") is None else float(c["commit_completed_ms"])
+                for c in detail
+            },
+            fs_calls=[_call(c) for c in doc.get("fs_calls") or []],
+            fs_calls_by_checkpoint=[_call(c) for c in doc.get("fs_calls_by_checkpoint") or []],
+            error=doc.get("error"),
+        )
+
+    def commit_latencies_s(self) -> list[float]:
+        """From each checkpoint's completion to the completion of the instant it committed."""
+        out = []
+        for ckp, done in sorted(self.checkpoint_completed_ms.items()):
+            committed = self.commit_completed_ms.get(ckp)
+            if committed is not None:
+                out.append(max(0.0, committed - done) / 1000.0)
+        return out
+
+
+def _instant(doc: dict[str, Any]) -> RealInstant:
+    return RealInstant(
+        instant=str(doc["instant"]),
+        action=str(doc["action"]),
+        states=[InstantState(str(s["state"]), float(s["time_ms"])) for s in doc.get("states") or []],
+        files={str(f["path"]): int(f["bytes"]) for f in doc.get("files") or []},
+        records=int(doc.get("records") or 0),
+    )
+
+
+def _call(doc: dict[str, Any]) -> FsCall:
+    return FsCall(
+        role=str(doc["role"]),
+        component=component(str(doc["component"])),
+        op=OPS.get(str(doc["op"]), str(doc["op"])),
+        count=int(doc["count"]),
+        checkpoint=int(doc["checkpoint"]) if doc.get("checkpoint") is not None else None,
+    )
