@@ -27,6 +27,7 @@ import org.apache.hudi.common.model.HoodieKey;
 import org.apache.hudi.common.model.HoodieRecord;
 import org.apache.hudi.sink.partitioner.BucketIndexPartitioner;
 import org.apache.hudi.configuration.FlinkOptions;
+import org.apache.hudi.index.bucket.BucketIdentifier;
 import org.apache.hudi.configuration.OptionsInference;
 import org.apache.hudi.configuration.OptionsResolver;
 import org.apache.hudi.sink.bucket.BucketStreamWriteOperator;
@@ -122,7 +123,9 @@ public final class Main {
 
     /**
      * The forward edge keeps the lab's routing; Hudi's BucketIndexPartitioner would send a record of
-     * bucket b in partition p to task (hash(p) + b) mod writers. Says how many records differ.
+     * bucket b in partition p to task ((hash(p) & MAX) % writers + b) % writers. Says how many
+     * records differ, and how many buckets more than one task writes (each such task opens its own
+     * file group for the bucket).
      */
     private void warnOnRouting() throws IOException {
       BucketIndexPartitioner<HoodieKey> hudi = new BucketIndexPartitioner<>(w.numBuckets, w.recordKey);
@@ -134,6 +137,7 @@ public final class Main {
       }
       long moved = 0;
       long total = 0;
+      Map<String, java.util.Set<Integer>> tasksOfBucket = new java.util.HashMap<>();
       for (int t = 0; t < w.writers; t++) {
         for (String file : w.rounds.get(t)) {
           for (RowData row : Workload.readRows(file, w.fields)) {
@@ -141,12 +145,16 @@ public final class Main {
             HoodieKey key = new HoodieKey(row.getString(keyIdx).toString(), part);
             moved += hudi.partition(key, w.writers) == t ? 0 : 1;
             total++;
+            int bucket = BucketIdentifier.getBucketId(key, w.recordKey, w.numBuckets);
+            tasksOfBucket.computeIfAbsent(part + "/" + bucket, b -> new java.util.HashSet<>()).add(t);
           }
         }
       }
-      if (moved > 0) {
-        System.err.println("warning: " + moved + " of " + total + " records are on a write task other than the one"
-            + " Hudi's BucketIndexPartitioner would pick; those buckets get a file group per task");
+      long shared = tasksOfBucket.values().stream().filter(ts -> ts.size() > 1).count();
+      if (moved > 0 || shared > 0) {
+        System.err.println("warning: " + moved + " of " + total + " records are on another write task than"
+            + " Hudi's BucketIndexPartitioner would pick; " + shared + " of " + tasksOfBucket.size()
+            + " (partition, bucket) pairs are written by more than one task (a file group per task)");
       }
     }
 
