@@ -7,7 +7,7 @@ if [[ $# -lt 1 ]]; then
   echo "usage: $0 <release: 0.14.0|0.14.1> --input DIR --out FILE [--timeout-s 300] [--grace-ms 1000]" >&2
   exit 2
 fi
-release="$1"; shift
+release="${1#hudi-}"; shift
 jar="$here/target/conformance-hudi-$release.jar"
 if [[ ! -f "$jar" ]]; then
   echo "error: $jar is missing: build it with mvn -q -f $here/pom.xml -P hudi-$release package -DskipTests" >&2

@@ -63,6 +63,7 @@ public final class Main {
   private Main() {}
 
   public static void main(String[] args) throws Exception {
+    long jvmStart = java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime();
     Map<String, String> a = new LinkedHashMap<>();
     for (int i = 0; i + 1 < args.length; i += 2) {
       a.put(args[i], args[i + 1]);
@@ -81,7 +82,7 @@ public final class Main {
     }
     long timeoutS = Long.parseLong(a.getOrDefault("--timeout-s", "300"));
     long graceMs = Long.parseLong(a.getOrDefault("--grace-ms", "1000"));
-    Run run = new Run(w, Path.of(a.get("--out")), timeoutS, graceMs);
+    Run run = new Run(w, Path.of(a.get("--out")), jvmStart + timeoutS * 1000, timeoutS, graceMs);
     System.exit(run.execute());
   }
 
@@ -89,15 +90,17 @@ public final class Main {
   static final class Run {
     private final Workload w;
     private final Path out;
+    private final long deadlineMs;
     private final long timeoutS;
     private final long graceMs;
     private final Map<String, String> options = new TreeMap<>();
     private final List<long[]> commitSeen = new ArrayList<>(); // [seq, timeMs] per data commit, in order
     private String error;
 
-    Run(Workload w, Path out, long timeoutS, long graceMs) {
+    Run(Workload w, Path out, long deadlineMs, long timeoutS, long graceMs) {
       this.w = w;
       this.out = out;
+      this.deadlineMs = deadlineMs;
       this.timeoutS = timeoutS;
       this.graceMs = graceMs;
     }
@@ -115,7 +118,7 @@ public final class Main {
       warnOnRouting();
       long start = System.currentTimeMillis();
       JobClient job = env.executeAsync("commitlab conformance " + w.tableName);
-      int rc = monitor(job, start);
+      int rc = monitor(job);
       double wallS = (System.currentTimeMillis() - start) / 1000.0;
       writeReport(wallS);
       return rc;
@@ -256,9 +259,8 @@ public final class Main {
     }
 
     /** Waits, bounded, for Hudi to commit every checkpoint; then cancels the job. */
-    private int monitor(JobClient job, long start) throws Exception {
+    private int monitor(JobClient job) throws Exception {
       CompletableFuture<JobExecutionResult> result = job.getJobExecutionResult();
-      long deadline = start + timeoutS * 1000;
       String dataAction = w.tableType.equalsIgnoreCase("COPY_ON_WRITE") ? "commit" : "deltacommit";
       while (true) {
         collectCommits(dataAction);
@@ -278,7 +280,7 @@ public final class Main {
         if (commitSeen.size() >= w.checkpoints) {
           break;
         }
-        if (System.currentTimeMillis() > deadline) {
+        if (System.currentTimeMillis() > deadlineMs) {
           error = "timed out after " + timeoutS + " s waiting for " + waitingFor() + " (--timeout-s)";
           cancel(job, result);
           return 3;
