@@ -1,0 +1,367 @@
+package org.commitlab.conformance;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+
+import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.restartstrategy.RestartStrategies;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
+import org.apache.flink.runtime.state.storage.JobManagerCheckpointStorage;
+import org.apache.flink.streaming.api.CheckpointingMode;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.catalog.CatalogTable;
+import org.apache.flink.table.catalog.Column;
+import org.apache.flink.table.catalog.ObjectIdentifier;
+import org.apache.flink.table.catalog.ResolvedCatalogTable;
+import org.apache.flink.table.catalog.ResolvedSchema;
+import org.apache.flink.table.catalog.UniqueConstraint;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
+import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.util.ExceptionUtils;
+import org.apache.hudi.common.model.HoodieKey;
+import org.apache.hudi.common.model.HoodieRecord;
+import org.apache.hudi.sink.partitioner.BucketIndexPartitioner;
+import org.apache.hudi.configuration.FlinkOptions;
+import org.apache.hudi.index.bucket.BucketIdentifier;
+import org.apache.hudi.configuration.OptionsInference;
+import org.apache.hudi.configuration.OptionsResolver;
+import org.apache.hudi.sink.bucket.BucketStreamWriteOperator;
+import org.apache.hudi.sink.utils.Pipelines;
+import org.apache.hudi.table.HoodieTableFactory;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.reflect.Method;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs Hudi's own Flink streaming writer (bucket index upsert: Hudi's row-to-record map, its
+ * BucketStreamWriteOperator with the StreamWriteOperatorCoordinator, then Pipelines.compact for
+ * merge-on-read or Pipelines.clean, as HoodieTableSink builds them) in a local MiniCluster on the
+ * lab's rounds, and records the timeline and every file-system call into one JSON file.
+ *
+ * <p>Usage: {@code --input D --out FILE [--timeout-s 300] [--grace-ms 1000]}. Exit 0: every
+ * checkpoint committed; 1: the job failed; 2: bad arguments or input; 3: timed out.
+ */
+public final class Main {
+
+  private Main() {}
+
+  public static void main(String[] args) throws Exception {
+    long jvmStart = java.lang.management.ManagementFactory.getRuntimeMXBean().getStartTime();
+    Map<String, String> a = new LinkedHashMap<>();
+    for (int i = 0; i + 1 < args.length; i += 2) {
+      a.put(args[i], args[i + 1]);
+    }
+    if (!a.containsKey("--input") || !a.containsKey("--out") || args.length % 2 != 0) {
+      System.err.println("usage: run.sh <release> --input DIR --out FILE [--timeout-s 300] [--grace-ms 1000]");
+      System.exit(2);
+    }
+    Workload w;
+    try {
+      w = Workload.read(Path.of(a.get("--input")));
+    } catch (IOException | IllegalArgumentException e) {
+      System.err.println("error: " + e.getMessage());
+      System.exit(2);
+      return;
+    }
+    long timeoutS = Long.parseLong(a.getOrDefault("--timeout-s", "300"));
+    long graceMs = Long.parseLong(a.getOrDefault("--grace-ms", "1000"));
+    Run run = new Run(w, Path.of(a.get("--out")), jvmStart + timeoutS * 1000, timeoutS, graceMs);
+    System.exit(run.execute());
+  }
+
+  /** One conformance run. */
+  static final class Run {
+    private final Workload w;
+    private final Path out;
+    private final long deadlineMs;
+    private final long timeoutS;
+    private final long graceMs;
+    private final Map<String, String> options = new TreeMap<>();
+    private final List<long[]> commitSeen = new ArrayList<>(); // [seq, timeMs] per data commit, in order
+    private String error;
+
+    Run(Workload w, Path out, long deadlineMs, long timeoutS, long graceMs) {
+      this.w = w;
+      this.out = out;
+      this.deadlineMs = deadlineMs;
+      this.timeoutS = timeoutS;
+      this.graceMs = graceMs;
+    }
+
+    int execute() throws Exception {
+      FsCallLog.watch(Path.of(w.tablePath).toAbsolutePath().toString());
+      org.apache.flink.configuration.Configuration conf = hudiConf();
+      StreamExecutionEnvironment env = environment();
+      conf.setLong(FlinkOptions.WRITE_COMMIT_ACK_TIMEOUT, env.getCheckpointConfig().getCheckpointTimeout());
+      OptionsInference.setupSinkTasks(conf, w.writers);
+      OptionsInference.setupClientId(conf);
+      options.putAll(conf.toMap());
+      buildPipeline(env, conf);
+
+      warnOnRouting();
+      long start = System.currentTimeMillis();
+      JobClient job = env.executeAsync("commitlab conformance " + w.tableName);
+      int rc = monitor(job);
+      double wallS = (System.currentTimeMillis() - start) / 1000.0;
+      writeReport(wallS);
+      return rc;
+    }
+
+    /**
+     * The forward edge keeps the lab's routing; Hudi's BucketIndexPartitioner would send a record of
+     * bucket b in partition p to task ((hash(p) & MAX) % writers + b) % writers. Says how many
+     * records differ, and how many buckets more than one task writes (each such task opens its own
+     * file group for the bucket).
+     */
+    private void warnOnRouting() throws IOException {
+      BucketIndexPartitioner<HoodieKey> hudi = new BucketIndexPartitioner<>(w.numBuckets, w.recordKey);
+      int keyIdx = -1;
+      int partIdx = -1;
+      for (int i = 0; i < w.fields.length; i++) {
+        keyIdx = w.fields[i].name().equals(w.recordKey) ? i : keyIdx;
+        partIdx = w.fields[i].name().equals(w.partitionField) ? i : partIdx;
+      }
+      long moved = 0;
+      long total = 0;
+      Map<String, java.util.Set<Integer>> tasksOfBucket = new java.util.HashMap<>();
+      for (int t = 0; t < w.writers; t++) {
+        for (String file : w.rounds.get(t)) {
+          for (RowData row : Workload.readRows(file, w.fields)) {
+            String part = row.isNullAt(partIdx) ? "" : row.getString(partIdx).toString();
+            HoodieKey key = new HoodieKey(row.getString(keyIdx).toString(), part);
+            moved += hudi.partition(key, w.writers) == t ? 0 : 1;
+            total++;
+            int bucket = BucketIdentifier.getBucketId(key, w.recordKey, w.numBuckets);
+            tasksOfBucket.computeIfAbsent(part + "/" + bucket, b -> new java.util.HashSet<>()).add(t);
+          }
+        }
+      }
+      long shared = tasksOfBucket.values().stream().filter(ts -> ts.size() > 1).count();
+      if (moved > 0 || shared > 0) {
+        System.err.println("warning: " + moved + " of " + total + " records are on another write task than"
+            + " Hudi's BucketIndexPartitioner would pick; " + shared + " of " + tasksOfBucket.size()
+            + " (partition, bucket) pairs are written by more than one task (a file group per task)");
+      }
+    }
+
+    /** Hudi's options as HoodieTableFactory sets them up for a table declared with this schema. */
+    private org.apache.flink.configuration.Configuration hudiConf() throws Exception {
+      org.apache.flink.configuration.Configuration conf = new org.apache.flink.configuration.Configuration();
+      conf.setString(FlinkOptions.PATH, Path.of(w.tablePath).toAbsolutePath().toString());
+      conf.setString(FlinkOptions.TABLE_NAME, w.tableName);
+      conf.setString(FlinkOptions.TABLE_TYPE, w.tableType);
+      conf.setString(FlinkOptions.OPERATION, "upsert");
+      conf.setString(FlinkOptions.RECORD_KEY_FIELD, w.recordKey);
+      conf.setString(FlinkOptions.PRECOMBINE_FIELD, w.precombine);
+      conf.setString(FlinkOptions.PARTITION_PATH_FIELD, w.partitionField);
+      conf.setString(FlinkOptions.KEYGEN_CLASS_NAME, "org.apache.hudi.keygen.SimpleAvroKeyGenerator");
+      conf.setBoolean(FlinkOptions.HIVE_STYLE_PARTITIONING, false);
+      conf.setBoolean(FlinkOptions.URL_ENCODE_PARTITIONING, false);
+      conf.setString(FlinkOptions.INDEX_TYPE, "BUCKET");
+      conf.setInteger(FlinkOptions.BUCKET_INDEX_NUM_BUCKETS, w.numBuckets);
+      conf.setString(FlinkOptions.INDEX_KEY_FIELD, w.recordKey);
+      conf.setString("hadoop.fs.file.impl", CountingLocalFileSystem.class.getName());
+      conf.setString("hadoop.fs.file.impl.disable.cache", "true");
+      w.hudiOptions.forEach(conf::setString);
+      conf.setInteger(FlinkOptions.WRITE_TASKS, w.writers);
+
+      List<Column> columns = new ArrayList<>();
+      for (Workload.Field f : w.fields) {
+        columns.add(Column.physical(f.name(), Workload.dataType(f, f.name().equals(w.recordKey))));
+      }
+      ResolvedSchema schema = new ResolvedSchema(columns, Collections.emptyList(),
+          UniqueConstraint.primaryKey("pk_" + w.recordKey, List.of(w.recordKey)));
+      CatalogTable table = CatalogTable.of(
+          org.apache.flink.table.api.Schema.newBuilder().fromResolvedSchema(schema).build(),
+          "conformance", List.of(w.partitionField), conf.toMap());
+      ResolvedCatalogTable resolved = new ResolvedCatalogTable(table, schema);
+      Method setup = HoodieTableFactory.class.getDeclaredMethod("setupConfOptions",
+          org.apache.flink.configuration.Configuration.class, ObjectIdentifier.class,
+          CatalogTable.class, ResolvedSchema.class);
+      setup.setAccessible(true);
+      setup.invoke(null, conf, ObjectIdentifier.of("default_catalog", "default_database", w.tableName),
+          resolved, schema);
+      return conf;
+    }
+
+    private StreamExecutionEnvironment environment() {
+      org.apache.flink.configuration.Configuration fc = new org.apache.flink.configuration.Configuration();
+      fc.setString("taskmanager.memory.managed.size", "64m");
+      // Hadoop's shutdown hook reads its configuration through the job's closed class loader.
+      fc.setString("classloader.check-leaked-classloader", "false");
+      fc.setString("taskmanager.memory.network.min", "32m");
+      fc.setString("taskmanager.memory.network.max", "32m");
+      StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(w.writers, fc);
+      env.enableCheckpointing(w.checkpointIntervalMs, CheckpointingMode.EXACTLY_ONCE);
+      env.getCheckpointConfig().setMaxConcurrentCheckpoints(1);
+      env.getCheckpointConfig().setCheckpointStorage(new JobManagerCheckpointStorage());
+      env.setStateBackend(new HashMapStateBackend());
+      env.setRestartStrategy(RestartStrategies.noRestart());
+      options.put("flink.execution.checkpointing.interval", w.checkpointIntervalMs + " ms");
+      options.put("flink.execution.checkpointing.mode", "EXACTLY_ONCE");
+      options.put("flink.execution.checkpointing.max-concurrent-checkpoints", "1");
+      options.put("flink.execution.checkpointing.timeout",
+          env.getCheckpointConfig().getCheckpointTimeout() + " ms");
+      options.put("flink.state.backend.type", "hashmap");
+      options.put("flink.state.checkpoint-storage", "jobmanager");
+      options.put("flink.restart-strategy", "none");
+      options.put("flink.parallelism.default", String.valueOf(w.writers));
+      fc.toMap().forEach((k, v) -> options.put("flink." + k, v));
+      return env;
+    }
+
+    /**
+     * HoodieTableSink's streaming upsert pipeline for a bucket index, with one difference: the edge
+     * into bucket_write is forward (source subtask t feeds write task t), not Hudi's
+     * partitionCustom(BucketIndexPartitioner).
+     */
+    private void buildPipeline(StreamExecutionEnvironment env, org.apache.flink.configuration.Configuration conf) {
+      RowType rowType = rowType();
+      DataStream<RowData> source = env
+          .addSource(new RoundSource(w.rounds, w.fields), "round_source", InternalTypeInfo.of(rowType))
+          .setParallelism(w.writers);
+      DataStream<HoodieRecord> records = Pipelines.bootstrap(conf, rowType, source, false, false);
+      DataStream<Object> pipeline = records
+          .transform(Pipelines.opName("bucket_write", conf), TypeInformation.of(Object.class),
+              BucketStreamWriteOperator.getFactory(conf))
+          .uid(Pipelines.opUID("bucket_write", conf))
+          .setParallelism(conf.getInteger(FlinkOptions.WRITE_TASKS));
+      if (OptionsResolver.needsAsyncCompaction(conf)) {
+        Pipelines.compact(conf, pipeline);
+      } else {
+        Pipelines.clean(conf, pipeline);
+      }
+    }
+
+    private RowType rowType() {
+      List<org.apache.flink.table.api.DataTypes.Field> fs = new ArrayList<>();
+      for (Workload.Field f : w.fields) {
+        fs.add(DataTypes.FIELD(f.name(), Workload.dataType(f, f.name().equals(w.recordKey))));
+      }
+      return (RowType) DataTypes.ROW(fs.toArray(new DataTypes.Field[0])).notNull().getLogicalType();
+    }
+
+    /** Waits, bounded, for Hudi to commit every checkpoint; then cancels the job. */
+    private int monitor(JobClient job) throws Exception {
+      CompletableFuture<JobExecutionResult> result = job.getJobExecutionResult();
+      String dataAction = w.tableType.equalsIgnoreCase("COPY_ON_WRITE") ? "commit" : "deltacommit";
+      while (true) {
+        collectCommits(dataAction);
+        if (result.isDone()) {
+          try {
+            result.get();
+            error = "the job finished before checkpoint " + (commitSeen.size() + 1) + " was committed";
+          } catch (Exception e) {
+            Throwable root = ExceptionUtils.stripExecutionException(e);
+            while (root.getCause() != null && root.getCause() != root) {
+              root = root.getCause();
+            }
+            error = root.getClass().getName() + ": " + root.getMessage();
+          }
+          return 1;
+        }
+        if (commitSeen.size() >= w.checkpoints) {
+          break;
+        }
+        if (System.currentTimeMillis() > deadlineMs) {
+          error = "timed out after " + timeoutS + " s waiting for " + waitingFor() + " (--timeout-s)";
+          cancel(job, result);
+          return 3;
+        }
+        Thread.sleep(10);
+      }
+      Thread.sleep(graceMs);
+      RunState.released = true;
+      cancel(job, result);
+      if (!RunState.ANOMALIES.isEmpty()) {
+        error = "input order not kept: " + String.join("; ", RunState.ANOMALIES);
+        return 1;
+      }
+      return 0;
+    }
+
+    private String waitingFor() {
+      int next = commitSeen.size() + 1;
+      if (!RunState.CHECKPOINT_COMPLETED_MS.containsKey((long) next)) {
+        return "checkpoint " + next + " of " + w.checkpoints + " to complete";
+      }
+      return "Hudi's commit of checkpoint " + next + " of " + w.checkpoints;
+    }
+
+    private void cancel(JobClient job, CompletableFuture<JobExecutionResult> result) {
+      RunState.released = true;
+      try {
+        job.cancel().get(60, TimeUnit.SECONDS);
+        result.handle((r, t) -> null).get(60, TimeUnit.SECONDS);
+      } catch (Exception e) {
+        System.err.println("warning: cancelling the job: " + e);
+      }
+    }
+
+    /** The data commits Hudi completed so far, in instant order, from the observed timeline files. */
+    private void collectCommits(String dataAction) {
+      TreeMap<String, FsCallLog.Seen> done = new TreeMap<>();
+      for (Map.Entry<String, FsCallLog.Seen> e : FsCallLog.created().entrySet()) {
+        String rel = e.getKey();
+        if (rel.startsWith(".hoodie/") && rel.indexOf('/', 8) < 0) {
+          TimelineReport.StateFile f = TimelineReport.parse(rel.substring(8));
+          if (f != null && f.state().equals("COMPLETED") && f.action().equals(dataAction)
+              && !FsCallLog.created().containsKey(".hoodie/" + f.instant() + ".compaction.requested")) {
+            done.put(f.instant(), e.getValue());
+          }
+        }
+      }
+      commitSeen.clear();
+      done.values().forEach(s -> commitSeen.add(new long[] {s.seq(), s.timeMs()}));
+    }
+
+    private void writeReport(double wallS) throws IOException {
+      Properties p = new Properties();
+      try (InputStream in = Main.class.getResourceAsStream("/conformance.properties")) {
+        p.load(in);
+      }
+      Path table = Path.of(w.tablePath).toAbsolutePath();
+      Map<String, Object> r = new LinkedHashMap<>();
+      r.put("release", p.getProperty("hudi.version"));
+      r.put("flink", p.getProperty("flink.version"));
+      r.put("table_type", w.tableType);
+      r.put("writers", w.writers);
+      r.put("checkpoints", w.checkpoints);
+      r.put("options", options);
+      r.put("wall_s", wallS);
+      r.put("instants", TimelineReport.instants(table, ".hoodie", ""));
+      r.put("metadata_table_instants",
+          TimelineReport.instants(table, ".hoodie/metadata/.hoodie", ".hoodie/metadata/"));
+      List<Map<String, Object>> cps = new ArrayList<>();
+      for (int k = 1; k <= w.checkpoints; k++) {
+        Map<String, Object> c = new LinkedHashMap<>();
+        c.put("id", k);
+        c.put("completed_ms", RunState.CHECKPOINT_COMPLETED_MS.get((long) k));
+        c.put("commit_completed_ms", k <= commitSeen.size() ? commitSeen.get(k - 1)[1] : null);
+        cps.add(c);
+      }
+      r.put("checkpoints_detail", cps);
+      r.put("fs_calls", CallTotals.total());
+      r.put("fs_calls_by_checkpoint", CallTotals.byCheckpoint(commitSeen, w.checkpoints));
+      r.put("error", error);
+      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.toFile(), r);
+    }
+  }
+}

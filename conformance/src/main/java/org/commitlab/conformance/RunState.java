@@ -1,0 +1,24 @@
+package org.commitlab.conformance;
+
+import java.util.Map;
+import java.util.Queue;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
+
+/** What the sources and the harness share in this JVM (the MiniCluster runs in it). */
+final class RunState {
+
+  /** Checkpoint id -> epoch ms of the first notifyCheckpointComplete seen by a source subtask. */
+  static final Map<Long, Long> CHECKPOINT_COMPLETED_MS = new ConcurrentHashMap<>();
+
+  /** Source subtask -> the last checkpoint id its snapshotState was called for. */
+  static final Map<Integer, Long> SNAPSHOTTED = new ConcurrentHashMap<>();
+
+  /** Deviations from "round k is exactly the data before barrier k". */
+  static final Queue<String> ANOMALIES = new ConcurrentLinkedQueue<>();
+
+  /** Set by the harness once Hudi committed the last checkpoint: the sources may stop waiting. */
+  static volatile boolean released;
+
+  private RunState() {}
+}
