@@ -54,3 +54,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e ".[test]"
   touch "$stamp"
 fi
+
+# The conformance harness (conformance/, Hudi's own Flink writer in a Flink MiniCluster): built once
+# per Hudi release when Maven is installed; Maven downloads here, never when a check runs. Without
+# Maven, `commitlab conformance` says how to build it and everything else works.
+if command -v mvn >/dev/null 2>&1; then
+  for release in 0.14.0 0.14.1; do
+    jar=conformance/target/conformance-hudi-$release.jar
+    if [ ! -f "$jar" ] || [ -n "$(find conformance/pom.xml conformance/src -newer "$jar" -print -quit)" ]; then
+      echo "setup: building the conformance harness for Hudi $release with Maven (the first time downloads Flink and Hudi, a few minutes)" >&2
+      mvn -q -B -Dstyle.color=never -f conformance/pom.xml -P "hudi-$release" package -DskipTests
+    fi
+  done
+else
+  echo "setup: Maven not found; the conformance harness is not built (commitlab conformance says how)" >&2
+fi

@@ -68,7 +68,11 @@ def add_command(sub: Any) -> None:
         "DFS calls per checkpoint by component, role and operation. Exit 1 when the tables or the timelines "
         "differ beyond what docs/FIDELITY.md names.",
     )
-    p.add_argument("--protocol", default="ckp-meta", help="ckp-meta (Hudi 0.14.0) or timeline-server (Hudi 0.14.1)")
+    p.add_argument(
+        "--protocol",
+        default="ckp-meta",
+        help="the protocol: ckp-meta (Hudi 0.14.0; the only one whose release runs here)",
+    )
     p.add_argument("--release", default=None, help="the Hudi release to run instead of the protocol's own")
     p.add_argument("--table-type", choices=[*TABLE_TYPES, "both"], default="both", help="default: both")
     p.add_argument("--writers", type=int, default=2, help="write tasks (default: 2)")
