@@ -101,6 +101,8 @@ class Comparison:
     bytes_per_commit: Ratio
     real_commit_latency_s: list[float]
     real_error: str | None
+    # per component, the Hudi methods behind Hudi's calls per checkpoint, most first
+    real_callers: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
 
     @property
     def conforms(self) -> bool:
@@ -125,6 +127,7 @@ class Comparison:
             "files_per_commit": ratios({"files": self.files_per_commit})["files"],
             "bytes_per_commit": ratios({"bytes": self.bytes_per_commit})["bytes"],
             "real_commit_latency_s": [round(x, 4) for x in self.real_commit_latency_s],
+            "real_callers_per_checkpoint": {c: dict(v) for c, v in self.real_callers.items()},
             "real_error": self.real_error,
         }
 
@@ -282,4 +285,16 @@ def compare_runs(pair: RunPair, contents: Contents) -> Comparison:
         bytes_per_commit=Ratio(lab_shape.bytes_per_commit, real_shape.bytes_per_commit),
         real_commit_latency_s=real.commit_latencies_s(),
         real_error=real.error,
+        real_callers=_callers(real),
     )
+
+
+def _callers(real: RealRun, top: int = 8) -> dict[str, list[tuple[str, float]]]:
+    """Per component, Hudi's calls per checkpoint by the method that made them (and the operation)."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for c in real.callers:
+        out[c.component][f"{c.method} ({c.op})"] += c.count / max(1, real.checkpoints)
+    return {
+        comp: [(m, round(n, 2)) for m, n in sorted(by.items(), key=lambda kv: -kv[1])[:top]]
+        for comp, by in sorted(out.items())
+    }

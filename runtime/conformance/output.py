@@ -56,6 +56,11 @@ def differences_lines(c: Comparison) -> list[str]:
         lines.append(f"[red]the tables differ[/red]: {'; '.join(c.contents.examples) or 'row counts differ'}")
     lines += [f"[red]timeline differs[/red]: {d}" for d in c.timeline_differences]
     lines += [f"named difference: {d}" for d in c.named_differences]
+    for part, r in c.per_checkpoint.items():
+        callers = c.real_callers.get(part)
+        if callers and not r.conforms:
+            made = ", ".join(f"{m} {n:g}" for m, n in callers[:3])
+            lines.append(f"{part}: Hudi's calls per checkpoint come from {made}")
     return lines
 
 

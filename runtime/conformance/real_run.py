@@ -64,6 +64,18 @@ class FsCall:
     checkpoint: int | None = None
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Which Hudi method made calls of one kind (the innermost Hudi frame outside its file-system
+    wrappers): where a count comes from."""
+
+    component: str
+    op: str
+    role: str
+    method: str
+    count: int
+
+
 @dataclass
 class RealRun:
     release: str
@@ -79,6 +91,7 @@ class RealRun:
     commit_completed_ms: dict[int, float | None]
     fs_calls: list[FsCall]
     fs_calls_by_checkpoint: list[FsCall] = field(default_factory=list)
+    callers: list[Caller] = field(default_factory=list)  # most frequent first
     error: str | None = None
 
     @classmethod
@@ -107,6 +120,7 @@ class RealRun:
             },
             fs_calls=[_call(c) for c in doc.get("fs_calls") or []],
             fs_calls_by_checkpoint=[_call(c) for c in doc.get("fs_calls_by_checkpoint") or []],
+            callers=[_caller(c) for c in doc.get("fs_callers") or []],
             error=doc.get("error"),
         )
 
@@ -128,6 +142,11 @@ def _instant(doc: dict[str, Any]) -> RealInstant:
         files={str(f["path"]): int(f["bytes"]) for f in doc.get("files") or []},
         records=int(doc.get("records") or 0),
     )
+
+
+def _caller(doc: dict[str, Any]) -> Caller:
+    call = _call(doc)
+    return Caller(call.component, call.op, call.role, str(doc["caller"]), call.count)
 
 
 def _call(doc: dict[str, Any]) -> FsCall:

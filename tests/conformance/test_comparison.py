@@ -42,6 +42,16 @@ def _real_doc(**over) -> dict:
             {"role": "coordinator", "component": "markers", "op": "mkdirs", "count": 1},
         ],
         "fs_calls_by_checkpoint": [],
+        "fs_callers": [
+            {
+                "component": "timeline",
+                "op": "open",
+                "role": "write_task",
+                "caller": "HoodieTableConfig.fetchConfigs",
+                "count": 6,
+            },
+            {"component": "timeline", "op": "exists", "role": "clean", "caller": "X.y", "count": 2},
+        ],
         "error": None,
     }
     return {**doc, **over}
@@ -58,6 +68,11 @@ def test_the_harness_record_reads_in_the_lab_s_vocabulary():
     }
     assert real.commit_latencies_s() == [0.25]  # checkpoint 2's commit never completed
     assert real.instants[0].completed and real.instants[0].files == {"p0/f.parquet": 100}
+    # where Hudi's counts come from: the Hudi method behind each kind of call
+    assert [(c.method, c.op, c.count) for c in real.callers] == [
+        ("HoodieTableConfig.fetchConfigs", "open", 6),
+        ("X.y", "status", 2),
+    ]
 
 
 def _rows(values: list[tuple[str, int]]) -> pa.Table:

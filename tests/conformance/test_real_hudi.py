@@ -36,3 +36,5 @@ def test_hudi_s_writer_and_the_lab_commit_the_same_rows_in_the_same_timeline(bui
     assert c.per_checkpoint["markers"].real > 0  # Hudi 0.14 writes a marker per new file
     assert c.per_role["write_task"].real > 0 and c.per_role["coordinator"].real > 0
     assert len(c.real_commit_latency_s) == 3
+    # each count traced to the Hudi method that made it: a write task's markers, DirectWriteMarkers
+    assert any(m.startswith("DirectWriteMarkers.create") for m, _ in c.real_callers["markers"])

@@ -12,6 +12,7 @@ import java.util.Queue;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
 
 /**
  * Every file-system call Hudi made under the table, with the role that made it, the table component
@@ -33,6 +34,8 @@ public final class FsCallLog {
   private static final AtomicLong SEQ = new AtomicLong();
   private static final Queue<Call> CALLS = new ConcurrentLinkedQueue<>();
   private static final Map<String, Seen> CREATED = new ConcurrentHashMap<>();
+  /** "component|op|role|caller" -> calls: which Hudi method makes which calls (fs_callers). */
+  private static final Map<String, LongAdder> CALLERS = new ConcurrentHashMap<>();
 
   private FsCallLog() {}
 
@@ -66,6 +69,23 @@ public final class FsCallLog {
     return out;
   }
 
+  /** The calls by table component, operation, role and calling Hudi method, most frequent first. */
+  public static List<Map<String, Object>> callers() {
+    List<Map<String, Object>> out = new ArrayList<>();
+    for (Map.Entry<String, LongAdder> e : CALLERS.entrySet()) {
+      String[] k = e.getKey().split("\\|", 4);
+      Map<String, Object> row = new java.util.LinkedHashMap<>();
+      row.put("component", k[0]);
+      row.put("op", k[1]);
+      row.put("role", k[2]);
+      row.put("caller", k[3]);
+      row.put("count", e.getValue().sum());
+      out.add(row);
+    }
+    out.sort(Comparator.comparingLong((Map<String, Object> r) -> -(Long) r.get("count")));
+    return out;
+  }
+
   public static Map<String, Seen> created() {
     return CREATED;
   }
@@ -83,7 +103,9 @@ public final class FsCallLog {
       new Throwable("role " + role + " on thread " + Thread.currentThread().getName() + ": " + op + " " + rel.get())
           .printStackTrace();
     }
-    CALLS.add(new Call(seq, now, role, component(rel.get()), op, who.parallel()));
+    String component = component(rel.get());
+    CALLS.add(new Call(seq, now, role, component, op, who.parallel()));
+    CALLERS.computeIfAbsent(component + "|" + op + "|" + role + "|" + Roles.caller(), k -> new LongAdder()).increment();
     String created = "create".equals(op) ? rel.get()
         : "rename".equals(op) ? relative(target).orElse(null) : null;
     if (created != null) {

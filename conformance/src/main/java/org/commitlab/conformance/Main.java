@@ -360,6 +360,7 @@ public final class Main {
       r.put("checkpoints_detail", cps);
       r.put("fs_calls", CallTotals.total());
       r.put("fs_calls_by_checkpoint", CallTotals.byCheckpoint(commitSeen, w.checkpoints));
+      r.put("fs_callers", FsCallLog.callers());
       r.put("error", error);
       new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.toFile(), r);
     }

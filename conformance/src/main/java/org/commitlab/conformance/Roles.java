@@ -49,6 +49,27 @@ final class Roles {
     return new Attribution(roleOfThread(thread.getName()), parallel);
   }
 
+  /**
+   * The Hudi method that made the call: the innermost frame of a Hudi class that is not one of its
+   * file-system wrappers or helpers, as {@code SimpleClass.method}; "?" when no Hudi frame is on the stack.
+   */
+  static String caller() {
+    return WALKER.walk(frames -> frames
+        .filter(f -> isCaller(f.getClassName()))
+        .findFirst()
+        .map(f -> f.getClassName().substring(f.getClassName().lastIndexOf('.') + 1) + "." + f.getMethodName())
+        .orElse("?"));
+  }
+
+  private static boolean isCaller(String cn) {
+    return cn.startsWith("org.apache.hudi.")
+        && !cn.startsWith("org.apache.hudi.common.fs.HoodieWrapperFileSystem")
+        && !cn.startsWith("org.apache.hudi.common.fs.FSUtils")
+        && !cn.startsWith("org.apache.hudi.hadoop.fs.")
+        && !cn.startsWith("org.apache.hudi.storage.")
+        && !cn.startsWith("org.apache.hudi.common.util.FileIOUtils");
+  }
+
   private static String roleOfClass(String cn) {
     if (!cn.startsWith("org.apache.hudi.")) {
       return null;
