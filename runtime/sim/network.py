@@ -21,6 +21,7 @@ from typing import Any
 
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.env import bounded, rpc_handler
+from runtime.sim.chooser import ChoicePoint, Chooser, RandomChooser
 from runtime.sim.recorder import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
@@ -163,15 +164,22 @@ class SimNetwork:
     """Delivers calls and sends between the roles registered with :meth:`add`."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, seed: int, recorder: TraceRecorder, delay: Delay = DEFAULT_DELAY
+        self,
+        loop: asyncio.AbstractEventLoop,
+        seed: int,
+        recorder: TraceRecorder,
+        delay: Delay = DEFAULT_DELAY,
+        *,
+        chooser: Chooser | None = None,
     ) -> None:
         self.loop = loop
         self.seed = seed
+        # every delay is the chooser's decision (the seeded random one unless the run names another)
+        self.chooser: Chooser = chooser if chooser is not None else RandomChooser(seed)
         self.recorder = recorder
         self.delay = delay
         self.roles: dict[str, Any] = {}
         self._lanes: dict[tuple[str, str], _Lane] = {}
-        self._rngs: dict[str, random.Random] = {}
         self._ids = itertools.count(1)
         self.messages = 0
         self.replies = 0
@@ -205,10 +213,7 @@ class SimNetwork:
         return name in self.roles
 
     def _draw(self, who: str) -> float:
-        rng = self._rngs.get(who)
-        if rng is None:
-            rng = self._rngs[who] = random.Random(f"commitlab-sim/{self.seed}/net/{who}")
-        return self.delay(rng)
+        return self.chooser.draw(ChoicePoint.MESSAGE_DELAY, who, self.delay)
 
     def post(
         self,
