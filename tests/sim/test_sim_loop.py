@@ -10,10 +10,11 @@ import time
 import pytest
 
 from runtime.core import codec
+from runtime.core.codec import from_wire, to_wire
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import CheckpointNotice, CommitAckEvent
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationStuck, VirtualTimeLimit
-from runtime.sim.network import Delay, SimNetwork, from_wire, to_wire
+from runtime.sim.network import Delay, SimNetwork
 from runtime.sim.recorder import SimTracer, TraceRecorder, first_divergence, trace_sha256
 from runtime.sim.sim_env import SIM_EPOCH, SimEnv
 
