@@ -40,11 +40,17 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _PLAIN_SCALARS = frozenset((str, int, float, bool, bytes, type(None)))  # exact types
 
 
+_NOT_DATACLASSES: set[type] = set()  # (lists and dicts are asked about as often as messages)
+
+
 def _field_names(cls: type) -> tuple[str, ...] | None:
     """The fields of a dataclass type, or None for any other type."""
     names = _FIELD_NAMES.get(cls)
     if names is None:
+        if cls in _NOT_DATACLASSES:
+            return None
         if not dataclasses.is_dataclass(cls):
+            _NOT_DATACLASSES.add(cls)
             return None
         names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
     return names
@@ -171,6 +177,8 @@ def _copy(obj: Any) -> Any:
         raise _NeedsBytes
     if cls in _AS_THEY_ARE:
         return obj
+    if cls is list or cls is tuple:
+        return [_copy(x) for x in obj]
     names = _FIELD_NAMES.get(cls) or _field_names(cls)
     if names is not None:
         if not _copyable(cls):
@@ -184,8 +192,6 @@ def _copy(obj: Any) -> Any:
             else:
                 kwargs[name] = _copy(value)
         return cls(**kwargs)
-    if cls is list or cls is tuple:
-        return [_copy(x) for x in obj]
     if cls is dict:
         if _TYPE_KEY in obj:  # read back as a message
             raise _NeedsBytes

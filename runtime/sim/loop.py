@@ -28,6 +28,7 @@ import contextvars
 import heapq
 import itertools
 import time
+from asyncio import format_helpers
 from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
@@ -254,9 +255,28 @@ class SimLoop(asyncio.BaseEventLoop):
             self._run_chosen(len(ready))
             return
         for _ in range(len(ready)):
-            handle = ready.popleft()
-            if not handle._cancelled:
-                handle._run()
+            handle: Any = ready.popleft()
+            if handle._cancelled:
+                continue
+            # ``Handle._run`` inline: one frame less for every callback of the run
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
+                self._callback_failed(handle, exc)
+
+    def _callback_failed(self, handle: Any, exc: BaseException) -> None:
+        """What ``Handle._run`` does with a callback's exception: the loop's exception handler."""
+        context = {
+            "message": "Exception in callback "
+            + format_helpers._format_callback_source(handle._callback, handle._args),
+            "exception": exc,
+            "handle": handle,
+        }
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        self.call_exception_handler(context)
 
     def _run_chosen(self, n: int) -> None:
         """Runs the ``n`` callbacks ready now in the order the chooser picks (callbacks they make
