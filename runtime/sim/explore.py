@@ -34,6 +34,7 @@ from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
+from runtime.sim.chooser import Chooser
 from runtime.sim.host import simulate
 from runtime.sim.recorder import Event
 from runtime.sim.schedule import SimSchedule, draw
@@ -210,9 +211,10 @@ def run_schedule(
     storage: str = "memory",
     workdir: str | None = None,
     base: JobConfig | None = None,
+    chooser: Chooser | None = None,
 ) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
-    (with its trace)."""
+    (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None)."""
     cfg = schedule.config(protocol, base)
     probe = InstantProbe()
     result = simulate(
@@ -224,6 +226,7 @@ def run_schedule(
         delay=_delay(schedule.delay),
         max_real_s=MAX_REAL_S,
         reply_probes=[probe],
+        chooser=chooser,
     )
     return judge(protocol, result, probe.by_key), result
 

@@ -40,6 +40,7 @@ from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationReco
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce, TableBefore
 from runtime.lab.verify import expected_state, read_snapshot, read_table_before, verify_run
+from runtime.sim.chooser import Chooser, RandomChooser
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
@@ -85,7 +86,7 @@ class _SimRun:
         self.seed = seed
         self.loop = loop
         self.recorder = recorder
-        self.network = SimNetwork(loop, seed, recorder, delay)
+        self.network = SimNetwork(loop, seed, recorder, delay, chooser=loop.chooser)
         self.io_delay = io_delay
         self.chrome_trace = chrome_trace
         self.max_virtual_s = max_virtual_s
@@ -451,6 +452,7 @@ def simulate(
     reply_probes: list[Callable[[str, int, str, str, Any], None]] | None = None,
     store: MemoryStore | None = None,
     existing_table: bool = False,
+    chooser: Chooser | None = None,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -465,7 +467,8 @@ def simulate(
     successful reply on the simulated network (replier, its incarnation: restarts so far, caller,
     method, wire value). ``store``: the simulated disk of an earlier run, whose table this run
     writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
-    the table ``workdir`` holds instead of refusing it.
+    the table ``workdir`` holds instead of refusing it. ``chooser``: who makes the run's
+    nondeterministic decisions (:mod:`runtime.sim.chooser`; the seeded ``RandomChooser(seed)``).
     """
     wall0 = time.perf_counter()
     resolved = prepare_config(job, workdir, storage, existing_table)
@@ -473,7 +476,7 @@ def simulate(
         store = store or MemoryStore()
     with _held(resolved, store):
         run = _new_run(
-            resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace
+            resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace, chooser
         )
         run.network.reply_probes.extend(reply_probes or [])
         record = _run_loop(run, run.loop, chrome_trace_path)
@@ -527,11 +530,16 @@ def _new_run(
     io_delay: Delay | None,
     chrome_trace_path: str | None,
     expect_trace: list[Event] | None,
+    chooser: Chooser | None = None,
 ) -> _SimRun:
     """The loop, the trace recorder and the host of one simulated run."""
     cfg = job.config
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s
-    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s)
+    loop = SimLoop(
+        max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S,
+        max_real_s=max_real_s,
+        chooser=chooser if chooser is not None else RandomChooser(seed),
+    )
     recorder = TraceRecorder(
         loop.time,
         scrub={cfg.table: "<table>"},

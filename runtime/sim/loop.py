@@ -10,8 +10,10 @@ faithful simulator is asyncio itself with two things replaced, FoundationDB-simu
 * the I/O: there is none. ``run_in_executor`` (and so ``asyncio.to_thread``) runs the function
   inline, on this thread, so no thread pool can reorder anything.
 
-Ready callbacks run in FIFO order (asyncio's deque) and timers in (time, insertion) order (asyncio's
-heap compares times only, so timers due at the same virtual instant get a sequence number here);
+Ready callbacks run in FIFO order (asyncio's deque), or in the order a
+:class:`~runtime.sim.chooser.Chooser` that ``orders_ready`` picks, and timers in (time, insertion)
+order (asyncio's heap compares times only, so timers due at the same virtual instant get a
+sequence number here);
 with the clock and the executor pinned, a run is a pure function of its inputs and the seed. Two
 guards bound every run: a virtual-time limit and a real-time limit, each raising a
 :class:`SimulationError` that names what ran out.
@@ -26,8 +28,11 @@ import contextvars
 import heapq
 import itertools
 import time
+from asyncio import format_helpers
 from collections.abc import Callable
 from typing import Any, TypeVar, TypeVarTuple, Unpack
+
+from runtime.sim.chooser import ChoicePoint, Chooser
 
 __all__ = ["SimLoop", "SimulationError", "SimulationStuck", "VirtualTimeLimit", "RealTimeLimit", "SimulationAborted"]
 
@@ -132,8 +137,13 @@ class SimLoop(asyncio.BaseEventLoop):
     _debug: bool
     _check_closed: Callable[[], None]
 
-    def __init__(self, *, max_virtual_s: float | None = None, max_real_s: float | None = None) -> None:
+    def __init__(
+        self, *, max_virtual_s: float | None = None, max_real_s: float | None = None, chooser: Chooser | None = None
+    ) -> None:
         super().__init__()
+        # who picks among ready callbacks (None or a FIFO chooser: asyncio's order, no call)
+        self.chooser = chooser
+        self._orders_ready = chooser is not None and chooser.orders_ready
         self._selector = _VirtualSelector(self)
         self._now = 0.0
         self.max_virtual_s = max_virtual_s
@@ -241,8 +251,45 @@ class SimLoop(asyncio.BaseEventLoop):
             timer = heapq.heappop(scheduled)[2]
             timer._scheduled = False
             ready.append(timer)
+        if self._orders_ready:
+            self._run_chosen(len(ready))
+            return
         for _ in range(len(ready)):
-            handle = ready.popleft()
+            handle: Any = ready.popleft()
+            if handle._cancelled:
+                continue
+            # ``Handle._run`` inline: one frame less for every callback of the run
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
+                self._callback_failed(handle, exc)
+
+    def _callback_failed(self, handle: Any, exc: BaseException) -> None:
+        """What ``Handle._run`` does with a callback's exception: the loop's exception handler."""
+        context = {
+            "message": "Exception in callback "
+            + format_helpers._format_callback_source(handle._callback, handle._args),
+            "exception": exc,
+            "handle": handle,
+        }
+        if handle._source_traceback:
+            context["source_traceback"] = handle._source_traceback
+        self.call_exception_handler(context)
+
+    def _run_chosen(self, n: int) -> None:
+        """Runs the ``n`` callbacks ready now in the order the chooser picks (callbacks they make
+        ready wait for the next iteration, as in FIFO order)."""
+        assert self.chooser is not None
+        ready = self._ready
+        for remaining in range(n, 0, -1):
+            k = self.chooser.choose(ChoicePoint.READY_ORDER, remaining) if remaining > 1 else 0
+            if k:
+                handle = ready[k]
+                del ready[k]
+            else:
+                handle = ready.popleft()
             if not handle._cancelled:
                 handle._run()
 

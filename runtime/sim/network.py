@@ -1,12 +1,14 @@
-"""Messages between roles in one process: the same bytes as on Ray, seeded delays, FIFO per pair.
+"""Messages between roles in one process: what Ray's bytes decode to, chosen delays, FIFO per pair.
 
-A message is encoded where it is sent (codec messages become msgpack bytes, exactly as
-``actors/ray_env.py`` puts them on the wire; Arrow data travels by reference as Ray would pass an
-object), delivered after a delay drawn from the sender's seeded random source, and decoded where
-it arrives. Ray starts an actor's calls from one caller in submission order; here each
-(sender, destination) pair is a lane whose deliveries never overtake each other, whatever the
-delays say. The destination's method must be one of its ``RPC_METHODS``; a coroutine result is
-awaited; the reply (or the error) travels back after another delay.
+A message is copied where it is sent into exactly what decoding its wire bytes gives the receiver
+(:func:`runtime.core.codec.delivered`: a codec message becomes a fresh equal dataclass, or its
+msgpack bytes, as ``actors/ray_env.py`` puts them on the wire, where the copy could differ; Arrow
+data travels by reference as Ray would pass an object), delivered after a delay the run's chooser
+draws for the sender (:mod:`runtime.sim.chooser`), and read where it arrives. Ray starts an
+actor's calls from one caller in submission order; here each (sender, destination) pair is a
+lane whose deliveries never overtake each other, whatever the delays say. The destination's
+method must be one of its ``RPC_METHODS``; a coroutine result is awaited; the reply (or the
+error) travels back after another delay.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.codec import from_wire, to_wire
+from runtime.core.codec import delivered, from_wire
 from runtime.core.env import bounded, rpc_handler
+from runtime.sim.chooser import ChoicePoint, Chooser, RandomChooser
 from runtime.sim.recorder import TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
@@ -163,15 +166,22 @@ class SimNetwork:
     """Delivers calls and sends between the roles registered with :meth:`add`."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, seed: int, recorder: TraceRecorder, delay: Delay = DEFAULT_DELAY
+        self,
+        loop: asyncio.AbstractEventLoop,
+        seed: int,
+        recorder: TraceRecorder,
+        delay: Delay = DEFAULT_DELAY,
+        *,
+        chooser: Chooser | None = None,
     ) -> None:
         self.loop = loop
         self.seed = seed
+        # every delay is the chooser's decision (the seeded random one unless the run names another)
+        self.chooser: Chooser = chooser if chooser is not None else RandomChooser(seed)
         self.recorder = recorder
         self.delay = delay
         self.roles: dict[str, Any] = {}
         self._lanes: dict[tuple[str, str], _Lane] = {}
-        self._rngs: dict[str, random.Random] = {}
         self._ids = itertools.count(1)
         self.messages = 0
         self.replies = 0
@@ -205,10 +215,7 @@ class SimNetwork:
         return name in self.roles
 
     def _draw(self, who: str) -> float:
-        rng = self._rngs.get(who)
-        if rng is None:
-            rng = self._rngs[who] = random.Random(f"commitlab-sim/{self.seed}/net/{who}")
-        return self.delay(rng)
+        return self.chooser.draw(ChoicePoint.MESSAGE_DELAY, who, self.delay)
 
     def post(
         self,
@@ -227,7 +234,7 @@ class SimNetwork:
             sender,
             dest,
             method,
-            to_wire(msg),
+            delivered(msg),
             message_kind(msg),
             reply,
             on_error,
@@ -291,7 +298,7 @@ class SimNetwork:
         except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
             self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
             return
-        self._respond(env, ok=True, value=to_wire(result), kind=message_kind(result))
+        self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
 
     def _respond(self, env: _Envelope, *, ok: bool, value: Any, kind: str) -> None:
         if env.reply is None:

@@ -4,7 +4,8 @@ A :class:`SimSchedule` is everything exploration varies, as plain data: the writ
 of each round (0: a quiet round), late checkpoint notifications, aborted checkpoints, lost
 notifications, slow snapshots, a table lock held by a cleaner, the network's delay distribution
 and the flush sizes. :func:`draw` makes one from a scenario name and a seed (the same seed, the
-same schedule, on every machine); :meth:`SimSchedule.config` turns it into the
+same schedule, on every machine), each open decision drawn from the run's chooser
+(:mod:`runtime.sim.chooser`, ``SCHEDULE``); :meth:`SimSchedule.config` turns it into the
 :class:`~runtime.core.config.JobConfig` the simulator runs. Nothing here knows which schedule breaks
 which protocol: the P1 deadlock (a quiet round, its completion notified late, an eager flush in
 the next round) is one corner of the space the draws cover, found by exploration, not written in.
@@ -20,6 +21,7 @@ from typing import Any
 
 from runtime.core.config import ConfigError, JobConfig, Schedule
 from runtime.core.fault_spec import FaultSpec, parse_faults
+from runtime.sim.chooser import ChoicePoint, Chooser, RandomChooser
 
 # Bounds of one simulated run: short enough for thousands of seeds, long enough for every
 # protocol's timeouts (commit ack 10 s, checkpoint 30 s) to play out.
@@ -342,9 +344,10 @@ SCENARIOS: dict[str, tuple[Callable[[random.Random], SimSchedule], str]] = {
 }
 
 
-def draw(scenario: str, seed: int) -> SimSchedule:
-    """The schedule of ``seed`` in ``scenario`` (a pure function of both)."""
+def draw(scenario: str, seed: int, chooser: Chooser | None = None) -> SimSchedule:
+    """The schedule of ``seed`` in ``scenario`` (a pure function of both): what the scenario
+    leaves open is the chooser's decision (``RandomChooser(seed)`` unless one is given)."""
     if scenario not in SCENARIOS:
         raise ConfigError(f"unknown scenario {scenario!r}; choose one of {', '.join(SCENARIOS)}")
-    rng = random.Random(f"commitlab-explore/{scenario}/{seed}")
-    return SCENARIOS[scenario][0](rng)
+    chooser = chooser if chooser is not None else RandomChooser(seed)
+    return SCENARIOS[scenario][0](chooser.source(ChoicePoint.SCHEDULE, scenario))

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.core.codec import from_wire
 from runtime.core.dfs import Dfs
 from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, waited_text
+from runtime.sim.chooser import ChoicePoint
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
 from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
 
@@ -26,13 +26,7 @@ T = TypeVar("T")
 # 2026-01-01T00:00:00Z: virtual time 0 is this wall-clock time, so instant times are stable
 SIM_EPOCH = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc).timestamp()
 
-__all__ = ["SimEnv", "SimNetwork", "Delay", "DEFAULT_DELAY", "SIM_EPOCH", "role_rng"]
-
-
-def role_rng(seed: int, role: str, purpose: str = "role") -> random.Random:
-    """A random source derived from the seed and a role name (string seeds hash with SHA-512, so
-    this is the same in every process, unlike ``hash()``)."""
-    return random.Random(f"commitlab-sim/{seed}/{purpose}/{role}")
+__all__ = ["SimEnv", "SimNetwork", "Delay", "DEFAULT_DELAY", "SIM_EPOCH"]
 
 
 class _ReplyTimeout(asyncio.TimeoutError):
@@ -66,8 +60,9 @@ class SimEnv(Env):
         # a restarted role draws new numbers, as a new process would
         self.incarnation = incarnation
         key = role if incarnation == 0 else f"{role}#{incarnation}"
-        self.rng = role_rng(seed, key)
-        self._io_rng = role_rng(seed, key, "io")
+        # the role's draws are the network's chooser's decisions (seeded by the run's seed)
+        self.rng = network.chooser.source(ChoicePoint.ROLE_DRAW, key)
+        self._io_key = key
         self.alive = True
         self.crashed: str | None = None  # why an injected crash ended this role
         self.tasks: list[asyncio.Task[Any]] = []  # what this role runs: cancelled when it dies
@@ -230,5 +225,5 @@ class SimEnv(Env):
             if slowed:
                 await asyncio.sleep(slowed)
         if self.io_delay is not None:
-            await asyncio.sleep(self.io_delay(self._io_rng))
+            await asyncio.sleep(self.network.chooser.draw(ChoicePoint.IO_DELAY, self._io_key, self.io_delay))
         return result

@@ -10,10 +10,11 @@ import time
 import pytest
 
 from runtime.core import codec
+from runtime.core.codec import from_wire, to_wire
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import CheckpointNotice, CommitAckEvent
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationStuck, VirtualTimeLimit
-from runtime.sim.network import Delay, SimNetwork, from_wire, to_wire
+from runtime.sim.network import Delay, SimNetwork
 from runtime.sim.recorder import SimTracer, TraceRecorder, first_divergence, trace_sha256
 from runtime.sim.sim_env import SIM_EPOCH, SimEnv
 
@@ -245,3 +246,23 @@ def test_a_step_records_the_same_trace_event_with_chrome_tracing_on_or_off():
         events.append(recorder.events)
         assert len(tracer.events) == (2 if chrome else 0)
     assert events[0] == events[1]
+
+
+def test_a_failing_callback_goes_to_the_loops_exception_handler_and_the_run_goes_on():
+    seen, ran = [], []
+
+    def boom():
+        raise ValueError("boom")
+
+    loop = SimLoop()
+    try:
+        loop.set_exception_handler(lambda _loop, context: seen.append(context))
+        loop.call_soon(boom)
+        loop.call_soon(ran.append, 1)
+        loop.call_later(1.0, loop.stop)
+        loop.run_forever()
+    finally:
+        loop.close()
+    assert ran == [1]
+    assert [type(c["exception"]) for c in seen] == [ValueError]
+    assert seen[0]["message"].startswith("Exception in callback") and "boom" in seen[0]["message"]
