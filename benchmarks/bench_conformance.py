@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as common  # noqa: E402  (sets sys.path to the project root)
 
-from runtime.conformance.comparison import Comparison  # noqa: E402
+from runtime.conformance.comparison import Comparison, Ratio  # noqa: E402
 from runtime.conformance.releases import RELEASES, release_for  # noqa: E402
 from runtime.conformance.run import run_check  # noqa: E402
 from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
@@ -32,18 +32,20 @@ from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
 PARTS = ("data", "timeline", "markers", "messages", "metadata", "aux", "archive")
 
 
-def _cell(r: object) -> str:
-    ratio = getattr(r, "ratio", None)
-    lab, real = getattr(r, "lab", 0), getattr(r, "real", 0)
-    return f"{lab:g}/{real:g}" + ("" if ratio is None else f" ({ratio:g})")
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:g}"
+
+
+def _cell(r: Ratio) -> str:
+    return f"{_num(r.lab)} / {_num(r.real)}" + ("" if r.ratio is None else f" ({r.ratio:g})")
 
 
 def markdown(rows: list[tuple[int, Comparison]]) -> str:
     head = ["writers", "table", "rows equal", "files/commit", "bytes/commit", *PARTS, "write tasks", "coordinator"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for writers, c in rows:
-        parts = [_cell(c.per_checkpoint[p]) if p in c.per_checkpoint else "0/0" for p in PARTS]
-        roles = [_cell(c.per_role[r]) if r in c.per_role else "0/0" for r in ("write_task", "coordinator")]
+        parts = [_cell(c.per_checkpoint.get(p, Ratio(0, 0))) for p in PARTS]
+        roles = [_cell(c.per_role.get(r, Ratio(0, 0))) for r in ("write_task", "coordinator")]
         cells = [str(writers), c.table_type, "yes" if c.contents.equal else "NO"]
         cells += [_cell(c.files_per_commit), _cell(c.bytes_per_commit), *parts, *roles]
         lines.append("| " + " | ".join(cells) + " |")
