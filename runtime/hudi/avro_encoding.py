@@ -227,7 +227,7 @@ def decode_records(
     fields do not end where its length says."""
     if len(content) >= 2**31:  # a string view's offset is an int32
         return None
-    buf = np.frombuffer(content, np.uint8)
+    buf = np.frombuffer(content + bytes(16), np.uint8)  # the padding: 8-byte reads near the end
     source = pa.py_buffer(content)
     pos = starts.astype(np.int64, copy=True)
     columns: list[pa.Array] = []
@@ -275,8 +275,8 @@ def _decode_field(
         arrow_width, width = _FIXED_WIDTH[kind]
         if bool((at + width > ends[rows]).any()):
             raise AvroDecodeError(f"field {name!r}: a value past its record's end")
-        raw = np.ascontiguousarray(buf[at[:, None] + np.arange(width)[None, :]])
-        values = pa.array(raw.view(arrow_width.to_pandas_dtype()).reshape(-1))
+        word = _words(buf)[at] & np.uint64((1 << (8 * width)) - 1)
+        values = pa.array(word.astype(f"<u{width}").view(arrow_width.to_pandas_dtype()))
         at += width
     pos[rows] = at
     return _spread(values, valid, arrow, name)
@@ -332,22 +332,31 @@ def _unzigzag(zz: npt.NDArray[np.uint64]) -> npt.NDArray[np.int64]:
     return (zz >> np.uint64(1)).view(np.int64) ^ -(zz & np.uint64(1)).view(np.int64)
 
 
+def _words(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
+    """The little-endian uint64 starting at every byte of ``buf`` (a view: ``buf`` ends in 8 zero bytes)."""
+    return np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, offset=0, strides=(1,))
+
+
 def _views(
     buf: npt.NDArray[np.uint8], source: pa.Buffer, at: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], kind: str
 ) -> pa.Array:
-    """Arrow string (or binary) views of the values where they lie in ``source``: a value of up to
-    12 bytes inline, a longer one as its first 4 bytes and its offset."""
-    n = len(at)
-    views = np.zeros((n, 16), dtype=np.uint8)
-    views[:, 0:4] = lengths.astype("<i4").view(np.uint8).reshape(n, 4)
-    inline = np.minimum(at[:, None] + np.arange(12)[None, :], len(buf) - 1)
-    head = np.where(np.arange(12)[None, :] < lengths[:, None], buf[inline], 0).astype(np.uint8)
-    long = lengths > 12
-    views[:, 4:16] = head
-    views[long, 8:12] = 0  # the buffer's index
-    views[long, 12:16] = at[long].astype("<i4").view(np.uint8).reshape(-1, 4)
+    """Arrow string (or binary) views of the values where they lie in ``source``: each view is
+    the length (4 bytes), then a value of up to 12 bytes inline (zero-padded), or a longer value's
+    first 4 bytes, its buffer (0) and its offset."""
+    words = _words(buf)
+    first, rest = words[at], words[at + 8] & np.uint64(0xFFFFFFFF)
+    size = lengths.astype(np.uint64)
+    short = lengths <= 12
+    # the bytes past a short value's end are zero in its view
+    first &= np.where(size >= 8, ~np.uint64(0), (np.uint64(1) << (np.uint64(8) * np.minimum(size, 7))) - np.uint64(1))
+    tail = np.clip(size, 8, 12) - np.uint64(8)
+    rest &= (np.uint64(1) << (np.uint64(8) * tail)) - np.uint64(1)
+    views = np.empty((len(at), 2), dtype="<u8")
+    views[:, 0] = size | ((first & np.uint64(0xFFFFFFFF)) << np.uint64(32))
+    inline = (first >> np.uint64(32)) | (rest << np.uint64(32))  # bytes 4 to 11
+    views[:, 1] = np.where(short, inline, at.astype(np.uint64) << np.uint64(32))  # buffer 0, offset
     view_type = pa.string_view() if kind == "string" else pa.binary_view()
-    array = pa.Array.from_buffers(view_type, n, [None, pa.py_buffer(views.tobytes()), source])
+    array = pa.Array.from_buffers(view_type, len(at), [None, pa.py_buffer(views), source])
     try:
         array.validate(full=True)  # a string's bytes are UTF-8
     except pa.ArrowInvalid as exc:
