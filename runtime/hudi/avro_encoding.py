@@ -19,6 +19,10 @@ Columns encoded one value at a time by fastavro instead (the bytes are the same,
 a decimal (``fixed`` with the ``decimal`` logical type), a list, a map, a struct, a timestamp in
 nanoseconds, a ``date64``, a union of more than two branches, and a non-union field with nulls
 (where fastavro raises its own error).
+
+Back (compaction reading a block, :func:`decode_records`): the same encodings read a field at a
+time for every record at once, the strings as Arrow string views over the block's bytes; a block
+with any field of the types above is left to fastavro, record by record.
 """
 
 from __future__ import annotations
