@@ -57,7 +57,7 @@ from runtime.hudi.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
     LogFormatError,
-    avro_records,
+    avro_table,
     read_blocks,
 )
 from runtime.hudi.log_writer import list_partition
@@ -286,9 +286,9 @@ def read_log_records(table: HudiTable, partition: str, log_files: Iterable[str],
         for block in read_blocks(data, path):
             # command blocks name instants that are not completed, whose blocks are skipped anyway
             if block.block_type == AVRO_DATA_BLOCK and block.instant in completed:
-                rows = avro_records(block)
-                if rows:
-                    tables.append(pa.Table.from_pylist(rows, schema=arrow_schema(block.header[SCHEMA])))
+                rows = avro_table(block, arrow_schema(block.header[SCHEMA]))
+                if rows.num_rows:
+                    tables.append(rows)
     if not tables:
         return LogRead(None, size)
     try:

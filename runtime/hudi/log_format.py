@@ -27,7 +27,9 @@ official reader, ``hudi`` 0.5.0, and a rollback block has the size of a Hudi-wri
 * ``FSUtils.makeLogFileName``: ``.<fileId>_<baseCommitTime>.log.<version>_<writeToken>``: in table
   version 6 the middle instant is the file slice's base instant, not the delta commit's.
 
-The Avro records are encoded by fastavro; the framing above is this module's.
+The Avro records are encoded a column at a time by :mod:`runtime.hudi.avro_encoding` (the bytes
+fastavro's ``schemaless_writer`` writes per record) and decoded by fastavro; the framing above is
+this module's.
 """
 
 from __future__ import annotations
@@ -41,8 +43,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from runtime.hudi.avro_encoding import (
+    AvroDecodeError,
+    byte_lengths,
+    decode_records,
+    fixed_width_values,
+    join_rows,
+    record_fields,
+)
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -131,39 +143,27 @@ def record_schema(data_schema_json: str) -> dict[str, Any]:
 
 
 def avro_data_block(instant: str, schema: dict[str, Any], records: pa.Table) -> bytes:
-    """An AVRO_DATA block of ``records`` (the meta columns included) written at ``instant``."""
-    parsed = fastavro.parse_schema(schema)
-    names = [f["name"] for f in schema["fields"]]
-    buf = io.BytesIO()
-    buf.write(struct.pack(">ii", AVRO_BLOCK_VERSION, records.num_rows))
-    columns = [_avro_values(records.column(n)) for n in names]
-    for row in zip(*columns, strict=True):
-        start = buf.tell()
-        buf.write(b"\0\0\0\0")  # the length, filled in below
-        fastavro.schemaless_writer(buf, parsed, dict(zip(names, row, strict=True)))
-        end = buf.tell()
-        buf.seek(start)
-        buf.write(struct.pack(">i", end - start - 4))
-        buf.seek(end)
+    """An AVRO_DATA block of ``records`` (the meta columns included) written at ``instant``: the
+    records encoded a column at a time (:mod:`runtime.hudi.avro_encoding`), each after its length."""
     header = {INSTANT_TIME: instant, SCHEMA: json.dumps(schema, separators=(",", ":"))}
-    return encode_block(AVRO_DATA_BLOCK, header, buf.getvalue())
+    return encode_block(AVRO_DATA_BLOCK, header, avro_block_content(schema, records))
 
 
-def _avro_values(column: pa.ChunkedArray) -> list[Any]:
-    """A column's values as fastavro writes them: an Arrow map's (key, value) pairs as a dict."""
-    return [_avro_value(v, column.type) for v in column.to_pylist()]
-
-
-def _avro_value(value: Any, t: pa.DataType) -> Any:
-    if value is None:
-        return None
-    if pa.types.is_map(t):
-        return {k: _avro_value(v, t.item_type) for k, v in value}
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return [_avro_value(v, t.value_type) for v in value]
-    if pa.types.is_struct(t):
-        return {f.name: _avro_value(value[f.name], f.type) for f in t}
-    return value
+def avro_block_content(schema: dict[str, Any], records: pa.Table) -> bytes:
+    """``HoodieAvroDataBlock.serializeRecords``: the version, the count, then per record its
+    length (a big-endian int) and its Avro binary encoding."""
+    head = struct.pack(">ii", AVRO_BLOCK_VERSION, records.num_rows)
+    if records.num_rows == 0:
+        return head
+    fields = record_fields(schema, records)
+    lengths = np.zeros(records.num_rows, dtype=np.int64)
+    for field in fields:
+        lengths += byte_lengths(field)
+    prefix = fixed_width_values(np.asarray(lengths, dtype=">i4").view(np.uint8).reshape(-1, 4))
+    joined = join_rows([prefix, *fields])
+    offsets = np.frombuffer(joined.buffers()[1], np.int64, len(joined) + 1, joined.offset * 8)
+    records_bytes: bytes = joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    return head + records_bytes
 
 
 def rollback_block(rollback_instant: str, target_instant: str) -> bytes:
@@ -254,13 +254,40 @@ def decode_rows(block: LogBlock) -> int:
         ) from None
 
 
-def avro_records(block: LogBlock) -> list[dict[str, Any]]:
-    """The records of an AVRO_DATA block, decoded with the schema of its header."""
+def avro_table(block: LogBlock, schema: pa.Schema) -> pa.Table:
+    """The records of an AVRO_DATA block as a table of ``schema`` (the Arrow types of its header's
+    schema): decoded a column at a time (:func:`runtime.hudi.avro_encoding.decode_records`), or
+    record by record by fastavro when a field is of a type left to it."""
+    count = _avro_record_count(block)
+    starts = np.empty(count, dtype=np.int64)
+    at, read_length = 8, struct.Struct(">i").unpack_from
+    for i in range(count):  # each record's place follows from the lengths before it
+        starts[i] = at + 4
+        at += 4 + read_length(block.content, at)[0]
+    ends = np.append(starts[1:] - 4, at).astype(np.int64) if count else starts
+    if at > len(block.content) or bool((ends < starts).any()):
+        raise LogFormatError(f"its {count} records' lengths run past its {len(block.content)} bytes")
+    try:
+        decoded = decode_records(json.loads(block.header[SCHEMA]), block.content, starts, ends)
+    except AvroDecodeError as exc:
+        raise LogFormatError(f"its records do not decode with its header's schema ({exc})") from None
+    if decoded is None:
+        return pa.Table.from_pylist(avro_records(block), schema=schema)
+    return decoded if decoded.schema.equals(schema) else decoded.cast(schema)
+
+
+def _avro_record_count(block: LogBlock) -> int:
     if block.block_type != AVRO_DATA_BLOCK:
         raise LogFormatError(f"block type {block.block_type} is not an Avro data block")
     version, count = struct.unpack_from(">ii", block.content, 0)
     if version != AVRO_BLOCK_VERSION:
         raise LogFormatError(f"Avro data block version {version}; version {AVRO_BLOCK_VERSION} is read")
+    return int(count)
+
+
+def avro_records(block: LogBlock) -> list[dict[str, Any]]:
+    """The records of an AVRO_DATA block, decoded with the schema of its header."""
+    count = _avro_record_count(block)
     parsed = fastavro.parse_schema(json.loads(block.header[SCHEMA]))
     buf = io.BytesIO(block.content)
     at, out = 8, list[dict[str, Any]]()
