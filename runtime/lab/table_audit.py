@@ -75,6 +75,7 @@ from runtime.hudi.table import (
     write_stats,
 )
 from runtime.hudi.timeline_actions import INSERT_OPERATIONS, data_instants, operation, replaced_file_groups
+from runtime.lab.metadata_audit import metadata_table_findings
 from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_findings
 from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
 
@@ -198,6 +199,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
+    _metadata_table_checks(scan, audit)
     _snapshot_checks(scan, audit)
     _checkpoint_messages(scan, audit)
     for instant in expected_commits or []:
@@ -383,6 +385,21 @@ def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
                 ".commit.requested); its file is invisible to readers and no rollback will remove it",
                 f.rel,
             )
+
+
+def _metadata_table_checks(scan: _Scan, audit: Audit) -> None:
+    """The metadata table against the data timeline and the storage listing
+    (:mod:`runtime.lab.metadata_audit`)."""
+    per_instant = scan.table.version.logs_per_instant  # from 8 a log file's name carries its instant
+    data_files = {f.rel: f.instant for f in scan.files}
+    for rel in scan.logs:
+        name = LogFileName.parse(rel.rsplit("/", 1)[-1])
+        data_files[rel] = name.base_instant if name is not None and per_instant else ""
+    committed_logs = {s["path"] for meta in scan.metadata.values() for s in write_stats(meta) if s["path"] in scan.logs}
+    for severity, kind, message, rel in metadata_table_findings(
+        scan.table, scan.timeline, scan.states, data_files, committed_logs
+    ):
+        audit.add(severity, kind, message, rel)
 
 
 def _latest_slices(scan: _Scan) -> list[BaseFile]:

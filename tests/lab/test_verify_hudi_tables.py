@@ -103,3 +103,33 @@ def test_a_copied_file_group_is_a_duplicate_error_whatever_the_operation(tmp_pat
     assert errors["unlisted-file"].file == f"region=eu/{copy.name}"
     assert "11111111-0000-0000-0000-000000000000-0" in errors["duplicate-key"].message
     assert main(["verify", "--table", table]) == 1
+
+
+def test_a_committed_base_file_deleted_is_named_by_the_metadata_table_check(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    victim = sorted(Path(table).glob("region=us/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    victim.unlink()
+    errors = {(f.kind, f.file) for f in audit_table(table).errors}
+    assert ("metadata-lists-missing-file", f"region=us/{victim.name}") in errors
+    assert main(["verify", "--table", table]) == 1
+
+
+def test_a_stray_base_file_of_a_completed_instant_is_not_in_the_metadata_table(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    latest = sorted(Path(table).glob("region=eu/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    copy = latest.with_name("22222222-0000-0000-0000-000000000000-0" + latest.name[latest.name.index("_") :])
+    shutil.copy(latest, copy)
+    errors = {(f.kind, f.file) for f in audit_table(table).errors}
+    assert ("metadata-missing-file", f"region=eu/{copy.name}") in errors
+
+
+def test_a_metadata_table_delta_commit_removed_is_a_missing_instant(tmp_path):
+    table = _table(tmp_path, "quickstart_trips_table__mor__avro__v8_trips_8i3u1d")
+    mdt_timeline = Path(table, ".hoodie", "metadata", ".hoodie", "timeline")
+    data = {p.name.split("_", 1)[0] for p in Path(table, ".hoodie", "timeline").glob("*_*.deltacommit")}
+    victim = sorted(p for p in mdt_timeline.glob("*_*.deltacommit") if p.name.split("_", 1)[0] in data)[-2]
+    instant = victim.name.split("_", 1)[0]
+    victim.unlink()
+    missing = [f for f in audit_table(table).errors if f.kind == "metadata-table-missing-instant"]
+    assert [instant in f.message for f in missing] == [True]
+    assert main(["verify", "--table", table]) == 1
