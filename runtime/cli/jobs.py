@@ -284,9 +284,11 @@ def add_verify_command(sub: Any) -> None:
         "without meta fields). It reads the timeline's commit, deltacommit, replacecommit/clustering (replaced "
         "file groups leave the snapshot), compaction and logcompaction instants, parses clean, rollback, "
         "restore, savepoint and indexing instants, compares the metadata table's timeline with the data "
-        "timeline, and decodes Avro and parquet log data blocks (delete and command blocks are framed). "
+        "timeline both ways and its files partition (HFile base files and HFile log blocks) with the storage "
+        "listing, and decodes Avro and parquet log data blocks (delete and command blocks are framed). "
         "Notes, not errors: a key written twice by an INSERT or BULK_INSERT instant (Hudi keeps both rows), "
-        "pending instants of a write awaiting rollback, rollbacks and the instants they undid.",
+        "pending instants of a write awaiting rollback, rollbacks and the instants they undid, files of "
+        "pending or rolled-back instants the metadata table does not list.",
     )
     ver.add_argument("--table", default="", help="table path or URI (default with --result: the run's table)")
     ver.add_argument(
