@@ -41,7 +41,7 @@ from typing import Any
 import fastavro
 
 from runtime.core.dfs import Dfs, DfsError
-from runtime.hudi.hfile import HFileError, read_hfile
+from runtime.hudi.hfile import read_hfile
 from runtime.hudi.log_format import (
     COMMAND_BLOCK,
     COMMAND_BLOCK_TYPE,
@@ -73,8 +73,8 @@ class MetadataTableError(ValueError):
 class FilesView:
     """The merged ``files`` partition, and what of it could not be read."""
 
+    timeline: Timeline  # the metadata table's own
     partitions: dict[str, dict[str, int]] = field(default_factory=dict)  # "" = non-partitioned
-    timeline: Timeline | None = None  # the metadata table's own
     problems: list[tuple[str, str]] = field(default_factory=list)  # (table-relative file, why)
     notes: list[tuple[str, str]] = field(default_factory=list)
 
@@ -101,7 +101,10 @@ def open_metadata_table(table: HudiTable) -> HudiTable | None:
 
 def read_files_partition(mdt: HudiTable) -> FilesView:
     """The ``files`` partition merged as Hudi's metadata reader merges it."""
-    timeline = mdt.timeline()
+    try:
+        timeline = mdt.timeline()
+    except (TableError, DfsError) as exc:
+        raise MetadataTableError(f"the metadata table's timeline cannot be read: {exc}") from None
     view = FilesView(timeline=timeline)
     done = {i.ts for i in timeline.instants if i.state == COMPLETED}
     rel_dir = f"{HOODIE}/{METADATA_DIR}/{FILES_PARTITION}"
@@ -171,7 +174,7 @@ def _merge_hfile(view: FilesView, records: dict[str, dict[str, Any]], data: byte
             record = fastavro.schemaless_reader(io.BytesIO(value), parsed, None)
             if isinstance(record, dict):
                 _combine(records, key.decode(), record)
-    except (HFileError, ValueError, EOFError, KeyError, IndexError) as exc:
+    except Exception as exc:  # noqa: BLE001 - damaged bytes make fastavro raise many types
         view.problems.append((where.split(" (", 1)[0], f"{where}: not a readable HFile of metadata records: {exc}"))
 
 

@@ -55,14 +55,13 @@ def metadata_table_findings(
     metadata lists."""
     try:
         mdt = open_metadata_table(table)
+        if mdt is None:
+            return []
+        view = read_files_partition(mdt)
     except MetadataTableError as exc:
         return [("error", "metadata-table-unreadable", str(exc), f"{MDT}/{HOODIE}/hoodie.properties")]
-    if mdt is None:
-        return []
-    view = read_files_partition(mdt)
     out: list[FindingTuple] = [("error", "corrupt-metadata-table", why, rel) for rel, why in view.problems]
     out += [("info", "metadata-table-unread-block", why, rel) for rel, why in view.notes]
-    assert view.timeline is not None
     out += _instants_missing(f"{MDT}/{mdt.timeline_rel}", timeline, states, view.timeline)
     if FILES_PARTITION in _enabled_partitions(table) and not view.problems:
         out += _files_against_storage(view.files(), states, data_files, set(committed_logs))

@@ -133,3 +133,16 @@ def test_a_metadata_table_delta_commit_removed_is_a_missing_instant(tmp_path):
     missing = [f for f in audit_table(table).errors if f.kind == "metadata-table-missing-instant"]
     assert [instant in f.message for f in missing] == [True]
     assert main(["verify", "--table", table]) == 1
+
+
+def test_a_metadata_table_log_with_flipped_bytes_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    log = sorted(Path(table, ".hoodie", "metadata", "files").glob(".files-*.log.*"), key=lambda p: p.stat().st_size)[-1]
+    data = bytearray(log.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 8):
+        data[i] ^= 0xFF
+    log.write_bytes(bytes(data))
+    named = [f for f in audit_table(table).errors if f.kind == "corrupt-metadata-table"]
+    assert [f.file for f in named] == [f".hoodie/metadata/files/{log.name}"]
+    assert "byte" in named[0].message
+    assert main(["verify", "--table", table]) == 1
