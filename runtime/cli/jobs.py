@@ -285,7 +285,7 @@ def add_verify_command(sub: Any) -> None:
         "file groups leave the snapshot), compaction and logcompaction instants, parses clean, rollback, "
         "restore, savepoint and indexing instants, compares the metadata table's timeline with the data "
         "timeline both ways and its files partition (HFile base files and HFile log blocks) with the storage "
-        "listing, and decodes Avro and parquet log data blocks (delete and command blocks are framed). "
+        "listing, and decodes Avro, parquet, HFile and CDC log data blocks (delete and command blocks are framed). "
         "Notes, not errors: a key written twice by an INSERT or BULK_INSERT instant (Hudi keeps both rows), "
         "pending instants of a write awaiting rollback, rollbacks and the instants they undid, files of "
         "pending or rolled-back instants the metadata table does not list.",

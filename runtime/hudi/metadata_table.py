@@ -32,16 +32,11 @@ so Hudi writes none in practice).
 
 from __future__ import annotations
 
-import io
-import json
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-import fastavro
-
 from runtime.core.dfs import Dfs, DfsError
-from runtime.hudi.hfile import read_hfile
 from runtime.hudi.log_format import (
     COMMAND_BLOCK,
     COMMAND_BLOCK_TYPE,
@@ -55,6 +50,7 @@ from runtime.hudi.log_format import (
     LogFormatError,
     read_blocks,
 )
+from runtime.hudi.log_reader import hfile_records
 from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
 
 METADATA_DIR = "metadata"
@@ -168,14 +164,12 @@ def _apply_block(view: FilesView, records: dict[str, dict[str, Any]], block: Log
 def _merge_hfile(view: FilesView, records: dict[str, dict[str, Any]], data: bytes, schema: str, where: str) -> None:
     """Merges the records of one HFile (a base file, or a log block's content) into ``records``."""
     try:
-        hfile = read_hfile(data)
-        parsed = fastavro.parse_schema(json.loads(schema or hfile.schema))
-        for key, value in hfile.cells:
-            record = fastavro.schemaless_reader(io.BytesIO(value), parsed, None)
-            if isinstance(record, dict):
-                _combine(records, key.decode(), record)
-    except Exception as exc:  # noqa: BLE001 - damaged bytes make fastavro raise many types
-        view.problems.append((where.split(" (", 1)[0], f"{where}: not a readable HFile of metadata records: {exc}"))
+        cells = hfile_records(data, schema)
+    except LogFormatError as exc:
+        view.problems.append((where.split(" (", 1)[0], f"{where}: {exc}"))
+        return
+    for key, record in cells:
+        _combine(records, key.decode(errors="replace"), record)
 
 
 def _combine(records: dict[str, dict[str, Any]], key: str, record: dict[str, Any]) -> None:

@@ -54,16 +54,8 @@ from runtime.hudi.dfs_message_bus import (
     message_bus_path,
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
-from runtime.hudi.log_format import (
-    AVRO_DATA_BLOCK,
-    PARQUET_DATA_BLOCK,
-    LogBlock,
-    LogFileName,
-    LogFormatError,
-    decode_rows,
-    read_blocks,
-    record_count,
-)
+from runtime.hudi.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
+from runtime.hudi.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
 from runtime.hudi.table import (
     AUX,
     COMPLETED,
@@ -80,7 +72,6 @@ from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_
 from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
-COUNTED_BLOCKS = (AVRO_DATA_BLOCK, PARQUET_DATA_BLOCK)  # the data blocks whose records are counted
 IDENTITY_COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
 SEQNO = "_hoodie_commit_seqno"  # one per record write: two rows with one seqno are copies of one write
 READER_CANNOT_OPEN = "reader-cannot-open"
@@ -325,7 +316,7 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
         audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
     try:
         blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
-        rows = sum(record_count(b) for b in blocks if b.block_type in COUNTED_BLOCKS and b.instant == instant)
+        rows = sum(row_count(b) for b in blocks if b.block_type in ROW_BLOCKS and b.instant == instant)
     except (DfsError, LogFormatError) as exc:
         why = str(exc).removeprefix(f"{rel}: ")  # a log format error names the file first
         audit.add(ERROR, "corrupt-log", f"{rel} (a log file of {instant}) is not a readable log file: {why}", rel)
@@ -345,10 +336,10 @@ def _undecodable_block(blocks: list[LogBlock]) -> str:
     """Why a data block's records do not decode ('' when they all do): the framing can be intact
     while the records are not (flipped bytes inside a block)."""
     for n, block in enumerate(blocks):
-        if block.block_type not in COUNTED_BLOCKS:
+        if block.block_type not in DECODED_BLOCKS:
             continue
         try:
-            decode_rows(block)
+            decode_block(block)
         except LogFormatError as exc:
             return f"data block {n} (at byte {block.offset}): {exc}"
     return ""
