@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
+from runtime.hudi.archived_timeline import ArchivedTimelineError, archived_instants
 from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
 from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
@@ -66,7 +67,13 @@ from runtime.hudi.table import (
     parse_base_file_name,
     write_stats,
 )
-from runtime.hudi.timeline_actions import INSERT_OPERATIONS, data_instants, operation, replaced_file_groups
+from runtime.hudi.timeline_actions import (
+    DATA_ACTIONS,
+    INSERT_OPERATIONS,
+    data_instants,
+    operation,
+    replaced_file_groups,
+)
 from runtime.lab.metadata_audit import metadata_table_findings
 from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_findings
 from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
@@ -156,6 +163,7 @@ class _Scan:
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
     names: dict[str, str] = field(default_factory=dict)  # completed instant -> its timeline file
+    archived: set[str] = field(default_factory=set)  # completed data instants of the archived timeline
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -178,6 +186,8 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     states = {ts: i.state for ts, i in instants.items()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
+    archived = _archived_data_instants(table, states, audit)
+    states.update(dict.fromkeys(archived, COMPLETED))  # Hudi reads their files as committed
     files, logs = _list_data_files(table, audit)
     names = {
         ts: table.version.completed_file(ts, timeline.completion_of(ts), i.action)
@@ -185,7 +195,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         if i.state == COMPLETED
     }
     metadata = _read_metadata(table, names, audit)
-    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names)
+    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names, archived)
     for severity, kind, message, rel in service_instant_findings(table, timeline):
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
@@ -214,6 +224,28 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
             f"the official reader (hudi) cannot open the table: {exc}",
             f"{HOODIE}/hoodie.properties",
         )
+
+
+def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Audit) -> set[str]:
+    """The completed data instants of the archived timeline not on the active one
+    (:mod:`runtime.hudi.archived_timeline`); one that does not read is an error naming its file."""
+    try:
+        found = archived_instants(table)
+    except ArchivedTimelineError as exc:
+        audit.add(ERROR, "corrupt-archived-timeline", str(exc), exc.file)
+        return set()
+    except DfsError as exc:
+        audit.add(ERROR, "corrupt-archived-timeline", f"the archived timeline cannot be read: {exc}")
+        return set()
+    archived = {ts for ts, i in found.items() if i.action in DATA_ACTIONS and ts not in active}
+    if archived:
+        audit.add(
+            INFO,
+            "archived-instants",
+            f"{len(archived)} completed data instant(s) read from the archived timeline "
+            f"({min(archived)} .. {max(archived)}): their files are committed",
+        )
+    return archived
 
 
 def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
@@ -387,8 +419,9 @@ def _metadata_table_checks(scan: _Scan, audit: Audit) -> None:
         name = LogFileName.parse(rel.rsplit("/", 1)[-1])
         data_files[rel] = name.base_instant if name is not None and per_instant else ""
     committed_logs = {s["path"] for meta in scan.metadata.values() for s in write_stats(meta) if s["path"] in scan.logs}
+    active = {ts: state for ts, state in scan.states.items() if ts not in scan.archived}  # Hudi skips archived
     for severity, kind, message, rel in metadata_table_findings(
-        scan.table, scan.timeline, scan.states, data_files, committed_logs
+        scan.table, scan.timeline, active, data_files, committed_logs
     ):
         audit.add(severity, kind, message, rel)
 
