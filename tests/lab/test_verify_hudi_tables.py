@@ -14,6 +14,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import fastavro
 import pytest
 
 from runtime.cli import main
@@ -146,3 +147,36 @@ def test_a_metadata_table_log_with_flipped_bytes_is_named(tmp_path):
     assert [f.file for f in named] == [f".hoodie/metadata/files/{log.name}"]
     assert "byte" in named[0].message
     assert main(["verify", "--table", table]) == 1
+
+
+def test_an_instant_a_rollback_undid_that_is_still_completed_is_an_error(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_nonpartitioned_rollback")
+    timeline = Path(table, ".hoodie", "timeline")
+    assert audit_table(table).ok
+    undone = "20260403184242950"  # the instant the fixture's rollback 20260403184259077 undid
+    some_commit = sorted(timeline.glob("*_*.deltacommit"))[0]
+    shutil.copy(some_commit, timeline / f"{undone}_20260403184243000.deltacommit")
+    found = [f for f in audit_table(table).errors if f.kind == "undone-instant-on-timeline"]
+    assert len(found) == 1 and undone in found[0].message
+    assert found[0].file.endswith(".rollback")
+
+
+def test_a_restore_is_read_with_the_instants_it_undid(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    timeline = Path(table, ".hoodie", "timeline")
+    kept = sorted(p.name.split("_", 1)[0] for p in timeline.glob("*_*.commit"))[-1]
+    schema = {
+        "type": "record",
+        "name": "HoodieRestoreMetadata",
+        "fields": [
+            {"name": "startRestoreTime", "type": "string"},
+            {"name": "timeTakenInMillis", "type": "long"},
+            {"name": "instantsToRollback", "type": {"type": "array", "items": "string"}},
+        ],
+    }
+    with open(timeline / "20990101000000000_20990101000001000.restore", "wb") as f:
+        record = {"startRestoreTime": "20990101000000000", "timeTakenInMillis": 1, "instantsToRollback": [kept]}
+        fastavro.writer(f, fastavro.parse_schema(schema), [record])
+    audit = audit_table(table)
+    assert any(f.kind == "restore" and kept in f.message for f in audit.findings)
+    assert [f.kind for f in audit.errors] == ["undone-instant-on-timeline"]
