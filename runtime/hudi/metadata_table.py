@@ -74,9 +74,9 @@ class FilesView:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (table-relative file, why)
     notes: list[tuple[str, str]] = field(default_factory=list)
 
-    def files(self) -> set[str]:
-        """Every file the metadata table lists, as a table-relative path."""
-        return {f"{p}/{n}" if p else n for p, names in self.partitions.items() for n in names}
+    def files(self) -> dict[str, int]:
+        """Every file the metadata table lists, as a table-relative path, with its size."""
+        return {f"{p}/{n}" if p else n: size for p, names in self.partitions.items() for n, size in names.items()}
 
 
 def metadata_table_path(table: HudiTable) -> str:

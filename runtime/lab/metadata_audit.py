@@ -18,13 +18,17 @@ Sources (Apache Hudi 0.14-1.1):
   :mod:`runtime.hudi.metadata_table`): what a reader lists instead of the storage. A file it lists
   that storage does not hold fails the reader (``FileNotFoundException``); a base or log file of a
   completed instant it does not list is invisible to those readers, though a storage listing reads
-  it. Files of pending or rolled-back instants are unlisted by design (a note). The files are
+  it. Files of pending or rolled-back instants are unlisted by design (a note). A listed size is
+  what readers take as the file's length (``HoodieMetadataFileInfo.size``): a base file of another
+  size on storage, or a log file shorter than listed, is an error; a log file longer than listed
+  was appended by an instant the metadata table has not applied yet (a note). The files are
   compared only when ``hoodie.table.metadata.partitions`` has ``files`` (the readers use it then).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from runtime.core.dfs import Dfs, DfsError
 from runtime.hudi.metadata_table import (
@@ -42,17 +46,26 @@ BOOTSTRAP_PREFIX = "00000000000000"  # the metadata table's initialising instant
 SAMPLE = 10
 
 
+@dataclass(frozen=True)
+class StoredFile:
+    """A base or log file on storage: the instant that wrote it ("" when its name does not say)
+    and its size."""
+
+    instant: str
+    size: int
+    is_log: bool = False
+
+
 def metadata_table_findings(
     table: HudiTable,
     timeline: Timeline,
     states: Mapping[str, str],
-    data_files: Mapping[str, str],
+    data_files: Mapping[str, StoredFile],
     committed_logs: Iterable[str],
 ) -> list[FindingTuple]:
     """The metadata table against the data table. ``states``: data instant -> its highest state;
-    ``data_files``: every base and log file on storage (table-relative) -> the instant that wrote
-    it ("" when the name does not say); ``committed_logs``: the log files a completed instant's
-    metadata lists."""
+    ``data_files``: every base and log file on storage, by table-relative path;
+    ``committed_logs``: the log files a completed instant's metadata lists."""
     try:
         mdt = open_metadata_table(table)
         if mdt is None:
@@ -108,11 +121,10 @@ def _instants_missing(
 
 
 def _files_against_storage(
-    listed: set[str], states: Mapping[str, str], data_files: Mapping[str, str], committed_logs: set[str]
+    listed: Mapping[str, int], states: Mapping[str, str], data_files: Mapping[str, StoredFile], committed_logs: set[str]
 ) -> list[FindingTuple]:
     out: list[FindingTuple] = []
-    missing = sorted(listed - set(data_files))
-    for rel in missing:
+    for rel in sorted(set(listed) - set(data_files)):
         out.append(
             (
                 "error",
@@ -122,14 +134,14 @@ def _files_against_storage(
                 rel,
             )
         )
-    unlisted = sorted(set(data_files) - listed)
-    committed = [r for r in unlisted if states.get(data_files[r]) == COMPLETED or r in committed_logs]
+    unlisted = sorted(set(data_files) - set(listed))
+    committed = [r for r in unlisted if states.get(data_files[r].instant) == COMPLETED or r in committed_logs]
     for rel in committed:
         out.append(
             (
                 "error",
                 "metadata-missing-file",
-                f"{rel} belongs to completed instant {data_files[rel] or '?'} but the metadata table's files "
+                f"{rel} belongs to completed instant {data_files[rel].instant or '?'} but the metadata table's files "
                 "partition does not list it: readers using the metadata table do not see it",
                 rel,
             )
@@ -143,6 +155,35 @@ def _files_against_storage(
                 f"{len(others)} file(s) of pending or rolled-back instants are on storage and, as Hudi intends, "
                 f"not in the metadata table: {', '.join(others[:SAMPLE])}",
                 others[0],
+            )
+        )
+    return out + _sizes_against_storage(listed, data_files)
+
+
+def _sizes_against_storage(listed: Mapping[str, int], data_files: Mapping[str, StoredFile]) -> list[FindingTuple]:
+    out: list[FindingTuple] = []
+    for rel in sorted(set(listed) & set(data_files)):
+        want, stored = listed[rel], data_files[rel]
+        if want == stored.size:
+            continue
+        if stored.is_log and stored.size > want:
+            why = "appended to by an instant the metadata table has not applied"
+            out.append(
+                (
+                    "info",
+                    "metadata-log-grown",
+                    f"{rel} is {stored.size} bytes, the metadata table lists {want}: {why}",
+                    rel,
+                )
+            )
+            continue
+        out.append(
+            (
+                "error",
+                "metadata-size-mismatch",
+                f"{rel} is {stored.size} bytes on storage; the metadata table's files partition lists {want}, "
+                "the length readers using it read",
+                rel,
             )
         )
     return out

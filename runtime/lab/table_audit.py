@@ -74,7 +74,7 @@ from runtime.hudi.timeline_actions import (
     operation,
     replaced_file_groups,
 )
-from runtime.lab.metadata_audit import metadata_table_findings
+from runtime.lab.metadata_audit import StoredFile, metadata_table_findings
 from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_findings
 from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
 
@@ -414,10 +414,10 @@ def _metadata_table_checks(scan: _Scan, audit: Audit) -> None:
     """The metadata table against the data timeline and the storage listing
     (:mod:`runtime.lab.metadata_audit`)."""
     per_instant = scan.table.version.logs_per_instant  # from 8 a log file's name carries its instant
-    data_files = {f.rel: f.instant for f in scan.files}
-    for rel in scan.logs:
+    data_files = {f.rel: StoredFile(f.instant, f.size) for f in scan.files}
+    for rel, size in scan.logs.items():
         name = LogFileName.parse(rel.rsplit("/", 1)[-1])
-        data_files[rel] = name.base_instant if name is not None and per_instant else ""
+        data_files[rel] = StoredFile(name.base_instant if name is not None and per_instant else "", size, is_log=True)
     committed_logs = {s["path"] for meta in scan.metadata.values() for s in write_stats(meta) if s["path"] in scan.logs}
     active = {ts: state for ts, state in scan.states.items() if ts not in scan.archived}  # Hudi skips archived
     for severity, kind, message, rel in metadata_table_findings(

@@ -1,5 +1,5 @@
 """The metadata table's ``files`` partition, merged from its base HFile and its logs' HFile data
-blocks, lists exactly the data files on storage of the tables Hudi wrote (v8 and v9)."""
+blocks, lists exactly the data files on storage, with their sizes, of the tables Hudi wrote (v8 and v9)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _files_view(tmp_path: Path, fixture: str):
     mdt = open_metadata_table(HudiTable.open(dfs, base))
     assert mdt is not None
     on_disk = {
-        str(p.relative_to(root))
+        str(p.relative_to(root)): p.stat().st_size
         for p in root.rglob("*")
         if ".hoodie" not in p.parts and (p.suffix == ".parquet" or ".log." in p.name)
     }
@@ -41,7 +41,7 @@ def _files_view(tmp_path: Path, fixture: str):
 def test_the_files_partition_lists_the_files_on_storage(tmp_path, fixture):
     view, on_disk = _files_view(tmp_path, fixture)
     assert not view.problems
-    assert view.files() == on_disk
+    assert view.files() == on_disk  # the files and their sizes
 
 
 def test_a_delta_commit_completed_after_the_compaction_started_is_in_the_compacted_slice(tmp_path):
