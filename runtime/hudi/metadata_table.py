@@ -91,7 +91,7 @@ def open_metadata_table(table: HudiTable) -> HudiTable | None:
         if not table.dfs.exists(Dfs.join(path, HOODIE, "hoodie.properties")):
             return None
         return HudiTable.open(table.dfs, path)
-    except (TableError, DfsError) as exc:
+    except (TableError, DfsError, UnicodeDecodeError) as exc:
         raise MetadataTableError(f"the metadata table ({HOODIE}/{METADATA_DIR}) cannot be opened: {exc}") from None
 
 

@@ -38,7 +38,7 @@ from runtime.hudi.metadata_table import (
     read_files_partition,
 )
 from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, Timeline, parse_properties
-from runtime.hudi.timeline_actions import DELTA_COMMIT
+from runtime.hudi.timeline_actions import DELTA_COMMIT, decode_instant_file
 
 FindingTuple = tuple[str, str, str, str]  # severity, kind, message, file
 MDT = f"{HOODIE}/metadata"
@@ -66,18 +66,48 @@ def metadata_table_findings(
     """The metadata table against the data table. ``states``: data instant -> its highest state;
     ``data_files``: every base and log file on storage, by table-relative path;
     ``committed_logs``: the log files a completed instant's metadata lists."""
+    enabled = _enabled_partitions(table)
     try:
         mdt = open_metadata_table(table)
         if mdt is None:
-            return []
+            return _absent(enabled)
         view = read_files_partition(mdt)
     except MetadataTableError as exc:
         return [("error", "metadata-table-unreadable", str(exc), f"{MDT}/{HOODIE}/hoodie.properties")]
     out: list[FindingTuple] = [("error", "corrupt-metadata-table", why, rel) for rel, why in view.problems]
+    out += _unparsed_instants(mdt, view.timeline)
     out += [("info", "metadata-table-unread-block", why, rel) for rel, why in view.notes]
     out += _instants_missing(f"{MDT}/{mdt.timeline_rel}", timeline, states, view.timeline)
-    if FILES_PARTITION in _enabled_partitions(table) and not view.problems:
+    if FILES_PARTITION in enabled and not view.problems:
         out += _files_against_storage(view.files(), states, data_files, set(committed_logs))
+    return out
+
+
+def _absent(enabled: set[str]) -> list[FindingTuple]:
+    """No metadata table: an error when ``hoodie.properties`` says it has partitions (Hudi's
+    readers then open it, ``HoodieTableConfig.isMetadataTableAvailable``, and fail)."""
+    if not enabled:
+        return []
+    why = (
+        f"{HOODIE}/hoodie.properties lists metadata table partitions ({', '.join(sorted(enabled))}) "
+        f"but {MDT}/{HOODIE}/hoodie.properties is missing: readers using the metadata table fail to open it"
+    )
+    return [("error", "metadata-table-missing", why, f"{MDT}/{HOODIE}/hoodie.properties")]
+
+
+def _unparsed_instants(mdt: HudiTable, timeline: Timeline) -> list[FindingTuple]:
+    """The metadata table's completed instant files that do not parse (as the data table's:
+    ``HoodieCommitMetadata``, an Avro record from version 8, JSON before)."""
+    out: list[FindingTuple] = []
+    for i in timeline.instants:
+        if i.state != COMPLETED:
+            continue
+        name = mdt.version.completed_file(i.ts, i.completion, i.action)
+        rel = f"{MDT}/{mdt.timeline_rel}/{name}"
+        try:
+            decode_instant_file(mdt.dfs.read_bytes(mdt.timeline_file(name)))
+        except Exception as exc:  # noqa: BLE001 - damaged bytes make the Avro and JSON readers raise many types
+            out.append(("error", "corrupt-metadata-table", f"{rel} is not a valid {i.action} instant: {exc}", rel))
     return out
 
 

@@ -181,6 +181,9 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     except (TableError, DfsError) as exc:
         audit.add(ERROR, "not-a-table", str(exc), f"{HOODIE}/hoodie.properties")
         return audit
+    except UnicodeDecodeError as exc:
+        audit.add(ERROR, "not-a-table", f"{HOODIE}/hoodie.properties is not text: {exc}", f"{HOODIE}/hoodie.properties")
+        return audit
     _reader_opens(table_uri, audit)
     instants = data_instants(timeline.instants)
     states = {ts: i.state for ts, i in instants.items()}

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from runtime.core.dfs import Dfs, DfsError
+from runtime.core.dfs import DfsError
+from runtime.hudi.metadata_table import METADATA_DIR, MetadataTableError, open_metadata_table
 from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
 from runtime.hudi.timeline_actions import (
     DELTA_COMMIT,
@@ -35,7 +36,7 @@ from runtime.hudi.timeline_actions import (
     decode_instant_file,
 )
 
-METADATA_TABLE = "metadata"
+METADATA_TABLE = METADATA_DIR
 FindingTuple = tuple[str, str, str, str]  # severity, kind, message, file
 
 
@@ -88,13 +89,12 @@ def metadata_table_evidence(table: HudiTable, states: dict[str, str], evidence: 
     """Data instants the metadata table's timeline completed that the data timeline did not:
     absent from it, or pending while a later data instant completed. Adds each to ``evidence``
     (instant -> why the table says it completed)."""
-    mdt = Dfs.join(table.hoodie, METADATA_TABLE)
     try:
-        if not table.dfs.exists(Dfs.join(mdt, HOODIE, "hoodie.properties")):
+        mdt_table = open_metadata_table(table)
+        if mdt_table is None:
             return
-        mdt_table = HudiTable.open(table.dfs, mdt)
         mdt_timeline = mdt_table.timeline()
-    except (TableError, DfsError):
+    except (MetadataTableError, TableError, DfsError):
         return  # a metadata table that cannot be read is not evidence of anything
     on_timeline = {i.ts for i in table.timeline().instants}
     if not on_timeline:

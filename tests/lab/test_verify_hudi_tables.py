@@ -181,3 +181,18 @@ def test_a_restore_is_read_with_the_instants_it_undid(tmp_path):
     audit = audit_table(table)
     assert any(f.kind == "restore" and kept in f.message for f in audit.findings)
     assert [f.kind for f in audit.errors] == ["undone-instant-on-timeline"]
+
+
+def test_a_metadata_table_the_properties_list_but_storage_lacks_is_an_error(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_nonpart_meta")
+    Path(table, ".hoodie", "metadata", ".hoodie", "hoodie.properties").unlink()
+    assert [f.kind for f in audit_table(table).errors] == ["metadata-table-missing"]
+
+
+def test_a_metadata_table_commit_file_that_does_not_parse_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    mdt_timeline = Path(table, ".hoodie", "metadata", ".hoodie", "timeline")
+    victim = sorted(mdt_timeline.glob("*_*.deltacommit"))[-1]
+    victim.write_bytes(b"Obj\x01 not an Avro container")
+    named = [f.file for f in audit_table(table).errors if f.kind == "corrupt-metadata-table"]
+    assert named == [f".hoodie/metadata/.hoodie/timeline/{victim.name}"]
