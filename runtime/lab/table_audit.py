@@ -29,6 +29,9 @@ and ``hudi-client-common``):
 - **Orphan base file**: a base file whose instant is on the timeline in no state and not before the
   timeline's start (Hudi's ``isBeforeTimelineStarts`` would read such a file as archived and
   committed: a warning).
+- **Partition metafile**: each partition folder holding data files has a valid
+  ``.hoodie_partition_metadata`` (``HoodiePartitionMetadata``), without which readers that list
+  partitions from storage do not see the partition.
 - **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
   stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
   when recorded. A corrupt commit file or parquet footer is a finding naming the file.
@@ -61,10 +64,12 @@ from runtime.hudi.table import (
     AUX,
     COMPLETED,
     HOODIE,
+    PARTITION_METADATA,
     HudiTable,
     TableError,
     Timeline,
     parse_base_file_name,
+    parse_properties,
     write_stats,
 )
 from runtime.hudi.timeline_actions import (
@@ -203,6 +208,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
+    _check_partition_metadata(scan, audit)
     _metadata_table_checks(scan, audit)
     _snapshot_checks(scan, audit)
     _checkpoint_messages(scan, audit)
@@ -413,6 +419,42 @@ def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
             )
 
 
+def _check_partition_metadata(scan: _Scan, audit: Audit) -> None:
+    """Each partition folder holding data files has its partition metafile (``HoodiePartitionMetadata``:
+    ``.hoodie_partition_metadata``, text properties with ``commitTime`` and ``partitionDepth``, the
+    folders below the base path; or ``.hoodie_partition_metadata.parquet``/``.orc``). Readers that
+    list partitions from storage (``FileSystemBackedTableMetadata.getAllPartitionPaths``, the
+    metadata table off) take a folder as a partition only when it has one."""
+    partitions = {f.partition for f in scan.files} | {r.rsplit("/", 1)[0] for r in scan.logs if "/" in r}
+    for part in sorted(p for p in partitions if p):
+        folder = Dfs.join(scan.table.base_path, part)
+        rel = f"{part}/{PARTITION_METADATA}"
+        if any(scan.table.dfs.exists(Dfs.join(folder, PARTITION_METADATA + ext)) for ext in (".parquet", ".orc")):
+            continue
+        try:
+            props = parse_properties(scan.table.dfs.read_bytes(Dfs.join(folder, PARTITION_METADATA)).decode())
+        except DfsNotFound:
+            audit.add(
+                ERROR,
+                "missing-partition-metadata",
+                f"partition {part} holds data files but no {PARTITION_METADATA}: readers that list partitions "
+                "from storage (the metadata table off) do not see it",
+                rel,
+            )
+            continue
+        except (DfsError, UnicodeDecodeError) as exc:
+            props = {"error": str(exc)}
+        depth, commit = props.get("partitionDepth", ""), props.get("commitTime", "")
+        if depth != str(part.count("/") + 1) or not commit.isdigit():
+            audit.add(
+                ERROR,
+                "corrupt-partition-metadata",
+                f"{rel} is not valid partition metadata (partitionDepth {depth or 'absent'}, the folder is "
+                f"{part.count('/') + 1} deep; commitTime {commit or 'absent'})",
+                rel,
+            )
+
+
 def _metadata_table_checks(scan: _Scan, audit: Audit) -> None:
     """The metadata table against the data timeline and the storage listing
     (:mod:`runtime.lab.metadata_audit`)."""
@@ -456,7 +498,9 @@ def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
     parts: list[pa.Table] = []
     for f in slices:
         try:
-            t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel), columns=cols)
+            # every column is decoded, as a reader of the snapshot does: damage inside any data page
+            # is found here, not only in the key columns
+            t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel)).select(cols)
         except (DfsError, pa.ArrowException, KeyError) as exc:
             if not any(x.file == f.rel and x.kind == "corrupt-parquet" for x in audit.findings):
                 audit.add(ERROR, "corrupt-parquet", f"{f.rel} cannot be read: {exc}", f.rel)

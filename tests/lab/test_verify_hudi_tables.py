@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import fastavro
+import pyarrow.parquet as pq
 import pytest
 
 from runtime.cli import main
@@ -196,3 +197,30 @@ def test_a_metadata_table_commit_file_that_does_not_parse_is_named(tmp_path):
     victim.write_bytes(b"Obj\x01 not an Avro container")
     named = [f.file for f in audit_table(table).errors if f.kind == "corrupt-metadata-table"]
     assert named == [f".hoodie/metadata/.hoodie/timeline/{victim.name}"]
+
+
+def test_damage_inside_a_non_key_column_of_a_snapshot_file_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    latest = sorted(Path(table).glob("region=us/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    row_group = pq.ParquetFile(latest).metadata.row_group(0)
+    amount = next(
+        row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == "amount"
+    )
+    data = bytearray(latest.read_bytes())
+    at = amount.data_page_offset + amount.total_compressed_size // 2
+    for i in range(at, at + 8):
+        data[i] ^= 0xFF
+    latest.write_bytes(bytes(data))
+    assert ("corrupt-parquet", f"region=us/{latest.name}") in {(f.kind, f.file) for f in audit_table(table).errors}
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+def test_a_partition_without_valid_partition_metadata_is_named(tmp_path, damage):
+    table = _table(tmp_path, "sample_table__cow__v6_simplekeygen_nonhivestyle")
+    meta = Path(table, "30", ".hoodie_partition_metadata")
+    if damage == "deleted":
+        meta.unlink()
+    else:
+        meta.write_bytes(meta.read_bytes().replace(b"partitionDepth=1", b"partitionDepth=\xff"))
+    kind = "missing-partition-metadata" if damage == "deleted" else "corrupt-partition-metadata"
+    assert [(f.kind, f.file) for f in audit_table(table).errors] == [(kind, "30/.hoodie_partition_metadata")]
