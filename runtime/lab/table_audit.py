@@ -32,6 +32,9 @@ and ``hudi-client-common``):
 - **Partition metafile**: each partition folder holding data files has a valid
   ``.hoodie_partition_metadata`` (``HoodiePartitionMetadata``), without which readers that list
   partitions from storage do not see the partition.
+- **Metadata table** (:mod:`runtime.lab.metadata_audit`): its timeline against the data timeline
+  and its ``files`` partition against the storage listing; the **archived timeline**
+  (:mod:`runtime.hudi.archived_timeline`) makes archived instants' files committed.
 - **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
   stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
   when recorded. A corrupt commit file or parquet footer is a finding naming the file.
