@@ -283,10 +283,13 @@ def add_verify_command(sub: Any) -> None:
         description="Checks a Hudi table of table version 6, 8 or 9 (copy-on-write or merge-on-read, with or "
         "without meta fields). It reads the timeline's commit, deltacommit, replacecommit/clustering (replaced "
         "file groups leave the snapshot), compaction and logcompaction instants, parses clean, rollback, "
-        "restore, savepoint and indexing instants, compares the metadata table's timeline with the data "
-        "timeline, and decodes Avro and parquet log data blocks (delete and command blocks are framed). "
+        "restore, savepoint and indexing instants and the archived timeline (LSM history from version 8), "
+        "compares the metadata table's timeline with the data "
+        "timeline both ways and its files partition (HFile base files and HFile log blocks) with the storage "
+        "listing, and decodes Avro, parquet, HFile and CDC log data blocks (delete and command blocks are framed). "
         "Notes, not errors: a key written twice by an INSERT or BULK_INSERT instant (Hudi keeps both rows), "
-        "pending instants of a write awaiting rollback, rollbacks and the instants they undid.",
+        "pending instants of a write awaiting rollback, rollbacks and the instants they undid, files of "
+        "pending or rolled-back instants the metadata table does not list.",
     )
     ver.add_argument("--table", default="", help="table path or URI (default with --result: the run's table)")
     ver.add_argument(

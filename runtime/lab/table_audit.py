@@ -29,6 +29,12 @@ and ``hudi-client-common``):
 - **Orphan base file**: a base file whose instant is on the timeline in no state and not before the
   timeline's start (Hudi's ``isBeforeTimelineStarts`` would read such a file as archived and
   committed: a warning).
+- **Partition metafile**: each partition folder holding data files has a valid
+  ``.hoodie_partition_metadata`` (``HoodiePartitionMetadata``), without which readers that list
+  partitions from storage do not see the partition.
+- **Metadata table** (:mod:`runtime.lab.metadata_audit`): its timeline against the data timeline
+  and its ``files`` partition against the storage listing; the **archived timeline**
+  (:mod:`runtime.hudi.archived_timeline`) makes archived instants' files committed.
 - **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
   stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
   when recorded. A corrupt commit file or parquet footer is a finding naming the file.
@@ -45,6 +51,7 @@ import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
+from runtime.hudi.archived_timeline import ArchivedTimelineError, archived_instants
 from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
 from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
@@ -54,32 +61,32 @@ from runtime.hudi.dfs_message_bus import (
     message_bus_path,
 )
 from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
-from runtime.hudi.log_format import (
-    AVRO_DATA_BLOCK,
-    PARQUET_DATA_BLOCK,
-    LogBlock,
-    LogFileName,
-    LogFormatError,
-    decode_rows,
-    read_blocks,
-    record_count,
-)
+from runtime.hudi.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
+from runtime.hudi.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
 from runtime.hudi.table import (
     AUX,
     COMPLETED,
     HOODIE,
+    PARTITION_METADATA,
     HudiTable,
     TableError,
     Timeline,
     parse_base_file_name,
+    parse_properties,
     write_stats,
 )
-from runtime.hudi.timeline_actions import INSERT_OPERATIONS, data_instants, operation, replaced_file_groups
+from runtime.hudi.timeline_actions import (
+    DATA_ACTIONS,
+    INSERT_OPERATIONS,
+    data_instants,
+    operation,
+    replaced_file_groups,
+)
+from runtime.lab.metadata_audit import StoredFile, metadata_table_findings
 from runtime.lab.timeline_audit import metadata_table_evidence, service_instant_findings
 from runtime.lab.verify import VerifyError, open_reader, populates_meta_fields, read_snapshot
 
 ERROR, WARNING, INFO = "error", "warning", "info"
-COUNTED_BLOCKS = (AVRO_DATA_BLOCK, PARQUET_DATA_BLOCK)  # the data blocks whose records are counted
 IDENTITY_COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path", "_hoodie_commit_time"]
 SEQNO = "_hoodie_commit_seqno"  # one per record write: two rows with one seqno are copies of one write
 READER_CANNOT_OPEN = "reader-cannot-open"
@@ -164,6 +171,7 @@ class _Scan:
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
     names: dict[str, str] = field(default_factory=dict)  # completed instant -> its timeline file
+    archived: set[str] = field(default_factory=set)  # completed data instants of the archived timeline
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -181,11 +189,16 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     except (TableError, DfsError) as exc:
         audit.add(ERROR, "not-a-table", str(exc), f"{HOODIE}/hoodie.properties")
         return audit
+    except UnicodeDecodeError as exc:
+        audit.add(ERROR, "not-a-table", f"{HOODIE}/hoodie.properties is not text: {exc}", f"{HOODIE}/hoodie.properties")
+        return audit
     _reader_opens(table_uri, audit)
     instants = data_instants(timeline.instants)
     states = {ts: i.state for ts, i in instants.items()}
     audit.completed = [ts for ts, s in states.items() if s == COMPLETED]
     audit.pending = [ts for ts, s in states.items() if s != COMPLETED]
+    archived = _archived_data_instants(table, states, audit)
+    states.update(dict.fromkeys(archived, COMPLETED))  # Hudi reads their files as committed
     files, logs = _list_data_files(table, audit)
     names = {
         ts: table.version.completed_file(ts, timeline.completion_of(ts), i.action)
@@ -193,11 +206,13 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
         if i.state == COMPLETED
     }
     metadata = _read_metadata(table, names, audit)
-    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names)
+    scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names, archived)
     for severity, kind, message, rel in service_instant_findings(table, timeline):
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
     _check_unlisted_and_orphans(scan, audit)
+    _check_partition_metadata(scan, audit)
+    _metadata_table_checks(scan, audit)
     _snapshot_checks(scan, audit)
     _checkpoint_messages(scan, audit)
     for instant in expected_commits or []:
@@ -221,6 +236,28 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
             f"the official reader (hudi) cannot open the table: {exc}",
             f"{HOODIE}/hoodie.properties",
         )
+
+
+def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Audit) -> set[str]:
+    """The completed data instants of the archived timeline not on the active one
+    (:mod:`runtime.hudi.archived_timeline`); one that does not read is an error naming its file."""
+    try:
+        found = archived_instants(table)
+    except ArchivedTimelineError as exc:
+        audit.add(ERROR, "corrupt-archived-timeline", str(exc), exc.file)
+        return set()
+    except DfsError as exc:
+        audit.add(ERROR, "corrupt-archived-timeline", f"the archived timeline cannot be read: {exc}")
+        return set()
+    archived = {ts for ts, i in found.items() if i.action in DATA_ACTIONS and ts not in active}
+    if archived:
+        audit.add(
+            INFO,
+            "archived-instants",
+            f"{len(archived)} completed data instant(s) read from the archived timeline "
+            f"({min(archived)} .. {max(archived)}): their files are committed",
+        )
+    return archived
 
 
 def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
@@ -323,7 +360,7 @@ def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any
         audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
     try:
         blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
-        rows = sum(record_count(b) for b in blocks if b.block_type in COUNTED_BLOCKS and b.instant == instant)
+        rows = sum(row_count(b) for b in blocks if b.block_type in ROW_BLOCKS and b.instant == instant)
     except (DfsError, LogFormatError) as exc:
         why = str(exc).removeprefix(f"{rel}: ")  # a log format error names the file first
         audit.add(ERROR, "corrupt-log", f"{rel} (a log file of {instant}) is not a readable log file: {why}", rel)
@@ -343,10 +380,10 @@ def _undecodable_block(blocks: list[LogBlock]) -> str:
     """Why a data block's records do not decode ('' when they all do): the framing can be intact
     while the records are not (flipped bytes inside a block)."""
     for n, block in enumerate(blocks):
-        if block.block_type not in COUNTED_BLOCKS:
+        if block.block_type not in DECODED_BLOCKS:
             continue
         try:
-            decode_rows(block)
+            decode_block(block)
         except LogFormatError as exc:
             return f"data block {n} (at byte {block.offset}): {exc}"
     return ""
@@ -385,6 +422,58 @@ def _check_unlisted_and_orphans(scan: _Scan, audit: Audit) -> None:
             )
 
 
+def _check_partition_metadata(scan: _Scan, audit: Audit) -> None:
+    """Each partition folder holding data files has its partition metafile (``HoodiePartitionMetadata``:
+    ``.hoodie_partition_metadata``, text properties with ``commitTime`` and ``partitionDepth``, the
+    folders below the base path; or ``.hoodie_partition_metadata.parquet``/``.orc``). Readers that
+    list partitions from storage (``FileSystemBackedTableMetadata.getAllPartitionPaths``, the
+    metadata table off) take a folder as a partition only when it has one."""
+    partitions = {f.partition for f in scan.files} | {r.rsplit("/", 1)[0] for r in scan.logs if "/" in r}
+    for part in sorted(p for p in partitions if p):
+        folder = Dfs.join(scan.table.base_path, part)
+        rel = f"{part}/{PARTITION_METADATA}"
+        if any(scan.table.dfs.exists(Dfs.join(folder, PARTITION_METADATA + ext)) for ext in (".parquet", ".orc")):
+            continue
+        try:
+            props = parse_properties(scan.table.dfs.read_bytes(Dfs.join(folder, PARTITION_METADATA)).decode())
+        except DfsNotFound:
+            audit.add(
+                ERROR,
+                "missing-partition-metadata",
+                f"partition {part} holds data files but no {PARTITION_METADATA}: readers that list partitions "
+                "from storage (the metadata table off) do not see it",
+                rel,
+            )
+            continue
+        except (DfsError, UnicodeDecodeError) as exc:
+            props = {"error": str(exc)}
+        depth, commit = props.get("partitionDepth", ""), props.get("commitTime", "")
+        if depth != str(part.count("/") + 1) or not commit.isdigit():
+            audit.add(
+                ERROR,
+                "corrupt-partition-metadata",
+                f"{rel} is not valid partition metadata (partitionDepth {depth or 'absent'}, the folder is "
+                f"{part.count('/') + 1} deep; commitTime {commit or 'absent'})",
+                rel,
+            )
+
+
+def _metadata_table_checks(scan: _Scan, audit: Audit) -> None:
+    """The metadata table against the data timeline and the storage listing
+    (:mod:`runtime.lab.metadata_audit`)."""
+    per_instant = scan.table.version.logs_per_instant  # from 8 a log file's name carries its instant
+    data_files = {f.rel: StoredFile(f.instant, f.size) for f in scan.files}
+    for rel, size in scan.logs.items():
+        name = LogFileName.parse(rel.rsplit("/", 1)[-1])
+        data_files[rel] = StoredFile(name.base_instant if name is not None and per_instant else "", size, is_log=True)
+    committed_logs = {s["path"] for meta in scan.metadata.values() for s in write_stats(meta) if s["path"] in scan.logs}
+    active = {ts: state for ts, state in scan.states.items() if ts not in scan.archived}  # Hudi skips archived
+    for severity, kind, message, rel in metadata_table_findings(
+        scan.table, scan.timeline, active, data_files, committed_logs
+    ):
+        audit.add(severity, kind, message, rel)
+
+
 def _latest_slices(scan: _Scan) -> list[BaseFile]:
     """The latest completed base file of each file group not replaced by a completed
     replacecommit (the snapshot's files)."""
@@ -412,7 +501,9 @@ def _snapshot_checks(scan: _Scan, audit: Audit) -> None:
     parts: list[pa.Table] = []
     for f in slices:
         try:
-            t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel), columns=cols)
+            # every column is decoded, as a reader of the snapshot does: damage inside any data page
+            # is found here, not only in the key columns
+            t = scan.table.dfs.read_parquet(Dfs.join(scan.table.base_path, f.rel)).select(cols)
         except (DfsError, pa.ArrowException, KeyError) as exc:
             if not any(x.file == f.rel and x.kind == "corrupt-parquet" for x in audit.findings):
                 audit.add(ERROR, "corrupt-parquet", f"{f.rel} cannot be read: {exc}", f.rel)

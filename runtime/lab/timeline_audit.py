@@ -4,7 +4,8 @@ instants (clean, rollback, restore, savepoint, indexing) and the metadata table'
 Sources (Apache Hudi 0.14-1.1):
 
 * ``HoodieCleanMetadata``, ``HoodieRollbackMetadata`` (``commitsRollback``: the instants it
-  undid), ``HoodieRestoreMetadata``, ``HoodieSavepointMetadata``, ``HoodieIndexCommitMetadata``:
+  undid), ``HoodieRestoreMetadata`` (``instantsToRollback``: the instants a restore to a savepoint
+  undid), ``HoodieSavepointMetadata``, ``HoodieIndexCommitMetadata``:
   each completed instant file is one Avro record (``TimelineMetadataUtils.deserializeAvroMetadata``);
   one that does not parse is an error naming it, as for commit metadata.
 * ``HoodieBackedTableMetadataWriter`` (``.hoodie/metadata``): every data instant is applied to
@@ -22,18 +23,30 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 
-from runtime.core.dfs import Dfs, DfsError
+from runtime.core.dfs import DfsError
+from runtime.hudi.metadata_table import METADATA_DIR, MetadataTableError, open_metadata_table
 from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
-from runtime.hudi.timeline_actions import DELTA_COMMIT, ROLLBACK, TABLE_SERVICE_ACTIONS, decode_instant_file
+from runtime.hudi.timeline_actions import (
+    DELTA_COMMIT,
+    RESTORE,
+    ROLLBACK,
+    SAVEPOINT,
+    TABLE_SERVICE_ACTIONS,
+    data_instants,
+    decode_instant_file,
+)
 
-METADATA_TABLE = "metadata"
+METADATA_TABLE = METADATA_DIR
 FindingTuple = tuple[str, str, str, str]  # severity, kind, message, file
 
 
 def service_instant_findings(table: HudiTable, timeline: Timeline) -> list[FindingTuple]:
     """Each completed clean, rollback, restore, savepoint and indexing instant's file parses; the
-    rollbacks are named with the instants they undid (info)."""
+    rollbacks and restores are named with the instants they undid (info), and an instant they
+    undid that is still on the timeline is a finding: Hudi deletes its files from the timeline
+    before the rollback completes (``BaseRollbackActionExecutor.finishRollback``)."""
     out: list[FindingTuple] = []
+    undone: dict[str, str] = {}  # undone instant -> the rollback or restore file that undid it
     for i in timeline.instants:
         if i.action not in TABLE_SERVICE_ACTIONS or i.state != COMPLETED:
             continue
@@ -44,9 +57,31 @@ def service_instant_findings(table: HudiTable, timeline: Timeline) -> list[Findi
         except (ValueError, DfsError, EOFError, StopIteration) as exc:
             out.append(("error", "corrupt-instant", f"{rel} is not a valid {i.action} instant: {exc}", rel))
             continue
-        undone = doc.get("commitsRollback") if i.action == ROLLBACK else None
-        if undone:
-            out.append(("info", "rollback", f"rollback {i.ts} undid instant(s) {', '.join(map(str, undone))}", rel))
+        # HoodieRollbackMetadata.commitsRollback; HoodieRestoreMetadata.instantsToRollback
+        key = {ROLLBACK: "commitsRollback", RESTORE: "instantsToRollback"}.get(i.action, "")
+        instants = [str(t) for t in doc.get(key) or []] if key else []
+        if instants:
+            out.append(("info", i.action, f"{i.action} {i.ts} undid instant(s) {', '.join(instants)}", rel))
+            undone.update(dict.fromkeys(instants, rel))
+        if i.action == SAVEPOINT:
+            out.append(("info", SAVEPOINT, f"savepoint {i.ts}: the cleaner keeps the files of instant {i.ts}", rel))
+    out += _undone_still_on_timeline(timeline, undone)
+    return out
+
+
+def _undone_still_on_timeline(timeline: Timeline, undone: dict[str, str]) -> list[FindingTuple]:
+    out: list[FindingTuple] = []
+    for ts, state in sorted((ts, i.state) for ts, i in data_instants(timeline.instants).items() if ts in undone):
+        severity = "error" if state == COMPLETED else "warning"
+        out.append(
+            (
+                severity,
+                "undone-instant-on-timeline",
+                f"instant {ts} is {state} on the timeline although {undone[ts]} undid it: "
+                + ("readers take its files as committed" if state == COMPLETED else "its rollback did not finish"),
+                undone[ts],
+            )
+        )
     return out
 
 
@@ -54,13 +89,12 @@ def metadata_table_evidence(table: HudiTable, states: dict[str, str], evidence: 
     """Data instants the metadata table's timeline completed that the data timeline did not:
     absent from it, or pending while a later data instant completed. Adds each to ``evidence``
     (instant -> why the table says it completed)."""
-    mdt = Dfs.join(table.hoodie, METADATA_TABLE)
     try:
-        if not table.dfs.exists(Dfs.join(mdt, HOODIE, "hoodie.properties")):
+        mdt_table = open_metadata_table(table)
+        if mdt_table is None:
             return
-        mdt_table = HudiTable.open(table.dfs, mdt)
         mdt_timeline = mdt_table.timeline()
-    except (TableError, DfsError):
+    except (MetadataTableError, TableError, DfsError):
         return  # a metadata table that cannot be read is not evidence of anything
     on_timeline = {i.ts for i in table.timeline().instants}
     if not on_timeline:

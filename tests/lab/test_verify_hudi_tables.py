@@ -14,6 +14,8 @@ import shutil
 import zipfile
 from pathlib import Path
 
+import fastavro
+import pyarrow.parquet as pq
 import pytest
 
 from runtime.cli import main
@@ -91,6 +93,7 @@ def test_a_truncated_base_file_and_a_stray_file_are_named(tmp_path):
     shutil.copy(base, Path(table, "region=eu", "stray.parquet"))
     errors = {(f.kind, f.file) for f in audit_table(table).errors}
     assert ("corrupt-parquet", f"region=us/{base.name}") in errors
+    assert ("metadata-size-mismatch", f"region=us/{base.name}") in errors  # readers using it read its old length
     assert ("stray-file", "region=eu/stray.parquet") in errors
 
 
@@ -103,3 +106,121 @@ def test_a_copied_file_group_is_a_duplicate_error_whatever_the_operation(tmp_pat
     assert errors["unlisted-file"].file == f"region=eu/{copy.name}"
     assert "11111111-0000-0000-0000-000000000000-0" in errors["duplicate-key"].message
     assert main(["verify", "--table", table]) == 1
+
+
+def test_a_committed_base_file_deleted_is_named_by_the_metadata_table_check(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    victim = sorted(Path(table).glob("region=us/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    victim.unlink()
+    errors = {(f.kind, f.file) for f in audit_table(table).errors}
+    assert ("metadata-lists-missing-file", f"region=us/{victim.name}") in errors
+    assert main(["verify", "--table", table]) == 1
+
+
+def test_a_stray_base_file_of_a_completed_instant_is_not_in_the_metadata_table(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    latest = sorted(Path(table).glob("region=eu/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    copy = latest.with_name("22222222-0000-0000-0000-000000000000-0" + latest.name[latest.name.index("_") :])
+    shutil.copy(latest, copy)
+    errors = {(f.kind, f.file) for f in audit_table(table).errors}
+    assert ("metadata-missing-file", f"region=eu/{copy.name}") in errors
+
+
+def test_a_metadata_table_delta_commit_removed_is_a_missing_instant(tmp_path):
+    table = _table(tmp_path, "quickstart_trips_table__mor__avro__v8_trips_8i3u1d")
+    mdt_timeline = Path(table, ".hoodie", "metadata", ".hoodie", "timeline")
+    data = {p.name.split("_", 1)[0] for p in Path(table, ".hoodie", "timeline").glob("*_*.deltacommit")}
+    victim = sorted(p for p in mdt_timeline.glob("*_*.deltacommit") if p.name.split("_", 1)[0] in data)[-2]
+    instant = victim.name.split("_", 1)[0]
+    victim.unlink()
+    missing = [f for f in audit_table(table).errors if f.kind == "metadata-table-missing-instant"]
+    assert [instant in f.message for f in missing] == [True]
+    assert main(["verify", "--table", table]) == 1
+
+
+def test_a_metadata_table_log_with_flipped_bytes_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    log = sorted(Path(table, ".hoodie", "metadata", "files").glob(".files-*.log.*"), key=lambda p: p.stat().st_size)[-1]
+    data = bytearray(log.read_bytes())
+    for i in range(len(data) // 2, len(data) // 2 + 8):
+        data[i] ^= 0xFF
+    log.write_bytes(bytes(data))
+    named = [f for f in audit_table(table).errors if f.kind == "corrupt-metadata-table"]
+    assert [f.file for f in named] == [f".hoodie/metadata/files/{log.name}"]
+    assert "byte" in named[0].message
+    assert main(["verify", "--table", table]) == 1
+
+
+def test_an_instant_a_rollback_undid_that_is_still_completed_is_an_error(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_nonpartitioned_rollback")
+    timeline = Path(table, ".hoodie", "timeline")
+    assert audit_table(table).ok
+    undone = "20260403184242950"  # the instant the fixture's rollback 20260403184259077 undid
+    some_commit = sorted(timeline.glob("*_*.deltacommit"))[0]
+    shutil.copy(some_commit, timeline / f"{undone}_20260403184243000.deltacommit")
+    found = [f for f in audit_table(table).errors if f.kind == "undone-instant-on-timeline"]
+    assert len(found) == 1 and undone in found[0].message
+    assert found[0].file.endswith(".rollback")
+
+
+def test_a_restore_is_read_with_the_instants_it_undid(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    timeline = Path(table, ".hoodie", "timeline")
+    kept = sorted(p.name.split("_", 1)[0] for p in timeline.glob("*_*.commit"))[-1]
+    schema = {
+        "type": "record",
+        "name": "HoodieRestoreMetadata",
+        "fields": [
+            {"name": "startRestoreTime", "type": "string"},
+            {"name": "timeTakenInMillis", "type": "long"},
+            {"name": "instantsToRollback", "type": {"type": "array", "items": "string"}},
+        ],
+    }
+    with open(timeline / "20990101000000000_20990101000001000.restore", "wb") as f:
+        record = {"startRestoreTime": "20990101000000000", "timeTakenInMillis": 1, "instantsToRollback": [kept]}
+        fastavro.writer(f, fastavro.parse_schema(schema), [record])
+    audit = audit_table(table)
+    assert any(f.kind == "restore" and kept in f.message for f in audit.findings)
+    assert [f.kind for f in audit.errors] == ["undone-instant-on-timeline"]
+
+
+def test_a_metadata_table_the_properties_list_but_storage_lacks_is_an_error(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_nonpart_meta")
+    Path(table, ".hoodie", "metadata", ".hoodie", "hoodie.properties").unlink()
+    assert [f.kind for f in audit_table(table).errors] == ["metadata-table-missing"]
+
+
+def test_a_metadata_table_commit_file_that_does_not_parse_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__mor__avro__v9_txns_simple_meta")
+    mdt_timeline = Path(table, ".hoodie", "metadata", ".hoodie", "timeline")
+    victim = sorted(mdt_timeline.glob("*_*.deltacommit"))[-1]
+    victim.write_bytes(b"Obj\x01 not an Avro container")
+    named = [f.file for f in audit_table(table).errors if f.kind == "corrupt-metadata-table"]
+    assert named == [f".hoodie/metadata/.hoodie/timeline/{victim.name}"]
+
+
+def test_damage_inside_a_non_key_column_of_a_snapshot_file_is_named(tmp_path):
+    table = _table(tmp_path, "sample_table__cow__v9_txns_simple_meta")
+    latest = sorted(Path(table).glob("region=us/*.parquet"), key=lambda p: p.name.rsplit("_", 1)[1])[-1]
+    row_group = pq.ParquetFile(latest).metadata.row_group(0)
+    amount = next(
+        row_group.column(i) for i in range(row_group.num_columns) if row_group.column(i).path_in_schema == "amount"
+    )
+    data = bytearray(latest.read_bytes())
+    at = amount.data_page_offset + amount.total_compressed_size // 2
+    for i in range(at, at + 8):
+        data[i] ^= 0xFF
+    latest.write_bytes(bytes(data))
+    assert ("corrupt-parquet", f"region=us/{latest.name}") in {(f.kind, f.file) for f in audit_table(table).errors}
+
+
+@pytest.mark.parametrize("damage", ["deleted", "garbled"])
+def test_a_partition_without_valid_partition_metadata_is_named(tmp_path, damage):
+    table = _table(tmp_path, "sample_table__cow__v6_simplekeygen_nonhivestyle")
+    meta = Path(table, "30", ".hoodie_partition_metadata")
+    if damage == "deleted":
+        meta.unlink()
+    else:
+        meta.write_bytes(meta.read_bytes().replace(b"partitionDepth=1", b"partitionDepth=\xff"))
+    kind = "missing-partition-metadata" if damage == "deleted" else "corrupt-partition-metadata"
+    assert [(f.kind, f.file) for f in audit_table(table).errors] == [(kind, "30/.hoodie_partition_metadata")]
