@@ -13,7 +13,7 @@ from typing import Protocol as _TypingProtocol
 
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
-from runtime.core.messages import BlockedWait
+from runtime.core.messages import BlockedWait, TaskState
 from runtime.hudi.table import HudiTable
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class WriterContext(_TypingProtocol):
     task_id: int
     current_instant: str | None
     last_checkpoint_id: int
+    # the task's checkpointed state when it restarts from one (None on a fresh start), set before
+    # open(): its checkpoint id and instant, and the write statuses it re-sends in its bootstrap
+    restored: TaskState | None
 
     def set_blocked(self, wait: BlockedWait | None) -> None: ...
 
