@@ -182,6 +182,8 @@ class Protocol:
     # hoodie.allow.empty.commit in the modelled release: its default, or None where the Flink
     # writer has no such option (before 0.14, HUDI-6127) or the protocol commits empty anyway
     empty_commit_default: bool | None = None
+    # True for a design no Hudi release ships (two-phase-commit): listings and --help mark it
+    what_if: bool = False
     # hoodie.table.version the modelled release writes (HoodieTableVersion.current(): 6 up to
     # 0.15, 8 in 1.0, 9 in 1.1): what --table-version release resolves to
     release_table_version: int = 6

@@ -322,4 +322,5 @@ class TwoPhaseCommitProtocol(Protocol):
     )
     writer_side = TwoPhaseCommitWriter
     coordinator_side = TwoPhaseCommitCommitter
+    what_if = True
     release_table_version = 9  # a what-if on Hudi 1.1's table: file slices by completion time

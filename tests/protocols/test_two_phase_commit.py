@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.cli.options import protocol_help
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
@@ -36,6 +37,8 @@ def _table(table: str) -> HudiTable:
 def test_it_is_registered_and_listed_as_a_what_if():
     assert get_protocol(PROTOCOL) is TwoPhaseCommitProtocol
     assert TwoPhaseCommitProtocol.description.startswith("what-if, not a Hudi release")
+    assert "two-phase-commit (a what-if, not a Hudi release)" in protocol_help("the protocol")
+    assert "coordination-rpc (a what-if" not in protocol_help("the protocol")
 
 
 def test_instant_names_follow_the_table_and_ascend_with_the_checkpoint():
