@@ -196,6 +196,11 @@ class Protocol:
         return config.allow_empty_commit == "true"
 
     @classmethod
+    def check_config(cls, config: JobConfig) -> None:
+        """Raises a ConfigError (exit 2, before any host starts) for options the protocol cannot
+        run, naming the flag and the fix; ``config.table_version`` is resolved to a number."""
+
+    @classmethod
     def dfs_message_dirs(cls, base_path: str) -> tuple[str, ...]:
         """The directories of messages this protocol keeps on the DFS under the table at
         ``base_path``: what the bus.deleted_between_restarts fault removes while the job is down

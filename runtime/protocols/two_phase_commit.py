@@ -63,6 +63,7 @@ from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
 from runtime.core import codec
+from runtime.core.config import ConfigError, JobConfig, flag_of
 from runtime.core.messages import WriteMetadataEvent
 from runtime.hudi.table import HudiTable, bump_instant
 from runtime.protocols.base import CoordinatorContext, CoordinatorSide, Protocol, WriterContext, WriterSide
@@ -324,3 +325,16 @@ class TwoPhaseCommitProtocol(Protocol):
     coordinator_side = TwoPhaseCommitCommitter
     what_if = True
     release_table_version = 9  # a what-if on Hudi 1.1's table: file slices by completion time
+
+    @classmethod
+    def check_config(cls, config: JobConfig) -> None:
+        """Table version 6 slices a merge-on-read file group by instant time, so a compaction
+        named from the clock orders itself after delta commits the writers named before it and
+        wrote after it (the lab lost rows so): refused; Hudi 1.x's completion times make it sound."""
+        if config.compacts and config.table_version == "6":
+            raise ConfigError(
+                f"--protocol {cls.name} with --table-type merge-on-read and --table-version 6: writers name "
+                "their instants before a compaction is scheduled, and version 6 orders file slices by instant "
+                f"time; use --table-version 8 or 9 (completion times), {flag_of('compaction_delta_commits')} 0, "
+                "or --table-type copy-on-write"
+            )

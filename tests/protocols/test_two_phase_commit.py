@@ -81,3 +81,12 @@ def test_a_crash_after_the_checkpoint_before_the_commit_is_recommitted_from_the_
     # the restarted tasks took the job's id back from their checkpointed state (ctx.restored)
     assert {t["protocol"]["job_id"] for t in result.tasks.values()} == {job}
     assert [c["instant"] for c in result.commits] == [instant_of(job, k) for k in (1, 2, 3, 4)]
+
+
+def test_merge_on_read_with_compaction_on_table_version_6_is_refused_before_the_run(tmp_path):
+    from runtime.core.config import ConfigError
+
+    cfg = _cfg(table_type="merge-on-read", table_version="6", compaction_delta_commits=1)
+    with pytest.raises(ConfigError, match="use --table-version 8 or 9"):
+        simulate(cfg, seed=0, storage="disk", workdir=str(tmp_path / "run"))
+    assert not (tmp_path / "run" / "table").exists()
