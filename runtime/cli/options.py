@@ -357,7 +357,10 @@ def protocol_specs(text: str) -> list[str]:
 
 
 def protocol_help(what: str) -> str:
-    return f"{what}: one of {', '.join(protocol_names())}, {PROTOCOL_SPEC_HELP}"
+    from runtime.protocols import PROTOCOLS
+
+    names = [f"{n} (a what-if, not a Hudi release)" if PROTOCOLS[n].what_if else n for n in protocol_names()]
+    return f"{what}: one of {', '.join(names)}, {PROTOCOL_SPEC_HELP}"
 
 
 def protocol_option(p: CommandParser, default: str) -> None:

@@ -297,6 +297,15 @@ class JobConfig:
         TIMING,
     )
     max_restarts: int = _opt(3, "failovers from the last completed checkpoint before the job gives up", RECOVERY)
+    # Flink's job id ($internal.pipeline.job-id, fixed by the Kubernetes operator in application
+    # mode) and its --fromSavepoint: what a sink that records the job in its commits sees
+    job_id: str = _opt("", "Flink's job id, kept across restarts when given (empty: a new one per job)", RECOVERY)
+    from_checkpoint: int = _opt(
+        0,
+        "start from this completed checkpoint of the table's checkpoint store, as Flink's --fromSavepoint "
+        "(0: a fresh start without state)",
+        RECOVERY,
+    )
     failover: str = _opt(
         "global",
         "global: a task failure restarts every role (Flink's restart-all); region: the tasks, their sources and "
@@ -487,6 +496,7 @@ class JobConfig:
             "slots_per_task_manager",
             "compaction_delta_commits",
             "compaction_tasks",
+            "from_checkpoint",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{flag_of(name)} must not be negative, got {getattr(self, name)}")

@@ -46,6 +46,16 @@ class StateBackend:
                 continue
         return None
 
+    def keep_up_to(self, checkpoint_id: int) -> CompletedCheckpoint | None:
+        """Flink's --fromSavepoint on this store: deletes the checkpoints after ``checkpoint_id``
+        (an earlier job's, which this job's ids will reuse) and returns that one, or None when the
+        store does not hold it."""
+        if checkpoint_id not in self.list_ids():
+            return None
+        for later in (i for i in self.list_ids() if i > checkpoint_id):
+            self.dfs.delete(Dfs.join(self.path, f"{later:010d}.ckp"))
+        return self.latest()
+
     def clear(self) -> None:
         if self.dfs.exists(self.path):
             self.dfs.delete(self.path, recursive=True)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from runtime.core import roles
-from runtime.core.config import flag_of
+from runtime.core.config import ConfigError, flag_of
 from runtime.core.messages import (
     CheckpointView,
     CompletedCheckpoint,
@@ -170,11 +170,29 @@ class JobDriver:
     async def launch_first(self, host: JobHost) -> None:
         self.note_pending(f"left pending by {self.left_pending_by}")
         extra = list(self.protocol.extra_roles)
-        for spec in self.specs(extra + self.restartable(region=False), Resume()):
+        for spec in self.specs(extra + self.restartable(region=False), self.first_resume()):
             host.place(spec, 0)  # every role exists before anything starts
         await host.start(extra)  # protocol roles first: the coordinator may call them
         await self.launch(host, region=False)
         self.t_launched = host.now()
+
+    def first_resume(self) -> Resume:
+        """A fresh start, or with ``--from-checkpoint`` the state of that checkpoint of the table's
+        store (Flink's --fromSavepoint): the job's checkpoint ids continue after it."""
+        wanted = self.cfg.from_checkpoint
+        if not wanted:
+            return Resume()
+        store = StateBackend(self.table.dfs, self.table.base_path)
+        held = store.list_ids()
+        restore = store.keep_up_to(wanted)
+        if restore is None:
+            raise ConfigError(
+                f"{flag_of('from_checkpoint')} {wanted}: the table's checkpoint store holds "
+                f"{', '.join(map(str, held)) or 'no checkpoint'}; give one of those, or 0 for a start without state"
+            )
+        planned, at = resume_plan(self.cfg, 0, restore)
+        self.last_triggered = restore.checkpoint_id
+        return Resume(at, planned.states if planned is not None else {})
 
     async def launch(self, host: JobHost, *, region: bool) -> None:
         """Starts the placed roles in Flink's order; a region failover keeps the coordinator."""

@@ -98,5 +98,6 @@ def validate_job(cfg: JobConfig) -> JobConfig:
                 f"name one of {', '.join(sorted(methods))}"
             )
     if cfg.table_version == "release":  # the version the protocol's Hudi release writes
-        return cfg.replace(table_version=str(protocol.release_table_version))
+        cfg = cfg.replace(table_version=str(protocol.release_table_version))
+    protocol.check_config(cfg)  # what the protocol itself cannot run
     return cfg

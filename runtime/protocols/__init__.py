@@ -17,6 +17,7 @@ from runtime.protocols.loading import load_protocol
 from runtime.protocols.message_bus import MessageBusProtocol
 from runtime.protocols.operator_event import OperatorEventProtocol
 from runtime.protocols.timeline_server import TimelineServerProtocol
+from runtime.protocols.two_phase_commit import TwoPhaseCommitProtocol
 
 PROTOCOLS: dict[str, type[Protocol]] = {
     p.name: p
@@ -28,6 +29,7 @@ PROTOCOLS: dict[str, type[Protocol]] = {
         CoordinationRpcProtocol,
         AsyncCoordinationRpcProtocol,
         ControlTopicProtocol,
+        TwoPhaseCommitProtocol,  # a what-if, not a Hudi release
     )
 }
 

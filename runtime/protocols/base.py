@@ -13,7 +13,7 @@ from typing import Protocol as _TypingProtocol
 
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
-from runtime.core.messages import BlockedWait
+from runtime.core.messages import BlockedWait, TaskState
 from runtime.hudi.table import HudiTable
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ class WriterContext(_TypingProtocol):
     task_id: int
     current_instant: str | None
     last_checkpoint_id: int
+    # the task's checkpointed state when it restarts from one (None on a fresh start), set before
+    # open(): its checkpoint id and instant, and the write statuses it re-sends in its bootstrap
+    restored: TaskState | None
 
     def set_blocked(self, wait: BlockedWait | None) -> None: ...
 
@@ -179,6 +182,8 @@ class Protocol:
     # hoodie.allow.empty.commit in the modelled release: its default, or None where the Flink
     # writer has no such option (before 0.14, HUDI-6127) or the protocol commits empty anyway
     empty_commit_default: bool | None = None
+    # True for a design no Hudi release ships (two-phase-commit): listings and --help mark it
+    what_if: bool = False
     # hoodie.table.version the modelled release writes (HoodieTableVersion.current(): 6 up to
     # 0.15, 8 in 1.0, 9 in 1.1): what --table-version release resolves to
     release_table_version: int = 6
@@ -189,6 +194,11 @@ class Protocol:
         if config.allow_empty_commit == "release" or cls.empty_commit_default is None:
             return bool(cls.empty_commit_default)
         return config.allow_empty_commit == "true"
+
+    @classmethod
+    def check_config(cls, config: JobConfig) -> None:
+        """Raises a ConfigError (exit 2, before any host starts) for options the protocol cannot
+        run, naming the flag and the fix; ``config.table_version`` is resolved to a number."""
 
     @classmethod
     def dfs_message_dirs(cls, base_path: str) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ excerpt around the violation and the command that replays it. The outcome names 
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -379,3 +380,67 @@ def explore(
             "per_run_s_max": round(max(real, default=0.0), 4),
         },
     }
+
+
+# -- restart scenarios: a second job on the table an earlier one wrote -------------------------------
+#
+# Not random schedules: each is two jobs in sequence on one table (on the real disk, so both
+# table types and the official reader apply), the second started as a user restarts a Flink job.
+# They are the shapes of the Iceberg Flink sink's restart issues, for a protocol that records its
+# job and checkpoint in its commits (two-phase-commit); any protocol runs them.
+
+RESTART_JOB_ID = "job-a"  # a job id fixed across runs, as the Kubernetes operator's application mode does
+RESTART_SCENARIOS: dict[str, str] = {
+    "restore-older-checkpoint": (
+        "#10892: the second job starts from checkpoint 3 of the first, which committed 5; its "
+        "checkpoints 4 and 5 hold other data than the first job's"
+    ),
+    "restart-without-state": "#18098: the second job starts without state, its checkpoint ids from 1 again",
+    "changed-job-id": "#16011: the second job starts from the first's last checkpoint under another job id",
+}
+
+
+def restart_jobs(scenario: str, protocol: str, table_type: str, job_id: str) -> tuple[JobConfig, JobConfig]:
+    """The two jobs of ``scenario``: rows are a function of their offset (same seed and keys),
+    so what the second job does not ingest again the first committed already."""
+    if scenario not in RESTART_SCENARIOS:
+        raise ValueError(f"unknown restart scenario {scenario!r}; choose one of {', '.join(RESTART_SCENARIOS)}")
+    common: dict[str, Any] = dict(
+        protocol=protocol, table_type=table_type, writers=2, keys=2_500, bucket_flush_rows=400
+    )
+    first = JobConfig(**common, records=5_000, checkpoints=5, job_id=job_id)
+    if scenario == "restore-older-checkpoint":  # bigger rounds: its checkpoints 4, 5 reach new offsets
+        return first, JobConfig(**common, records=8_000, checkpoints=5, job_id=job_id, from_checkpoint=3)
+    if scenario == "restart-without-state":
+        return first, JobConfig(**common, records=8_000, checkpoints=5, job_id=job_id)
+    return first, JobConfig(**common, records=8_000, checkpoints=8, job_id="job-b", from_checkpoint=5)
+
+
+def run_restart_scenario(
+    scenario: str, protocol: str, workdir: str, *, table_type: str = "copy-on-write", job_id: str = RESTART_JOB_ID
+) -> tuple[Verdict, JobResult, JobResult]:
+    """Runs both jobs of ``scenario`` on the table under ``workdir``; the verdict is the second's."""
+    first_cfg, second_cfg = restart_jobs(scenario, protocol, table_type, job_id)
+    first = simulate(first_cfg, seed=0, workdir=workdir, storage="disk", max_real_s=MAX_REAL_S)
+    if first.status != "finished":
+        return Verdict(FAILED, None, f"the first job: {first.status.value}: {first.error}"), first, first
+    second = simulate(second_cfg, seed=0, workdir=workdir, storage="disk", max_real_s=MAX_REAL_S, existing_table=True)
+    earlier = {c["instant"] for c in first.commits}  # the second job's own commits are judged
+    own = dataclasses.replace(second, commits=[c for c in second.commits if c["instant"] not in earlier])
+    return judge(protocol, own), first, second
+
+
+def restart_replay_command(scenario: str, protocol: str, table_type: str, job_id: str = RESTART_JOB_ID) -> str:
+    """The Ray host's two commands that run ``scenario`` (the simulator: :func:`run_restart_scenario`)."""
+    first, second = restart_jobs(scenario, protocol, table_type, job_id)
+
+    def flags(cfg: JobConfig) -> str:
+        out = f"--records {cfg.records} --checkpoints {cfg.checkpoints}"
+        out += f" --job-id {cfg.job_id}" if cfg.job_id else ""
+        return out + (f" --from-checkpoint {cfg.from_checkpoint}" if cfg.from_checkpoint else "")
+
+    run = (
+        f"commitlab run --protocol {protocol} --table-type {table_type} --writers 2 --keys 2500 "
+        "--bucket-flush-rows 400 --source generator --table T"
+    )
+    return f"{run} --out A {flags(first)} && {run} --out B {flags(second)}"

@@ -83,6 +83,7 @@ class WriteTask(StreamTask):
         self.data_table = data_table or table  # base files (counted as writer.data)
         self.coordinator = coordinator
         self.current_instant: str | None = None
+        self.restored: TaskState | None = None  # the checkpointed state it restarted from
         self.protocol: WriterSide = protocol.writer_side(self)
         self.messages_on_dfs = protocol.messages_on_dfs
         self.buckets: dict[tuple[str, int], list[pa.Table]] = {}
@@ -102,6 +103,7 @@ class WriteTask(StreamTask):
     async def start(self, restored: TaskState | None = None, *, resume_checkpoint_id: int | None = None) -> None:
         """initializeState: restore, open the protocol, send the bootstrap event, start the loop."""
         self._open_input()
+        self.restored = restored
         await self.protocol.open()
         self.current_instant = self.protocol.initial_instant()
         bootstrap = _bootstrap_event(self.task_id, self.current_instant, restored)

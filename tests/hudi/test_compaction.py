@@ -11,7 +11,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from runtime.core.config import JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
 from runtime.hudi import compaction
@@ -185,6 +185,10 @@ def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_
         control_topic_interval="checkpoint",
         faults=parse_faults(fault),
     )
+    if protocol == "two-phase-commit" and version == "6":  # a what-if that needs completion times
+        with pytest.raises(ConfigError, match="--table-version 6: writers name their instants before"):
+            simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
+        return
     result = simulate(cfg, workdir=str(tmp_path / "run"), seed=5, storage="disk")
     assert result.status == "finished", result.error
     assert result.exactly_once.verified, result.exactly_once
@@ -199,7 +203,10 @@ def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_
     if version != "6":  # each delta commit's log files carry its own instant
         logs = [LogFileName.parse(p.name) for p in table.glob("p*/.*.log.*")]
         delta_commits = {f.name.split(".")[0] for f in timeline.glob("*.deltacommit.requested")}
-        assert logs and {n.base_instant for n in logs if n} <= delta_commits
+        orphans = {n.base_instant for n in logs if n} - delta_commits
+        # two-phase-commit's writers name instants no one requests: a failed attempt's files of a
+        # checkpoint that never completed stay unreferenced (no instant names them for a rollback)
+        assert logs and (not orphans or (protocol == "two-phase-commit" and result.failovers))
     counters = result.figures.counters
     if fault.startswith("compaction."):
         assert counters.get("compactions_rolled_back", 0) >= 1 or result.failovers, counters
