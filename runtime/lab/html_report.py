@@ -22,7 +22,7 @@ from runtime.core.json_doc import JsonObject
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
-RECORDS = ("result.json", "compare.json", "faults.json", "explore.json")
+RECORDS = ("result.json", "compare.json", "faults.json", "explore.json", "conformance.json")
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
@@ -57,6 +57,7 @@ def build_report(directory: str) -> str:
         "compare.json": _compare_section,
         "faults.json": _faults_section,
         "explore.json": _explore_section,
+        "conformance.json": _conformance_section,
     }
     body = [sections[name](_load(directory, name), directory) for name in found]
     title = f"commitlab report: {os.path.basename(os.path.abspath(directory))}"
@@ -208,6 +209,38 @@ def _compare_section(doc: JsonObject, directory: str) -> str:
             + "</p>",
         ]
     )
+
+
+# -- the lab against Hudi's own writer --------------------------------------------------------------
+
+
+def _conformance_section(doc: JsonObject, directory: str) -> str:
+    """``commitlab conformance``: per table type, the lab beside Hudi's writer, figure by figure."""
+    out = [
+        f"<h2>Conformance: {_e(doc['protocol'])} against Hudi {_e(doc['release'])}'s Flink writer "
+        f"(Flink {_e(doc['flink'])}), {_e(doc['writers'])} writers, {_e(doc['checkpoints'])} checkpoints</h2>",
+        f"<p>{_verdict(doc['conforms'], 'conforms', 'DIFFERS')}: the tables (official reader) and the "
+        "timelines' shape, beyond the differences docs/FIDELITY.md names.</p>",
+    ]
+    for check in doc["checks"]:
+        rows = [
+            (
+                "rows",
+                check["contents"]["rows_lab"],
+                check["contents"]["rows_real"],
+                "equal" if check["contents"]["equal"] else "DIFFER",
+            )
+        ]
+        for group in ("dfs_per_checkpoint_by_component", "dfs_per_checkpoint_by_role"):
+            for name, r in check[group].items():
+                rows.append((f"DFS calls/ckp, {name}", r["lab"], r["real"], "-" if r["ratio"] is None else r["ratio"]))
+        out.append(f"<h3>{_e(check['table_type'])}</h3>")
+        out.append(_table(("figure", "lab", "Hudi", "lab/Hudi"), rows, numeric=lambda i: i > 0))
+        notes = check["timeline_differences"] + check["named_differences"]
+        if notes:
+            out.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+    out.append(_image(os.path.join(directory, "conformance.png"), "DFS calls per checkpoint by part, lab and Hudi"))
+    return "\n".join(out)
 
 
 # -- a fault matrix ------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ import shutil
 import pytest
 
 from runtime.conformance.releases import RELEASES
+from runtime.conformance.output import write_conformance
 from runtime.conformance.run import run_check
 from runtime.core.config import JobConfig
+from runtime.lab.html_report import build_report
 
 RELEASE = RELEASES["0.14.0"]
 
@@ -38,3 +40,8 @@ def test_hudi_s_writer_and_the_lab_commit_the_same_rows_in_the_same_timeline(bui
     assert len(c.real_commit_latency_s) == 3
     # each count traced to the Hudi method that made it: a write task's markers, DirectWriteMarkers
     assert any(m.startswith("DirectWriteMarkers.create") for m, _ in c.real_callers["markers"])
+    # conformance.json and its section of the HTML report
+    ran = {"protocol": "ckp-meta", "release": "0.14.0", "flink": "1.17.2", "writers": 2, "checkpoints": 3}
+    write_conformance(str(tmp_path), [c], ran)
+    page = build_report(str(tmp_path))
+    assert "against Hudi 0.14.0" in page and "DFS calls/ckp, markers" in page and "conforms" in page
