@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from runtime.conformance.releases import RELEASES
 from runtime.conformance.output import write_conformance
+from runtime.conformance.releases import RELEASES
 from runtime.conformance.run import run_check
 from runtime.core.config import JobConfig
 from runtime.lab.html_report import build_report
