@@ -17,7 +17,9 @@ embedded timeline server off, so ``WriteMarkersFactory.get`` falls back to ``Dir
 * How: every Flink handle calls ``WriteMarkers.createIfNotExists``; ``DirectWriteMarkers.create``
   checks the marker's folder exists (``mkdirs`` when not), checks the marker exists (nothing more
   when it does) and creates it (``fs.create(path, false)``).
-* Commit: ``BaseHoodieWriteClient.postCommit``, after the completed instant file is written,
+* Commit: ``HoodieTable.finalizeWrite`` -> ``reconcileAgainstMarkers``, before the completed instant
+  file: the folder exists, its markers listed, a data file a CREATE or MERGE marker names that no
+  write stat lists is deleted. ``BaseHoodieWriteClient.postCommit``, after the completed instant file is written,
   ``quietDeleteMarkerDir`` -> ``FSUtils.deleteDir``: exists, one listing, a recursive delete of
   each entry (the partition folders), the folder itself.
 * Rollback: ``MarkerBasedRollbackStrategy`` (``hoodie.rollback.using.markers``, default true)
@@ -82,6 +84,18 @@ class DirectWriteMarkers:
         """Every marker, relative to the marker folder (``getAllMarkerPaths``); none without the folder."""
         if self.dfs.exists(Dfs.join(self.folder, MARKER_TYPE_FILE)) or not self.dfs.exists(self.folder):
             return []  # (the lab writes no timeline-server-based markers)
+        return self.listed()
+
+    def created_and_merged_data_paths(self) -> list[str]:
+        """The data files of the CREATE and MERGE markers, relative to the base path, after the
+        folder's existence check (``reconcileAgainstMarkers``: ``doesMarkerDirExist``, then
+        ``createdAndMergedDataPaths``); none without the folder."""
+        if not self.dfs.exists(self.folder):
+            return []
+        return [path for path, io_type in map(data_file_of, self.listed()) if io_type != APPEND]
+
+    def listed(self) -> list[str]:
+        """The markers as one listing per folder finds them, relative to the marker folder."""
         found, todo = [], [""]
         while todo:  # FSUtils.processFiles: one listing per folder
             prefix = todo.pop()

@@ -624,9 +624,20 @@ class HudiTable:
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
+        if self.props.markers:
+            self._reconcile_against_markers(instant, stats)
         self.publish(instant, self.props.write_action, commit_metadata_doc(stats, extra), now)
         if self.props.markers:  # BaseHoodieWriteClient.postCommit, after the completed instant file
             self.write_markers(instant).delete_folder()
+
+    def _reconcile_against_markers(self, instant: str, stats: list[WriteStat]) -> None:
+        """``HoodieTable.finalizeWrite`` -> ``reconcileAgainstMarkers``, before the commit file: a
+        data file the instant's markers name that no write stat lists (a flush whose status never
+        reached the coordinator) is deleted, so the commit publishes only what it lists."""
+        listed = {s.path for s in stats}
+        for path in self.write_markers(instant).created_and_merged_data_paths():
+            if path not in listed:
+                self.dfs.delete(Dfs.join(self.base_path, path))
 
     def publish(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
         """Writes a completed instant's file with its metadata, as the table version names and encodes it."""

@@ -144,3 +144,16 @@ def test_the_markers_option_takes_release_direct_or_none():
     assert not TableProps.for_job(JobConfig(table_version="6", markers="none")).markers
     with pytest.raises(ConfigError, match="--markers must be one of release, direct, none"):
         JobConfig(markers="timeline-server").validate()
+
+
+def test_the_commit_deletes_a_marked_data_file_no_write_stat_lists(tmp_path):
+    table = _table(tmp_path / "cow")
+    writer = file_group_writer(table, 0, ParquetWriteOptions())
+    table.start_instant(T1)
+    kept = writer.write("p0", 0, T1, _records(["a"], 1))
+    lost = writer.write("p1", 1, T1, _records(["b"], 1, "p1"))  # its status never reached the coordinator
+    _commit(table, T1, [kept])  # reconcileAgainstMarkers, before the commit file
+    assert (Path(table.base_path) / kept.path).exists()
+    assert not (Path(table.base_path) / lost.path).exists()
+    rows = pa.Table.from_batches(HudiTableBuilder.from_base_uri(table.base_path).build().read())
+    assert rows.column("key").to_pylist() == ["a"]
