@@ -343,6 +343,17 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "true", "false"),
     )
+    # Hudi's write markers (hoodie.write.markers.type): the write tasks create one per data file
+    # under .hoodie/.temp/<instant>/, the commit deletes them, a rollback reads them (runtime.hudi.markers)
+    markers: str = _opt(
+        "release",
+        "Hudi write markers: direct (a marker file per data file, created by the write task, deleted "
+        "after the commit, read by a rollback), none (no markers: a rollback lists the partitions); "
+        "release: what the protocol's Hudi release does (direct: the Flink write tasks' client runs "
+        "without an embedded timeline server)",
+        WRITE_PATH,
+        choices=("release", "direct", "none"),
+    )
     # Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) in one task manager
     # process; 0: two task managers per CPU of the cluster, the writers spread over them
     slots_per_task_manager: int = _opt(

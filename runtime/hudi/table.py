@@ -20,7 +20,7 @@ import threading
 import uuid
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import pyarrow as pa
@@ -32,6 +32,7 @@ from runtime.core.messages import WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi import avro_schema
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
+from runtime.hudi.markers import APPEND, DirectWriteMarkers, data_file_of, markers_on
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table_version import TableVersion, table_version
 
@@ -80,6 +81,9 @@ class TableProps:
     num_buckets: int = 0
     table_type: str = COPY_ON_WRITE  # hoodie.table.type
     version: int = 6  # hoodie.table.version
+    # a write config, not a table property (two props of one table compare equal whatever it
+    # says): whether writes leave markers (--markers)
+    markers: bool = field(default=False, compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -98,6 +102,7 @@ class TableProps:
             num_buckets=cfg.num_buckets,
             table_type=HOODIE_TABLE_TYPE[cfg.table_type],
             version=int(cfg.table_version),
+            markers=markers_on(cfg.markers),
         )
 
     @property
@@ -619,12 +624,29 @@ class HudiTable:
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
+        if self.props.markers:
+            self._reconcile_against_markers(instant, stats)
         self.publish(instant, self.props.write_action, commit_metadata_doc(stats, extra), now)
+        if self.props.markers:  # BaseHoodieWriteClient.postCommit, after the completed instant file
+            self.write_markers(instant).delete_folder()
+
+    def _reconcile_against_markers(self, instant: str, stats: list[WriteStat]) -> None:
+        """``HoodieTable.finalizeWrite`` -> ``reconcileAgainstMarkers``, before the commit file: a
+        data file the instant's markers name that no write stat lists (a flush whose status never
+        reached the coordinator) is deleted, so the commit publishes only what it lists."""
+        listed = {s.path for s in stats}
+        for path in self.write_markers(instant).created_and_merged_data_paths():
+            if path not in listed:
+                self.dfs.delete(Dfs.join(self.base_path, path))
 
     def publish(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
         """Writes a completed instant's file with its metadata, as the table version names and encodes it."""
         name = self.version.completed_file(instant, self.completion_time(instant, now), action)
         self.dfs.write_bytes(self.timeline_file(name), self.version.encode_metadata(doc))
+
+    def write_markers(self, instant: str) -> DirectWriteMarkers:
+        """The markers of ``instant`` (:mod:`runtime.hudi.markers`)."""
+        return DirectWriteMarkers(self.dfs, self.base_path, instant)
 
     def commit_file(self, instant: str, timeline: Timeline | None = None) -> str:
         """The completed instant's file name in the timeline folder (a writer's instant); from
@@ -662,22 +684,26 @@ class HudiTable:
         return out
 
     def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
-        """Deletes an uncommitted instant's base files, then its requested/inflight markers.
+        """Deletes an uncommitted instant's base files, then its requested/inflight files.
 
-        ``data_files`` are paths relative to the base path; files of the instant found by listing
-        their partitions (every partition when none is named) are deleted too. Returns what was
+        ``data_files`` are paths relative to the base path. With markers (``props.markers``) the
+        instant's markers name the rest, and the marker folder goes last (Hudi's
+        ``MarkerBasedRollbackStrategy``); without, files of the instant found by listing their
+        partitions (every partition when none is named) are deleted too. Returns what was
         deleted. Refuses a committed instant.
         """
         if self.is_committed(instant):
             raise TableError(f"cannot roll back {instant}: it is committed")
         deleted = []
         data_files = list(data_files)
-        partitions = {p.rsplit("/", 1)[0] for p in data_files if "/" in p}
-        if not data_files:  # nothing named: look for the instant's files in every partition
+        marked = [data_file_of(m) for m in self.write_markers(instant).all_markers()] if self.props.markers else []
+        partitions = {p.rsplit("/", 1)[0] for p in [*data_files, *(f for f, _ in marked)] if "/" in p}
+        data_files += [f for f, io_type in marked if io_type != APPEND]  # an APPEND marker names a slice
+        if not data_files and not self.props.markers:  # nothing named: look in every partition
             partitions = set(self.partitions())
         # a log file named by a write stat is rolled back below (deleted or marked), not here
         targets = {Dfs.join(self.base_path, p) for p in data_files if LogFileName.parse(p.rsplit("/", 1)[-1]) is None}
-        for part in partitions:
+        for part in () if self.props.markers else partitions:
             try:
                 for e in self.dfs.list_dir(Dfs.join(self.base_path, part)):
                     parsed = parse_base_file_name(e.name)
@@ -694,6 +720,8 @@ class HudiTable:
         inflight = f"{instant}.inflight" if action == COMMIT else f"{instant}.{action}.inflight"
         for name in (inflight, f"{instant}.{action}.requested"):
             self.dfs.delete(self.timeline_file(name))
+        if self.props.markers:
+            self.write_markers(instant).delete_folder()
         return deleted
 
     def _roll_back_log_files(self, instant: str, partitions: Iterable[str]) -> list[str]:

@@ -22,7 +22,9 @@ import pyarrow as pa
 
 from runtime.core.messages import WriteStat
 from runtime.hudi.compaction import compacting_file_groups
+from runtime.hudi.log_format import LogFileName
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
+from runtime.hudi.markers import APPEND, CREATE, MERGE
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
@@ -45,6 +47,20 @@ class FileGroupWriter(ABC):
             self.table.ensure_partition(partition, instant)
             self._partitions_ready.add(partition)
         return self._write(partition, fid, instant, records)
+
+    def _mark(self, partition: str, instant: str, data_file_name: str, io_type: str) -> None:
+        """The write handle's marker, before its data file (``createMarkerFile``; :mod:`runtime.hudi.markers`)."""
+        if self.table.props.markers:
+            self.table.write_markers(instant).create_if_not_exists(partition, data_file_name, io_type)
+
+    def _mark_log(self, partition: str, fid: str, slice_: LogSlice, instant: str, token: str) -> None:
+        """An append's marker: the slice's base file name, APPEND (version 6); from version 8 the
+        log file's own name, CREATE."""
+        if self.table.version.logs_per_instant:
+            log = LogFileName(fid, slice_.base_instant, slice_.next_version, token)
+            self._mark(partition, instant, str(log), CREATE)
+        else:
+            self._mark(partition, instant, base_file_name(fid, token, slice_.base_instant), APPEND)
 
     @abstractmethod
     def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat: ...
@@ -104,6 +120,7 @@ class CopyOnWriteWriter(FileGroupWriter):
             base_instant=prev.instant if prev is not None and base is not None else None,
             base_positions=prev.key_positions if prev is not None and base is not None else None,
         )
+        self._mark(partition, instant, name, MERGE if base is not None else CREATE)
         size = table.write_base_file(rel, merged.table, self.parquet)
         if prev is not None and prev.instant == instant:  # the same instant writes this file group again
             prev_commit = prev.stat.prev_commit
@@ -189,6 +206,7 @@ class MergeOnReadWriter(FileGroupWriter):
             seqno=self._log_seqno,
         )
         self._log_seqno += rows.num_rows
+        self._mark_log(partition, fid, slice_, instant, f"{self.task_id}-0-0")
         stat, self.slices[(partition, fid)] = append_log_file(
             table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
         )
