@@ -4,6 +4,8 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.LocalFileSystem;
+import org.apache.hadoop.fs.LocatedFileStatus;
+import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.PathFilter;
 import org.apache.hadoop.fs.permission.FsPermission;
@@ -119,5 +121,22 @@ public class CountingLocalFileSystem extends LocalFileSystem {
   @Override
   public boolean mkdirs(Path f, FsPermission permission) throws IOException {
     return counted("mkdirs", f, null, () -> super.mkdirs(f, permission));
+  }
+
+  // Hadoop 3's FilterFileSystem hands the one-argument mkdirs and the iterator listings straight
+  // to the raw file system, past the two-argument forms above: count them here.
+  @Override
+  public boolean mkdirs(Path f) throws IOException {
+    return counted("mkdirs", f, null, () -> super.mkdirs(f));
+  }
+
+  @Override
+  public RemoteIterator<LocatedFileStatus> listLocatedStatus(Path f) throws IOException {
+    return counted("list", f, null, () -> super.listLocatedStatus(f));
+  }
+
+  @Override
+  public RemoteIterator<FileStatus> listStatusIterator(Path f) throws IOException {
+    return counted("list", f, null, () -> super.listStatusIterator(f));
   }
 }
