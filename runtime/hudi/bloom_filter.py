@@ -44,6 +44,7 @@ BLOOM_FILTER_KEY = "org.apache.hudi.bloomfilter"
 TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
 MIN_KEY_KEY = "hoodie_min_record_key"
 MAX_KEY_KEY = "hoodie_max_record_key"
+FOOTER_KEYS = (BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY_KEY, MAX_KEY_KEY)
 DYNAMIC_V0 = "DYNAMIC_V0"
 MURMUR_HASH = 1  # org.apache.hudi.common.util.hash.Hash.MURMUR_HASH
 _VERSION = -1  # InternalFilter.VERSION

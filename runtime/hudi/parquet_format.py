@@ -58,11 +58,13 @@ import pyarrow.compute as pc
 from runtime.core.config import BLOOM_FILTERS, JobConfig
 from runtime.core.config import PARQUET_CODECS as CODECS
 from runtime.hudi import avro_schema
+from runtime.hudi.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
 from runtime.hudi.bloom_filter import footer_metadata
 
 RECORD_KEY_COLUMN = "_hoodie_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"  # AvroWriteSupport.AVRO_SCHEMA
 WRITER_MODEL_KEY = "writer.model.name"  # ParquetWriter.OBJECT_MODEL_NAME_PROP
+FOOTER_KEYS = frozenset((AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, *BLOOM_FOOTER_KEYS))
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,13 @@ class ParquetWriteOptions:
             raise ValueError(f"unknown parquet codec {self.compression!r}; choose one of {', '.join(CODECS)}")
         if self.bloom_filter not in BLOOM_FILTERS:
             raise ValueError(f"unknown bloom filter {self.bloom_filter!r}; choose one of {', '.join(BLOOM_FILTERS)}")
+
+    @staticmethod
+    def without_footer(table: pa.Table) -> pa.Table:
+        """``table`` without the footer keys its schema got from the base file it was read from,
+        which pyarrow would otherwise write again (and copy into ``ARROW:schema``)."""
+        kept = {k: v for k, v in (table.schema.metadata or {}).items() if k.decode() not in FOOTER_KEYS}
+        return table if len(kept) == len(table.schema.metadata or {}) else table.replace_schema_metadata(kept or None)
 
     def footer(self, table: pa.Table, table_name: str, key_field: str, meta: tuple[str, ...]) -> dict[str, str]:
         """The footer's key-value metadata Hudi writes for a base file holding ``table`` (its

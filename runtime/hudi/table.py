@@ -794,6 +794,7 @@ class HudiTable:
             # it keeps the table: no dictionary to decide (a distinct count per column), no footer
             return self.dfs.write_parquet(path, data)
         options = options or ParquetWriteOptions()
+        data = options.without_footer(data)
         # distinct in every row of a file group: its sequence numbers and its keys
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
         args = options.write_table_args(data, distinct)

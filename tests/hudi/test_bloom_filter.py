@@ -22,10 +22,9 @@ import pytest
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.hudi.bloom_filter import (
-    BLOOM_FILTER_KEY,
+    FOOTER_KEYS,
     MAX_KEY_KEY,
     MIN_KEY_KEY,
-    TYPE_CODE_KEY,
     BloomFilterSpec,
     footer_metadata,
     key_range,
@@ -33,12 +32,11 @@ from runtime.hudi.bloom_filter import (
 )
 from runtime.hudi.parquet_format import AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, ParquetWriteOptions, writer_schema_json
 from runtime.hudi.table import META_COLUMNS, HudiTable
-from tests.hudi.test_table import I1, commit, read_all, table  # noqa: F401  (table: a fixture)
+from tests.hudi.test_table import I1, I2, commit, read_all, table  # noqa: F401  (table: a fixture)
 
 VECTORS = Path(__file__).parents[1] / "fixtures" / "hudi-0.14-base-files"
 HUDI_FILES = sorted(VECTORS.glob("*.parquet"))
 SUFFIXES = ["", "-\u00e9", "-\u65e5\u672c", "-\U0001f600", "-\uffee", "-ab", "-abc"]
-FOOTER_KEYS = (BLOOM_FILTER_KEY, TYPE_CODE_KEY, MIN_KEY_KEY, MAX_KEY_KEY)
 
 
 def _footer(path: Path | str) -> dict[str, str]:
@@ -80,7 +78,9 @@ def test_key_range_orders_as_java_strings_do() -> None:
 
 
 def test_base_files_the_lab_writes_carry_hudis_footer_and_still_read(table: HudiTable) -> None:  # noqa: F811
-    stats = commit(table, I1, [(f"k{i:03d}", "p0", i) for i in range(50)], 1)
+    commit(table, I1, [(f"k{i:03d}", "p0", i) for i in range(40)], 1)
+    # the second version merges the first, read back with its footer in its schema
+    stats = commit(table, I2, [(f"k{i:03d}", "p0", i) for i in range(30, 50)], 2)
     path = f"{table.base_path}/{stats[0].path}"
     footer = _footer(path)
     keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
@@ -88,8 +88,9 @@ def test_base_files_the_lab_writes_carry_hudis_footer_and_still_read(table: Hudi
     assert (footer[MIN_KEY_KEY], footer[MAX_KEY_KEY]) == ("k000", "k049")
     assert footer[WRITER_MODEL_KEY] == "avro"
     assert json.loads(footer[AVRO_SCHEMA_KEY])["fields"][0]["name"] == "_hoodie_commit_time"
-    # the filter is not copied a second time into pyarrow's own schema key
+    # the filter is written once: not again into pyarrow's own schema key
     assert len(footer.get("ARROW:schema", "")) < 10_000
+    assert pq.ParquetFile(path).metadata.serialized_size < 500_000
     # the official reader reads the table
     assert read_all(table).num_rows == 50
 
