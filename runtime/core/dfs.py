@@ -285,19 +285,21 @@ class Dfs:
     def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:
         """Writes a parquet file under a temporary name, then renames it into place, so a
         half-written ``*.parquet`` never exists (the reader fails on names it cannot parse).
-        ``write_args`` go to ``pyarrow.parquet.write_table`` (the codec). Returns the size in bytes."""
+        ``write_args`` go to ``pyarrow.parquet.write_table`` (the codec), but for
+        ``key_value_metadata``: entries for the footer's key-value metadata (given to the writer,
+        not the table's schema, which pyarrow would also copy into ``ARROW:schema``). Returns the size in bytes."""
         self._op("write", path)
         if not isinstance(self.fs, pafs.LocalFileSystem):
             # object stores publish an object whole when its upload completes, and their
             # "rename" is a copy plus a delete: write in place
             try:
-                pq.write_table(table, path, filesystem=self.fs, **write_args)
+                _write_table(table, path, self.fs, write_args)
                 return self.fs.get_file_info(path).size or 0
             except OSError as exc:
                 raise DfsError(f"write_parquet({path}) failed: {exc}") from exc
         tmp = f"{path}.{uuid.uuid4().hex}.inprogress"
         try:
-            pq.write_table(table, tmp, filesystem=self.fs, **write_args)
+            _write_table(table, tmp, self.fs, write_args)
             self.fs.move(tmp, path)
             return self.fs.get_file_info(path).size or 0
         except OSError as exc:
@@ -356,3 +358,14 @@ def open_dfs(uri_or_path: str, *, role: str = DRIVER, counters: DfsCounters | No
             "such as file:///abs/path or s3://bucket/prefix"
         ) from exc
     return Dfs(fs, role=role, counters=counters), path.rstrip("/")
+
+
+def _write_table(table: pa.Table, where: str, fs: pafs.FileSystem, write_args: dict[str, Any]) -> None:
+    args = dict(write_args)
+    footer = args.pop("key_value_metadata", None)
+    if not footer:
+        pq.write_table(table, where, filesystem=fs, **args)
+        return
+    with pq.ParquetWriter(where, table.schema, filesystem=fs, **args) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(footer)

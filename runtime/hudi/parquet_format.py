@@ -29,10 +29,24 @@ which columns to dictionary-encode:
 
 Booleans have no dictionary in parquet-mr, nor here. Nested columns are left PLAIN here (parquet-mr
 decides each of their leaves like a column).
+
+The footer's key-value metadata (``--bloom-filter``): Hudi 0.14 writes base files with parquet-avro's
+``AvroWriteSupport`` wrapped by ``HoodieAvroWriteSupport``, so every one carries ``parquet.avro.schema``
+and ``writer.model.name`` = ``avro`` (``AvroWriteSupport.init``) and, since the meta fields are
+populated, the record keys' bloom filter and key range (:mod:`runtime.hudi.bloom_filter`).
+``parquet.avro.schema`` is the writer schema of Hudi's Flink writer: ``HoodieAvroUtils.addMetadataFields``
+(each meta field ``["null","string"]`` with an empty doc and a null default) before the data columns as
+hudi-flink's ``AvroSchemaConverter.convertToSchema`` writes them (a nullable column ``["null", type]``
+with a null default; the record key, NOT NULL as Flink's primary key is, its bare type). The text is
+Hudi's for string, number, boolean, bytes and date columns; the types inside other columns (timestamps,
+decimals, nested) are written as :mod:`runtime.hudi.avro_schema` maps them, which follows Spark's
+converter. ``--bloom-filter none`` (a deliberate difference: Hudi 0.14 has no switch;
+``hoodie.parquet.bloom.filter.enabled`` came in 0.15.0) leaves out the bloom filter and the key range.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -41,20 +55,50 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.core.config import BLOOM_FILTERS, JobConfig
 from runtime.core.config import PARQUET_CODECS as CODECS
-from runtime.core.config import JobConfig
+from runtime.hudi import avro_schema
+from runtime.hudi.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
+from runtime.hudi.bloom_filter import footer_metadata
+
+RECORD_KEY_COLUMN = "_hoodie_record_key"
+AVRO_SCHEMA_KEY = "parquet.avro.schema"  # AvroWriteSupport.AVRO_SCHEMA
+WRITER_MODEL_KEY = "writer.model.name"  # ParquetWriter.OBJECT_MODEL_NAME_PROP
+FOOTER_KEYS = frozenset((AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, *BLOOM_FOOTER_KEYS))
 
 
 @dataclass(frozen=True)
 class ParquetWriteOptions:
     """The writer's ``hoodie.parquet.compression.codec`` (the dictionary is always on, as
-    ``hoodie.parquet.dictionary.enabled`` has it by default)."""
+    ``hoodie.parquet.dictionary.enabled`` has it by default) and ``--bloom-filter``."""
 
     compression: str = JobConfig.parquet_compression  # the option's default
+    bloom_filter: str = JobConfig.bloom_filter
+
+    @classmethod
+    def of(cls, config: JobConfig) -> ParquetWriteOptions:
+        return cls(config.parquet_compression, config.bloom_filter)
 
     def __post_init__(self) -> None:
         if self.compression not in CODECS:
             raise ValueError(f"unknown parquet codec {self.compression!r}; choose one of {', '.join(CODECS)}")
+        if self.bloom_filter not in BLOOM_FILTERS:
+            raise ValueError(f"unknown bloom filter {self.bloom_filter!r}; choose one of {', '.join(BLOOM_FILTERS)}")
+
+    @staticmethod
+    def without_footer(table: pa.Table) -> pa.Table:
+        """``table`` without the footer keys its schema got from the base file it was read from,
+        which pyarrow would otherwise write again (and copy into ``ARROW:schema``)."""
+        kept = {k: v for k, v in (table.schema.metadata or {}).items() if k.decode() not in FOOTER_KEYS}
+        return table if len(kept) == len(table.schema.metadata or {}) else table.replace_schema_metadata(kept or None)
+
+    def footer(self, table: pa.Table, table_name: str, key_field: str, meta: tuple[str, ...]) -> dict[str, str]:
+        """The footer's key-value metadata Hudi writes for a base file holding ``table`` (its
+        ``meta`` columns first, then the data columns)."""
+        out = {} if self.bloom_filter == "none" else footer_metadata(table.column(RECORD_KEY_COLUMN))
+        out[AVRO_SCHEMA_KEY] = writer_schema_json(table.schema, table_name, key_field, meta)
+        out[WRITER_MODEL_KEY] = "avro"
+        return out
 
     def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> dict[str, Any]:
         """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns
@@ -62,6 +106,21 @@ class ParquetWriteOptions:
         keep = [c for c in table.column_names if c not in distinct and _dictionary_pays(table.column(c))]
         codec = "none" if self.compression == "uncompressed" else self.compression
         return {"compression": codec, "use_dictionary": keep}
+
+
+def writer_schema_json(schema: pa.Schema, table_name: str, key_field: str, meta: tuple[str, ...]) -> str:
+    """``parquet.avro.schema`` of Hudi's Flink writer for a base file of ``schema`` (see the module docstring)."""
+    data = avro_schema.avro_schema(schema, table_name, skip=meta)
+    fields: list[dict[str, object]] = [
+        {"name": name, "type": ["null", "string"], "doc": "", "default": None} for name in meta if name in schema.names
+    ]
+    for field in data["fields"]:
+        avro_type = field["type"][0]  # avro_schema's nullable union is [type, "null"]
+        if field["name"] == key_field:
+            fields.append({"name": field["name"], "type": avro_type})
+        else:
+            fields.append({"name": field["name"], "type": ["null", avro_type], "default": None})
+    return json.dumps({**data, "fields": fields}, separators=(",", ":"))
 
 
 SAMPLE_VALUES = 1024

@@ -817,8 +817,16 @@ class HudiTable:
         return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))
 
     def write_base_file(self, rel_path: str, data: pa.Table, options: ParquetWriteOptions | None = None) -> int:
+        path = Dfs.join(self.base_path, rel_path)
+        if not self.dfs.encodes_parquet:
+            # it keeps the table: no dictionary to decide (a distinct count per column), no footer
+            return self.dfs.write_parquet(path, data)
+        options = options or ParquetWriteOptions()
+        data = options.without_footer(data)
         # distinct in every row of a file group: its sequence numbers and its keys
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
-        # (a dictionary decision is a distinct count per column: only for a DFS that encodes)
-        args = (options or ParquetWriteOptions()).write_table_args(data, distinct) if self.dfs.encodes_parquet else {}
-        return self.dfs.write_parquet(Dfs.join(self.base_path, rel_path), data, **args)
+        args = options.write_table_args(data, distinct)
+        args["key_value_metadata"] = options.footer(
+            data, self.props.table_name, self.props.record_key_field, META_COLUMNS
+        )
+        return self.dfs.write_parquet(path, data, **args)

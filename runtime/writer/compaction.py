@@ -135,7 +135,7 @@ class CompactOperator:
         self.config = config
         self.table = table
         self.task_id = task_id
-        self._parquet = ParquetWriteOptions(config.parquet_compression)
+        self._parquet = ParquetWriteOptions.of(config)
         self._executor = asyncio.Lock()  # NonThrownExecutor: one compaction at a time
         # the timeline a compaction's blocks are judged by, listed at its first file group (as
         # HoodieCompactor reads the completed instants once per compaction)

@@ -90,7 +90,7 @@ class WriteTask(StreamTask):
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
         # how a flush is written: a base file version (copy-on-write) or a log file (merge-on-read)
-        self.writer = file_group_writer(self.data_table, task_id, ParquetWriteOptions(config.parquet_compression))
+        self.writer = file_group_writer(self.data_table, task_id, ParquetWriteOptions.of(config))
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.waits: list[InstantWait] = []  # blocked waits for an instant, with the instant
         self.rows_in = 0
