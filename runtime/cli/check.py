@@ -66,7 +66,16 @@ def add_command(subparsers: Any) -> None:
 
 
 def _add_job_options(p: CommandParser) -> None:
+    from runtime.sim.schedule import SCENARIOS
+
     p.add_argument("--schedule", default=None, help="a schedule JSON file (explore, shrink, check.json); else:")
+    p.add_argument(
+        "--scenario",
+        choices=list(SCENARIOS),
+        default=None,
+        help="the schedule commitlab explore draws for --scenario-seed in this scenario; else the options below",
+    )
+    p.add_argument("--scenario-seed", type=int, default=0, help="the explore seed of --scenario (default: 0)")
     p.add_argument("--writers", type=int, default=2, help="write tasks (default: 2)")
     p.add_argument("--checkpoints", type=int, default=3, help="checkpoints, one round of records each (default: 3)")
     p.add_argument("--records", type=int, default=100, help="records per writer per round (default: 100)")
@@ -102,10 +111,12 @@ def _late_notices(text: str) -> dict[int, float]:
 
 def schedule_from(args: argparse.Namespace) -> SimSchedule:
     """The job the check runs: ``--schedule`` or the job options."""
-    from runtime.sim.schedule import SimSchedule
+    from runtime.sim.schedule import SimSchedule, draw
 
     if args.schedule:
         return SimSchedule.load(args.schedule)
+    if args.scenario:
+        return draw(args.scenario, args.scenario_seed)
     if args.writers < 1 or args.checkpoints < 1 or args.records < 1:
         raise ConfigError("--writers, --checkpoints and --records must be at least 1")
     quiet = set(_ints(args.quiet_rounds, "--quiet-rounds"))

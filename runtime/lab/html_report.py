@@ -22,7 +22,7 @@ from runtime.core.json_doc import JsonObject
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
-RECORDS = ("result.json", "compare.json", "faults.json", "explore.json")
+RECORDS = ("result.json", "compare.json", "faults.json", "explore.json", "check.json")
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
@@ -57,6 +57,7 @@ def build_report(directory: str) -> str:
         "compare.json": _compare_section,
         "faults.json": _faults_section,
         "explore.json": _explore_section,
+        "check.json": _check_section,
     }
     body = [sections[name](_load(directory, name), directory) for name in found]
     title = f"commitlab report: {os.path.basename(os.path.abspath(directory))}"
@@ -269,4 +270,34 @@ def _explore_section(doc: JsonObject, directory: str) -> str:
                     else ""
                 )
             )
+    return "\n".join(parts)
+
+
+# -- a bounded search (commitlab check) ------------------------------------------------------------
+
+
+def _check_section(doc: JsonObject, directory: str) -> str:
+    cert = doc.get("certificate")
+    if cert is None:  # a --replay or a --strategy pct/random sample: its record as it is
+        return f"<h2>Check: {_e(doc.get('protocol'))}</h2>" + _code(json.dumps(doc, indent=2)[:20_000])
+    head = "complete" if cert["complete"] else f"partial: {cert['stopped']}"
+    figures = [(k, cert[k]) for k in ("bound", "runs", "distinct_states", "transitions", "max_depth", "real_s")]
+    parts = [
+        f"<h2>Check: {_e(doc['protocol'])} within {_e(cert['bound'])} deviations ({_e(head)})</h2>",
+        f"<p>{_e(doc.get('schedule_described', ''))}</p>",
+        _pairs(figures),
+        _table(("invariant", "within the bound"), cert["invariants"].items()),
+    ]
+    for key, title in (
+        ("counterexample", "Shortest counterexample"),
+        ("known_failure", "Shortest known failure"),
+        ("recovered_by_timeout", "Shortest run saved only by a timeout"),
+    ):
+        rec = doc.get(key)
+        if rec:
+            devs = "; ".join(f"#{d['choice']}: {d['what']}" for d in rec["deviations"]) or "none"
+            parts.append(f"<h3>{title}</h3><p>{_e(rec['detail'])}<br>deviations: {_e(devs)}</p>" + _code(rec["replay"]))
+            if rec.get("wait_for"):
+                parts.append(_code(str(rec["wait_for"].get("explanation", ""))))
+            parts.append(_code("\n".join(rec.get("trace_excerpt") or [])))
     return "\n".join(parts)

@@ -101,6 +101,10 @@ def test_cli_check_writes_the_certificate_and_replays(tmp_path: str) -> None:
     with open(os.path.join(out, "check.json")) as f:
         doc = json.load(f)
     assert doc["certificate"]["invariants"]["no-deadlock"] == KNOWN_FAILURE
+    assert main(["report", out]) == 0  # the HTML page shows the certificate and the known failure
+    with open(os.path.join(out, "report.html")) as f:
+        page = f.read()
+    assert "Check: operator-event" in page and "Shortest known failure" in page
     replay = doc["known_failure"]["replay"]
     devs = replay.split("--replay ")[1].strip("'")
     again = os.path.join(tmp_path, "r")
