@@ -50,7 +50,7 @@ def build_report(directory: str) -> str:
     if not found:
         raise FileNotFoundError(
             f"{directory} holds none of {', '.join(RECORDS)}: point commitlab report at the --out directory "
-            "of a run, compare, faults, simulate or explore command"
+            "of a run, compare, faults, simulate, explore or check command"
         )
     sections = {
         "result.json": _run_section,
