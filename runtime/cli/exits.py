@@ -79,3 +79,9 @@ def of_conformance(conforms: list[bool]) -> ExitCode:
 def of_replay(failing: bool) -> ExitCode:
     """``replay``: the seed's verdict."""
     return ExitCode.FAILED if failing else ExitCode.OK
+
+
+def of_check(failures: int) -> ExitCode:
+    """``check``: no schedule the search ran violated an invariant or failed (a protocol's known
+    failure is no failure)."""
+    return ExitCode.FAILED if failures else ExitCode.OK

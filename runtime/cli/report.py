@@ -50,7 +50,7 @@ def add_command(sub: Any) -> None:
         "report",
         help="one self-contained HTML page of a run, a compare, a fault matrix or an exploration",
     )
-    rep.add_argument("dir", help="the --out directory of a run, deadlock, compare, faults, simulate or explore")
+    rep.add_argument("dir", help="the --out directory of a run, deadlock, compare, faults, simulate, explore or check")
     rep.add_argument("--html", default=None, help="where to write the page (default: DIR/report.html)")
     add_config_option(rep, job=False)
     rep.set_defaults(func=cmd_report)

@@ -1,7 +1,8 @@
 """``commitlab report DIR``: one self-contained HTML page of what a command left in a directory.
 
 It reads whichever records the directory holds: a run's ``result.json`` (``run``, ``deadlock``,
-``simulate``), ``compare.json``, ``faults.json`` (the fault matrix) and ``explore.json``, and
+``simulate``), ``compare.json``, ``faults.json`` (the fault matrix), ``explore.json``, ``check.json``
+(a bounded schedule search's certificate) and ``conformance.json`` (the lab against Hudi's own writer), and
 writes one page with their tables, their pictures (embedded, so the page travels as one file),
 a deadlock's explanation, the command that replays each run or failure, and links to the trace
 files for Perfetto (ui.perfetto.dev opens them; they are not embedded: a trace can be large).
@@ -22,7 +23,7 @@ from runtime.core.json_doc import JsonObject
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
-RECORDS = ("result.json", "compare.json", "faults.json", "explore.json", "conformance.json")
+RECORDS = ("result.json", "compare.json", "faults.json", "explore.json", "check.json", "conformance.json")
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
@@ -50,13 +51,14 @@ def build_report(directory: str) -> str:
     if not found:
         raise FileNotFoundError(
             f"{directory} holds none of {', '.join(RECORDS)}: point commitlab report at the --out directory "
-            "of a run, compare, faults, simulate or explore command"
+            "of a run, compare, faults, simulate, explore or check command"
         )
     sections = {
         "result.json": _run_section,
         "compare.json": _compare_section,
         "faults.json": _faults_section,
         "explore.json": _explore_section,
+        "check.json": _check_section,
         "conformance.json": _conformance_section,
     }
     body = [sections[name](_load(directory, name), directory) for name in found]
@@ -302,4 +304,34 @@ def _explore_section(doc: JsonObject, directory: str) -> str:
                     else ""
                 )
             )
+    return "\n".join(parts)
+
+
+# -- a bounded search (commitlab check) ------------------------------------------------------------
+
+
+def _check_section(doc: JsonObject, directory: str) -> str:
+    cert = doc.get("certificate")
+    if cert is None:  # a --replay or a --strategy pct/random sample: its record as it is
+        return f"<h2>Check: {_e(doc.get('protocol'))}</h2>" + _code(json.dumps(doc, indent=2)[:20_000])
+    head = "complete" if cert["complete"] else f"partial: {cert['stopped']}"
+    figures = [(k, cert[k]) for k in ("bound", "runs", "distinct_states", "transitions", "max_depth", "real_s")]
+    parts = [
+        f"<h2>Check: {_e(doc['protocol'])} within {_e(cert['bound'])} deviations ({_e(head)})</h2>",
+        f"<p>{_e(doc.get('schedule_described', ''))}</p>",
+        _pairs(figures),
+        _table(("invariant", "within the bound"), cert["invariants"].items()),
+    ]
+    for key, title in (
+        ("counterexample", "Shortest counterexample"),
+        ("known_failure", "Shortest known failure"),
+        ("recovered_by_timeout", "Shortest run saved only by a timeout"),
+    ):
+        rec = doc.get(key)
+        if rec:
+            devs = "; ".join(f"#{d['choice']}: {d['what']}" for d in rec["deviations"]) or "none"
+            parts.append(f"<h3>{title}</h3><p>{_e(rec['detail'])}<br>deviations: {_e(devs)}</p>" + _code(rec["replay"]))
+            if rec.get("wait_for"):
+                parts.append(_code(str(rec["wait_for"].get("explanation", ""))))
+            parts.append(_code("\n".join(rec.get("trace_excerpt") or [])))
     return "\n".join(parts)

@@ -557,6 +557,9 @@ def _new_run(
         max_virtual_s=max_virtual_s,
         store=store,
     )
+    attach = getattr(loop.chooser, "attach", None)
+    if attach is not None:  # a search strategy that fingerprints the state reads the trace and the network
+        attach(recorder, run.network)
     return run
 
 

@@ -1,0 +1,139 @@
+"""A cheap fingerprint of a simulated run's state at a choice point, for the bounded search.
+
+What it covers: the messages and replies in flight, in the order they will arrive (sender,
+destination, method, kind; not when), the other pending timers and the ready callbacks (which
+coroutine, at which line), and each role's *local history* so far, as the trace records it
+(:mod:`runtime.sim.recorder`): the messages and replies that reached it, in the order they reached
+it (kind, method, sender; not the call ids, which count globally), the mails its mailbox thread
+started, the calls whose bound fired, and its own trace events by name (mail and step names,
+flushes, commits). A role
+is deterministic code, so its local history determines its state; the messages still in flight are
+what the others' histories say was sent and its own does not show received. Two interleavings of
+independent steps (two deliveries to different roles, swapped) therefore reach the same
+fingerprint, which is what lets the search skip the second (the partial-order effect).
+
+Where it is an approximation (a pruned schedule might have behaved differently):
+
+* virtual time is left out: a role's own timer (a sleep, a call's bound) due at another instant,
+  or an instant time (Hudi's instants are timestamps) minted at another moment, is not told apart;
+* a coroutine's local variables are not read: a role's state is what its history says;
+* the shared table (the simulated DFS) is seen only through the roles' own events (commits,
+  flushes), not file by file;
+* a trace event's arguments are left out (they carry times and sizes);
+* with ``symmetry``, the write tasks' histories are compared as a multiset with their names
+  masked: two states that differ only by which write task is where count as one. The tasks write
+  different records, so this is symmetry up to the data, as Stateright's symmetry reduction
+  assumes of interchangeable actors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from runtime.core.roles import writer_index
+from runtime.sim.network import SimNetwork
+from runtime.sim.recorder import Event, TraceRecorder
+
+__all__ = ["StateFingerprint"]
+
+_MESSAGE_EVENTS = frozenset(("deliver", "reply", "reply-error", "reply-late", "send-error", "lost"))
+_ROLE_EVENTS = frozenset(("X", "i", "s", "f"))
+_TASK_NAME = re.compile(r"\b(writer|source)-\d+\b")
+
+
+class StateFingerprint:
+    """Per-role running hashes over the trace, updated incrementally at each :meth:`__call__`."""
+
+    def __init__(self, *, symmetry: bool = True) -> None:
+        self.symmetry = symmetry
+        self._events: list[Event] | None = None
+        self._network: SimNetwork | None = None
+        self._seen = 0
+        self._hashes: dict[str, int] = {}
+
+    def attach(self, recorder: TraceRecorder, network: SimNetwork | None = None) -> None:
+        """Follows ``recorder``'s events (the run's trace) and ``network``'s messages in flight."""
+        self._events = recorder.events
+        self._network = network
+        self._seen = 0
+        self._hashes = {}
+
+    def mask(self, value: Any) -> Any:
+        if self.symmetry and type(value) is str and ("writer-" in value or "source-" in value):
+            return _TASK_NAME.sub(r"\1-*", value)
+        return value
+
+    def _local(self, ev: Event) -> tuple[str, tuple[Any, ...]]:
+        """Whose history ``ev`` belongs to, and what of it counts."""
+        kind = ev[1]
+        if kind in _MESSAGE_EVENTS and len(ev) >= 6:
+            # (t, kind, from, to, method, kind, id): the receiving side's history
+            return str(ev[3]), (kind, self.mask(ev[2]), ev[4], self.mask(ev[5]))
+        if kind in _ROLE_EVENTS and len(ev) >= 6:
+            return str(ev[2]), (kind, ev[3], ev[4], self.mask(ev[5]))
+        return str(ev[2]), (kind, *(self.mask(x) for x in ev[3:5]))
+
+    def __call__(self) -> int:
+        events = self._events
+        if events is None:
+            return 0
+        hashes = self._hashes
+        for ev in events[self._seen :]:
+            owner, key = self._local(ev)
+            hashes[owner] = hash((hashes.get(owner, 0), key))
+        self._seen = len(events)
+        flight = self._in_flight()
+        if not self.symmetry:
+            return hash((tuple(sorted(hashes.items())), flight))
+        tasks = sorted(h for r, h in hashes.items() if _is_task(r))
+        others = sorted((r, h) for r, h in hashes.items() if not _is_task(r))
+        return hash((tuple(others), tuple(tasks), flight))
+
+    def _in_flight(self) -> tuple[tuple[Any, ...], ...]:
+        """The network's pending deliveries and replies, in arrival order (the loop's timer heap:
+        a delivery timer hands over its lane's head, so a lane's k-th timer is its k-th message)."""
+        net = self._network
+        if net is None:
+            return ()
+        scheduled: list[Any] = getattr(net.loop, "_scheduled", [])
+        out: list[tuple[Any, ...]] = []
+        taken: dict[int, int] = {}
+        m = self.mask
+        for _when, _seq, timer in sorted(e for e in scheduled if not e[2]._cancelled):
+            fn = getattr(timer._callback, "__func__", None)
+            if fn is _DELIVER:
+                lane = timer._args[0]
+                k = taken[id(lane)] = taken.get(id(lane), -1) + 1
+                if k < len(lane.queue):
+                    env = lane.queue[k]
+                    out.append(("deliver", m(env.sender), m(env.dest), env.method, m(env.kind)))
+            elif fn is _COMPLETE or fn is _SEND_FAILED:
+                env = timer._args[0]
+                out.append((fn.__name__, m(env.sender), m(env.dest), env.method))
+            else:  # a role's sleep or a call's bound: which coroutine, not when
+                out.append(("timer", _describe(timer._callback)))
+        out.extend(("ready", _describe(h._callback)) for h in getattr(net.loop, "_ready", ()) if not h._cancelled)
+        return tuple(out)
+
+
+_DELIVER = SimNetwork._deliver_head
+_COMPLETE = SimNetwork._complete
+_SEND_FAILED = SimNetwork._send_failed
+
+
+def _describe(callback: Any) -> tuple[Any, ...]:
+    """A callback as where it will resume: a task's coroutine and its line, else its name."""
+    owner = getattr(callback, "__self__", None)
+    if isinstance(owner, asyncio.Task):
+        coro: Any = owner.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        return (getattr(coro, "__qualname__", "?"), frame.f_lineno if frame is not None else -1)
+    if isinstance(owner, asyncio.Future):
+        return ("future", len(owner._callbacks or ()))
+    return (getattr(callback, "__qualname__", "?"),)
+
+
+def _is_task(role: str) -> bool:
+    return writer_index(role) is not None or role.startswith("source-")

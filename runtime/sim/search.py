@@ -1,0 +1,233 @@
+"""A bounded systematic search over a simulated job's schedules (stateless model checking).
+
+A run is a function of its decisions (:mod:`runtime.sim.strategies`): the default schedule (the
+seed's run, every choice point at alternative 0) plus a few *deviations*, each one choice point
+taking another alternative (a callback run out of FIFO order, a message delivered late). The
+search enumerates, depth first, every set of at most ``bound`` deviations, by re-executing the
+job from the start for each (as CHESS and loom do: the simulator has no state to save and
+restore, but a run costs only milliseconds of real time per virtual second): having run a
+schedule, it tries each alternative at each choice point after that schedule's last deviation.
+
+Pruning: at each choice point a run records the state's fingerprint
+(:class:`~runtime.sim.fingerprint.StateFingerprint`). Past the last deviation a run follows the
+default schedule, which is deterministic from the state; so if the state at choice point ``i``
+was already reached with at least as many deviations left, every schedule that deviates at ``i``
+or later was explored from that state already, and the search stops walking this run there.
+That is sound exactly as far as the fingerprint is complete; its module docstring says where it is
+not (virtual time, the table's files, write-task symmetry), so "holds within the bound" means:
+in every schedule the search ran, and in the ones it pruned as equal by fingerprint.
+
+Each run is judged by :func:`runtime.sim.explore.judge`, the invariants and verdicts of
+``commitlab explore`` (a protocol's documented failure is a known failure, not a violation). A
+run that passes but only because a call's bound fired (a ``timeout`` event: the wait was broken
+by a timeout option, not by the protocol) is counted apart as *recovered by a timeout*: a circular
+wait a timeout breaks is not the watchdog's deadlock, which no timeout ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runtime.core.config import JobConfig
+from runtime.core.json_doc import JsonObject
+from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
+from runtime.sim.explore import ONE_INSTANT_PER_CHECKPOINT, Verdict, excerpt, run_schedule
+from runtime.sim.fingerprint import StateFingerprint
+from runtime.sim.schedule import SimSchedule
+from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
+
+__all__ = ["CheckJob", "CheckRun", "SearchStats", "BoundedSearch", "run_deviations", "invariants_of"]
+
+LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
+
+
+@dataclass(frozen=True)
+class CheckJob:
+    """What is checked: one protocol on one fixed schedule; the search varies only the
+    interleaving (``seed``: the default schedule's delays; ``late_s``: how late a late message is)."""
+
+    schedule: SimSchedule
+    protocol: str
+    seed: int = 0
+    late_s: float = DEFAULT_LATE_S
+    symmetry: bool = True
+    allow_empty_commit: str = "release"
+    ready_order: bool = True  # False: only message delays deviate (the ready queue stays FIFO)
+
+
+@dataclass
+class CheckRun:
+    """One run of the search: its deviations, verdict and what the report shows of it."""
+
+    deviations: Deviations
+    verdict: Verdict
+    status: str
+    events: int
+    choices: list[Choice]
+    timeouts: int  # calls whose bound fired
+    excerpt: list[str]
+    deadlock: JsonObject | None
+
+    @property
+    def by_timeout(self) -> bool:
+        return self.verdict.outcome == PASSED and self.timeouts > 0
+
+    def rank(self) -> tuple[int, int]:
+        """Shorter first: fewest deviations, then fewest events."""
+        return (len(self.deviations), self.events)
+
+
+def run_deviations(job: CheckJob, deviations: Deviations = ()) -> CheckRun:
+    """Simulates ``job`` with ``deviations`` from its default schedule and judges it."""
+    chooser = ScriptedChooser(
+        job.seed,
+        deviations,
+        late_s=job.late_s,
+        fingerprint=StateFingerprint(symmetry=job.symmetry),
+        ready_order=job.ready_order,
+    )
+    base = JobConfig(allow_empty_commit=job.allow_empty_commit)
+    verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
+    trace = result.sim.trace or []
+    failing = verdict.outcome != PASSED
+    timeouts = sum(1 for e in trace if e[1] == "timeout")
+    return CheckRun(
+        deviations=deviations,
+        verdict=verdict,
+        status=result.status.value,
+        events=len(trace),
+        choices=chooser.choices,
+        timeouts=timeouts,
+        excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover) if failing or timeouts else [],
+        deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
+    )
+
+
+def invariants_of(protocol: str) -> list[str]:
+    """The invariants a certificate covers for ``protocol`` (explore's, and liveness)."""
+    names = ["exactly-once", "no-deadlock", "ascending-commits"]
+    if protocol in ONE_INSTANT_PER_CHECKPOINT:
+        names.append("one-instant-per-checkpoint")
+    return [*names, LIVENESS]
+
+
+@dataclass
+class SearchStats:
+    runs: int = 0
+    states: set[int] = field(default_factory=set)  # distinct fingerprints met
+    transitions: int = 0  # choice points executed, over all runs
+    max_depth: int = 0  # most choice points in one run
+    pruned: int = 0  # runs cut short at a state explored before
+    started: float = field(default_factory=time.perf_counter)
+    deepest_deviations: int = 0  # most deviations in a run so far
+
+    @property
+    def real_s(self) -> float:
+        return time.perf_counter() - self.started
+
+
+class BoundedSearch:
+    """Every schedule of ``job`` with at most ``bound`` deviations (see the module docstring).
+
+    ``max_runs`` / ``max_s`` stop it early (the certificate then says it is partial, and why);
+    ``stop_at_first``: stop at the first failing (or known-failure) run; ``on_run`` sees every
+    run with the figures so far (a progress bar); ``prune=False`` runs every schedule within the
+    bound (what the pruning saves, and a check of it)."""
+
+    def __init__(
+        self,
+        job: CheckJob,
+        bound: int,
+        *,
+        max_runs: int | None = None,
+        max_s: float | None = None,
+        stop_at_first: bool = False,
+        on_run: Callable[[CheckRun, SearchStats], None] | None = None,
+        prune: bool = True,
+    ) -> None:
+        self.job = job
+        self.bound = bound
+        self.max_runs = max_runs
+        self.max_s = max_s
+        self.stop_at_first = stop_at_first
+        self.on_run = on_run
+        self.prune = prune  # False: every schedule within the bound, states seen or not
+        self.stats = SearchStats()
+        self.failures: list[CheckRun] = []  # VIOLATION / FAILED runs
+        self.known: list[CheckRun] = []  # the protocol's documented failures
+        self.recovered_by_timeout: list[CheckRun] = []
+        self.violated: dict[str, CheckRun] = {}  # invariant -> its shortest counterexample
+        self.stopped: str | None = None  # why the search ended early (None: it is complete)
+        self._seen: dict[int, int] = {}  # fingerprint -> most deviations left it was explored with
+
+    def run(self) -> BoundedSearch:
+        try:
+            root = self._execute(())
+            if root is not None:
+                self._visit(root)
+        except KeyboardInterrupt:
+            self.stopped = "interrupted (Ctrl-C)"
+        except _Stop as stop:
+            self.stopped = str(stop)
+        return self
+
+    def _visit(self, parent: CheckRun) -> None:
+        left = self.bound - len(parent.deviations)
+        start = parent.deviations[-1][0] + 1 if parent.deviations else 0
+        for i in range(start, len(parent.choices)):
+            choice = parent.choices[i]
+            if self.prune and self._seen.get(choice.fingerprint, -1) >= left:
+                self.stats.pruned += 1
+                return
+            self._seen[choice.fingerprint] = left
+            if left <= 0:
+                continue
+            for alt in range(1, choice.alternatives):
+                child = self._execute((*parent.deviations, (i, alt)))
+                if child is not None:
+                    self._visit(child)
+
+    def _execute(self, deviations: Deviations) -> CheckRun | None:
+        if self.max_runs is not None and self.stats.runs >= self.max_runs:
+            raise _Stop(f"stopped at --max-runs {self.max_runs}")
+        if self.max_s is not None and self.stats.real_s >= self.max_s:
+            raise _Stop(f"stopped at --max-seconds {self.max_s:g}")
+        run = run_deviations(self.job, deviations)
+        s = self.stats
+        s.runs += 1
+        s.transitions += len(run.choices)
+        s.max_depth = max(s.max_depth, len(run.choices))
+        s.deepest_deviations = max(s.deepest_deviations, len(deviations))
+        s.states.update(c.fingerprint for c in run.choices)
+        self._classify(run)
+        if self.on_run is not None:
+            self.on_run(run, s)
+        if self.stop_at_first and run.verdict.outcome != PASSED:
+            raise _Stop("stopped at the first failure")
+        return run
+
+    def _classify(self, run: CheckRun) -> None:
+        v = run.verdict
+        if v.outcome in (VIOLATION, FAILED):
+            self.failures.append(run)
+            name = v.invariant or LIVENESS
+            best = self.violated.get(name)
+            if best is None or run.rank() < best.rank():
+                self.violated[name] = run
+        elif v.outcome == KNOWN:
+            self.known.append(run)
+        elif run.by_timeout:
+            self.recovered_by_timeout.append(run)
+
+    @property
+    def complete(self) -> bool:
+        return self.stopped is None
+
+    def shortest(self, runs: list[CheckRun]) -> CheckRun | None:
+        return min(runs, key=CheckRun.rank, default=None)
+
+
+class _Stop(Exception):
+    """A budget ran out (the message says which)."""

@@ -1,0 +1,201 @@
+"""Search strategies behind the :class:`~runtime.sim.chooser.Chooser`: a scripted one for the
+bounded systematic search, and PCT.
+
+The search discretises the run's decisions into choice points with a few alternatives each,
+index 0 being the default schedule's (the seeded random run of ``seed``):
+
+* ``READY_ORDER``: which of the ``n`` callbacks ready at one virtual instant runs next (the loop
+  asks only a chooser that ``orders_ready``): ``n`` alternatives, 0 = FIFO;
+* ``MESSAGE_DELAY``: 2 alternatives: the seed's draw, or that draw plus ``late_s`` (the message,
+  or reply, arrives late: later messages of other lanes overtake it; a lane never overtakes
+  itself, the network sees to that). This is delay-bounding (Emmi, Qadeer, Rakamaric 2011): a
+  deviation delays one event past others;
+* ``IO_DELAY``, ``ROLE_DRAW`` and ``SCHEDULE`` are not searched: the seed's draws, as
+  :class:`~runtime.sim.chooser.RandomChooser` makes them (the job's faults and schedule are fixed
+  by the check's options, not by the search).
+
+:class:`ScriptedChooser` follows a sparse list of deviations (choice index -> alternative), takes
+the default everywhere else, and records every choice point it met (its number of alternatives and
+the state's fingerprint before the decision): the run is a function of its deviations, which is
+what replays it. :class:`PCTChooser` is probabilistic concurrency testing (Burckhardt et al.,
+ASPLOS 2010) over the senders of messages: each sender gets a random priority, a message from a
+sender of rank ``r`` (0 the highest) arrives ``r * late_s / senders`` late, and at ``depth - 1``
+change points drawn among the first ``events`` messages the sender of that message drops to the
+lowest priority. The guarantee of 1/(n k^(d-1)) is the original's for threads with strict
+priorities; here priorities become delays, so it is the algorithm, not the proof.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.sim.chooser import ChoicePoint, RandomChooser
+from runtime.sim.fingerprint import StateFingerprint
+from runtime.sim.network import SimNetwork
+from runtime.sim.recorder import TraceRecorder
+
+__all__ = ["Choice", "ScriptedChooser", "PCTChooser", "DEFAULT_LATE_S", "parse_deviations", "format_deviations"]
+
+DEFAULT_LATE_S = 0.5  # a late message: well past the default delays (ms), well inside the 4 s interval
+
+Deviations = tuple[tuple[int, int], ...]  # (choice index, alternative), ascending indices
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One choice point met by a run: its kind, its alternatives, the state before it."""
+
+    point: ChoicePoint
+    alternatives: int
+    fingerprint: int
+    stream: str = ""  # who decides (a message's sender); empty for the ready queue
+
+
+class ScriptedChooser(RandomChooser):
+    """Follows ``deviations`` and takes the default (index 0) elsewhere; records the choice points."""
+
+    orders_ready = True
+
+    def __init__(
+        self,
+        seed: int,
+        deviations: Deviations = (),
+        *,
+        late_s: float = DEFAULT_LATE_S,
+        fingerprint: StateFingerprint | None = None,
+        ready_order: bool = True,
+    ) -> None:
+        super().__init__(seed)
+        # False: the ready queue runs FIFO and is no choice point (only messages deviate)
+        self.orders_ready = ready_order
+        self.deviations = dict(deviations)
+        self.late_s = late_s
+        self.fingerprint = fingerprint if fingerprint is not None else StateFingerprint()
+        self.choices: list[Choice] = []
+        self.unmet: list[int] = []  # deviations whose choice point had fewer alternatives
+
+    def attach(self, recorder: TraceRecorder, network: SimNetwork) -> None:
+        """The host hands over the run's trace and network (what the fingerprint reads)."""
+        self.fingerprint.attach(recorder, network)
+        self._loop = network.loop
+        self._role_names = network.roles
+
+    _loop: object = None
+    _role_names: dict[str, object] = {}  # noqa: RUF012 - replaced per run by attach
+
+    def _decide(self, point: ChoicePoint, n: int, stream: str = "") -> int:
+        index = len(self.choices)
+        # what is decided is part of the state: the same roles' state, asked about another sender
+        state = hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
+        self.choices.append(Choice(point, n, state, stream))
+        alt = self.deviations.get(index, 0)
+        if alt >= n:
+            self.unmet.append(index)
+            return 0
+        return alt
+
+    def choose(self, point: ChoicePoint, n: int, stream: str = "") -> int:
+        if point is not ChoicePoint.READY_ORDER or n < 2:
+            return super().choose(point, n, stream)
+        movable = self._movable(n)
+        if len(movable) < 2:
+            return 0  # no faithful alternative: not a choice point
+        return movable[self._decide(point, len(movable))]
+
+    def _movable(self, n: int) -> list[int]:
+        """The ready callbacks (indices among the first ``n``) that may run first without breaking
+        an order the real system keeps: one role's callbacks run in FIFO order on its own event
+        loop, and a (sender, destination) lane delivers and starts its calls in order (Ray's
+        per-caller actor task order). A callback whose owner is unknown stays in place, and
+        nothing moves ahead of one."""
+        ready = list(getattr(self._loop, "_ready", ()))[:n]
+        keys = [ready_key(h, self._role_names) for h in ready]
+        out = [0]
+        for k in range(1, len(keys)):
+            if keys[k - 1] is None:
+                break
+            if keys[k] is not None and keys[k] not in keys[:k]:
+                out.append(k)
+        return out
+
+    def draw(self, point: ChoicePoint, stream: str, model: Callable[[random.Random], float]) -> float:
+        value = super().draw(point, stream, model)
+        if point is not ChoicePoint.MESSAGE_DELAY:
+            return value
+        return value + self.late_s if self._decide(point, 2, stream) else value
+
+
+def ready_key(handle: asyncio.Handle, roles: dict[str, object]) -> tuple[str, ...] | None:
+    """What orders a ready callback: its (sender, destination) lane for a delivery or a call's
+    start, a reply of its own, or the role whose coroutine it resumes; None when unknown."""
+    cb: Any = getattr(handle, "_callback", None)
+    owner = getattr(cb, "__self__", None)
+    name = getattr(cb, "__name__", "")
+    args: tuple[Any, ...] = getattr(handle, "_args", ())
+    if isinstance(owner, SimNetwork):
+        if name == "_deliver_head" and args and args[0].queue:
+            env = args[0].queue[0]
+            return ("lane", env.sender, env.dest)
+        if name in ("_complete", "_send_failed") and args:
+            return ("reply", str(args[0].call_id))
+        return None
+    if not isinstance(owner, asyncio.Task):
+        return None
+    coro: Any = owner.get_coro()
+    frame = getattr(coro, "cr_frame", None)
+    if frame is None:
+        return None
+    local = frame.f_locals
+    if getattr(coro, "__qualname__", "") == "SimNetwork._dispatch" and "env" in local:
+        return ("lane", local["env"].sender, local["env"].dest)
+    me = local.get("self")
+    role = next((r for r, obj in roles.items() if obj is me), None) if me is not None else None
+    return ("role", role) if role is not None else None
+
+
+class PCTChooser(RandomChooser):
+    """PCT with ``depth`` over message senders (see the module docstring); ``events``: the number
+    of messages a default run sends (the change points are drawn among them)."""
+
+    def __init__(self, seed: int, *, depth: int, events: int, late_s: float = DEFAULT_LATE_S) -> None:
+        super().__init__(seed)
+        self.late_s = late_s
+        self._pct = random.Random(f"commitlab-pct/{seed}/{depth}/{events}")
+        k = max(1, events)
+        self.change_points = sorted(self._pct.sample(range(1, k + 1), min(k, max(0, depth - 1))))
+        self._priority: dict[str, float] = {}
+        self._low = 0.0  # the lowest priority handed out so far (change points go below it)
+        self._messages = 0
+
+    def draw(self, point: ChoicePoint, stream: str, model: Callable[[random.Random], float]) -> float:
+        value = super().draw(point, stream, model)
+        if point is not ChoicePoint.MESSAGE_DELAY:
+            return value
+        self._messages += 1
+        prio = self._priority.get(stream)
+        if prio is None:
+            prio = self._priority[stream] = self._pct.random() + 1.0  # initial priorities in [1, 2)
+        if self._messages in self.change_points:
+            self._low -= 1.0
+            prio = self._priority[stream] = self._low
+        ranks = sorted(self._priority.values(), reverse=True)
+        return value + ranks.index(prio) * self.late_s / max(1, len(ranks))
+
+
+def parse_deviations(text: str) -> Deviations:
+    """``INDEX:ALT,INDEX:ALT`` (as :func:`format_deviations` writes them); empty: none."""
+    out = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        index, sep, alt = part.partition(":")
+        if not sep or not index.isdigit() or not alt.isdigit() or int(alt) < 1:
+            raise ValueError(f"bad deviation {part!r}: write CHOICE:ALTERNATIVE, e.g. 12:1 (alternative >= 1)")
+        out.append((int(index), int(alt)))
+    return tuple(sorted(out))
+
+
+def format_deviations(deviations: Deviations) -> str:
+    return ",".join(f"{i}:{a}" for i, a in deviations)

@@ -1,0 +1,123 @@
+"""``commitlab check``: the bounded search over a simulated job's schedules finds what a random
+seed misses, certifies what it explored, replays what it found, and keeps a partial certificate."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from runtime.cli.main import main
+from runtime.lab.fault_matrix import KNOWN, PASSED
+from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
+from runtime.sim.chooser import RandomChooser
+from runtime.sim.explore import Verdict, run_schedule
+from runtime.sim.schedule import SimSchedule
+from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
+from runtime.sim.strategies import PCTChooser, parse_deviations
+
+# P1's deadlock needs the commit ack of a quiet round to reach a writer late (commitlab deadlock)
+P1 = CheckJob(SimSchedule(writers=1, rounds=[100, 0, 100]), "operator-event")
+SMALL = CheckJob(SimSchedule(writers=1, rounds=[100, 100]), "message-bus")
+
+
+def test_the_default_schedule_is_the_seeds_random_run() -> None:
+    """No deviation: the same trace as the seeded random run, so a check starts from explore's run."""
+    _, random_run = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed, chooser=RandomChooser(SMALL.seed))
+    scripted = run_deviations(SMALL)
+    assert scripted.verdict.outcome == PASSED
+    assert scripted.choices and scripted.events == random_run.sim.trace_events
+
+
+def test_the_search_finds_p1s_deadlock_at_bound_1_and_not_0() -> None:
+    assert not BoundedSearch(P1, 0).run().known
+    search = BoundedSearch(P1, 1).run()
+    assert search.complete
+    found = search.shortest(search.known)
+    assert found is not None and len(found.deviations) == 1
+    assert found.verdict.outcome == KNOWN and found.verdict.invariant == "no-deadlock"
+    assert found.deadlock is not None  # the watchdog's wait-for diagnosis comes with it
+    # the deviations alone replay it
+    again = run_deviations(P1, found.deviations)
+    assert again.verdict.kind == found.verdict.kind and again.events == found.events
+    doc = certificate(search)
+    assert doc["certificate"]["invariants"]["no-deadlock"] == KNOWN_FAILURE
+    assert "--replay" in doc["known_failure"]["replay"]
+
+
+def test_a_complete_certificate_and_its_figures() -> None:
+    search = BoundedSearch(SMALL, 1).run()
+    doc = certificate(search)["certificate"]
+    assert doc["complete"] and doc["stopped"] is None
+    assert set(doc["invariants"].values()) == {HOLDS}
+    assert doc["runs"] > 1 and doc["distinct_states"] > 0 and doc["transitions"] >= doc["max_depth"] > 0
+
+
+def test_a_state_reached_again_is_not_explored_twice() -> None:
+    """Pruning by fingerprint runs fewer schedules than the plain enumeration, with the same verdicts."""
+    job = CheckJob(SimSchedule(writers=1, rounds=[100]), "message-bus", ready_order=False)
+    pruned = BoundedSearch(job, 2).run()
+    every = BoundedSearch(job, 2, prune=False).run()
+    assert pruned.complete and every.complete
+    assert pruned.stats.pruned > 0 and pruned.stats.runs < every.stats.runs
+    assert certificate(pruned)["certificate"]["invariants"] == certificate(every)["certificate"]["invariants"]
+
+
+def test_ctrl_c_keeps_a_partial_certificate() -> None:
+    def interrupt(run: CheckRun, stats: object) -> None:
+        if len(seen) == 2:
+            raise KeyboardInterrupt
+        seen.append(run)
+
+    seen: list[CheckRun] = []
+    search = BoundedSearch(SMALL, 2, on_run=interrupt).run()
+    doc = certificate(search)["certificate"]
+    assert not doc["complete"] and "interrupted" in doc["stopped"] and doc["runs"] == 3
+
+
+def test_a_run_saved_only_by_a_timeout_is_told_apart() -> None:
+    run = CheckRun((), Verdict(PASSED, None, "ok"), "finished", 10, [], 1, [], None)
+    assert run.by_timeout
+    assert not CheckRun((), Verdict(KNOWN, "no-deadlock", "P1"), "deadlocked", 10, [], 0, [], None).by_timeout
+
+
+def test_pct_reproduces_from_its_seed() -> None:
+    a = PCTChooser(7, depth=3, events=50)
+    b = PCTChooser(7, depth=3, events=50)
+    assert a.change_points == b.change_points and len(a.change_points) == 2
+
+
+def test_bad_deviations_name_the_form() -> None:
+    with pytest.raises(ValueError, match="CHOICE:ALTERNATIVE"):
+        parse_deviations("3")
+    assert parse_deviations("9:1,2:2") == ((2, 2), (9, 1))
+
+
+def test_cli_check_writes_the_certificate_and_replays(tmp_path: str) -> None:
+    out = os.path.join(tmp_path, "c")
+    args = ["check", "--protocol", "operator-event", "--writers", "1", "--quiet-rounds", "2", "--out", out]
+    assert main([*args, "--bound", "1", "--first", "--quiet"]) == 0  # a known failure is no failure
+    with open(os.path.join(out, "check.json")) as f:
+        doc = json.load(f)
+    assert doc["certificate"]["invariants"]["no-deadlock"] == KNOWN_FAILURE
+    assert main(["report", out]) == 0  # the HTML page shows the certificate and the known failure
+    with open(os.path.join(out, "report.html")) as f:
+        page = f.read()
+    assert "Check: operator-event" in page and "Shortest known failure" in page
+    replay = doc["known_failure"]["replay"]
+    devs = replay.split("--replay ")[1].strip("'")
+    again = os.path.join(tmp_path, "r")
+    assert main(["check", "--protocol", "operator-event", "--schedule", os.path.join(out, "check.json"),
+                 "--out", again, "--replay", devs]) == 0  # fmt: skip
+    with open(os.path.join(again, "check.json")) as f:
+        assert json.load(f)["replay"]["outcome"] == KNOWN
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [(["--bound", "-1"], "--bound"), (["--late-notices", "2"], "--late-notices"), (["--replay", "x"], "--replay")],
+)
+def test_cli_check_bad_input_is_exit_2(tmp_path: str, flags: list[str], named: str, capsys: object) -> None:
+    code = main(["check", "--protocol", "message-bus", "--out", os.path.join(tmp_path, "o"), "--quiet", *flags])
+    assert code == 2
