@@ -362,6 +362,17 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "direct", "none"),
     )
+    # Hudi's rollback instants (runtime.hudi.rollback): a rollback saves its plan as
+    # <t>.rollback.requested, goes inflight, deletes, then publishes <t>.rollback with its metadata
+    rollback_instants: str = _opt(
+        "release",
+        "Hudi rollback instants: release (what Hudi does: every rollback of a failed write or compaction "
+        "writes .rollback.requested with its plan, .rollback.inflight, then .rollback with the "
+        "HoodieRollbackMetadata naming the instant undone), none (the files are deleted with no rollback "
+        "instant, this lab before them)",
+        WRITE_PATH,
+        choices=("release", "none"),
+    )
     # Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) in one task manager
     # process; 0: two task managers per CPU of the cluster, the writers spread over them
     slots_per_task_manager: int = _opt(

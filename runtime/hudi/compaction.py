@@ -34,8 +34,10 @@ Sources (apache/hudi 0.15):
   the inflight compaction's files are deleted and the instant goes back to requested (its plan
   kept), to be executed again.
 
-Differences: a rollback writes no ``.rollback`` instant (the table's rollbacks here never do); the
-scanner's rollback command blocks need no handling of their own, as every instant they name is
+  The rollback is a rollback instant of its own (:mod:`runtime.hudi.rollback`, ``--rollback-instants``)
+  naming the compaction, whose requested file stays.
+
+Differences: the scanner's rollback command blocks need no handling of their own, as every instant they name is
 also not completed.
 """
 
@@ -63,6 +65,7 @@ from runtime.hudi.log_format import (
 from runtime.hudi.log_writer import list_partition
 from runtime.hudi.merge import merge_file_group
 from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.rollback import RollbackPlan, RollbackWork
 from runtime.hudi.table import (
     COMMIT,
     COMPACTION,
@@ -357,18 +360,22 @@ def commit_compaction(
     table.publish(instant, COMMIT, doc, now)
 
 
-def rollback_compaction(table: HudiTable, instant: str) -> list[str]:
-    """An inflight compaction back to requested: its base files deleted (by listing the plan's
-    partitions), then its inflight file. Returns the deleted base files. Refuses a completed one."""
+def rollback_compaction(table: HudiTable, instant: str, now: float | None = None) -> list[str]:
+    """An inflight compaction back to requested (``HoodieTable.rollbackInflightCompaction``): its
+    base files deleted (by listing the plan's partitions) by a rollback that keeps the instant's
+    files (with rollback instants, published as ``<t>.rollback``), then its inflight file. Returns
+    the deleted base files. Refuses a completed one. ``now``: the clock of the rollback's time."""
     timeline = table.timeline()
     if instant in timeline.completed_compactions():
         raise TableError(f"cannot roll back compaction {instant}: it is committed")
-    deleted = []
+    targets = []
     for partition in sorted({op.partition for op in read_plan(table, instant).operations}):
         for e in _entries(table, partition):
             parsed = parse_base_file_name(e.name)
             if parsed is not None and parsed[2] == instant:
-                table.dfs.delete(e.path)
-                deleted.append(e.path)
-    table.dfs.delete(inflight_file(table, instant))
+                targets.append(e.path)
+    work = RollbackWork(targets)
+    plan = RollbackPlan(instant, COMPACTION, work.requests(table.base_path, markers=False))
+    deleted = table.run_rollback(plan, work, instant_files=(), markers=False, now=now)
+    table.dfs.delete(inflight_file(table, instant))  # revertInstantFromInflightToRequested
     return deleted

@@ -34,6 +34,19 @@ from runtime.hudi import avro_schema
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.markers import APPEND, DirectWriteMarkers, data_file_of, markers_on
 from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.rollback import (
+    ROLLBACK,
+    LogRollback,
+    PartitionRollbackStat,
+    RollbackPlan,
+    RollbackWork,
+    encode_plan,
+    partition_of,
+    planned_instant,
+    rollback_instants_on,
+)
+from runtime.hudi.rollback import encode_metadata as encode_rollback_metadata
+from runtime.hudi.rollback import metadata_record as rollback_metadata_record
 from runtime.hudi.table_version import TableVersion, table_version
 
 META_COLUMNS = (
@@ -84,6 +97,8 @@ class TableProps:
     # a write config, not a table property (two props of one table compare equal whatever it
     # says): whether writes leave markers (--markers)
     markers: bool = field(default=False, compare=False)
+    # likewise: whether a rollback publishes rollback instants (--rollback-instants)
+    rollback_instants: bool = field(default=False, compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -103,6 +118,7 @@ class TableProps:
             table_type=HOODIE_TABLE_TYPE[cfg.table_type],
             version=int(cfg.table_version),
             markers=markers_on(cfg.markers),
+            rollback_instants=rollback_instants_on(cfg.rollback_instants),
         )
 
     @property
@@ -683,19 +699,33 @@ class HudiTable:
             out.append(CompletedInstant(instant, instant in timeline.compactions, doc))
         return out
 
-    def rollback(self, instant: str, data_files: Iterable[str] = ()) -> list[str]:
-        """Deletes an uncommitted instant's base files, then its requested/inflight files.
+    def rollback(self, instant: str, data_files: Iterable[str] = (), *, now: float | None = None) -> list[str]:
+        """Rolls back an uncommitted writer's instant: its data files deleted (merge-on-read: log
+        files deleted or given a ROLLBACK command block), then its inflight and requested files.
 
         ``data_files`` are paths relative to the base path. With markers (``props.markers``) the
         instant's markers name the rest, and the marker folder goes last (Hudi's
         ``MarkerBasedRollbackStrategy``); without, files of the instant found by listing their
-        partitions (every partition when none is named) are deleted too. Returns what was
-        deleted. Refuses a committed instant.
+        partitions (every partition when none is named) are deleted too. With rollback instants
+        (``props.rollback_instants``) the rollback is published as Hudi does
+        (:mod:`runtime.hudi.rollback`). ``now``: the clock the rollback's instant time comes from.
+        Returns what was deleted. Refuses a committed instant.
         """
         if self.is_committed(instant):
             raise TableError(f"cannot roll back {instant}: it is committed")
-        deleted = []
-        data_files = list(data_files)
+        work = self._rollback_work(instant, list(data_files))
+        action = self.props.write_action
+        inflight = f"{instant}.inflight" if action == COMMIT else f"{instant}.{action}.inflight"
+        return self.run_rollback(
+            RollbackPlan(instant, action, work.requests(self.base_path, self.props.markers)),
+            work,
+            instant_files=(inflight, f"{instant}.{action}.requested"),
+            markers=self.props.markers,
+            now=now,
+        )
+
+    def _rollback_work(self, instant: str, data_files: list[str]) -> RollbackWork:
+        """What rolling back a writer's instant deletes and marks, found before any of it is done."""
         marked = [data_file_of(m) for m in self.write_markers(instant).all_markers()] if self.props.markers else []
         partitions = {p.rsplit("/", 1)[0] for p in [*data_files, *(f for f, _ in marked)] if "/" in p}
         data_files += [f for f, io_type in marked if io_type != APPEND]  # an APPEND marker names a slice
@@ -703,7 +733,7 @@ class HudiTable:
             partitions = set(self.partitions())
         # a log file named by a write stat is rolled back below (deleted or marked), not here
         targets = {Dfs.join(self.base_path, p) for p in data_files if LogFileName.parse(p.rsplit("/", 1)[-1]) is None}
-        for part in () if self.props.markers else partitions:
+        for part in () if self.props.markers else sorted(partitions):
             try:
                 for e in self.dfs.list_dir(Dfs.join(self.base_path, part)):
                     parsed = parse_base_file_name(e.name)
@@ -711,20 +741,13 @@ class HudiTable:
                         targets.add(e.path)
             except DfsNotFound:
                 continue
-        for path in sorted(targets):
-            self.dfs.delete(path)
-            deleted.append(path)
+        work = RollbackWork(sorted(targets))
         if self.props.merge_on_read:
-            deleted += self._roll_back_log_files(instant, partitions)
-        action = self.props.write_action
-        inflight = f"{instant}.inflight" if action == COMMIT else f"{instant}.{action}.inflight"
-        for name in (inflight, f"{instant}.{action}.requested"):
-            self.dfs.delete(self.timeline_file(name))
-        if self.props.markers:
-            self.write_markers(instant).delete_folder()
-        return deleted
+            work.log_files = self._log_rollback_work(instant, partitions)
+            work.scans_logs = not self.version.logs_per_instant
+        return work
 
-    def _roll_back_log_files(self, instant: str, partitions: Iterable[str]) -> list[str]:
+    def _log_rollback_work(self, instant: str, partitions: Iterable[str]) -> list[LogRollback]:
         """Hudi 0.14/0.15's rollback of a delta commit (``MarkerBasedRollbackStrategy``,
         ``BaseRollbackHelper``): a log file of a file group the instant created (its base instant
         is the instant) is deleted; a file group it appended to gets a ROLLBACK command block
@@ -733,33 +756,116 @@ class HudiTable:
 
         From table version 8 a log file is named after the instant that wrote it, so the
         instant's log files are deleted and nothing else is read or marked (Hudi 1.x)."""
-        deleted: list[str] = []
+        out: list[LogRollback] = []
         per_instant = self.version.logs_per_instant
-        rollback_at = "" if per_instant else bump_instant(max(instant, self.timeline().latest_ts() or instant))
-        for part in partitions:
+        for part in sorted(partitions):
             try:
                 entries = self.dfs.list_dir(Dfs.join(self.base_path, part))
             except DfsNotFound:
                 continue
-            logs = [(name, e.path) for e in entries if (name := LogFileName.parse(e.name)) is not None]
+            logs = [(name, e) for e in entries if (name := LogFileName.parse(e.name)) is not None]
             versions: dict[tuple[str, str], int] = {}
             for name, _ in logs:
                 key = (name.file_id, name.base_instant)
                 versions[key] = max(versions.get(key, 0), name.version)
-            for name, path in sorted(logs, key=lambda x: x[1]):
+            for name, e in sorted(logs, key=lambda x: x[1].path):
                 if name.base_instant == instant:
-                    self.dfs.delete(path)
-                    deleted.append(path)
+                    out.append(LogRollback(part, name, e.path, e.size))
                     continue
-                if per_instant:
-                    continue
-                if not any(b.instant == instant for b in read_blocks(self.dfs.read_bytes(path), path)):
+                if per_instant or not any(b.instant == instant for b in self._blocks(e.path)):
                     continue
                 key = (name.file_id, name.base_instant)
                 versions[key] += 1
                 marker = LogFileName(name.file_id, name.base_instant, versions[key], name.write_token)
-                self.dfs.write_bytes(Dfs.join(self.base_path, part, str(marker)), rollback_block(rollback_at, instant))
+                out.append(LogRollback(part, name, e.path, e.size, Dfs.join(self.base_path, part, str(marker))))
+        return out
+
+    def _blocks(self, path: str) -> Iterable[Any]:
+        return read_blocks(self.dfs.read_bytes(path), path)
+
+    def run_rollback(
+        self,
+        plan: RollbackPlan,
+        work: RollbackWork,
+        *,
+        instant_files: Iterable[str],
+        markers: bool,
+        now: float | None,
+    ) -> list[str]:
+        """Does a rollback's ``work`` (``BaseRollbackActionExecutor.runRollback``): with rollback
+        instants ``<t>.rollback.requested`` (the plan) and ``.inflight`` first; then the data files;
+        then the undone instant's ``instant_files`` (``deleteInflightAndRequestedInstant``); then
+        the completed ``<t>.rollback``; the instant's marker folder last. Returns what was deleted."""
+        rollback_time = self._begin_rollback(plan, now) if self.props.rollback_instants else None
+        stats: dict[str, PartitionRollbackStat] = {}
+        for path in work.base_files:
+            self.dfs.delete(path)
+            stats.setdefault(partition_of(self.base_path, path), PartitionRollbackStat()).deleted.append(path)
+        deleted = list(work.base_files)
+        if work.scans_logs:  # the ROLLBACK blocks' instant time
+            block_time = rollback_time or bump_instant(max(plan.instant, self.timeline().latest_ts() or plan.instant))
+        for log in work.log_files:
+            stat = stats.setdefault(log.partition, PartitionRollbackStat())
+            if not log.rollback_log:
+                self.dfs.delete(log.path)
+                deleted.append(log.path)
+                stat.deleted.append(log.path)
+                continue
+            block = rollback_block(block_time, plan.instant)
+            self.dfs.write_bytes(log.rollback_log, block)
+            stat.rollback_log_files[log.rollback_log] = len(block)
+            stat.log_files_from_failed_commit[log.path] = log.size
+        for name in instant_files:
+            self.dfs.delete(self.timeline_file(name))
+        if rollback_time is not None:
+            record = rollback_metadata_record(rollback_time, plan, stats)
+            name = self.version.completed_file(rollback_time, self.completion_time(rollback_time, now), ROLLBACK)
+            self.dfs.write_bytes(self.timeline_file(name), encode_rollback_metadata(record))
+        if markers:
+            self.write_markers(plan.instant).delete_folder()
         return deleted
+
+    def _begin_rollback(self, plan: RollbackPlan, now: float | None) -> str:
+        """``BaseHoodieTableServiceClient.rollback``: the rollback's instant time, a pending
+        rollback of the same instant resumed under its own (its requested file kept); else a new
+        one, its plan saved as ``<t>.rollback.requested``; then ``<t>.rollback.inflight``."""
+        timeline = self.timeline()
+        pending = {i: (ts, state) for ts, (i, state) in self.pending_rollbacks(timeline).items()}
+        if plan.instant in pending:
+            rollback_time, state = pending[plan.instant]
+        else:
+            rollback_time, state = self._next_instant_time(now, timeline), REQUESTED
+            self.dfs.write_bytes(self.timeline_file(f"{rollback_time}.{ROLLBACK}.requested"), encode_plan(plan))
+        if state == REQUESTED:
+            self.dfs.create_empty(self.timeline_file(f"{rollback_time}.{ROLLBACK}.inflight"))
+        return rollback_time
+
+    def _next_instant_time(self, now: float | None, timeline: Timeline) -> str:
+        """A new instant time from ``now``; without a clock, the time just after everything issued."""
+        if now is not None:
+            return self.new_instant_time(now, timeline)
+        floor = max(x for x in ("0" * 17, self._last_issued, timeline.latest_ts()) if x)
+        self._last_issued = bump_instant(floor)
+        return self._last_issued
+
+    def pending_rollbacks(self, timeline: Timeline) -> dict[str, tuple[str, str]]:
+        """Rollback time -> (the instant its saved plan undoes, its state) of every rollback
+        requested or inflight on ``timeline`` (one a crash interrupted)."""
+        out = {}
+        for i in timeline.instants:
+            if i.action == ROLLBACK and i.state != COMPLETED:
+                plan = self.dfs.read_bytes(self.timeline_file(f"{i.ts}.{ROLLBACK}.requested"))
+                out[i.ts] = (planned_instant(plan), i.state)
+        return out
+
+    def failed_writes(self, timeline: Timeline) -> list[str]:
+        """The instants ``rollbackFailedWrites`` rolls back: the writers' pending instants and
+        those of rollbacks left pending; newest first with rollback instants (Hudi's order),
+        oldest first without (this lab before them)."""
+        if not self.props.rollback_instants:
+            return timeline.pending_commits()
+        undone = {i for i, _ in self.pending_rollbacks(timeline).values() if i}
+        return sorted({*timeline.pending_commits(), *undone}, reverse=True)
 
     # -- base files ----------------------------------------------------------------------------
 

@@ -4,7 +4,8 @@ instants (clean, rollback, restore, savepoint, indexing) and the metadata table'
 Sources (Apache Hudi 0.14-1.1):
 
 * ``HoodieCleanMetadata``, ``HoodieRollbackMetadata`` (``commitsRollback``: the instants it
-  undid), ``HoodieRestoreMetadata`` (``instantsToRollback``: the instants a restore to a savepoint
+  undid; a compaction among ``instantsRollback`` is run again, see ``_compactions_to_rerun``),
+  ``HoodieRestoreMetadata`` (``instantsToRollback``: the instants a restore to a savepoint
   undid), ``HoodieSavepointMetadata``, ``HoodieIndexCommitMetadata``:
   each completed instant file is one Avro record (``TimelineMetadataUtils.deserializeAvroMetadata``);
   one that does not parse is an error naming it, as for commit metadata.
@@ -22,11 +23,13 @@ Sources (Apache Hudi 0.14-1.1):
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from typing import Any
 
 from runtime.core.dfs import DfsError
 from runtime.hudi.metadata_table import METADATA_DIR, MetadataTableError, open_metadata_table
 from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
 from runtime.hudi.timeline_actions import (
+    COMPACTION,
     DELTA_COMMIT,
     RESTORE,
     ROLLBACK,
@@ -62,11 +65,20 @@ def service_instant_findings(table: HudiTable, timeline: Timeline) -> list[Findi
         instants = [str(t) for t in doc.get(key) or []] if key else []
         if instants:
             out.append(("info", i.action, f"{i.action} {i.ts} undid instant(s) {', '.join(instants)}", rel))
-            undone.update(dict.fromkeys(instants, rel))
+            rerun = _compactions_to_rerun(doc) if i.action == ROLLBACK else set()
+            undone.update(dict.fromkeys((t for t in instants if t not in rerun), rel))
         if i.action == SAVEPOINT:
             out.append(("info", SAVEPOINT, f"savepoint {i.ts}: the cleaner keeps the files of instant {i.ts}", rel))
     out += _undone_still_on_timeline(timeline, undone)
     return out
+
+
+def _compactions_to_rerun(doc: dict[str, Any]) -> set[str]:
+    """The compactions a rollback undid (``HoodieRollbackMetadata.instantsRollback``): Hudi's
+    ``HoodieTable.rollbackInflightCompaction`` keeps each on the timeline, back to requested, to
+    run again under its own time, so it is neither pending by mistake nor wrongly completed."""
+    infos = doc.get("instantsRollback") or []
+    return {str(x.get("commitTime")) for x in infos if isinstance(x, dict) and x.get("action") == COMPACTION}
 
 
 def _undone_still_on_timeline(timeline: Timeline, undone: dict[str, str]) -> list[FindingTuple]:

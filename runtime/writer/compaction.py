@@ -73,7 +73,7 @@ class CompactionPlanOperator:
         """``open``: every inflight compaction back to requested, to be run again."""
         timeline = await self.env.io(self.table.timeline)
         for instant in timeline.pending_compactions(INFLIGHT):
-            await self.env.io(compaction.rollback_compaction, self.table, instant)
+            await self.env.io(compaction.rollback_compaction, self.table, instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(f"roll back inflight compaction {instant}", thread="compaction-plan")
 
@@ -207,7 +207,7 @@ class CompactionCommitSink:
         self.plan_sizes.pop(event.instant)
         failed = [e for e in done.values() if e.failed]
         if failed:
-            await self.env.io(compaction.rollback_compaction, self.table, event.instant)
+            await self.env.io(compaction.rollback_compaction, self.table, event.instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(
                 f"roll back compaction {event.instant}",

@@ -261,9 +261,11 @@ class Coordinator:
                 await self.commit_instant(instant, recover[0].checkpoint_id)
                 recommitted = instant
             self.events.clear()
-        # instants that can never complete (a failed attempt's): delete their files first
-        for pending in (await self.env.io(self.table.timeline)).pending_commits():
-            await self.env.io(self.table.rollback, pending, [])
+        # instants that can never complete (a failed attempt's): roll them back first
+        # (startCommit -> rollbackFailedWrites, EAGER)
+        timeline = await self.env.io(self.table.timeline)
+        for pending in await self.env.io(self.table.failed_writes, timeline):
+            await self.env.io(functools.partial(self.table.rollback, pending, [], now=self.env.wall_time()))
             self.rolled_back.append(pending)
         if self.protocol.eager_instants:
             await self._start_instant(self.resume_checkpoint_id, committed=recommitted)

@@ -5,6 +5,7 @@ pending, its rollback, and whole jobs of every protocol compacting through the c
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import fastavro
@@ -157,6 +158,35 @@ def test_rolling_back_an_inflight_compaction_deletes_its_base_files_and_keeps_it
     assert table.timeline().completed_compactions() == [T2] and _rows(path) == [("a", 1, T1)]
     with pytest.raises(Exception, match="it is committed"):
         compaction.rollback_compaction(table, T2)
+
+
+def test_a_compaction_rollback_is_a_rollback_instant_and_the_compaction_runs_again(tmp_path):
+    """``HoodieTable.rollbackInflightCompaction``: a ``.rollback`` naming the compaction (action
+    ``compaction``) and its base file, the compaction back to requested; once it completes under
+    its own time, verify finds nothing wrong."""
+    path = tmp_path / "t"
+    table = _mor_table(path)
+    table = HudiTable(table.dfs, table.base_path, replace(table.props, rollback_instants=True))
+    _write(table, T1, _records(["a"], [1]))
+    compaction.save_plan(table, T2, compaction.generate_plan(table, table.timeline()))
+    plan = compaction.start_compaction(table, T2)
+    compaction.compact_file_group(table, plan.operations[0], T2, table.timeline(), task_id=0)
+    (deleted,) = compaction.rollback_compaction(table, T2, now=1.9e9)
+    (done,) = path.glob(".hoodie/*.rollback")
+    rollback_time = done.name.split(".")[0]
+    assert rollback_time > T2 and (path / ".hoodie" / f"{rollback_time}.rollback.requested").exists()
+    (meta,) = fastavro.reader(io.BytesIO(done.read_bytes()))
+    assert meta["commitsRollback"] == [T2]
+    assert meta["instantsRollback"] == [{"commitTime": T2, "action": "compaction"}]
+    assert meta["partitionMetadata"]["p0"]["successDeleteFiles"] == [deleted]
+    assert table.timeline().pending_compactions("requested") == [T2]
+    stats = [
+        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0)
+        for op in compaction.start_compaction(table, T2).operations
+    ]
+    compaction.commit_compaction(table, T2, stats, SCHEMA)
+    audit = audit_table(str(path))
+    assert audit.ok and not [f for f in audit.findings if f.kind == "undone-instant-on-timeline"], audit.findings
 
 
 FAULTS = [
