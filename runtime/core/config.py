@@ -373,6 +373,16 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "none"),
     )
+    # what Hudi's writer reads around each write (runtime.hudi.meta_client): a HoodieTableMetaClient
+    # per write handle and per coordinator step, the handles' file checks
+    meta_client: str = _opt(
+        "release",
+        "Hudi's meta clients: release (as the protocol's Hudi release: every write handle builds the table "
+        "anew, hoodie.properties read and the timeline listed, and checks its files; the coordinator "
+        "reloads the table per commit), shared (one view per task, the timeline read once an instant)",
+        WRITE_PATH,
+        choices=("release", "shared"),
+    )
     # Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) in one task manager
     # process; 0: two task managers per CPU of the cluster, the writers spread over them
     slots_per_task_manager: int = _opt(

@@ -106,6 +106,9 @@ class FileEntry:
     is_dir: bool
 
 
+# what a probe's read takes of a file: its tail, where a parquet footer is
+_PROBE_READ_BYTES = 64 * 1024
+
 # A hook the fault injector installs: called as hook(role, op, path) before every operation;
 # it may sleep or raise to simulate a slow or failing DFS.
 FaultHook = Callable[[str, str, str], None]
@@ -143,6 +146,27 @@ class Dfs:
         self.counters.add(self.role, op, path)
         if self.fault_hook is not None:
             self.fault_hook(self.role, op, path)
+
+    def probe(self, op: str, path: str) -> None:
+        """An operation whose answer the caller does not use (a check Hudi makes that the lab
+        models for its cost, :mod:`runtime.hudi.meta_client`): counted, and made on the storage:
+        ``stat`` a status, ``read`` an open and a read of the file's tail (a footer, a small
+        file), ``list`` a listing. A missing path is no error."""
+        self._op(op, path)
+        try:
+            if op == "list":
+                self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+            elif op == "read":
+                with self.fs.open_input_file(path) as f:
+                    f.seek(max(0, f.size() - _PROBE_READ_BYTES))
+                    f.read()
+            else:
+                self.fs.get_file_info(path)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if "not found" not in str(exc).lower() and "no such file" not in str(exc).lower():
+                raise DfsError(f"{op}({path}) failed: {exc}") from exc
 
     @staticmethod
     def join(*parts: str) -> str:

@@ -56,6 +56,11 @@ class MemoryDfs(Dfs):
     def for_role(self, role: str) -> MemoryDfs:
         return MemoryDfs(self.store, role=role, counters=self.counters, fault_hook=self.fault_hook)
 
+    def probe(self, op: str, path: str) -> None:
+        """Counted, and the fault hook acts on it: its answer is unused, so the simulated disk
+        gives none (a per-handle timeline listing was a sixth of a simulated checkpoint)."""
+        self._op(op, path)
+
     def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:  # no bytes: no codec
         self._op("write", path)
         # the placeholder appears in one step, as the rename of a real write would

@@ -69,7 +69,7 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.hudi import compaction
+from runtime.hudi import compaction, meta_client
 from runtime.hudi.table import HudiTable, TableError
 from runtime.protocols.base import CoordinatorSide, Protocol
 
@@ -133,6 +133,8 @@ class Coordinator:
         self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
         self.messages_on_dfs = protocol.messages_on_dfs
         self.empty_commits = protocol.allows_empty_commit(config)  # hoodie.allow.empty.commit
+        # Hudi's coordinator builds the table anew per commit and per instant (--meta-client)
+        self.builds_meta_clients = meta_client.meta_client_per_handle(config.meta_client)
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
         self.compactions_scheduled: list[str] = []
         self.compactions_postponed = 0
@@ -376,6 +378,8 @@ class Coordinator:
 
         def schedule() -> tuple[str | None, int, bool]:
             """(the compaction's instant or None, its operations, whether it was postponed)."""
+            if self.builds_meta_clients:  # scheduleCompaction's tables
+                meta_client.meta_clients(self.table, loaded=0, bare=2)
             timeline = self.table.timeline()
             if not compaction.needs_compaction(timeline, self.config.compaction_delta_commits):
                 return None, 0, False
@@ -410,6 +414,8 @@ class Coordinator:
         checkpoint the instant is for, when the caller knows it (fault points use it)."""
 
         def create() -> str:
+            if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
+                meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
             self.table.start_instant(instant)
@@ -468,7 +474,7 @@ class Coordinator:
         try:
             async with self.table_lock:
                 await self.env.io(
-                    functools.partial(self.table.commit, instant, stats, metadata, empty=empty, now=self.env.now())
+                    functools.partial(self._commit, instant, stats, metadata, empty=empty, now=self.env.now())
                 )
         except (OSError, TableError) as exc:
             # No rollback here: the checkpoint this commit belongs to has completed, so the sources
@@ -490,6 +496,14 @@ class Coordinator:
             args={"checkpoint": checkpoint_id, "rows": rows},
         )
         return rec
+
+    def _commit(
+        self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float
+    ) -> None:
+        """``commitStats``: the tables it and the post-commit services build, then the commit file."""
+        if self.builds_meta_clients:
+            meta_client.meta_clients(self.table, loaded=2, bare=1)
+        self.table.commit(instant, stats, metadata, empty=empty, now=now)
 
     def describe(self) -> CoordinatorView:
         return CoordinatorView(

@@ -11,6 +11,9 @@ flush goes through decides how the file group is written (``FlinkWriteHandleFact
 
 Each writer keeps what it learnt of the table between flushes (the file versions it wrote, the
 slices and listings) and forgets what was not committed when a commit is abandoned and rolled back.
+With ``per_handle`` (``--meta-client release``) each flush also reads what Hudi's write handle
+reads: the table's meta client, the partition metadata, the files' statuses
+(:mod:`runtime.hudi.meta_client`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from runtime.core.dfs import Dfs
 from runtime.core.messages import WriteStat
+from runtime.hudi import meta_client
 from runtime.hudi.compaction import compacting_file_groups
 from runtime.hudi.log_format import LogFileName
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
@@ -33,20 +38,29 @@ from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_i
 class FileGroupWriter(ABC):
     """Writes a task's flushes into file groups of ``table`` (blocking: run it through ``env.io``)."""
 
-    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str) -> None:
+    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str, per_handle: bool = False) -> None:
         self.table = table
         self.task_id = task_id
         self.key = key
         self.precombine = precombine
+        self.per_handle = per_handle
+        self._tables = meta_client.WriteClientTables(table) if per_handle else None
         self._partitions_ready: set[str] = set()
 
     def write(self, partition: str, bucket: int, instant: str, records: pa.Table) -> WriteStat:
         """Writes ``records`` into the bucket's file group for ``instant``; its write stat."""
         fid = file_group_id(self.table.props.table_name, partition, bucket)
+        if self._tables is not None:  # HoodieFlinkWriteClient.upsert: the table built anew for this handle
+            self._tables.before_handle(instant, views_slices=self._views_slices(partition, fid))
         if partition not in self._partitions_ready:
             self.table.ensure_partition(partition, instant)
-            self._partitions_ready.add(partition)
+            if not self.per_handle:  # HoodiePartitionMetadata.trySave checks at every handle
+                self._partitions_ready.add(partition)
         return self._write(partition, fid, instant, records)
+
+    def _views_slices(self, partition: str, fid: str) -> bool:
+        """Whether this flush's handle looks up the file group's latest slice."""
+        return True
 
     def _mark(self, partition: str, instant: str, data_file_name: str, io_type: str) -> None:
         """The write handle's marker, before its data file (``createMarkerFile``; :mod:`runtime.hudi.markers`)."""
@@ -75,12 +89,15 @@ class FileGroupWriter(ABC):
         after the rollback); returns how many file groups it forgot."""
 
 
-def file_group_writer(table: HudiTable, task_id: int, parquet: ParquetWriteOptions) -> FileGroupWriter:
-    """The writer of the table's type, with the table's record key and ordering (precombine) fields."""
+def file_group_writer(
+    table: HudiTable, task_id: int, parquet: ParquetWriteOptions, *, per_handle: bool = False
+) -> FileGroupWriter:
+    """The writer of the table's type, with the table's record key and ordering (precombine)
+    fields; ``per_handle``: each flush reads what Hudi's write handle reads (``--meta-client``)."""
     key, precombine = table.props.record_key_field, table.props.precombine_field
     if table.props.merge_on_read:
-        return MergeOnReadWriter(table, task_id, key=key, precombine=precombine)
-    return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet)
+        return MergeOnReadWriter(table, task_id, key=key, precombine=precombine, per_handle=per_handle)
+    return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet, per_handle=per_handle)
 
 
 @dataclass
@@ -95,9 +112,16 @@ class CopyOnWriteWriter(FileGroupWriter):
     """A new base file version per flush: ``HoodieCreateHandle`` or ``HoodieMergeHandle``."""
 
     def __init__(
-        self, table: HudiTable, task_id: int, *, key: str, precombine: str, parquet: ParquetWriteOptions
+        self,
+        table: HudiTable,
+        task_id: int,
+        *,
+        key: str,
+        precombine: str,
+        parquet: ParquetWriteOptions,
+        per_handle: bool = False,
     ) -> None:
-        super().__init__(table, task_id, key=key, precombine=precombine)
+        super().__init__(table, task_id, key=key, precombine=precombine, per_handle=per_handle)
         self.parquet = parquet
         self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
         self._listed_partitions: set[str] = set()
@@ -121,7 +145,11 @@ class CopyOnWriteWriter(FileGroupWriter):
             base_positions=prev.key_positions if prev is not None and base is not None else None,
         )
         self._mark(partition, instant, name, MERGE if base is not None else CREATE)
+        if self.per_handle:
+            self._handle_checks(partition, prev.rel_path if prev is not None and base is not None else None, rel)
         size = table.write_base_file(rel, merged.table, self.parquet)
+        if self.per_handle:
+            meta_client.written_file_status(table, rel)
         if prev is not None and prev.instant == instant:  # the same instant writes this file group again
             prev_commit = prev.stat.prev_commit
             inserts = prev.stat.num_inserts + merged.inserts
@@ -134,6 +162,17 @@ class CopyOnWriteWriter(FileGroupWriter):
         )
         self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions)
         return stat
+
+    def _views_slices(self, partition: str, fid: str) -> bool:
+        """A merge handle looks up the base file; a create handle (no version yet) does not."""
+        return self._latest_version(partition, fid) is not None
+
+    def _handle_checks(self, partition: str, old_rel: str | None, rel: str) -> None:
+        """The merge handle's reads of the old file, or the create handle's checks."""
+        if old_rel is not None:
+            meta_client.merge_handle_checks(self.table, old_rel, rel)
+        else:
+            meta_client.create_handle_checks(self.table, partition, rel)
 
     def _latest_version(self, partition: str, fid: str) -> FileVersion | None:
         """The file group's latest version: this task's, or the latest committed one."""
@@ -166,8 +205,8 @@ class CopyOnWriteWriter(FileGroupWriter):
 class MergeOnReadWriter(FileGroupWriter):
     """A log file per flush, appended to the file group's latest slice: ``HoodieAppendHandle``."""
 
-    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str) -> None:
-        super().__init__(table, task_id, key=key, precombine=precombine)
+    def __init__(self, table: HudiTable, task_id: int, *, key: str, precombine: str, per_handle: bool = False) -> None:
+        super().__init__(table, task_id, key=key, precombine=precombine, per_handle=per_handle)
         # (partition, file_id) -> the slice as this task last wrote it; each partition's listing,
         # taken at its first touch in an instant (a compaction scheduled since the last instant
         # moves file groups to new slices: Hudi's file-system view is refreshed per instant); the
@@ -207,10 +246,22 @@ class MergeOnReadWriter(FileGroupWriter):
         )
         self._log_seqno += rows.num_rows
         self._mark_log(partition, fid, slice_, instant, f"{self.task_id}-0-0")
+        if self.per_handle:
+            self._append_checks(partition, fid, slice_)
         stat, self.slices[(partition, fid)] = append_log_file(
             table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
         )
+        if self.per_handle:
+            meta_client.written_file_status(table, stat.path)
         return stat
+
+    def _append_checks(self, partition: str, fid: str, slice_: LogSlice) -> None:
+        """``HoodieLogFormatWriter.getOutputStream``: the log file's status, and
+        ``HoodieLogFile.rollOver``'s listing of the partition when the slice has one already."""
+        log = LogFileName(fid, slice_.base_instant, max(slice_.next_version - 1, 1), f"{self.task_id}-0-0")
+        meta_client.file_status(self.table.dfs, Dfs.join(self.table.partition_path(partition), str(log)))
+        if slice_.log_files:
+            self.table.dfs.list_dir(self.table.partition_path(partition))
 
     def remembers_writes(self) -> bool:
         return bool(self.slices)

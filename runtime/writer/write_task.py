@@ -54,6 +54,7 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.flink.mailbox import Controller
+from runtime.hudi.meta_client import meta_client_per_handle, write_client_opened
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable
 from runtime.protocols.base import Protocol, WriterSide
@@ -90,7 +91,12 @@ class WriteTask(StreamTask):
         self.bucket_rows: dict[tuple[str, int], int] = {}
         self.buffered_rows = 0
         # how a flush is written: a base file version (copy-on-write) or a log file (merge-on-read)
-        self.writer = file_group_writer(self.data_table, task_id, ParquetWriteOptions.of(config))
+        self.writer = file_group_writer(
+            self.data_table,
+            task_id,
+            ParquetWriteOptions.of(config),
+            per_handle=meta_client_per_handle(config.meta_client),
+        )
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.waits: list[InstantWait] = []  # blocked waits for an instant, with the instant
         self.rows_in = 0
@@ -104,6 +110,8 @@ class WriteTask(StreamTask):
         """initializeState: restore, open the protocol, send the bootstrap event, start the loop."""
         self._open_input()
         self.restored = restored
+        if meta_client_per_handle(self.config.meta_client):  # the write client's tables, as Hudi opens it
+            await self.env.io(write_client_opened, self.data_table)
         await self.protocol.open()
         self.current_instant = self.protocol.initial_instant()
         bootstrap = _bootstrap_event(self.task_id, self.current_instant, restored)
