@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 
 from runtime.conformance.real_run import OPS, RealRun
 from runtime.core.dfs import DfsComponentOps, open_dfs
 from runtime.core.dfs_components import Component
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.table import META_COLUMNS, HudiTable
 from runtime.lab.results import JobResult
 
@@ -108,8 +109,8 @@ class Comparison:
     def conforms(self) -> bool:
         return self.contents.equal and not self.timeline_differences and self.real_error is None
 
-    def to_json(self) -> dict[str, Any]:
-        def ratios(d: dict[str, Ratio]) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
+        def ratios(d: dict[str, Ratio]) -> JsonObject:
             return {k: {"lab": v.lab, "real": v.real, "ratio": v.ratio, "conforms": v.conforms} for k, v in d.items()}
 
         return {

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from rich import box
 from rich.table import Table
 
 from runtime.conformance.comparison import RATIO_BAND, Comparison, Ratio
+from runtime.core.json_doc import JsonObject
 
 
 def _ratio_text(r: Ratio) -> str:
@@ -64,7 +64,7 @@ def differences_lines(c: Comparison) -> list[str]:
     return lines
 
 
-def write_conformance(out: str, comparisons: list[Comparison], extra: dict[str, Any]) -> str:
+def write_conformance(out: str, comparisons: list[Comparison], extra: JsonObject) -> str:
     """``out/conformance.json``: every comparison of the check and what it ran."""
     path = os.path.join(out, "conformance.json")
     doc = {**extra, "conforms": all(c.conforms for c in comparisons), "checks": [c.to_json() for c in comparisons]}

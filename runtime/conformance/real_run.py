@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from runtime.core.dfs_components import Component
+from runtime.core.json_doc import JsonObject
 
 # the lab's operation names (runtime.core.dfs) -> the vocabulary both sides are compared in
 OPS = {
@@ -101,7 +101,7 @@ class RealRun:
         return cls.from_json(doc)
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> RealRun:
+    def from_json(cls, doc: JsonObject) -> RealRun:
         detail = doc.get("checkpoints_detail") or []
         return cls(
             release=doc["release"],
@@ -134,7 +134,7 @@ class RealRun:
         return out
 
 
-def _instant(doc: dict[str, Any]) -> RealInstant:
+def _instant(doc: JsonObject) -> RealInstant:
     return RealInstant(
         instant=str(doc["instant"]),
         action=str(doc["action"]),
@@ -144,12 +144,12 @@ def _instant(doc: dict[str, Any]) -> RealInstant:
     )
 
 
-def _caller(doc: dict[str, Any]) -> Caller:
+def _caller(doc: JsonObject) -> Caller:
     call = _call(doc)
     return Caller(call.component, call.op, call.role, str(doc["caller"]), call.count)
 
 
-def _call(doc: dict[str, Any]) -> FsCall:
+def _call(doc: JsonObject) -> FsCall:
     return FsCall(
         role=str(doc["role"]),
         component=component(str(doc["component"])),
