@@ -4,13 +4,14 @@ models, on the same records, compared part by part (``runtime.conformance``)."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from rich.console import Console
 
 from runtime.cli import exits
 from runtime.cli.options import CommandParser, add_config_option, check_writable_dir
-from runtime.core.config import TABLE_TYPES, JobConfig
+from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
 
 DEFAULT_RECORDS = 4_000
 
@@ -28,6 +29,12 @@ def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
     check_built(release)
     out = check_writable_dir(args.out, "--out")
     configs = [_config(args, t) for t in (TABLE_TYPES if args.table_type == "both" else [args.table_type])]
+    for cfg in configs:  # both tables are written fresh: Hudi's writer would append to an old one
+        if os.path.isdir(os.path.join(out, cfg.table_type)) and os.listdir(os.path.join(out, cfg.table_type)):
+            raise ConfigError(
+                f"--out {out} already holds a {cfg.table_type} check ({os.path.join(out, cfg.table_type)}): "
+                "choose another --out or remove that folder"
+            )
     phases = PhaseLog(console, enabled=not args.quiet)
     comparisons = []
     try:

@@ -131,3 +131,11 @@ def test_an_unbuilt_harness_says_how_to_build_it(tmp_path, monkeypatch, capsys):
 def test_an_unknown_release_names_the_ones_that_run(release, capsys):
     assert main(["conformance", "--release", release, "--out", "/nonexistent/x"]) == 2
     assert "0.14.0, 0.14.1" in "".join(capsys.readouterr())
+
+
+def test_an_out_folder_holding_a_check_is_refused_before_anything_runs(tmp_path, capsys):
+    if not releases.RELEASES["0.14.0"].jar.is_file():
+        pytest.skip("the refusal comes after the harness check; scripts/setup.sh builds the harness")
+    (tmp_path / "copy-on-write" / "lab").mkdir(parents=True)
+    assert main(["conformance", "--table-type", "copy-on-write", "--out", str(tmp_path)]) == 2
+    assert "already holds a copy-on-write check" in "".join(capsys.readouterr())
