@@ -42,6 +42,8 @@ EXCLUDED = {
     # appears): how many DFS operations and messages that takes depends on how time passes
     "dfs_ops": "counts that depend on how long polls wait",
     "dfs_ops_per_checkpoint": "counts that depend on how long polls wait",
+    "dfs_ops_by_component": "counts that depend on how long polls wait",
+    "dfs_per_checkpoint_by_component": "counts that depend on how long polls wait",
     "rpcs": "counts that depend on how long polls wait",
     "mails": "counts that depend on how long polls wait",
     "counters": "byte and poll counts",
