@@ -78,7 +78,8 @@ def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
 
 
 def environment() -> dict[str, Any]:
-    """Where the figures were measured: machine, versions, commit, and concurrent Ray sessions."""
+    """Where the figures were measured: machine, versions, commit, and concurrent Ray sessions (no
+    path of this machine: the results are committed)."""
     import psutil
     import pyarrow
     import ray
@@ -110,7 +111,6 @@ def environment() -> dict[str, Any]:
             pass
     return {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "project": project,
         "commit": rev or os.environ.get("COMMITLAB_COMMIT", ""),  # a git-archive snapshot has no .git
         "uncommitted_changes": dirty if rev else None,
         "cpus": os.cpu_count(),

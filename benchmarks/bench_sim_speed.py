@@ -181,7 +181,7 @@ def main() -> int:
         checkouts = {"baseline": base, "current": current}
         doc: dict[str, Any] = {
             "benchmark": "simulator speed, side by side",
-            "environment": {k: v for k, v in common.environment().items() if k != "project"},
+            "environment": common.environment(),
             "params": {
                 "protocol": args.protocol,
                 "writers": args.writers,

@@ -209,7 +209,7 @@ def main() -> int:
     base = config(writer_counts[0], layouts[0])
     doc: dict[str, Any] = {
         "benchmark": "writers",
-        "environment": {k: v for k, v in common.environment().items() if k != "project"},  # no machine paths
+        "environment": common.environment(),
         "params": {
             "writers": writer_counts,
             "slots": layouts,
