@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Hudi's own Flink writer on a lab input: run.sh <release> --input DIR --out FILE [--timeout-s S] [--grace-ms MS]
-# <release> is 0.14.0 or 0.14.1 (build it first: mvn -f conformance/pom.xml -P hudi-<release> package -DskipTests).
+# JAVA names the java to run (default: the one on PATH). <release> is 0.14.0 or 0.14.1 (build it first: mvn -f conformance/pom.xml -P hudi-<release> package -DskipTests).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ $# -lt 1 ]]; then
@@ -21,5 +21,5 @@ for p in java.base/java.lang java.base/java.lang.reflect java.base/java.lang.inv
          java.base/jdk.internal.misc java.base/sun.security.action java.sql/java.sql; do
   opens+=("--add-opens=$p=ALL-UNNAMED")
 done
-exec java -Xmx"${CONFORMANCE_XMX:-1g}" -XX:+UseSerialGC -XX:ActiveProcessorCount=2 "${opens[@]}" \
+exec "${JAVA:-java}" -Xmx"${CONFORMANCE_XMX:-1g}" -XX:+UseSerialGC -XX:ActiveProcessorCount=2 "${opens[@]}" \
   -jar "$jar" "$@"
