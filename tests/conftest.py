@@ -11,6 +11,7 @@ means about the same on a loaded machine. Work in Ray's or Spark's processes is 
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections.abc import Generator
@@ -20,6 +21,12 @@ import pytest
 from harness import sim  # noqa: F401 - the shared fixture, for every test package
 
 _CPU = pytest.StashKey[dict[str, float]]()
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # an xdist worker is given COLUMNS=80; the commands' output is then folded where a plain pytest
+    # run (no COLUMNS: 150 columns, runtime/cli/terminal.py) keeps a long path on one line
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -1,5 +1,9 @@
 """Every test under tests/ray/ needs Ray (and some Spark): they are marked here, and Ray and Spark
-start once per test session, never per test."""
+start once per test session, never per test.
+
+The suite runs on two pytest-xdist workers (``--dist loadgroup``, pyproject's addopts): the tests
+here are one group, so one worker starts Ray and Spark once and runs them all while the other runs
+the tests without Ray; xdist hands out the largest group first, so the two overlap."""
 
 from __future__ import annotations
 
@@ -11,10 +15,12 @@ import pytest
 HERE = Path(__file__).parent
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.xdist_group("ray"))
             if "spark" in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.spark)
 
