@@ -99,6 +99,8 @@ class TableProps:
     markers: bool = field(default=False, compare=False)
     # likewise: whether a rollback publishes rollback instants (--rollback-instants)
     rollback_instants: bool = field(default=False, compare=False)
+    # likewise: Hudi's write.precombine (--write-precombine: release, true, false)
+    write_precombine: str = field(default="release", compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -119,6 +121,7 @@ class TableProps:
             version=int(cfg.table_version),
             markers=markers_on(cfg.markers),
             rollback_instants=rollback_instants_on(cfg.rollback_instants),
+            write_precombine=cfg.write_precombine,
         )
 
     @property
@@ -128,6 +131,14 @@ class TableProps:
     @property
     def merge_on_read(self) -> bool:
         return self.table_type == MERGE_ON_READ
+
+    @property
+    def precombines_flush(self) -> bool:
+        """Whether a flush keeps one record per key (``write.precombine``): Hudi's Flink
+        ``HoodieTableFactory.setupWriteOptions`` turns it on for a copy-on-write upsert only."""
+        if self.write_precombine == "release":
+            return not self.merge_on_read
+        return self.write_precombine == "true"
 
     @property
     def write_action(self) -> str:
