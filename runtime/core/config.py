@@ -244,6 +244,16 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "true", "false"),
     )
+    # the lab's guard: no compaction is scheduled while a writer's instant newer than the last
+    # completed one is pending (runtime.writer.coordinator says why; Hudi's Flink writer has none)
+    compaction_pending_guard: str = _opt(
+        "on",
+        "merge-on-read: on (the lab's guard: a compaction waits while a writer's instant newer than the "
+        "last completed one is pending), off (as Hudi's Flink writer: on table version 6 a delta commit "
+        "still writing into the old slice is then shadowed by the compacted base file, issue #7969)",
+        WRITE_PATH,
+        choices=("on", "off"),
+    )
     parquet_compression: str = _opt(
         "snappy",
         "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "

@@ -309,12 +309,17 @@ class Timeline:
         """Compactions not completed (``filterPendingCompactionTimeline``), of one state if given."""
         return [i.ts for i in self.instants if i.action == COMPACTION and (state is None or i.state == state)]
 
-    def delta_commits_since_compaction(self) -> int:
+    def delta_commits_since_compaction(self, *, completed_only: bool = False) -> int:
         """``CompactionUtils.getDeltaCommitsSinceLatestCompaction``: the delta commits, in any
-        state, after the latest completed compaction (all of them when none completed)."""
+        state, after the latest completed compaction (all of them when none completed);
+        ``completed_only``: the completed ones (Hudi 1.x ``getCompletedDeltaCommitsSinceLatestCompaction``)."""
         done = self.completed_compactions()
         after = done[-1] if done else ""
-        return sum(1 for i in self.instants if i.action == DELTA_COMMIT and i.ts > after)
+        return sum(
+            1
+            for i in self.instants
+            if i.action == DELTA_COMMIT and i.ts > after and (not completed_only or i.state == COMPLETED)
+        )
 
     def last_pending(self) -> str | None:
         pending = self.pending_commits()
