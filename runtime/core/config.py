@@ -234,6 +234,26 @@ class JobConfig:
     compaction_tasks: int = _opt(
         0, "merge-on-read: Hudi's compaction.tasks, parallel compaction tasks (0: one per write task)", WRITE_PATH
     )
+    # Hudi's write.precombine (FlinkOptions.PRE_COMBINE, default false): HoodieTableFactory
+    # sets it for a copy-on-write upsert only, "the MOR table deduplicate on reading"
+    write_precombine: str = _opt(
+        "release",
+        "Hudi write.precombine: a flush keeps one record per key (true) or every record it holds (false, "
+        "merge-on-read only: the reader and the compaction merge them); release: what Hudi does (true for "
+        "copy-on-write, false for merge-on-read)",
+        WRITE_PATH,
+        choices=("release", "true", "false"),
+    )
+    # the lab's guard: no compaction is scheduled while a writer's instant newer than the last
+    # completed one is pending (runtime.writer.coordinator says why; Hudi's Flink writer has none)
+    compaction_pending_guard: str = _opt(
+        "on",
+        "merge-on-read: on (the lab's guard: a compaction waits while a writer's instant newer than the "
+        "last completed one is pending), off (as Hudi's Flink writer: on table version 6 a delta commit "
+        "still writing into the old slice is then shadowed by the compacted base file, issue #7969)",
+        WRITE_PATH,
+        choices=("on", "off"),
+    )
     parquet_compression: str = _opt(
         "snappy",
         "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "
@@ -567,6 +587,11 @@ class JobConfig:
             raise ConfigError(f"--update-ratio must be below 1, got {self.update_ratio}")
         if not self.table_name.strip():
             raise ConfigError("--table-name must not be empty")
+        if self.write_precombine == "false" and self.table_type != "merge-on-read":
+            raise ConfigError(
+                "--write-precombine false: Hudi de-duplicates every copy-on-write upsert "
+                "(HoodieTableFactory.setupWriteOptions sets write.precombine); use it with --table-type merge-on-read"
+            )
 
     def _validate_schedule(self) -> None:
         rounds = self.schedule.rounds

@@ -19,14 +19,17 @@ then tasks), on timeout or a scheduled abort notify abortion. Checkpoint k is tr
 source has emitted round k (so a run's rounds are deterministic), the interval has passed and fewer
 than ``max_concurrent_checkpoints`` are in flight.
 
-Merge-on-read: the compaction plan operator is notified of a completed checkpoint after the write
-tasks, and at the end of input is asked to finish the pending compactions
+Merge-on-read: the compaction plan operator is notified of a completed checkpoint before the
+coordinator, as Flink notifies every task before the coordinators
+(``CheckpointCoordinator.sendAcknowledgeMessages``), so it runs the plan the coordinator scheduled
+at an earlier checkpoint; at the end of input it is asked to finish the pending compactions
 (:mod:`runtime.writer.compaction` says why it takes no part in the checkpoints themselves).
 
 Differences: the completion notification to the coordinator is awaited (bounded by the checkpoint
 timeout) before the next trigger when one checkpoint at a time is allowed, so a run's rounds stay in
 lock step; Flink sends it asynchronously. The coordinator's handlers are serialized anyway, so the
-next snapshot would queue behind the commit in Flink too.
+next snapshot would queue behind the commit in Flink too. The write tasks are notified after the
+coordinator's notification returns (Flink: before it, as the compaction plan operator here).
 """
 
 from __future__ import annotations
@@ -374,6 +377,10 @@ class JobManager:
         if self.env.faults.fire("checkpoint.notification_lost", checkpoint=ckp):
             rec.reason = "the completion notification was lost"
             return True
+        if self.compaction_plan:
+            # Flink's sendAcknowledgeMessages notifies the tasks before the coordinators, so the
+            # plan operator runs a plan the coordinator scheduled at an earlier checkpoint
+            self.env.send(self.compaction_plan, "notify_checkpoint_complete", notice)
         # Flink notifies the coordinator asynchronously: a commit slowed by a held table lock
         # must not fail the job, so the bound is the checkpoint timeout, not the RPC timeout
         rec.notifying = True
@@ -386,8 +393,6 @@ class JobManager:
         )
         for task in self.task_names:
             self.env.send(task, "notify_checkpoint_complete", notice)
-        if self.compaction_plan:
-            self.env.send(self.compaction_plan, "notify_checkpoint_complete", notice)
         self.env.tracer.instant(
             f"checkpoint {ckp} complete",
             thread="checkpoints",

@@ -7,7 +7,9 @@ Sources (apache/hudi 0.15):
   (``compaction.trigger.strategy``): compact once ``compaction.delta_commits`` delta commits, in any
   state, follow the latest completed compaction
   (``CompactionUtils.getDeltaCommitsSinceLatestCompaction``; every delta commit when none
-  completed). The instant is a new instant time.
+  completed); Hudi 1.x counts completed delta commits only
+  (``CompactionUtils.getCompletedDeltaCommitsSinceLatestCompaction``): a protocol modelling a 1.x
+  release counts as 1.x does. The instant is a new instant time.
 * The plan. ``BaseHoodieCompactionPlanGenerator.generateCompactionPlan``: per partition, the latest
   file slice of every file group that is in no pending compaction and has log files; one
   ``CompactionOperation`` each (base instant, base file, log files in version order, metrics). A
@@ -143,9 +145,26 @@ class CompactionPlan:
 # -- scheduling ---------------------------------------------------------------------------------
 
 
-def needs_compaction(timeline: Timeline, delta_commits: int) -> bool:
-    """The ``num_commits`` trigger: ``delta_commits`` or more since the latest completed compaction."""
-    return delta_commits > 0 and timeline.delta_commits_since_compaction() >= delta_commits
+def needs_compaction(timeline: Timeline, delta_commits: int, *, completed_only: bool = False) -> bool:
+    """The ``num_commits`` trigger: ``delta_commits`` or more since the latest completed compaction,
+    in any state (Hudi 0.14 - 0.15) or ``completed_only`` (Hudi 1.x)."""
+    count = timeline.delta_commits_since_compaction(completed_only=completed_only)
+    return delta_commits > 0 and count >= delta_commits
+
+
+def counts_completed_delta_commits(release_table_version: int) -> bool:
+    """Whether the ``num_commits`` trigger of the Hudi release that writes ``release_table_version``
+    counts completed delta commits only (1.0 on, table version 8 and up)."""
+    return release_table_version >= 8
+
+
+def newer_writer_pending(timeline: Timeline) -> bool:
+    """Whether a writer's instant newer than the last completed one is pending: the lab's guard
+    (``--compaction-pending-guard on``) schedules no compaction then. On table version 6 such a
+    delta commit may still append to a file group's old slice after the plan listed its logs, and
+    the compacted base file shadows that slice (Hudi issue #7969); Hudi's Flink writer has no guard."""
+    last = timeline.last_completed() or ""
+    return any(p > last for p in timeline.pending_commits())
 
 
 def generate_plan(table: HudiTable, timeline: Timeline) -> list[CompactionOperation]:

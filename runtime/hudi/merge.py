@@ -366,15 +366,20 @@ def log_records(
     precombine: str,
     partition_id: int,
     seqno: int,
+    precombined: bool = False,
 ) -> pa.Table:
-    """A merge-on-read flush as ``FlinkAppendHandle`` appends it: the records deduplicated
-    (``FlinkWriteHelper.deduplicateRecords``) in the grouping map's order, with the meta fields
-    ``HoodieAppendHandle`` gives a log record: the instant, ``<instant>_<task>_<n>`` sequence
-    numbers counting on from ``seqno``, the key, the partition path, and the file id as
-    ``_hoodie_file_name``. Nothing is merged: the reader merges log records with the slice."""
+    """A merge-on-read flush as ``FlinkAppendHandle`` appends it: every record in arrival order
+    (Hudi's default, ``write.precombine`` off for merge-on-read: the reader merges), or with
+    ``precombined`` one per key (``FlinkWriteHelper.deduplicateRecords``) in the grouping map's
+    order; with the meta fields ``HoodieAppendHandle`` gives a log record: the instant,
+    ``<instant>_<task>_<n>`` sequence numbers counting on from ``seqno``, the key, the partition
+    path, and the file id as ``_hoodie_file_name``. Nothing is merged with the slice."""
     data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
-    dd = flink_dedupe(incoming, key, precombine)
-    grouped, _ = hashmap_orders(dd.hashes)
-    positions = np.arange(seqno, seqno + len(grouped), dtype=np.int64)
-    fresh = _fresh_rows(dd.records, grouped, None, positions, instant, partition, partition_id, key, data_cols)
+    if precombined:
+        dd = flink_dedupe(incoming, key, precombine)
+        records, rows = dd.records, hashmap_orders(dd.hashes)[0]
+    else:
+        records, rows = incoming, np.arange(incoming.num_rows, dtype=np.intp)
+    positions = np.arange(seqno, seqno + len(rows), dtype=np.int64)
+    fresh = _fresh_rows(records, rows, None, positions, instant, partition, partition_id, key, data_cols)
     return _named(fresh, file_id)

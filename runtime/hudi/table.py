@@ -99,6 +99,8 @@ class TableProps:
     markers: bool = field(default=False, compare=False)
     # likewise: whether a rollback publishes rollback instants (--rollback-instants)
     rollback_instants: bool = field(default=False, compare=False)
+    # likewise: Hudi's write.precombine (--write-precombine: release, true, false)
+    write_precombine: str = field(default="release", compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -119,6 +121,7 @@ class TableProps:
             version=int(cfg.table_version),
             markers=markers_on(cfg.markers),
             rollback_instants=rollback_instants_on(cfg.rollback_instants),
+            write_precombine=cfg.write_precombine,
         )
 
     @property
@@ -128,6 +131,14 @@ class TableProps:
     @property
     def merge_on_read(self) -> bool:
         return self.table_type == MERGE_ON_READ
+
+    @property
+    def precombines_flush(self) -> bool:
+        """Whether a flush keeps one record per key (``write.precombine``): Hudi's Flink
+        ``HoodieTableFactory.setupWriteOptions`` turns it on for a copy-on-write upsert only."""
+        if self.write_precombine == "release":
+            return not self.merge_on_read
+        return self.write_precombine == "true"
 
     @property
     def write_action(self) -> str:
@@ -298,12 +309,17 @@ class Timeline:
         """Compactions not completed (``filterPendingCompactionTimeline``), of one state if given."""
         return [i.ts for i in self.instants if i.action == COMPACTION and (state is None or i.state == state)]
 
-    def delta_commits_since_compaction(self) -> int:
+    def delta_commits_since_compaction(self, *, completed_only: bool = False) -> int:
         """``CompactionUtils.getDeltaCommitsSinceLatestCompaction``: the delta commits, in any
-        state, after the latest completed compaction (all of them when none completed)."""
+        state, after the latest completed compaction (all of them when none completed);
+        ``completed_only``: the completed ones (Hudi 1.x ``getCompletedDeltaCommitsSinceLatestCompaction``)."""
         done = self.completed_compactions()
         after = done[-1] if done else ""
-        return sum(1 for i in self.instants if i.action == DELTA_COMMIT and i.ts > after)
+        return sum(
+            1
+            for i in self.instants
+            if i.action == DELTA_COMMIT and i.ts > after and (not completed_only or i.state == COMPLETED)
+        )
 
     def last_pending(self) -> str | None:
         pending = self.pending_commits()

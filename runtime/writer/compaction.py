@@ -23,8 +23,11 @@ the file-level work is :mod:`runtime.hudi.compaction`.
 
 Differences: the compaction operators take no part in checkpoints (they keep no state Flink would
 restore: the plan is on the timeline, and the commit sink's buffer is rebuilt by re-running the
-compaction); the job manager notifies the plan operator of a completed checkpoint after the write
-tasks. At the end of input the plan operator runs every requested compaction, not only the
+compaction). The job manager notifies the plan operator of a completed checkpoint before the
+coordinator, as Flink's ``CheckpointCoordinator.sendAcknowledgeMessages`` notifies the tasks before
+the coordinators: the coordinator schedules a plan after its commit, so the plan operator runs it
+at the next completed checkpoint (a plan saved while the operator lists the timeline may run at
+once, in Flink too). At the end of input the plan operator runs every requested compaction, not only the
 earliest, and waits (bounded) until none is pending, retrying a failed one up to
 :data:`FINAL_ATTEMPTS` times: the official reader (hudi-rs 0.5.0) reads no file slice of a pending
 compaction, so a job that ended with one pending would hide the rows written after its plan.

@@ -24,14 +24,16 @@ It owns the instants on the table's timeline (requested -> inflight -> completed
 data reuses the instant; an abort leaves it pending. What writers are told, and how, is the
 protocol's coordinator side.
 
-Differences: a compaction is not scheduled while a writer's instant newer than the last completed
-one is pending (the instants a protocol creates on request can be; an older pending one was
-abandoned, and every reader skips its blocks): in table version 6 a plan lists the log files
-present when it is made, and a delta commit still writing into a file group's old slice would be
-shadowed by the compacted base file. Hudi checks the same for Spark writers only
-(``ScheduleCompactionActionExecutor``: "Earliest write inflight instant time must be later than
-compaction time"); the postponed compaction is scheduled after a later commit and counted in
-``compactions_postponed``.
+Differences: with ``--compaction-pending-guard on`` (the default) a compaction is not scheduled
+while a writer's instant newer than the last completed one is pending (the instants a protocol
+creates on request can be; an older pending one was abandoned, and every reader skips its blocks):
+in table version 6 a plan lists the log files present when it is made, and a delta commit still
+writing into a file group's old slice would be shadowed by the compacted base file (Hudi issue
+#7969). Hudi checks the same for Spark writers only (``ScheduleCompactionActionExecutor``:
+"Earliest write inflight instant time must be later than compaction time"); from table version 8
+a log joins the slice by its completion time, so Hudi 1.x needs no guard. The postponed compaction
+is scheduled after a later commit and counted in ``compactions_postponed``; ``off`` schedules as
+Hudi's Flink writer does.
 
 Events of an instant older than the current one are accepted (as Hudi) but not
 committed into the current instant (Hudi's would be: their base files carry the older instant in
@@ -138,6 +140,9 @@ class Coordinator:
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
         self.compactions_scheduled: list[str] = []
         self.compactions_postponed = 0
+        # the num_commits trigger counts completed delta commits from Hudi 1.0 (table version 8)
+        self.counts_completed_delta_commits = compaction.counts_completed_delta_commits(protocol.release_table_version)
+        self.compaction_pending_guard = config.compaction_pending_guard == "on"
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -381,10 +386,11 @@ class Coordinator:
             if self.builds_meta_clients:  # scheduleCompaction's tables
                 meta_client.meta_clients(self.table, loaded=0, bare=2)
             timeline = self.table.timeline()
-            if not compaction.needs_compaction(timeline, self.config.compaction_delta_commits):
+            if not compaction.needs_compaction(
+                timeline, self.config.compaction_delta_commits, completed_only=self.counts_completed_delta_commits
+            ):
                 return None, 0, False
-            last = timeline.last_completed() or ""
-            if any(p > last for p in timeline.pending_commits()):
+            if self.compaction_pending_guard and compaction.newer_writer_pending(timeline):
                 return None, 0, True  # see the module docstring
             ops = compaction.generate_plan(self.table, timeline)
             if not ops:

@@ -243,6 +243,7 @@ class MergeOnReadWriter(FileGroupWriter):
             precombine=self.precombine,
             partition_id=self.task_id,
             seqno=self._log_seqno,
+            precombined=table.props.precombines_flush,
         )
         self._log_seqno += rows.num_rows
         self._mark_log(partition, fid, slice_, instant, f"{self.task_id}-0-0")

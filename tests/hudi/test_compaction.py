@@ -191,9 +191,9 @@ def test_a_compaction_rollback_is_a_rollback_instant_and_the_compaction_runs_aga
 
 FAULTS = [
     "",
-    "compaction.crash_during@2",
-    "compaction.commit_lost@2",
-    "compaction.failed@2",
+    "compaction.crash_during@3",
+    "compaction.commit_lost@3",
+    "compaction.failed@3",
     "task.after_flush_before_event@3#0",  # a delta commit rolled back with log blocks written
 ]
 
@@ -202,6 +202,10 @@ FAULTS = [
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f or "no-fault")
 @pytest.mark.parametrize("protocol", list(PROTOCOLS))
 def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_path, protocol, fault, version):
+    if protocol == "control-topic" and fault.startswith("compaction."):
+        # the plan scheduled at checkpoint 2 runs at 3; Kafka Connect's commit, and its plan, come
+        # before the checkpoint completes, so its plan runs at 2
+        fault = fault.replace("@3", "@2")
     cfg = JobConfig(
         table_version=version,
         source="generator",
@@ -240,5 +244,5 @@ def test_every_protocol_compacts_exactly_once_through_the_compaction_faults(tmp_
     counters = result.figures.counters
     if fault.startswith("compaction."):
         assert counters.get("compactions_rolled_back", 0) >= 1 or result.failovers, counters
-    if fault == "compaction.failed@2":
+    if fault.startswith("compaction.failed@"):
         assert counters["compactions_failed"] == 1 and not result.failovers

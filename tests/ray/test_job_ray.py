@@ -290,7 +290,7 @@ def test_a_merge_on_read_job_on_ray_commits_delta_commits_and_compacts(ray_sessi
     log files per flush, delta commits, and compactions run by the compaction operators in the
     task managers' slots, one of them crashing its task manager mid-compaction (the job fails
     over, the plan operator rolls the compaction back and it runs again)."""
-    for protocol, faults in (("message-bus", ""), ("coordination-rpc", "compaction.crash_during@2")):
+    for protocol, faults in (("message-bus", ""), ("coordination-rpc", "compaction.crash_during@3")):
         cfg = _cfg(
             tmp_path / protocol,
             protocol=protocol,
