@@ -6,9 +6,11 @@ reads the table. Bad values are refused before anything starts, as Hudi's write 
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+import fastavro
 import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
@@ -44,6 +46,32 @@ HUDI_ARCHIVED_META_ENTRY_FIELDS = [
     "hoodieReplaceCommitMetadata",
     "hoodieRequestedReplaceMetadata",
 ]
+
+# HoodieCleanerPlan.avsc / HoodieCleanMetadata.avsc in 0.14 (1.x appends extraMetadata)
+HUDI_CLEANER_PLAN_FIELDS = [
+    "earliestInstantToRetain",
+    "lastCompletedCommitTimestamp",
+    "policy",
+    "filesToBeDeletedPerPartition",
+    "version",
+    "filePathsToBeDeletedPerPartition",
+    "partitionsToBeDeleted",
+]
+HUDI_CLEAN_METADATA_FIELDS = [
+    "startCleanTime",
+    "timeTakenInMillis",
+    "totalFilesDeleted",
+    "earliestCommitToRetain",
+    "lastCompletedCommitTimestamp",
+    "partitionMetadata",
+    "version",
+    "bootstrapPartitionMetadata",
+]
+
+
+def _writer_fields(path: Path) -> list[str]:
+    """The field names of the schema an Avro container file embeds."""
+    return [f["name"] for f in fastavro.reader(io.BytesIO(path.read_bytes())).writer_schema["fields"]]
 
 
 def _run(tmp_path: Path, checkpoints: int, **kw: object):
@@ -88,6 +116,9 @@ def test_a_long_run_keeps_the_timeline_bounded_cleans_superseded_files_and_archi
         done = next(p for p in _timeline(table).iterdir() if p.name.startswith(ts) and p.name.endswith(".clean"))
         meta = _decode(done, cleaner.CLEAN_METADATA_SCHEMA[extra])
         plan = _decode(_timeline(table) / f"{ts}.clean.requested", cleaner.CLEANER_PLAN_SCHEMA[extra])
+        extra_field = ["extraMetadata"] if extra else []
+        assert _writer_fields(done) == HUDI_CLEAN_METADATA_FIELDS + extra_field
+        assert _writer_fields(_timeline(table) / f"{ts}.clean.requested") == HUDI_CLEANER_PLAN_FIELDS + extra_field
         assert plan["policy"] == "KEEP_LATEST_COMMITS" and meta["startCleanTime"] == ts
         assert meta["earliestCommitToRetain"] == plan["earliestInstantToRetain"]["timestamp"]
         deleted = [f["filePath"] for files in plan["filePathsToBeDeletedPerPartition"].values() for f in files]
