@@ -39,7 +39,8 @@ _LAB_ONLY_ROLES = ("driver", "job-manager")
 # Timeline differences docs/FIDELITY.md names: an action Hudi's writer completes that the lab does
 # not model yet (or the other way round) is reported, not failed.
 NAMED_DIFFERENCES = {
-    "clean": "the lab has no cleaner (docs/FIDELITY.md, 'Against Hudi's own writer')",
+    "clean": "the lab cleans on the coordinator right after a commit, Hudi's Flink job on its clean task from "
+    "the next checkpoint (docs/FIDELITY.md, 'Cleaning and archiving')",
     "metadata table": "the lab writes no metadata table (docs/FIDELITY.md, 'Against Hudi's own writer')",
 }
 

@@ -393,6 +393,28 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "none"),
     )
+    # Hudi's cleaner and archiver after each commit (runtime.hudi.table_services): a number,
+    # release (the modelled writer's default) or off
+    clean_retain_commits: str = _opt(
+        "release",
+        "Hudi clean.retain_commits (KEEP_LATEST_COMMITS): after a commit the cleaner deletes file versions the "
+        "last N commits do not need and writes a .clean instant; release: the modelled writer's default (30 "
+        "for the Flink writer, 10 for control-topic's Connect sink); off: no cleaner",
+        WRITE_PATH,
+    )
+    archive_min_commits: str = _opt(
+        "release",
+        "Hudi archive.min_commits: the completed commits archiving leaves on the active timeline; release: "
+        "the modelled writer's default (40; 20 for control-topic); off: no archiving",
+        WRITE_PATH,
+    )
+    archive_max_commits: str = _opt(
+        "release",
+        "Hudi archive.max_commits: past this many completed commits the oldest are archived (.hoodie/archived, "
+        "or timeline/history from table version 8); release: the modelled writer's default (50; 30 for "
+        "control-topic); off: no archiving",
+        WRITE_PATH,
+    )
     # what Hudi's writer reads around each write (runtime.hudi.meta_client): a HoodieTableMetaClient
     # per write handle and per coordinator step, the handles' file checks
     meta_client: str = _opt(

@@ -20,6 +20,7 @@ The rule, first match wins, on the path relative to the table's base (Hudi 0.14-
     .hoodie/.aux/lock                     lock         FileSystemBasedLockProvider's lock file
     .hoodie/.heartbeat/...                heartbeat
     .hoodie/archived/..., timeline/history/...  archive
+    .hoodie[/timeline]/<t>[_<c>].clean[.requested|.inflight]  clean  the cleaner's instants
     .hoodie/.aux/... (anything else)      aux
     .hoodie, anything else under it       timeline     instants, hoodie.properties
     anything else                         data         base files, log files, partition metadata
@@ -27,6 +28,7 @@ The rule, first match wins, on the path relative to the table's base (Hudi 0.14-
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 
 
@@ -38,6 +40,7 @@ class Component(StrEnum):
     MESSAGES = "messages"
     HEARTBEAT = "heartbeat"
     ARCHIVE = "archive"
+    CLEAN = "clean"
     LOCK = "lock"
     AUX = "aux"
     LAB = "lab"
@@ -60,6 +63,10 @@ _UNDER_HOODIE: tuple[tuple[str, Component], ...] = (
 )
 
 
+# a clean instant's file in the active timeline (layout 1 or 2): HoodieTimeline.CLEAN_ACTION
+_CLEAN_INSTANT = re.compile(r"^/(?:timeline/)?\d{14,17}(?:_\d{14,17})?\.clean(?:\.requested|\.inflight)?$")
+
+
 def component_of(path: str) -> Component:
     """The component an absolute (or base-relative, ``/``-separated) path belongs to."""
     if path.startswith(".hoodie"):  # relative to the table's base
@@ -75,4 +82,6 @@ def component_of(path: str) -> Component:
     for prefix, component in _UNDER_HOODIE:
         if rest.startswith(prefix) or rest == prefix.rstrip("/"):
             return component
+    if _CLEAN_INSTANT.match(rest):
+        return Component.CLEAN
     return Component.TIMELINE

@@ -22,18 +22,21 @@ An archived timeline that does not read is an ArchivedTimelineError naming the f
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
 from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFormatError, avro_records, read_blocks
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table import COMMIT, DELTA_COMMIT, CompletedInstant, HudiTable
 from runtime.hudi.table_version import LAYOUT_2_HISTORY
 
 VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
 ARCHIVED_DIR = "archived"
+ARCHIVE_LOG_PREFIX = ".commits_.archive."  # HoodieArchivedTimeline: file id "commits", extension "archive"
 COMPLETED_STATE = "COMPLETED"
 LSM_COLUMNS = ["instantTime", "completionTime", "action"]
 
@@ -66,53 +69,102 @@ def _rel(table: HudiTable, path: str) -> str:
 
 
 def _lsm_instants(table: HudiTable, history: str) -> dict[str, ArchivedInstant]:
-    try:
-        names = {e.name for e in table.dfs.list_dir(history)}
-    except DfsNotFound:
-        return {}
-    manifests = [int(n[len(MANIFEST_PREFIX) :]) for n in names if n.startswith(MANIFEST_PREFIX) and n[9:].isdigit()]
-    version = max(manifests, default=-1)
-    if VERSION_FILE in names:
-        text = table.dfs.read_bytes(Dfs.join(history, VERSION_FILE)).decode(errors="replace").strip()
-        version = int(text) if text.isdigit() else version  # Hudi falls back to the listing too
-    if version < 0:
-        return {}
-    manifest = Dfs.join(history, f"{MANIFEST_PREFIX}{version}")
-    try:
-        doc = json.loads(table.dfs.read_bytes(manifest))
-        files = [str(f["fileName"]) for f in doc.get("files") or []]
-    except (DfsError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ArchivedTimelineError(_rel(table, manifest), f"is not a readable LSM timeline manifest: {exc}") from None
     out: dict[str, ArchivedInstant] = {}
-    for name in files:
-        path = Dfs.join(history, name)
+    for path in _lsm_files(table, history):
         try:
             rows = table.dfs.read_parquet(path, columns=LSM_COLUMNS).to_pylist()
         except (DfsError, pa.ArrowException, KeyError, OSError) as exc:
-            why = f"(named by {_rel(table, manifest)}) is not a readable archived timeline file: {exc}"
-            raise ArchivedTimelineError(_rel(table, path), why) from None
+            raise ArchivedTimelineError(_rel(table, path), f"is not a readable archived timeline file: {exc}") from None
         for r in rows:
             if r["instantTime"]:
                 out[r["instantTime"]] = ArchivedInstant(r["instantTime"], r["action"] or "", r["completionTime"])
     return out
 
 
-def _archive_log_instants(table: HudiTable, archived: str) -> dict[str, ArchivedInstant]:
+def _lsm_files(table: HudiTable, history: str) -> list[str]:
+    """The paths of the parquet files the latest manifest of the LSM timeline names."""
     try:
-        entries = [e for e in table.dfs.list_dir(archived) if e.name.startswith(".commits_.archive")]
+        names = {e.name for e in table.dfs.list_dir(history)}
     except DfsNotFound:
-        return {}
+        return []
+    manifests = [int(n[len(MANIFEST_PREFIX) :]) for n in names if n.startswith(MANIFEST_PREFIX) and n[9:].isdigit()]
+    version = max(manifests, default=-1)
+    if VERSION_FILE in names:
+        text = table.dfs.read_bytes(Dfs.join(history, VERSION_FILE)).decode(errors="replace").strip()
+        version = int(text) if text.isdigit() else version  # Hudi falls back to the listing too
+    if version < 0:
+        return []
+    manifest = Dfs.join(history, f"{MANIFEST_PREFIX}{version}")
+    try:
+        doc = json.loads(table.dfs.read_bytes(manifest))
+        return [Dfs.join(history, str(f["fileName"])) for f in doc.get("files") or []]
+    except (DfsError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ArchivedTimelineError(_rel(table, manifest), f"is not a readable LSM timeline manifest: {exc}") from None
+
+
+def _archive_log_instants(table: HudiTable, archived: str) -> dict[str, ArchivedInstant]:
     out: dict[str, ArchivedInstant] = {}
-    for e in sorted(entries, key=lambda e: e.name):
+    for r in _archive_log_records(table, archived):
+        ts, state = r.get("commitTime"), r.get("actionState")
+        if ts and state in (None, COMPLETED_STATE):
+            out[ts] = ArchivedInstant(ts, r.get("actionType") or "", None)
+    return out
+
+
+def _archive_log_records(table: HudiTable, archived: str) -> Iterator[dict[str, Any]]:
+    """Every ``HoodieArchivedMetaEntry`` of the archive log files, file by file."""
+    try:
+        entries = [e for e in table.dfs.list_dir(archived) if e.name.startswith(ARCHIVE_LOG_PREFIX)]
+    except DfsNotFound:
+        return
+    for e in sorted(entries, key=lambda e: archive_log_version(e.name)):
         rel = _rel(table, e.path)
         try:
-            for block in read_blocks(table.dfs.read_bytes(e.path), rel):
-                if block.block_type != AVRO_DATA_BLOCK:
-                    continue
-                for r in avro_records(block):
-                    ts, state = r.get("commitTime"), r.get("actionState")
-                    if ts and state in (None, COMPLETED_STATE):
-                        out[ts] = ArchivedInstant(ts, r.get("actionType") or "", None)
+            records = [
+                r
+                for block in read_blocks(table.dfs.read_bytes(e.path), rel)
+                if block.block_type == AVRO_DATA_BLOCK
+                for r in avro_records(block)
+            ]
         except (LogFormatError, DfsError, ValueError, EOFError) as exc:
             raise ArchivedTimelineError(rel, f"is not a readable archived timeline file: {exc}") from None
-    return out
+        yield from records
+
+
+def archive_log_version(name: str) -> tuple[int, str]:
+    """An archive log file's version (``.commits_.archive.<N>_<token>``) and name, for order."""
+    head = name[len(ARCHIVE_LOG_PREFIX) :].split("_", 1)[0]
+    return (int(head) if head.isdigit() else 0, name)
+
+
+def archived_commit_metadata(table: HudiTable) -> list[CompletedInstant]:
+    """The completed commits and compactions of the archived timeline with their commit metadata
+    (version 6: the entries' ``hoodieCommitMetadata``; 8+: the rows' ``metadata`` bytes), in
+    instant order: what the table's history holds beyond the active timeline."""
+    out: dict[str, CompletedInstant] = {}
+    if table.version.layout_2:
+        history = Dfs.join(table.timeline_dir, LAYOUT_2_HISTORY)
+        for path in _lsm_files(table, history):
+            for r in table.dfs.read_parquet(path, columns=["instantTime", "action", "metadata"]).to_pylist():
+                if r["action"] in (COMMIT, DELTA_COMMIT) and r["metadata"]:
+                    doc = table.version.decode_metadata(r["metadata"], _rel(table, path))
+                    out[r["instantTime"]] = CompletedInstant(r["instantTime"], bool(doc.get("compacted")), doc)
+        return [out[ts] for ts in sorted(out)]
+    for record in _archive_log_records(table, Dfs.join(table.hoodie, ARCHIVED_DIR)):
+        meta = record.get("hoodieCommitMetadata")
+        if record.get("actionState") == COMPLETED_STATE and record.get("actionType") in (COMMIT, DELTA_COMMIT) and meta:
+            doc = _json_form(meta)
+            out[record["commitTime"]] = CompletedInstant(record["commitTime"], bool(doc.get("compacted")), doc)
+    return [out[ts] for ts in sorted(out)]
+
+
+def _json_form(record: dict[str, Any]) -> dict[str, Any]:
+    """An archived ``HoodieCommitMetadata`` record as the commit file's JSON reads: absent fields
+    dropped, the archiver's blank ``ROLLING_STAT`` entry left out."""
+    doc = {k: v for k, v in record.items() if v is not None}
+    stats = doc.get("partitionToWriteStats") or {}
+    doc["partitionToWriteStats"] = {
+        p: [{k: v for k, v in s.items() if v is not None} for s in ss] for p, ss in stats.items()
+    }
+    doc["extraMetadata"] = {k: v for k, v in (doc.get("extraMetadata") or {}).items() if k != "ROLLING_STAT"}
+    return doc

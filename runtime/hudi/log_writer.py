@@ -85,14 +85,14 @@ def list_partition(
     except DfsNotFound:
         return PartitionLogs({}, {})
     compacting = compacting or {}
-    completed = set(timeline.completed_instants())
+    committed = timeline.contains_or_before_start  # an archived instant's files are committed
     bases: dict[str, dict[str, str]] = {}  # file id -> committed base instant -> file name
     logs: dict[str, list[LogFileName]] = {}
     for e in entries:
         parsed = parse_base_file_name(e.name)
         if parsed is not None:
             fid, _, inst = parsed
-            if inst in completed:
+            if committed(inst):
                 bases.setdefault(fid, {})[inst] = e.name
             continue
         log = LogFileName.parse(e.name)
@@ -111,7 +111,7 @@ def list_partition(
             base_instant = max(bases[fid])
             base_file = bases[fid][base_instant]
         else:
-            started = [n.base_instant for n in names if n.base_instant in completed]
+            started = [n.base_instant for n in names if committed(n.base_instant)]
             if not started:
                 continue  # only uncommitted log files: no committed slice
             base_instant, base_file = max(started), ""
@@ -135,6 +135,8 @@ def _slices_by_completion(
         members: dict[str, list[LogFileName]] = {}
         for log in sorted(logs.get(fid, []), key=lambda n: (n.base_instant, n.version)):
             completion = timeline.completion_of(log.base_instant)
+            if completion is None and timeline.contains_or_before_start(log.base_instant):
+                completion = log.base_instant  # archived: completed before the active timeline starts
             if completion is None:
                 continue  # not committed: in no slice
             before = [k for k in keys if k <= completion]

@@ -47,8 +47,8 @@ from runtime.hudi.log_format import LogFileName
 ROLLBACK = "rollback"
 # --rollback-instants: release writes Hudi's rollback instants; none deletes without them
 ROLLBACK_INSTANTS_CHOICES = ("release", "none")
-_NAMESPACE = "org.apache.hudi.avro.model"
-_STR: dict[str, Any] = {"type": "string", "avro.java.string": "String"}
+AVRO_NAMESPACE = "org.apache.hudi.avro.model"
+AVRO_STRING: dict[str, Any] = {"type": "string", "avro.java.string": "String"}
 _LONG_MAP: dict[str, Any] = {"type": "map", "values": "long", "avro.java.string": "String"}
 
 
@@ -57,42 +57,43 @@ def rollback_instants_on(option: str) -> bool:
     return option != "none"
 
 
-def _nullable(t: Any) -> dict[str, Any]:
+def nullable(t: Any) -> dict[str, Any]:
+    """An Avro field type that may be null, null by default (the instant files' schemas)."""
     return {"type": ["null", t], "default": None}
 
 
 _INSTANT_INFO: dict[str, Any] = {
     "type": "record",
     "name": "HoodieInstantInfo",
-    "namespace": _NAMESPACE,
-    "fields": [{"name": "commitTime", "type": _STR}, {"name": "action", "type": _STR}],
+    "namespace": AVRO_NAMESPACE,
+    "fields": [{"name": "commitTime", "type": AVRO_STRING}, {"name": "action", "type": AVRO_STRING}],
 }
 _VERSION: dict[str, Any] = {"name": "version", "type": ["int", "null"], "default": 1}
 
 ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieRollbackPlan",
-    "namespace": _NAMESPACE,
+    "namespace": AVRO_NAMESPACE,
     "fields": [
-        {"name": "instantToRollback", "doc": "Hoodie instant that needs to be rolled back", **_nullable(_INSTANT_INFO)},
+        {"name": "instantToRollback", "doc": "Hoodie instant that needs to be rolled back", **nullable(_INSTANT_INFO)},
         {
             "name": "RollbackRequests",
-            **_nullable(
+            **nullable(
                 {
                     "type": "array",
                     "items": {
                         "type": "record",
                         "name": "HoodieRollbackRequest",
                         "fields": [
-                            {"name": "partitionPath", "type": _STR},
-                            {"name": "fileId", **_nullable(_STR)},
-                            {"name": "latestBaseInstant", **_nullable(_STR)},
+                            {"name": "partitionPath", "type": AVRO_STRING},
+                            {"name": "fileId", **nullable(AVRO_STRING)},
+                            {"name": "latestBaseInstant", **nullable(AVRO_STRING)},
                             {
                                 "name": "filesToBeDeleted",
-                                "type": {"type": "array", "items": _STR, "default": []},
+                                "type": {"type": "array", "items": AVRO_STRING, "default": []},
                                 "default": [],
                             },
-                            {"name": "logBlocksToBeDeleted", **_nullable(_LONG_MAP)},
+                            {"name": "logBlocksToBeDeleted", **nullable(_LONG_MAP)},
                         ],
                     },
                 }
@@ -105,12 +106,12 @@ ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
 ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieRollbackMetadata",
-    "namespace": _NAMESPACE,
+    "namespace": AVRO_NAMESPACE,
     "fields": [
-        {"name": "startRollbackTime", "type": _STR},
+        {"name": "startRollbackTime", "type": AVRO_STRING},
         {"name": "timeTakenInMillis", "type": "long"},
         {"name": "totalFilesDeleted", "type": "int"},
-        {"name": "commitsRollback", "type": {"type": "array", "items": _STR}},
+        {"name": "commitsRollback", "type": {"type": "array", "items": AVRO_STRING}},
         {
             "name": "partitionMetadata",
             "type": {
@@ -120,11 +121,11 @@ ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
                     "type": "record",
                     "name": "HoodieRollbackPartitionMetadata",
                     "fields": [
-                        {"name": "partitionPath", "type": _STR},
-                        {"name": "successDeleteFiles", "type": {"type": "array", "items": _STR}},
-                        {"name": "failedDeleteFiles", "type": {"type": "array", "items": _STR}},
-                        {"name": "rollbackLogFiles", **_nullable(_LONG_MAP)},
-                        {"name": "logFilesFromFailedCommit", **_nullable(_LONG_MAP)},
+                        {"name": "partitionPath", "type": AVRO_STRING},
+                        {"name": "successDeleteFiles", "type": {"type": "array", "items": AVRO_STRING}},
+                        {"name": "failedDeleteFiles", "type": {"type": "array", "items": AVRO_STRING}},
+                        {"name": "rollbackLogFiles", **nullable(_LONG_MAP)},
+                        {"name": "logFilesFromFailedCommit", **nullable(_LONG_MAP)},
                     ],
                 },
             },
@@ -220,16 +221,19 @@ class RollbackWork:
         return out
 
 
-def _container(schema: Any, record: dict[str, Any]) -> bytes:
+def avro_container(schema: Any, record: dict[str, Any]) -> bytes:
+    """An Avro container file of one record: how ``TimelineMetadataUtils`` serializes every
+    table service's plan and metadata."""
     buf = io.BytesIO()
     fastavro.writer(buf, schema, [record])
     return buf.getvalue()
 
 
-def _one_record(data: bytes) -> dict[str, Any]:
+def one_avro_record(data: bytes) -> dict[str, Any]:
+    """The one record of an instant file's Avro container."""
     records = list(fastavro.reader(io.BytesIO(data)))
     if len(records) != 1 or not isinstance(records[0], dict):
-        raise ValueError(f"a rollback file holds {len(records)} Avro records, not one")
+        raise ValueError(f"an instant file holds {len(records)} Avro records, not one")
     return records[0]
 
 
@@ -250,12 +254,12 @@ def encode_plan(plan: RollbackPlan) -> bytes:
         "RollbackRequests": requests,
         "version": 1,
     }
-    return _container(_PLAN, record)
+    return avro_container(_PLAN, record)
 
 
 def planned_instant(data: bytes) -> str:
     """The instant a saved plan (``<t>.rollback.requested``) rolls back ("" when it names none)."""
-    info = _one_record(data).get("instantToRollback") or {}
+    info = one_avro_record(data).get("instantToRollback") or {}
     return str(info.get("commitTime") or "")
 
 
@@ -284,8 +288,8 @@ def metadata_record(rollback_time: str, plan: RollbackPlan, stats: dict[str, Par
 
 def encode_metadata(record: dict[str, Any]) -> bytes:
     """``<t>.rollback``: the metadata as Hudi's ``serializeRollbackMetadata`` writes it."""
-    return _container(_METADATA, record)
+    return avro_container(_METADATA, record)
 
 
 def decode_metadata(data: bytes) -> dict[str, Any]:
-    return _one_record(data)
+    return one_avro_record(data)

@@ -285,6 +285,9 @@ class Timeline:
             if key not in latest or order[inst.state] > order[latest[key].state]:
                 latest[key] = inst
         self.instants = sorted(latest.values(), key=lambda i: (i.ts, i.action))
+        data = [i for i in self.instants if i.action in WRITE_ACTIONS or i.ts in self.compactions]
+        self._committed = {i.ts for i in data if i.state == COMPLETED and i.action in WRITE_ACTIONS}
+        self._first_data = data[0].ts if data else None
 
     def commits(self) -> list[Instant]:
         """The commits timeline: commits and delta commits, completed compactions among them."""
@@ -320,6 +323,13 @@ class Timeline:
             for i in self.instants
             if i.action == DELTA_COMMIT and i.ts > after and (not completed_only or i.state == COMPLETED)
         )
+
+    def contains_or_before_start(self, ts: str) -> bool:
+        """``HoodieDefaultTimeline.containsOrBeforeTimelineStarts``: whether a file of instant
+        ``ts`` is committed: a completed instant of the commits timeline, or one before the first
+        data instant in any state (the archiver moved it off the timeline; it never archives past
+        a pending instant)."""
+        return ts in self._committed or (self._first_data is not None and ts < self._first_data)
 
     def last_pending(self) -> str | None:
         pending = self.pending_commits()
@@ -579,11 +589,16 @@ class HudiTable:
 
     def timeline(self) -> Timeline:
         """One listing of the active timeline (``.hoodie``, or ``.hoodie/timeline`` from version 8)."""
+        return Timeline(self.timeline_files().values())
+
+    def timeline_files(self) -> dict[str, Instant]:
+        """Every instant file of the active timeline (one listing): file name -> the instant in
+        the state that file records (Hudi's raw active timeline, every state of an instant)."""
         try:
             entries = self.dfs.list_dir(self.timeline_dir)
         except DfsNotFound as exc:
             raise TableError(f"{self.timeline_dir} is missing: the table was deleted or moved") from exc
-        return Timeline([i for i in map(_instant_of_file, (e.name for e in entries)) if i is not None])
+        return {e.name: i for e in entries if (i := _instant_of_file(e.name)) is not None}
 
     def timeline_file(self, name: str) -> str:
         return Dfs.join(self.timeline_dir, name)
@@ -917,10 +932,9 @@ class HudiTable:
             entries = self.dfs.list_dir(self.partition_path(partition))
         except DfsNotFound:
             return out
-        completed = set(timeline.completed_instants())
         for e in entries:
             parsed = parse_base_file_name(e.name)
-            if not parsed or parsed[2] not in completed:
+            if not parsed or not timeline.contains_or_before_start(parsed[2]):
                 continue
             fid, _, inst = parsed
             if fid not in out or inst > out[fid][0]:

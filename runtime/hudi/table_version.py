@@ -11,7 +11,7 @@ Sources (each checked against a table the release's Spark writer made, in hudi-r
   ``TIMELINE_HISTORY_PATH`` = ``history``): the active timeline is ``.hoodie/timeline/``; a
   completed instant's file is ``<requested>_<completion>.<action>`` (its completion time, from the
   same instant-time generator, is in the name); requested and inflight files keep layout 1's names.
-  The LSM archived timeline is ``.hoodie/timeline/history/`` (nothing is archived here).
+  The LSM archived timeline is ``.hoodie/timeline/history/`` (written by :mod:`runtime.hudi.archiver`).
 * Layout 2 writes commit metadata as an Avro container file of ``HoodieCommitMetadata``
   (``TimelineMetadataUtils.serializeCommitMetadata``, ``CommitMetadataSerDeV2``) where layout 1
   writes JSON; the schema below is the one those files embed (``HoodieCommitMetadata.avsc``,
@@ -163,9 +163,8 @@ class TableVersion:
         """Commit metadata as the version stores it: JSON (layout 1) or one Avro record (layout 2)."""
         if not self.layout_2:
             return dumps_indented(doc).encode()
-        record = {**doc, "partitionToWriteStats": _avro_stats(doc.get("partitionToWriteStats") or {})}
         buf = io.BytesIO()
-        fastavro.writer(buf, _PARSED_SCHEMA, [record])
+        fastavro.writer(buf, _PARSED_SCHEMA, [commit_metadata_record(doc)])
         return buf.getvalue()
 
     def decode_metadata(self, data: bytes, name: str = "commit metadata") -> dict[str, Any]:
@@ -189,6 +188,12 @@ class TableVersion:
             "hoodie.record.merge.mode": "EVENT_TIME_ORDERING",
             **({"hoodie.table.format": "native"} if self.number >= 9 else {}),
         }
+
+
+def commit_metadata_record(doc: dict[str, Any]) -> dict[str, Any]:
+    """A commit metadata document as a ``HoodieCommitMetadata`` Avro record (its write stats cut
+    to the record's fields)."""
+    return {**doc, "partitionToWriteStats": _avro_stats(doc.get("partitionToWriteStats") or {})}
 
 
 def _avro_stats(by_partition: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -20,6 +20,7 @@ from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.hudi.avro_schema import UnsupportedColumn, check_columns
 from runtime.hudi.layout import resolve_layout
+from runtime.hudi.table_services import TableServices
 from runtime.protocols import get_protocol
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.write_task import WriteTask
@@ -99,5 +100,9 @@ def validate_job(cfg: JobConfig) -> JobConfig:
             )
     if cfg.table_version == "release":  # the version the protocol's Hudi release writes
         cfg = cfg.replace(table_version=str(protocol.release_table_version))
+    # the cleaner's and archiver's options, checked as Hudi's write config checks them
+    TableServices.parse(
+        cfg.clean_retain_commits, cfg.archive_min_commits, cfg.archive_max_commits, protocol.table_service_defaults
+    )
     protocol.check_config(cfg)  # what the protocol itself cannot run
     return cfg

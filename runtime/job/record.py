@@ -18,6 +18,7 @@ from runtime.core.dfs import DfsCounters
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
+from runtime.hudi.archived_timeline import archived_commit_metadata
 from runtime.hudi.table import CommitSummary, CompletedInstant, commit_summaries, compaction_summaries, files_written
 from runtime.job.driver import JobDriver, Outcome
 from runtime.lab.prefix import verify_prefix
@@ -152,7 +153,10 @@ def table_record(driver: JobDriver, coord: CoordinatorView, figures: RunFigures,
     if not driver.table.dfs.exists(driver.table.hoodie):
         return TableRecord([], Compactions(), DataWritten())
     timeline = driver.table.timeline()
-    done = driver.table.completed_metadata(timeline, skip=before)
+    # this run's commits the archiver moved off the active timeline (after those it found there)
+    first = max(before, default="")
+    archived = [c for c in archived_commit_metadata(driver.table) if c.instant > first and c.instant not in before]
+    done = archived + driver.table.completed_metadata(timeline, skip=before)
     compactions = Compactions()
     if driver.cfg.compacts:
         compactions = Compactions(

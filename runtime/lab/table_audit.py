@@ -53,6 +53,7 @@ from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
 from runtime.hudi.archived_timeline import ArchivedTimelineError, archived_instants
 from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
+from runtime.hudi.cleaner import earliest_retained_by_last_clean
 from runtime.hudi.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
     COMMIT_SUFFIX,
@@ -172,6 +173,8 @@ class _Scan:
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
     names: dict[str, str] = field(default_factory=dict)  # completed instant -> its timeline file
     archived: set[str] = field(default_factory=set)  # completed data instants of the archived timeline
+    # the latest clean's earliest commit to retain: files of commits before it may be cleaned
+    cleaned_before: str = ""
     # instant -> why the table says it completed (only for instants that did not)
     evidence: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
@@ -207,6 +210,7 @@ def audit_table(table_uri: str, expected_commits: list[str] | None = None) -> Au
     }
     metadata = _read_metadata(table, names, audit)
     scan = _Scan(table, timeline, states, metadata, files, logs, populates_meta_fields(table), names, archived)
+    scan.cleaned_before = _earliest_retained(table, timeline, audit)
     for severity, kind, message, rel in service_instant_findings(table, timeline):
         audit.add(severity, kind, message, rel)
     _check_commit_files(scan, audit)
@@ -330,6 +334,8 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 _check_log_file(scan, audit, instant, s)
                 continue
             f = on_disk.get(rel)
+            if f is None and _cleaned(scan, instant, s["fileId"]):
+                continue
             if f is None:
                 audit.add(ERROR, "missing-file", f"{scan.names[instant]} lists {rel}, which does not exist", rel)
                 continue
@@ -347,11 +353,33 @@ def _check_commit_files(scan: _Scan, audit: Audit) -> None:
                 audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {name} records {want}", rel)
 
 
+def _earliest_retained(table: HudiTable, timeline: Timeline, audit: Audit) -> str:
+    """The latest completed clean's earliest commit to retain ("" before any, or unreadable: then
+    an error naming the clean)."""
+    try:
+        return earliest_retained_by_last_clean(table, timeline) or ""
+    except (DfsError, ValueError, EOFError) as exc:
+        audit.add(ERROR, "corrupt-clean", f"the latest clean instant's metadata does not read: {exc}")
+        return ""
+
+
+def _cleaned(scan: _Scan, instant: str, file_id: str) -> bool:
+    """A missing file the cleaner may have deleted: written before the latest clean's earliest
+    commit to retain, in a file group with a newer committed base file (a superseded version)."""
+    if not scan.cleaned_before or instant >= scan.cleaned_before:
+        return False
+    return any(
+        f.file_id == file_id and f.instant > instant and scan.states.get(f.instant) == COMPLETED for f in scan.files
+    )
+
+
 def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
     rel, commit = stat["path"], scan.names[instant]
     size = scan.logs.get(rel)
+    if size is None and _cleaned(scan, instant, stat["fileId"]):
+        return
     if size is None:
         audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
         return

@@ -349,6 +349,8 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     of its own, named by its instant and file; the other commits are still checked.
     ``unreadable``: how many commits could not be checked."""
     from runtime.core.dfs import open_dfs
+    from runtime.hudi.archived_timeline import archived_instants
+    from runtime.hudi.cleaner import earliest_retained_by_last_clean
     from runtime.hudi.table import COMPLETED, HudiTable, TableError
     from runtime.hudi.timeline_actions import REPLACE_COMMIT, data_instants
 
@@ -363,11 +365,17 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     # after it (runtime.hudi.timeline_actions)
     timeline = table.timeline()
     commits = timeline.completed_commits()
+    # the cleaner deleted superseded versions of what commits before this wrote: their
+    # incremental reads are not whole any more (Hudi's incremental query stops there too)
+    cleaned_before = earliest_retained_by_last_clean(table, timeline) or ""
+    checked = {c for c in commits if c >= cleaned_before}
     if not populates_meta_fields(table):  # rows carry no commit time or file name to check
         return {"verified": True, "commits": len(commits), "unreadable": 0, "problems": [], "no_meta_fields": True}
     writers = set(commits)
     problems: list[CommitProblem] = []
-    prev = "19700101000000000"
+    # rows of archived commits keep their commit times: the first range starts after them
+    archived = archived_instants(table)
+    prev = max((a.completion or a.ts for a in archived.values()), default="19700101000000000")
     unreadable = 0
     for instant, data in data_instants(timeline.instants).items():
         if data.state != COMPLETED:
@@ -375,7 +383,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
         # from table version 8 the reader's incremental range is one of completion times (Hudi
         # 1.x's incremental query); before, of instant times
         end = timeline.completion_of(instant) or instant
-        if instant in writers:
+        if instant in checked:
             where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
             problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
             if problem is not None:
@@ -383,7 +391,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
                 problems.append(problem)
         if instant in writers or data.action == REPLACE_COMMIT:
             prev = end
-    return {"verified": not problems, "commits": len(commits), "unreadable": unreadable, "problems": problems}
+    return {"verified": not problems, "commits": len(checked), "unreadable": unreadable, "problems": problems}
 
 
 def populates_meta_fields(table: Any) -> bool:

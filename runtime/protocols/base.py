@@ -15,6 +15,7 @@ from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import BlockedWait, TaskState
 from runtime.hudi.table import HudiTable
+from runtime.hudi.table_services import FLINK_DEFAULTS, ReleaseDefaults
 
 if TYPE_CHECKING:
     pass
@@ -187,6 +188,9 @@ class Protocol:
     # hoodie.table.version the modelled release writes (HoodieTableVersion.current(): 6 up to
     # 0.15, 8 in 1.0, 9 in 1.1): what --table-version release resolves to
     release_table_version: int = 6
+    # clean.retain_commits, archive.min_commits, archive.max_commits of the modelled writer: what
+    # --clean-retain-commits / --archive-min-commits / --archive-max-commits release resolve to
+    table_service_defaults: ReleaseDefaults = FLINK_DEFAULTS
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:

@@ -59,6 +59,7 @@ from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
 from runtime.hudi.table import HudiTable, TableError
+from runtime.hudi.table_services import WRITE_CLIENT_DEFAULTS
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,
@@ -604,6 +605,8 @@ class ControlTopicProtocol(Protocol):
     coordinator_side = ControlTopicCoordinator
     extra_roles = (TOPIC,)
     extra_rpc_methods = ControlTopic.RPC_METHODS
+    # the Connect sink's Java write client cleans and archives with HoodieWriteConfig's defaults
+    table_service_defaults = WRITE_CLIENT_DEFAULTS
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:

@@ -73,6 +73,7 @@ from runtime.core.messages import (
 )
 from runtime.hudi import compaction, meta_client
 from runtime.hudi.table import HudiTable, TableError
+from runtime.hudi.table_services import TableServices
 from runtime.protocols.base import CoordinatorSide, Protocol
 
 
@@ -143,6 +144,13 @@ class Coordinator:
         # the num_commits trigger counts completed delta commits from Hudi 1.0 (table version 8)
         self.counts_completed_delta_commits = compaction.counts_completed_delta_commits(protocol.release_table_version)
         self.compaction_pending_guard = config.compaction_pending_guard == "on"
+        # the cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
+        self.table_services = TableServices.parse(
+            config.clean_retain_commits,
+            config.archive_min_commits,
+            config.archive_max_commits,
+            protocol.table_service_defaults,
+        )
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -507,9 +515,16 @@ class Coordinator:
         self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float
     ) -> None:
         """``commitStats``: the tables it and the post-commit services build, then the commit file."""
-        if self.builds_meta_clients:
-            meta_client.meta_clients(self.table, loaded=2, bare=1)
+        services = self.table_services.any
+        if self.builds_meta_clients:  # the table services' table lists the timeline after the commit
+            meta_client.meta_clients(self.table, loaded=1 if services else 2, bare=2 if services else 1)
         self.table.commit(instant, stats, metadata, empty=empty, now=now)
+        if not services:
+            return
+        try:  # the commit is done: a table service that fails leaves it committed, as Hudi's async clean
+            self.table_services.after_commit(self.table, now)
+        except OSError as exc:
+            self.env.tracer.instant(f"clean/archive after {instant} failed: {exc}"[:300], thread="coordinator")
 
     def describe(self) -> CoordinatorView:
         return CoordinatorView(

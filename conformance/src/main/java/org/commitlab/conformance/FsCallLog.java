@@ -155,6 +155,9 @@ public final class FsCallLog {
     if (r.startsWith(".hoodie/.aux/")) {
       return "aux";
     }
+    if (rel.matches("\\.hoodie/(timeline/)?\\d{14,17}(_\\d{14,17})?\\.clean(\\.requested|\\.inflight)?")) {
+      return "clean";
+    }
     if (r.startsWith(".hoodie/")) {
       return "timeline";
     }
