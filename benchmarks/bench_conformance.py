@@ -29,7 +29,7 @@ from runtime.conformance.releases import RELEASES, release_for  # noqa: E402
 from runtime.conformance.run import run_check  # noqa: E402
 from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
 
-PARTS = ("data", "timeline", "markers", "messages", "metadata", "aux", "archive")
+PARTS = ("data", "timeline", "markers", "messages", "metadata", "aux", "clean", "rollback", "archive")
 
 
 def _num(x: float) -> str:

@@ -21,6 +21,7 @@ The rule, first match wins, on the path relative to the table's base (Hudi 0.14-
     .hoodie/.heartbeat/...                heartbeat
     .hoodie/archived/..., timeline/history/...  archive
     .hoodie[/timeline]/<t>[_<c>].clean[.requested|.inflight]  clean  the cleaner's instants
+    .hoodie[/timeline]/<t>[_<c>].rollback[.requested|.inflight]  rollback  rollback instants
     .hoodie/.aux/... (anything else)      aux
     .hoodie, anything else under it       timeline     instants, hoodie.properties
     anything else                         data         base files, log files, partition metadata
@@ -41,6 +42,7 @@ class Component(StrEnum):
     HEARTBEAT = "heartbeat"
     ARCHIVE = "archive"
     CLEAN = "clean"
+    ROLLBACK = "rollback"
     LOCK = "lock"
     AUX = "aux"
     LAB = "lab"
@@ -63,8 +65,9 @@ _UNDER_HOODIE: tuple[tuple[str, Component], ...] = (
 )
 
 
-# a clean instant's file in the active timeline (layout 1 or 2): HoodieTimeline.CLEAN_ACTION
-_CLEAN_INSTANT = re.compile(r"^/(?:timeline/)?\d{14,17}(?:_\d{14,17})?\.clean(?:\.requested|\.inflight)?$")
+# a clean or rollback instant's file in the active timeline (layout 1 or 2): HoodieTimeline.CLEAN_ACTION,
+# ROLLBACK_ACTION; what a rollback deletes counts under the part it lies in
+_SERVICE_INSTANT = re.compile(r"^/(?:timeline/)?\d{14,17}(?:_\d{14,17})?\.(clean|rollback)(?:\.requested|\.inflight)?$")
 
 
 def component_of(path: str) -> Component:
@@ -82,6 +85,7 @@ def component_of(path: str) -> Component:
     for prefix, component in _UNDER_HOODIE:
         if rest.startswith(prefix) or rest == prefix.rstrip("/"):
             return component
-    if _CLEAN_INSTANT.match(rest):
-        return Component.CLEAN
+    service = _SERVICE_INSTANT.match(rest)
+    if service:
+        return Component(service.group(1))
     return Component.TIMELINE

@@ -33,6 +33,10 @@ BASE = "/data/lake/orders"
         (".hoodie/archived/.commits_.archive.1_1-0-1", Component.ARCHIVE),
         (".hoodie/timeline/history/manifest_1", Component.ARCHIVE),
         (".hoodie/.aux/.bootstrap/x", Component.AUX),
+        (".hoodie/20240101000000000.clean.requested", Component.CLEAN),
+        (".hoodie/20240101000000000.rollback.requested", Component.ROLLBACK),
+        (".hoodie/20240101000000000.rollback.inflight", Component.ROLLBACK),
+        (".hoodie/timeline/20240101000000000_20240101000001000.rollback", Component.ROLLBACK),
     ],
 )
 def test_a_path_belongs_to_one_part_of_the_table(relative, component):

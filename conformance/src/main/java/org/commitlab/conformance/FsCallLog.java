@@ -158,6 +158,9 @@ public final class FsCallLog {
     if (rel.matches("\\.hoodie/(timeline/)?\\d{14,17}(_\\d{14,17})?\\.clean(\\.requested|\\.inflight)?")) {
       return "clean";
     }
+    if (rel.matches("\\.hoodie/(timeline/)?\\d{14,17}(_\\d{14,17})?\\.rollback(\\.requested|\\.inflight)?")) {
+      return "rollback";
+    }
     if (r.startsWith(".hoodie/")) {
       return "timeline";
     }
