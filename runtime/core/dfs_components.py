@@ -28,6 +28,7 @@ The rule, first match wins, on the path relative to the table's base (Hudi 0.14-
 from __future__ import annotations
 
 from enum import StrEnum
+from functools import lru_cache
 
 
 class Component(StrEnum):
@@ -60,6 +61,9 @@ _UNDER_HOODIE: tuple[tuple[str, Component], ...] = (
 )
 
 
+# every counted DFS operation files its path: the same paths (instants, messages, markers' folders)
+# come back all run long, and a look-up is cheaper than the rule
+@lru_cache(maxsize=1 << 14)
 def component_of(path: str) -> Component:
     """The component an absolute (or base-relative, ``/``-separated) path belongs to."""
     if path.startswith(".hoodie"):  # relative to the table's base
