@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from functools import lru_cache
 
 
 class Component(StrEnum):
@@ -70,6 +71,9 @@ _UNDER_HOODIE: tuple[tuple[str, Component], ...] = (
 _SERVICE_INSTANT = re.compile(r"^/(?:timeline/)?\d{14,17}(?:_\d{14,17})?\.(clean|rollback)(?:\.requested|\.inflight)?$")
 
 
+# every counted DFS operation files its path: the same paths (instants, messages, markers' folders)
+# come back all run long, and a look-up is cheaper than the rule
+@lru_cache(maxsize=1 << 14)
 def component_of(path: str) -> Component:
     """The component an absolute (or base-relative, ``/``-separated) path belongs to."""
     if path.startswith(".hoodie"):  # relative to the table's base

@@ -48,12 +48,13 @@ def crowded(spread_hashes: npt.NDArray[np.int64]) -> bool:
     return bool(np.bincount(spread_hashes[:EARLY_KEYS] & (INITIAL_CAPACITY - 1)).max() > TREEIFY_THRESHOLD)
 
 
-def capacity(spread_hashes: npt.NDArray[np.int64]) -> int:
-    """The table's bin count after the distinct keys were put in this order."""
+def capacity(spread_hashes: npt.NDArray[np.int64], was_crowded: bool | None = None) -> int:
+    """The table's bin count after the distinct keys were put in this order (``was_crowded``:
+    :func:`crowded` of them, when the caller has it)."""
     n = len(spread_hashes)
     cap = INITIAL_CAPACITY
     threshold = int(cap * LOAD_FACTOR)
-    if crowded(spread_hashes):
+    if crowded(spread_hashes) if was_crowded is None else was_crowded:
         early = spread_hashes[:EARLY_KEYS].tolist()
         counts: dict[int, int] = {}
         for size, h in enumerate(early, start=1):
@@ -78,20 +79,24 @@ def capacity(spread_hashes: npt.NDArray[np.int64]) -> int:
 def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
     """Positions of ``hashes`` (the hash codes of distinct keys, in the order they were put) in
     the order a ``HashMap`` holding them iterates."""
+    return iteration_orders(hashes)[0]
+
+
+def iteration_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """(:func:`iteration_order`; the iteration order of a second ``HashMap`` the keys were put
+    into in that order), as positions into ``hashes``. The second is the first unless a crowded
+    bin grew one of the two tables early, to another size. The keys are spread and their bins
+    counted once: a merge asks for both orders at every flush."""
     if len(hashes) < 2:
-        return np.arange(len(hashes))
+        order = np.arange(len(hashes))
+        return order, order
     s = spread(hashes)
-    return np.argsort(s & (capacity(s) - 1), kind="stable")
-
-
-def reput_order(hashes: npt.NDArray[np.uint32], order: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
-    """The iteration order of a second ``HashMap`` the keys were put into in the first one's
-    ``order`` (``iteration_order(hashes)``), as positions into ``hashes``. The same as ``order``
-    unless a crowded bin grew one of the two tables early, to another size."""
-    if len(hashes) < 2 or not crowded(spread(hashes)):
-        return order
-    s = spread(hashes)
-    first, second = capacity(s), capacity(s[order])
+    was_crowded = crowded(s)
+    first = capacity(s, was_crowded)
+    order = np.argsort(s & (first - 1), kind="stable")
+    if not was_crowded:
+        return order, order
+    second = capacity(s[order])
     if first == second:
-        return order
-    return order[np.argsort(s[order] & (second - 1), kind="stable")]
+        return order, order
+    return order, order[np.argsort(s[order] & (second - 1), kind="stable")]

@@ -35,8 +35,8 @@ import pyarrow.compute as pc
 
 from runtime.data.bucket import java_string_hash, java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
-from runtime.hudi.java_hashmap import iteration_order, reput_order
-from runtime.hudi.merge_rule import incoming_wins, plain_numbers
+from runtime.hudi.java_hashmap import iteration_orders
+from runtime.hudi.merge_rule import incoming_wins, numbers_win, plain_numbers
 from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
@@ -100,12 +100,12 @@ def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
     hash codes; :func:`hashmap_orders` gives the order they leave the grouping map in."""
     n = records.num_rows
     column = _as_string(records.column(key))
-    keys = column.to_pylist() if n <= SMALL_FLUSH else None
+    keys = _strings(column) if n <= SMALL_FLUSH else None
     distinct = len(set(keys)) == n if keys is not None else pc.count_distinct(column, mode="all").as_py() == n
     if not distinct:
         records = _latest_in_arrival_order(records, key, precombine)
         column = _as_string(records.column(key))
-        keys = column.to_pylist() if keys is not None else None
+        keys = _strings(column) if keys is not None else None
     if keys is not None:
         hashes = np.fromiter(map(java_string_hash, keys), dtype=np.uint32, count=len(keys))
     else:
@@ -141,8 +141,7 @@ def _latest_in_arrival_order(records: pa.Table, key: str, precombine: str) -> pa
 def hashmap_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
     """(the deduplicated records' order: the grouping map's; the order of ``keyToNewRecords``,
     filled in that order), each as positions into the records in order of first arrival."""
-    grouped = iteration_order(hashes)
-    return grouped, reput_order(hashes, grouped)
+    return iteration_orders(hashes)
 
 
 @dataclass
@@ -157,6 +156,12 @@ class MergeResult:
 
 def _as_string(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
+
+
+def _strings(col: pa.ChunkedArray) -> list[str]:
+    """A string column's values (``to_pylist``'s, several times faster through numpy's objects)."""
+    values: list[str] = col.to_numpy(zero_copy_only=False).tolist()
+    return values
 
 
 def merge_file_group(
@@ -232,7 +237,7 @@ def _positions_in_base(
     """(where each deduplicated record's key sits in ``base``, -1 for a new key; the base's key
     positions, indexed now for a small flush onto a small file when the caller had none)."""
     if dd.keys is not None and base_positions is None and base.num_rows <= MAX_INDEXED_ROWS:
-        base_positions = {k: i for i, k in enumerate(base.column("_hoodie_record_key").to_pylist())}
+        base_positions = {k: i for i, k in enumerate(_strings(base.column("_hoodie_record_key")))}
     if dd.keys is not None and base_positions is not None:
         at = np.fromiter((base_positions.get(k, -1) for k in dd.keys), dtype=np.int64, count=len(dd.keys))
     else:
@@ -249,7 +254,7 @@ def _updated_in_place(both: pa.Table, n_base: int, replaced: npt.NDArray[np.int6
     index = np.arange(n_base + n_new, dtype=np.int64)
     index[replaced] = n_base + np.arange(n_updated)
     index[n_base:] = n_base + n_updated + np.arange(n_new)
-    return both.take(pa.array(index))
+    return both.take(pa.array(index, pa.int64()))
 
 
 def _positions_of(
@@ -267,9 +272,15 @@ def _positions_of(
 
 def _named(table: pa.Table, file_name: str) -> pa.Table:
     """``table`` with the file name column in its place among the meta columns."""
-    return table.add_column(
-        META_COLUMNS.index(FILE_NAME), FILE_NAME, pa.repeat(pa.scalar(file_name, pa.string()), table.num_rows)
-    )
+    return table.add_column(META_COLUMNS.index(FILE_NAME), FILE_NAME, _repeated(file_name, table.num_rows))
+
+
+def _repeated(value: str, n: int) -> pa.Array:
+    """``pa.repeat(pa.scalar(value, pa.string()), n)``, the same buffers (offsets, data, no
+    validity), built from them: a string scalar costs more than the repeat, at every merge."""
+    data = value.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(data))
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
 def _fresh_rows(
@@ -291,15 +302,15 @@ def _fresh_rows(
     own_meta = ["_hoodie_commit_time", "_hoodie_commit_seqno"] if keep_meta else []
     records = records.select(own_meta + data_cols)  # the internal columns are not taken along
     if n != records.num_rows or (n > 1 and not bool((np.diff(rows) > 0).all())):
-        records = records.take(pa.array(rows))
+        records = records.take(pa.array(rows, pa.int64()))
     key_type = schema.field("_hoodie_record_key").type if schema is not None else pa.string()
     keys = records.column(key)
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        records.column(0) if keep_meta else pa.repeat(pa.scalar(instant, pa.string()), n),  # _hoodie_commit_time
+        records.column(0) if keep_meta else _repeated(instant, n),  # _hoodie_commit_time
         records.column(1) if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
-        pa.repeat(pa.scalar(partition, pa.string()), n),  # _hoodie_partition_path
+        _repeated(partition, n),  # _hoodie_partition_path
     ] + [records.column(c) for c in data_cols]
     names = [c for c in META_COLUMNS if c != FILE_NAME] + data_cols
     fresh = pa.Table.from_arrays(arrays, names=names)
@@ -333,11 +344,10 @@ def _wins(inc: pa.Table, base: pa.Table, precombine: str, at: npt.NDArray[np.int
     where = np.flatnonzero(found)
     wins = np.ones(len(at), dtype=bool)
     inc_pre, base_pre = inc.column(precombine), base.column(precombine)
-    if plain_numbers(inc_pre, base_pre):  # numpy picks the pairs, in fewer calls than two takes
-        incoming, stored = pa.array(inc_pre.to_numpy()[where]), pa.array(base_pre.to_numpy()[at[where]])
+    if plain_numbers(inc_pre, base_pre):  # numpy picks and compares the pairs: no Arrow call
+        wins[where] = numbers_win(inc_pre.to_numpy()[where], base_pre.to_numpy()[at[where]])
     else:
-        incoming, stored = inc_pre.take(pa.array(where)), base_pre.take(pa.array(at[where]))
-    wins[where] = incoming_wins(incoming, stored)
+        wins[where] = incoming_wins(inc_pre.take(pa.array(where)), base_pre.take(pa.array(at[where])))
     return wins
 
 

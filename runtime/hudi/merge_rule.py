@@ -29,6 +29,7 @@ re-derive from the stream; ``docs/FIDELITY.md`` names the difference.
 from __future__ import annotations
 
 import enum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -56,8 +57,7 @@ def incoming_wins(
     if rule is MergeRule.COMMIT_TIME_ORDERING:
         return np.ones(len(incoming), dtype=bool)
     if plain_numbers(incoming, stored):  # numpy compares plain numbers in fewer calls
-        wins: npt.NDArray[np.bool_] = np.asarray(incoming.to_numpy() >= stored.to_numpy())
-        return wins
+        return numbers_win(incoming.to_numpy(), stored.to_numpy())
     ge = pc.fill_null(pc.greater_equal(incoming, stored), False)
     return np.asarray(ge.to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -70,3 +70,13 @@ def plain_numbers(a: pa.ChunkedArray | pa.Array, b: pa.ChunkedArray | pa.Array) 
         and not a.null_count
         and not b.null_count
     )
+
+
+def numbers_win(
+    incoming: npt.NDArray[Any], stored: npt.NDArray[Any], rule: MergeRule = MODELLED
+) -> npt.NDArray[np.bool_]:
+    """:func:`incoming_wins` of two columns of :func:`plain_numbers`, as numpy arrays."""
+    if rule is MergeRule.COMMIT_TIME_ORDERING:
+        return np.ones(len(incoming), dtype=bool)
+    wins: npt.NDArray[np.bool_] = np.asarray(incoming >= stored)
+    return wins

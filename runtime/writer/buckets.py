@@ -22,9 +22,9 @@ def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[t
         partitions = pc.cast(partitions, pa.string())
     buckets = records.column(BUCKET).to_numpy().astype(np.int64)
     if buckets.min() == buckets.max() and not partitions.null_count:
-        lo_hi = pc.min_max(partitions)
-        if lo_hi["min"] == lo_hi["max"]:  # the whole batch is one file group (no copy needed)
-            return [((lo_hi["min"].as_py(), int(buckets[0])), records)]
+        names = set(partitions.to_numpy(zero_copy_only=False).tolist())  # (cheaper than an Arrow kernel)
+        if len(names) == 1:  # the whole batch is one file group (no copy needed)
+            return [((names.pop(), int(buckets[0])), records)]
     encoded = pc.dictionary_encode(partitions).combine_chunks()
     part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     code = part_idx * (int(buckets.max()) + 1) + buckets
