@@ -99,6 +99,9 @@ class TableProps:
     markers: bool = field(default=False, compare=False)
     # likewise: whether a rollback publishes rollback instants (--rollback-instants)
     rollback_instants: bool = field(default=False, compare=False)
+    # likewise: whether the writer keeps the metadata table (--metadata-table; None: leave it as
+    # found, for a table opened by something other than a job)
+    metadata_table: bool | None = field(default=None, compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -119,6 +122,7 @@ class TableProps:
             version=int(cfg.table_version),
             markers=markers_on(cfg.markers),
             rollback_instants=rollback_instants_on(cfg.rollback_instants),
+            metadata_table=cfg.metadata_table == "true",
         )
 
     @property
@@ -482,13 +486,25 @@ class HudiTable:
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
         cls.check_compatible(dfs, base_path, props)
-        if dfs.exists(props_path):
-            return table
-        for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
-            dfs.mkdirs(sub)
-        body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
-        dfs.write_bytes(props_path, body.encode())
+        if not dfs.exists(props_path):
+            for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
+                dfs.mkdirs(sub)
+            body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
+            dfs.write_bytes(props_path, body.encode())
+        table.sync_metadata_table()
         return table
+
+    def sync_metadata_table(self) -> None:
+        """A writer with the metadata table off (``props.metadata_table`` False) deletes one it
+        finds (``HoodieTable.maybeDeleteMetadataTable``); one with it on initialises it at its
+        first commit (:meth:`publish`), when the instant's clock is at hand."""
+        if self.props.metadata_table is not False:
+            return
+        from runtime.hudi.metadata_writer import MetadataTableWriter  # it builds on this module
+
+        writer = MetadataTableWriter(self)
+        if writer.exists():
+            writer.delete()
 
     def _archive_dirs(self) -> list[str]:
         """Layout 1's archived timeline folder; layout 2's LSM history folder."""
@@ -656,7 +672,12 @@ class HudiTable:
                 self.dfs.delete(Dfs.join(self.base_path, path))
 
     def publish(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
-        """Writes a completed instant's file with its metadata, as the table version names and encodes it."""
+        """Writes a completed instant's file with its metadata, as the table version names and encodes it;
+        with the metadata table on, its delta commit of the instant's files first (``writeTableMetadata``)."""
+        if self.props.metadata_table:
+            from runtime.hudi.metadata_writer import MetadataTableWriter, commit_changes
+
+            MetadataTableWriter(self).update(instant, commit_changes(doc), now)
         name = self.version.completed_file(instant, self.completion_time(instant, now), action)
         self.dfs.write_bytes(self.timeline_file(name), self.version.encode_metadata(doc))
 
@@ -817,6 +838,8 @@ class HudiTable:
             stat.log_files_from_failed_commit[log.path] = log.size
         for name in instant_files:
             self.dfs.delete(self.timeline_file(name))
+        if self.props.metadata_table:
+            self._rollback_metadata_table(plan.instant, rollback_time, stats, now)
         if rollback_time is not None:
             record = rollback_metadata_record(rollback_time, plan, stats)
             name = self.version.completed_file(rollback_time, self.completion_time(rollback_time, now), ROLLBACK)
@@ -824,6 +847,21 @@ class HudiTable:
         if markers:
             self.write_markers(plan.instant).delete_folder()
         return deleted
+
+    def _rollback_metadata_table(
+        self, instant: str, rollback_time: str | None, stats: dict[str, PartitionRollbackStat], now: float | None
+    ) -> None:
+        """``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)``, before the completed
+        rollback: the undone instant's delta commit goes, and one at the rollback's time marks
+        the deleted files and lists the log files the rollback wrote."""
+        from runtime.hudi.metadata_writer import MetadataTableWriter, rollback_changes
+
+        writer = MetadataTableWriter(self)
+        writer.undo(instant)
+        if rollback_time is not None:
+            deleted = [p for s in stats.values() for p in s.deleted]
+            written = {p: n for s in stats.values() for p, n in s.rollback_log_files.items()}
+            writer.update(rollback_time, rollback_changes(self.base_path, deleted, written), now)
 
     def _begin_rollback(self, plan: RollbackPlan, now: float | None) -> str:
         """``BaseHoodieTableServiceClient.rollback``: the rollback's instant time, a pending

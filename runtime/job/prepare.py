@@ -99,5 +99,7 @@ def validate_job(cfg: JobConfig) -> JobConfig:
             )
     if cfg.table_version == "release":  # the version the protocol's Hudi release writes
         cfg = cfg.replace(table_version=str(protocol.release_table_version))
+    if cfg.metadata_table == "release":  # FlinkOptions.METADATA_ENABLED of the protocol's release
+        cfg = cfg.replace(metadata_table=str(protocol.metadata_table_default).lower())
     protocol.check_config(cfg)  # what the protocol itself cannot run
     return cfg

@@ -187,6 +187,10 @@ class Protocol:
     # hoodie.table.version the modelled release writes (HoodieTableVersion.current(): 6 up to
     # 0.15, 8 in 1.0, 9 in 1.1): what --table-version release resolves to
     release_table_version: int = 6
+    # FlinkOptions.METADATA_ENABLED (metadata.enabled) in the modelled release: false up to 0.15
+    # (the 0.14.0 bundle's bytecode), true from 1.0 (HUDI-4372, PR #11124): what --metadata-table
+    # release resolves to
+    metadata_table_default: bool = False
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:
