@@ -52,6 +52,13 @@ import fastavro
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
+from runtime.hudi.compaction import (
+    CompactionOperation,
+    commit_compaction,
+    needs_compaction,
+    save_plan,
+    start_compaction,
+)
 from runtime.hudi.hfile import SCHEMA_KEY, write_hfile
 from runtime.hudi.log_format import (
     DELETE_BLOCK,
@@ -70,6 +77,7 @@ from runtime.hudi.metadata_table import (
     FILES_PARTITION,
     NON_PARTITIONED,
     metadata_table_path,
+    read_files_partition,
 )
 from runtime.hudi.table import (
     COMPLETED,
@@ -238,7 +246,10 @@ class MetadataTableWriter:
 
     def delete(self) -> None:
         """``HoodieTable.maybeDeleteMetadataTable``: the metadata table and the property go."""
-        self.table.dfs.delete(self.mdt.base_path, recursive=True)
+        try:
+            self.table.dfs.delete(self.mdt.base_path, recursive=True)
+        except DfsNotFound:
+            pass  # declared but gone: the property still goes
         self._set_partitions_property("")
 
     def _set_partitions_property(self, value: str) -> None:
@@ -262,6 +273,9 @@ class MetadataTableWriter:
         if any(i.ts == instant for i in timeline.instants):
             self.undo(instant, timeline)
             timeline = self.mdt.timeline()
+        if self._compaction_due(instant, timeline):
+            self.compact(instant, timeline, now)
+            timeline = self.mdt.timeline()
         self.mdt.start_instant(instant)
         name = self._next_log(instant, timeline)
         content = write_hfile(files_records(changes), {SCHEMA_KEY: SCHEMA_JSON.encode()})
@@ -269,6 +283,42 @@ class MetadataTableWriter:
         self.table.dfs.write_bytes(Dfs.join(self.files_dir, str(name)), block)
         stat = _stat(str(name), len(block), name.base_instant, name.version)
         self.mdt.publish(instant, DELTA_COMMIT, commit_metadata_doc([stat], {}, operation="UPSERT_PREPPED"), now)
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def _compaction_due(self, instant: str, timeline: Timeline) -> bool:
+        """``compactIfNecessary``: ``metadata.compaction.delta_commits`` delta commits since the
+        last compaction, none pending, and no data instant before ``instant`` pending
+        (``validateCompactionScheduling``: a base file must hold every instant before it)."""
+        if not needs_compaction(timeline, self.compaction_delta_commits) or timeline.pending_compactions():
+            return False
+        return not any(ts < instant for ts in self.table.timeline().pending_commits())
+
+    def compact(self, instant: str, timeline: Timeline, now: float | None) -> str:
+        """The files partition merged into a new base HFile: the plan (``<c>.compaction.requested``),
+        inflight, the base file, then ``<c>.commit``. The instant is the latest delta commit's
+        plus ``001`` on version 6 (``createCompactionTimestamp``), a new instant time from 8."""
+        mdt = self.mdt
+        latest = max((i.ts for i in timeline.instants if i.action == DELTA_COMMIT), default=instant)
+        c = mdt._next_instant_time(now, timeline) if mdt.version.layout_2 else f"{latest}001"
+        base_instant = _latest_base_instant(timeline, bootstrap_instant(self.table))
+        view = read_files_partition(mdt)
+        logs = sorted(
+            (n for n in self._logs() if _in_slice(mdt.version.logs_per_instant, n, base_instant)),
+            key=lambda n: (n.base_instant, n.version),
+        )
+        base_file = f"{FILE_ID}_{WRITE_TOKEN}_{base_instant}.hfile"
+        op = CompactionOperation(FILES_PARTITION, FILE_ID, base_instant, base_file, tuple(map(str, logs)))
+        save_plan(mdt, c, [op])
+        start_compaction(mdt, c)
+        changes = {p: {n: (size, False) for n, size in files.items()} for p, files in view.partitions.items()}
+        cells = files_records(changes)
+        info = {SCHEMA_KEY: SCHEMA_JSON.encode(), b"minRecordKey": cells[0][0], b"maxRecordKey": cells[-1][0]}
+        name = f"{FILE_ID}_{WRITE_TOKEN}_{c}.hfile"
+        data = write_hfile(cells, info)
+        self.table.dfs.write_bytes(Dfs.join(self.files_dir, name), data)
+        commit_compaction(mdt, c, [_stat(name, len(data), base_instant, 0)], SCHEMA_JSON, now)
+        return c
 
     def _next_log(self, instant: str, timeline: Timeline) -> LogFileName:
         if self.mdt.version.logs_per_instant:
@@ -303,6 +353,11 @@ class MetadataTableWriter:
                     self.table.dfs.delete(path)
         for i in sorted(states, key=lambda i: i.state != COMPLETED):
             self.table.dfs.delete(self.mdt.timeline_file(_instant_file(self.mdt, i.ts, i.state, i.completion)))
+
+
+def _in_slice(per_instant: bool, log: LogFileName, base_instant: str) -> bool:
+    """Whether a log file is in the slice a compaction at ``base_instant``'s successor merges."""
+    return log.base_instant > base_instant if per_instant else log.base_instant == base_instant
 
 
 def _instant_file(mdt: HudiTable, ts: str, state: str, completion: str | None) -> str:

@@ -74,7 +74,8 @@ REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
 
 # layout 1: <ts>.<action>[.<state>]; layout 2 names a completed instant <ts>_<completion>.<action>
-_INSTANT_FILE = re.compile(r"^(\d{14,17})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
+# a metadata table's compaction and rollback times carry a 3-digit suffix on version 6 (20 digits)
+_INSTANT_FILE = re.compile(r"^(\d{14,20})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
 _BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
 
 
@@ -485,26 +486,25 @@ class HudiTable:
         """Creates the table, or opens it after checking it was made with the same keys."""
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
-        cls.check_compatible(dfs, base_path, props)
+        existing = cls.check_compatible(dfs, base_path, props)
         if not dfs.exists(props_path):
             for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
                 dfs.mkdirs(sub)
             body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
             dfs.write_bytes(props_path, body.encode())
-        table.sync_metadata_table()
+        table.sync_metadata_table(existing)
         return table
 
-    def sync_metadata_table(self) -> None:
-        """A writer with the metadata table off (``props.metadata_table`` False) deletes one it
-        finds (``HoodieTable.maybeDeleteMetadataTable``); one with it on initialises it at its
-        first commit (:meth:`publish`), when the instant's clock is at hand."""
-        if self.props.metadata_table is not False:
+    def sync_metadata_table(self, properties: dict[str, str]) -> None:
+        """A writer with the metadata table off (``props.metadata_table`` False) deletes the one
+        its ``properties`` declare (``HoodieTable.maybeDeleteMetadataTable``, decided by
+        ``hoodie.table.metadata.partitions``); one with it on initialises it at its first commit
+        (:meth:`publish`), when the instant's clock is at hand."""
+        if self.props.metadata_table is not False or not properties.get("hoodie.table.metadata.partitions"):
             return
         from runtime.hudi.metadata_writer import MetadataTableWriter  # it builds on this module
 
-        writer = MetadataTableWriter(self)
-        if writer.exists():
-            writer.delete()
+        MetadataTableWriter(self).delete()
 
     def _archive_dirs(self) -> list[str]:
         """Layout 1's archived timeline folder; layout 2's LSM history folder."""
@@ -513,15 +513,18 @@ class HudiTable:
         return [Dfs.join(self.hoodie, "archived")]
 
     @classmethod
-    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> None:
+    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> dict[str, str]:
         """Read-only: raises TableError if ``base_path`` holds a table with other keys or a
-        directory that is not a Hudi table; a missing path is fine (it will be created)."""
+        directory that is not a Hudi table; a missing path is fine (it will be created). Returns
+        the table's properties ({} when there is no table yet)."""
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
         if dfs.exists(props_path):
-            table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
-        else:
-            refuse_foreign_directory(dfs, base_path)
+            existing = parse_properties(dfs.read_bytes(props_path).decode())
+            table._check_compatible(existing)
+            return existing
+        refuse_foreign_directory(dfs, base_path)
+        return {}
 
     @classmethod
     def open(cls, dfs: Dfs, base_path: str) -> HudiTable:

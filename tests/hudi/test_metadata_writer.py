@@ -25,7 +25,7 @@ from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
 from runtime.sim import simulate
-from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit
+from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit, read_all
 
 FIXTURES = Path("/work/shared/fixtures/hudi-rs-tables")
 V9_META = "sample_table__mor__avro__v9_txns_simple_meta"
@@ -163,3 +163,24 @@ def test_an_existing_table_gets_a_metadata_table_from_its_files_and_loses_it_whe
     HudiTable.create_or_open(dfs, path, _props(metadata_table=False))
     assert not Path(table.hoodie, "metadata").exists()
     assert "metadata.partitions" not in Path(table.hoodie, "hoodie.properties").read_text()
+
+
+@pytest.mark.parametrize("version", [6, 9])
+def test_the_files_partition_compacts_every_ten_delta_commits(tmp_path, version):
+    dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
+    props = TableProps(NAME, "key", "partition", "ts", num_buckets=1, version=version, metadata_table=True)
+    table = HudiTable.create_or_open(dfs, path, props)
+    stats = []
+    for n in range(1, 13):
+        stats += commit(table, f"202601010000{n:02d}000", ROWS1 if n % 2 else ROWS2, n)
+    view = read_files_partition(open_metadata_table(table))
+    (compaction,) = view.timeline.completed_compactions()
+    files = Path(table.hoodie, "metadata", "files")
+    base = next(files.glob(f"files-0000-0_*_{compaction}.hfile"))
+    assert {k.decode() for k, _ in hfile_records(base.read_bytes(), "")} == {"__all_partitions__", "us", "eu", "asia"}
+    if version == 6:  # the latest delta commit's time + 001; later logs join its slice
+        assert len(compaction) == 20 and compaction.endswith("001")
+        assert list(files.glob(f".files-0000-0_{compaction}.log.*"))
+    assert set(view.files()) == {s.path for s in stats}
+    assert not audit_table(path).errors
+    assert len(read_all(table)) == 7  # the keys of ROWS1 and ROWS2, listed through the metadata table
