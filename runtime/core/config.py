@@ -379,7 +379,7 @@ class JobConfig:
     metadata_table: str = _opt(
         "release",
         "Hudi metadata.enabled: true (every commit also commits a delta commit of the metadata table's files "
-        "partition under .hoodie/metadata; readers list the table through it), false (none; "
+        "partition under .hoodie/metadata, compacted every 10; readers list the table through it), false (none; "
         "an existing one is deleted, as Hudi does); release: the default of the Hudi release the protocol models "
         "(false before 1.0, true from 1.0 on: coordination-rpc, coordination-rpc-async, two-phase-commit)",
         WRITE_PATH,
