@@ -276,6 +276,9 @@ class MetadataTableWriter:
         if self._compaction_due(instant, timeline):
             self.compact(instant, timeline, now)
             timeline = self.mdt.timeline()
+        # completion times after everything on the metadata timeline: a log completing at or
+        # before the last compaction's time would fall out of its file slice
+        self.mdt._last_issued = timeline.latest_ts()
         self.mdt.start_instant(instant)
         name = self._next_log(instant, timeline)
         content = write_hfile(files_records(changes), {SCHEMA_KEY: SCHEMA_JSON.encode()})

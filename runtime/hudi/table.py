@@ -123,7 +123,8 @@ class TableProps:
             version=int(cfg.table_version),
             markers=markers_on(cfg.markers),
             rollback_instants=rollback_instants_on(cfg.rollback_instants),
-            metadata_table=cfg.metadata_table == "true",
+            # unresolved (release, before prepare_job): the metadata table is left as found
+            metadata_table=None if cfg.metadata_table == "release" else cfg.metadata_table == "true",
         )
 
     @property
