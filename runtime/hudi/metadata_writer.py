@@ -82,8 +82,10 @@ from runtime.hudi.metadata_table import (
 from runtime.hudi.table import (
     COMPLETED,
     DELTA_COMMIT,
+    INFLIGHT,
     MERGE_ON_READ,
     PARTITION_METADATA,
+    REQUESTED,
     HudiTable,
     TableProps,
     Timeline,
@@ -339,7 +341,7 @@ class MetadataTableWriter:
 
     def undo(self, instant: str, timeline: Timeline | None = None) -> None:
         """Removes the metadata table's delta commit of ``instant``, if it has one: its log file,
-        then its instant files (newest state first)."""
+        then its instant files (the completed one first)."""
         if timeline is None:
             if not self.exists():
                 return
@@ -347,26 +349,26 @@ class MetadataTableWriter:
         states = [i for i in timeline.instants if i.ts == instant]
         if not states:
             return
-        for name in self._logs():
-            path = Dfs.join(self.files_dir, str(name))
-            if name.base_instant == instant and self.mdt.version.logs_per_instant:
+        for log in self._logs():
+            path = Dfs.join(self.files_dir, str(log))
+            if log.base_instant == instant and self.mdt.version.logs_per_instant:
                 self.table.dfs.delete(path)
-            elif not self.mdt.version.logs_per_instant and name.version > 1:
-                if any(b.instant == instant for b in read_blocks(self.table.dfs.read_bytes(path), str(name))):
+            elif not self.mdt.version.logs_per_instant and log.version > 1:
+                if any(b.instant == instant for b in read_blocks(self.table.dfs.read_bytes(path), str(log))):
                     self.table.dfs.delete(path)
-        for i in sorted(states, key=lambda i: i.state != COMPLETED):
-            self.table.dfs.delete(self.mdt.timeline_file(_instant_file(self.mdt, i.ts, i.state, i.completion)))
+        (latest,) = states  # one instant per time: its latest state
+        done = [self.mdt.version.completed_file(instant, latest.completion, DELTA_COMMIT)]
+        pending = [f"{instant}.{DELTA_COMMIT}.{INFLIGHT}", f"{instant}.{DELTA_COMMIT}.{REQUESTED}"]
+        for name in (done if latest.state == COMPLETED else []) + pending:
+            try:
+                self.table.dfs.delete(self.mdt.timeline_file(name))
+            except DfsNotFound:
+                pass  # a state the attempt never reached
 
 
 def _in_slice(per_instant: bool, log: LogFileName, base_instant: str) -> bool:
     """Whether a log file is in the slice a compaction at ``base_instant``'s successor merges."""
     return log.base_instant > base_instant if per_instant else log.base_instant == base_instant
-
-
-def _instant_file(mdt: HudiTable, ts: str, state: str, completion: str | None) -> str:
-    if state == COMPLETED:
-        return mdt.version.completed_file(ts, completion, DELTA_COMMIT)
-    return f"{ts}.{DELTA_COMMIT}.{state}"
 
 
 def _latest_base_instant(timeline: Timeline, bootstrap: str) -> str:

@@ -18,14 +18,14 @@ from runtime.hudi.log_format import HFILE_DATA_BLOCK, INSTANT_TIME, SCHEMA, enco
 from runtime.hudi.log_reader import hfile_records
 from runtime.hudi.metadata_record import SCHEMA_JSON
 from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.metadata_writer import files_records
+from runtime.hudi.metadata_writer import MetadataTableWriter, files_records
 from runtime.hudi.table import HudiTable, TableProps, parse_properties
 from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
 from runtime.sim import simulate
-from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit, read_all
+from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit, read_all, write_files
 
 FIXTURES = Path("/work/shared/fixtures/hudi-rs-tables")
 V9_META = "sample_table__mor__avro__v9_txns_simple_meta"
@@ -184,3 +184,21 @@ def test_the_files_partition_compacts_every_ten_delta_commits(tmp_path, version)
     assert set(view.files()) == {s.path for s in stats}
     assert not audit_table(path).errors
     assert len(read_all(table)) == 7  # the keys of ROWS1 and ROWS2, listed through the metadata table
+
+
+def test_a_rolled_back_instant_leaves_the_metadata_table(tmp_path):
+    """An attempt whose metadata delta commit completed but whose data commit did not: the
+    rollback undoes the delta commit, so the metadata table lists none of its files."""
+    dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
+    table = HudiTable.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
+    kept = commit(table, T1, ROWS1, 1)
+    table.start_instant(T2)
+    failed = write_files(table, T2, ROWS2)
+    changes = {s.partition: {Path(s.path).name: (s.file_size, False)} for s in failed}
+    MetadataTableWriter(table).update(T2, changes, None)  # the coordinator failed after this
+    assert {s.path for s in failed} <= set(read_files_partition(open_metadata_table(table)).files())
+    table.rollback(T2)
+    view = read_files_partition(open_metadata_table(table))
+    assert set(view.files()) == {s.path for s in kept}
+    assert not [i for i in view.timeline.instants if i.ts == T2]
+    assert not audit_table(path).errors
