@@ -415,6 +415,18 @@ class JobConfig:
         "control-topic); off: no archiving",
         WRITE_PATH,
     )
+    # Hudi's metadata table (runtime.hudi.metadata_writer): its files partition committed with every
+    # data commit, so readers list the table through it; "release": FlinkOptions.METADATA_ENABLED of
+    # the release the protocol models (false before 1.0, true from 1.0: HUDI-4372, PR #11124)
+    metadata_table: str = _opt(
+        "release",
+        "Hudi metadata.enabled: true (every commit also commits a delta commit of the metadata table's files "
+        "partition under .hoodie/metadata, compacted every 10; readers list the table through it), false (none; "
+        "an existing one is deleted, as Hudi does); release: the default of the Hudi release the protocol models "
+        "(false before 1.0, true from 1.0 on: coordination-rpc, coordination-rpc-async, two-phase-commit)",
+        WRITE_PATH,
+        choices=("release", "true", "false"),
+    )
     # what Hudi's writer reads around each write (runtime.hudi.meta_client): a HoodieTableMetaClient
     # per write handle and per coordinator step, the handles' file checks
     meta_client: str = _opt(

@@ -1,5 +1,5 @@
 """HFile, the file format of the metadata table's base files and of its log blocks' content: read
-only, every (key, value) cell in key order.
+(every (key, value) cell in key order) and written (:func:`write_hfile`, as Hudi 1.x writes it).
 
 Sources (Apache Hudi 1.0/1.1 ``hudi-io``, ``org.apache.hudi.io.hfile``, which reads the HBase
 HFile v3 files Hudi 0.x wrote and writes the same format itself; checked on the metadata tables of
@@ -228,3 +228,134 @@ def read_hfile(data: bytes) -> HFile:
     if len(cells) != trailer.entry_count:
         raise HFileError(f"holds {len(cells)} cells; its trailer says {trailer.entry_count}")
     return HFile(cells, file_info, trailer)
+
+
+# -- writing ---------------------------------------------------------------------------------------
+#
+# What Hudi 1.x's own HFile writer (hudi-io ``HFileWriterImpl``, used by ``HoodieAvroHFileWriter``
+# and ``HoodieHFileDataBlock``) writes, byte for byte on the metadata tables of the hudi-rs test
+# tables: GZ blocks (a gzip stream as ``java.util.zip.GZIPOutputStream`` writes it: no mtime, OS
+# byte 0, deflate level 6), checksum type NULL with a zero 4-byte checksum per 16 KiB chunk, every
+# block's previous-block offset -1, the root index keyed by each block's first row (row length and
+# row), an empty meta index, the trailer's field 3 holding the data's uncompressed size and the
+# comparator ``HoodieHBaseKVComparator``. Not written: the bloom filter meta block Hudi adds to a
+# base HFile (``bloomFilterTypeCode``): readers of the ``files`` partition do not use it.
+
+COMPARATOR = b"org.apache.hudi.io.storage.HoodieHBaseKVComparator"
+BYTES_PER_CHECKSUM = 16 * 1024
+DATA_BLOCK_SIZE = 1024 * 1024  # hoodie.hfile.block.size: a data block closes once it holds this much
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x00"  # GZIPOutputStream's: no mtime, OS 0
+_LATEST_TIMESTAMP = 0x7FFFFFFFFFFFFFFF  # HConstants.LATEST_TIMESTAMP
+_PUT = 4  # KeyValue.Type.Put
+
+
+def _gzip(content: bytes) -> bytes:
+    deflate = zlib.compressobj(6, zlib.DEFLATED, -15)
+    body = deflate.compress(content) + deflate.flush()
+    return _GZIP_HEADER + body + struct.pack("<II", zlib.crc32(content), len(content) & 0xFFFFFFFF)
+
+
+def _write_block(magic: bytes, content: bytes) -> bytes:
+    packed = _gzip(content)
+    checksums = -(-(HEADER_SIZE + len(packed)) // BYTES_PER_CHECKSUM) * 4
+    header = magic + struct.pack(
+        ">iiqbii", len(packed) + checksums, len(content), -1, 0, BYTES_PER_CHECKSUM, HEADER_SIZE + len(packed)
+    )
+    return header + packed + b"\0" * checksums
+
+
+def _pb_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _pb_field(field: int, value: int | bytes) -> bytes:
+    if isinstance(value, int):
+        return _pb_varint(field << 3) + _pb_varint(value)
+    return _pb_varint(field << 3 | 2) + _pb_varint(len(value)) + value
+
+
+def _writable_vint_bytes(value: int) -> bytes:
+    """Hadoop ``WritableUtils.writeVInt`` of a non-negative int."""
+    if value <= 127:
+        return struct.pack(">b", value)
+    size = (value.bit_length() + 7) // 8
+    return struct.pack(">b", -112 - size) + value.to_bytes(size, "big")
+
+
+def _row_key(row: bytes) -> bytes:
+    return struct.pack(">h", len(row)) + row
+
+
+def _cell(row: bytes, value: bytes) -> bytes:
+    key = _row_key(row) + b"\0" + struct.pack(">qb", _LATEST_TIMESTAMP, _PUT)
+    return struct.pack(">ii", len(key), len(value)) + key + value + b"\0"
+
+
+def _data_blocks(cells: list[tuple[bytes, bytes]]) -> tuple[bytes, bytes, int, int, int]:
+    """The data blocks of sorted ``cells`` written at the start of a file: their bytes, the root
+    index's content, their count, their uncompressed size and the last block's offset."""
+    out, index, content, first, last = bytearray(), bytearray(), bytearray(), b"", 0
+    total = blocks = 0
+    for n, (row, value) in enumerate(cells):
+        if not content:
+            first, last = row, len(out)
+        content.extend(_cell(row, value))
+        if len(content) >= DATA_BLOCK_SIZE or n == len(cells) - 1:
+            block = _write_block(DATA_MAGIC, bytes(content))
+            index.extend(struct.pack(">qi", last, len(block)) + _writable_vint_bytes(len(first) + 2) + _row_key(first))
+            total += len(content)
+            blocks += 1
+            out.extend(block)
+            content = bytearray()
+    return bytes(out), bytes(index), blocks, total, last
+
+
+def _writer_file_info(cells: list[tuple[bytes, bytes]], create_time_ms: int) -> dict[bytes, bytes]:
+    """The file info entries the HFile writer keeps itself (key and value lengths are the rows')."""
+    count = max(len(cells), 1)
+    return {
+        b"hfile.LASTKEY": _row_key(cells[-1][0]) if cells else b"",
+        b"hfile.AVG_VALUE_LEN": struct.pack(">i", sum(len(v) for _, v in cells) // count),
+        b"hfile.AVG_KEY_LEN": struct.pack(">i", sum(len(k) for k, _ in cells) // count),
+        b"KEY_VALUE_VERSION": struct.pack(">i", 1),
+        b"MAX_MEMSTORE_TS_KEY": struct.pack(">q", 0),
+        b"hfile.CREATE_TIME_TS": struct.pack(">q", create_time_ms),
+    }
+
+
+def write_hfile(cells: list[tuple[bytes, bytes]], file_info: dict[bytes, bytes], create_time_ms: int = 0) -> bytes:
+    """An HFile v3 of ``cells`` (row key, value), sorted by key; ``file_info`` entries (e.g. the
+    records' schema under :data:`SCHEMA_KEY`) come first, then those the writer keeps itself.
+    ``create_time_ms``: ``hfile.CREATE_TIME_TS`` (Hudi's wall clock; 0 keeps traces deterministic)."""
+    cells = sorted(cells)
+    data, index, blocks, total, last_block = _data_blocks(cells)
+    out = bytearray(data)
+    load_on_open = len(out)
+    out.extend(_write_block(ROOT_INDEX_MAGIC, index))
+    out.extend(_write_block(ROOT_INDEX_MAGIC, b""))  # the meta index: no meta blocks
+    info = {**file_info, **_writer_file_info(cells, create_time_ms)}
+    pairs = b"".join(_pb_field(1, _pb_field(1, k) + _pb_field(2, v)) for k, v in info.items())
+    file_info_offset = len(out)
+    out.extend(_write_block(FILE_INFO_MAGIC, PB_MAGIC + _pb_varint(len(pairs)) + pairs))
+    fields: tuple[tuple[int, int | bytes], ...] = (
+        (1, file_info_offset),
+        (2, load_on_open),
+        (3, total),
+        (5, blocks),
+        (6, 0),
+        (7, len(cells)),
+        (8, 1),
+        (9, 0),
+        (10, last_block),
+        (11, COMPARATOR),
+        (12, CODEC_GZ),
+    )
+    trailer = b"".join(_pb_field(f, v) for f, v in fields)
+    body = TRAILER_MAGIC + _pb_varint(len(trailer)) + trailer
+    out.extend(body + b"\0" * (TRAILER_SIZE - len(body) - 4) + struct.pack(">i", 3))
+    return bytes(out)

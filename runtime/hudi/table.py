@@ -74,7 +74,8 @@ REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
 
 # layout 1: <ts>.<action>[.<state>]; layout 2 names a completed instant <ts>_<completion>.<action>
-_INSTANT_FILE = re.compile(r"^(\d{14,17})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
+# a metadata table's compaction and rollback times carry a 3-digit suffix on version 6 (20 digits)
+_INSTANT_FILE = re.compile(r"^(\d{14,20})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
 _BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
 
 
@@ -101,6 +102,9 @@ class TableProps:
     rollback_instants: bool = field(default=False, compare=False)
     # likewise: Hudi's write.precombine (--write-precombine: release, true, false)
     write_precombine: str = field(default="release", compare=False)
+    # likewise: whether the writer keeps the metadata table (--metadata-table; None: leave it as
+    # found, for a table opened by something other than a job)
+    metadata_table: bool | None = field(default=None, compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -122,6 +126,8 @@ class TableProps:
             markers=markers_on(cfg.markers),
             rollback_instants=rollback_instants_on(cfg.rollback_instants),
             write_precombine=cfg.write_precombine,
+            # unresolved (release, before prepare_job): the metadata table is left as found
+            metadata_table=None if cfg.metadata_table == "release" else cfg.metadata_table == "true",
         )
 
     @property
@@ -507,14 +513,25 @@ class HudiTable:
         """Creates the table, or opens it after checking it was made with the same keys."""
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
-        cls.check_compatible(dfs, base_path, props)
-        if dfs.exists(props_path):
-            return table
-        for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
-            dfs.mkdirs(sub)
-        body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
-        dfs.write_bytes(props_path, body.encode())
+        existing = cls.check_compatible(dfs, base_path, props)
+        if not dfs.exists(props_path):
+            for sub in (table.hoodie, table.timeline_dir, Dfs.join(table.hoodie, AUX), *table._archive_dirs()):
+                dfs.mkdirs(sub)
+            body = "#Properties saved by commitlab\n" + "".join(f"{k}={v}\n" for k, v in props.properties().items())
+            dfs.write_bytes(props_path, body.encode())
+        table.sync_metadata_table(existing)
         return table
+
+    def sync_metadata_table(self, properties: dict[str, str]) -> None:
+        """A writer with the metadata table off (``props.metadata_table`` False) deletes the one
+        its ``properties`` declare (``HoodieTable.maybeDeleteMetadataTable``, decided by
+        ``hoodie.table.metadata.partitions``); one with it on initialises it at its first commit
+        (:meth:`publish`), when the instant's clock is at hand."""
+        if self.props.metadata_table is not False or not properties.get("hoodie.table.metadata.partitions"):
+            return
+        from runtime.hudi.metadata_writer import MetadataTableWriter  # it builds on this module
+
+        MetadataTableWriter(self).delete()
 
     def _archive_dirs(self) -> list[str]:
         """Layout 1's archived timeline folder; layout 2's LSM history folder."""
@@ -523,15 +540,18 @@ class HudiTable:
         return [Dfs.join(self.hoodie, "archived")]
 
     @classmethod
-    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> None:
+    def check_compatible(cls, dfs: Dfs, base_path: str, props: TableProps) -> dict[str, str]:
         """Read-only: raises TableError if ``base_path`` holds a table with other keys or a
-        directory that is not a Hudi table; a missing path is fine (it will be created)."""
+        directory that is not a Hudi table; a missing path is fine (it will be created). Returns
+        the table's properties ({} when there is no table yet)."""
         table = cls(dfs, base_path, props)
         props_path = Dfs.join(table.hoodie, "hoodie.properties")
         if dfs.exists(props_path):
-            table._check_compatible(parse_properties(dfs.read_bytes(props_path).decode()))
-        else:
-            refuse_foreign_directory(dfs, base_path)
+            existing = parse_properties(dfs.read_bytes(props_path).decode())
+            table._check_compatible(existing)
+            return existing
+        refuse_foreign_directory(dfs, base_path)
+        return {}
 
     @classmethod
     def open(cls, dfs: Dfs, base_path: str) -> HudiTable:
@@ -687,7 +707,12 @@ class HudiTable:
                 self.dfs.delete(Dfs.join(self.base_path, path))
 
     def publish(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
-        """Writes a completed instant's file with its metadata, as the table version names and encodes it."""
+        """Writes a completed instant's file with its metadata, as the table version names and encodes it;
+        with the metadata table on, its delta commit of the instant's files first (``writeTableMetadata``)."""
+        if self.props.metadata_table:
+            from runtime.hudi.metadata_writer import MetadataTableWriter, commit_changes
+
+            MetadataTableWriter(self).update(instant, commit_changes(doc), now)
         name = self.version.completed_file(instant, self.completion_time(instant, now), action)
         self.dfs.write_bytes(self.timeline_file(name), self.version.encode_metadata(doc))
 
@@ -848,6 +873,8 @@ class HudiTable:
             stat.log_files_from_failed_commit[log.path] = log.size
         for name in instant_files:
             self.dfs.delete(self.timeline_file(name))
+        if self.props.metadata_table:
+            self._rollback_metadata_table(plan.instant, rollback_time, stats, now)
         if rollback_time is not None:
             record = rollback_metadata_record(rollback_time, plan, stats)
             name = self.version.completed_file(rollback_time, self.completion_time(rollback_time, now), ROLLBACK)
@@ -855,6 +882,21 @@ class HudiTable:
         if markers:
             self.write_markers(plan.instant).delete_folder()
         return deleted
+
+    def _rollback_metadata_table(
+        self, instant: str, rollback_time: str | None, stats: dict[str, PartitionRollbackStat], now: float | None
+    ) -> None:
+        """``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)``, before the completed
+        rollback: the undone instant's delta commit goes, and one at the rollback's time marks
+        the deleted files and lists the log files the rollback wrote."""
+        from runtime.hudi.metadata_writer import MetadataTableWriter, rollback_changes
+
+        writer = MetadataTableWriter(self)
+        writer.undo(instant)
+        if rollback_time is not None:
+            deleted = [p for s in stats.values() for p in s.deleted]
+            written = {p: n for s in stats.values() for p, n in s.rollback_log_files.items()}
+            writer.update(rollback_time, rollback_changes(self.base_path, deleted, written), now)
 
     def _begin_rollback(self, plan: RollbackPlan, now: float | None) -> str:
         """``BaseHoodieTableServiceClient.rollback``: the rollback's instant time, a pending

@@ -104,5 +104,7 @@ def validate_job(cfg: JobConfig) -> JobConfig:
     TableServices.parse(
         cfg.clean_retain_commits, cfg.archive_min_commits, cfg.archive_max_commits, protocol.table_service_defaults
     )
+    if cfg.metadata_table == "release":  # FlinkOptions.METADATA_ENABLED of the protocol's release
+        cfg = cfg.replace(metadata_table=str(protocol.metadata_table_default).lower())
     protocol.check_config(cfg)  # what the protocol itself cannot run
     return cfg

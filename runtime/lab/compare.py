@@ -348,6 +348,7 @@ def _component_table(doc: JsonObject) -> Table:
     rows = doc["protocols"]
     parts = sorted({c for r in rows.values() for c in r.get("dfs_ops_per_checkpoint_by_component", {})})
     t = _table("DFS operations per checkpoint, by part of the table (every role)", ["protocol", *parts])
+    t.padding = (0, 1) if len(parts) < 7 else (0, 0, 0, 1)  # the metadata table's column too, at 80
     for name, r in rows.items():
         got = r.get("dfs_ops_per_checkpoint_by_component", {})
         t.add_row(name, *[f"{got.get(c, 0):.3g}" for c in parts])

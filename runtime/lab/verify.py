@@ -54,12 +54,16 @@ def open_reader(table_uri: str) -> Any:
 
 def read_snapshot(table_uri: str, as_of: str | None = None) -> pa.Table:
     """The table's snapshot as the official reader returns it (``as_of``: as of that instant,
-    the reader's time travel)."""
+    the reader's time travel); with the merge-on-read file groups it cannot list through the
+    metadata table read by its file group reader (:mod:`runtime.lab.log_only_groups`)."""
     from hudi import HudiReadOptions
+
+    from runtime.lab.log_only_groups import read_log_only_groups
 
     try:
         table = open_reader(table_uri)
         batches = table.read(HudiReadOptions().with_as_of_timestamp(as_of) if as_of else None)
+        batches += read_log_only_groups(table, table_uri, as_of)
     except Exception as exc:  # the reader raises its own error types
         raise VerifyError(f"the official reader (hudi) cannot read {redact(table_uri)}: {exc}") from exc
     if not batches:

@@ -191,6 +191,10 @@ class Protocol:
     # clean.retain_commits, archive.min_commits, archive.max_commits of the modelled writer: what
     # --clean-retain-commits / --archive-min-commits / --archive-max-commits release resolve to
     table_service_defaults: ReleaseDefaults = FLINK_DEFAULTS
+    # FlinkOptions.METADATA_ENABLED (metadata.enabled) in the modelled release: false up to 0.15
+    # (the 0.14.0 bundle's bytecode), true from 1.0 (HUDI-4372, PR #11124): what --metadata-table
+    # release resolves to
+    metadata_table_default: bool = False
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:

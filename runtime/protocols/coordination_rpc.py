@@ -408,6 +408,7 @@ class CoordinationRpcProtocol(Protocol):
     # Hudi 1.1: allowCommitOnEmptyBatch takes hoodie.allow.empty.commit's default, true (HUDI-7819)
     empty_commit_default = True
     release_table_version = 9  # HoodieTableVersion.current() in Hudi 1.1
+    metadata_table_default = True  # FlinkOptions.METADATA_ENABLED, true from 1.0
     writer_side = CoordinationRpcWriter
     coordinator_side = CoordinationRpcCoordinator
 
@@ -424,6 +425,7 @@ class AsyncCoordinationRpcProtocol(Protocol):
     name = "coordination-rpc-async"
     empty_commit_default = True  # as coordination-rpc (Hudi 1.1)
     release_table_version = 9
+    metadata_table_default = True
     description = (
         "P4 with PR #19960: the coordinator replies PENDING and creates the instant in "
         "the background; writers poll with backoff"

@@ -325,6 +325,7 @@ class TwoPhaseCommitProtocol(Protocol):
     coordinator_side = TwoPhaseCommitCommitter
     what_if = True
     release_table_version = 9  # a what-if on Hudi 1.1's table: file slices by completion time
+    metadata_table_default = True  # Hudi 1.1's writer keeps the metadata table
 
     @classmethod
     def check_config(cls, config: JobConfig) -> None:
