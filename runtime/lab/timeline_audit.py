@@ -116,6 +116,8 @@ def metadata_table_evidence(table: HudiTable, states: dict[str, str], evidence: 
         if i.action != DELTA_COMMIT or i.state != COMPLETED or i.ts < first:
             continue  # the metadata table's bootstrap instants (00000000000000000...) are older
         state = states.get(i.ts)
+        if state == COMPLETED:
+            continue  # completed on the data table too (an archived one is no longer on the active timeline)
         later_done = bool(done) and done[-1] > i.ts
         if (i.ts not in on_timeline) or (state is not None and state != COMPLETED and later_done):
             evidence[i.ts].append(
