@@ -46,7 +46,7 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 
-from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.dfs import Dfs, DfsError, DfsNotFound
 from runtime.core.json_doc import dumps_indented
 from runtime.hudi import cleaner
 from runtime.hudi.archived_timeline import (
@@ -57,8 +57,9 @@ from runtime.hudi.archived_timeline import (
     archive_log_version,
 )
 from runtime.hudi.log_format import AVRO_BLOCK_VERSION, AVRO_DATA_BLOCK, SCHEMA, encode_block
+from runtime.hudi.metadata_table import MetadataTableError, open_metadata_table
 from runtime.hudi.rollback import ROLLBACK, ROLLBACK_METADATA_SCHEMA, one_avro_record
-from runtime.hudi.table import COMMIT, COMPLETED, DELTA_COMMIT, HudiTable, Instant, Timeline
+from runtime.hudi.table import COMMIT, COMPLETED, DELTA_COMMIT, HudiTable, Instant, TableError, Timeline
 from runtime.hudi.table_version import COMMIT_METADATA_SCHEMA, LAYOUT_2_HISTORY, commit_metadata_record
 
 ARCHIVE_WRITE_TOKEN = "1-0-1"  # FSUtils.makeWriteToken's unknown token: the archiver's log writer
@@ -132,7 +133,21 @@ def _retained_from(table: HudiTable, timeline: Timeline, policy: ArchivePolicy) 
     if policy.clean_retain_commits:
         earliest = cleaner.earliest_commit_to_retain(timeline, policy.clean_retain_commits)
         bounds.append(earliest or done[0])
+    if table.props.metadata_table:
+        bounds.append(_metadata_compaction_bound(table) or done[0])
     return min(bounds) if bounds else None
+
+
+def _metadata_compaction_bound(table: HudiTable) -> str | None:
+    """``HoodieTimelineArchiver``: with a metadata table, nothing newer than its latest compaction
+    is archived, and nothing at all before its first ("Not archiving as there is no compaction yet
+    on the metadata table")."""
+    try:
+        mdt = open_metadata_table(table)
+        compactions = mdt.timeline().completed_compactions() if mdt is not None else []
+    except (MetadataTableError, TableError, DfsError):
+        return None
+    return compactions[-1] if compactions else None
 
 
 def archive(table: HudiTable, policy: ArchivePolicy, files: dict[str, Instant]) -> list[str]:

@@ -212,3 +212,15 @@ def test_clean_instants_are_a_component_of_their_own():
     ):
         assert component_of(path) == Component.CLEAN
     assert component_of("/t/.hoodie/20260101000000001.commit") == Component.TIMELINE
+
+
+def test_with_a_metadata_table_nothing_newer_than_its_latest_compaction_is_archived(tmp_path):
+    """HoodieTimelineArchiver: no archiving before the metadata table's first compaction (every
+    10 delta commits), none past its latest; without the metadata table the same run archives."""
+    runs = {}
+    for mdt in ("true", "false"):
+        archive_only = {**SMALL, "clean_retain_commits": "off"}  # 7 metadata delta commits: no compaction yet
+        _, table = _run(tmp_path / mdt, 6, protocol="coordination-rpc", metadata_table=mdt, **archive_only)
+        dfs, base = open_dfs(str(table))
+        runs[mdt] = archived_instants(HudiTable.open(dfs, base))
+    assert not runs["true"] and runs["false"]
