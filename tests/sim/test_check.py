@@ -164,3 +164,20 @@ def test_two_processes_share_the_search_and_find_what_one_finds() -> None:
     two = parallel_search(SMALL, 1, 2)
     assert two.complete and two.stats.runs >= one.stats.runs
     assert certificate(two)["certificate"]["invariants"] == certificate(one)["certificate"]["invariants"]
+
+
+def test_an_instant_minted_at_another_time_is_the_same_state() -> None:
+    """The fingerprint ranks instant times instead of reading them: a run whose coordinator minted
+    its instants later (a late message) meets the same state; instants met in another order do not."""
+    from runtime.sim.fingerprint import StateFingerprint
+
+    def state(*instants: str) -> int:
+        fp = StateFingerprint()
+        events = [
+            (0, "X", "coordinator", "coordinator", "instant", f"start instant {i}", 0.0, 0.0, None) for i in instants
+        ]
+        fp.attach(type("Trace", (), {"events": events})())  # type: ignore[arg-type]
+        return fp()
+
+    assert state("20260101000000004", "20260101000001288") == state("20260101000000504", "20260101000001788")
+    assert state("20260101000000004", "20260101000001288") != state("20260101000000004", "20260101000000004")
