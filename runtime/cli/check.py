@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -58,6 +59,12 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--first", action="store_true", help="bounds 0, 1, ... --bound, stopping at the first failure")
     p.add_argument("--max-runs", type=int, default=None, help="stop after this many runs (partial certificate)")
     p.add_argument("--max-seconds", type=float, default=None, help="stop after this real time (partial certificate)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes sharing the search (each takes a share of the first deviations; default: 1)",
+    )
     p.add_argument("--replay", default=None, help="run one schedule: its deviations CHOICE:ALT,... (check.json)")
     p.add_argument("--out", default="commitlab-check", help="directory for check.json (default: commitlab-check)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -144,6 +151,8 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--late-s must be positive, got {args.late_s}")
     if args.runs < 1 or args.depth < 1:
         raise ConfigError("--runs and --depth must be at least 1")
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
 
 
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
@@ -197,15 +206,32 @@ def _search(job: CheckJob, args: argparse.Namespace, console: Console) -> Bounde
                 progress.update(task, figures=_figures(bound, before + s.runs, s))
 
             max_runs = None if args.max_runs is None else max(0, args.max_runs - runs_before)
-            search = BoundedSearch(
-                job, bound, max_runs=max_runs, max_s=args.max_seconds, stop_at_first=args.first, on_run=on_run
-            ).run()
+            if args.jobs > 1:
+                search = _in_processes(job, bound, args, max_runs, lambda text: progress.update(task, figures=text))
+            else:
+                search = BoundedSearch(
+                    job, bound, max_runs=max_runs, max_s=args.max_seconds, stop_at_first=args.first, on_run=on_run
+                ).run()
             runs_before += search.stats.runs
             if not search.complete or search.failures or search.known:
                 break  # found, or out of budget
     assert search is not None
     search.stats.runs, search.stats.started = runs_before, started  # --first: the figures of every bound
     return search
+
+
+def _in_processes(
+    job: CheckJob, bound: int, args: argparse.Namespace, max_runs: int | None, show: Callable[[str], None]
+) -> BoundedSearch:
+    from runtime.sim.parallel_search import parallel_search
+
+    def on_progress(runs: int, states: int, depth: int) -> None:
+        show(f"bound {bound}: {runs} runs in {args.jobs} processes, {states} states, depth {depth}")
+
+    return parallel_search(
+        job, bound, args.jobs, max_runs=max_runs, max_s=args.max_seconds, stop_at_first=args.first,
+        on_progress=on_progress,
+    )  # fmt: skip
 
 
 def _figures(bound: int, runs: int, s: SearchStats) -> str:

@@ -10,7 +10,11 @@ The order follows Flink's deployment: the coordinator starts before its tasks (F
 ``OperatorCoordinatorHolder#start`` runs when the job starts, before tasks are deployed); a
 region failover (``RestartPipelinedRegionFailoverStrategy``) restarts the region's tasks
 together and resets the coordinator (``OperatorCoordinator#subtaskReset``); a global one
-restarts every task and the coordinator (``RestartAllFailoverStrategy``).
+restarts every task and the coordinator (``RestartAllFailoverStrategy``). Before a region's tasks
+are reset, the checkpoints still pending are aborted and the coordinator, which lives on, is told
+so (Flink 1.14-1.18 ``SchedulerBase.restoreState`` -> ``CheckpointCoordinator.abortPendingCheckpoints``
+(``JOB_FAILOVER_REGION``) -> ``sendAbortedMessages`` -> ``notifyCheckpointAborted`` on every
+coordinator): message-bus writes the aborted message the restarted tasks' next barrier reads.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, Protocol
 from runtime.core import roles
 from runtime.core.config import ConfigError, flag_of
 from runtime.core.messages import (
+    CheckpointNotice,
     CheckpointView,
     CompletedCheckpoint,
     CoordinatorView,
@@ -272,10 +277,19 @@ class JobDriver:
         for spec in self.specs(names, Resume(resume, planned.states if planned is not None else {})):
             host.place(spec, len(self.failovers))
         if region:
+            await self.abort_pending(host, jm)
             notice = TasksReset(resume_checkpoint_id(self.last_triggered, restore), error or "")
             record.coordinator_reset = await host.call(COORDINATOR, "reset_tasks", notice)
         await self.launch(host, region=region)
         record.down_s = round(host.now() - record.at, 6)
+
+    async def abort_pending(self, host: JobHost, jm: JobManagerView | None) -> None:
+        """Region failover: the checkpoints the failed attempt left pending are aborted, and the
+        coordinator is notified of each, oldest first (the tasks being restarted are not: their
+        attempts are gone)."""
+        pending = sorted(k for k, c in (jm.checkpoints if jm is not None else {}).items() if c.status == "pending")
+        for ckp in pending:
+            await host.call(COORDINATOR, "notify_checkpoint_aborted", CheckpointNotice(ckp, "job failover (region)"))
 
     def delete_bus_if_armed(self) -> str | None:
         """The bus.deleted_between_restarts fault: once its task crash fired, the protocol's message

@@ -13,9 +13,24 @@ Pruning: at each choice point a run records the state's fingerprint
 default schedule, which is deterministic from the state; so if the state at choice point ``i``
 was already reached with at least as many deviations left, every schedule that deviates at ``i``
 or later was explored from that state already, and the search stops walking this run there.
+The same argument stops a run early: a run that reaches such a state past its last deviation
+is stopped there (the loop aborts), since the rest of it, and its verdict, is that of the run
+that explored the state first; it is counted as pruned and judged no further. That is what most
+of the search's redundant work was: a deviation that commutes with the events around it (a
+message delayed past events of roles it does not interact with, two independent callbacks
+swapped) reaches a state seen before within a few choice points, and the run no longer goes on
+to the job's end to find out.
 That is sound exactly as far as the fingerprint is complete; its module docstring says where it is
 not (virtual time, the table's files, write-task symmetry), so "holds within the bound" means:
 in every schedule the search ran, and in the ones it pruned as equal by fingerprint.
+
+With ``--jobs N`` (:mod:`runtime.sim.parallel_search`) N processes share the search: each runs
+the default schedule and walks it as above, but explores only every N-th first deviation (round
+robin), with the states it met itself. Each is sound alone for its share, and their union is the
+whole search: a state a process marks while walking the default schedule stands for the
+schedules from it that all the processes together explore, and any other state it marks it
+explores itself. A process prunes only against its own states, so the union runs at least the
+schedules the single search runs (fewer shared states, more runs; never fewer schedules).
 
 Each run is judged by :func:`runtime.sim.explore.judge`, the invariants and verdicts of
 ``commitlab explore`` (a protocol's documented failure is a known failure, not a violation). A
@@ -69,6 +84,11 @@ class CheckRun:
     timeouts: int  # calls whose bound fired
     excerpt: list[str]
     deadlock: JsonObject | None
+    cut_at: int | None = None  # stopped at this choice point, a state explored before: no verdict
+
+    @property
+    def cut(self) -> bool:
+        return self.cut_at is not None
 
     @property
     def by_timeout(self) -> bool:
@@ -79,14 +99,18 @@ class CheckRun:
         return (len(self.deviations), self.events)
 
 
-def run_deviations(job: CheckJob, deviations: Deviations = ()) -> CheckRun:
-    """Simulates ``job`` with ``deviations`` from its default schedule and judges it."""
+def run_deviations(
+    job: CheckJob, deviations: Deviations = (), covered: Callable[[int, int], bool] | None = None
+) -> CheckRun:
+    """Simulates ``job`` with ``deviations`` from its default schedule and judges it; ``covered``
+    (choice index, state) -> True stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own)."""
     chooser = ScriptedChooser(
         job.seed,
         deviations,
         late_s=job.late_s,
         fingerprint=StateFingerprint(symmetry=job.symmetry),
         ready_order=job.ready_order,
+        covered=covered,
     )
     base = JobConfig(allow_empty_commit=job.allow_empty_commit)
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
@@ -102,6 +126,7 @@ def run_deviations(job: CheckJob, deviations: Deviations = ()) -> CheckRun:
         timeouts=timeouts,
         excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover) if failing or timeouts else [],
         deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
+        cut_at=chooser.cut_at,
     )
 
 
@@ -146,8 +171,13 @@ class BoundedSearch:
         stop_at_first: bool = False,
         on_run: Callable[[CheckRun, SearchStats], None] | None = None,
         prune: bool = True,
+        share: tuple[int, int] = (0, 1),
+        halt: Callable[[], str | None] | None = None,
     ) -> None:
         self.job = job
+        # (k, n): explore only every n-th first deviation, from the k-th (one of n processes)
+        self.share = share
+        self.halt = halt  # a reason to stop now (another process found a failure), or None
         self.bound = bound
         self.max_runs = max_runs
         self.max_s = max_s
@@ -166,6 +196,7 @@ class BoundedSearch:
         try:
             root = self._execute(())
             if root is not None:
+                self.root_choices = len(root.choices)
                 self._visit(root)
         except KeyboardInterrupt:
             self.stopped = "interrupted (Ctrl-C)"
@@ -185,28 +216,52 @@ class BoundedSearch:
             if left <= 0:
                 continue
             for alt in range(1, choice.alternatives):
+                if not parent.deviations and not self._mine():
+                    continue
                 child = self._execute((*parent.deviations, (i, alt)))
                 if child is not None:
                     self._visit(child)
 
+    def _mine(self) -> bool:
+        """Whether the next first deviation is this process's share (round robin)."""
+        k, n = self.share
+        self._firsts += 1
+        return (self._firsts - 1) % n == k
+
+    _firsts = 0  # first deviations met so far
+    root_choices = 0  # choice points of the default schedule
+
     def _execute(self, deviations: Deviations) -> CheckRun | None:
+        reason = self.halt() if self.halt is not None else None
+        if reason is not None:
+            raise _Stop(reason)
         if self.max_runs is not None and self.stats.runs >= self.max_runs:
             raise _Stop(f"stopped at --max-runs {self.max_runs}")
         if self.max_s is not None and self.stats.real_s >= self.max_s:
             raise _Stop(f"stopped at --max-seconds {self.max_s:g}")
-        run = run_deviations(self.job, deviations)
+        run = run_deviations(self.job, deviations, self._covered(deviations) if self.prune else None)
         s = self.stats
         s.runs += 1
         s.transitions += len(run.choices)
         s.max_depth = max(s.max_depth, len(run.choices))
         s.deepest_deviations = max(s.deepest_deviations, len(deviations))
         s.states.update(c.fingerprint for c in run.choices)
-        self._classify(run)
+        if not run.cut:
+            self._classify(run)
         if self.on_run is not None:
             self.on_run(run, s)
-        if self.stop_at_first and run.verdict.outcome != PASSED:
+        if self.stop_at_first and not run.cut and run.verdict.outcome != PASSED:
             raise _Stop("stopped at the first failure")
         return run
+
+    def _covered(self, deviations: Deviations) -> Callable[[int, int], bool]:
+        """Whether a run with ``deviations`` may stop at a choice point: past its last deviation,
+        at a state explored already with at least as many deviations left (the run's future is
+        that earlier run's, and so is its verdict: see the module docstring)."""
+        last = deviations[-1][0] if deviations else -1
+        left = self.bound - len(deviations)
+        seen = self._seen
+        return lambda index, state: index > last and seen.get(state, -1) >= left
 
     def _classify(self, run: CheckRun) -> None:
         v = run.verdict

@@ -17,7 +17,9 @@ index 0 being the default schedule's (the seeded random run of ``seed``):
 :class:`ScriptedChooser` follows a sparse list of deviations (choice index -> alternative), takes
 the default everywhere else, and records every choice point it met (its number of alternatives and
 the state's fingerprint before the decision): the run is a function of its deviations, which is
-what replays it. :class:`PCTChooser` is probabilistic concurrency testing (Burckhardt et al.,
+what replays it. Given ``covered``, it stops the run at the first choice point whose state the
+search reports as explored already (the loop aborts at its next iteration).
+:class:`PCTChooser` is probabilistic concurrency testing (Burckhardt et al.,
 ASPLOS 2010) over the senders of messages: each sender gets a random priority, a message from a
 sender of rank ``r`` (0 the highest) arrives ``r * late_s / senders`` late, and at ``depth - 1``
 change points drawn among the first ``events`` messages the sender of that message drops to the
@@ -68,8 +70,12 @@ class ScriptedChooser(RandomChooser):
         late_s: float = DEFAULT_LATE_S,
         fingerprint: StateFingerprint | None = None,
         ready_order: bool = True,
+        covered: Callable[[int, int], bool] | None = None,
     ) -> None:
         super().__init__(seed)
+        # (choice index, state) -> True when the rest of the run is known already: the run stops
+        self.covered = covered
+        self.cut_at: int | None = None  # the choice point the run stopped at (None: it ran out)
         # False: the ready queue runs FIFO and is no choice point (only messages deviate)
         self.orders_ready = ready_order
         self.deviations = dict(deviations)
@@ -88,10 +94,16 @@ class ScriptedChooser(RandomChooser):
     _role_names: dict[str, object] = {}  # noqa: RUF012 - replaced per run by attach
 
     def _decide(self, point: ChoicePoint, n: int, stream: str = "") -> int:
+        if self.cut_at is not None:
+            return 0  # stopping: the loop ends the run at its next iteration
         index = len(self.choices)
         # what is decided is part of the state: the same roles' state, asked about another sender
         state = hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
         self.choices.append(Choice(point, n, state, stream))
+        if self.covered is not None and self.covered(index, state):
+            self.cut_at = index
+            getattr(self._loop, "abort")(f"the state at choice {index} was explored before")  # noqa: B009
+            return 0
         alt = self.deviations.get(index, 0)
         if alt >= n:
             self.unmet.append(index)

@@ -116,8 +116,68 @@ def test_cli_check_writes_the_certificate_and_replays(tmp_path: str) -> None:
 
 @pytest.mark.parametrize(
     "flags, named",
-    [(["--bound", "-1"], "--bound"), (["--late-notices", "2"], "--late-notices"), (["--replay", "x"], "--replay")],
+    [
+        (["--bound", "-1"], "--bound"),
+        (["--late-notices", "2"], "--late-notices"),
+        (["--replay", "x"], "--replay"),
+        (["--jobs", "0"], "--jobs"),
+    ],
 )
 def test_cli_check_bad_input_is_exit_2(tmp_path: str, flags: list[str], named: str, capsys: object) -> None:
     code = main(["check", "--protocol", "message-bus", "--out", os.path.join(tmp_path, "o"), "--quiet", *flags])
     assert code == 2
+
+
+def test_a_region_failover_aborts_the_checkpoint_it_left_pending() -> None:
+    """The check's finding on message-bus (wrong-instant, explore seed 87, one job-manager barrier
+    trigger late): checkpoint 3 was pending when a write task crashed. Flink aborts the pending
+    checkpoints before a region's tasks restart and tells the coordinator, which writes message 3
+    as aborted, so the restarted tasks' next barrier does not wait for it until the job times out."""
+    from runtime.sim.schedule import draw
+
+    job = CheckJob(draw("wrong-instant", 87), "message-bus")
+    run = run_deviations(job, ((130, 1),))
+    assert run.verdict.outcome == PASSED, run.verdict.detail
+    assert not run.timeouts
+
+
+def test_a_run_stops_at_a_state_explored_before_and_p1s_deadlock_is_still_found() -> None:
+    """The early cut: a run that reaches, past its last deviation, a state explored before stops
+    there, judged no further; the search still finds P1's deadlock after a quiet round, and at
+    bound 2 too (where most runs are cut)."""
+    cut: list[CheckRun] = []
+    search = BoundedSearch(P1, 2, on_run=lambda run, s: cut.append(run) if run.cut else None).run()
+    assert search.complete and cut
+    assert all(run.cut_at is not None and len(run.choices) == run.cut_at + 1 for run in cut)
+    found = search.shortest(search.known)
+    assert found is not None and len(found.deviations) == 1 and found.verdict.invariant == "no-deadlock"
+
+
+def test_two_processes_share_the_search_and_find_what_one_finds() -> None:
+    from runtime.sim.parallel_search import parallel_search
+
+    both = parallel_search(P1, 1, 2)
+    assert both.complete
+    found = both.shortest(both.known)
+    assert found is not None and len(found.deviations) == 1 and found.verdict.invariant == "no-deadlock"
+    one = BoundedSearch(SMALL, 1).run()
+    two = parallel_search(SMALL, 1, 2)
+    assert two.complete and two.stats.runs >= one.stats.runs
+    assert certificate(two)["certificate"]["invariants"] == certificate(one)["certificate"]["invariants"]
+
+
+def test_an_instant_minted_at_another_time_is_the_same_state() -> None:
+    """The fingerprint ranks instant times instead of reading them: a run whose coordinator minted
+    its instants later (a late message) meets the same state; instants met in another order do not."""
+    from runtime.sim.fingerprint import StateFingerprint
+
+    def state(*instants: str) -> int:
+        fp = StateFingerprint()
+        events = [
+            (0, "X", "coordinator", "coordinator", "instant", f"start instant {i}", 0.0, 0.0, None) for i in instants
+        ]
+        fp.attach(type("Trace", (), {"events": events})())  # type: ignore[arg-type]
+        return fp()
+
+    assert state("20260101000000004", "20260101000001288") == state("20260101000000504", "20260101000001788")
+    assert state("20260101000000004", "20260101000001288") != state("20260101000000004", "20260101000000004")
