@@ -387,11 +387,35 @@ def print_tables(con: Any, doc: dict[str, Any]) -> None:
                         ],
                     )
             con.print(t)
+        con.print(_component_table(host, doc))
     con.print(
         "DL: the run deadlocked (P1's CommitAckEvent behind a blocked mailbox); EO!: exactly-once "
         "violated; '-': no sample (no writer waited for a released instant). The simulator's latencies "
         "are in virtual time (the same scaled durations, no CPU contention)."
     )
+
+
+def _component_table(host: str, doc: dict[str, Any]) -> Any:
+    """Every role's DFS operations per checkpoint by part of the table (data files, timeline,
+    metadata table, markers, checkpoint messages, clean, rollback, archive, ...), per protocol and
+    writer count: where a commit's cost goes as the writers grow."""
+    from rich.table import Table
+
+    points = doc["points"][host]
+    rows = [
+        (n, w, points[n][str(w)])
+        for n in doc["params"]["protocols"]
+        for w in doc["params"]["writers"][host]
+        if points.get(n, {}).get(str(w), {}).get("dfs_ops_per_checkpoint_by_component")
+    ]
+    parts = sorted({c for _, _, r in rows for c in r["dfs_ops_per_checkpoint_by_component"]})
+    t = Table(title=f"{host}: DFS ops per checkpoint by part of the table (every role)", title_justify="left")
+    for col in ("protocol", "writers", *parts):
+        t.add_column(col, justify="left" if col == "protocol" else "right")
+    for n, w, r in rows:
+        got = r["dfs_ops_per_checkpoint_by_component"]
+        t.add_row(n, str(w), *[f"{got.get(c, 0):.3g}" for c in parts])
+    return t
 
 
 def _series(points: dict[str, Any], ws: list[int], key: str, scale: float = 1.0) -> tuple[list[int], list[float]]:
