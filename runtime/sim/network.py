@@ -14,10 +14,11 @@ error) travels back after another delay.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,7 +261,14 @@ class SimNetwork:
             )
             return
         self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
-        task = self.loop.create_task(self._dispatch(env))
+        if env.dest not in self._starting and self._synchronous(env):
+            # the callback runs where the dispatch task's first step would, and a synchronous
+            # handler finishes in that step: the same order, without a task per message
+            self.loop.call_soon(self._dispatch_now, env)
+            return
+        self._handle_in_task(env, self.loop.create_task(self._dispatch(env)))
+
+    def _handle_in_task(self, env: _Envelope, task: asyncio.Task[None]) -> None:
         handling = self._handling.get(env.dest)
         if handling is None:
             handling = self._handling[env.dest] = _Handling()
@@ -274,27 +282,55 @@ class SimNetwork:
         for task in list(handling.tasks if handling is not None else ()):
             task.cancel()
 
-    async def _dispatch(self, env: _Envelope) -> None:
+    async def _dispatch(self, env: _Envelope, started: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Runs ``env``'s handler and replies; ``started``: the coroutine a plain handler
+        returned (:meth:`_dispatch_now`), to await instead."""
         try:
-            starting = self._starting.get(env.dest)
-            if starting is not None:
-                try:
-                    await bounded(starting.wait(), START_WAIT_S)
-                except asyncio.TimeoutError:
-                    raise RoleNotStarted(
-                        f"{env.dest} received {env.method} but did not finish "
-                        f"starting within {START_WAIT_S:.0f} virtual s"
-                    ) from None
-            role = self.roles.get(env.dest)
-            if role is None:
-                raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
-            if env.method not in getattr(role, "RPC_METHODS", ()):
-                raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
-            result = rpc_handler(role, env.method)(from_wire(env.payload))
+            if started is None:
+                starting = self._starting.get(env.dest)
+                if starting is not None:
+                    try:
+                        await bounded(starting.wait(), START_WAIT_S)
+                    except asyncio.TimeoutError:
+                        raise RoleNotStarted(
+                            f"{env.dest} received {env.method} but did not finish "
+                            f"starting within {START_WAIT_S:.0f} virtual s"
+                        ) from None
+                role = self.roles.get(env.dest)
+                if role is None:
+                    raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
+                if env.method not in getattr(role, "RPC_METHODS", ()):
+                    raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
+                result = rpc_handler(role, env.method)(from_wire(env.payload))
+            else:
+                result = started
             if asyncio.iscoroutine(result):
                 result = await result
         except asyncio.CancelledError:
             raise
+        except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
+            self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
+            return
+        self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
+
+    def _synchronous(self, env: _Envelope) -> bool:
+        """Whether ``env``'s handler is a plain function (False when it cannot be found: the
+        dispatch task reports that, as before)."""
+        role = self.roles.get(env.dest)
+        if role is None or env.method not in getattr(role, "RPC_METHODS", ()):
+            return False
+        return not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+
+    def _dispatch_now(self, env: _Envelope) -> None:
+        """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
+        delivery skips it, as it cancels a dispatch task that has not started."""
+        if env.incarnation != self.incarnations.get(env.dest, 0):
+            return
+        try:
+            result = rpc_handler(self.roles[env.dest], env.method)(from_wire(env.payload))
+            if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
+                self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
+                return
         except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
             self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
             return
