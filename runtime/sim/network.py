@@ -193,6 +193,8 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
+        # (role, method) -> (the role object, whether its handler is a plain function)
+        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool]] = {}
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -315,11 +317,15 @@ class SimNetwork:
 
     def _synchronous(self, env: _Envelope) -> bool:
         """Whether ``env``'s handler is a plain function (False when it cannot be found: the
-        dispatch task reports that, as before)."""
+        dispatch task reports that, as before). Kept per role object and method."""
         role = self.roles.get(env.dest)
-        if role is None or env.method not in getattr(role, "RPC_METHODS", ()):
-            return False
-        return not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+        known = self._plain_handlers.get((env.dest, env.method))
+        if known is not None and known[0] is role:
+            return known[1]
+        plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
+        plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+        self._plain_handlers[(env.dest, env.method)] = (role, plain)
+        return plain
 
     def _dispatch_now(self, env: _Envelope) -> None:
         """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
