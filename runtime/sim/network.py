@@ -316,14 +316,17 @@ class SimNetwork:
         self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
 
     def _synchronous(self, env: _Envelope) -> bool:
-        """Whether ``env``'s handler is a plain function (False when it cannot be found: the
+        """Whether ``env``'s handler is a plain function (False when looking it up fails: the
         dispatch task reports that, as before). Kept per role object and method."""
         role = self.roles.get(env.dest)
         known = self._plain_handlers.get((env.dest, env.method))
         if known is not None and known[0] is role:
             return known[1]
-        plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
-        plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+        try:
+            plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
+            plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+        except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
+            plain = False
         self._plain_handlers[(env.dest, env.method)] = (role, plain)
         return plain
 

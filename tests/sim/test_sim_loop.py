@@ -178,6 +178,27 @@ def test_a_message_delivered_to_a_role_killed_before_it_runs_is_not_handled():
     assert [e[1] for e in recorder.events if e[1] == "deliver"] == ["deliver"]
 
 
+def test_a_handler_look_up_that_fails_reaches_the_caller_as_the_error():
+    class Gone:
+        RPC_METHODS = ("take",)
+
+        def rpc_handler(self, method):
+            raise ConnectionError("gone")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        a, _ = _pair(loop, TraceRecorder(loop.time))
+        a.network.bind("b", Gone())
+        with pytest.raises(ConnectionError, match="gone"):
+            await a.call("b", "take", None, timeout=1.0)
+        return errors
+
+    errors, _ = run(main())
+    assert errors == []
+
+
 def test_the_memory_disk_lists_and_finds_as_the_file_system_under_it_does():
     from runtime.core.dfs import Dfs
     from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
