@@ -181,9 +181,18 @@ class Dfs:
     def exists(self, path: str) -> bool:
         self._op("exists", path)
         try:
-            return bool(self.fs.get_file_info(path).type != pafs.FileType.NotFound)
+            return self._found(self.fs.get_file_info(path))
         except OSError as exc:
             raise DfsError(f"exists({path}) failed: {exc}") from exc
+
+    @staticmethod
+    def _found(info: pafs.FileInfo) -> bool:
+        return bool(info.type != pafs.FileType.NotFound)
+
+    @staticmethod
+    def _entries(infos: list[pafs.FileInfo]) -> list[FileEntry]:
+        """A listing's entries (what :meth:`list_dir` returns)."""
+        return [FileEntry(i.base_name, i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
 
     def is_dir(self, path: str) -> bool:
         self._op("stat", path)
@@ -203,7 +212,7 @@ class Dfs:
             if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
                 raise DfsNotFound(f"directory {path} does not exist") from exc
             raise DfsError(f"list({path}) failed: {exc}") from exc
-        return [FileEntry(i.base_name, i.path, i.size or 0, i.type == pafs.FileType.Directory) for i in infos]
+        return self._entries(infos)
 
     def read_bytes(self, path: str) -> bytes:
         self._op("read", path)

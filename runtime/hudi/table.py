@@ -410,8 +410,10 @@ def base_file_name(file_id: str, write_token: str, instant: str) -> str:
     return f"{file_id}_{write_token}_{instant}.parquet"
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
-    """(file_id, write_token, instant) of a base file name, or None if it is not one."""
+    """(file_id, write_token, instant) of a base file name, or None if it is not one. Cached:
+    the cleaner parses every file of a partition at every commit, and the names repeat."""
     m = _BASE_FILE.match(name)
     return (m["file_id"], m["token"], m["instant"]) if m else None
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from runtime.core import roles
-from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook
+from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook, FileEntry
 from runtime.hudi.table import HudiTable
 
 PLACEHOLDER = b"commitlab-sim base file (kept in memory)\n"
@@ -56,6 +56,17 @@ class MemoryDfs(Dfs):
     def for_role(self, role: str) -> MemoryDfs:
         return MemoryDfs(self.store, role=role, counters=self.counters, fault_hook=self.fault_hook)
 
+    # pyarrow builds a ``FileType`` enum (a Python call) at every ``FileInfo.type``: tens of
+    # thousands of listed entries a run. On the in-memory file system a file always has a size
+    # and a directory none, and only a missing path has no modification time: the same answers.
+    @staticmethod
+    def _found(info: pafs.FileInfo) -> bool:
+        return info.mtime_ns is not None
+
+    @staticmethod
+    def _entries(infos: list[pafs.FileInfo]) -> list[FileEntry]:
+        return [FileEntry(i.base_name, i.path, i.size or 0, i.size is None) for i in infos]
+
     def probe(self, op: str, path: str) -> None:
         """Counted, and the fault hook acts on it: its answer is unused, so the simulated disk
         gives none (a per-handle timeline listing was a sixth of a simulated checkpoint)."""
@@ -72,7 +83,7 @@ class MemoryDfs(Dfs):
 
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
-        if self.fs.get_file_info(path).type == pafs.FileType.NotFound or path not in self.store.tables:
+        if not self._found(self.fs.get_file_info(path)) or path not in self.store.tables:
             raise DfsNotFound(f"file {path} does not exist")
         table = self.store.tables[path]
         return table if columns is None else table.select(columns)

@@ -14,10 +14,11 @@ error) travels back after another delay.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +193,8 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
+        # (role, method) -> (the role object, whether its handler is a plain function)
+        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool]] = {}
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -260,7 +263,14 @@ class SimNetwork:
             )
             return
         self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
-        task = self.loop.create_task(self._dispatch(env))
+        if env.dest not in self._starting and self._synchronous(env):
+            # the callback runs where the dispatch task's first step would, and a synchronous
+            # handler finishes in that step: the same order, without a task per message
+            self.loop.call_soon(self._dispatch_now, env)
+            return
+        self._handle_in_task(env, self.loop.create_task(self._dispatch(env)))
+
+    def _handle_in_task(self, env: _Envelope, task: asyncio.Task[None]) -> None:
         handling = self._handling.get(env.dest)
         if handling is None:
             handling = self._handling[env.dest] = _Handling()
@@ -274,27 +284,62 @@ class SimNetwork:
         for task in list(handling.tasks if handling is not None else ()):
             task.cancel()
 
-    async def _dispatch(self, env: _Envelope) -> None:
+    async def _dispatch(self, env: _Envelope, started: Coroutine[Any, Any, Any] | None = None) -> None:
+        """Runs ``env``'s handler and replies; ``started``: the coroutine a plain handler
+        returned (:meth:`_dispatch_now`), to await instead."""
         try:
-            starting = self._starting.get(env.dest)
-            if starting is not None:
-                try:
-                    await bounded(starting.wait(), START_WAIT_S)
-                except asyncio.TimeoutError:
-                    raise RoleNotStarted(
-                        f"{env.dest} received {env.method} but did not finish "
-                        f"starting within {START_WAIT_S:.0f} virtual s"
-                    ) from None
-            role = self.roles.get(env.dest)
-            if role is None:
-                raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
-            if env.method not in getattr(role, "RPC_METHODS", ()):
-                raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
-            result = rpc_handler(role, env.method)(from_wire(env.payload))
+            if started is None:
+                starting = self._starting.get(env.dest)
+                if starting is not None:
+                    try:
+                        await bounded(starting.wait(), START_WAIT_S)
+                    except asyncio.TimeoutError:
+                        raise RoleNotStarted(
+                            f"{env.dest} received {env.method} but did not finish "
+                            f"starting within {START_WAIT_S:.0f} virtual s"
+                        ) from None
+                role = self.roles.get(env.dest)
+                if role is None:
+                    raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
+                if env.method not in getattr(role, "RPC_METHODS", ()):
+                    raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
+                result = rpc_handler(role, env.method)(from_wire(env.payload))
+            else:
+                result = started
             if asyncio.iscoroutine(result):
                 result = await result
         except asyncio.CancelledError:
             raise
+        except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
+            self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
+            return
+        self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
+
+    def _synchronous(self, env: _Envelope) -> bool:
+        """Whether ``env``'s handler is a plain function (False when looking it up fails: the
+        dispatch task reports that, as before). Kept per role object and method."""
+        role = self.roles.get(env.dest)
+        known = self._plain_handlers.get((env.dest, env.method))
+        if known is not None and known[0] is role:
+            return known[1]
+        try:
+            plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
+            plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+        except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
+            plain = False
+        self._plain_handlers[(env.dest, env.method)] = (role, plain)
+        return plain
+
+    def _dispatch_now(self, env: _Envelope) -> None:
+        """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
+        delivery skips it, as it cancels a dispatch task that has not started."""
+        if env.incarnation != self.incarnations.get(env.dest, 0):
+            return
+        try:
+            result = rpc_handler(self.roles[env.dest], env.method)(from_wire(env.payload))
+            if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
+                self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
+                return
         except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
             self._respond(env, ok=False, value=exc, kind=type(exc).__name__)
             return

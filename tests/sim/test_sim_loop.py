@@ -161,6 +161,64 @@ def test_a_call_decodes_what_was_encoded_and_the_reply_too():
     assert a.metrics.snapshot().rpcs == {"take": 1}
 
 
+def test_a_message_delivered_to_a_role_killed_before_it_runs_is_not_handled():
+    async def main():
+        loop = asyncio.get_running_loop()
+        recorder = TraceRecorder(loop.time)
+        a, sink = _pair(loop, recorder, delay=Delay.fixed(0.5))
+        a.send("b", "take", CheckpointNotice(1))
+        # set after the delivery's timer, for the same instant: runs after the delivery, before
+        # the handler (as a dispatch task cancelled before its first step)
+        loop.call_at(loop.time() + 0.5, a.network.kill, "b")
+        await asyncio.sleep(1)
+        return sink.got, recorder
+
+    (got, recorder), _ = run(main())
+    assert got == []
+    assert [e[1] for e in recorder.events if e[1] == "deliver"] == ["deliver"]
+
+
+def test_a_handler_look_up_that_fails_reaches_the_caller_as_the_error():
+    class Gone:
+        RPC_METHODS = ("take",)
+
+        def rpc_handler(self, method):
+            raise ConnectionError("gone")
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        errors = []
+        loop.set_exception_handler(lambda _loop, context: errors.append(context))
+        a, _ = _pair(loop, TraceRecorder(loop.time))
+        a.network.bind("b", Gone())
+        with pytest.raises(ConnectionError, match="gone"):
+            await a.call("b", "take", None, timeout=1.0)
+        return errors
+
+    errors, _ = run(main())
+    assert errors == []
+
+
+def test_the_memory_disk_lists_and_finds_as_the_file_system_under_it_does():
+    from runtime.core.dfs import Dfs
+    from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
+
+    memory = MemoryDfs(MemoryStore())
+    memory.mkdirs("t/.hoodie/sub")
+    memory.create_empty("t/.hoodie/empty")
+    memory.write_bytes("t/.hoodie/full", b"abc")
+    plain = Dfs(memory.fs)
+    for path in ("t", "t/.hoodie", "t/.hoodie/sub", "t/.hoodie/empty", "t/.hoodie/full", "t/none", "t/.hoodie/full/x"):
+        assert memory.exists(path) == plain.exists(path), path
+    for path in ("t", "t/.hoodie", "t/.hoodie/sub"):
+        assert memory.list_dir(path) == plain.list_dir(path), path
+    assert [(e.name, e.size, e.is_dir) for e in memory.list_dir("t/.hoodie")] == [
+        ("empty", 0, False),
+        ("full", 3, False),
+        ("sub", 0, True),
+    ]
+
+
 def test_wire_format_is_the_ray_hosts():
     msg = CheckpointNotice(9, "x")
     assert to_wire(msg) == codec.encode(msg)
