@@ -224,7 +224,7 @@ def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
 def compare_tables(doc: JsonObject) -> list[Table]:
     """What each protocol did, what it cost, its DFS operations by type and by part of the table:
     tables that each read at 80 columns."""
-    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc), _component_table(doc)]
+    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc), *_component_tables(doc)]
     return tables + ([_table_types_table(doc)] if doc.get("table_types") else [])
 
 
@@ -343,13 +343,23 @@ def _dfs_table(doc: JsonObject) -> Table:
     return t
 
 
-def _component_table(doc: JsonObject) -> Table:
-    """DFS operations per checkpoint by the part of the table they touch (every role of the job)."""
+# parts of the table per by-part table: a protocol column and six numbers read at 80 columns
+_PARTS_PER_TABLE = 6
+
+
+def _component_tables(doc: JsonObject) -> list[Table]:
+    """DFS operations per checkpoint by the part of the table they touch (every role of the job);
+    more parts than fit 80 columns (the metadata table, clean, rollback, archive) go on to a
+    second table."""
     rows = doc["protocols"]
     parts = sorted({c for r in rows.values() for c in r.get("dfs_ops_per_checkpoint_by_component", {})})
-    t = _table("DFS operations per checkpoint, by part of the table (every role)", ["protocol", *parts])
-    t.padding = (0, 1) if len(parts) < 7 else (0, 0, 0, 1)  # the metadata table's column too, at 80
-    for name, r in rows.items():
-        got = r.get("dfs_ops_per_checkpoint_by_component", {})
-        t.add_row(name, *[f"{got.get(c, 0):.3g}" for c in parts])
-    return t
+    title = "DFS operations per checkpoint, by part of the table (every role)"
+    out = []
+    for at in range(0, len(parts), _PARTS_PER_TABLE):
+        chunk = parts[at : at + _PARTS_PER_TABLE]
+        t = _table(title if at == 0 else f"{title}, continued", ["protocol", *chunk])
+        for name, r in rows.items():
+            got = r.get("dfs_ops_per_checkpoint_by_component", {})
+            t.add_row(name, *[f"{got.get(c, 0):.3g}" for c in chunk])
+        out.append(t)
+    return out
