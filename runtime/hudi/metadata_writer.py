@@ -29,6 +29,10 @@ Sources (Apache Hudi 0.14-1.1, ``hudi-client-common`` ``org.apache.hudi.metadata
 * ``update(HoodieRollbackMetadata)``: a data rollback's delta commit, at the rollback's instant time,
   marks the files it deleted ``isDeleted`` and lists the log files it wrote; a delta commit of the
   undone instant is rolled back in the metadata table.
+* ``update(HoodieCleanMetadata)`` from ``CleanActionExecutor.runClean`` -> ``writeTableMetadata``,
+  before the completed clean: a delta commit at the clean's time marks the files it deleted
+  (:mod:`runtime.hudi.cleaner`); the archiver keeps what is newer than this table's latest
+  compaction (:mod:`runtime.hudi.archiver`).
 * ``HoodieBackedTableMetadataWriter.compactIfNecessary``: every ``metadata.compaction.delta_commits``
   delta commits (``FlinkOptions.METADATA_COMPACTION_DELTA_COMMITS``, 10) the file group is compacted
   into a new base HFile (:func:`compact`).
@@ -394,7 +398,7 @@ def _stat(name: str, size: int, base_instant: str, log_version: int) -> WriteSta
 
 
 def rollback_changes(base_path: str, deleted: Iterable[str], written: dict[str, int]) -> FileChanges:
-    """A rollback's files: those it deleted (``isDeleted``) and the log files it wrote."""
+    """A rollback's or a clean's files: those it deleted (``isDeleted``) and the log files it wrote."""
     out: FileChanges = {}
     for path in deleted:
         rel = path[len(base_path) + 1 :] if path.startswith(base_path + "/") else path
