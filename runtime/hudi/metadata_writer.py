@@ -361,9 +361,12 @@ class MetadataTableWriter:
                 if any(b.instant == instant for b in read_blocks(self.table.dfs.read_bytes(path), str(log))):
                     self.table.dfs.delete(path)
         (latest,) = states  # one instant per time: its latest state
-        done = [self.mdt.version.completed_file(instant, latest.completion, DELTA_COMMIT)]
+        # a pending one has no completion time, so no completed file to name (layout 2 needs it)
+        done = []
+        if latest.state == COMPLETED:
+            done = [self.mdt.version.completed_file(instant, latest.completion, DELTA_COMMIT)]
         pending = [f"{instant}.{DELTA_COMMIT}.{INFLIGHT}", f"{instant}.{DELTA_COMMIT}.{REQUESTED}"]
-        for name in (done if latest.state == COMPLETED else []) + pending:
+        for name in done + pending:
             try:
                 self.table.dfs.delete(self.mdt.timeline_file(name))
             except DfsNotFound:

@@ -202,3 +202,22 @@ def test_a_rolled_back_instant_leaves_the_metadata_table(tmp_path):
     assert set(view.files()) == {s.path for s in kept}
     assert not [i for i in view.timeline.instants if i.ts == T2]
     assert not audit_table(path).errors
+
+
+def test_a_metadata_delta_commit_left_pending_is_undone_by_the_rollback(tmp_path):
+    """A coordinator that failed while the metadata table's delta commit was still inflight
+    (version 9 names a completed instant by its completion time, a pending one has none): the
+    data rollback removes it and the metadata table lists none of the attempt's files."""
+    dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
+    table = HudiTable.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
+    kept = commit(table, T1, ROWS1, 1)
+    table.start_instant(T2)
+    write_files(table, T2, ROWS2)
+    mdt = open_metadata_table(table)
+    for state in ("requested", "inflight"):
+        dfs.write_bytes(mdt.timeline_file(f"{T2}.deltacommit.{state}"), b"")
+    table.rollback(T2)
+    view = read_files_partition(open_metadata_table(table))
+    assert set(view.files()) == {s.path for s in kept}
+    assert not [i for i in view.timeline.instants if i.ts == T2]
+    assert not audit_table(path).errors
