@@ -45,7 +45,7 @@ import fastavro
 
 from runtime.core.dfs import DfsNotFound
 from runtime.hudi.log_format import LogFileName
-from runtime.hudi.metadata_writer import MetadataTableWriter, rollback_changes
+from runtime.hudi.metadata_writer import MetadataTableWriter, deleted_and_written
 from runtime.hudi.rollback import AVRO_NAMESPACE, AVRO_STRING, avro_container, nullable, one_avro_record
 from runtime.hudi.table import COMPLETED, REQUESTED, HudiTable, Timeline, parse_base_file_name
 
@@ -354,7 +354,7 @@ def _run(table: HudiTable, clean_time: str, now: float) -> str:
         # CleanActionExecutor.runClean -> writeTableMetadata: the metadata table's delta commit of
         # the clean's time marks the deleted files, before the completed clean
         gone = [path for paths in deleted.values() for path in paths]
-        MetadataTableWriter(table).update(clean_time, rollback_changes(table.base_path, gone, {}), now)
+        MetadataTableWriter(table).update(clean_time, deleted_and_written(table.base_path, gone, {}), now)
     name = table.version.completed_file(clean_time, table.completion_time(clean_time, now), CLEAN)
     table.dfs.write_bytes(table.timeline_file(name), encode_metadata(record, extra_metadata=table.version.layout_2))
     return clean_time

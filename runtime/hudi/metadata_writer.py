@@ -400,15 +400,12 @@ def _stat(name: str, size: int, base_instant: str, log_version: int) -> WriteSta
     )
 
 
-def rollback_changes(base_path: str, deleted: Iterable[str], written: dict[str, int]) -> FileChanges:
+def deleted_and_written(base_path: str, deleted: Iterable[str], written: dict[str, int]) -> FileChanges:
     """A rollback's or a clean's files: those it deleted (``isDeleted``) and the log files it wrote."""
     out: FileChanges = {}
-    for path in deleted:
+    entries = [(path, (0, True)) for path in deleted] + [(path, (size, False)) for path, size in written.items()]
+    for path, entry in entries:
         rel = path[len(base_path) + 1 :] if path.startswith(base_path + "/") else path
         partition, _, name = rel.rpartition("/")
-        out.setdefault(partition, {})[name] = (0, True)
-    for path, size in written.items():
-        rel = path[len(base_path) + 1 :] if path.startswith(base_path + "/") else path
-        partition, _, name = rel.rpartition("/")
-        out.setdefault(partition, {})[name] = (size, False)
+        out.setdefault(partition, {})[name] = entry
     return out

@@ -891,14 +891,14 @@ class HudiTable:
         """``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)``, before the completed
         rollback: the undone instant's delta commit goes, and one at the rollback's time marks
         the deleted files and lists the log files the rollback wrote."""
-        from runtime.hudi.metadata_writer import MetadataTableWriter, rollback_changes
+        from runtime.hudi.metadata_writer import MetadataTableWriter, deleted_and_written
 
         writer = MetadataTableWriter(self)
         writer.undo(instant)
         if rollback_time is not None:
             deleted = [p for s in stats.values() for p in s.deleted]
             written = {p: n for s in stats.values() for p, n in s.rollback_log_files.items()}
-            writer.update(rollback_time, rollback_changes(self.base_path, deleted, written), now)
+            writer.update(rollback_time, deleted_and_written(self.base_path, deleted, written), now)
 
     def _begin_rollback(self, plan: RollbackPlan, now: float | None) -> str:
         """``BaseHoodieTableServiceClient.rollback``: the rollback's instant time, a pending

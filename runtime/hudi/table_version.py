@@ -155,7 +155,9 @@ class TableVersion:
         """A completed instant's timeline file name."""
         if self.layout_2:
             if not completion:
-                raise ValueError(f"a completed instant of table version {self.number} needs its completion time")
+                raise ValueError(
+                    f"{instant}.{action}: a completed instant of table version {self.number} needs its completion time"
+                )
             return f"{instant}_{completion}.{action}"
         return f"{instant}.{action}"
 
