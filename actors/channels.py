@@ -16,8 +16,10 @@ process starts each channel's messages in that order (:class:`InOrder`).
 * A channel is one incarnation of a sending role to one process actor: a role that restarts is a
   new sender (its numbers start again), and a process that restarts is a new actor (so is its
   numbering), as a restarted Flink task or job master opens new connections.
-* A message lost or delayed by a fault is numbered when it is really submitted, so it never holds
-  up the others: a late message is late, as on a network.
+* A message lost by a fault is never numbered, so it holds up nothing. A message delayed by a fault
+  is numbered when it is sent and submitted late, so the ones sent after it wait for it (up to
+  ``gap_wait_s``): one connection delivers in order, as Pekko's TCP transport does, and a late
+  write-metadata event cannot be overtaken by its task's checkpoint acknowledgement.
 
 Deliberate difference (a bound, not a behaviour): a message that never reaches the receiver's
 gate (its Ray call failed before it started) is waited for at most ``gap_wait_s``; then the later

@@ -11,9 +11,10 @@ RPC keeps one sender's order."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from actors.channels import Outbox
@@ -46,26 +47,36 @@ class RayEnv(Env):
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
 
-    def _submit(self, dest: str, method: str, payload: Any) -> Any:
-        """Hands the message to ``dest`` now; an awaitable of its reply."""
+    def _submit(self, dest: str, method: str, payload: Any, late_s: float = 0.0) -> Any:
+        """Hands the message to ``dest`` now, or ``late_s`` seconds from now (a ``message.delayed``
+        fault); an awaitable of its reply."""
         local = self.local.get(dest)
         if local is not None:
             # shielded: a caller that stops waiting does not cancel the handler, as between actors
-            return asyncio.shield(asyncio.ensure_future(local.deliver(method, payload, self.role)))
+            # (a late message to a role of this process holds up nothing: no channel in between)
+            start = functools.partial(local.deliver, method, payload, self.role)
+            return asyncio.shield(asyncio.ensure_future(_after(late_s, start) if late_s else start()))
         try:
             handle = self.handles[dest]
         except KeyError:
             raise LookupError(f"{self.role} has no handle for {dest!r}; known: {sorted(self.handles)}") from None
-        destination = handle.process_id
-        return handle.deliver(method, payload, self.role, self.outbox.channel, self.outbox.number(destination))
+        # numbered now even when late: the receiver starts the ones sent after it only after it
+        seq = self.outbox.number(handle.process_id)
+        if not late_s:
+            return handle.deliver(method, payload, self.role, self.outbox.channel, seq)
+        channel = self.outbox.channel
+        return asyncio.ensure_future(
+            _after(late_s, functools.partial(handle.deliver, method, payload, self.role, channel, seq))
+        )
 
     async def call(
         self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
     ) -> Any:
         self.metrics.rpc(method)
+        late = 0.0
         if self.faults.arms_messages:
-            await self.faults.apply_call_fault(dest, method, msg, timeout, option)
-        ref = self._submit(dest, method, to_wire(msg))
+            late = await self.faults.apply_call_fault(dest, method, msg, timeout, option)
+        ref = self._submit(dest, method, to_wire(msg), late)
         try:
             # not asyncio.wait_for: on 3.11 it swallows a cancellation that arrives as the reply
             # lands, and the cancelled caller runs on (a control-topic job hung on it)
@@ -79,17 +90,12 @@ class RayEnv(Env):
         delay = self.faults.send_fault_delay(dest, method, msg)
         if delay is None:
             return  # lost in transit: a one-way message has no reply to miss
-        payload = to_wire(msg)
-        # submitted now, numbered in this sender's order (the receiver starts them in that order)
-        ref = None if delay else self._submit(dest, method, payload)
+        # numbered now in this sender's order (the receiver starts them in that order), late or not
+        ref = self._submit(dest, method, to_wire(msg), delay)
 
         async def watch() -> None:
             try:
-                if ref is None:  # delivered late; messages sent after it overtake it
-                    await asyncio.sleep(delay)
-                    await self._submit(dest, method, payload)
-                else:
-                    await ref
+                await ref
             except Exception as exc:  # noqa: BLE001 - a one-way message that failed: recorded, never raised here
                 self.send_errors.append(f"{dest}.{method}: {type(exc).__name__}: {exc}"[:500])
 
@@ -112,19 +118,15 @@ class RayEnv(Env):
         self.metrics.rpc(method)
         delay = self.faults.send_fault_delay(dest, method, msg)
         what = f"{self.role}: the acknowledgement of {dest}.{method}"
-        payload = to_wire(msg)
-        # submitted now unless lost (None) or held back (> 0)
-        ref = self._submit(dest, method, payload) if delay == 0.0 else None
+        ref = None if delay is None else self._submit(dest, method, to_wire(msg), delay)
 
         async def watch() -> None:
             try:
-                if delay is None:  # lost in transit: noticed when the ask times out
+                if ref is None:  # lost in transit: noticed when the ask times out
                     await asyncio.sleep(timeout)
                     on_failure(f"{what} did not come within {timeout:.1f}s (the message was lost; {option})")
                     return
-                if ref is None:  # delivered late; messages sent after it overtake it
-                    await asyncio.sleep(delay)
-                await bounded(ref if ref is not None else self._submit(dest, method, payload), timeout)
+                await bounded(ref, timeout)
             except asyncio.TimeoutError:
                 on_failure(f"{what} did not come within {timeout:.1f}s ({option})")
             except Exception as exc:  # noqa: BLE001 - reported to the sender, which fails
@@ -145,3 +147,9 @@ class RayEnv(Env):
 
         print(f"{self.role}: {reason}; exiting the process", file=sys.stderr, flush=True)
         os._exit(1)
+
+
+async def _after(seconds: float, deliver: Callable[[], Awaitable[Any]]) -> Any:
+    """A message that arrives ``seconds`` late (the ``message.delayed`` fault): its reply."""
+    await asyncio.sleep(seconds)
+    return await deliver()

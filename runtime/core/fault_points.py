@@ -55,14 +55,17 @@ class FaultPoints(abc.ABC):
         message now, or None."""
 
     @abc.abstractmethod
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
+    async def apply_call_fault(
+        self, dest: str, method: str, msg: Any, timeout: float | None, option: str = ""
+    ) -> float:
         """A host calls this before a request goes out: a lost request ends in the caller's own
-        timeout (WaitTimeout); a delayed one leaves late."""
+        timeout (WaitTimeout); otherwise the seconds it arrives late (0 for none)."""
 
     @abc.abstractmethod
     def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:
-        """A host calls this before a one-way message goes out: seconds to hold it back (0 for
-        none), or None when it is lost."""
+        """A host calls this before a one-way message goes out: seconds it arrives late (0 for
+        none), or None when it is lost. A late message holds up the ones sent after it to the
+        same receiver (Flink's RPC keeps a sender's order per receiver, as TCP does)."""
 
 
 class NoFaults(FaultPoints):
@@ -91,8 +94,10 @@ class NoFaults(FaultPoints):
     def message_fault(self, dest: str, method: str, msg: Any) -> FaultSpec | None:
         return None
 
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
-        return None
+    async def apply_call_fault(
+        self, dest: str, method: str, msg: Any, timeout: float | None, option: str = ""
+    ) -> float:
+        return 0.0
 
     def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:
         return 0.0

@@ -32,7 +32,8 @@ FAULT_POINTS: dict[str, str] = {
     "bus.deleted_between_restarts": "a write task crashes and the protocol's message directory "
     "(message_bus, ckp_meta) is deleted before the job restarts (#8060, #8120; P2, P2b, P3)",
     "message.dropped": "one message to `target` is lost in transit (a request: the caller times out)",
-    "message.delayed": "one message to `target` arrives `param` s late (default 2)",
+    "message.delayed": "one message to `target` arrives `param` s late (default 2), and its sender's later "
+    "messages to the same receiver wait behind it",
     "compaction.crash_during": "a compaction task crashes after writing a compacted base file, before reporting it "
     "(merge-on-read; `checkpoint`: the one whose completion ran the plan, `task`: the compaction task)",
     "compaction.failed": "a compaction task fails to compact a file group and reports it failed: the commit sink "

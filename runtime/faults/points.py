@@ -82,10 +82,12 @@ class ArmedFaultPoints(FaultPoints):
                 return spec
         return None
 
-    async def apply_call_fault(self, dest: str, method: str, msg: Any, timeout: float | None, option: str = "") -> None:
+    async def apply_call_fault(
+        self, dest: str, method: str, msg: Any, timeout: float | None, option: str = ""
+    ) -> float:
         fault = self.message_fault(dest, method, msg)
         if fault is None:
-            return
+            return 0.0
         if fault.point == "message.dropped":
             wait = timeout or LOST_REQUEST_WAIT_S
             self._dropped(dest, method)
@@ -95,7 +97,7 @@ class ArmedFaultPoints(FaultPoints):
                 f"{self.env.role} waited {wait:.1f}s for the reply of {dest}.{method}{bound}: "
                 "no reply (the request was lost in transit)"
             )
-        await self.env.sleep(fault.value)
+        return float(fault.value)
 
     def send_fault_delay(self, dest: str, method: str, msg: Any) -> float | None:
         fault = self.message_fault(dest, method, msg)

@@ -229,8 +229,11 @@ class SimNetwork:
         *,
         want_reply: bool,
         on_error: Callable[[str], None] | None = None,
+        late_s: float = 0.0,
     ) -> asyncio.Future[Any] | None:
-        """Puts a message on the (sender, dest) lane; returns the reply's future for a call."""
+        """Puts a message on the (sender, dest) lane; returns the reply's future for a call.
+        ``late_s`` (a ``message.delayed`` fault) delays it and, the lane being FIFO, every
+        message sent after it on the lane (head-of-line, as on a TCP connection)."""
         reply = self.loop.create_future() if want_reply else None
         env = _Envelope(
             next(self._ids),
@@ -246,7 +249,7 @@ class SimNetwork:
         lane = self._lanes.get((sender, dest))
         if lane is None:
             lane = self._lanes[(sender, dest)] = _Lane()
-        at = max(self.loop.time() + self._draw(sender), lane.last_at)
+        at = max(self.loop.time() + self._draw(sender) + late_s, lane.last_at)
         lane.last_at = at
         lane.queue.append(env)
         self.messages += 1

@@ -122,9 +122,10 @@ class SimEnv(Env):
         self._check_dest(dest)
         self.metrics.rpc(method)
         faults = self.faults
+        late = 0.0
         if faults.arms_messages:  # (every call: nothing armed costs one test, no coroutine)
-            await faults.apply_call_fault(dest, method, msg, timeout, option)
-        fut = self.network.post(self.role, dest, method, msg, want_reply=True)
+            late = await faults.apply_call_fault(dest, method, msg, timeout, option)
+        fut = self.network.post(self.role, dest, method, msg, want_reply=True, late_s=late)
         assert fut is not None
         if not timeout:
             return from_wire(await fut)
@@ -148,15 +149,9 @@ class SimEnv(Env):
         delay = faults.send_fault_delay(dest, method, msg) if faults.arms_messages else 0.0
         if delay is None:
             return  # lost in transit
-        if delay:  # delivered late; messages sent after it overtake it
-            self.network.loop.call_later(
-                delay,
-                lambda: self.network.post(
-                    self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append
-                ),
-            )
-            return
-        self.network.post(self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append)
+        self.network.post(
+            self.role, dest, method, msg, want_reply=False, on_error=self.send_errors.append, late_s=delay
+        )
 
     def send_event(
         self,
@@ -182,27 +177,21 @@ class SimEnv(Env):
             )
             return
 
-        def post() -> None:
-            fut = self.network.post(self.role, dest, method, msg, want_reply=True)
-            assert fut is not None
-            timer = loop.call_later(timeout, _expire, fut)
+        fut = self.network.post(self.role, dest, method, msg, want_reply=True, late_s=delay)
+        assert fut is not None
+        timer = loop.call_later(timeout, _expire, fut)  # the ask's timeout runs from the send
 
-            def done(f: asyncio.Future[Any]) -> None:
-                timer.cancel()
-                if f.cancelled():
-                    return
-                exc = f.exception()
-                if isinstance(exc, _ReplyTimeout):
-                    on_failure(f"{what} did not come within {timeout:.1f}s ({option})")
-                elif exc is not None:
-                    on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
+        def done(f: asyncio.Future[Any]) -> None:
+            timer.cancel()
+            if f.cancelled():
+                return
+            exc = f.exception()
+            if isinstance(exc, _ReplyTimeout):
+                on_failure(f"{what} did not come within {timeout:.1f}s ({option})")
+            elif exc is not None:
+                on_failure(f"{what} failed: {type(exc).__name__}: {exc}"[:500])
 
-            fut.add_done_callback(done)
-
-        if delay:  # delivered late; messages sent after it overtake it
-            loop.call_later(delay, post)
-        else:
-            post()
+        fut.add_done_callback(done)
 
     def note_dropped(self, dest: str, method: str) -> None:
         """Records a message lost in transit (the fault points' ``on_dropped``)."""

@@ -165,10 +165,8 @@ def test_a_delayed_event_and_a_slow_dfs_are_ridden_out(ray_session, tmp_path):
         FaultSpec("message.delayed", 2, 0, param=1.0, target="write_metadata"),
         FaultSpec("dfs.latency", 3, param=0.05),
     ]
-    # Without write markers: the fault delays the event past its task's later barrier ack, an order
-    # Flink's per-pair delivery never has; with markers the commit then reconciles the late flush's
-    # file away and the job fails over (docs/FIDELITY.md, "Write markers")
-    result = run_job(_cfg(tmp_path, faults=faults, markers="none"), None)
+    # the late event holds up its task's checkpoint ack behind it (one sender's order per receiver)
+    result = run_job(_cfg(tmp_path, faults=faults), None)
     assert sorted(f["point"] for f in result.faults_fired) == ["dfs.latency", "message.delayed"]
     assert result.failovers == []
     assert result.status == "finished", result.error

@@ -145,3 +145,28 @@ def test_hudi_6194_the_bootstrap_hold_keeps_writes_out_of_a_rolled_back_instant(
     else:
         broken = result.status != "finished" or not (result.exactly_once and result.exactly_once.verified)
         assert written_then_rolled_back and broken, result.failovers
+
+
+@pytest.mark.parametrize("protocol", ["operator-event", "message-bus", "two-phase-commit"])
+def test_a_late_write_status_holds_up_its_tasks_checkpoint_ack_and_nothing_is_lost(tmp_path, protocol):
+    """Flink's RPC keeps one sender's order per receiver: a write-metadata event that arrives late
+    delays the same task's checkpoint acknowledgement behind it, so the checkpoint completes late
+    with every write status in, and the commit keeps the flush (the lane's order held)."""
+    spec = FaultSpec("message.delayed", 2, 0, param=1.0, target="write_metadata")
+    result = _run(_cfg(protocol, faults=[spec]), tmp_path)
+    assert [f["point"] for f in result.faults_fired] == ["message.delayed"]
+    assert result.failovers == []
+    assert result.figures.checkpoints.detail["2"]["status"] == "completed"  # 1 s late is within 4 s
+    assert result.exactly_once.verified, result.exactly_once
+
+
+def test_a_lost_write_status_whose_checkpoint_completes_loses_that_flush_as_hudi_does(tmp_path):
+    """Hudi's coordinator commits the events it received when the checkpoint completes
+    (``StreamWriteOperatorCoordinator.notifyCheckpointComplete``: "commits the ever received
+    events anyway"); a lost event is noticed only when its ask times out, after that commit, and
+    the restored task's bootstrap finds the instant completed. The verdict says so."""
+    spec = FaultSpec("message.dropped", 2, 0, target="write_metadata")
+    result = _run(_cfg("message-bus", faults=[spec]), tmp_path)
+    assert result.figures.checkpoints.detail["2"]["status"] == "completed"
+    assert not result.exactly_once.verified
+    assert result.exactly_once.lost > 0 and result.exactly_once.duplicated == 0
