@@ -11,6 +11,7 @@ from runtime.core.config import JobConfig
 from runtime.core.fault_spec import FAULT_POINTS
 from runtime.lab.fault_matrix import (
     FAILED,
+    KNOWN,
     NOT_APPLICABLE,
     NOT_FIRED,
     PASSED,
@@ -72,6 +73,15 @@ def test_classify_calls_a_finished_but_unverified_run_a_violation():
     result = recorded_result(exactly_once=lost)
     outcome, why = classify("message-bus", "task.in_snapshot", result)
     assert outcome == "VIOLATION" and "lost 3" in why
+
+
+def test_a_lost_write_status_is_hudis_own_loss_only_where_hudis_coordinator_commits_what_it_has():
+    lost = ExactlyOnce(False, 20, 17, lost=3, duplicated=0, unexpected=0, mismatched=0, commit_problems=[])
+    result = recorded_result(exactly_once=lost)
+    outcome, why = classify("message-bus", "message.dropped", result)
+    assert outcome == KNOWN and "notifyCheckpointComplete" in why and "lost 3" in why
+    # the what-if's committer is not Hudi's: its loss stays a violation
+    assert classify("two-phase-commit", "message.dropped", result)[0] == "VIOLATION"
 
 
 def test_the_seed_picks_the_checkpoint_and_the_task(tmp_path):
