@@ -22,8 +22,9 @@ How it runs here:
 - **writer** (``PrecommittingSinkWriter``): the data of checkpoint ``k`` (written after barrier
   ``k-1``, eagerly or at barrier ``k``) goes to instant ``base + k ms``, where ``base`` is one
   millisecond after the latest time on the timeline (instant or completion) when the job started.
-  It asks no one and never blocks. Its committable (the write statuses of ``k``) goes into its
-  checkpointed state at the barrier and to the committer as the task's ``WriteMetadataEvent``s. A
+  It asks no one for an instant. Its committable (the write statuses of ``k``) goes into its
+  checkpointed state at the barrier and to the committer as one ``WriteMetadataEvent``, confirmed
+  delivered before the checkpoint ack (``prepareSnapshotPreBarrier``: ahead of the barrier). A
   task restored from checkpoint ``r`` takes the base back from its state (``instant - r ms``,
   through ``WriterContext.restored``).
 - **committer** (``CommitterOperator``, here in the coordinator): it collects the committables
@@ -58,13 +59,13 @@ an instant the timeline never holds: invisible to readers, garbage for a cleaner
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 from typing import Protocol as TypingProtocol
 
-from runtime.core import codec
+from runtime.core import codec, roles
 from runtime.core.config import ConfigError, JobConfig, flag_of
-from runtime.core.messages import WriteMetadataEvent
+from runtime.core.messages import WriteMetadataEvent, WriteStat
 from runtime.hudi.table import HudiTable, bump_instant
 from runtime.protocols.base import CoordinatorContext, CoordinatorSide, Protocol, WriterContext, WriterSide
 
@@ -109,13 +110,29 @@ def max_committed_checkpoint_id(table: HudiTable, job: str) -> int:
 
 
 class TwoPhaseCommitWriter(WriterSide):
-    """``PrecommittingSinkWriter``: names its instant itself; never waits."""
+    """``PrecommittingSinkWriter``: names its instant itself and never waits for an instant. Its
+    committable goes out once, at the barrier, with every write status of the checkpoint, and is
+    delivered before the task acknowledges the checkpoint: Sink V2 emits it downstream in
+    ``prepareSnapshotPreBarrier``, ahead of the barrier in the same channel, so no checkpoint
+    completes without it (a lost one fails the task at the RPC timeout instead)."""
 
     def __init__(self, ctx: WriterContext) -> None:
         super().__init__(ctx)
         self.job_id = ""  # the base of its instants' names: the job's start, see the module doc
         self.instants_named = 0
         self.rewound = False
+        self.held: list[WriteStat] = []  # the eager flushes' statuses of the checkpoint in progress
+
+    async def on_write_event(self, event: WriteMetadataEvent) -> bool:
+        """``prepareCommit``: eager flushes' statuses wait for the barrier; the barrier's
+        committable carries them all, sent as a call so that its delivery is confirmed."""
+        if not event.last_batch:
+            self.held += event.write_stats
+            return True
+        committable = replace(event, write_stats=[*self.held, *event.write_stats])
+        self.held = []
+        await self.ctx.env.call(roles.JOB_MANAGER, "write_metadata", committable, timeout=self.ctx.config.rpc_timeout_s)
+        return True
 
     async def open(self) -> None:
         restored = self.ctx.restored

@@ -170,3 +170,15 @@ def test_a_lost_write_status_whose_checkpoint_completes_loses_that_flush_as_hudi
     assert result.figures.checkpoints.detail["2"]["status"] == "completed"
     assert not result.exactly_once.verified
     assert result.exactly_once.lost > 0 and result.exactly_once.duplicated == 0
+
+
+def test_a_lost_committable_fails_its_task_before_the_checkpoint_completes(tmp_path):
+    """Sink V2 sends a checkpoint's committable ahead of the barrier, so no checkpoint completes
+    without it: the two-phase-commit writer's committable is confirmed before its ack, and a lost
+    one fails the task at the RPC timeout; the job restores the previous checkpoint and replays."""
+    spec = FaultSpec("message.dropped", 2, 0, target="write_metadata")
+    result = _run(_cfg("two-phase-commit", faults=[spec], rpc_timeout_s=2.0), tmp_path)
+    assert [f["point"] for f in result.faults_fired] == ["message.dropped"]
+    assert len(result.failovers) == 1 and "write_metadata" in result.failovers[0].error
+    assert result.failovers[0].restored_checkpoint == 1
+    assert result.exactly_once.verified, result.exactly_once
