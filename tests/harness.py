@@ -161,10 +161,11 @@ class _TrackingNetwork(SimNetwork):
         *,
         want_reply: bool,
         on_error: Callable[[str], None] | None = None,
+        late_s: float = 0.0,
     ) -> asyncio.Future[Any] | None:
         if want_reply:
-            return super().post(sender, dest, method, msg, want_reply=True)
-        done = super().post(sender, dest, method, msg, want_reply=True)
+            return super().post(sender, dest, method, msg, want_reply=True, late_s=late_s)
+        done = super().post(sender, dest, method, msg, want_reply=True, late_s=late_s)
         assert done is not None
 
         def landed(fut: asyncio.Future[Any]) -> None:
