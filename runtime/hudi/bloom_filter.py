@@ -25,7 +25,10 @@ byte ``i / 8`` at ``1 << (i % 8)`` (``InternalBloomFilter.write``). All ints big
 
 Computed here with numpy over all keys at once: keys are grouped by byte length, MurmurHash2's
 per-block mixing does not depend on the seed and is done once, and each of the ``nbHash`` rounds is
-one vectorised pass over a group.
+one vectorised pass over a group. A filter's bits and key range are kept with the file a writer
+wrote (:class:`KeyFilter`): a copy-on-write merge without deletes writes the old keys in their order
+and appends the new ones, so the new file's filter is the old one plus the appended keys (a key's
+bits and its row depend only on the key and its position), and only those are hashed.
 """
 
 from __future__ import annotations
@@ -154,27 +157,73 @@ def _rows_of(count: int, spec: BloomFilterSpec) -> I64:
     return rows
 
 
+@dataclass(frozen=True)
+class KeyFilter:
+    """The footer's bloom filter and key range after a file's first ``count`` keys: each row's
+    bits packed (bit ``i`` in byte ``i / 8`` at ``1 << (i % 8)``, as serialised)."""
+
+    count: int
+    packed: U8  # (rows, ceil(vector_size / 8))
+    bounds: tuple[str, str] | None
+    spec: BloomFilterSpec = BloomFilterSpec()
+
+    @classmethod
+    def of(cls, keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> KeyFilter:
+        """The filter after adding ``keys`` in their order."""
+        empty = np.zeros((0, -(-spec.vector_size // 8)), dtype=np.uint8)
+        return cls(0, empty, None, spec).extended(keys)
+
+    def extended(self, keys: pa.Array | pa.ChunkedArray) -> KeyFilter:
+        """The filter after adding ``keys`` to this one's, in their order."""
+        if isinstance(keys, pa.ChunkedArray):
+            keys = keys.combine_chunks()
+        spec, first = self.spec, self.count
+        count = first + len(keys)
+        every_row = _rows_of(count, spec)
+        rows_of = every_row[first:]
+        rows = max(1 if count == 0 else int(every_row.max()) + 1, len(self.packed))
+        bits = np.zeros((rows, spec.vector_size), dtype=bool)
+        for positions, block in _utf8_groups(keys).values():
+            for start in range(0, len(positions), _CHUNK):  # a chunk's hashes stay in the CPU's cache
+                chunk = slice(start, start + _CHUNK)
+                cells = _bit_positions(_murmur_chain(block[chunk], spec.num_hashes), spec.vector_size)
+                chunk_rows = rows_of[positions[chunk]]
+                for row in np.unique(chunk_rows).tolist():
+                    bits[row][(cells if rows == 1 else cells[:, chunk_rows == row]).ravel()] = True
+        packed = np.packbits(bits, axis=1, bitorder="little")
+        packed[: len(self.packed)] |= self.packed
+        bounds = key_range(keys) if self.bounds is None else _wider(self.bounds, keys)
+        return KeyFilter(count, packed, bounds, spec)
+
+    def serialized(self) -> str:
+        """``HoodieDynamicBoundedBloomFilter.serializeToString``."""
+        spec, rows = self.spec, max(1, len(self.packed))
+        header = struct.pack(">iiBi", _VERSION, spec.num_hashes, MURMUR_HASH, spec.vector_size)
+        current = self.count - (rows - 1) * spec.num_entries  # keys since the last row was added
+        out = [header, struct.pack(">iii", spec.num_entries, current, rows)]
+        packed = self.packed if len(self.packed) else np.zeros((1, -(-spec.vector_size // 8)), dtype=np.uint8)
+        for row in packed:
+            out += [header, row.tobytes()]
+        return base64.b64encode(b"".join(out)).decode("ascii")
+
+    def footer(self) -> dict[str, str]:
+        """``HoodieBloomFilterWriteSupport.finalizeMetadata``."""
+        meta = {BLOOM_FILTER_KEY: self.serialized(), TYPE_CODE_KEY: DYNAMIC_V0}
+        if self.bounds is not None:
+            meta[MIN_KEY_KEY], meta[MAX_KEY_KEY] = self.bounds
+        return meta
+
+
+def _wider(bounds: tuple[str, str], keys: pa.Array) -> tuple[str, str]:
+    """``bounds`` widened by ``keys``, in ``key_range``'s order."""
+    both = key_range(pa.concat_arrays([pa.array(list(bounds), keys.type), keys]))
+    assert both is not None
+    return both
+
+
 def serialized_bloom_filter(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> str:
     """``HoodieDynamicBoundedBloomFilter.serializeToString`` after adding ``keys`` in their order."""
-    if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks()
-    count = len(keys)
-    rows_of = _rows_of(count, spec)
-    rows = 1 if count == 0 else int(rows_of.max()) + 1
-    bits = np.zeros((rows, spec.vector_size), dtype=bool)
-    for positions, block in _utf8_groups(keys).values():
-        for start in range(0, len(positions), _CHUNK):  # a chunk's hashes stay in the CPU's cache
-            chunk = slice(start, start + _CHUNK)
-            cells = _bit_positions(_murmur_chain(block[chunk], spec.num_hashes), spec.vector_size)
-            chunk_rows = rows_of[positions[chunk]]
-            for row in range(rows):
-                bits[row][(cells if rows == 1 else cells[:, chunk_rows == row]).ravel()] = True
-    header = struct.pack(">iiBi", _VERSION, spec.num_hashes, MURMUR_HASH, spec.vector_size)
-    current = count - (rows - 1) * spec.num_entries  # keys since the last row was added
-    out = [header, struct.pack(">iii", spec.num_entries, current, rows)]
-    for row in bits:
-        out += [header, np.packbits(row, bitorder="little").tobytes()]
-    return base64.b64encode(b"".join(out)).decode("ascii")
+    return KeyFilter.of(keys, spec).serialized()
 
 
 def key_range(keys: pa.Array | pa.ChunkedArray) -> tuple[str, str] | None:
@@ -206,8 +255,4 @@ def _has_high_chars(keys: pa.Array | pa.ChunkedArray) -> bool:
 
 def footer_metadata(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> dict[str, str]:
     """``HoodieBloomFilterWriteSupport.finalizeMetadata`` for a file holding ``keys`` in this order."""
-    meta = {BLOOM_FILTER_KEY: serialized_bloom_filter(keys, spec), TYPE_CODE_KEY: DYNAMIC_V0}
-    bounds = key_range(keys)
-    if bounds is not None:
-        meta[MIN_KEY_KEY], meta[MAX_KEY_KEY] = bounds
-    return meta
+    return KeyFilter.of(keys, spec).footer()

@@ -59,7 +59,7 @@ from runtime.core.config import BLOOM_FILTERS, JobConfig
 from runtime.core.config import PARQUET_CODECS as CODECS
 from runtime.hudi import avro_schema
 from runtime.hudi.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
-from runtime.hudi.bloom_filter import footer_metadata
+from runtime.hudi.bloom_filter import KeyFilter
 
 RECORD_KEY_COLUMN = "_hoodie_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"  # AvroWriteSupport.AVRO_SCHEMA
@@ -92,13 +92,34 @@ class ParquetWriteOptions:
         kept = {k: v for k, v in (table.schema.metadata or {}).items() if k.decode() not in FOOTER_KEYS}
         return table if len(kept) == len(table.schema.metadata or {}) else table.replace_schema_metadata(kept or None)
 
-    def footer(self, table: pa.Table, table_name: str, key_field: str, meta: tuple[str, ...]) -> dict[str, str]:
+    def footer(
+        self,
+        table: pa.Table,
+        table_name: str,
+        key_field: str,
+        meta: tuple[str, ...],
+        key_filter: KeyFilter | None = None,
+    ) -> dict[str, str]:
         """The footer's key-value metadata Hudi writes for a base file holding ``table`` (its
-        ``meta`` columns first, then the data columns)."""
-        out = {} if self.bloom_filter == "none" else footer_metadata(table.column(RECORD_KEY_COLUMN))
+        ``meta`` columns first, then the data columns); ``key_filter``: its keys' filter, when the
+        writer has it already (:meth:`key_filter`)."""
+        out: dict[str, str] = {}
+        if self.bloom_filter != "none":
+            out = (key_filter or KeyFilter.of(table.column(RECORD_KEY_COLUMN))).footer()
         out[AVRO_SCHEMA_KEY] = writer_schema_json(table.schema, table_name, key_field, meta)
         out[WRITER_MODEL_KEY] = "avro"
         return out
+
+    def key_filter(self, table: pa.Table, prior: KeyFilter | None = None, kept: int = 0) -> KeyFilter | None:
+        """The bloom filter and key range of a base file holding ``table``; ``prior`` is the
+        filter of the first ``kept`` keys, which ``table`` starts with (None: hash them all).
+        None when the footer has no filter."""
+        if self.bloom_filter == "none":
+            return None
+        keys = table.column(RECORD_KEY_COLUMN)
+        if prior is None or prior.count != kept:
+            return KeyFilter.of(keys)
+        return prior.extended(keys.slice(kept))
 
     def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> dict[str, Any]:
         """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns

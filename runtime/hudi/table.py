@@ -31,6 +31,7 @@ from runtime.core.errors import UserError
 from runtime.core.messages import WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi import avro_schema
+from runtime.hudi.bloom_filter import KeyFilter
 from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
 from runtime.hudi.markers import APPEND, DirectWriteMarkers, data_file_of, markers_on
 from runtime.hudi.parquet_format import ParquetWriteOptions
@@ -996,7 +997,15 @@ class HudiTable:
     def read_base_file(self, rel_path: str) -> pa.Table:
         return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))
 
-    def write_base_file(self, rel_path: str, data: pa.Table, options: ParquetWriteOptions | None = None) -> int:
+    def write_base_file(
+        self,
+        rel_path: str,
+        data: pa.Table,
+        options: ParquetWriteOptions | None = None,
+        key_filter: KeyFilter | None = None,
+    ) -> int:
+        """Writes ``data`` as a base file; ``key_filter``: its keys' bloom filter and range, when
+        the writer has them (else worked out from ``data``)."""
         path = Dfs.join(self.base_path, rel_path)
         if not self.dfs.encodes_parquet:
             # it keeps the table: no dictionary to decide (a distinct count per column), no footer
@@ -1007,6 +1016,6 @@ class HudiTable:
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
         args = options.write_table_args(data, distinct)
         args["key_value_metadata"] = options.footer(
-            data, self.props.table_name, self.props.record_key_field, META_COLUMNS
+            data, self.props.table_name, self.props.record_key_field, META_COLUMNS, key_filter
         )
         return self.dfs.write_parquet(path, data, **args)

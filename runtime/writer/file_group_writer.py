@@ -22,16 +22,18 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs
 from runtime.core.messages import WriteStat
 from runtime.hudi import meta_client
+from runtime.hudi.bloom_filter import KeyFilter
 from runtime.hudi.compaction import compacting_file_groups
 from runtime.hudi.log_format import LogFileName
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
 from runtime.hudi.markers import APPEND, CREATE, MERGE
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
-from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.parquet_format import RECORD_KEY_COLUMN, ParquetWriteOptions
 from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
 
 
@@ -106,6 +108,7 @@ class FileVersion:
     rel_path: str
     stat: WriteStat
     key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
+    key_filter: KeyFilter | None = None  # its footer's bloom filter and key range, to extend
 
 
 class CopyOnWriteWriter(FileGroupWriter):
@@ -147,7 +150,8 @@ class CopyOnWriteWriter(FileGroupWriter):
         self._mark(partition, instant, name, MERGE if base is not None else CREATE)
         if self.per_handle:
             self._handle_checks(partition, prev.rel_path if prev is not None and base is not None else None, rel)
-        size = table.write_base_file(rel, merged.table, self.parquet)
+        key_filter = self._key_filter(prev, base, merged.table)
+        size = table.write_base_file(rel, merged.table, self.parquet, key_filter)
         if self.per_handle:
             meta_client.written_file_status(table, rel)
         if prev is not None and prev.instant == instant:  # the same instant writes this file group again
@@ -160,8 +164,21 @@ class CopyOnWriteWriter(FileGroupWriter):
         stat = WriteStat(
             fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
         )
-        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions)
+        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions, key_filter)
         return stat
+
+    def _key_filter(self, prev: FileVersion | None, base: pa.Table | None, merged: pa.Table) -> KeyFilter | None:
+        """The new file's bloom filter and key range: the old file's extended by the keys the merge
+        appended when it kept the old keys in their order (no delete), else worked out anew."""
+        if not self.table.dfs.encodes_parquet:
+            return None  # (the simulated disk writes no footer)
+        prior = prev.key_filter if prev is not None and base is not None else None
+        kept = 0
+        if prior is not None and base is not None and merged.num_rows >= base.num_rows:
+            keys = base.column(RECORD_KEY_COLUMN)
+            same = pc.all(pc.equal(merged.column(RECORD_KEY_COLUMN).slice(0, base.num_rows), keys)).as_py()
+            kept = base.num_rows if same or base.num_rows == 0 else 0
+        return self.parquet.key_filter(merged, prior, kept)
 
     def _views_slices(self, partition: str, fid: str) -> bool:
         """A merge handle looks up the base file; a create handle (no version yet) does not."""

@@ -26,6 +26,7 @@ from runtime.hudi.bloom_filter import (
     MAX_KEY_KEY,
     MIN_KEY_KEY,
     BloomFilterSpec,
+    KeyFilter,
     footer_metadata,
     key_range,
     serialized_bloom_filter,
@@ -107,3 +108,39 @@ def test_bloom_filter_none_leaves_the_filter_and_key_range_out(table: HudiTable)
 def test_an_unknown_bloom_filter_choice_names_the_flag() -> None:
     with pytest.raises(ConfigError, match="--bloom-filter"):
         JobConfig(bloom_filter="sometimes").validate()
+
+
+def test_a_filter_extended_by_appended_keys_is_the_filter_of_all_of_them() -> None:
+    """A copy-on-write merge keeps the old keys in order and appends new ones, so the writer
+    extends the old file's filter instead of hashing every key again: the same bytes, across the
+    dynamic filter's row boundaries and its round robin once full, and the same key range."""
+    spec = BloomFilterSpec(50, 0.01, 120)
+    keys = pa.array([f"key-{i}{SUFFIXES[i % 7]}" for i in range(260)])
+    for cuts in ([0, 260], [1, 49, 50, 51, 260], [119, 120, 121, 200, 260], [30, 90, 150, 260]):
+        state, start = KeyFilter.of(keys.slice(0, 0), spec), 0
+        for cut in cuts:
+            state, start = state.extended(keys.slice(start, cut - start)), cut
+        whole = KeyFilter.of(keys, spec)
+        assert state.serialized() == whole.serialized() == serialized_bloom_filter(keys, spec), cuts
+        assert state.bounds == whole.bounds == key_range(keys)
+
+
+def test_a_writer_extends_the_filter_of_the_version_it_merges(tmp_path: Path, monkeypatch) -> None:
+    """Each version's footer is the filter of its own keys; only the first version hashes keys
+    it did not add (the later ones extend the filter they merged onto)."""
+    from tests.writer.test_file_group_writer import T1, T2, T3, _records, _table, _writer
+
+    cow = _table(tmp_path / "t", "COPY_ON_WRITE")
+    writer = _writer(cow)
+    hashed: list[int] = []
+    real = KeyFilter.extended
+    monkeypatch.setattr(KeyFilter, "extended", lambda self, k: hashed.append(len(k)) or real(self, k))
+    paths = []
+    for instant, keys in ((T1, ["b", "a", "c"]), (T2, ["a", "d"]), (T3, ["e", "b", "f"])):
+        cow.start_instant(instant)
+        paths.append(writer.write("p0", 0, instant, _records(keys, int(instant[-1]))).path)
+    assert hashed == [3, 1, 2]  # the keys each version added, never the old ones again
+    for rel in paths:
+        path = f"{cow.base_path}/{rel}"
+        keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
+        assert {k: _footer(path)[k] for k in FOOTER_KEYS} == footer_metadata(keys)
