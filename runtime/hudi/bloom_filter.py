@@ -215,10 +215,12 @@ class KeyFilter:
 
 
 def _wider(bounds: tuple[str, str], keys: pa.Array) -> tuple[str, str]:
-    """``bounds`` widened by ``keys``, in ``key_range``'s order."""
-    both = key_range(pa.concat_arrays([pa.array(list(bounds), keys.type), keys]))
-    assert both is not None
-    return both
+    """``bounds`` widened by ``keys``, in ``key_range``'s order (Java's, on UTF-16 units)."""
+    added = key_range(keys)
+    if added is None:
+        return bounds
+    four = sorted((*bounds, *added), key=lambda s: s.encode("utf-16-be"))
+    return four[0], four[-1]
 
 
 def serialized_bloom_filter(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> str:
