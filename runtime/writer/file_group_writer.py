@@ -102,6 +102,9 @@ def file_group_writer(
     return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet, per_handle=per_handle)
 
 
+KEEP_FILTER_FROM_KEYS = 4096  # keys of a version whose footer filter the next merge extends
+
+
 @dataclass
 class FileVersion:
     instant: str
@@ -164,7 +167,10 @@ class CopyOnWriteWriter(FileGroupWriter):
         stat = WriteStat(
             fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
         )
-        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions, key_filter)
+        # a small file's keys are cheap to hash again: only a large one keeps its filter (a third of
+        # a MB a row), so many small file groups (the scaling runs) hold no filters
+        kept = key_filter if key_filter is not None and key_filter.count >= KEEP_FILTER_FROM_KEYS else None
+        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions, kept)
         return stat
 
     def _key_filter(self, prev: FileVersion | None, base: pa.Table | None, merged: pa.Table) -> KeyFilter | None:
