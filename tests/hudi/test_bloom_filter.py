@@ -128,9 +128,8 @@ def test_a_filter_extended_by_appended_keys_is_the_filter_of_all_of_them() -> No
 def test_a_writer_extends_the_filter_of_the_version_it_merges(tmp_path: Path, monkeypatch) -> None:
     """Each version's footer is the filter of its own keys; only the first version hashes keys
     it did not add (the later ones extend the filter they merged onto)."""
-    from tests.writer.test_file_group_writer import T1, T2, T3, _records, _table, _writer
-
     from runtime.writer import file_group_writer
+    from tests.writer.test_file_group_writer import T1, T2, T3, _records, _table, _writer
 
     monkeypatch.setattr(file_group_writer, "KEEP_FILTER_FROM_KEYS", 0)  # (large files only, by default)
     cow = _table(tmp_path / "t", "COPY_ON_WRITE")
