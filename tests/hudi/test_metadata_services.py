@@ -130,3 +130,22 @@ def test_metadata_delta_commits_and_compactions_write_markers_gone_after_commit(
     assert not list(Path(mdt.hoodie, ".temp").glob("*"))  # every folder deleted after its commit
     assert component_of(f"{mdt.hoodie}/.temp/{instants[0]}/files/x.marker.CREATE") == Component.METADATA
     assert component_of(f"{mdt.timeline_dir}/{instants[0]}.clean.requested") == Component.METADATA
+
+
+def test_a_failed_attempts_metadata_markers_go_with_its_rollback(tmp_path):
+    """A coordinator that failed inside the metadata table's delta commit leaves its marker folder;
+    the data rollback that undoes the delta commit deletes it (``runRollback``)."""
+    dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
+    props = TableProps(NAME, "key", "partition", "ts", num_buckets=1, version=9, metadata_table=True)
+    table = HudiTable.create_or_open(dfs, path, props)
+    commit(table, "20260101000001000", ROWS1, 1)
+    failed = "20260101000002000"
+    table.start_instant(failed)
+    mdt = open_metadata_table(table)
+    for state in ("requested", "inflight"):
+        dfs.write_bytes(mdt.timeline_file(f"{failed}.deltacommit.{state}"), b"")
+    log = f".files-0000-0_{failed}.log.1_0-0-0"
+    mdt.write_markers(failed).create_if_not_exists("files", log, "CREATE")
+    table.rollback(failed)
+    assert not Path(mdt.hoodie, ".temp", failed).exists()
+    assert not audit_table(path).errors
