@@ -32,7 +32,8 @@ Sources (Apache Hudi 0.14.0 and 1.1; what :mod:`runtime.hudi.archived_timeline` 
 Differences: ``HoodieArchivedMetaEntry``'s fields for what this lab never archives (savepoints,
 replace commits, compaction plans) are left out of the written schema (Hudi's reader gives them
 their null defaults); the LSM tree is never compacted (Hudi merges ten layer-0 files into one
-layer-1 file); no metadata table limits archiving (the lab writes none).
+layer-1 file). A metadata table's own archiving (:mod:`runtime.hudi.metadata_services`) is this
+one with its bounds and the data table's earliest active commit (``ArchivePolicy.keep_from``).
 """
 
 from __future__ import annotations
@@ -95,11 +96,14 @@ _LSM_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class ArchivePolicy:
-    """``hoodie.keep.min.commits`` / ``max``, and the cleaner's retained commits (0: no cleaner)."""
+    """``hoodie.keep.min.commits`` / ``max``, the cleaner's retained commits (0: no cleaner), and
+    the earliest instant kept with everything after it whatever the rest allows (a metadata
+    table's: :func:`runtime.hudi.metadata_services.data_table_bound`)."""
 
     min_commits: int
     max_commits: int
     clean_retain_commits: int = 0
+    keep_from: str | None = None
 
 
 def instants_to_archive(table: HudiTable, timeline: Timeline, policy: ArchivePolicy) -> set[str]:
@@ -135,6 +139,8 @@ def _retained_from(table: HudiTable, timeline: Timeline, policy: ArchivePolicy) 
         bounds.append(earliest or done[0])
     if table.props.metadata_table:
         bounds.append(_metadata_compaction_bound(table) or done[0])
+    if policy.keep_from is not None:
+        bounds.append(policy.keep_from)
     return min(bounds) if bounds else None
 
 

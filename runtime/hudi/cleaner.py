@@ -314,9 +314,10 @@ def decode_metadata(data: bytes) -> dict[str, Any]:
     return one_avro_record(data)
 
 
-def clean(table: HudiTable, retain: int, now: float, timeline: Timeline) -> list[str]:
+def clean(table: HudiTable, retain: int, now: float, timeline: Timeline, clean_time: str | None = None) -> list[str]:
     """``BaseHoodieTableServiceClient.clean`` on ``timeline`` (the table's, just listed): a
-    pending clean finished first, then a new one planned and run when it has files to delete.
+    pending clean finished first, then a new one planned and run when it has files to delete,
+    at ``clean_time`` when given (the metadata table's on version 6), else a new instant time.
     Returns the clean instants completed."""
     done = [_run(table, ts, now) for ts in _pending_cleans(timeline)]
     if done:
@@ -324,7 +325,7 @@ def clean(table: HudiTable, retain: int, now: float, timeline: Timeline) -> list
     plan = plan_clean(table, timeline, retain)
     if plan is None:
         return done
-    clean_time = table.new_instant_time(now, timeline)
+    clean_time = clean_time or table.new_instant_time(now, timeline)
     table.dfs.write_bytes(
         table.timeline_file(f"{clean_time}.{CLEAN}.{REQUESTED}"),
         encode_plan(plan, extra_metadata=table.version.layout_2),

@@ -33,23 +33,34 @@ Sources (Apache Hudi 0.14-1.1, ``hudi-client-common`` ``org.apache.hudi.metadata
   before the completed clean: a delta commit at the clean's time marks the files it deleted
   (:mod:`runtime.hudi.cleaner`); the archiver keeps what is newer than this table's latest
   compaction (:mod:`runtime.hudi.archiver`).
-* ``HoodieBackedTableMetadataWriter.compactIfNecessary``: every ``metadata.compaction.delta_commits``
-  delta commits (``FlinkOptions.METADATA_COMPACTION_DELTA_COMMITS``, 10) the file group is compacted
-  into a new base HFile (:func:`compact`).
+* ``HoodieBackedTableMetadataWriter.performTableServices`` before each delta commit
+  (:mod:`runtime.hudi.metadata_services`): the metadata table's own clean, then
+  ``compactIfNecessary`` (every ``metadata.compaction.delta_commits`` delta commits,
+  ``FlinkOptions.METADATA_COMPACTION_DELTA_COMMITS``, 10, the file group is compacted into a new
+  base HFile: :func:`compact`), then its archiving.
+* ``HoodieMetadataWriteUtils.createMetadataWriteConfig``: ``MarkerType.DIRECT`` markers
+  (:mod:`runtime.hudi.markers`) under ``.hoodie/metadata/.hoodie/.temp/<instant>``: the bootstrap's
+  base file (``HoodieCreateHandle``, CREATE), a delta commit's log file (``HoodieAppendHandle``:
+  from version 8 ``createLogMarkerIfNotExists``, ``<log file>.marker.CREATE``; on 6 the slice's
+  base file name with APPEND), a compaction's base file (``HoodieMergeHandle``, MERGE); each commit
+  reconciles against them and ``postCommit`` deletes the folder; an undone delta commit's folder
+  goes with it (``BaseRollbackActionExecutor.runRollback``).
 * ``HoodieTable.maybeDeleteMetadataTable``: a writer with the metadata table off deletes it and
   drops the property, so no reader lists through a table no one maintains.
 
-Differences (each for a reason): the metadata table's own delta commits carry no markers and no
-heartbeat; an undone metadata delta commit's log file is deleted (Hudi 1.x does too; on version 6
-Hudi appends a rollback command block) and no rollback instant is written on the metadata timeline;
-only the ``files`` partition is written (Hudi 1.1's Flink writer enables no other by default).
+Differences (each for a reason): the metadata table's own delta commits carry no heartbeat (Hudi's
+EAGER single writer starts none); an undone metadata delta commit's log file is deleted (Hudi 1.x
+does too; on version 6 Hudi appends a rollback command block) and no rollback instant is written on
+the metadata timeline; an attempt's leftover delta commit is undone before the table services run
+(Flink's ``commitInternal`` runs them first; either way before the new delta commit); only the
+``files`` partition is written (Hudi 1.1's Flink writer enables no other by default).
 """
 
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import fastavro
@@ -73,6 +84,7 @@ from runtime.hudi.log_format import (
     encode_block,
     read_blocks,
 )
+from runtime.hudi.markers import APPEND, CREATE, MERGE
 from runtime.hudi.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON
 from runtime.hudi.metadata_record import SCHEMA as RECORD_SCHEMA
 from runtime.hudi.metadata_table import (
@@ -223,13 +235,14 @@ class MetadataTableWriter:
             f"#partition metadata\ncommitTime={instant}\npartitionDepth=1\n".encode(),
         )
         base_name = f"{FILE_ID}_{WRITE_TOKEN}_{instant}.hfile"
+        mdt.write_markers(instant).create_if_not_exists(FILES_PARTITION, base_name, CREATE)  # HoodieCreateHandle
         base = write_hfile(files_records(self._listing()), {SCHEMA_KEY: SCHEMA_JSON.encode()})
         dfs.write_bytes(Dfs.join(self.files_dir, base_name), base)
         log_name = str(LogFileName(FILE_ID, instant, 1, WRITE_TOKEN))
         log = encode_block(DELETE_BLOCK, {INSTANT_TIME: instant}, EMPTY_DELETE_CONTENT)
         dfs.write_bytes(Dfs.join(self.files_dir, log_name), log)
         stat = _stat(base_name, len(base), instant, 0)
-        mdt.publish(instant, DELTA_COMMIT, commit_metadata_doc([stat], {}, operation="BULK_INSERT_PREPPED"), now)
+        self._commit(instant, stat, lambda: mdt.publish(instant, DELTA_COMMIT, _doc(stat, "BULK_INSERT_PREPPED"), now))
         self._set_partitions_property(FILES_PARTITION)
 
     def _listing(self) -> FileChanges:
@@ -272,30 +285,55 @@ class MetadataTableWriter:
 
     def update(self, instant: str, changes: FileChanges, now: float | None) -> None:
         """One delta commit of ``instant`` applying ``changes`` (the metadata table initialised
-        first when it has none), then a compaction when due."""
+        first when it has none), after the metadata table's own table services (its clean, a
+        compaction when due, its archiving); its timeline reloaded between, as ``commitInternal``."""
         if not self.exists():
             self.initialise(now)
         timeline = self.mdt.timeline()
         if any(i.ts == instant for i in timeline.instants):
             self.undo(instant, timeline)
             timeline = self.mdt.timeline()
-        if self._compaction_due(instant, timeline):
-            self.compact(instant, timeline, now)
-            timeline = self.mdt.timeline()
+        from runtime.hudi.metadata_services import perform_table_services  # it builds on this module
+
+        perform_table_services(self, instant, timeline, now)
+        timeline = self.mdt.timeline()
         # completion times after everything on the metadata timeline: a log completing at or
         # before the last compaction's time would fall out of its file slice
         self.mdt._last_issued = timeline.latest_ts()
         self.mdt.start_instant(instant)
         name = self._next_log(instant, timeline)
+        self._mark_log(instant, name)
         content = write_hfile(files_records(changes), {SCHEMA_KEY: SCHEMA_JSON.encode()})
         block = encode_block(HFILE_DATA_BLOCK, {SCHEMA: SCHEMA_JSON, INSTANT_TIME: instant}, content)
         self.table.dfs.write_bytes(Dfs.join(self.files_dir, str(name)), block)
         stat = _stat(str(name), len(block), name.base_instant, name.version)
-        self.mdt.publish(instant, DELTA_COMMIT, commit_metadata_doc([stat], {}, operation="UPSERT_PREPPED"), now)
+        self._commit(instant, stat, lambda: self.mdt.publish(instant, DELTA_COMMIT, _doc(stat, "UPSERT_PREPPED"), now))
+
+    # -- markers -------------------------------------------------------------------------------
+
+    def _mark_log(self, instant: str, name: LogFileName) -> None:
+        """``HoodieAppendHandle``'s marker of the delta commit's log file: from version 8 the log
+        file's own (``createLogMarkerIfNotExists``, CREATE), on 6 the slice's base file's APPEND."""
+        if self.mdt.version.logs_per_instant:
+            marked, io_type = str(name), CREATE
+        else:
+            marked, io_type = f"{FILE_ID}_{WRITE_TOKEN}_{name.base_instant}.hfile", APPEND
+        self.mdt.write_markers(instant).create_if_not_exists(FILES_PARTITION, marked, io_type)
+
+    def _commit(self, instant: str, stat: WriteStat, publish: Callable[[], None]) -> None:
+        """``BaseHoodieWriteClient.commit`` on the metadata table: ``reconcileAgainstMarkers``
+        (a CREATE or MERGE marker's file that no stat lists is deleted), the completed instant,
+        then ``postCommit``'s deletion of the marker folder."""
+        markers = self.mdt.write_markers(instant)
+        for path in markers.created_and_merged_data_paths():
+            if path != stat.path:
+                self.table.dfs.delete(Dfs.join(self.mdt.base_path, path))
+        publish()
+        markers.delete_folder()
 
     # -- compaction ----------------------------------------------------------------------------
 
-    def _compaction_due(self, instant: str, timeline: Timeline) -> bool:
+    def compaction_due(self, instant: str, timeline: Timeline) -> bool:
         """``compactIfNecessary``: ``metadata.compaction.delta_commits`` delta commits since the
         last compaction, none pending, and no data instant before ``instant`` pending
         (``validateCompactionScheduling``: a base file must hold every instant before it)."""
@@ -324,9 +362,12 @@ class MetadataTableWriter:
         cells = files_records(changes)
         info = {SCHEMA_KEY: SCHEMA_JSON.encode(), b"minRecordKey": cells[0][0], b"maxRecordKey": cells[-1][0]}
         name = f"{FILE_ID}_{WRITE_TOKEN}_{c}.hfile"
+        # HoodieMergeHandle's marker of the new base file
+        mdt.write_markers(c).create_if_not_exists(FILES_PARTITION, name, MERGE)
         data = write_hfile(cells, info)
         self.table.dfs.write_bytes(Dfs.join(self.files_dir, name), data)
-        commit_compaction(mdt, c, [_stat(name, len(data), base_instant, 0)], SCHEMA_JSON, now)
+        stat = _stat(name, len(data), base_instant, 0)
+        self._commit(c, stat, lambda: commit_compaction(mdt, c, [stat], SCHEMA_JSON, now))
         return c
 
     def _next_log(self, instant: str, timeline: Timeline) -> LogFileName:
@@ -371,6 +412,7 @@ class MetadataTableWriter:
                 self.table.dfs.delete(self.mdt.timeline_file(name))
             except DfsNotFound:
                 pass  # a state the attempt never reached
+        self.mdt.write_markers(instant).delete_folder()  # BaseRollbackActionExecutor.runRollback
 
 
 def _in_slice(per_instant: bool, log: LogFileName, base_instant: str) -> bool:
@@ -382,6 +424,10 @@ def _latest_base_instant(timeline: Timeline, bootstrap: str) -> str:
     """The metadata table's latest base instant: its last completed compaction, else its bootstrap."""
     done = timeline.completed_compactions()
     return done[-1] if done else bootstrap
+
+
+def _doc(stat: WriteStat, operation: str) -> dict[str, Any]:
+    return commit_metadata_doc([stat], {}, operation=operation)
 
 
 def _stat(name: str, size: int, base_instant: str, log_version: int) -> WriteStat:

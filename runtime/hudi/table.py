@@ -77,7 +77,9 @@ BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
 # layout 1: <ts>.<action>[.<state>]; layout 2 names a completed instant <ts>_<completion>.<action>
 # a metadata table's compaction and rollback times carry a 3-digit suffix on version 6 (20 digits)
 _INSTANT_FILE = re.compile(r"^(\d{14,20})(?:_(\d{14,17}))?\.([a-z_]+)(?:\.(requested|inflight))?$")
-_BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,17})\.parquet$")
+# parquet: the data table's; hfile: the metadata table's (its cleaner groups them too), whose
+# compactions on version 6 are a delta commit's time + 001 (20 digits)
+_BASE_FILE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>[^_]+)_(?P<instant>\d{14,20})\.(?:parquet|hfile)$")
 
 
 class TableError(UserError, RuntimeError):
@@ -106,6 +108,9 @@ class TableProps:
     # likewise: whether the writer keeps the metadata table (--metadata-table; None: leave it as
     # found, for a table opened by something other than a job)
     metadata_table: bool | None = field(default=None, compare=False)
+    # likewise: the writer's --clean-retain-commits, --archive-min-commits, --archive-max-commits,
+    # from which the metadata table's own cleaner and archiver take theirs (metadata_services)
+    service_options: tuple[str, str, str] = field(default=("release", "release", "release"), compare=False)
 
     @classmethod
     def for_job(cls, cfg: JobConfig) -> TableProps:
@@ -129,6 +134,7 @@ class TableProps:
             write_precombine=cfg.write_precombine,
             # unresolved (release, before prepare_job): the metadata table is left as found
             metadata_table=None if cfg.metadata_table == "release" else cfg.metadata_table == "true",
+            service_options=(cfg.clean_retain_commits, cfg.archive_min_commits, cfg.archive_max_commits),
         )
 
     @property
