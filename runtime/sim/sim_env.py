@@ -76,7 +76,9 @@ class SimEnv(Env):
         network.add(role)
 
     def now(self) -> float:
-        return self._loop.time()
+        # inside an inline I/O call a slowed DFS operation has taken its time already (paid on
+        # return, :meth:`io`): a slow-DFS window closes mid-call, as it does in real time
+        return self._loop.time() + self._deferred_io_s
 
     def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = self._loop.create_task(coro, name=name)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime.core.config import JobConfig
-from runtime.core.fault_spec import FaultSpec
+from runtime.core.fault_spec import DFS_LATENCY_WINDOW_S, FaultSpec
 from runtime.protocols import PROTOCOLS
 from runtime.sim import check_determinism, simulate
 
@@ -84,6 +84,17 @@ def test_a_slow_dfs_costs_the_coordinator_virtual_time_and_nothing_else():
     assert slow.failovers == [] and slow.exactly_once.verified
     # a commit (several coordinator DFS operations, each 0.5 s slower) lies inside the 5 s window
     assert slow.sim.virtual_s > base.sim.virtual_s + 1.0
+
+
+def test_a_slow_dfs_window_closes_inside_a_long_commit_as_it_does_in_real_time():
+    """A commit makes its DFS operations inside one inline call, in which virtual time stood
+    still: every operation paid the latency, however long the window had been over (38 operations
+    of 0.76 s, a 30 s commit, a timed-out checkpoint). Inside the call the role's clock now counts
+    what it owes, so the 5 s window ends mid-commit, as it does for the Ray host's sleeps."""
+    base = _sim(_cfg("coordination-rpc"))
+    slow = _sim(_cfg("coordination-rpc", faults=[FaultSpec("dfs.latency", 2, param=1.0)]))
+    assert slow.failovers == [] and slow.exactly_once.verified
+    assert slow.sim.virtual_s < base.sim.virtual_s + DFS_LATENCY_WINDOW_S + 1.5
 
 
 @pytest.mark.parametrize("storage", ["memory", "disk"])
