@@ -55,6 +55,13 @@ def add_command(subparsers: Any) -> None:
         action="store_true",
         help="deviate only by late messages; the ready queue stays FIFO (asyncio's order)",
     )
+    p.add_argument(
+        "--lose",
+        default="",
+        metavar="METHOD[,METHOD]",
+        help="RPC methods whose messages a deviation may also lose in transit, e.g. write_metadata "
+        "(default: none: messages are only late)",
+    )
     p.add_argument("--no-symmetry", action="store_true", help="tell write tasks apart in the state fingerprint")
     p.add_argument("--first", action="store_true", help="bounds 0, 1, ... --bound, stopping at the first failure")
     p.add_argument("--max-runs", type=int, default=None, help="stop after this many runs (partial certificate)")
@@ -155,6 +162,21 @@ def _check_args(args: argparse.Namespace) -> None:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
 
 
+def _lossy(text: str, protocol: str) -> tuple[str, ...]:
+    """``--lose``'s methods, each an RPC method of some role of a ``protocol`` job."""
+    from runtime.job.prepare import rpc_methods
+
+    names = tuple(sorted({m.strip() for m in text.split(",") if m.strip()}))
+    known = rpc_methods(protocol)
+    unknown = [m for m in names if m not in known]
+    if unknown:
+        raise ConfigError(
+            f"--lose {','.join(unknown)}: no role of a {protocol} job has such an RPC method; "
+            f"name some of {', '.join(sorted(known))}"
+        )
+    return names
+
+
 def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.search import CheckJob
 
@@ -167,6 +189,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         args.late_s,
         not args.no_symmetry,
         ready_order=not args.messages_only,
+        lossy=_lossy(args.lose, args.protocol),
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "check.json")
@@ -259,6 +282,8 @@ def _report(search: BoundedSearch, path: str, console: Console) -> int:
     for key in ("counterexample", "known_failure"):
         if key in doc:
             _print_run(console, key.replace("_", " "), doc[key])
+    for name, rec in doc.get("counterexamples_by_invariant", {}).items():
+        _print_run(console, f"shortest counterexample of {name}", rec)
     console.print(f"check.json: {path}")
     return exits.of_check(cert["failures"])
 

@@ -15,6 +15,12 @@ WRITER = "writer"  # a write task's kind; the tasks are writer-0, writer-1, ...
 SOURCE = "source"  # a source's kind; source-i feeds writer-i
 
 
+# the roles Flink runs inside its JobManager process (the JobMaster holds the checkpoint
+# coordinator and the operator coordinators): what passes between them is a method call, never a
+# network message that could be lost
+JOB_MANAGER_PROCESS = frozenset((COORDINATOR, JOB_MANAGER))
+
+
 def writer_name(task_id: int) -> str:
     return f"{WRITER}-{task_id}"
 

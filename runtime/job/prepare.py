@@ -65,6 +65,22 @@ def prepared(job: JobConfig | ResolvedJob) -> ResolvedJob:
     return job if isinstance(job, ResolvedJob) else prepare_job(job)
 
 
+def rpc_methods(protocol_name: str) -> frozenset[str]:
+    """The RPC methods of every role of a job of ``protocol_name``: what a messaging fault (or a
+    search's loss) can hit."""
+    protocol = get_protocol(protocol_name)
+    return frozenset(
+        (
+            *WriteTask.RPC_METHODS,
+            *Source.RPC_METHODS,
+            *JobManager.RPC_METHODS,
+            *Coordinator.OWN_RPC_METHODS,
+            *protocol.coordinator_side.RPC_METHODS,
+            *protocol.extra_rpc_methods,
+        )
+    )
+
+
 def validate_job(cfg: JobConfig) -> JobConfig:
     """The checks a job's options get before any work starts, on either host: the configuration's
     own (:meth:`JobConfig.validate`), and that every armed fault can fire under the protocol (a
@@ -72,14 +88,7 @@ def validate_job(cfg: JobConfig) -> JobConfig:
     ``--table-version release`` resolved to the version the protocol's Hudi release writes."""
     protocol = get_protocol(cfg.protocol)  # a spec that does not load fails here, before any host starts
     cfg.validate()
-    methods = {
-        *WriteTask.RPC_METHODS,
-        *Source.RPC_METHODS,
-        *JobManager.RPC_METHODS,
-        *Coordinator.OWN_RPC_METHODS,
-        *protocol.coordinator_side.RPC_METHODS,
-        *protocol.extra_rpc_methods,
-    }
+    methods = rpc_methods(cfg.protocol)
     if cfg.allow_empty_commit != "release" and protocol.empty_commit_default is None:
         raise ConfigError(
             f"--allow-empty-commit {cfg.allow_empty_commit}: the Hudi release {cfg.protocol} models has no "

@@ -11,6 +11,7 @@ certificate, marked partial with the reason: "holds" then covers only the runs m
 from __future__ import annotations
 
 from runtime.core.json_doc import JsonObject
+from runtime.sim.chooser import ChoicePoint
 from runtime.sim.search import LIVENESS, BoundedSearch, CheckJob, CheckRun, invariants_of
 from runtime.sim.strategies import format_deviations
 
@@ -26,6 +27,7 @@ def replay_command(job: CheckJob, schedule_file: str, run: CheckRun) -> str:
     cmd = f"commitlab check --protocol {job.protocol} --schedule {schedule_file} --seed {job.seed}"
     cmd += f" --late-s {job.late_s:g}" if job.late_s != 0.5 else ""
     cmd += "" if job.ready_order else " --messages-only"
+    cmd += f" --lose {','.join(job.lossy)}" if job.lossy else ""
     return cmd + f" --replay '{format_deviations(run.deviations)}'"
 
 
@@ -54,7 +56,12 @@ def _deviation(run: CheckRun, index: int, alt: int) -> JsonObject:
     choice = run.choices[index] if index < len(run.choices) else None
     if choice is None:
         return {"choice": index, "alternative": alt, "kind": None, "what": "beyond the run's choice points"}
-    what = f"a message from {choice.stream} arrives late" if choice.stream else f"ready callback {alt} runs first"
+    if choice.point is ChoicePoint.MESSAGE_LOSS:
+        what = f"a message from {choice.stream} is lost"
+    elif choice.stream:
+        what = f"a message from {choice.stream} arrives late"
+    else:
+        what = f"ready callback {alt} runs first"
     return {"choice": index, "alternative": alt, "kind": choice.point.value, "what": what}
 
 
@@ -82,6 +89,7 @@ def certificate(search: BoundedSearch, schedule_file: str = "check.json") -> Jso
         "late_s": job.late_s,
         "symmetry": job.symmetry,
         "ready_order_searched": job.ready_order,
+        "lossy_methods": list(job.lossy),
         "certificate": {
             "bound": search.bound,
             "complete": search.complete,
@@ -102,6 +110,10 @@ def certificate(search: BoundedSearch, schedule_file: str = "check.json") -> Jso
     shortest = search.shortest(search.failures)
     if shortest is not None:
         doc["counterexample"] = run_record(job, shortest, schedule_file)
+    # each violated invariant's own shortest run: the overall shortest may break another one
+    others = {name: run for name, run in search.violated.items() if run is not shortest}
+    if others:
+        doc["counterexamples_by_invariant"] = {n: run_record(job, r, schedule_file) for n, r in others.items()}
     known = search.shortest(search.known)
     if known is not None:
         doc["known_failure"] = run_record(job, known, schedule_file)

@@ -9,6 +9,8 @@ real system would be free to go either way. Those decisions, by kind (:class:`Ch
 * ``MESSAGE_DELAY``: when a message or a reply arrives, relative to the others (the network,
   :mod:`runtime.sim.network`; a (sender, destination) lane never overtakes itself, whatever is
   drawn), per sender;
+* ``MESSAGE_LOSS``: whether a request or one-way message is lost in transit, asked only for the
+  methods a search names lossy (``Chooser.lossy``: none by default, so no run asks), per sender;
 * ``IO_DELAY``: how long a role's inline I/O call takes in virtual time, when the run asks for it;
 * ``ROLE_DRAW``: a role's own random numbers (``env.rng``: a retry's jitter), per role incarnation;
 * ``SCHEDULE``: what a scenario of ``commitlab explore`` leaves open (:mod:`runtime.sim.schedule`):
@@ -37,6 +39,7 @@ class ChoicePoint(enum.Enum):
 
     READY_ORDER = "ready-order"
     MESSAGE_DELAY = "message-delay"
+    MESSAGE_LOSS = "message-loss"
     IO_DELAY = "io-delay"
     ROLE_DRAW = "role-draw"
     SCHEDULE = "schedule"
@@ -48,6 +51,8 @@ class Chooser(Protocol):
 
     # False: ``choose(READY_ORDER, n)`` is always 0 (FIFO); the loop then does not ask at all
     orders_ready: bool
+    # the RPC methods whose messages may be lost (``MESSAGE_LOSS``); the network asks for no other
+    lossy: frozenset[str]
 
     def choose(self, point: ChoicePoint, n: int, stream: str = "") -> int:
         """One of ``n`` alternatives, ``0 <= result < n``; index 0 is the default schedule's."""
@@ -67,6 +72,7 @@ class Chooser(Protocol):
 # (string seeds hash with SHA-512, so they are the same in every process, unlike ``hash()``).
 _SEED_FORMATS: dict[ChoicePoint, str] = {
     ChoicePoint.MESSAGE_DELAY: "commitlab-sim/{seed}/net/{stream}",
+    ChoicePoint.MESSAGE_LOSS: "commitlab-sim/{seed}/loss/{stream}",
     ChoicePoint.IO_DELAY: "commitlab-sim/{seed}/io/{stream}",
     ChoicePoint.ROLE_DRAW: "commitlab-sim/{seed}/role/{stream}",
     ChoicePoint.SCHEDULE: "commitlab-explore/{stream}/{seed}",
@@ -79,6 +85,7 @@ class RandomChooser:
     seeded from ``seed``; the ready queue in FIFO order."""
 
     orders_ready = False
+    lossy: frozenset[str] = frozenset()  # nothing is lost unless a search strategy says so
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
@@ -98,6 +105,6 @@ class RandomChooser:
     def choose(self, point: ChoicePoint, n: int, stream: str = "") -> int:
         if n < 1:
             raise ValueError(f"a choice needs at least one alternative, got {n}")
-        if point is ChoicePoint.READY_ORDER or n == 1:
-            return 0  # FIFO, as asyncio runs them: no draw
+        if point is ChoicePoint.READY_ORDER or point is ChoicePoint.MESSAGE_LOSS or n == 1:
+            return 0  # FIFO, as asyncio runs them; nothing lost: no draw
         return self.source(point, stream).randrange(n)

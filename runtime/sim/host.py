@@ -24,6 +24,7 @@ import pyarrow as pa
 from runtime.core import roles
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.env import WaitTimeout
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.data import generator
@@ -65,7 +66,9 @@ class _SimRun:
     Every role is an object in this process with its own :class:`SimEnv`; a role is killed by
     cancelling its tasks, and every wait is on virtual time."""
 
-    start_errors: tuple[type[BaseException], ...] = ()  # a start that fails aborts the simulation
+    # a role whose own bounded wait gave up while starting (a lost bootstrap event's ask) fails
+    # the job, which fails over, as a failed start on Ray does; any other error aborts the run
+    start_errors: tuple[type[BaseException], ...] = (WaitTimeout,)
 
     def __init__(
         self,
@@ -181,6 +184,8 @@ class _SimRun:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
         try:
             return await asyncio.wait_for(aw, start_timeout)
+        except WaitTimeout:
+            raise  # the role's own bound: a start error (start_errors)
         except asyncio.TimeoutError:
             raise SimulationError(f"{what} did not start within {start_timeout:.0f} virtual s") from None
 

@@ -24,8 +24,9 @@ from typing import Any
 
 from runtime.core.codec import delivered, from_wire
 from runtime.core.env import bounded, rpc_handler
+from runtime.core.roles import JOB_MANAGER_PROCESS
 from runtime.sim.chooser import ChoicePoint, Chooser, RandomChooser
-from runtime.sim.recorder import TraceRecorder
+from runtime.sim.recorder import DROPPED, TraceRecorder
 
 DelayModel = Callable[[random.Random], float]
 
@@ -233,8 +234,18 @@ class SimNetwork:
     ) -> asyncio.Future[Any] | None:
         """Puts a message on the (sender, dest) lane; returns the reply's future for a call.
         ``late_s`` (a ``message.delayed`` fault) delays it and, the lane being FIFO, every
-        message sent after it on the lane (head-of-line, as on a TCP connection)."""
+        message sent after it on the lane (head-of-line, as on a TCP connection). A message of a
+        method the chooser names lossy may be lost (a search's deviation): it never arrives, and a
+        caller's reply never comes (its own bound, or Flink's ask timeout, notices)."""
         reply = self.loop.create_future() if want_reply else None
+        if (
+            method in self.chooser.lossy
+            and not (sender in JOB_MANAGER_PROCESS and dest in JOB_MANAGER_PROCESS)
+            and self.chooser.choose(ChoicePoint.MESSAGE_LOSS, 2, sender)
+        ):
+            self.messages += 1
+            self.recorder.add(DROPPED, sender, dest, method)
+            return reply
         env = _Envelope(
             next(self._ids),
             sender,

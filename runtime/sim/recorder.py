@@ -10,6 +10,8 @@ byte for byte the same on every run with the same seed. Two runs are compared ev
 * ``reply`` / ``reply-error`` / ``reply-late``: ``from, to, method, kind, id``: the answer reaches
   the caller (``reply-late``: the caller had given up); ``send-error``: a one-way message failed;
 * ``timeout``: ``caller, dest, method, seconds``: a call's bound fired;
+* ``dropped``: ``sender, dest, method``: a message lost in transit (a ``message.dropped`` fault, or
+  a search's loss deviation); ``lost``: a message reached a role that had died since;
 * ``mail``: ``task, kind``: a mail starts on a task's mailbox thread;
 * ``X`` / ``i`` / ``s`` / ``f``: ``role, thread, cat, name, ts_us, dur_us, args``: the role's own
   trace events (every mail and default-action step when it ends, flushes, commits, blocked waits);
@@ -34,6 +36,7 @@ from runtime.core.trace import Tracer
 from runtime.lab.results import Divergence
 
 Event = tuple[Any, ...]  # (t_ns, type, role, *fields): scalar fields of varying arity
+DROPPED = "dropped"  # an event type (the module docstring)
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _SCALARS = frozenset((int, float, bool))
 # json.dumps(value, sort_keys=True, default=str), without building an encoder per call

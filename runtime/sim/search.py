@@ -70,6 +70,7 @@ class CheckJob:
     symmetry: bool = True
     allow_empty_commit: str = "release"
     ready_order: bool = True  # False: only message delays deviate (the ready queue stays FIFO)
+    lossy: tuple[str, ...] = ()  # RPC methods whose messages a deviation may lose
 
 
 @dataclass
@@ -111,6 +112,7 @@ def run_deviations(
         fingerprint=StateFingerprint(symmetry=job.symmetry),
         ready_order=job.ready_order,
         covered=covered,
+        lossy=frozenset(job.lossy),
     )
     base = JobConfig(allow_empty_commit=job.allow_empty_commit)
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)

@@ -19,7 +19,7 @@ from runtime.core.dfs import Dfs
 from runtime.core.env import RPC_TIMEOUT_FLAG, Env, WaitTimeout, waited_text
 from runtime.sim.chooser import ChoicePoint
 from runtime.sim.network import DEFAULT_DELAY, Delay, RoleDied, SimNetwork
-from runtime.sim.recorder import SimMetrics, SimTracer, TraceRecorder
+from runtime.sim.recorder import DROPPED, SimMetrics, SimTracer, TraceRecorder
 
 T = TypeVar("T")
 
@@ -197,7 +197,7 @@ class SimEnv(Env):
 
     def note_dropped(self, dest: str, method: str) -> None:
         """Records a message lost in transit (the fault points' ``on_dropped``)."""
-        self.recorder.add("dropped", self.role, dest, method)
+        self.recorder.add(DROPPED, self.role, dest, method)
 
     def defer_io_delay(self, seconds: float) -> None:
         """Work inside an inline I/O call that should have taken ``seconds`` (a slow DFS

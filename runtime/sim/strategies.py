@@ -10,6 +10,11 @@ index 0 being the default schedule's (the seeded random run of ``seed``):
   or reply, arrives late: later messages of other lanes overtake it; a lane never overtakes
   itself, the network sees to that). This is delay-bounding (Emmi, Qadeer, Rakamaric 2011): a
   deviation delays one event past others;
+* ``MESSAGE_LOSS``: 2 alternatives for a request or one-way message of a method named lossy
+  (``commitlab check --lose``): delivered, or lost in transit (the caller's bound, or the sender's
+  ack timeout for an operator event, notices; nothing is resent). Asked for no other message (nor
+  between the job manager and the coordinator, one process in Flink), so a search without
+  ``--lose`` meets the same choice points as before;
 * ``IO_DELAY``, ``ROLE_DRAW`` and ``SCHEDULE`` are not searched: the seed's draws, as
   :class:`~runtime.sim.chooser.RandomChooser` makes them (the job's faults and schedule are fixed
   by the check's options, not by the search).
@@ -71,8 +76,10 @@ class ScriptedChooser(RandomChooser):
         fingerprint: StateFingerprint | None = None,
         ready_order: bool = True,
         covered: Callable[[int, int], bool] | None = None,
+        lossy: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(seed)
+        self.lossy = lossy
         # (choice index, state) -> True when the rest of the run is known already: the run stops
         self.covered = covered
         self.cut_at: int | None = None  # the choice point the run stopped at (None: it ran out)
@@ -111,6 +118,8 @@ class ScriptedChooser(RandomChooser):
         return alt
 
     def choose(self, point: ChoicePoint, n: int, stream: str = "") -> int:
+        if point is ChoicePoint.MESSAGE_LOSS:
+            return self._decide(point, n, stream)
         if point is not ChoicePoint.READY_ORDER or n < 2:
             return super().choose(point, n, stream)
         movable = self._movable(n)

@@ -121,6 +121,7 @@ def test_cli_check_writes_the_certificate_and_replays(tmp_path: str) -> None:
         (["--late-notices", "2"], "--late-notices"),
         (["--replay", "x"], "--replay"),
         (["--jobs", "0"], "--jobs"),
+        (["--lose", "write_metadata,no_such_method"], "--lose"),
     ],
 )
 def test_cli_check_bad_input_is_exit_2(tmp_path: str, flags: list[str], named: str, capsys: object) -> None:
@@ -181,3 +182,37 @@ def test_an_instant_minted_at_another_time_is_the_same_state() -> None:
 
     assert state("20260101000000004", "20260101000001288") == state("20260101000000504", "20260101000001788")
     assert state("20260101000000004", "20260101000001288") != state("20260101000000004", "20260101000000004")
+
+
+LOSSY = CheckJob(SimSchedule(writers=2, rounds=[100, 100]), "message-bus", lossy=("write_metadata",))
+
+
+def test_a_search_with_losses_finds_the_lost_write_status_hudi_commits_without() -> None:
+    """One lost write status whose task's checkpoint ack gets through: Hudi's coordinator commits
+    the statuses it has, and the rows of that flush are gone (docs/FIDELITY.md, "Write markers")."""
+    search = BoundedSearch(LOSSY, 1).run()
+    assert search.complete
+    lost = search.violated["exactly-once"]
+    assert len(lost.deviations) == 1 and "lost" in lost.verdict.detail
+    doc = certificate(search)
+    assert doc["lossy_methods"] == ["write_metadata"]
+    assert doc["counterexample"]["deviations"][0]["kind"] == "message-loss"
+    assert "--lose write_metadata" in doc["counterexample"]["replay"]
+    # the default schedule is the same run with or without losses searched
+    assert run_deviations(LOSSY).choices and run_deviations(LOSSY).verdict.outcome == PASSED
+
+
+def test_the_two_phase_committable_survives_any_one_lost_message() -> None:
+    """Its committable is confirmed before the checkpoint ack, as Sink V2 sends it ahead of the
+    barrier: a loss fails the task at the RPC timeout and the job replays; nothing is lost."""
+    job = CheckJob(LOSSY.schedule, "two-phase-commit", lossy=("write_metadata",))
+    search = BoundedSearch(job, 1).run()
+    assert search.complete and not search.failures and not search.violated
+    assert search.stats.runs > 10
+
+
+def test_no_message_between_the_job_manager_and_the_coordinator_is_lost() -> None:
+    """They are one process in Flink (the JobMaster): the search offers no loss between them."""
+    run = run_deviations(LOSSY)
+    losses = [c for c in run.choices if c.point.value == "message-loss"]
+    assert losses and all(c.stream.startswith("writer-") for c in losses)
