@@ -26,7 +26,9 @@ The runtime's internal columns (``_offset``, ``_bucket``, ``_task``) never reach
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -275,6 +277,22 @@ def _named(table: pa.Table, file_name: str) -> pa.Table:
     return table.add_column(META_COLUMNS.index(FILE_NAME), FILE_NAME, _repeated(file_name, table.num_rows))
 
 
+# The instant's and the partition's columns of a flush: every task of a checkpoint writes the same
+# ones, of a handful of lengths. Arrow arrays are immutable, so one serves them all.
+_REPEATED: dict[tuple[str, int], pa.Array] = {}
+_MAX_REPEATED = 1024
+
+
+def _repeated_shared(value: str, n: int) -> pa.Array:
+    """:func:`_repeated`, the same array for the same value and length (kept for a while)."""
+    found = _REPEATED.get((value, n))
+    if found is None:
+        if len(_REPEATED) >= _MAX_REPEATED:
+            _REPEATED.clear()
+        found = _REPEATED[(value, n)] = _repeated(value, n)
+    return found
+
+
 def _repeated(value: str, n: int) -> pa.Array:
     """``pa.repeat(pa.scalar(value, pa.string()), n)``, the same buffers (offsets, data, no
     validity), built from them: a string scalar costs more than the repeat, at every merge."""
@@ -307,10 +325,10 @@ def _fresh_rows(
     keys = records.column(key)
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        records.column(0) if keep_meta else _repeated(instant, n),  # _hoodie_commit_time
+        records.column(0) if keep_meta else _repeated_shared(instant, n),  # _hoodie_commit_time
         records.column(1) if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
-        _repeated(partition, n),  # _hoodie_partition_path
+        _repeated_shared(partition, n),  # _hoodie_partition_path
     ] + [records.column(c) for c in data_cols]
     names = [c for c in META_COLUMNS if c != FILE_NAME] + data_cols
     fresh = pa.Table.from_arrays(arrays, names=names)
@@ -321,8 +339,10 @@ def _fresh_rows(
 
 def _seqnos(prefix: str, positions: npt.NDArray[np.int64]) -> pa.Array:
     """``prefix + position`` for every row (in Arrow past a small flush: two calls, not a string each)."""
-    if len(positions) <= SMALL_FLUSH:
-        return pa.array([prefix + str(p) for p in positions.tolist()], pa.string())
+    if len(positions) <= SMALL_FLUSH:  # the buffers built here: Arrow's converter from objects costs more
+        data = [(prefix + str(p)).encode() for p in positions.tolist()]
+        offsets = array("i", accumulate(map(len, data), initial=0))
+        return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)))
     return pc.binary_join_element_wise(prefix, pc.cast(pa.array(positions), pa.string()), "")
 
 
