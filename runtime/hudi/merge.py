@@ -42,6 +42,8 @@ from runtime.hudi.merge_rule import incoming_wins, numbers_win, plain_numbers
 from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
+# the meta columns a merge writes before it names the file (every one but the file name)
+_ROW_META = [c for c in META_COLUMNS if c != FILE_NAME]
 
 
 def dedupe_latest(
@@ -210,7 +212,7 @@ def merge_file_group(
     rewritten, kept_written = _rows_of_instant(base, instant, base_instant, replaced)
     rows = np.concatenate([updated, new])  # the rows written from incoming records
     positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
-    old = base.select([c for c in META_COLUMNS if c != FILE_NAME] + data_cols)
+    old = base.select(_ROW_META + data_cols)
     fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols, keep_meta)
     both = _updated_in_place(pa.concat_tables([old, fresh]), n_base, replaced, len(new))
     updates = len(replaced) - rewritten
@@ -317,24 +319,36 @@ def _fresh_rows(
     ``schema`` (the old version's; None: strings); ``positions``: each row's place in the new
     file (its sequence number). ``keep_meta``: the records' own commit times and sequence numbers."""
     n = len(rows)
-    own_meta = ["_hoodie_commit_time", "_hoodie_commit_seqno"] if keep_meta else []
+    own_meta = _ROW_META[:2] if keep_meta else []
     records = records.select(own_meta + data_cols)  # the internal columns are not taken along
-    if n != records.num_rows or (n > 1 and not bool((np.diff(rows) > 0).all())):
+    if not _all_in_order(rows, records.num_rows):
         records = records.take(pa.array(rows, pa.int64()))
     key_type = schema.field("_hoodie_record_key").type if schema is not None else pa.string()
-    keys = records.column(key)
+    columns = records.columns  # own meta, then the data columns (one call, not one per name)
+    data = columns[len(own_meta) :]
+    keys = data[data_cols.index(key)]
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        records.column(0) if keep_meta else _repeated_shared(instant, n),  # _hoodie_commit_time
-        records.column(1) if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
+        columns[0] if keep_meta else _repeated_shared(instant, n),  # _hoodie_commit_time
+        columns[1] if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
         _repeated_shared(partition, n),  # _hoodie_partition_path
-    ] + [records.column(c) for c in data_cols]
-    names = [c for c in META_COLUMNS if c != FILE_NAME] + data_cols
-    fresh = pa.Table.from_arrays(arrays, names=names)
+        *data,
+    ]
+    fresh = pa.Table.from_arrays(arrays, names=_ROW_META + data_cols)
     if schema is not None and not fresh.schema.equals(schema):
         fresh = fresh.cast(schema)
     return fresh
+
+
+def _all_in_order(rows: npt.NDArray[np.intp], n: int) -> bool:
+    """Whether ``rows`` is every one of ``n`` rows in order (nothing to take): on Python ints for
+    a small flush, where numpy's calls cost more than the comparison."""
+    if len(rows) != n:
+        return False
+    if n <= SMALL_FLUSH:
+        return bool(rows.tolist() == list(range(n)))
+    return n < 2 or bool((np.diff(rows) > 0).all())
 
 
 def _seqnos(prefix: str, positions: npt.NDArray[np.int64]) -> pa.Array:

@@ -411,3 +411,12 @@ def test_a_shared_repeated_column_is_the_array_of_its_value():
     a = merge_module._repeated_shared(I1, 5)
     assert a.to_pylist() == [I1] * 5 and merge_module._repeated_shared(I1, 5) is a
     assert merge_module._repeated_shared(I1, 6).to_pylist() == [I1] * 6
+
+
+@pytest.mark.parametrize(
+    ("rows", "n", "in_order"),
+    [([], 0, True), ([0], 1, True), ([0, 1, 2], 3, True), ([1, 0, 2], 3, False), ([0, 1], 3, False)]
+    + [(list(range(300)), 300, True), ([*range(150), 151, 150, *range(152, 300)], 300, False)],
+)
+def test_a_flush_is_taken_from_only_when_its_rows_are_not_all_in_order(rows, n, in_order):
+    assert merge_module._all_in_order(np.array(rows, dtype=np.intp), n) is in_order
