@@ -191,7 +191,7 @@ def merge_file_group(
     # Few Arrow calls, each over whole columns (one take of the incoming records, at most one of
     # the new version): the simulator merges tens of thousands of small file groups, where the
     # cost is per call, not per row.
-    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    data_cols = _data_columns(incoming)
     dd = flink_dedupe(incoming, key, precombine)
     inc = dd.records
     grouped, to_write = hashmap_orders(dd.hashes)
@@ -203,7 +203,11 @@ def merge_file_group(
         )
         positions = _positions_of(dd.keys, grouped, {}, 0)
         return MergeResult(_named(fresh, file_name), n, 0, 0, n, positions)
-    _require_columns(base, data_cols)
+    try:  # the old rows' columns, all there unless the incoming records brought new ones
+        old = base.select(_ROW_META + data_cols)
+    except KeyError:
+        _require_columns(base, data_cols)
+        raise
     at, base_positions = _positions_in_base(dd, base, key, base_positions)
     wins = _wins(inc, base, precombine, at)
     updated = np.flatnonzero((at >= 0) & wins)
@@ -212,7 +216,6 @@ def merge_file_group(
     rewritten, kept_written = _rows_of_instant(base, instant, base_instant, replaced)
     rows = np.concatenate([updated, new])  # the rows written from incoming records
     positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
-    old = base.select(_ROW_META + data_cols)
     fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols, keep_meta)
     both = _updated_in_place(pa.concat_tables([old, fresh]), n_base, replaced, len(new))
     updates = len(replaced) - rewritten
@@ -224,6 +227,22 @@ def merge_file_group(
         len(rows) + kept_written,
         _positions_of(dd.keys, new, base_positions, n_base),
     )
+
+
+# an incoming table's data columns by its column names: every flush of a run has the same ones
+# (callers only read the list)
+_DATA_COLUMNS: dict[tuple[str, ...], list[str]] = {}
+
+
+def _data_columns(records: pa.Table) -> list[str]:
+    """The columns of ``records`` a base file keeps: neither the runtime's nor Hudi's meta columns."""
+    names = tuple(records.column_names)
+    found = _DATA_COLUMNS.get(names)
+    if found is None:
+        if len(_DATA_COLUMNS) >= 64:
+            _DATA_COLUMNS.clear()
+        found = _DATA_COLUMNS[names] = [c for c in names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    return found
 
 
 def _require_columns(base: pa.Table, data_cols: list[str]) -> None:
@@ -418,7 +437,7 @@ def log_records(
     order; with the meta fields ``HoodieAppendHandle`` gives a log record: the instant,
     ``<instant>_<task>_<n>`` sequence numbers counting on from ``seqno``, the key, the partition
     path, and the file id as ``_hoodie_file_name``. Nothing is merged with the slice."""
-    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    data_cols = _data_columns(incoming)
     if precombined:
         dd = flink_dedupe(incoming, key, precombine)
         records, rows = dd.records, hashmap_orders(dd.hashes)[0]
