@@ -298,22 +298,6 @@ def _named(table: pa.Table, file_name: str) -> pa.Table:
     return table.add_column(META_COLUMNS.index(FILE_NAME), FILE_NAME, _repeated(file_name, table.num_rows))
 
 
-# The instant's and the partition's columns of a flush: every task of a checkpoint writes the same
-# ones, of a handful of lengths. Arrow arrays are immutable, so one serves them all.
-_REPEATED: dict[tuple[str, int], pa.Array] = {}
-_MAX_REPEATED = 1024
-
-
-def _repeated_shared(value: str, n: int) -> pa.Array:
-    """:func:`_repeated`, the same array for the same value and length (kept for a while)."""
-    found = _REPEATED.get((value, n))
-    if found is None:
-        if len(_REPEATED) >= _MAX_REPEATED:
-            _REPEATED.clear()
-        found = _REPEATED[(value, n)] = _repeated(value, n)
-    return found
-
-
 def _repeated(value: str, n: int) -> pa.Array:
     """``pa.repeat(pa.scalar(value, pa.string()), n)``, the same buffers (offsets, data, no
     validity), built from them: a string scalar costs more than the repeat, at every merge."""
@@ -348,10 +332,10 @@ def _fresh_rows(
     keys = data[data_cols.index(key)]
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        columns[0] if keep_meta else _repeated_shared(instant, n),  # _hoodie_commit_time
+        columns[0] if keep_meta else _repeated(instant, n),  # _hoodie_commit_time
         columns[1] if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
-        _repeated_shared(partition, n),  # _hoodie_partition_path
+        _repeated(partition, n),  # _hoodie_partition_path
         *data,
     ]
     fresh = pa.Table.from_arrays(arrays, names=_ROW_META + data_cols)

@@ -407,12 +407,6 @@ def test_sequence_numbers_are_the_array_arrow_builds_from_the_strings(n):
     assert got.get_total_buffer_size() == want.get_total_buffer_size()
 
 
-def test_a_shared_repeated_column_is_the_array_of_its_value():
-    a = merge_module._repeated_shared(I1, 5)
-    assert a.to_pylist() == [I1] * 5 and merge_module._repeated_shared(I1, 5) is a
-    assert merge_module._repeated_shared(I1, 6).to_pylist() == [I1] * 6
-
-
 @pytest.mark.parametrize(
     ("rows", "n", "in_order"),
     [([], 0, True), ([0], 1, True), ([0, 1, 2], 3, True), ([1, 0, 2], 3, False), ([0, 1], 3, False)]
