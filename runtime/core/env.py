@@ -36,22 +36,51 @@ def waited_text(role: str, timeout: float, what: str, option: str) -> str:
     return f"{role} waited {timeout:.1f}s for {what} ({option})"
 
 
-if hasattr(asyncio, "timeout"):  # Python 3.11+
+class _Expiry:
+    """A bounded wait's timer callback: cancels the waiting task and remembers that it did."""
 
-    async def bounded(aw: Awaitable[T], timeout: float) -> T:
-        """``await aw`` for at most ``timeout`` seconds, else ``asyncio.TimeoutError``.
+    __slots__ = ("task", "expired")
 
-        Like ``asyncio.wait_for`` but without the task 3.11's ``wait_for`` wraps a coroutine in, or
-        the waiter future it wraps a future in: one timer per wait. Waits are the commonest thing
-        roles do (polls, calls), so this is most of the event loop's work in the simulator.
-        """
-        async with asyncio.timeout(timeout):
-            return await aw
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.expired = False
 
-else:  # pragma: no cover - Python 3.10
+    def __call__(self) -> None:
+        self.task.cancel()
+        self.expired = True
 
-    async def bounded(aw: Awaitable[T], timeout: float) -> T:
-        return await asyncio.wait_for(aw, timeout)
+
+async def bounded(aw: Awaitable[T], timeout: float) -> T:
+    """``await aw`` for at most ``timeout`` seconds, else ``asyncio.TimeoutError``.
+
+    Like ``asyncio.wait_for`` but without the task 3.11's ``wait_for`` wraps a coroutine in, or
+    the waiter future it wraps a future in: one timer per wait. Waits are the commonest thing
+    roles do (polls, calls), so this is most of the event loop's work in the simulator: it is
+    ``async with asyncio.timeout(timeout)`` (3.11's ``asyncio.timeouts.Timeout``) step for step,
+    the same timer set at the same moment and the same cancel and uncancel, without the context
+    manager's object, its state enum and its two extra coroutines.
+    """
+    loop = asyncio.get_running_loop()
+    when = loop.time() + timeout
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("Timeout should be used inside a task")
+    cancelling = task.cancelling()
+    expiry = _Expiry(task)
+    timer = loop.call_soon(expiry) if when <= loop.time() else loop.call_at(when, expiry)
+    try:
+        result = await aw
+    except BaseException as exc:
+        if not expiry.expired:
+            timer.cancel()
+        elif task.uncancel() <= cancelling and type(exc) is asyncio.CancelledError:
+            raise TimeoutError from exc
+        raise
+    if expiry.expired:
+        task.uncancel()
+    else:
+        timer.cancel()
+    return result
 
 
 async def wait_ended(task: asyncio.Task[Any], timeout: float) -> bool:

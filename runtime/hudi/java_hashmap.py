@@ -76,6 +76,30 @@ def capacity(spread_hashes: npt.NDArray[np.int64], was_crowded: bool | None = No
     return cap
 
 
+# Up to this many keys (a flush of the simulator's size) the order is worked out on Python ints:
+# a merge asks for it at every flush, and numpy's per-call cost is most of it at this size.
+SMALL_MAP = EARLY_KEYS
+
+
+def _small_order(hashes: list[int]) -> npt.NDArray[np.intp] | None:
+    """:func:`iteration_orders` of at most :data:`SMALL_MAP` keys, when no bin crowded (None
+    otherwise: the caller takes the general path): the table's capacity follows from the count
+    alone, and a stable sort by bin is the iteration order."""
+    spread_hashes = [h ^ (h >> 16) for h in hashes]
+    n = len(spread_hashes)
+    if n > TREEIFY_THRESHOLD:
+        counts = [0] * INITIAL_CAPACITY
+        for h in spread_hashes:
+            counts[h & (INITIAL_CAPACITY - 1)] += 1
+        if max(counts) > TREEIFY_THRESHOLD:
+            return None
+    cap, threshold = INITIAL_CAPACITY, int(INITIAL_CAPACITY * LOAD_FACTOR)
+    while n > threshold:
+        cap, threshold = cap * 2, threshold * 2
+    mask = cap - 1
+    return np.array(sorted(range(n), key=lambda i: spread_hashes[i] & mask), dtype=np.intp)
+
+
 def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
     """Positions of ``hashes`` (the hash codes of distinct keys, in the order they were put) in
     the order a ``HashMap`` holding them iterates."""
@@ -90,6 +114,10 @@ def iteration_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int
     if len(hashes) < 2:
         order = np.arange(len(hashes))
         return order, order
+    if len(hashes) <= SMALL_MAP:
+        small = _small_order(hashes.tolist())
+        if small is not None:
+            return small, small
     s = spread(hashes)
     was_crowded = crowded(s)
     first = capacity(s, was_crowded)

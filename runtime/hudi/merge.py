@@ -26,7 +26,9 @@ The runtime's internal columns (``_offset``, ``_bucket``, ``_task``) never reach
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
@@ -40,6 +42,8 @@ from runtime.hudi.merge_rule import incoming_wins, numbers_win, plain_numbers
 from runtime.hudi.table import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
+# the meta columns a merge writes before it names the file (every one but the file name)
+_ROW_META = [c for c in META_COLUMNS if c != FILE_NAME]
 
 
 def dedupe_latest(
@@ -187,7 +191,7 @@ def merge_file_group(
     # Few Arrow calls, each over whole columns (one take of the incoming records, at most one of
     # the new version): the simulator merges tens of thousands of small file groups, where the
     # cost is per call, not per row.
-    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    data_cols = _data_columns(incoming)
     dd = flink_dedupe(incoming, key, precombine)
     inc = dd.records
     grouped, to_write = hashmap_orders(dd.hashes)
@@ -199,7 +203,11 @@ def merge_file_group(
         )
         positions = _positions_of(dd.keys, grouped, {}, 0)
         return MergeResult(_named(fresh, file_name), n, 0, 0, n, positions)
-    _require_columns(base, data_cols)
+    try:  # the old rows' columns, all there unless the incoming records brought new ones
+        old = base.select(_ROW_META + data_cols)
+    except KeyError:
+        _require_columns(base, data_cols)
+        raise
     at, base_positions = _positions_in_base(dd, base, key, base_positions)
     wins = _wins(inc, base, precombine, at)
     updated = np.flatnonzero((at >= 0) & wins)
@@ -208,7 +216,6 @@ def merge_file_group(
     rewritten, kept_written = _rows_of_instant(base, instant, base_instant, replaced)
     rows = np.concatenate([updated, new])  # the rows written from incoming records
     positions = np.concatenate([replaced, np.arange(n_base, n_base + len(new))])
-    old = base.select([c for c in META_COLUMNS if c != FILE_NAME] + data_cols)
     fresh = _fresh_rows(inc, rows, old.schema, positions, instant, partition, partition_id, key, data_cols, keep_meta)
     both = _updated_in_place(pa.concat_tables([old, fresh]), n_base, replaced, len(new))
     updates = len(replaced) - rewritten
@@ -220,6 +227,22 @@ def merge_file_group(
         len(rows) + kept_written,
         _positions_of(dd.keys, new, base_positions, n_base),
     )
+
+
+# an incoming table's data columns by its column names: every flush of a run has the same ones
+# (callers only read the list)
+_DATA_COLUMNS: dict[tuple[str, ...], list[str]] = {}
+
+
+def _data_columns(records: pa.Table) -> list[str]:
+    """The columns of ``records`` a base file keeps: neither the runtime's nor Hudi's meta columns."""
+    names = tuple(records.column_names)
+    found = _DATA_COLUMNS.get(names)
+    if found is None:
+        if len(_DATA_COLUMNS) >= 64:
+            _DATA_COLUMNS.clear()
+        found = _DATA_COLUMNS[names] = [c for c in names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    return found
 
 
 def _require_columns(base: pa.Table, data_cols: list[str]) -> None:
@@ -299,30 +322,44 @@ def _fresh_rows(
     ``schema`` (the old version's; None: strings); ``positions``: each row's place in the new
     file (its sequence number). ``keep_meta``: the records' own commit times and sequence numbers."""
     n = len(rows)
-    own_meta = ["_hoodie_commit_time", "_hoodie_commit_seqno"] if keep_meta else []
+    own_meta = _ROW_META[:2] if keep_meta else []
     records = records.select(own_meta + data_cols)  # the internal columns are not taken along
-    if n != records.num_rows or (n > 1 and not bool((np.diff(rows) > 0).all())):
+    if not _all_in_order(rows, records.num_rows):
         records = records.take(pa.array(rows, pa.int64()))
     key_type = schema.field("_hoodie_record_key").type if schema is not None else pa.string()
-    keys = records.column(key)
+    columns = records.columns  # own meta, then the data columns (one call, not one per name)
+    data = columns[len(own_meta) :]
+    keys = data[data_cols.index(key)]
     prefix = f"{instant}_{partition_id}_"
     arrays = [
-        records.column(0) if keep_meta else _repeated(instant, n),  # _hoodie_commit_time
-        records.column(1) if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
+        columns[0] if keep_meta else _repeated(instant, n),  # _hoodie_commit_time
+        columns[1] if keep_meta else _seqnos(prefix, positions),  # _hoodie_commit_seqno
         keys if keys.type == key_type else pc.cast(keys, key_type),  # _hoodie_record_key
         _repeated(partition, n),  # _hoodie_partition_path
-    ] + [records.column(c) for c in data_cols]
-    names = [c for c in META_COLUMNS if c != FILE_NAME] + data_cols
-    fresh = pa.Table.from_arrays(arrays, names=names)
+        *data,
+    ]
+    fresh = pa.Table.from_arrays(arrays, names=_ROW_META + data_cols)
     if schema is not None and not fresh.schema.equals(schema):
         fresh = fresh.cast(schema)
     return fresh
 
 
+def _all_in_order(rows: npt.NDArray[np.intp], n: int) -> bool:
+    """Whether ``rows`` is every one of ``n`` rows in order (nothing to take): on Python ints for
+    a small flush, where numpy's calls cost more than the comparison."""
+    if len(rows) != n:
+        return False
+    if n <= SMALL_FLUSH:
+        return bool(rows.tolist() == list(range(n)))
+    return n < 2 or bool((np.diff(rows) > 0).all())
+
+
 def _seqnos(prefix: str, positions: npt.NDArray[np.int64]) -> pa.Array:
     """``prefix + position`` for every row (in Arrow past a small flush: two calls, not a string each)."""
-    if len(positions) <= SMALL_FLUSH:
-        return pa.array([prefix + str(p) for p in positions.tolist()], pa.string())
+    if len(positions) <= SMALL_FLUSH:  # the buffers built here: Arrow's converter from objects costs more
+        data = [(prefix + str(p)).encode() for p in positions.tolist()]
+        offsets = array("i", accumulate(map(len, data), initial=0))
+        return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets), pa.py_buffer(b"".join(data)))
     return pc.binary_join_element_wise(prefix, pc.cast(pa.array(positions), pa.string()), "")
 
 
@@ -384,7 +421,7 @@ def log_records(
     order; with the meta fields ``HoodieAppendHandle`` gives a log record: the instant,
     ``<instant>_<task>_<n>`` sequence numbers counting on from ``seqno``, the key, the partition
     path, and the file id as ``_hoodie_file_name``. Nothing is merged with the slice."""
-    data_cols = [c for c in incoming.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
+    data_cols = _data_columns(incoming)
     if precombined:
         dd = flink_dedupe(incoming, key, precombine)
         records, rows = dd.records, hashmap_orders(dd.hashes)[0]

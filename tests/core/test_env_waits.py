@@ -69,3 +69,66 @@ def test_waiting_for_a_task_to_end_is_bounded_and_takes_its_error():
         # reported when its task is collected
         assert sim.run(main(), background_errors=unhandled) == (False, True, True)
     assert unhandled == []
+
+
+async def _timeout_bounded(aw, timeout):
+    """The standard library's bounded wait, the reference ``bounded`` keeps step for step."""
+    async with asyncio.timeout(timeout):
+        return await aw
+
+
+async def _scenario(wait, name: str) -> tuple[str, str, int]:
+    """(what the caller got, how it ended, the task's pending cancellations after)."""
+    loop = asyncio.get_running_loop()
+
+    async def swallows_cancel() -> str:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            return "swallowed"
+        return "slept"
+
+    async def caller() -> tuple[str, int]:
+        me = asyncio.current_task()
+        assert me is not None
+        try:
+            if name == "done":
+                got = await wait(asyncio.sleep(0.001, "value"), 5.0)
+            elif name == "expires":
+                got = await wait(asyncio.Event().wait(), 0.001)
+            elif name == "now":
+                got = await wait(asyncio.Event().wait(), 0.0)
+            elif name == "swallowed":
+                got = await wait(swallows_cancel(), 0.001)
+            else:  # nested: the outer bound fires first
+                got = await wait(wait(asyncio.Event().wait(), 5.0), 0.001)
+            return f"returned {got}", me.cancelling()
+        except TimeoutError as exc:
+            return f"TimeoutError from {type(exc.__cause__).__name__}", me.cancelling()
+
+    task = loop.create_task(caller())
+    await asyncio.sleep(0)
+    try:
+        got, cancelling = await task
+        return got, "ended", cancelling
+    except asyncio.CancelledError:
+        return "", "cancelled", task.cancelling()
+
+
+@pytest.mark.parametrize("name", ["done", "expires", "now", "swallowed", "nested"])
+def test_a_bounded_wait_ends_as_the_standard_librarys_timeout_does(name):
+    assert asyncio.run(_scenario(bounded, name)) == asyncio.run(_scenario(_timeout_bounded, name))
+
+
+def test_a_bounded_wait_cancelled_from_outside_is_cancelled_not_timed_out():
+    async def main(wait) -> tuple[str, int]:
+        task = asyncio.ensure_future(wait(asyncio.Event().wait(), 5.0))
+        await asyncio.sleep(0)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return "cancelled", task.cancelling()
+        return "ran on", task.cancelling()
+
+    assert asyncio.run(main(bounded)) == asyncio.run(main(_timeout_bounded)) == ("cancelled", 1)

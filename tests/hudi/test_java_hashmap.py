@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 from runtime.data.bucket import java_string_hash, java_string_hashes
-from runtime.hudi.java_hashmap import MIN_TREEIFY_CAPACITY, capacity, iteration_order, spread
+from runtime.hudi import java_hashmap
+from runtime.hudi.java_hashmap import MIN_TREEIFY_CAPACITY, capacity, iteration_order, iteration_orders, spread
 
 
 @pytest.fixture(scope="module")
@@ -98,3 +99,16 @@ def test_the_hash_codes_of_a_sliced_or_chunked_array(jvm):
     want = [java_string_hash(k) for k in keys[5:95]]
     assert java_string_hashes(arr).tolist() == want
     assert np.array_equal(java_string_hashes(pa.array(keys).slice(30)), [java_string_hash(k) for k in keys[30:]])
+
+
+def test_a_small_maps_order_on_python_ints_is_the_general_paths(monkeypatch):
+    # a flush's few keys take a path of their own (no numpy): the same orders, crowded bins included
+    rng = random.Random(3)
+    cases = [np.array([rng.getrandbits(32) for _ in range(n)], dtype=np.uint32) for n in range(2, 60) for _ in range(5)]
+    cases += [np.array([i << 4 for i in range(n)], dtype=np.uint32) for n in (9, 10, 20, 48)]  # one bin of 16
+    cases += [java_string_hashes(pa.array(colliding(4)[:k] + ["x", "y"])) for k in (8, 9, 10)]
+    small = [iteration_orders(h) for h in cases]
+    monkeypatch.setattr(java_hashmap, "SMALL_MAP", 0)
+    general = [iteration_orders(h) for h in cases]
+    for (a1, a2), (b1, b2) in zip(small, general, strict=True):
+        assert a1.tolist() == b1.tolist() and a2.tolist() == b2.tolist()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -393,3 +394,23 @@ def test_any_split_into_flushes_equals_dedupe_latest_of_all_records(rows, data):
     dd = rows_by_key(dedupe_latest(stream, KEY, PRE))
     assert {k: (r[PRE], r["payload"]) for k, r in dd.items()} == {k: (r[PRE], r["payload"]) for k, r in got.items()}
     assert not set(INTERNAL_COLUMNS) & set(table.column_names)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 256, 257])
+def test_sequence_numbers_are_the_array_arrow_builds_from_the_strings(n):
+    # the simulated disk reports a base file's size as its Arrow buffers' size: a flush's sequence
+    # numbers, built from their buffers, must be the array Arrow's converter builds, buffer for buffer
+    positions = np.arange(40, 40 + n, dtype=np.int64)
+    got = merge_module._seqnos(f"{I1}_3_", positions)
+    want = pa.array([f"{I1}_3_{p}" for p in positions.tolist()], pa.string())
+    assert got.equals(want) and got.null_count == 0 and got.buffers()[0] is None
+    assert got.get_total_buffer_size() == want.get_total_buffer_size()
+
+
+@pytest.mark.parametrize(
+    ("rows", "n", "in_order"),
+    [([], 0, True), ([0], 1, True), ([0, 1, 2], 3, True), ([1, 0, 2], 3, False), ([0, 1], 3, False)]
+    + [(list(range(300)), 300, True), ([*range(150), 151, 150, *range(152, 300)], 300, False)],
+)
+def test_a_flush_is_taken_from_only_when_its_rows_are_not_all_in_order(rows, n, in_order):
+    assert merge_module._all_in_order(np.array(rows, dtype=np.intp), n) is in_order
