@@ -28,9 +28,12 @@ The lab: ``--file-system-view remote`` has the coordinator serve its view as Hud
 server does (its DFS calls counted as the timeline server's), and the task ask it once per flush
 that needs a slice (the partition's first touch, a merge or an append); ``direct`` has the task
 list the partition itself, the lab before. The server syncs when a request names a newer instant
-than the one it last synced for (a task writes a new instant exactly when it has seen a new
-completed one), and drops its view when the tasks restart (Hudi's log writer finds a free log
-version by listing the partition at roll-over, which the lab counts but does not read).
+than the one it last synced for (a task writes a new instant once it has seen the last one
+complete) or, with a partition's first listing in an instant, a timeline other than the one it
+synced for (a compaction or a rollback completes with no new instant); it drops its view when the
+tasks restart. An append whose next log file exists already rolls over past it
+(:func:`runtime.hudi.log_writer.rolled_over`), as Hudi's log writer does, so a view behind the
+storage never makes a task overwrite a log file.
 """
 
 from __future__ import annotations

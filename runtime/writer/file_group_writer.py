@@ -307,7 +307,7 @@ class MergeOnReadWriter(FileGroupWriter):
         self._log_seqno += rows.num_rows
         self._mark_log(partition, fid, slice_, instant, f"{self.task_id}-0-0")
         if self.per_handle:
-            self._append_checks(partition, fid, slice_)
+            self._append_checks(partition, fid, slice_, status_made=files is not None)
         stat, self.slices[(partition, fid)] = append_log_file(
             table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
         )
@@ -315,11 +315,13 @@ class MergeOnReadWriter(FileGroupWriter):
             meta_client.written_file_status(table, stat.path)
         return stat
 
-    def _append_checks(self, partition: str, fid: str, slice_: LogSlice) -> None:
-        """``HoodieLogFormatWriter.getOutputStream``: the log file's status, and
-        ``HoodieLogFile.rollOver``'s listing of the partition when the slice has one already."""
-        log = LogFileName(fid, slice_.base_instant, max(slice_.next_version - 1, 1), f"{self.task_id}-0-0")
-        meta_client.file_status(self.table.dfs, Dfs.join(self.table.partition_path(partition), str(log)))
+    def _append_checks(self, partition: str, fid: str, slice_: LogSlice, *, status_made: bool) -> None:
+        """``HoodieLogFormatWriter.getOutputStream``: the log file's status (``status_made``: the
+        remote view's roll-over check made it), and ``HoodieLogFile.rollOver``'s listing of the
+        partition when the slice has one already."""
+        if not status_made:
+            log = LogFileName(fid, slice_.base_instant, max(slice_.next_version - 1, 1), f"{self.task_id}-0-0")
+            meta_client.file_status(self.table.dfs, Dfs.join(self.table.partition_path(partition), str(log)))
         if slice_.log_files:
             self.table.dfs.list_dir(self.table.partition_path(partition))
 

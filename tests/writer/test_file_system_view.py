@@ -109,3 +109,23 @@ def test_the_server_lists_a_partition_once_until_a_newer_instant_asks(tmp_path):
     assert _lists(table) == 2 and len(again.files) == 2 and server.syncs == 1
     server.latest_file_slices(FileSliceRequest("p0", T1))  # an older client: no sync back
     assert _lists(table) == 2
+
+
+def test_an_append_after_a_view_behind_the_storage_rolls_over_the_log_file_it_would_overwrite(tmp_path):
+    """A restarted task's view may predate the log file its last attempt wrote: the append finds
+    that name taken and rolls over past it (HoodieLogFormatWriter.getOutputStream -> rollOver)."""
+    import pyarrow as pa
+
+    from runtime.core.dfs import open_dfs
+    from runtime.hudi.parquet_format import ParquetWriteOptions
+    from runtime.writer.file_group_writer import file_group_writer
+
+    dfs, base = open_dfs(str(tmp_path / "mor"), role="writer.data")
+    props = TableProps("t", "key", "partition", "ts", 2, table_type="MERGE_ON_READ")
+    table = HudiTable.create_or_open(dfs, base, props)
+    table.start_instant(T1)
+    rows = pa.table({"key": ["a"], "partition": ["p0"], "ts": pa.array([1], pa.int64()), "value": ["a"]})
+    first = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=[])
+    again = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=[])  # view: empty
+    assert first.path != again.path
+    assert {first.path, again.path} <= {f"p0/{f.name}" for f in table.partition_files("p0")}
