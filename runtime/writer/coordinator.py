@@ -85,6 +85,29 @@ class CommitError(RuntimeError):
     pass
 
 
+class EmbeddedTimelineService:
+    """The embedded timeline server the coordinator's write client starts: its file-system view,
+    on its own thread (a lock of its own, not the coordinator's executor); its DFS calls are the
+    timeline server's, as Hudi's are."""
+
+    def __init__(self, env: Env, table: HudiTable) -> None:
+        self.env = env
+        self.server = EmbeddedViewServer(table.with_dfs(env.dfs.for_role(TIMELINE_SERVER)))
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def of(
+        cls, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol]
+    ) -> EmbeddedTimelineService | None:
+        """The server whose view the write tasks ask, or None when they list partitions themselves."""
+        remote = tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view)
+        return cls(env, table) if remote else None
+
+    async def latest_file_slices(self, request: FileSliceRequest) -> PartitionFiles:
+        async with self._lock:
+            return await self.env.io(self.server.latest_file_slices, request)
+
+
 class Coordinator:
     # the coordinator's own RPC handlers (wire names); the protocol's side may declare more
     OWN_RPC_METHODS = (
@@ -143,12 +166,7 @@ class Coordinator:
         self.empty_commits = protocol.allows_empty_commit(config)  # hoodie.allow.empty.commit
         # Hudi's coordinator builds the table anew per commit and per instant (--meta-client)
         self.builds_meta_clients = meta_client.meta_client_per_handle(config.meta_client)
-        # the embedded timeline server's file-system view the write tasks ask (--file-system-view);
-        # its DFS calls are the timeline server's, as Hudi's are
-        self.file_view: EmbeddedViewServer | None = None
-        if tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view):
-            self.file_view = EmbeddedViewServer(table.with_dfs(env.dfs.for_role(TIMELINE_SERVER)))
-        self._view_lock = asyncio.Lock()  # the server's own thread, not the coordinator's executor
+        self.file_view = EmbeddedTimelineService.of(env, config, table, protocol)  # --file-system-view
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
         self.compactions_scheduled: list[str] = []
         self.compactions_postponed = 0
@@ -258,7 +276,7 @@ class Coordinator:
             self.started.clear()
             self.resume_checkpoint_id = notice.resume_checkpoint_id
             if self.file_view is not None:  # the restarted tasks must see what their last attempt wrote
-                self.file_view.forget()
+                self.file_view.server.forget()
             await self.protocol.on_tasks_reset()
             self.resets.append(
                 {
@@ -276,8 +294,7 @@ class Coordinator:
         by the embedded timeline server beside the coordinator, not on its executor."""
         if self.file_view is None:
             raise ValueError("the write tasks list partitions themselves (--file-system-view direct)")
-        async with self._view_lock:
-            return await self.env.io(self.file_view.latest_file_slices, request)
+        return await self.file_view.latest_file_slices(request)
 
     async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
         self.bootstrapped.add(event.task_id)
