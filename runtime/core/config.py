@@ -437,6 +437,17 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "shared"),
     )
+    # where a write task learns its file slices (runtime.hudi.file_system_view): Hudi's tasks ask the
+    # embedded timeline server on the coordinator (hoodie.filesystem.view.type REMOTE_FIRST)
+    file_system_view: str = _opt(
+        "release",
+        "Hudi hoodie.filesystem.view.type of the write tasks: remote (REMOTE_FIRST: the tasks ask the "
+        "coordinator's embedded timeline server for a partition's file slices; the server lists the partition "
+        "after each commit), direct (each task lists the partitions it writes itself); release: what the "
+        "protocol's Hudi release does (remote for the Flink writer, direct for control-topic's Connect sink)",
+        WRITE_PATH,
+        choices=("release", "remote", "direct"),
+    )
     # Flink taskmanager.numberOfTaskSlots: write tasks (each with its source) in one task manager
     # process; 0: two task managers per CPU of the cluster, the writers spread over them
     slots_per_task_manager: int = _opt(

@@ -525,3 +525,32 @@ class CoordinatorView:
     stale_events_dropped: int = 0
     compactions_scheduled: list[str] = field(default_factory=list)
     compactions_postponed: int = 0
+
+
+@message
+@dataclass
+class FileSliceRequest:
+    """A write task asks the embedded timeline server for a partition's file slices
+    (``RemoteHoodieTableFileSystemView``: the partition and what the task's timeline knows: the
+    instant it writes and, when it has just read the timeline, its completed instants' key)."""
+
+    partition: str
+    instant: str
+    timeline: str = ""
+
+
+@message
+@dataclass
+class ListedFile:
+    """One file of a partition as the server's file-system view holds it."""
+
+    name: str
+    size: int
+
+
+@message
+@dataclass
+class PartitionFiles:
+    """The server's answer: the partition's files as its view last listed them."""
+
+    files: list[ListedFile]

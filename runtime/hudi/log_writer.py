@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
-from runtime.core.dfs import Dfs, DfsNotFound
-from runtime.core.messages import WriteStat
+from runtime.core.dfs import Dfs
+from runtime.core.messages import ListedFile, WriteStat
 from runtime.hudi.log_format import LogFileName, avro_data_block, record_schema
 from runtime.hudi.table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
 
@@ -70,7 +70,11 @@ class PartitionLogs:
 
 
 def list_partition(
-    table: HudiTable, partition: str, timeline: Timeline, compacting: dict[str, str] | None = None
+    table: HudiTable,
+    partition: str,
+    timeline: Timeline,
+    compacting: dict[str, str] | None = None,
+    files: list[ListedFile] | None = None,
 ) -> PartitionLogs:
     """The file slices of ``partition`` from one listing.
 
@@ -79,10 +83,10 @@ def list_partition(
     (``compacting``: file id -> the compaction's instant) has its new slice at the compaction
     instant instead. From version 8 a committed log file belongs to the slice with the largest base
     instant at or before its completion time (:func:`_slices_by_completion`). Log versions count
-    every log file present, committed or not, so a new log file never takes an existing name."""
-    try:
-        entries = table.dfs.list_dir(table.partition_path(partition))
-    except DfsNotFound:
+    every log file present, committed or not, so a new log file never takes an existing name.
+    ``files``: the partition's files as a file-system view holds them, else one listing."""
+    entries = table.partition_files(partition) if files is None else files
+    if not entries:
         return PartitionLogs({}, {})
     compacting = compacting or {}
     committed = timeline.contains_or_before_start  # an archived instant's files are committed
@@ -154,6 +158,18 @@ def _slices_by_completion(
 
 def _next_version(names: list[LogFileName], base_instant: str) -> int:
     return max((n.version for n in names if n.base_instant == base_instant), default=0) + 1
+
+
+def rolled_over(table: HudiTable, partition: str, file_id: str, slice_: LogSlice, write_token: str) -> LogSlice:
+    """``HoodieLogFormatWriter.getOutputStream``: when the slice's next log file exists already (a
+    file-system view that was behind the storage), ``HoodieLogFile.rollOver`` past every version of
+    the slice the partition holds (one listing)."""
+    name = LogFileName(file_id, slice_.base_instant, slice_.next_version, write_token)
+    if not table.dfs.exists(Dfs.join(table.partition_path(partition), str(name))):
+        return slice_
+    names = [LogFileName.parse(f.name) for f in table.partition_files(partition)]
+    own = [n for n in names if n is not None and n.file_id == file_id]
+    return replace(slice_, next_version=_next_version(own, slice_.base_instant))
 
 
 def append_log_file(

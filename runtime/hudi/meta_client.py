@@ -24,8 +24,8 @@ writer traced to the Hudi method that made it) and read in the 0.14.0 bundle:
   size), and ``HoodieLogFile.rollOver`` (a listing of the partition) when the slice has a log file
   already (a local or object store cannot append to it).
 * A write task's open: 9 meta clients (4 with the timeline) and 4 bootstrap index look-ups
-  before its first flush (the trace's count; the view storage properties' open is left out: the
-  lab writes no ``view_storage_conf.properties``).
+  before its first flush (the trace's count); with the remote file-system view, the view storage
+  properties' open (:mod:`runtime.hudi.file_system_view`).
 * The coordinator: ``commitStats`` -> ``createTable`` and the post-commit table services build
   meta clients per commit, ``startCommit`` (``rollbackFailedWrites``' table) and
   ``transitionRequestedToInflight`` per instant: 6 meta clients a checkpoint, 4 with the timeline
@@ -70,6 +70,11 @@ def load_meta_client(table: HudiTable, *, timeline: bool) -> None:
         dfs.probe("list", table.timeline_dir)
 
 
+def bootstrap_index_status(table: HudiTable) -> None:
+    """A file-system view's ``HFileBootstrapIndex.<init>``: is there a bootstrap index?"""
+    file_status(table.dfs, Dfs.join(table.hoodie, _BOOTSTRAP_INDEX))
+
+
 class WriteClientTables:
     """What a write task's ``upsert`` reads before its handle writes: the table's meta client and
     the view's, the latest commit's metadata (the schema check) and, for a handle that looks up
@@ -96,7 +101,7 @@ class WriteClientTables:
         if self._latest_commit_file is not None:
             dfs.probe("read", self._latest_commit_file)
         if views_slices:
-            file_status(dfs, Dfs.join(table.hoodie, _BOOTSTRAP_INDEX))
+            bootstrap_index_status(table)
 
 
 def _latest_commit_file(table: HudiTable, timeline: Timeline) -> str | None:
@@ -118,7 +123,7 @@ def write_client_opened(table: HudiTable) -> None:
     look-ups, as the trace counts them per task before its first flush."""
     meta_clients(table, loaded=4, bare=5)
     for _ in range(4):
-        file_status(table.dfs, Dfs.join(table.hoodie, _BOOTSTRAP_INDEX))
+        bootstrap_index_status(table)
 
 
 def create_handle_checks(table: HudiTable, partition: str, rel_path: str) -> None:

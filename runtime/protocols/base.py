@@ -195,6 +195,9 @@ class Protocol:
     # (the 0.14.0 bundle's bytecode), true from 1.0 (HUDI-4372, PR #11124): what --metadata-table
     # release resolves to
     metadata_table_default: bool = False
+    # the write tasks' file-system view in the modelled release (runtime.hudi.file_system_view):
+    # "remote", the coordinator's embedded timeline server (FlinkWriteClients), or "direct"
+    release_file_system_view: str = "remote"
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:

@@ -607,6 +607,8 @@ class ControlTopicProtocol(Protocol):
     extra_rpc_methods = ControlTopic.RPC_METHODS
     # the Connect sink's Java write client cleans and archives with HoodieWriteConfig's defaults
     table_service_defaults = WRITE_CLIENT_DEFAULTS
+    # each participant's write client runs its own embedded timeline server: no coordinator's view
+    release_file_system_view = "direct"
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:

@@ -64,21 +64,48 @@ from runtime.core.messages import (
     CommitRecord,
     CoordinatorState,
     CoordinatorView,
+    FileSliceRequest,
     InputFinished,
     InstantRelease,
+    PartitionFiles,
     TaskFailure,
     TasksReset,
     WriteMetadataEvent,
     WriteStat,
 )
 from runtime.hudi import compaction, meta_client
+from runtime.hudi.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
 from runtime.hudi.table import HudiTable, TableError
 from runtime.hudi.table_services import TableServices
 from runtime.protocols.base import CoordinatorSide, Protocol
+from runtime.protocols.timeline_server import SERVER as TIMELINE_SERVER
 
 
 class CommitError(RuntimeError):
     pass
+
+
+class EmbeddedTimelineService:
+    """The embedded timeline server the coordinator's write client starts: its file-system view,
+    on its own thread (a lock of its own, not the coordinator's executor); its DFS calls are the
+    timeline server's, as Hudi's are."""
+
+    def __init__(self, env: Env, table: HudiTable) -> None:
+        self.env = env
+        self.server = EmbeddedViewServer(table.with_dfs(env.dfs.for_role(TIMELINE_SERVER)))
+        self._lock = asyncio.Lock()
+
+    @classmethod
+    def of(
+        cls, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol]
+    ) -> EmbeddedTimelineService | None:
+        """The server whose view the write tasks ask, or None when they list partitions themselves."""
+        remote = tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view)
+        return cls(env, table) if remote else None
+
+    async def latest_file_slices(self, request: FileSliceRequest) -> PartitionFiles:
+        async with self._lock:
+            return await self.env.io(self.server.latest_file_slices, request)
 
 
 class Coordinator:
@@ -90,6 +117,7 @@ class Coordinator:
         "notify_checkpoint_aborted",
         "end_of_input",
         "reset_tasks",
+        "latest_file_slices",
     )
 
     def __init__(
@@ -138,6 +166,7 @@ class Coordinator:
         self.empty_commits = protocol.allows_empty_commit(config)  # hoodie.allow.empty.commit
         # Hudi's coordinator builds the table anew per commit and per instant (--meta-client)
         self.builds_meta_clients = meta_client.meta_client_per_handle(config.meta_client)
+        self.file_view = EmbeddedTimelineService.of(env, config, table, protocol)  # --file-system-view
         self.stale_events_dropped = 0  # events of an older instant cleared unused (see the module doc)
         self.compactions_scheduled: list[str] = []
         self.compactions_postponed = 0
@@ -166,6 +195,8 @@ class Coordinator:
         raise ValueError(f"the coordinator has no RPC method {method!r}; it answers {', '.join(self.RPC_METHODS)}")
 
     async def start(self) -> None:
+        if self.file_view is not None:  # FlinkWriteClients.createWriteClient: where the server listens
+            await self.env.io(save_view_storage_properties, self.table)
         if self.protocol.buffers_events and self.resume_checkpoint_id > 0:
             await self._restore_protocol_state()
         await self.protocol.open()
@@ -244,6 +275,8 @@ class Coordinator:
             self.bootstrapped.clear()
             self.started.clear()
             self.resume_checkpoint_id = notice.resume_checkpoint_id
+            if self.file_view is not None:  # the restarted tasks must see what their last attempt wrote
+                self.file_view.server.forget()
             await self.protocol.on_tasks_reset()
             self.resets.append(
                 {
@@ -255,6 +288,13 @@ class Coordinator:
             )
         self.env.tracer.instant("tasks reset (region failover)", thread="coordinator", args={"dropped_events": dropped})
         return self.resets[-1]
+
+    async def latest_file_slices(self, request: FileSliceRequest) -> PartitionFiles:
+        """A write task's file-system view request (``RemoteHoodieTableFileSystemView``), answered
+        by the embedded timeline server beside the coordinator, not on its executor."""
+        if self.file_view is None:
+            raise ValueError("the write tasks list partitions themselves (--file-system-view direct)")
+        return await self.file_view.latest_file_slices(request)
 
     async def _handle_bootstrap(self, event: WriteMetadataEvent) -> None:
         self.bootstrapped.add(event.task_id)

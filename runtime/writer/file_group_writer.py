@@ -25,12 +25,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs
-from runtime.core.messages import WriteStat
+from runtime.core.messages import ListedFile, WriteStat
 from runtime.hudi import meta_client
 from runtime.hudi.bloom_filter import KeyFilter
 from runtime.hudi.compaction import compacting_file_groups
+from runtime.hudi.file_system_view import timeline_key
 from runtime.hudi.log_format import LogFileName
-from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition
+from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
 from runtime.hudi.markers import APPEND, CREATE, MERGE
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
 from runtime.hudi.parquet_format import RECORD_KEY_COLUMN, ParquetWriteOptions
@@ -49,18 +50,42 @@ class FileGroupWriter(ABC):
         self._tables = meta_client.WriteClientTables(table) if per_handle else None
         self._partitions_ready: set[str] = set()
 
-    def write(self, partition: str, bucket: int, instant: str, records: pa.Table) -> WriteStat:
-        """Writes ``records`` into the bucket's file group for ``instant``; its write stat."""
-        fid = file_group_id(self.table.props.table_name, partition, bucket)
+    def write(
+        self, partition: str, bucket: int, instant: str, records: pa.Table, files: list[ListedFile] | None = None
+    ) -> WriteStat:
+        """Writes ``records`` into the bucket's file group for ``instant``; its write stat.
+        ``files``: the partition's files from the timeline server's view (else the writer lists
+        the partition when it needs its slices)."""
+        fid = self._file_group(partition, bucket)
         if self._tables is not None:  # HoodieFlinkWriteClient.upsert: the table built anew for this handle
-            self._tables.before_handle(instant, views_slices=self._views_slices(partition, fid))
+            self._tables.before_handle(instant, views_slices=self._views_slices(partition, fid, files))
         if partition not in self._partitions_ready:
             self.table.ensure_partition(partition, instant)
             if not self.per_handle:  # HoodiePartitionMetadata.trySave checks at every handle
                 self._partitions_ready.add(partition)
-        return self._write(partition, fid, instant, records)
+        return self._write(partition, fid, instant, records, files)
 
-    def _views_slices(self, partition: str, fid: str) -> bool:
+    def asks_view(self, partition: str, bucket: int) -> bool:
+        """Whether a flush of the bucket looks a file slice up in the file-system view (a
+        partition's first touch, a merge or an append handle), without reading the storage."""
+        return self._asks_view(partition, self._file_group(partition, bucket))
+
+    @abstractmethod
+    def _asks_view(self, partition: str, fid: str) -> bool: ...
+
+    def view_timeline(self, partition: str, bucket: int, instant: str) -> str:
+        """Reads the timeline the flush will learn the partition's slices with, when it will (the
+        read the write makes anyway, made first): its key for the view's request, else ""."""
+        timeline = self._slices_timeline(partition, self._file_group(partition, bucket), instant)
+        return timeline_key(timeline) if timeline is not None else ""
+
+    def _file_group(self, partition: str, bucket: int) -> str:
+        return file_group_id(self.table.props.table_name, partition, bucket)
+
+    @abstractmethod
+    def _slices_timeline(self, partition: str, fid: str, instant: str) -> Timeline | None: ...
+
+    def _views_slices(self, partition: str, fid: str, files: list[ListedFile] | None) -> bool:
         """Whether this flush's handle looks up the file group's latest slice."""
         return True
 
@@ -79,7 +104,9 @@ class FileGroupWriter(ABC):
             self._mark(partition, instant, base_file_name(fid, token, slice_.base_instant), APPEND)
 
     @abstractmethod
-    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat: ...
+    def _write(
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+    ) -> WriteStat: ...
 
     @abstractmethod
     def remembers_writes(self) -> bool:
@@ -131,9 +158,12 @@ class CopyOnWriteWriter(FileGroupWriter):
         self.parquet = parquet
         self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
         self._listed_partitions: set[str] = set()
+        self._first_touch_timeline: Timeline | None = None  # read ahead of the view's request
 
-    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
-        prev = self._latest_version(partition, fid)
+    def _write(
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+    ) -> WriteStat:
+        prev = self._latest_version(partition, fid, files)
         table = self.table
         base = table.read_base_file(prev.rel_path) if prev is not None else None
         name = base_file_name(fid, f"{self.task_id}-0-0", instant)
@@ -186,9 +216,19 @@ class CopyOnWriteWriter(FileGroupWriter):
             kept = base.num_rows if same or base.num_rows == 0 else 0
         return self.parquet.key_filter(merged, prior, kept)
 
-    def _views_slices(self, partition: str, fid: str) -> bool:
+    def _asks_view(self, partition: str, fid: str) -> bool:
+        """The bucket index's first load of the partition, or a merge handle's base file."""
+        return (partition, fid) in self.versions or partition not in self._listed_partitions
+
+    def _slices_timeline(self, partition: str, fid: str, instant: str) -> Timeline | None:
+        if (partition, fid) in self.versions or partition in self._listed_partitions:
+            return None
+        self._first_touch_timeline = self.table.timeline()
+        return self._first_touch_timeline
+
+    def _views_slices(self, partition: str, fid: str, files: list[ListedFile] | None) -> bool:
         """A merge handle looks up the base file; a create handle (no version yet) does not."""
-        return self._latest_version(partition, fid) is not None
+        return self._latest_version(partition, fid, files) is not None
 
     def _handle_checks(self, partition: str, old_rel: str | None, rel: str) -> None:
         """The merge handle's reads of the old file, or the create handle's checks."""
@@ -197,12 +237,13 @@ class CopyOnWriteWriter(FileGroupWriter):
         else:
             meta_client.create_handle_checks(self.table, partition, rel)
 
-    def _latest_version(self, partition: str, fid: str) -> FileVersion | None:
+    def _latest_version(self, partition: str, fid: str, files: list[ListedFile] | None) -> FileVersion | None:
         """The file group's latest version: this task's, or the latest committed one."""
         prev = self.versions.get((partition, fid))
         if prev is None and partition not in self._listed_partitions:
             # first touch of this partition: find the committed base files once
-            committed = self.table.committed_base_files(partition, self.table.timeline())
+            timeline, self._first_touch_timeline = self._first_touch_timeline or self.table.timeline(), None
+            committed = self.table.committed_base_files(partition, timeline, files)
             for other_fid, (inst, rel) in committed.items():
                 self.versions.setdefault(
                     (partition, other_fid),
@@ -241,22 +282,40 @@ class MergeOnReadWriter(FileGroupWriter):
         self._log_view: tuple[Timeline, dict[str, dict[str, str]]] = (Timeline([]), {})
         self._log_seqno = 1  # a log record's sequence number counts on across flushes, as Hudi's
 
-    def _write(self, partition: str, fid: str, instant: str, records: pa.Table) -> WriteStat:
+    def _asks_view(self, partition: str, fid: str) -> bool:
+        """Every append handle looks up the file group's latest slice."""
+        return True
+
+    def _see_instant(self, instant: str) -> None:
+        """A new instant sees the table anew: one timeline listing."""
+        if instant == self._log_instant:
+            return
         table = self.table
-        if instant != self._log_instant:  # a new instant sees the table anew: one timeline listing
-            self.slices.clear()
-            self._log_listings.clear()
-            timeline = table.timeline()
-            # version 8+ names a log after its instant: no pending compaction's slice to find
-            held = {} if table.version.logs_per_instant else compacting_file_groups(table, timeline)
-            self._log_view = (timeline, held)
-            self._log_instant = instant
+        self.slices.clear()
+        self._log_listings.clear()
+        timeline = table.timeline()
+        # version 8+ names a log after its instant: no pending compaction's slice to find
+        held = {} if table.version.logs_per_instant else compacting_file_groups(table, timeline)
+        self._log_view = (timeline, held)
+        self._log_instant = instant
+
+    def _slices_timeline(self, partition: str, fid: str, instant: str) -> Timeline | None:
+        self._see_instant(instant)
+        return self._log_view[0] if partition not in self._log_listings else None
+
+    def _write(
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+    ) -> WriteStat:
+        table = self.table
+        self._see_instant(instant)
         listing = self._log_listings.get(partition)
         if listing is None:  # first touch of this partition: its file slices, from one listing
             timeline, held = self._log_view
-            listing = list_partition(table, partition, timeline, held.get(partition, {}))
+            listing = list_partition(table, partition, timeline, held.get(partition, {}), files)
             self._log_listings[partition] = listing
         slice_ = self.slices.get((partition, fid)) or listing.slice_for(fid, instant)
+        if files is not None:  # the server's view may be behind the files this task wrote
+            slice_ = rolled_over(table, partition, fid, slice_, f"{self.task_id}-0-0")
         rows = log_records(
             records,
             instant=instant,
@@ -271,7 +330,7 @@ class MergeOnReadWriter(FileGroupWriter):
         self._log_seqno += rows.num_rows
         self._mark_log(partition, fid, slice_, instant, f"{self.task_id}-0-0")
         if self.per_handle:
-            self._append_checks(partition, fid, slice_)
+            self._append_checks(partition, fid, slice_, status_made=files is not None)
         stat, self.slices[(partition, fid)] = append_log_file(
             table, partition, fid, slice_, instant, rows, f"{self.task_id}-0-0"
         )
@@ -279,11 +338,13 @@ class MergeOnReadWriter(FileGroupWriter):
             meta_client.written_file_status(table, stat.path)
         return stat
 
-    def _append_checks(self, partition: str, fid: str, slice_: LogSlice) -> None:
-        """``HoodieLogFormatWriter.getOutputStream``: the log file's status, and
-        ``HoodieLogFile.rollOver``'s listing of the partition when the slice has one already."""
-        log = LogFileName(fid, slice_.base_instant, max(slice_.next_version - 1, 1), f"{self.task_id}-0-0")
-        meta_client.file_status(self.table.dfs, Dfs.join(self.table.partition_path(partition), str(log)))
+    def _append_checks(self, partition: str, fid: str, slice_: LogSlice, *, status_made: bool) -> None:
+        """``HoodieLogFormatWriter.getOutputStream``: the log file's status (``status_made``: the
+        remote view's roll-over check made it), and ``HoodieLogFile.rollOver``'s listing of the
+        partition when the slice has one already."""
+        if not status_made:
+            log = LogFileName(fid, slice_.base_instant, max(slice_.next_version - 1, 1), f"{self.task_id}-0-0")
+            meta_client.file_status(self.table.dfs, Dfs.join(self.table.partition_path(partition), str(log)))
         if slice_.log_files:
             self.table.dfs.list_dir(self.table.partition_path(partition))
 

@@ -47,13 +47,17 @@ from runtime.core.messages import (
     CheckpointNotice,
     DataBatch,
     EndOfInput,
+    FileSliceRequest,
     InstantWait,
+    ListedFile,
+    PartitionFiles,
     TaskDump,
     TaskState,
     WriteMetadataEvent,
     WriteStat,
 )
 from runtime.flink.mailbox import Controller
+from runtime.hudi.file_system_view import load_view_storage_properties, tasks_use_remote_view
 from runtime.hudi.meta_client import meta_client_per_handle, write_client_opened
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable
@@ -97,6 +101,8 @@ class WriteTask(StreamTask):
             ParquetWriteOptions.of(config),
             per_handle=meta_client_per_handle(config.meta_client),
         )
+        # the file slices come from the coordinator's embedded timeline server (--file-system-view)
+        self.remote_view = tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view)
         self.events_of_instant: list[WriteMetadataEvent] = []
         self.waits: list[InstantWait] = []  # blocked waits for an instant, with the instant
         self.rows_in = 0
@@ -112,6 +118,8 @@ class WriteTask(StreamTask):
         self.restored = restored
         if meta_client_per_handle(self.config.meta_client):  # the write client's tables, as Hudi opens it
             await self.env.io(write_client_opened, self.data_table)
+        if self.remote_view:  # the write client's view storage config, saved by the coordinator
+            await self.env.io(load_view_storage_properties, self.data_table)
         await self.protocol.open()
         self.current_instant = self.protocol.initial_instant()
         bootstrap = _bootstrap_event(self.task_id, self.current_instant, restored)
@@ -356,7 +364,8 @@ class WriteTask(StreamTask):
         self.buffered_rows -= self.bucket_rows.pop(key)
         records = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         start = self.env.now()
-        stat = await self.env.io(self.writer.write, key[0], key[1], instant, records)
+        files = await self._view_files(key[0], key[1], instant)
+        stat = await self.env.io(self.writer.write, key[0], key[1], instant, records, files)
         self.env.tracer.complete(
             f"flush {key[0]}/{key[1]}",
             start,
@@ -366,6 +375,17 @@ class WriteTask(StreamTask):
             args={"instant": instant, "rows": records.num_rows},
         )
         return stat
+
+    async def _view_files(self, partition: str, bucket: int, instant: str) -> list[ListedFile] | None:
+        """The partition's files from the coordinator's embedded timeline server, when the view is
+        remote and the flush looks a file slice up (``RemoteHoodieTableFileSystemView``)."""
+        if not self.remote_view or not self.writer.asks_view(partition, bucket):
+            return None
+        timeline = await self.env.io(self.writer.view_timeline, partition, bucket, instant)
+        answer: PartitionFiles = await self.env.call(
+            self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline)
+        )
+        return answer.files
 
 
 def _slow_restart_s(faults: FaultPoints) -> float:

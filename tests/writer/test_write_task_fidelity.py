@@ -48,7 +48,10 @@ def _task(tmp_path: Any, protocol: type[Protocol] = _Proto, **cfg: Any) -> tuple
     table = HudiTable.create_or_open(dfs, path, TableProps("t", "key", "partition", "ts"))
     table.start_instant(INSTANT)
     env = active().recording_env("writer-0", dfs=dfs)
-    config = JobConfig(**{"writers": 1, "bucket_flush_rows": 2, "task_buffer_rows": 1000, **cfg})
+    # the env delivers nothing: the tasks list their partitions themselves (no file-system view server)
+    config = JobConfig(
+        **{"writers": 1, "bucket_flush_rows": 2, "task_buffer_rows": 1000, "file_system_view": "direct", **cfg}
+    )
     task = WriteTask(env, config, 0, table, protocol)
     task.state = "running"
     return task, env
@@ -66,6 +69,8 @@ def _batch(n: int, bucket: int = 0) -> pa.Table:
 
 
 def test_a_flush_does_not_wait_for_the_coordinator(sim, tmp_path):
+    # with the remote file-system view a flush asks the embedded timeline server beside the
+    # coordinator, not its executor (tests/writer/test_file_system_view.py); here the task lists
     task, env = _task(tmp_path)
     env.call_gate = asyncio.Event()  # a call would block until the end of the test: none may be made
 
