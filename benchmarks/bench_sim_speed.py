@@ -4,13 +4,16 @@ the faster one simulates the same thing (the same trace bytes for the same seed)
     [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/bench_sim_speed.py --baseline REV
                                                  [--writers 16] [--checkpoints 50] [--rounds 5]
                                                  [--seeds 3] [--equivalence-seeds 3]
+                                                 [--set OPTION=VALUE ...]
                                                  [--out benchmarks/results/sim_speed.json]
 
 ``REV`` is checked out in a temporary git worktree (or ``--baseline-path DIR`` names a checkout).
 Each round runs the workload once in a fresh process of each checkout, the two in alternating
 order, so both see the same machine and the same neighbours; the figure is simulated checkpoints
 per real second (and per CPU second) of one process, the median over rounds, and the ratio of the
-medians. The workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10 rows per
+medians. ``--set`` gives the timed workload an option in each checkout that has
+it (``file_system_view=direct``: the work of a checkout from before the file-system view), and says
+so in its output. The workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10 rows per
 writer per round, one bucket per writer, the simulated disk) with message-bus.
 
 Equivalence: every scenario of ``commitlab explore`` x every protocol x ``--equivalence-seeds``
@@ -48,6 +51,9 @@ from runtime.sim.host import simulate
 protocol, writers, checkpoints, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 cfg = JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
                 records=writers * checkpoints * 10, partitions=1, buckets=writers)
+# --set: options this checkout has (a checkout without one runs its own behaviour)
+extra = {k: v for k, v in json.loads(sys.argv[5]).items() if hasattr(cfg, k)}
+cfg = cfg.replace(**extra)
 simulate(cfg.replace(checkpoints=2, records=writers * 20), seed=0, storage="memory", verify=False)  # warm-up
 runs = []
 for seed in range(seeds):
@@ -88,7 +94,7 @@ if READER_ARG_KEYS:
         return (*ev[:8], _FIELD_ENCODER.encode(kept) if kept else None, *ev[9:])
 
     host.trace_sha256 = lambda events: trace_sha256(without_reader_args(e) for e in events)
-seeds, protocol, writers, checkpoints, timed_seeds = (sys.argv[1], sys.argv[2], *map(int, sys.argv[3:]))
+seeds, protocol, writers, checkpoints, timed_seeds = (sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6]))
 seeds = int(seeds)
 out = {}
 for scenario in SCENARIOS:
@@ -98,6 +104,8 @@ for scenario in SCENARIOS:
             out[f"{scenario}/{p}/{seed}"] = r["trace_sha256"]
 cfg = JobConfig(protocol=protocol, source="generator", writers=writers, checkpoints=checkpoints,
                 records=writers * checkpoints * 10, partitions=1, buckets=writers)
+extra = {k: v for k, v in json.loads(sys.argv[6]).items() if hasattr(cfg, k)}
+cfg = cfg.replace(**extra)
 for seed in range(timed_seeds):
     r = host.simulate(cfg, seed=seed, storage="memory", verify=False)
     r = r if isinstance(r, dict) else r.to_json()
@@ -170,8 +178,17 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; each runs both checkouts")
     ap.add_argument("--seeds", type=int, default=3, help="timed runs per checkout per round")
     ap.add_argument("--equivalence-seeds", type=int, default=3, help="seeds per scenario x protocol (0: skip)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="OPTION=VALUE",
+        help="a JobConfig option of the timed workload, in each checkout that has it (e.g. "
+        "file_system_view=direct: the same work as a checkout from before the option)",
+    )
     ap.add_argument("--out", default="benchmarks/results/sim_speed.json")
     args = ap.parse_args()
+    overrides = dict(s.split("=", 1) for s in args.set)
 
     scratch = tempfile.mkdtemp(prefix="commitlab-sim-speed-")
     made_worktree = not args.baseline_path
@@ -189,6 +206,7 @@ def main() -> int:
                 "workload": "protocol (10 rows per writer per round, one bucket per writer, simulated disk)",
                 "rounds": args.rounds,
                 "seeds": args.seeds,
+                "set": overrides,
             },
             "revisions": {k: describe_rev(v) for k, v in checkouts.items()},
         }
@@ -197,7 +215,15 @@ def main() -> int:
         for i in range(args.rounds):
             order = ["baseline", "current"] if i % 2 == 0 else ["current", "baseline"]
             for name in order:
-                runs = child(checkouts[name], TIMED, args.protocol, args.writers, args.checkpoints, args.seeds)
+                runs = child(
+                    checkouts[name],
+                    TIMED,
+                    args.protocol,
+                    args.writers,
+                    args.checkpoints,
+                    args.seeds,
+                    json.dumps(overrides),
+                )
                 timed[name].extend(runs)
             b, c = (summary(timed[k][-args.seeds :]) for k in ("baseline", "current"))
             print(
@@ -221,6 +247,7 @@ def main() -> int:
                     args.writers,
                     args.checkpoints,
                     args.seeds,
+                    json.dumps(overrides),
                 )
         differ = sorted(k for k in hashes["current"] if hashes["baseline"].get(k) != hashes["current"][k])
         doc["equivalence"] = {"runs": len(hashes["current"]), "traces_differ": differ}
@@ -231,6 +258,7 @@ def main() -> int:
             f"baseline {doc['revisions']['baseline']} {sb['checkpoints_per_real_s_median']:.1f}, "
             f"current {doc['revisions']['current']} {sc['checkpoints_per_real_s_median']:.1f} checkpoints per "
             f"real s: {doc['ratio_real']:.2f}x (per CPU s {doc['ratio_cpu']:.2f}x)"
+            + (f"; options set: {overrides}" if overrides else "")
         )
         print(
             f"same trace bytes in {len(hashes['current']) - len(differ)} of {len(hashes['current'])} runs"
