@@ -178,7 +178,7 @@ def _copy(obj: Any) -> Any:
     if cls in _AS_THEY_ARE:
         return obj
     if cls is list or cls is tuple:
-        return [_copy(x) for x in obj]
+        return _copy_sequence(obj)
     names = _FIELD_NAMES.get(cls) or _field_names(cls)
     if names is not None:
         if not _copyable(cls):
@@ -202,6 +202,20 @@ def _copy(obj: Any) -> Any:
             out[_copy(k)] = _copy(obj[k])
         return out
     raise _NeedsBytes
+
+
+def _copy_sequence(obj: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """A list or tuple as a list; a column of plain strings or ints (a file listing's names and
+    sizes) is checked in one pass each, not an item at a time."""
+    if obj and all(type(x) is str for x in obj):
+        if "".join(obj).isascii():
+            return list(obj)
+        raise _NeedsBytes
+    if obj and all(type(x) is int for x in obj):
+        if _LO <= min(obj) and max(obj) < _HI:
+            return list(obj)
+        raise _NeedsBytes
+    return [_copy(x) for x in obj]
 
 
 def delivered(msg: Any) -> Any:

@@ -551,6 +551,15 @@ class ListedFile:
 @message
 @dataclass
 class PartitionFiles:
-    """The server's answer: the partition's files as its view last listed them."""
+    """The server's answer: the partition's files as its view last listed them, as two columns
+    (a reply carries hundreds of files: flat lists cost the codec a fraction of one object each)."""
 
-    files: list[ListedFile]
+    names: list[str]
+    sizes: list[int]
+
+    @classmethod
+    def of(cls, files: list[ListedFile]) -> PartitionFiles:
+        return cls([f.name for f in files], [f.size for f in files])
+
+    def files(self) -> list[ListedFile]:
+        return [ListedFile(n, s) for n, s in zip(self.names, self.sizes, strict=True)]

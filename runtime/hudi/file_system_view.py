@@ -111,7 +111,7 @@ class EmbeddedViewServer:
         files = self._partitions.get(request.partition)
         if files is None:
             files = self._partitions[request.partition] = self._list_partition(request.partition)
-        return PartitionFiles(files)
+        return PartitionFiles.of(files)
 
     def _behind(self, request: FileSliceRequest) -> bool:
         """A newer instant, or a timeline other than the one it synced for (a compaction or a

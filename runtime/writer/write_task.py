@@ -385,7 +385,7 @@ class WriteTask(StreamTask):
         answer: PartitionFiles = await self.env.call(
             self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline)
         )
-        return answer.files
+        return answer.files()
 
 
 def _slow_restart_s(faults: FaultPoints) -> float:

@@ -135,7 +135,7 @@ SAMPLES = [
     SeekRequest(offset=120),
     FileSliceRequest("p0", "20240101000000002", timeline="0f3a"),
     ListedFile("f-0_0-0-0_1.parquet", 435),
-    PartitionFiles(files=[ListedFile(".f-1_1.log.1_0-0-0", 96)]),
+    PartitionFiles(names=[".f-1_1.log.1_0-0-0"], sizes=[96]),
     CompactionPlanEvent(
         "20240101000000500",
         "p1",

@@ -38,6 +38,8 @@ WIRE_EQUAL = [
     _Holder([_Holder(1), [_Holder("x")]]),
     _Holder(2**64 - 1),
     _Holder(-(2**63)),
+    _Holder(["a", "b", "c"]),  # columns of one scalar type: a file listing's names and sizes
+    _Holder((0, 2**64 - 1, -(2**63))),
 ]
 
 
@@ -52,8 +54,16 @@ def test_the_receiver_gets_what_the_bytes_decode_to_as_a_fresh_object(msg):
 
 @pytest.mark.parametrize(
     "msg",
-    [_Holder("ünïcode"), _Holder(2**64), _Holder(-(2**63) - 1), _Holder({"@t": "x"}), _Holder(_Unregistered())],
-    ids=["non-ascii", "too-big", "too-small", "type-key", "unregistered"],
+    [
+        _Holder("ünïcode"),
+        _Holder(2**64),
+        _Holder(-(2**63) - 1),
+        _Holder({"@t": "x"}),
+        _Holder(_Unregistered()),
+        _Holder(["a", "ü"]),
+        _Holder([1, 2**64]),
+    ],
+    ids=["non-ascii", "too-big", "too-small", "type-key", "unregistered", "non-ascii-column", "too-big-column"],
 )
 def test_what_is_not_plainly_a_copy_travels_as_its_bytes(msg):
     try:

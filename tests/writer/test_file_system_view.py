@@ -101,12 +101,12 @@ def test_the_server_lists_a_partition_once_until_a_newer_instant_asks(tmp_path):
     table.dfs.mkdirs(table.partition_path("p0"))
     table.dfs.write_bytes(table.partition_path("p0") + "/f1_0-0-0_" + T1 + ".parquet", b"x")
     first = server.latest_file_slices(FileSliceRequest("p0", T1))
-    assert [f.name for f in first.files] == [f"f1_0-0-0_{T1}.parquet"]
+    assert [f.name for f in first.files()] == [f"f1_0-0-0_{T1}.parquet"]
     server.latest_file_slices(FileSliceRequest("p0", T1))
     assert _lists(table) == 1  # the same instant: the view as it was
     table.dfs.write_bytes(table.partition_path("p0") + "/f2_0-0-0_" + T2 + ".parquet", b"x")
     again = server.latest_file_slices(FileSliceRequest("p0", T2))
-    assert _lists(table) == 2 and len(again.files) == 2 and server.syncs == 1
+    assert _lists(table) == 2 and len(again.files()) == 2 and server.syncs == 1
     server.latest_file_slices(FileSliceRequest("p0", T1))  # an older client: no sync back
     assert _lists(table) == 2
 
