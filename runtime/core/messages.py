@@ -541,25 +541,13 @@ class FileSliceRequest:
 
 @message
 @dataclass
-class ListedFile:
-    """One file of a partition as the server's file-system view holds it."""
-
-    name: str
-    size: int
-
-
-@message
-@dataclass
 class PartitionFiles:
-    """The server's answer: the partition's files as its view last listed them, as two columns
-    (a reply carries hundreds of files: flat lists cost the codec a fraction of one object each)."""
+    """A partition's files, names and sizes, as one listing or a file-system view holds them: the
+    server's answer. Two columns: a reply carries hundreds of files, which flat lists cost the
+    codec a fraction of an object each, and a task reads them only at a partition's first touch."""
 
     names: list[str]
     sizes: list[int]
 
-    @classmethod
-    def of(cls, files: list[ListedFile]) -> PartitionFiles:
-        return cls([f.name for f in files], [f.size for f in files])
-
-    def files(self) -> list[ListedFile]:
-        return [ListedFile(n, s) for n, s in zip(self.names, self.sizes, strict=True)]
+    def sizes_by_name(self) -> dict[str, int]:
+        return dict(zip(self.names, self.sizes, strict=True))

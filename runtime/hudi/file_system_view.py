@@ -41,7 +41,7 @@ from __future__ import annotations
 import hashlib
 
 from runtime.core.dfs import Dfs, DfsNotFound
-from runtime.core.messages import FileSliceRequest, ListedFile, PartitionFiles
+from runtime.core.messages import FileSliceRequest, PartitionFiles
 from runtime.hudi.meta_client import bootstrap_index_status, file_status, load_meta_client
 from runtime.hudi.table import AUX, HudiTable, Timeline
 
@@ -90,7 +90,7 @@ class EmbeddedViewServer:
         self.table = table
         self._synced: str | None = None  # the instant the view last synced for; None: not built
         self._timeline = ""  # the key of the client timeline it last synced for
-        self._partitions: dict[str, list[ListedFile]] = {}
+        self._partitions: dict[str, PartitionFiles] = {}
         self.requests = 0
         self.syncs = 0
         self.listings = 0
@@ -111,7 +111,7 @@ class EmbeddedViewServer:
         files = self._partitions.get(request.partition)
         if files is None:
             files = self._partitions[request.partition] = self._list_partition(request.partition)
-        return PartitionFiles.of(files)
+        return files
 
     def _behind(self, request: FileSliceRequest) -> bool:
         """A newer instant, or a timeline other than the one it synced for (a compaction or a
@@ -123,13 +123,14 @@ class EmbeddedViewServer:
         """Drops every loaded partition: the next request lists again."""
         self._partitions.clear()
 
-    def _list_partition(self, partition: str) -> list[ListedFile]:
+    def _list_partition(self, partition: str) -> PartitionFiles:
         """``AbstractTableFileSystemView.listPartition``: a missing partition is created."""
         self.listings += 1
         dfs, path = self.table.dfs, self.table.partition_path(partition)
         try:
-            return [ListedFile(e.name, e.size) for e in dfs.list_dir(path)]
+            entries = dfs.list_dir(path)
         except DfsNotFound:
             file_status(dfs, path)
             dfs.mkdirs(path)
-            return []
+            return PartitionFiles([], [])
+        return PartitionFiles([e.name for e in entries], [e.size for e in entries])

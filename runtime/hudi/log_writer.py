@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs
-from runtime.core.messages import ListedFile, WriteStat
+from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.hudi.log_format import LogFileName, avro_data_block, record_schema
 from runtime.hudi.table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
 
@@ -74,7 +74,7 @@ def list_partition(
     partition: str,
     timeline: Timeline,
     compacting: dict[str, str] | None = None,
-    files: list[ListedFile] | None = None,
+    files: PartitionFiles | None = None,
 ) -> PartitionLogs:
     """The file slices of ``partition`` from one listing.
 
@@ -85,24 +85,24 @@ def list_partition(
     instant at or before its completion time (:func:`_slices_by_completion`). Log versions count
     every log file present, committed or not, so a new log file never takes an existing name.
     ``files``: the partition's files as a file-system view holds them, else one listing."""
-    entries = table.partition_files(partition) if files is None else files
-    if not entries:
+    listed = table.partition_files(partition) if files is None else files
+    if not listed.names:
         return PartitionLogs({}, {})
     compacting = compacting or {}
     committed = timeline.contains_or_before_start  # an archived instant's files are committed
     bases: dict[str, dict[str, str]] = {}  # file id -> committed base instant -> file name
     logs: dict[str, list[LogFileName]] = {}
-    for e in entries:
-        parsed = parse_base_file_name(e.name)
+    for name in listed.names:
+        parsed = parse_base_file_name(name)
         if parsed is not None:
             fid, _, inst = parsed
             if committed(inst):
-                bases.setdefault(fid, {})[inst] = e.name
+                bases.setdefault(fid, {})[inst] = name
             continue
-        log = LogFileName.parse(e.name)
+        log = LogFileName.parse(name)
         if log is not None:
             logs.setdefault(log.file_id, []).append(log)
-    sizes = {e.name: e.size for e in entries}
+    sizes = listed.sizes_by_name()
     if table.version.logs_per_instant:
         by_completion = _slices_by_completion(bases, logs, timeline, compacting)
         return PartitionLogs(by_completion, logs, sizes, per_instant=True)
@@ -167,7 +167,7 @@ def rolled_over(table: HudiTable, partition: str, file_id: str, slice_: LogSlice
     name = LogFileName(file_id, slice_.base_instant, slice_.next_version, write_token)
     if not table.dfs.exists(Dfs.join(table.partition_path(partition), str(name))):
         return slice_
-    names = [LogFileName.parse(f.name) for f in table.partition_files(partition)]
+    names = [LogFileName.parse(name) for name in table.partition_files(partition).names]
     own = [n for n in names if n is not None and n.file_id == file_id]
     return replace(slice_, next_version=_next_version(own, slice_.base_instant))
 

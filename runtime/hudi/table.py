@@ -28,7 +28,7 @@ import pyarrow as pa
 from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.errors import UserError
-from runtime.core.messages import ListedFile, WriteStat
+from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi import avro_schema
 from runtime.hudi.bloom_filter import KeyFilter
@@ -976,27 +976,27 @@ class HudiTable:
     def partition_path(self, partition: str) -> str:
         return Dfs.join(self.base_path, partition)
 
-    def partition_files(self, partition: str) -> list[ListedFile]:
+    def partition_files(self, partition: str) -> PartitionFiles:
         """One listing of a partition: its files' names and sizes (none when it does not exist)."""
         try:
             entries = self.dfs.list_dir(self.partition_path(partition))
         except DfsNotFound:
-            return []
-        return [ListedFile(e.name, e.size) for e in entries]
+            return PartitionFiles([], [])
+        return PartitionFiles([e.name for e in entries], [e.size for e in entries])
 
     def committed_base_files(
-        self, partition: str, timeline: Timeline, files: list[ListedFile] | None = None
+        self, partition: str, timeline: Timeline, files: PartitionFiles | None = None
     ) -> dict[str, tuple[str, str]]:
         """file_id -> (instant, relative path) of the latest committed version in a partition;
         ``files``: the partition's files as a file-system view holds them, else one listing."""
         out: dict[str, tuple[str, str]] = {}
-        for e in self.partition_files(partition) if files is None else files:
-            parsed = parse_base_file_name(e.name)
+        for name in (self.partition_files(partition) if files is None else files).names:
+            parsed = parse_base_file_name(name)
             if not parsed or not timeline.contains_or_before_start(parsed[2]):
                 continue
             fid, _, inst = parsed
             if fid not in out or inst > out[fid][0]:
-                out[fid] = (inst, f"{partition}/{e.name}")
+                out[fid] = (inst, f"{partition}/{name}")
         return out
 
     def ensure_partition(self, partition: str, instant: str) -> None:

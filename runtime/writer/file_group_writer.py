@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs
-from runtime.core.messages import ListedFile, WriteStat
+from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.hudi import meta_client
 from runtime.hudi.bloom_filter import KeyFilter
 from runtime.hudi.compaction import compacting_file_groups
@@ -51,7 +51,7 @@ class FileGroupWriter(ABC):
         self._partitions_ready: set[str] = set()
 
     def write(
-        self, partition: str, bucket: int, instant: str, records: pa.Table, files: list[ListedFile] | None = None
+        self, partition: str, bucket: int, instant: str, records: pa.Table, files: PartitionFiles | None = None
     ) -> WriteStat:
         """Writes ``records`` into the bucket's file group for ``instant``; its write stat.
         ``files``: the partition's files from the timeline server's view (else the writer lists
@@ -85,7 +85,7 @@ class FileGroupWriter(ABC):
     @abstractmethod
     def _slices_timeline(self, partition: str, fid: str, instant: str) -> Timeline | None: ...
 
-    def _views_slices(self, partition: str, fid: str, files: list[ListedFile] | None) -> bool:
+    def _views_slices(self, partition: str, fid: str, files: PartitionFiles | None) -> bool:
         """Whether this flush's handle looks up the file group's latest slice."""
         return True
 
@@ -105,7 +105,7 @@ class FileGroupWriter(ABC):
 
     @abstractmethod
     def _write(
-        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
     ) -> WriteStat: ...
 
     @abstractmethod
@@ -161,7 +161,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         self._first_touch_timeline: Timeline | None = None  # read ahead of the view's request
 
     def _write(
-        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
     ) -> WriteStat:
         prev = self._latest_version(partition, fid, files)
         table = self.table
@@ -226,7 +226,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         self._first_touch_timeline = self.table.timeline()
         return self._first_touch_timeline
 
-    def _views_slices(self, partition: str, fid: str, files: list[ListedFile] | None) -> bool:
+    def _views_slices(self, partition: str, fid: str, files: PartitionFiles | None) -> bool:
         """A merge handle looks up the base file; a create handle (no version yet) does not."""
         return self._latest_version(partition, fid, files) is not None
 
@@ -237,7 +237,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         else:
             meta_client.create_handle_checks(self.table, partition, rel)
 
-    def _latest_version(self, partition: str, fid: str, files: list[ListedFile] | None) -> FileVersion | None:
+    def _latest_version(self, partition: str, fid: str, files: PartitionFiles | None) -> FileVersion | None:
         """The file group's latest version: this task's, or the latest committed one."""
         prev = self.versions.get((partition, fid))
         if prev is None and partition not in self._listed_partitions:
@@ -304,7 +304,7 @@ class MergeOnReadWriter(FileGroupWriter):
         return self._log_view[0] if partition not in self._log_listings else None
 
     def _write(
-        self, partition: str, fid: str, instant: str, records: pa.Table, files: list[ListedFile] | None
+        self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
     ) -> WriteStat:
         table = self.table
         self._see_instant(instant)

@@ -49,7 +49,6 @@ from runtime.core.messages import (
     EndOfInput,
     FileSliceRequest,
     InstantWait,
-    ListedFile,
     PartitionFiles,
     TaskDump,
     TaskState,
@@ -376,7 +375,7 @@ class WriteTask(StreamTask):
         )
         return stat
 
-    async def _view_files(self, partition: str, bucket: int, instant: str) -> list[ListedFile] | None:
+    async def _view_files(self, partition: str, bucket: int, instant: str) -> PartitionFiles | None:
         """The partition's files from the coordinator's embedded timeline server, when the view is
         remote and the flush looks a file slice up (``RemoteHoodieTableFileSystemView``)."""
         if not self.remote_view or not self.writer.asks_view(partition, bucket):
@@ -385,7 +384,7 @@ class WriteTask(StreamTask):
         answer: PartitionFiles = await self.env.call(
             self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline)
         )
-        return answer.files()
+        return answer
 
 
 def _slow_restart_s(faults: FaultPoints) -> float:

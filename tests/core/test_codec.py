@@ -43,7 +43,6 @@ from runtime.core.messages import (
     InstantTimeRequest,
     InstantWait,
     JobManagerView,
-    ListedFile,
     MailInfo,
     MailRun,
     OffsetCommit,
@@ -134,7 +133,6 @@ SAMPLES = [
     OffsetCommit(consumer="coordinator", offset=7),
     SeekRequest(offset=120),
     FileSliceRequest("p0", "20240101000000002", timeline="0f3a"),
-    ListedFile("f-0_0-0-0_1.parquet", 435),
     PartitionFiles(names=[".f-1_1.log.1_0-0-0"], sizes=[96]),
     CompactionPlanEvent(
         "20240101000000500",

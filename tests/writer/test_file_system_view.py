@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from runtime.core.config import JobConfig
-from runtime.core.messages import FileSliceRequest
+from runtime.core.messages import FileSliceRequest, PartitionFiles
 from runtime.hudi.file_system_view import VIEW_STORAGE_PROPERTIES, EmbeddedViewServer
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.lab.results import JobResult
@@ -101,12 +101,12 @@ def test_the_server_lists_a_partition_once_until_a_newer_instant_asks(tmp_path):
     table.dfs.mkdirs(table.partition_path("p0"))
     table.dfs.write_bytes(table.partition_path("p0") + "/f1_0-0-0_" + T1 + ".parquet", b"x")
     first = server.latest_file_slices(FileSliceRequest("p0", T1))
-    assert [f.name for f in first.files()] == [f"f1_0-0-0_{T1}.parquet"]
+    assert first.names == [f"f1_0-0-0_{T1}.parquet"]
     server.latest_file_slices(FileSliceRequest("p0", T1))
     assert _lists(table) == 1  # the same instant: the view as it was
     table.dfs.write_bytes(table.partition_path("p0") + "/f2_0-0-0_" + T2 + ".parquet", b"x")
     again = server.latest_file_slices(FileSliceRequest("p0", T2))
-    assert _lists(table) == 2 and len(again.files()) == 2 and server.syncs == 1
+    assert _lists(table) == 2 and len(again.names) == 2 and server.syncs == 1
     server.latest_file_slices(FileSliceRequest("p0", T1))  # an older client: no sync back
     assert _lists(table) == 2
 
@@ -125,7 +125,8 @@ def test_an_append_after_a_view_behind_the_storage_rolls_over_the_log_file_it_wo
     table = HudiTable.create_or_open(dfs, base, props)
     table.start_instant(T1)
     rows = pa.table({"key": ["a"], "partition": ["p0"], "ts": pa.array([1], pa.int64()), "value": ["a"]})
-    first = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=[])
-    again = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=[])  # view: empty
+    empty_view = PartitionFiles([], [])
+    first = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=empty_view)
+    again = file_group_writer(table, 0, ParquetWriteOptions()).write("p0", 0, T1, rows, files=empty_view)
     assert first.path != again.path
-    assert {first.path, again.path} <= {f"p0/{f.name}" for f in table.partition_files("p0")}
+    assert {first.path, again.path} <= {f"p0/{name}" for name in table.partition_files("p0").names}
