@@ -6,7 +6,7 @@ Outcomes, in Jepsen's spirit:
   lost, duplicated or unexpected;
 - ``known failure``: the protocol reproduced the failure it is known for (P1's deadlock,
   coordination-rpc's spurious restart under a held lock), detected and diagnosed, or a loss that
-  Hudi's own code has under the fault (``KNOWN_LOSSES``, each with its source);
+  Hudi's own code has under the fault (:func:`known_loss`, each with its source);
 - ``VIOLATION``: the run finished but the table is not exactly-once: a bug, reported with the seed
   and the command that replays it;
 - ``FAILED``: the run did not finish (restarts exhausted, timed out): a liveness failure, with
@@ -80,18 +80,44 @@ def known_failure(protocol: str, error: str) -> str | None:
     return next((what for proto, marker, what in KNOWN_FAILURES if protocol == proto and marker in error), None)
 
 
-# Data loss Hudi itself ships, reproduced on purpose: (protocol, fault) -> the reference.
-KNOWN_LOSSES = {
-    (p, "coordinator.before_commit_file"): "Hudi 1.1 loses a completed checkpoint whose commit a coordinator "
-    "crash interrupted (#19215; fixed after 1.1 by PR #19237)"
+# Hudi 1.1's coordinator checkpoints its event buffers when a checkpoint is triggered, before the
+# tasks' write statuses of that checkpoint arrive, so a failure between checkpoint n's completion and
+# the commit of its buffer restores a state without it: the checkpoint's rows are lost. #19215's
+# reporter shows it with a failed commit, the lab with a failed DFS call or a crash in the commit.
+INTERRUPTED_COMMIT_LOSS = {
+    p: "Hudi 1.1 loses a completed checkpoint whose commit a failure interrupted (#19215; fixed after 1.1 by PR #19237)"
     for p in ("coordination-rpc", "coordination-rpc-async")
-} | {
+}
+
+# Data loss Hudi itself ships under one fault, reproduced on purpose: (protocol, fault) -> the reference.
+KNOWN_LOSSES = {
     # not a filed issue: what Hudi's code does under the fault (docs/FIDELITY.md, "Write markers")
     (p, "message.dropped"): "Hudi's coordinator commits the write statuses it received when the checkpoint "
     "completes (StreamWriteOperatorCoordinator.notifyCheckpointComplete); a lost one is noticed when its ask "
     "times out, after that commit, and the restored task's bootstrap finds the instant completed"
     for p in ("operator-event", "message-bus", "ckp-meta")
 }
+
+
+def interrupted_commit(result: JobResult) -> int | None:
+    """The completed checkpoint whose commit a failover interrupted, when there is one: the job
+    restored it, and no commit carries it."""
+    committed = {int(c["checkpoint"]) for c in result.commits}
+    restored = (f.restored_checkpoint for f in result.failovers)
+    return next((n for n in restored if n is not None and n not in committed), None)
+
+
+def known_loss(protocol: str, fault: str | None, result: JobResult) -> str | None:
+    """Which data loss of Hudi's own the unverified ``result`` shows (``fault``: the one fault the
+    run injected, if any); None when it is none of them, so a bug of the lab's."""
+    eo = result.exactly_once
+    if eo is None or eo.duplicated or eo.unexpected or eo.mismatched or not eo.lost:
+        return None  # Hudi's known losses lose rows, nothing else
+    interrupted = interrupted_commit(result) if protocol in INTERRUPTED_COMMIT_LOSS else None
+    if interrupted is not None:
+        return f"{INTERRUPTED_COMMIT_LOSS[protocol]}: checkpoint {interrupted}'s commit"
+    return KNOWN_LOSSES.get((protocol, fault or ""))
+
 
 MESSAGE_TARGETS: dict[str, tuple[str, bool]] = {
     "operator-event": ("write_metadata", True),
@@ -170,8 +196,9 @@ def classify(protocol: str, fault: str, result: JobResult) -> tuple[str, str]:
         if known is not None:
             return KNOWN, f"{known}: {error[:200]}"
         return FAILED, f"{status.value}: {error}"
-    if not verified and (protocol, fault) in KNOWN_LOSSES:
-        return KNOWN, f"{KNOWN_LOSSES[(protocol, fault)]}: lost {eo and eo.lost}"
+    known = None if verified else known_loss(protocol, fault, result)
+    if known is not None:
+        return KNOWN, f"{known}: lost {eo and eo.lost}"
     if eo is None or not eo.verified:
         return VIOLATION, _violation(eo)
     if fault in FAULT_POINTS and not result.faults_fired:

@@ -32,7 +32,7 @@ from typing import Any, NotRequired, TypedDict
 
 from runtime.core.config import JobConfig
 from runtime.core.json_doc import JsonObject
-from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure
+from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure, known_loss
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
 from runtime.sim.chooser import Chooser
@@ -136,15 +136,14 @@ def judge(
         return Verdict(FAILED, None, f"{status.value}: {error}")
     eo = result.exactly_once
     if eo is not None and not eo.verified:
-        return Verdict(
-            VIOLATION,
-            "exactly-once",
-            (
-                f"lost {eo.lost}, duplicated {eo.duplicated}, unexpected "
-                f"{eo.unexpected}, mismatched {eo.mismatched} "
-                f"{eo.error or ''}"
-            ).strip(),
-        )
+        detail = (
+            f"lost {eo.lost}, duplicated {eo.duplicated}, unexpected {eo.unexpected}, mismatched {eo.mismatched} "
+            f"{eo.error or ''}"
+        ).strip()
+        loss = known_loss(protocol, None, result)
+        if loss is not None:
+            return Verdict(KNOWN, "exactly-once", f"{loss}: {detail}")
+        return Verdict(VIOLATION, "exactly-once", detail)
     # a failover nothing injected is a failure the job only survived by restarting (a run that
     # lost a message may fail over for it: Flink fails a task whose ask timed out)
     for f in [] if lost else result.failovers:

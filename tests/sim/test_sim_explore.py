@@ -172,6 +172,34 @@ def test_the_invariants_fire_on_what_they_guard():
     assert judge("message-bus", _result(failovers=aborted)).outcome == "known failure"
 
 
+def test_a_loss_is_hudi_1_1s_19215_only_where_a_failover_interrupted_a_completed_checkpoints_commit():
+    """#19215: Hudi 1.1's coordinator state of checkpoint n lacks the buffer its completion commits,
+    so a failure before that commit restores n without it. Only that shape is Hudi's loss."""
+    lost = ExactlyOnce(False, 30, 20, lost=10, duplicated=0, unexpected=0, mismatched=0)
+    commit_failed = "CommitError: commit of 20260101000000200 failed: injected transient DFS error on create x"
+    interrupted = [FailoverRecord(commit_failed, 0.5, "global", 2, 3, clock="at_virtual_s")]
+    without_2 = [{"instant": "20260101000000100", "checkpoint": 1}, {"instant": "20260101000000300", "checkpoint": 3}]
+    run = _result(exactly_once=lost, failovers=interrupted, commits=without_2)
+    verdict = judge("coordination-rpc", run)
+    assert (verdict.outcome, verdict.invariant) == ("known failure", "exactly-once")
+    assert "#19215" in verdict.detail and "checkpoint 2" in verdict.detail
+    assert judge("coordination-rpc-async", run).outcome == "known failure"
+    # the 0.x bootstrap recommits such an instant: there the same loss is the lab's bug
+    assert judge("message-bus", run).outcome == "VIOLATION"
+    # checkpoint 2's commit landed after all, or rows came back twice: not the known loss
+    with_2 = [*without_2, {"instant": "20260101000000200", "checkpoint": 2}]
+    assert judge("coordination-rpc", dataclasses.replace(run, commits=with_2)).outcome == "VIOLATION"
+    twice = dataclasses.replace(lost, duplicated=1)
+    assert judge("coordination-rpc", dataclasses.replace(run, exactly_once=twice)).outcome == "VIOLATION"
+
+
+def test_exploration_reports_a_dfs_fault_in_a_1_1_commit_as_19215():
+    """dfs-faults seed 9: a transient DFS error fails checkpoint 2's commit; the global failover
+    restores checkpoint 2 and its 1,600 rows are gone, as #19215's reporter shows with a failed commit."""
+    run = explore("dfs-faults", [9], ["coordination-rpc"], jobs=1)["runs"][0]
+    assert run["outcome"] == "known failure" and "#19215" in run["detail"], run["detail"]
+
+
 def test_the_control_topic_rollback_bug_exploration_found_stays_fixed():
     """Found by exploration (seed 8): the write-status timeout abandons a commit and rolls its
     files back, and the participant then merged onto a base file that no longer existed; only a
