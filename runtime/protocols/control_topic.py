@@ -156,7 +156,9 @@ class ControlTopicParticipant(WriterSide):
             "end": 0,
             "ack": 0,
             "rewinds": 0,
+            "end_commit_errors": 0,
         }
+        self.last_error = ""
         self.consumer: TopicConsumer | None = None
         self._agent_task: asyncio.Task[None] | None = None
 
@@ -277,7 +279,12 @@ class ControlTopicParticipant(WriterSide):
             await self._cleanup_and_sync(msg)
             return
         self.counts["end"] += 1
-        for s in await self.ctx.flush_all(self.commit_time):
+        try:
+            flushed = await self.ctx.flush_all(self.commit_time)
+        except OSError as exc:
+            await self._end_commit_failed(exc)
+            return
+        for s in flushed:
             self.stats[s.path] = s  # eager flushes' stats came through on_write_event
         if self.ctx.buckets:
             raise RuntimeError("buffers left after END_COMMIT's flush")
@@ -301,6 +308,17 @@ class ControlTopicParticipant(WriterSide):
         self.commit_time = None
         self.stats = {}
 
+    async def _end_commit_failed(self, exc: OSError) -> None:
+        """handleEndCommit's writer close failed (its commit was abandoned and rolled back while
+        this task was busy): Hudi throws an IOException, which ``HoodieSinkTask.put`` turns into
+        Connect's RetriableException; the task lives on and sends no WRITE_STATUS. Its rows are
+        consumed again from the last position it reported (the model's replay by seek)."""
+        self.counts["end_commit_errors"] += 1
+        self.last_error = f"END_COMMIT {self.commit_time}: {type(exc).__name__}: {exc}"[:300]
+        self.commit_time = None
+        self.stats = {}
+        await self._rewind(self.write_from)
+
     def _ack_commit(self, msg: ControlMessage) -> None:
         """handleAckCommit: the committed offset advances to what we reported, then syncs with
         the leader's (the ACK_COMMIT carries the offsets just committed)."""
@@ -319,6 +337,7 @@ class ControlTopicParticipant(WriterSide):
             "expected": self.expected,
             "write_from": self.write_from,
             "committed_offset": self.committed_offset,
+            "last_error": self.last_error,
             **self.counts,
         }
 

@@ -380,6 +380,22 @@ def test_simulated_participant_crash_before_its_write_status_is_repaired_by_offs
     assert result.exactly_once.verified, result.exactly_once
 
 
+def test_an_end_commit_whose_abandoned_commit_was_rolled_back_fails_no_task():
+    """explore's checkpoint-timeout seed 0: writer-0's slow snapshot holds its mailbox while the
+    coordinator abandons commit 146 and rolls its files back; the END_COMMIT of 146 it then runs
+    cannot write onto its rolled-back flush. Hudi's handleEndCommit throws an IOException, which
+    HoodieSinkTask.put turns into a RetriableException: no failover, no WRITE_STATUS, and the
+    rows are consumed again. It was an unexpected failover."""
+    from runtime.sim.explore import run_schedule
+    from runtime.sim.schedule import draw
+
+    verdict, result = run_schedule(draw("checkpoint-timeout", 0), "control-topic", 0, base=JobConfig())
+    assert verdict.outcome == "passed", verdict.detail
+    assert result.failovers == [] and result.exactly_once.verified
+    participant = result.tasks["writer-0"]["protocol"]
+    assert participant["end_commit_errors"] == 1 and "DfsNotFound" in participant["last_error"]
+
+
 @pytest.mark.parametrize("interval", ["wall", "checkpoint"])
 def test_simulated_control_topic_is_deterministic(interval):
     cfg = _cfg(control_topic_interval=interval, faults=[FaultSpec("dfs.transient_error", 2)])
