@@ -204,6 +204,10 @@ class Dfs:
     def list_dir(self, path: str) -> list[FileEntry]:
         """Lists one directory (not recursive); raises DfsNotFound when it does not exist."""
         self._op("list", path)
+        return self._listing(path)
+
+    def _listing(self, path: str) -> list[FileEntry]:
+        """The storage's listing of ``path`` (:meth:`list_dir` without the count)."""
         try:
             infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=False))
         except FileNotFoundError as exc:

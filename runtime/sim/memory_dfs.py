@@ -29,11 +29,77 @@ from runtime.hudi.table import HudiTable
 PLACEHOLDER = b"commitlab-sim base file (kept in memory)\n"
 
 
+def _key(path: str) -> str:
+    return path.strip("/")
+
+
+def _parent(path: str) -> str:
+    return _key(path).rpartition("/")[0]
+
+
+class ListedFileSystem:
+    """pyarrow's in-memory file system, with each directory's listing kept from one listing to
+    the next until something under the directory changes: a partition is listed several times a
+    commit (the cleaner, the file-system view, the rollback), and each listing built an entry per
+    file anew. Reads go to the file system itself; every change drops the listings it touches."""
+
+    def __init__(self) -> None:
+        fs = pafs._MockFileSystem()
+        self._fs = fs
+        self.listings: dict[str, list[FileEntry]] = {}  # directory (no outer slashes) -> entries
+        self.get_file_info = fs.get_file_info
+        self.open_input_stream = fs.open_input_stream
+        self.open_input_file = fs.open_input_file
+
+    def _changed(self, path: str) -> None:
+        self.listings.pop(_parent(path), None)
+
+    def _changed_tree(self, path: str) -> None:
+        """A directory moved or went: its listing, its parent's and every one below it."""
+        key = _key(path)
+        inside = f"{key}/"
+        for listed in [k for k in self.listings if k == key or k.startswith(inside)]:
+            del self.listings[listed]
+        self._changed(path)
+
+    def open_output_stream(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        self._changed(path)
+        return self._fs.open_output_stream(path, *args, **kwargs)
+
+    def delete_file(self, path: str) -> None:
+        self._changed(path)
+        self._fs.delete_file(path)
+
+    def delete_dir(self, path: str) -> None:
+        self._changed_tree(path)
+        self._fs.delete_dir(path)
+
+    def delete_dir_contents(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self._changed_tree(path)
+        self._fs.delete_dir_contents(path, *args, **kwargs)
+
+    def create_dir(self, path: str, *, recursive: bool = True) -> None:
+        key = _key(path)
+        while key:  # a recursive create may add a directory at every level
+            self._changed(key)
+            key = _parent(key)
+        self._fs.create_dir(path, recursive=recursive)
+
+    def move(self, src: str, dest: str) -> None:
+        self._changed_tree(src)
+        self._changed_tree(dest)
+        self._fs.move(src, dest)
+
+    def copy_file(self, src: str, dest: str) -> None:
+        self._changed(dest)
+        self._fs.copy_file(src, dest)
+
+
 class MemoryStore:
     """One simulated disk: the in-memory file system and the base files' tables by path."""
 
     def __init__(self) -> None:
-        self.fs = pafs._MockFileSystem()
+        self.fs = ListedFileSystem()
         self.tables: dict[str, pa.Table] = {}
 
 
@@ -66,6 +132,14 @@ class MemoryDfs(Dfs):
     @staticmethod
     def _entries(infos: list[pafs.FileInfo]) -> list[FileEntry]:
         return [FileEntry(i.base_name, i.path, i.size or 0, i.size is None) for i in infos]
+
+    def _listing(self, path: str) -> list[FileEntry]:
+        """The directory's entries as last listed, unless something under it changed since."""
+        listings = self.store.fs.listings
+        entries = listings.get(_key(path))
+        if entries is None:
+            entries = listings[_key(path)] = super()._listing(path)
+        return list(entries)  # the caller's own list: the kept one stays as listed
 
     def probe(self, op: str, path: str) -> None:
         """Counted, and the fault hook acts on it: its answer is unused, so the simulated disk
