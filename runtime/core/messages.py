@@ -530,13 +530,16 @@ class CoordinatorView:
 @message
 @dataclass
 class FileSliceRequest:
-    """A write task asks the embedded timeline server for a partition's file slices
+    """A write task asks the embedded timeline server for file slices
     (``RemoteHoodieTableFileSystemView``: the partition and what the task's timeline knows: the
-    instant it writes and, when it has just read the timeline, its completed instants' key)."""
+    instant it writes and, when it has just read the timeline, its completed instants' key).
+    ``file_id``: one file group's latest slice (``getLatestFileSlice``, ``getLatestBaseFile``);
+    empty: every file group of the partition (``getAllFileGroups``, a partition's first touch)."""
 
     partition: str
     instant: str
     timeline: str = ""
+    file_id: str = ""
 
 
 @message

@@ -26,7 +26,8 @@ Hudi's Flink writer (0.10 - 1.1; read in 0.14 and the 1.x ``FlinkWriteClients``,
 
 The lab: ``--file-system-view remote`` has the coordinator serve its view as Hudi's embedded
 server does (its DFS calls counted as the timeline server's), and the task ask it once per flush
-that needs a slice (the partition's first touch, a merge or an append); ``direct`` has the task
+that needs a slice: a partition's first touch asks for every file group (``getAllFileGroups``), a
+merge or an append for its file group's latest slice (``getLatestBaseFile``, ``getLatestFileSlice``); ``direct`` has the task
 list the partition itself, the lab before. The server syncs when a request names a newer instant
 than the one it last synced for (a task writes a new instant once it has seen the last one
 complete) or, with a partition's first listing in an instant, a timeline other than the one it
@@ -42,8 +43,9 @@ import hashlib
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import FileSliceRequest, PartitionFiles
+from runtime.hudi.log_format import LogFileName
 from runtime.hudi.meta_client import bootstrap_index_status, file_status, load_meta_client
-from runtime.hudi.table import AUX, HudiTable, Timeline
+from runtime.hudi.table import AUX, HudiTable, Timeline, parse_base_file_name
 
 RELEASE, REMOTE, DIRECT = "release", "remote", "direct"
 CHOICES = (RELEASE, REMOTE, DIRECT)
@@ -82,6 +84,20 @@ def load_view_storage_properties(table: HudiTable) -> None:
     table.dfs.probe("read", Dfs.join(table.hoodie, VIEW_STORAGE_PROPERTIES))
 
 
+def by_file_group(files: PartitionFiles) -> dict[str, PartitionFiles]:
+    """A partition's files by the file group they belong to (base and log files; others left out)."""
+    groups: dict[str, PartitionFiles] = {}
+    for name, size in zip(files.names, files.sizes, strict=True):
+        base = parse_base_file_name(name)
+        log = LogFileName.parse(name) if base is None else None
+        fid = base[0] if base is not None else log.file_id if log is not None else None
+        if fid is not None:
+            group = groups.setdefault(fid, PartitionFiles([], []))
+            group.names.append(name)
+            group.sizes.append(size)
+    return groups
+
+
 class EmbeddedViewServer:
     """The embedded timeline server's file-system view of ``table`` (blocking: run it through
     ``env.io``, one request at a time)."""
@@ -91,6 +107,7 @@ class EmbeddedViewServer:
         self._synced: str | None = None  # the instant the view last synced for; None: not built
         self._timeline = ""  # the key of the client timeline it last synced for
         self._partitions: dict[str, PartitionFiles] = {}
+        self._file_groups: dict[str, dict[str, PartitionFiles]] = {}  # partition -> file id -> its files
         self.requests = 0
         self.syncs = 0
         self.listings = 0
@@ -104,14 +121,19 @@ class EmbeddedViewServer:
         elif self._behind(request):  # syncIfLocalViewBehind -> sync: reload, drop partitions
             self.table.dfs.probe("list", self.table.timeline_dir)
             bootstrap_index_status(self.table)
-            self._partitions.clear()
+            self.forget()
             self.syncs += 1
         self._synced = max(self._synced or "", request.instant)
         self._timeline = request.timeline or self._timeline
         files = self._partitions.get(request.partition)
         if files is None:
             files = self._partitions[request.partition] = self._list_partition(request.partition)
-        return files
+        if not request.file_id:
+            return files
+        groups = self._file_groups.get(request.partition)
+        if groups is None:
+            groups = self._file_groups[request.partition] = by_file_group(files)
+        return groups.get(request.file_id) or PartitionFiles([], [])
 
     def _behind(self, request: FileSliceRequest) -> bool:
         """A newer instant, or a timeline other than the one it synced for (a compaction or a
@@ -122,6 +144,7 @@ class EmbeddedViewServer:
     def forget(self) -> None:
         """Drops every loaded partition: the next request lists again."""
         self._partitions.clear()
+        self._file_groups.clear()
 
     def _list_partition(self, partition: str) -> PartitionFiles:
         """``AbstractTableFileSystemView.listPartition``: a missing partition is created."""

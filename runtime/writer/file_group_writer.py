@@ -56,7 +56,7 @@ class FileGroupWriter(ABC):
         """Writes ``records`` into the bucket's file group for ``instant``; its write stat.
         ``files``: the partition's files from the timeline server's view (else the writer lists
         the partition when it needs its slices)."""
-        fid = self._file_group(partition, bucket)
+        fid = self.file_group(partition, bucket)
         if self._tables is not None:  # HoodieFlinkWriteClient.upsert: the table built anew for this handle
             self._tables.before_handle(instant, views_slices=self._views_slices(partition, fid, files))
         if partition not in self._partitions_ready:
@@ -68,7 +68,7 @@ class FileGroupWriter(ABC):
     def asks_view(self, partition: str, bucket: int) -> bool:
         """Whether a flush of the bucket looks a file slice up in the file-system view (a
         partition's first touch, a merge or an append handle), without reading the storage."""
-        return self._asks_view(partition, self._file_group(partition, bucket))
+        return self._asks_view(partition, self.file_group(partition, bucket))
 
     @abstractmethod
     def _asks_view(self, partition: str, fid: str) -> bool: ...
@@ -76,10 +76,11 @@ class FileGroupWriter(ABC):
     def view_timeline(self, partition: str, bucket: int, instant: str) -> str:
         """Reads the timeline the flush will learn the partition's slices with, when it will (the
         read the write makes anyway, made first): its key for the view's request, else ""."""
-        timeline = self._slices_timeline(partition, self._file_group(partition, bucket), instant)
+        timeline = self._slices_timeline(partition, self.file_group(partition, bucket), instant)
         return timeline_key(timeline) if timeline is not None else ""
 
-    def _file_group(self, partition: str, bucket: int) -> str:
+    def file_group(self, partition: str, bucket: int) -> str:
+        """The bucket's file group id in ``partition``."""
         return file_group_id(self.table.props.table_name, partition, bucket)
 
     @abstractmethod

@@ -381,8 +381,10 @@ class WriteTask(StreamTask):
         if not self.remote_view or not self.writer.asks_view(partition, bucket):
             return None
         timeline = await self.env.io(self.writer.view_timeline, partition, bucket, instant)
+        # a timeline read for the flush means the partition's slices are learnt now: all of them
+        file_id = "" if timeline else self.writer.file_group(partition, bucket)
         answer: PartitionFiles = await self.env.call(
-            self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline)
+            self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline, file_id)
         )
         return answer
 

@@ -111,6 +111,23 @@ def test_the_server_lists_a_partition_once_until_a_newer_instant_asks(tmp_path):
     assert _lists(table) == 2
 
 
+def test_a_look_up_is_answered_with_its_file_groups_slice_and_a_first_touch_with_the_partition(tmp_path):
+    """getLatestFileSlice / getLatestBaseFile answer one file group; getAllFileGroups (a task's
+    first touch of a partition) every one, from the same listing."""
+    table, server = _server(tmp_path)
+    part = table.partition_path("p0")
+    table.dfs.mkdirs(part)
+    names = [f"f1_0-0-0_{T1}.parquet", f".f1_{T1}.log.1_0-0-0", f"f2_0-0-0_{T1}.parquet", ".hoodie_partition_metadata"]
+    for name in names:
+        table.dfs.write_bytes(f"{part}/{name}", b"x")
+    whole = server.latest_file_slices(FileSliceRequest("p0", T1))
+    assert sorted(whole.names) == sorted(names)
+    one = server.latest_file_slices(FileSliceRequest("p0", T1, file_id="f1"))
+    assert sorted(one.names) == sorted(names[:2]) and one.sizes == [1, 1]
+    assert server.latest_file_slices(FileSliceRequest("p0", T1, file_id="f9")).names == []
+    assert _lists(table) == 1
+
+
 def test_an_append_after_a_view_behind_the_storage_rolls_over_the_log_file_it_would_overwrite(tmp_path):
     """A restarted task's view may predate the log file its last attempt wrote: the append finds
     that name taken and rolls over past it (HoodieLogFormatWriter.getOutputStream -> rollOver)."""
