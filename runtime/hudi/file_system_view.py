@@ -27,18 +27,19 @@ Hudi's Flink writer (0.10 - 1.1; read in 0.14 and the 1.x ``FlinkWriteClients``,
 The lab: ``--file-system-view remote`` has the coordinator serve its view as Hudi's embedded
 server does (its DFS calls counted as the timeline server's), and the task ask it once per flush
 that needs a slice: a partition's first touch asks for every file group (``getAllFileGroups``), a
-merge or an append for its file group's latest slice (``getLatestBaseFile``, ``getLatestFileSlice``); ``direct`` has the task
-list the partition itself, the lab before. The server syncs when a request names a newer instant
-than the one it last synced for (a task writes a new instant once it has seen the last one
-complete) or, with a partition's first listing in an instant, a timeline other than the one it
-synced for (a compaction or a rollback completes with no new instant); it drops its view when the
-tasks restart. An append whose next log file exists already rolls over past it
-(:func:`runtime.hudi.log_writer.rolled_over`), as Hudi's log writer does, so a view behind the
-storage never makes a task overwrite a log file.
+merge or an append for its file group's latest slice (``getLatestBaseFile``,
+``getLatestFileSlice``); ``direct`` has the task list the partition itself, the lab before.
+The server syncs when a request names a newer instant than the one it last synced for (a task
+writes a new instant once it has seen the last one complete) or, with a partition's first listing
+in an instant, a timeline other than the one it synced for (a compaction or a rollback completes
+with no new instant); it drops its view when the tasks restart. An append whose next log file
+exists already rolls over past it (:func:`runtime.hudi.log_writer.rolled_over`), as Hudi's log
+writer does, so a view behind the storage never makes a task overwrite a log file.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 from runtime.core.dfs import Dfs, DfsNotFound
@@ -84,13 +85,22 @@ def load_view_storage_properties(table: HudiTable) -> None:
     table.dfs.probe("read", Dfs.join(table.hoodie, VIEW_STORAGE_PROPERTIES))
 
 
+@functools.lru_cache(maxsize=65536)
+def _file_group_of(name: str) -> str | None:
+    """The file group a base or log file belongs to (cached: a partition's names come back at
+    every sync of the view)."""
+    base = parse_base_file_name(name)
+    if base is not None:
+        return base[0]
+    log = LogFileName.parse(name)
+    return log.file_id if log is not None else None
+
+
 def by_file_group(files: PartitionFiles) -> dict[str, PartitionFiles]:
     """A partition's files by the file group they belong to (base and log files; others left out)."""
     groups: dict[str, PartitionFiles] = {}
     for name, size in zip(files.names, files.sizes, strict=True):
-        base = parse_base_file_name(name)
-        log = LogFileName.parse(name) if base is None else None
-        fid = base[0] if base is not None else log.file_id if log is not None else None
+        fid = _file_group_of(name)
         if fid is not None:
             group = groups.setdefault(fid, PartitionFiles([], []))
             group.names.append(name)

@@ -17,6 +17,7 @@ parquet path (``simulate(..., storage="disk")``) stays available where ``hudi`` 
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import pyarrow as pa
@@ -37,25 +38,58 @@ def _parent(path: str) -> str:
     return _key(path).rpartition("/")[0]
 
 
+class _Listing:
+    """One directory's listing as last built, and the names changed in it since."""
+
+    __slots__ = ("path", "entries", "names", "changed", "view")
+
+    def __init__(self, path: str, entries: list[FileEntry]) -> None:
+        self.path = path  # as listed: the entries' paths take its form
+        self.entries = {e.name: e for e in entries}
+        self.names = [e.name for e in entries]  # in the file system's order (by name)
+        self.changed: set[str] = set()
+        self.view: list[FileEntry] | None = entries
+
+    def current(self, fs: pafs.FileSystem) -> list[FileEntry]:
+        """The listing now: each changed name looked up alone, the rest as it was."""
+        if self.view is None:
+            for name in self.changed:
+                info = fs.get_file_info(f"{self.path.rstrip('/')}/{name}")
+                if info.mtime_ns is None:  # gone (only a missing path has no time)
+                    if self.entries.pop(name, None) is not None:
+                        self.names.remove(name)
+                    continue
+                if name not in self.entries:
+                    bisect.insort(self.names, name)
+                self.entries[name] = FileEntry(name, info.path, info.size or 0, info.size is None)
+            self.changed.clear()
+            self.view = [self.entries[n] for n in self.names]
+        return self.view
+
+
 class ListedFileSystem:
-    """pyarrow's in-memory file system, with each directory's listing kept from one listing to
-    the next until something under the directory changes: a partition is listed several times a
-    commit (the cleaner, the file-system view, the rollback), and each listing built an entry per
-    file anew. Reads go to the file system itself; every change drops the listings it touches."""
+    """pyarrow's in-memory file system, with each directory's listing kept and brought up to date
+    name by name: a partition is listed several times a commit (the cleaner, the file-system view,
+    the rollback), and each listing built an entry per file anew. Reads go to the file system
+    itself; every change marks the name it touches in its directory's listing."""
 
     def __init__(self) -> None:
         fs = pafs._MockFileSystem()
         self._fs = fs
-        self.listings: dict[str, list[FileEntry]] = {}  # directory (no outer slashes) -> entries
+        self.listings: dict[str, _Listing] = {}  # directory (no outer slashes) -> its listing
         self.get_file_info = fs.get_file_info
         self.open_input_stream = fs.open_input_stream
         self.open_input_file = fs.open_input_file
 
     def _changed(self, path: str) -> None:
-        self.listings.pop(_parent(path), None)
+        parent, _, name = _key(path).rpartition("/")
+        listing = self.listings.get(parent)
+        if listing is not None:
+            listing.changed.add(name)
+            listing.view = None
 
     def _changed_tree(self, path: str) -> None:
-        """A directory moved or went: its listing, its parent's and every one below it."""
+        """A directory moved or went: the listings in it and below are dropped."""
         key = _key(path)
         inside = f"{key}/"
         for listed in [k for k in self.listings if k == key or k.startswith(inside)]:
@@ -134,12 +168,12 @@ class MemoryDfs(Dfs):
         return [FileEntry(i.base_name, i.path, i.size or 0, i.size is None) for i in infos]
 
     def _listing(self, path: str) -> list[FileEntry]:
-        """The directory's entries as last listed, unless something under it changed since."""
-        listings = self.store.fs.listings
-        entries = listings.get(_key(path))
-        if entries is None:
-            entries = listings[_key(path)] = super()._listing(path)
-        return list(entries)  # the caller's own list: the kept one stays as listed
+        """The directory's entries, from its kept listing when there is one."""
+        fs = self.store.fs
+        listing = fs.listings.get(_key(path))
+        if listing is None or listing.path != path:
+            listing = fs.listings[_key(path)] = _Listing(path, super()._listing(path))
+        return list(listing.current(fs))  # the caller's own list: the kept one stays as listed
 
     def probe(self, op: str, path: str) -> None:
         """Counted, and the fault hook acts on it: its answer is unused, so the simulated disk
