@@ -353,6 +353,19 @@ class Dfs:
         except (OSError, pa.ArrowException) as exc:  # a truncated file: ArrowInvalid
             raise DfsError(f"read_parquet({path}) failed: {exc}") from exc
 
+    def read_parquet_held(self, path: str, held: pa.Table) -> pa.Table:
+        """A read of a parquet file whose rows the caller holds already, as they decode (it wrote
+        the file): counted and opened as :meth:`read_parquet` is (a missing file fails alike),
+        ``held`` returned instead of decoding the same bytes again."""
+        self._op("read", path)
+        try:
+            with self.fs.open_input_file(path):
+                return held
+        except FileNotFoundError as exc:
+            raise DfsNotFound(f"file {path} does not exist") from exc
+        except OSError as exc:
+            raise DfsError(f"read_parquet({path}) failed: {exc}") from exc
+
     def read_parquet_metadata(self, path: str) -> pq.FileMetaData:
         """The footer of a parquet file (row count, row groups, schema), without its data."""
         self._op("read", path)

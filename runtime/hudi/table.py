@@ -1007,8 +1007,11 @@ class HudiTable:
             depth = len(partition.split("/"))  # HoodiePartitionMetadata: the folders below the base path
             self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n".encode())
 
-    def read_base_file(self, rel_path: str) -> pa.Table:
-        return self.dfs.read_parquet(Dfs.join(self.base_path, rel_path))
+    def read_base_file(self, rel_path: str, held: pa.Table | None = None) -> pa.Table:
+        """The base file's rows; ``held``: the rows as the caller wrote them (the read is made
+        and counted, the bytes are not decoded again)."""
+        path = Dfs.join(self.base_path, rel_path)
+        return self.dfs.read_parquet(path) if held is None else self.dfs.read_parquet_held(path, held)
 
     def write_base_file(
         self,

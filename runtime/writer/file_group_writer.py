@@ -131,6 +131,9 @@ def file_group_writer(
 
 
 KEEP_FILTER_FROM_KEYS = 4096  # keys of a version whose footer filter the next merge extends
+# the rows of its latest versions a writer holds, at most: the next merge onto one reads its file
+# (counted, opened) without decoding it again; a version past the budget is decoded as before
+HELD_ROWS_BYTES = 128 << 20
 
 
 @dataclass
@@ -140,6 +143,7 @@ class FileVersion:
     stat: WriteStat
     key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
     key_filter: KeyFilter | None = None  # its footer's bloom filter and key range, to extend
+    rows: pa.Table | None = None  # the rows written, as the file decodes (held within HELD_ROWS_BYTES)
 
 
 class CopyOnWriteWriter(FileGroupWriter):
@@ -160,13 +164,14 @@ class CopyOnWriteWriter(FileGroupWriter):
         self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
         self._listed_partitions: set[str] = set()
         self._first_touch_timeline: Timeline | None = None  # read ahead of the view's request
+        self._held_bytes = 0  # of the versions' rows held
 
     def _write(
         self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
     ) -> WriteStat:
         prev = self._latest_version(partition, fid, files)
         table = self.table
-        base = table.read_base_file(prev.rel_path) if prev is not None else None
+        base = table.read_base_file(prev.rel_path, prev.rows) if prev is not None else None
         name = base_file_name(fid, f"{self.task_id}-0-0", instant)
         rel = f"{partition}/{name}"
         merged = merge_file_group(
@@ -201,8 +206,22 @@ class CopyOnWriteWriter(FileGroupWriter):
         # a small file's keys are cheap to hash again: only a large one keeps its filter (a third of
         # a MB a row), so many small file groups (the scaling runs) hold no filters
         kept = key_filter if key_filter is not None and key_filter.count >= KEEP_FILTER_FROM_KEYS else None
-        self.versions[(partition, fid)] = FileVersion(instant, rel, stat, merged.key_positions, kept)
+        version = FileVersion(instant, rel, stat, merged.key_positions, kept)
+        self._hold_rows(self.versions.get((partition, fid)), version, merged.table)
+        self.versions[(partition, fid)] = version
         return stat
+
+    def _hold_rows(self, prev: FileVersion | None, version: FileVersion, rows: pa.Table) -> None:
+        """Keeps the rows of the version written, within the budget, for the next merge onto it
+        (the previous version's are let go). Only on a storage that encodes parquet: the
+        simulated one keeps the table itself."""
+        self._let_go(prev)
+        if not self.table.dfs.encodes_parquet:
+            return
+        held = self.parquet.without_footer(rows).combine_chunks()  # one chunk a column, as read back
+        if self._held_bytes + held.nbytes <= HELD_ROWS_BYTES:
+            version.rows = held
+            self._held_bytes += held.nbytes
 
     def _key_filter(self, prev: FileVersion | None, base: pa.Table | None, merged: pa.Table) -> KeyFilter | None:
         """The new file's bloom filter and key range: the old file's extended by the keys the merge
@@ -216,6 +235,11 @@ class CopyOnWriteWriter(FileGroupWriter):
             same = pc.all(pc.equal(merged.column(RECORD_KEY_COLUMN).slice(0, base.num_rows), keys)).as_py()
             kept = base.num_rows if same or base.num_rows == 0 else 0
         return self.parquet.key_filter(merged, prior, kept)
+
+    def _let_go(self, version: FileVersion | None) -> None:
+        if version is not None and version.rows is not None:
+            self._held_bytes -= version.rows.nbytes
+            version.rows = None
 
     def _asks_view(self, partition: str, fid: str) -> bool:
         """The bucket index's first load of the partition, or a merge handle's base file."""
@@ -262,7 +286,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         of a deleted one."""
         stale = [k for k, v in self.versions.items() if not timeline.is_completed(v.instant)]
         for key in stale:
-            del self.versions[key]
+            self._let_go(self.versions.pop(key))
             self._listed_partitions.discard(key[0])  # list its committed base files again
         return len(stale)
 
