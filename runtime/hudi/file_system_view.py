@@ -12,7 +12,10 @@ Hudi's Flink writer (0.10 - 1.1; read in 0.14 and the 1.x ``FlinkWriteClients``,
 * A write task's client (``createWriteClient(conf, runtimeContext)``: ``loadFsViewStorageConfig``
   true, the embedded server off) reads that file (``ViewStorageProperties.loadFromProperties``: an
   open), so its file-system view is ``RemoteHoodieTableFileSystemView`` behind a
-  ``PriorityBasedFileSystemView`` (the local view only when a request fails). Its look-ups are REST
+  ``PriorityBasedFileSystemView``: a request that fails (any error, or no answer within
+  ``hoodie.filesystem.view.remote.timeout.secs``) is answered by the local view, which lists the
+  storage, for the rest of that view's life; the Flink client builds its table, and so its view,
+  anew for each write (``HoodieTable``'s constructor creates the view manager). Its look-ups are REST
   calls: ``BucketStreamWriteFunction.bootstrapIndexIfNeed`` (``getAllFileGroups`` of a partition,
   once per partition), ``HoodieMergeHandle`` (``getLatestBaseFile``), ``HoodieAppendHandle.init``
   (``getLatestFileSlice``). Each request carries the client's last instant and timeline hash.
@@ -54,11 +57,15 @@ CHOICES = (RELEASE, REMOTE, DIRECT)
 # ViewStorageProperties.FILE_NAME, under HoodieTableMetaClient.AUXILIARYFOLDER_NAME
 VIEW_STORAGE_PROPERTIES = f"{AUX}/view_storage_conf.properties"
 
+# a remote request's bound (FileSystemViewStorageConfig.REMOTE_TIMEOUT_SECS)
+REMOTE_TIMEOUT_OPTION = "hoodie.filesystem.view.remote.timeout.secs"
+REMOTE_TIMEOUT_S = 300.0
+
 # FileSystemViewStorageConfig's options as FlinkWriteClients.createWriteClient saves them
 _PROPERTIES = (
     "hoodie.filesystem.view.type=REMOTE_FIRST\n"
     "hoodie.filesystem.view.remote.host=coordinator\n"
-    "hoodie.filesystem.view.remote.timeout.secs=300\n"
+    f"{REMOTE_TIMEOUT_OPTION}={REMOTE_TIMEOUT_S:.0f}\n"
 )
 
 

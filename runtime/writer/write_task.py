@@ -41,6 +41,7 @@ from runtime.core import codec, roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.fault_points import FaultPoints
+from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import (
     Barrier,
     CheckpointAck,
@@ -56,7 +57,12 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.flink.mailbox import Controller
-from runtime.hudi.file_system_view import load_view_storage_properties, tasks_use_remote_view
+from runtime.hudi.file_system_view import (
+    REMOTE_TIMEOUT_OPTION,
+    REMOTE_TIMEOUT_S,
+    load_view_storage_properties,
+    tasks_use_remote_view,
+)
 from runtime.hudi.meta_client import meta_client_per_handle, write_client_opened
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable
@@ -383,9 +389,18 @@ class WriteTask(StreamTask):
         timeline = await self.env.io(self.writer.view_timeline, partition, bucket, instant)
         # a timeline read for the flush means the partition's slices are learnt now: all of them
         file_id = "" if timeline else self.writer.file_group(partition, bucket)
-        answer: PartitionFiles = await self.env.call(
-            self.coordinator, "latest_file_slices", FileSliceRequest(partition, instant, timeline, file_id)
-        )
+        request = FileSliceRequest(partition, instant, timeline, file_id)
+        try:
+            answer: PartitionFiles = await self.env.call(
+                self.coordinator, "latest_file_slices", request, timeout=REMOTE_TIMEOUT_S, option=REMOTE_TIMEOUT_OPTION
+            )
+        except InjectedCrash:
+            raise
+        except Exception as exc:  # noqa: BLE001 - PriorityBasedFileSystemView: any failure of the remote view
+            # the secondary (local) view answers this write: the writer lists the partition itself
+            self.env.metrics.count("file_system_view_fallbacks")
+            self.env.tracer.instant(f"view request failed, local view: {type(exc).__name__}", thread="io")
+            return None
         return answer
 
 

@@ -84,6 +84,29 @@ def test_release_is_remote_for_the_flink_writer_and_direct_for_the_connect_sink(
     assert result.exactly_once.verified, result.exactly_once
 
 
+@pytest.mark.parametrize("table_type", ["copy-on-write", "merge-on-read"])
+def test_a_failed_view_request_is_answered_by_the_local_view_and_fails_no_task(tmp_path, monkeypatch, table_type):
+    """PriorityBasedFileSystemView: the remote view's error routes the request to the local view
+    (the task lists the partition itself) for that write; the next write asks the server again."""
+    real = EmbeddedViewServer.latest_file_slices
+    failed: list[str] = []
+
+    def every_third_fails(self: EmbeddedViewServer, request: FileSliceRequest) -> PartitionFiles:
+        if self.requests % 3 == 2:
+            self.requests += 1
+            failed.append(request.partition)
+            raise OSError("the timeline server could not list the partition")
+        return real(self, request)
+
+    monkeypatch.setattr(EmbeddedViewServer, "latest_file_slices", every_third_fails)
+    result = _run(tmp_path, "remote", table_type)
+    assert failed and result.failovers == []
+    assert result.figures.counters["file_system_view_fallbacks"] == len(failed)
+    assert result.figures.rpcs["latest_file_slices"] > len(failed)  # the server is asked again
+    assert "list" in _ops(result, "writer.data", "data")  # the local view's listings
+    assert result.exactly_once.verified, result.exactly_once
+
+
 def _server(tmp_path: Path) -> tuple[HudiTable, EmbeddedViewServer]:
     from runtime.core.dfs import open_dfs
 
