@@ -58,6 +58,7 @@ from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
 from runtime.hudi.avro_schema import arrow_type
 from runtime.hudi.bloom_filter import KeyFilter
+from runtime.hudi.held_log_blocks import HELD_LOG_FILES
 from runtime.hudi.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
@@ -309,7 +310,10 @@ def read_log_records(table: HudiTable, partition: str, log_files: Iterable[str],
         for block in read_blocks(data, path):
             # command blocks name instants that are not completed, whose blocks are skipped anyway
             if block.block_type == AVRO_DATA_BLOCK and block.instant in completed:
-                rows = avro_table(block, arrow_schema(block.header[SCHEMA]))
+                schema = arrow_schema(block.header[SCHEMA])
+                # the records of a log file this process wrote (one block): not decoded again
+                held = HELD_LOG_FILES.take(path, data, schema) if block.offset == 0 else None
+                rows = held if held is not None else avro_table(block, schema)
                 if rows.num_rows:
                     tables.append(rows)
     if not tables:
