@@ -148,6 +148,8 @@ def _varints(
 ) -> pa.Array:
     """Each row's varint of ``zz`` (none where not ``present``), after its union branch byte."""
     n = len(zz)
+    if n and bool(present.all()) and int(zz.max()) < 0x80:  # one byte each (a short string's length)
+        return _with_branch(zz.astype(np.uint8)[:, None], branch, present)
     counts = np.ones(n, dtype=np.int64)
     for group in range(1, 10):  # a uint64 takes at most 10 groups of 7 bits
         more = zz >= np.uint64(1 << (7 * group))

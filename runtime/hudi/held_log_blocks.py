@@ -37,7 +37,7 @@ class _Held:
 
     @property
     def size(self) -> int:
-        return len(self.data) + int(self.rows.nbytes)
+        return len(self.data) + int(self.rows.get_total_buffer_size())
 
 
 class HeldLogBlocks:
@@ -51,7 +51,7 @@ class HeldLogBlocks:
 
     def hold(self, path: str, data: bytes, rows: pa.Table) -> None:
         """The log file written at ``path``: its bytes, one Avro data block of ``rows``."""
-        held = _Held(data, rows.replace_schema_metadata(None).combine_chunks())
+        held = _Held(data, _own_buffers(rows.replace_schema_metadata(None).combine_chunks()))
         with self._lock:
             self._drop(path)
             if held.size > HELD_LOG_BYTES:
@@ -75,6 +75,16 @@ class HeldLogBlocks:
         held = self._files.pop(path, None)
         if held is not None:
             self._bytes -= held.size
+
+
+def _own_buffers(rows: pa.Table) -> pa.Table:
+    """``rows`` with a column that is a slice of larger buffers (a flush's records are slices of
+    the batches the task received) copied into buffers of its own: held, it would keep them all."""
+    columns = [
+        pa.concat_arrays(column.chunks) if column.get_total_buffer_size() > 2 * column.nbytes else column
+        for column in rows.columns
+    ]
+    return pa.Table.from_arrays(columns, schema=rows.schema)
 
 
 HELD_LOG_FILES = HeldLogBlocks()  # this process's
