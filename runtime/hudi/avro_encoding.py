@@ -148,8 +148,13 @@ def _varints(
 ) -> pa.Array:
     """Each row's varint of ``zz`` (none where not ``present``), after its union branch byte."""
     n = len(zz)
-    if n and bool(present.all()) and int(zz.max()) < 0x80:  # one byte each (a short string's length)
-        return _with_branch(zz.astype(np.uint8)[:, None], branch, present)
+    if n and bool(present.all()):
+        width = _varint_width(int(zz.max()))
+        if _varint_width(int(zz.min())) == width:  # every row as wide (a short string's length, a time)
+            shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+            groups = ((zz[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
+            groups[:, :-1] |= np.uint8(0x80)
+            return _with_branch(groups, branch, present)
     counts = np.ones(n, dtype=np.int64)
     for group in range(1, 10):  # a uint64 takes at most 10 groups of 7 bits
         more = zz >= np.uint64(1 << (7 * group))
@@ -163,6 +168,11 @@ def _varints(
     groups |= (column < counts[:, None] - 1).astype(np.uint8) << np.uint8(7)
     keep = (column < counts[:, None]) & present[:, None]
     return _with_branch(groups, branch, present, keep)
+
+
+def _varint_width(value: int) -> int:
+    """The bytes of ``value``'s varint: a byte per 7 bits, at least one."""
+    return max(1, -(-value.bit_length() // 7))
 
 
 def _with_branch(
