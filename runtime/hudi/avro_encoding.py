@@ -21,8 +21,9 @@ nanoseconds, a ``date64``, a union of more than two branches, and a non-union fi
 (where fastavro raises its own error).
 
 Back (compaction reading a block, :func:`decode_records`): the same encodings read a field at a
-time for every record at once, the strings as Arrow string views over the block's bytes; a block
-with any field of the types above is left to fastavro, record by record.
+time for every record at once, the strings as Arrow binary views over the block's bytes, gathered
+into one array (its UTF-8 checked there); a block with any field of the types above is left to
+fastavro, record by record.
 """
 
 from __future__ import annotations
@@ -147,6 +148,13 @@ def _varints(
 ) -> pa.Array:
     """Each row's varint of ``zz`` (none where not ``present``), after its union branch byte."""
     n = len(zz)
+    if n and bool(present.all()):
+        width = _varint_width(int(zz.max()))
+        if _varint_width(int(zz.min())) == width:  # every row as wide (a short string's length, a time)
+            shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
+            groups = ((zz[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)
+            groups[:, :-1] |= np.uint8(0x80)
+            return _with_branch(groups, branch, present)
     counts = np.ones(n, dtype=np.int64)
     for group in range(1, 10):  # a uint64 takes at most 10 groups of 7 bits
         more = zz >= np.uint64(1 << (7 * group))
@@ -160,6 +168,11 @@ def _varints(
     groups |= (column < counts[:, None] - 1).astype(np.uint8) << np.uint8(7)
     keep = (column < counts[:, None]) & present[:, None]
     return _with_branch(groups, branch, present, keep)
+
+
+def _varint_width(value: int) -> int:
+    """The bytes of ``value``'s varint: a byte per 7 bits, at least one."""
+    return max(1, -(-value.bit_length() // 7))
 
 
 def _with_branch(
@@ -257,32 +270,31 @@ def _decode_field(
             return None
         null_branch = avro.index("null")
         avro = avro[1 - null_branch]
-        branch = _unzigzag(_read_varints(buf, pos, ends, name))
-        if bool(((branch != 0) & (branch != 1)).any()):
-            raise AvroDecodeError(f"field {name!r}: a union branch out of range")
-        valid = branch != null_branch
+        valid = _union_branch(buf, pos, ends, name) != null_branch
     kind = _decoded_kind(avro)
     if kind is None:
         return None
     arrow = arrow_type(avro)
+    every = bool(valid.all())  # (no null: every record's value, no gather of the positions)
     rows = np.flatnonzero(valid)
-    at = pos[rows]
+    at, until = (pos, ends) if every else (pos[rows], ends[rows])
     if kind in ("string", "bytes"):
-        lengths = _unzigzag(_read_varints(buf, at, ends[rows], name))
-        if bool(((lengths < 0) | (at + lengths > ends[rows])).any()):
+        lengths = _read_longs(buf, at, until, name)
+        if bool(((lengths < 0) | (at + lengths > until)).any()):
             raise AvroDecodeError(f"field {name!r}: a length past its record's end")
         values = _views(buf, source, at, lengths, kind)
         at += lengths
     elif kind in ("int", "long"):
-        values = pa.array(_unzigzag(_read_varints(buf, at, ends[rows], name)))
+        values = pa.array(_read_longs(buf, at, until, name))
     else:
         arrow_width, width = _FIXED_WIDTH[kind]
-        if bool((at + width > ends[rows]).any()):
+        if bool((at + width > until).any()):
             raise AvroDecodeError(f"field {name!r}: a value past its record's end")
         word = _words(buf)[at] & np.uint64((1 << (8 * width)) - 1)
         values = pa.array(word.astype(f"<u{width}").view(arrow_width.to_pandas_dtype()))
         at += width
-    pos[rows] = at
+    if not every:
+        pos[rows] = at
     return _spread(values, valid, arrow, name)
 
 
@@ -311,13 +323,50 @@ def _spread(values: pa.Array, valid: npt.NDArray[np.bool_], arrow: pa.DataType, 
     return values.take(pa.array(np.where(valid, where, 0), mask=~valid))
 
 
+def _first_bytes(
+    buf: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], name: str
+) -> npt.NDArray[np.uint8]:
+    """The byte at each ``pos``, a number's first (none at its record's end)."""
+    if bool((pos >= ends).any()):
+        raise AvroDecodeError(f"field {name!r}: a number past its record's end")
+    return buf[pos]
+
+
+def _union_branch(
+    buf: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], name: str
+) -> npt.NDArray[np.int64]:
+    """Each record's branch of a two-branch union (0 or 1), ``pos`` moved past it."""
+    byte = _first_bytes(buf, pos, ends, name)
+    if bool(((byte == 0) | (byte == 2)).all()):  # (the one-byte zig-zags of 0 and 1: every writer's)
+        pos += 1
+        return (byte >> np.uint8(1)).astype(np.int64)
+    branch = _unzigzag(_read_varints(buf, pos, ends, name))
+    if bool(((branch != 0) & (branch != 1)).any()):
+        raise AvroDecodeError(f"field {name!r}: a union branch out of range")
+    return branch
+
+
+def _read_longs(
+    buf: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], name: str
+) -> npt.NDArray[np.int64]:
+    """The zig-zag varint at each ``pos`` as a signed number (``pos`` moved past it, in place)."""
+    byte = _first_bytes(buf, pos, ends, name)
+    if bool((byte < 0x80).all()):  # one byte each (a short string's length): no wider arithmetic
+        pos += 1
+        half = (byte >> np.uint8(1)).astype(np.int64)
+        return np.where(byte & np.uint8(1), ~half, half)
+    return _unzigzag(_read_varints(buf, pos, ends, name))
+
+
 def _read_varints(
     buf: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], name: str
 ) -> npt.NDArray[np.uint64]:
     """The varint at each ``pos`` (moved past it, in place), none reaching its record's end."""
-    value = np.zeros(len(pos), dtype=np.uint64)
-    active = np.arange(len(pos))
-    for group in range(10):
+    byte = _first_bytes(buf, pos, ends, name)
+    value = (byte & np.uint8(0x7F)).astype(np.uint64)
+    pos += 1
+    active = np.flatnonzero(byte >= 0x80)  # (a union's branch, a short string's length: none)
+    for group in range(1, 10):
         if not len(active):
             return value
         at = pos[active]
@@ -344,25 +393,34 @@ def _words(buf: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint64]:
 def _views(
     buf: npt.NDArray[np.uint8], source: pa.Buffer, at: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], kind: str
 ) -> pa.Array:
-    """Arrow string (or binary) views of the values where they lie in ``source``: each view is
-    the length (4 bytes), then a value of up to 12 bytes inline (zero-padded), or a longer value's
-    first 4 bytes, its buffer (0) and its offset."""
+    """The values where they lie in ``source``: binary views (each the length, 4 bytes, then a
+    value of up to 12 bytes inline, zero-padded, or a longer value's first 4 bytes, its buffer, 0,
+    and its offset), a string's gathered into a string array."""
     words = _words(buf)
-    first, rest = words[at], words[at + 8] & np.uint64(0xFFFFFFFF)
+    first = words[at]
     size = lengths.astype(np.uint64)
-    short = lengths <= 12
-    # the bytes past a short value's end are zero in its view
-    first &= np.where(size >= 8, ~np.uint64(0), (np.uint64(1) << (np.uint64(8) * np.minimum(size, 7))) - np.uint64(1))
-    tail = np.clip(size, 8, 12) - np.uint64(8)
-    rest &= (np.uint64(1) << (np.uint64(8) * tail)) - np.uint64(1)
     views = np.empty((len(at), 2), dtype="<u8")
-    views[:, 0] = size | ((first & np.uint64(0xFFFFFFFF)) << np.uint64(32))
-    inline = (first >> np.uint64(32)) | (rest << np.uint64(32))  # bytes 4 to 11
-    views[:, 1] = np.where(short, inline, at.astype(np.uint64) << np.uint64(32))  # buffer 0, offset
-    view_type = pa.string_view() if kind == "string" else pa.binary_view()
-    array = pa.Array.from_buffers(view_type, len(at), [None, pa.py_buffer(views), source])
+    if len(at) and int(lengths.min()) > 12:  # (every value long: no inline bytes to mask)
+        views[:, 0] = size | (first << np.uint64(32))
+        views[:, 1] = at.astype(np.uint64) << np.uint64(32)
+    else:
+        rest = words[at + 8] & np.uint64(0xFFFFFFFF)
+        # the bytes past a short value's end are zero in its view
+        first &= np.where(
+            size >= 8, ~np.uint64(0), (np.uint64(1) << (np.uint64(8) * np.minimum(size, 7))) - np.uint64(1)
+        )
+        tail = np.clip(size, 8, 12) - np.uint64(8)
+        rest &= (np.uint64(1) << (np.uint64(8) * tail)) - np.uint64(1)
+        views[:, 0] = size | ((first & np.uint64(0xFFFFFFFF)) << np.uint64(32))
+        inline = (first >> np.uint64(32)) | (rest << np.uint64(32))  # bytes 4 to 11
+        views[:, 1] = np.where(lengths <= 12, inline, at.astype(np.uint64) << np.uint64(32))  # buffer 0, offset
+    array = pa.Array.from_buffers(pa.binary_view(), len(at), [None, pa.py_buffer(views), source])
+    if kind == "bytes":
+        return array
+    # a string's bytes are UTF-8: checked once they lie together (faster than view by view)
+    gathered = array.cast(pa.binary()).view(pa.string())
     try:
-        array.validate(full=True)  # a string's bytes are UTF-8
+        gathered.validate(full=True)
     except pa.ArrowInvalid as exc:
         raise AvroDecodeError(f"a {kind} that does not decode: {exc}") from None
-    return array
+    return gathered

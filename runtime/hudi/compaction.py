@@ -57,6 +57,8 @@ import pyarrow as pa
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
 from runtime.hudi.avro_schema import arrow_type
+from runtime.hudi.bloom_filter import KeyFilter
+from runtime.hudi.held_log_blocks import HELD_LOG_FILES
 from runtime.hudi.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
@@ -308,7 +310,10 @@ def read_log_records(table: HudiTable, partition: str, log_files: Iterable[str],
         for block in read_blocks(data, path):
             # command blocks name instants that are not completed, whose blocks are skipped anyway
             if block.block_type == AVRO_DATA_BLOCK and block.instant in completed:
-                rows = avro_table(block, arrow_schema(block.header[SCHEMA]))
+                schema = arrow_schema(block.header[SCHEMA])
+                # the records of a log file this process wrote (one block): not decoded again
+                held = HELD_LOG_FILES.take(path, data, schema) if block.offset == 0 else None
+                rows = held if held is not None else avro_table(block, schema)
                 if rows.num_rows:
                     tables.append(rows)
     if not tables:
@@ -319,6 +324,16 @@ def read_log_records(table: HudiTable, partition: str, log_files: Iterable[str],
         raise LogFormatError(f"the log blocks of {partition} disagree on their schema: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class CompactedBase:
+    """A base file a compaction wrote, as the compaction task may keep it for the file group's
+    next compaction: the rows (as the file decodes; None: not kept) and the keys' filter."""
+
+    rel_path: str
+    rows: pa.Table | None
+    key_filter: KeyFilter | None
+
+
 def compact_file_group(
     table: HudiTable,
     op: CompactionOperation,
@@ -327,11 +342,17 @@ def compact_file_group(
     *,
     task_id: int,
     options: ParquetWriteOptions | None = None,
-) -> WriteStat:
+    held: CompactedBase | None = None,
+) -> tuple[WriteStat, CompactedBase]:
     """Merges the slice's base file with its log records into ``<fileId>_<token>_<instant>.parquet``
-    (the module docstring has the rules); the base file's write stat."""
+    (the module docstring has the rules); the base file's write stat, and the file written.
+    ``held``: what the task kept of a base file it wrote; when it is the slice's base file, the
+    file is still read (counted, opened: a missing one fails) but not decoded, and its keys'
+    filter is extended."""
     logs = read_log_records(table, op.partition, op.log_files, timeline)
-    base = table.read_base_file(f"{op.partition}/{op.base_file}") if op.base_file else None
+    base_rel = f"{op.partition}/{op.base_file}" if op.base_file else ""
+    prior = held if held is not None and base_rel and held.rel_path == base_rel else None
+    base = table.read_base_file(base_rel, prior.rows if prior is not None else None) if base_rel else None
     incoming = logs.records if logs.records is not None else base.slice(0, 0) if base is not None else None
     if incoming is None:
         raise TableError(f"compaction {instant}: file group {op.file_id} has neither a base file nor log records")
@@ -348,8 +369,12 @@ def compact_file_group(
         partition_id=task_id,
         keep_meta=True,
     )
-    size = table.write_base_file(rel, merged.table, options)
-    return WriteStat(
+    options = options or ParquetWriteOptions()
+    key_filter = None
+    if table.dfs.encodes_parquet:  # (the simulated disk writes no footer)
+        key_filter = options.merged_key_filter(merged.table, base, prior.key_filter if prior is not None else None)
+    size = table.write_base_file(rel, merged.table, options, key_filter)
+    stat = WriteStat(
         op.file_id,
         rel,
         op.partition,
@@ -365,6 +390,7 @@ def compact_file_group(
         log_size_compacted=logs.bytes_read,
         updated_records_compacted=merged.updates,
     )
+    return stat, CompactedBase(rel, merged.table, key_filter)
 
 
 # -- commit and rollback ------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from typing import Any
 
 import fastavro
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -259,11 +260,7 @@ def avro_table(block: LogBlock, schema: pa.Schema) -> pa.Table:
     schema): decoded a column at a time (:func:`runtime.hudi.avro_encoding.decode_records`), or
     record by record by fastavro when a field is of a type left to it."""
     count = _avro_record_count(block)
-    starts = np.empty(count, dtype=np.int64)
-    at, read_length = 8, struct.Struct(">i").unpack_from
-    for i in range(count):  # each record's place follows from the lengths before it
-        starts[i] = at + 4
-        at += 4 + read_length(block.content, at)[0]
+    starts, at = _record_starts(block.content, count)
     ends = np.append(starts[1:] - 4, at).astype(np.int64) if count else starts
     if at > len(block.content) or bool((ends < starts).any()):
         raise LogFormatError(f"its {count} records' lengths run past its {len(block.content)} bytes")
@@ -274,6 +271,21 @@ def avro_table(block: LogBlock, schema: pa.Schema) -> pa.Table:
     if decoded is None:
         return pa.Table.from_pylist(avro_records(block), schema=schema)
     return decoded if decoded.schema.equals(schema) else decoded.cast(schema)
+
+
+def _record_starts(content: bytes, count: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Where each record's encoding starts (after its length), and the byte after the last: each
+    record's place follows from the lengths before it (a list, then one array: a numpy item
+    assignment per record costs as much again)."""
+    starts, at, read_length = [0] * count, 8, _BIG_ENDIAN_INT.unpack_from
+    for i in range(count):
+        starts[i] = at + 4
+        (length,) = read_length(content, at)
+        at += 4 + length
+    return np.array(starts, dtype=np.int64), at
+
+
+_BIG_ENDIAN_INT = struct.Struct(">i")
 
 
 def _avro_record_count(block: LogBlock) -> int:

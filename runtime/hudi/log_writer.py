@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs
 from runtime.core.messages import PartitionFiles, WriteStat
+from runtime.hudi.held_log_blocks import HELD_LOG_FILES
 from runtime.hudi.log_format import LogFileName, avro_data_block, record_schema
 from runtime.hudi.table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
 
@@ -187,7 +188,10 @@ def append_log_file(
     rel = f"{partition}/{name}"
     schema = record_schema(avro_schema_json(records.schema, table.props.table_name))
     block = avro_data_block(instant, schema, records)
-    table.dfs.write_bytes(Dfs.join(table.base_path, rel), block)
+    path = Dfs.join(table.base_path, rel)
+    table.dfs.write_bytes(path, block)
+    if table.dfs.encodes_parquet:  # a real storage (the simulator's runs share one process)
+        HELD_LOG_FILES.hold(path, block, records)
     size = len(block)
     # version 8+: each flush's stat names its own log file only (a new append handle per flush)
     logs = (str(name),) if table.version.logs_per_instant else (*slice_.log_files, str(name))

@@ -121,6 +121,17 @@ class ParquetWriteOptions:
             return KeyFilter.of(keys)
         return prior.extended(keys.slice(kept))
 
+    def merged_key_filter(self, merged: pa.Table, base: pa.Table | None, prior: KeyFilter | None) -> KeyFilter | None:
+        """The filter of a merge's output ``merged``: ``prior`` (the filter of ``base``'s keys)
+        extended by the keys the merge appended when it kept ``base``'s keys in their order (no
+        delete), else worked out anew."""
+        kept = 0
+        if prior is not None and base is not None and merged.num_rows >= base.num_rows:
+            keys = base.column(RECORD_KEY_COLUMN)
+            same = pc.all(pc.equal(merged.column(RECORD_KEY_COLUMN).slice(0, base.num_rows), keys)).as_py()
+            kept = base.num_rows if same or base.num_rows == 0 else 0
+        return self.key_filter(merged, prior if base is not None else None, kept)
+
     def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> dict[str, Any]:
         """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns
         ``distinct`` hold a different value in every row."""

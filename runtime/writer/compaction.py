@@ -39,6 +39,8 @@ import asyncio
 import functools
 from typing import Any
 
+import pyarrow as pa
+
 from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
@@ -46,6 +48,7 @@ from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, Compa
 from runtime.hudi import compaction
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
+from runtime.writer.file_group_writer import HELD_ROWS_BYTES, KEEP_FILTER_FROM_KEYS
 
 PLAN_OPERATOR = "compaction-plan"
 COMMIT_SINK = "compaction-commit"
@@ -143,6 +146,12 @@ class CompactOperator:
         # the timeline a compaction's blocks are judged by, listed at its first file group (as
         # HoodieCompactor reads the completed instants once per compaction)
         self._timeline: tuple[str, Timeline] | None = None
+        # (partition, file id) -> the base file this task last wrote into the group: when the
+        # group's next compaction comes to this task too (the plan operator deals round robin: a
+        # group does when every plan lists the same groups, a multiple of the tasks), it reads
+        # the file without decoding it again (rows held within HELD_ROWS_BYTES)
+        self._held: dict[tuple[str, str], compaction.CompactedBase] = {}
+        self._held_bytes = 0
 
     async def compact(self, event: CompactionPlanEvent) -> None:
         async with self._executor:
@@ -182,9 +191,36 @@ class CompactOperator:
     def _compact_blocking(self, op: compaction.CompactionOperation, instant: str) -> WriteStat:
         if self._timeline is None or self._timeline[0] != instant:
             self._timeline = (instant, self.table.timeline())
-        return compaction.compact_file_group(
-            self.table, op, instant, self._timeline[1], task_id=self.task_id, options=self._parquet
+        group = (op.partition, op.file_id)
+        stat, written = compaction.compact_file_group(
+            self.table,
+            op,
+            instant,
+            self._timeline[1],
+            task_id=self.task_id,
+            options=self._parquet,
+            held=self._held.get(group),
         )
+        self._hold(group, written)
+        return stat
+
+    def _hold(self, group: tuple[str, str], written: compaction.CompactedBase) -> None:
+        """Keeps the rows of the base file written (within the budget) and its keys' filter (of
+        a large file), the group's previous one let go. Only on a storage that encodes parquet: the
+        simulated one keeps the table itself."""
+        previous = self._held.pop(group, None)
+        if previous is not None and previous.rows is not None:
+            self._held_bytes -= previous.rows.nbytes
+        if not self.table.dfs.encodes_parquet or written.rows is None:
+            return
+        rows: pa.Table | None = self._parquet.without_footer(written.rows).combine_chunks()  # as read back
+        if rows is not None and self._held_bytes + rows.nbytes > HELD_ROWS_BYTES:
+            rows = None  # over the budget: the next compaction decodes the file
+        self._held_bytes += rows.nbytes if rows is not None else 0
+        key_filter = written.key_filter
+        if key_filter is not None and key_filter.count < KEEP_FILTER_FROM_KEYS:
+            key_filter = None
+        self._held[group] = compaction.CompactedBase(written.rel_path, rows, key_filter)
 
 
 class CompactionCommitSink:

@@ -22,7 +22,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs
 from runtime.core.messages import PartitionFiles, WriteStat
@@ -34,7 +33,7 @@ from runtime.hudi.log_format import LogFileName
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
 from runtime.hudi.markers import APPEND, CREATE, MERGE
 from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
-from runtime.hudi.parquet_format import RECORD_KEY_COLUMN, ParquetWriteOptions
+from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
 
 
@@ -228,13 +227,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         appended when it kept the old keys in their order (no delete), else worked out anew."""
         if not self.table.dfs.encodes_parquet:
             return None  # (the simulated disk writes no footer)
-        prior = prev.key_filter if prev is not None and base is not None else None
-        kept = 0
-        if prior is not None and base is not None and merged.num_rows >= base.num_rows:
-            keys = base.column(RECORD_KEY_COLUMN)
-            same = pc.all(pc.equal(merged.column(RECORD_KEY_COLUMN).slice(0, base.num_rows), keys)).as_py()
-            kept = base.num_rows if same or base.num_rows == 0 else 0
-        return self.parquet.key_filter(merged, prior, kept)
+        return self.parquet.merged_key_filter(merged, base, prev.key_filter if prev is not None else None)
 
     def _let_go(self, version: FileVersion | None) -> None:
         if version is not None and version.rows is not None:

@@ -45,7 +45,9 @@ def _compact(table: HudiTable, instant: str) -> list[WriteStat]:
     ops = compaction.generate_plan(table, table.timeline())
     compaction.save_plan(table, instant, ops)
     plan = compaction.start_compaction(table, instant)
-    stats = [compaction.compact_file_group(table, op, instant, table.timeline(), task_id=0) for op in plan.operations]
+    stats = [
+        compaction.compact_file_group(table, op, instant, table.timeline(), task_id=0)[0] for op in plan.operations
+    ]
     compaction.commit_compaction(table, instant, stats, SCHEMA)
     return stats
 
@@ -132,7 +134,7 @@ def test_writers_append_to_the_new_slice_of_a_pending_compaction(tmp_path):
     name = LogFileName.parse(stat.path.split("/")[1])
     assert name.base_instant == T2 and name.version == 1 and stat.num_update_writes == 1
     plan = compaction.start_compaction(table, T2)
-    stats = [compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0) for op in plan.operations]
+    stats = [compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0)[0] for op in plan.operations]
     assert [s.num_writes for s in stats] == [1]  # the plan's slice only: T3 lives in the new slice
     compaction.commit_compaction(table, T2, stats, SCHEMA)
     assert _rows(path) == [("a", 1, T1), ("b", 1, T3)]
@@ -152,7 +154,7 @@ def test_rolling_back_an_inflight_compaction_deletes_its_base_files_and_keeps_it
     assert not list((path / "p0").glob("*.parquet"))
     _compact_again = compaction.start_compaction(table, T2)
     stats = [
-        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0) for op in _compact_again.operations
+        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0)[0] for op in _compact_again.operations
     ]
     compaction.commit_compaction(table, T2, stats, SCHEMA)
     assert table.timeline().completed_compactions() == [T2] and _rows(path) == [("a", 1, T1)]
@@ -181,7 +183,7 @@ def test_a_compaction_rollback_is_a_rollback_instant_and_the_compaction_runs_aga
     assert meta["partitionMetadata"]["p0"]["successDeleteFiles"] == [deleted]
     assert table.timeline().pending_compactions("requested") == [T2]
     stats = [
-        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0)
+        compaction.compact_file_group(table, op, T2, table.timeline(), task_id=0)[0]
         for op in compaction.start_compaction(table, T2).operations
     ]
     compaction.commit_compaction(table, T2, stats, SCHEMA)

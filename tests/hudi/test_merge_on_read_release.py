@@ -132,7 +132,7 @@ def test_without_the_pending_guard_a_version_6_compaction_shadows_a_delta_commit
     stat, _ = append_log_file(table, "p0", FID, old_slice, T2, rows, "0-0-0")
     _commit(table, T2, [stat], late)
     plan = compaction.start_compaction(table, C)
-    stats = [compaction.compact_file_group(table, op, C, table.timeline(), task_id=0) for op in plan.operations]
+    stats = [compaction.compact_file_group(table, op, C, table.timeline(), task_id=0)[0] for op in plan.operations]
     compaction.commit_compaction(table, C, stats, SCHEMA)
     keys = read_snapshot(str(tmp_path / "t")).column("key").to_pylist()
     assert keys == ["a"]  # b's delta commit completed, yet the reader no longer sees it
