@@ -20,7 +20,7 @@ from runtime.cli.options import (
     protocol_specs,
 )
 from runtime.cli.terminal import engine_log, engines_to_log
-from runtime.core.config import TABLE_TYPES, JobConfig
+from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
@@ -70,7 +70,14 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
     from actors.job import run_job
     from actors.ray_session import ray_scope
     from runtime.core.fault_spec import FAULT_POINTS
-    from runtime.lab.fault_matrix import OUTCOMES, SCENARIO_FAULTS, outcome_table, plot_heatmap, run_matrix
+    from runtime.lab.fault_matrix import (
+        OUTCOMES,
+        SCENARIO_FAULTS,
+        earlier_cells,
+        outcome_table,
+        plot_heatmap,
+        run_matrix,
+    )
     from runtime.lab.report import runs_progress
 
     known = list(FAULT_POINTS) + list(SCENARIO_FAULTS)
@@ -79,6 +86,13 @@ def cmd_faults(args: argparse.Namespace, console: Console) -> int:
             console.print(f"{name:45s} {FAULT_POINTS.get(name) or SCENARIO_FAULTS[name]}")
         return exits.ExitCode.OK
     out = check_writable_dir(args.out, "--out")
+    earlier = earlier_cells(out)
+    if earlier:
+        raise ConfigError(
+            f"--out {out} holds {len(earlier)} run folder(s) of an earlier fault matrix (e.g. {earlier[0]}): "
+            "their tables would take this run's writes and their rows would count in its verdicts; "
+            "give a new --out, or remove that folder first"
+        )
     protocols = protocol_specs(args.protocols)
     faults = names_option(args.faults, known, "--faults")
     base = job_config(args, out, arm_faults=False)  # here --faults names the matrix's columns

@@ -256,6 +256,26 @@ class MatrixRun:
 RunFn = Callable[[JobConfig, str], "JobResult"]
 
 
+CELL_SEPARATOR = "__"
+
+
+def cell_dir(out_dir: str, protocol_name: str, fault: str, seed: int) -> str:
+    """Where one (protocol, fault, seed) run keeps its table and record."""
+    return os.path.join(out_dir, f"{protocol_name}{CELL_SEPARATOR}{fault}{CELL_SEPARATOR}{seed}")
+
+
+def earlier_cells(out_dir: str) -> list[str]:
+    """The run folders an earlier matrix left in ``out_dir`` (a table each): a new run of the same
+    cell would write into that table and judge what it holds as well."""
+    if not os.path.isdir(out_dir):
+        return []
+    return sorted(
+        name
+        for name in os.listdir(out_dir)
+        if name.count(CELL_SEPARATOR) == 2 and os.path.isdir(os.path.join(out_dir, name, "table"))
+    )
+
+
 def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: str, seed: int) -> MatrixRun:
     """Runs one (protocol, fault, seed) in its own directory and classifies the outcome; the
     record names the protocol by its class's ``name`` (``protocol`` may be a file's spec)."""
@@ -265,7 +285,7 @@ def run_cell(base: JobConfig, out_dir: str, run: RunFn, fault: str, protocol: st
     if not applicable(protocol, fault, base.compacts):
         why = "no compaction on this table" if fault.startswith("compaction.") else "not under this protocol"
         return MatrixRun(name, fault, seed, NOT_APPLICABLE, why)
-    sub = os.path.join(out_dir, f"{name}__{fault}__{seed}")
+    sub = cell_dir(out_dir, name, fault, seed)
     cfg = config_for(base, protocol, fault, seed, os.path.join(sub, "table"))
     try:
         result = run(cfg, sub)

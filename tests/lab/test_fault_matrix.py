@@ -167,3 +167,17 @@ def test_the_heat_map_keeps_its_title_legend_and_names_inside_the_picture(rows, 
             assert inside, f"{name} {box.bounds} is cut by the picture {picture.bounds} ({rows}x{columns})"
     finally:
         plt.close(fig)
+
+
+def test_a_matrix_refuses_an_out_folder_holding_an_earlier_matrixs_tables(tmp_path, capsys):
+    """Its runs would write into the earlier tables and judge their rows too: refused before Ray
+    starts, with the flag and the fix named; the earlier folder is left as it was."""
+    from runtime.cli import main
+
+    earlier = tmp_path / "message-bus__task.before_flush__0" / "table"
+    earlier.mkdir(parents=True)
+    (earlier / "kept").write_text("x")
+    assert main(["faults", "--protocols", "message-bus", "--faults", "task.before_flush", "--out", str(tmp_path)]) == 2
+    said = capsys.readouterr()
+    assert "--out" in said.err + said.out and "new --out" in said.err + said.out
+    assert (earlier / "kept").read_text() == "x"
