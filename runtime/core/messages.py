@@ -545,9 +545,10 @@ class FileSliceRequest:
 @message
 @dataclass
 class PartitionFiles:
-    """A partition's files, names and sizes, as one listing or a file-system view holds them: the
-    server's answer. Two columns: a reply carries hundreds of files, which flat lists cost the
-    codec a fraction of an object each, and a task reads them only at a partition's first touch."""
+    """Files of a partition, names and sizes, as one listing or a file-system view holds them: the
+    server's answer (a partition's at a first touch, one file group's for a look-up). Two
+    columns: a partition's hundreds of files as flat lists cost the codec a fraction of an object
+    each."""
 
     names: list[str]
     sizes: list[int]

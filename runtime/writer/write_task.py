@@ -382,8 +382,10 @@ class WriteTask(StreamTask):
         return stat
 
     async def _view_files(self, partition: str, bucket: int, instant: str) -> PartitionFiles | None:
-        """The partition's files from the coordinator's embedded timeline server, when the view is
-        remote and the flush looks a file slice up (``RemoteHoodieTableFileSystemView``)."""
+        """What the flush looks up in the coordinator's embedded timeline server when the view is
+        remote (``RemoteHoodieTableFileSystemView``): the partition's files at its first touch,
+        else its file group's. None when the view is direct or the request failed: the writer
+        then lists the partition itself (the local view)."""
         if not self.remote_view or not self.writer.asks_view(partition, bucket):
             return None
         timeline = await self.env.io(self.writer.view_timeline, partition, bucket, instant)
