@@ -39,8 +39,6 @@ import asyncio
 import functools
 from typing import Any
 
-import pyarrow as pa
-
 from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
@@ -48,7 +46,7 @@ from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, Compa
 from runtime.hudi import compaction
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
-from runtime.writer.file_group_writer import HELD_ROWS_BYTES, KEEP_FILTER_FROM_KEYS
+from runtime.writer.file_group_writer import HeldRows, filter_to_keep
 
 PLAN_OPERATOR = "compaction-plan"
 COMMIT_SINK = "compaction-commit"
@@ -151,7 +149,7 @@ class CompactOperator:
         # group does when every plan lists the same groups, a multiple of the tasks), it reads
         # the file without decoding it again (rows held within HELD_ROWS_BYTES)
         self._held: dict[tuple[str, str], compaction.CompactedBase] = {}
-        self._held_bytes = 0
+        self._held_rows = HeldRows(self._parquet)
 
     async def compact(self, event: CompactionPlanEvent) -> None:
         async with self._executor:
@@ -209,18 +207,12 @@ class CompactOperator:
         a large file), the group's previous one let go. Only on a storage that encodes parquet: the
         simulated one keeps the table itself."""
         previous = self._held.pop(group, None)
-        if previous is not None and previous.rows is not None:
-            self._held_bytes -= previous.rows.nbytes
+        if previous is not None:
+            self._held_rows.let_go(previous.rows)
         if not self.table.dfs.encodes_parquet or written.rows is None:
             return
-        rows: pa.Table | None = self._parquet.without_footer(written.rows).combine_chunks()  # as read back
-        if rows is not None and self._held_bytes + rows.nbytes > HELD_ROWS_BYTES:
-            rows = None  # over the budget: the next compaction decodes the file
-        self._held_bytes += rows.nbytes if rows is not None else 0
-        key_filter = written.key_filter
-        if key_filter is not None and key_filter.count < KEEP_FILTER_FROM_KEYS:
-            key_filter = None
-        self._held[group] = compaction.CompactedBase(written.rel_path, rows, key_filter)
+        rows = self._held_rows.hold(written.rows)
+        self._held[group] = compaction.CompactedBase(written.rel_path, rows, filter_to_keep(written.key_filter))
 
 
 class CompactionCommitSink:

@@ -135,6 +135,32 @@ KEEP_FILTER_FROM_KEYS = 4096  # keys of a version whose footer filter the next m
 HELD_ROWS_BYTES = 128 << 20
 
 
+def filter_to_keep(key_filter: KeyFilter | None) -> KeyFilter | None:
+    """The filter a writer keeps for the next merge onto the file: a large file's only (a small
+    file's keys are cheap to hash again, and a filter is a third of a MB)."""
+    return key_filter if key_filter is not None and key_filter.count >= KEEP_FILTER_FROM_KEYS else None
+
+
+class HeldRows:
+    """The rows a writer holds of the base files it wrote, within :data:`HELD_ROWS_BYTES`."""
+
+    def __init__(self, parquet: ParquetWriteOptions) -> None:
+        self.parquet = parquet
+        self.bytes = 0
+
+    def hold(self, rows: pa.Table) -> pa.Table | None:
+        """``rows`` as the file written decodes (one chunk a column, no footer), or None past the budget."""
+        held = self.parquet.without_footer(rows).combine_chunks()
+        if self.bytes + held.nbytes > HELD_ROWS_BYTES:
+            return None
+        self.bytes += held.nbytes
+        return held
+
+    def let_go(self, rows: pa.Table | None) -> None:
+        if rows is not None:
+            self.bytes -= rows.nbytes
+
+
 @dataclass
 class FileVersion:
     instant: str
@@ -163,7 +189,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
         self._listed_partitions: set[str] = set()
         self._first_touch_timeline: Timeline | None = None  # read ahead of the view's request
-        self._held_bytes = 0  # of the versions' rows held
+        self._held = HeldRows(parquet)  # the versions' rows
 
     def _write(
         self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
@@ -202,10 +228,7 @@ class CopyOnWriteWriter(FileGroupWriter):
         stat = WriteStat(
             fid, rel, partition, prev_commit, merged.table.num_rows, inserts, updates, size, size, merged.written
         )
-        # a small file's keys are cheap to hash again: only a large one keeps its filter (a third of
-        # a MB a row), so many small file groups (the scaling runs) hold no filters
-        kept = key_filter if key_filter is not None and key_filter.count >= KEEP_FILTER_FROM_KEYS else None
-        version = FileVersion(instant, rel, stat, merged.key_positions, kept)
+        version = FileVersion(instant, rel, stat, merged.key_positions, filter_to_keep(key_filter))
         self._hold_rows(self.versions.get((partition, fid)), version, merged.table)
         self.versions[(partition, fid)] = version
         return stat
@@ -215,12 +238,8 @@ class CopyOnWriteWriter(FileGroupWriter):
         (the previous version's are let go). Only on a storage that encodes parquet: the
         simulated one keeps the table itself."""
         self._let_go(prev)
-        if not self.table.dfs.encodes_parquet:
-            return
-        held = self.parquet.without_footer(rows).combine_chunks()  # one chunk a column, as read back
-        if self._held_bytes + held.nbytes <= HELD_ROWS_BYTES:
-            version.rows = held
-            self._held_bytes += held.nbytes
+        if self.table.dfs.encodes_parquet:
+            version.rows = self._held.hold(rows)
 
     def _key_filter(self, prev: FileVersion | None, base: pa.Table | None, merged: pa.Table) -> KeyFilter | None:
         """The new file's bloom filter and key range: the old file's extended by the keys the merge
@@ -230,8 +249,8 @@ class CopyOnWriteWriter(FileGroupWriter):
         return self.parquet.merged_key_filter(merged, base, prev.key_filter if prev is not None else None)
 
     def _let_go(self, version: FileVersion | None) -> None:
-        if version is not None and version.rows is not None:
-            self._held_bytes -= version.rows.nbytes
+        if version is not None:
+            self._held.let_go(version.rows)
             version.rows = None
 
     def _asks_view(self, partition: str, fid: str) -> bool:

@@ -14,6 +14,7 @@ from runtime.core.dfs import DfsNotFound
 from runtime.hudi import compaction
 from runtime.hudi.table import HudiTable
 from runtime.writer import compaction as compaction_roles
+from runtime.writer import file_group_writer
 from tests.hudi.test_compaction import SCHEMA, _write
 from tests.hudi.test_merge_on_read import _mor_table, _records
 
@@ -46,8 +47,8 @@ def test_a_compaction_onto_a_held_base_file_writes_the_bytes_of_one_onto_the_dec
     held_table, held_task, held_paths = _two_compactions(tmp_path / "held")
     (held,) = held_task._held.values()
     assert held.rows is not None and held.key_filter is not None and held.rel_path == held_paths[1]
-    monkeypatch.setattr(compaction_roles, "HELD_ROWS_BYTES", 0)  # nothing held: the base file is decoded
-    monkeypatch.setattr(compaction_roles, "KEEP_FILTER_FROM_KEYS", 10**9)  # and its filter worked out anew
+    monkeypatch.setattr(file_group_writer, "HELD_ROWS_BYTES", 0)  # nothing held: the base file is decoded
+    monkeypatch.setattr(file_group_writer, "KEEP_FILTER_FROM_KEYS", 10**9)  # and its filter worked out anew
     decoded_table, decoded_task, decoded_paths = _two_compactions(tmp_path / "decoded")
     (decoded,) = decoded_task._held.values()
     assert decoded.rows is None and decoded.key_filter is None
