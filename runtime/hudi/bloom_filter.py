@@ -223,11 +223,6 @@ def _wider(bounds: tuple[str, str], keys: pa.Array) -> tuple[str, str]:
     return four[0], four[-1]
 
 
-def serialized_bloom_filter(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> str:
-    """``HoodieDynamicBoundedBloomFilter.serializeToString`` after adding ``keys`` in their order."""
-    return KeyFilter.of(keys, spec).serialized()
-
-
 def key_range(keys: pa.Array | pa.ChunkedArray) -> tuple[str, str] | None:
     """The least and greatest key as Java's ``String.compareTo`` orders them (UTF-16 code units), or
     None without keys."""
@@ -253,8 +248,3 @@ def _has_high_chars(keys: pa.Array | pa.ChunkedArray) -> bool:
         if data.size and int(data.max()) >= 0xEE:
             return True
     return False
-
-
-def footer_metadata(keys: pa.Array | pa.ChunkedArray, spec: BloomFilterSpec = BloomFilterSpec()) -> dict[str, str]:
-    """``HoodieBloomFilterWriteSupport.finalizeMetadata`` for a file holding ``keys`` in this order."""
-    return KeyFilter.of(keys, spec).footer()

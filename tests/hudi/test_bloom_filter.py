@@ -27,9 +27,7 @@ from runtime.hudi.bloom_filter import (
     MIN_KEY_KEY,
     BloomFilterSpec,
     KeyFilter,
-    footer_metadata,
     key_range,
-    serialized_bloom_filter,
 )
 from runtime.hudi.parquet_format import AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, ParquetWriteOptions, writer_schema_json
 from runtime.hudi.table import META_COLUMNS, HudiTable
@@ -48,7 +46,7 @@ def _footer(path: Path | str) -> dict[str, str]:
 def test_footer_of_a_hudi_base_file_is_rebuilt_byte_for_byte_from_its_keys(path: Path) -> None:
     hudi = _footer(path)
     keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
-    ours = footer_metadata(keys)
+    ours = KeyFilter.of(keys).footer()
     assert set(ours) == set(FOOTER_KEYS)
     for key in FOOTER_KEYS:
         assert ours[key] == hudi[key], key
@@ -67,7 +65,7 @@ def test_filters_past_one_row_match_the_jvm() -> None:
     assert vectors
     for v in vectors:
         keys = pa.array([f"key-{i}{SUFFIXES[i % 7]}" for i in range(v["n"])])
-        text = serialized_bloom_filter(keys, BloomFilterSpec(v["entries"], v["fpp"], v["max_entries"]))
+        text = KeyFilter.of(keys, BloomFilterSpec(v["entries"], v["fpp"], v["max_entries"])).serialized()
         assert len(text) == v["chars"]
         assert hashlib.sha256(text.encode()).hexdigest() == v["sha256"], v
 
@@ -85,7 +83,7 @@ def test_base_files_the_lab_writes_carry_hudis_footer_and_still_read(table: Hudi
     path = f"{table.base_path}/{stats[0].path}"
     footer = _footer(path)
     keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
-    assert {k: footer[k] for k in FOOTER_KEYS} == footer_metadata(keys)
+    assert {k: footer[k] for k in FOOTER_KEYS} == KeyFilter.of(keys).footer()
     assert (footer[MIN_KEY_KEY], footer[MAX_KEY_KEY]) == ("k000", "k049")
     assert footer[WRITER_MODEL_KEY] == "avro"
     assert json.loads(footer[AVRO_SCHEMA_KEY])["fields"][0]["name"] == "_hoodie_commit_time"
@@ -121,7 +119,7 @@ def test_a_filter_extended_by_appended_keys_is_the_filter_of_all_of_them() -> No
         for cut in cuts:
             state, start = state.extended(keys.slice(start, cut - start)), cut
         whole = KeyFilter.of(keys, spec)
-        assert state.serialized() == whole.serialized() == serialized_bloom_filter(keys, spec), cuts
+        assert state.serialized() == whole.serialized() == KeyFilter.of(keys, spec).serialized(), cuts
         assert state.bounds == whole.bounds == key_range(keys)
 
 
@@ -145,4 +143,4 @@ def test_a_writer_extends_the_filter_of_the_version_it_merges(tmp_path: Path, mo
     for rel in paths:
         path = f"{cow.base_path}/{rel}"
         keys = pq.read_table(path, columns=["_hoodie_record_key"]).column(0)
-        assert {k: _footer(path)[k] for k in FOOTER_KEYS} == footer_metadata(keys)
+        assert {k: _footer(path)[k] for k in FOOTER_KEYS} == KeyFilter.of(keys).footer()
