@@ -99,6 +99,20 @@ class Deduplicated:
     keys: list[str] | None  # the keys as strings, for a small flush
 
 
+class _KeyHashes(dict[str, int]):
+    """``String.hashCode`` of the keys seen, computed once each: a stream's keys come back flush
+    after flush (an upsert stream's are mostly updates), and the hash is a Python loop per key."""
+
+    def __missing__(self, key: str) -> int:
+        if len(self) >= 1 << 20:  # bounded: a long run of fresh keys does not grow it forever
+            self.clear()
+        h = self[key] = java_string_hash(key)
+        return h
+
+
+_KEY_HASHES = _KeyHashes()
+
+
 def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
     """One record per key, as :func:`dedupe_latest`, in order of first arrival, with the keys'
     hash codes; :func:`hashmap_orders` gives the order they leave the grouping map in."""
@@ -111,7 +125,7 @@ def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
         column = _as_string(records.column(key))
         keys = _strings(column) if keys is not None else None
     if keys is not None:
-        hashes = np.fromiter(map(java_string_hash, keys), dtype=np.uint32, count=len(keys))
+        hashes = np.fromiter(map(_KEY_HASHES.__getitem__, keys), dtype=np.uint32, count=len(keys))
     else:
         hashes = java_string_hashes(column)
     return Deduplicated(records, hashes, keys)
