@@ -59,6 +59,23 @@ def generate(cfg: JobConfig, start: int = 0, stop: int | None = None) -> pa.Tabl
     )
 
 
+def workload_key(cfg: JobConfig) -> tuple[object, ...]:
+    """What :func:`generate` and :func:`shards_by_round` read of ``cfg``: two configurations with
+    the same key give the same stream and shards (a simulator running many seeds of one job
+    makes them once)."""
+    return (
+        cfg.records,
+        cfg.seed,
+        cfg.num_keys,
+        cfg.partitions,
+        cfg.payload_bytes,
+        cfg.num_buckets,
+        cfg.writers,
+        cfg.checkpoints,
+        tuple(cfg.round_bounds()),
+    )
+
+
 def shards_by_round(cfg: JobConfig, stream: pa.Table) -> list[list[pa.Table]]:
     """``[task][round-1]`` -> that task's records of that round, in offset order."""
     bounds = cfg.round_bounds()
