@@ -224,3 +224,76 @@ def test_the_comparison_does_not_depend_on_the_readers_row_order():
     verdicts = [compare(expected, actual.take(order), KEY, PART) for order in ([0, 1, 2], [1, 0, 2], [2, 1, 0])]
     assert verdicts[0] == verdicts[1] == verdicts[2]
     assert verdicts[0].duplicated == 1 and verdicts[0].mismatched == 0
+
+
+def _typed_tables() -> tuple[pa.Table, pa.Table]:
+    """Expected and actual rows of many column types, each row differing (or not) in one way a
+    user's table can: a changed value, a null for a value, NaN for null, -0.0 for 0.0."""
+    import datetime
+    import decimal
+
+    n = 9
+    keys = [f"k{i}" for i in range(n)]
+    d = decimal.Decimal
+    expected = pa.table(
+        {
+            KEY: keys,
+            PART: ["a"] * n,
+            "i": pa.array([1, 2, None, 4, 5, 6, 7, 8, 9], pa.int32()),
+            "f": pa.array([0.0, 1.5, None, float("nan"), 2.0, 3.0, 4.0, 5.0, 6.0], pa.float64()),
+            "s": pa.array(["x", None, "z", "w", "v", "u", "t", "r", "q"]),
+            "dec": pa.array(
+                [d("1.10"), d("2.00"), None, d("4.25"), d("5"), d("6"), d("7"), d("8"), d("9")], pa.decimal128(10, 2)
+            ),
+            "ts": pa.array([datetime.datetime(2026, 1, 1, i) for i in range(n)], pa.timestamp("us")),
+            "b": pa.array([True, False, None, True, True, True, True, True, True]),
+        }
+    )
+    changed = {
+        "i": pa.array([1, 2, None, 4, 50, 6, 7, 8, None], pa.int32()),  # k4 changed, k8 null
+        "f": pa.array([-0.0, 1.5, float("nan"), None, 2.0, 3.0, 4.0, 5.0, 6.0], pa.float64()),  # k0 -0.0
+        "s": pa.array(["x", None, "z", "w", "v", "U", "t", "r", "q"]),  # k5 changed
+        "dec": pa.array(
+            [d("1.10"), d("2.00"), None, d("4.25"), d("5"), d("6"), d("7.01"), d("8"), d("9")], pa.decimal128(10, 2)
+        ),  # k6 changed
+    }
+    actual = expected
+    for name, values in changed.items():
+        actual = actual.set_column(actual.schema.get_field_index(name), name, values)
+    return expected, actual
+
+
+def test_the_value_comparison_in_arrow_agrees_with_the_text_comparison():
+    """The Arrow comparison of flat columns gives the identities the text comparison (pandas'
+    astype(str), which any column type goes through) gives: nulls equal, NaN and null equal,
+    -0.0 not 0.0, a changed value or a value turned null found, in identity order."""
+    from runtime.lab.verify import _differing_as_text, _differing_in_arrow, _expected_identity
+
+    expected, actual = _typed_tables()
+    others = [c for c in expected.column_names if c not in (KEY, PART)]
+    ids = _expected_identity(expected, KEY, PART)
+    e, a = expected.append_column("_id", ids), actual.append_column("_id", ids).take([8, 3, 0, 5, 1, 7, 2, 6, 4])
+    in_arrow = _differing_in_arrow(a, e, others)
+    assert in_arrow == _differing_as_text(a, e, others)
+    assert [k.split("\x1f")[1] for k in in_arrow] == ["k0", "k4", "k5", "k6", "k8"]
+    verdict = compare(expected, actual, KEY, PART)
+    assert verdict.mismatched == 5 and not verdict.verified
+    assert verdict.samples["mismatched"] == ["a/k0", "a/k4", "a/k5", "a/k6", "a/k8"]
+
+
+def test_nested_or_retyped_columns_are_compared_as_text():
+    """A nested column, or one whose type the table changed, is compared as text (the Arrow
+    comparison declines), so a changed value there is still found."""
+    from runtime.lab.verify import _differing_in_arrow
+
+    expected = pa.table({KEY: ["k1", "k2"], "n": [{"x": 1}, {"x": 2}], "i": pa.array([1, 2], pa.int64())})
+    nested = expected.set_column(1, "n", pa.array([{"x": 1}, {"x": 3}]))
+    retyped = expected.set_column(2, "i", pa.array(["1", "3"]))  # the same text for k1
+    for actual in (nested, retyped):
+        ids = pa.array(["k1", "k2"])
+        assert (
+            _differing_in_arrow(actual.append_column("_id", ids), expected.append_column("_id", ids), ["n", "i"])
+            is None
+        )
+        verdict = compare(expected, actual, KEY)
+        assert verdict.mismatched == 1 and verdict.samples["mismatched"] == ["k2"]
