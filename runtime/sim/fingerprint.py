@@ -61,6 +61,7 @@ class StateFingerprint:
         self._seen = 0
         self._hashes: dict[str, int] = {}
         self._instants: dict[str, str] = {}  # instant time -> its rank in the run
+        self._masked: dict[str, str] = {}  # a name -> it masked (names repeat at every choice point)
 
     def attach(self, recorder: TraceRecorder, network: SimNetwork | None = None) -> None:
         """Follows ``recorder``'s events (the run's trace) and ``network``'s messages in flight."""
@@ -75,9 +76,14 @@ class StateFingerprint:
         return self._instants.setdefault(match.group(), f"#{len(self._instants)}")
 
     def mask(self, value: Any) -> Any:
-        if self.symmetry and type(value) is str and ("writer-" in value or "source-" in value):
-            return _TASK_NAME.sub(r"\1-*", value)
-        return value
+        if not self.symmetry or type(value) is not str:
+            return value
+        masked = self._masked.get(value)
+        if masked is None:
+            masked = _TASK_NAME.sub(r"\1-*", value) if "writer-" in value or "source-" in value else value
+            if len(self._masked) < 100_000:
+                self._masked[value] = masked
+        return masked
 
     def _local(self, ev: Event) -> tuple[str, tuple[Any, ...]]:
         """Whose history ``ev`` belongs to, and what of it counts."""
@@ -152,5 +158,13 @@ def _describe(callback: Any) -> tuple[Any, ...]:
     return (getattr(callback, "__qualname__", "?"),)
 
 
+_TASK_ROLES: dict[str, bool] = {}
+
+
 def _is_task(role: str) -> bool:
-    return writer_index(role) is not None or role.startswith("source-")
+    found = _TASK_ROLES.get(role)
+    if found is None:
+        found = writer_index(role) is not None or role.startswith("source-")
+        if len(_TASK_ROLES) < 100_000:
+            _TASK_ROLES[role] = found
+    return found
