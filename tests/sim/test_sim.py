@@ -137,6 +137,31 @@ def test_the_same_seed_gives_the_same_trace(simdir):
     assert a.deadlock == b.deadlock and a.commits == b.commits
 
 
+def test_runs_of_one_process_give_the_figures_of_a_fresh_process(simdir):
+    """A process runs many jobs (a search, an exploration) and keeps the last job's stream and its
+    batches' byte counts: a job that differs only in its rows' payload width, run after another,
+    counts and verifies what it counts in a process of its own."""
+    import runtime.flink.source as source
+    import runtime.sim.host as host
+
+    def figures(cfg: JobConfig) -> tuple[object, ...]:
+        r = _sim(cfg, simdir, seed=2)
+        return (
+            r.sim.trace_sha256,
+            r.data_written["input_bytes"],
+            r.data_written,
+            r.to_json()["dfs_ops"],
+            r.exactly_once.verified,
+        )
+
+    narrow, wide = _cfg(protocol="message-bus"), _cfg(protocol="message-bus", payload_bytes=64)
+    after_another = (figures(narrow), figures(wide), figures(wide))
+    host._WORKLOAD.clear(), host._EXPECTED.clear(), source._BATCH_BYTES.clear()
+    fresh = figures(wide)
+    assert after_another[1] == after_another[2] == fresh
+    assert after_another[0][1] < fresh[1]  # the wider payload is counted as such
+
+
 def test_different_seeds_change_the_schedule_not_the_rows(simdir):
     from runtime.lab.verify import read_snapshot
 
