@@ -24,7 +24,7 @@ import ray
 
 from actors.channels import InOrder
 from actors.ray_env import RayEnv
-from actors.stream_plan import SourceShard
+from actors.source_shard import SourceShard
 from runtime.core import codec, roles
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig

@@ -37,3 +37,13 @@ def test_a_role_process_converts_the_same_without_importing_pandas() -> None:
     assert role_loaded == "False"  # pyarrow's conversions did not import pandas
     assert driver_loaded == "True"  # (they do where pandas is left alone)
     assert role_digest == driver_digest  # the same values and the same parquet bytes
+
+
+def test_a_role_process_does_not_import_the_drivers_planning() -> None:
+    """The process actor's module (what every role process imports first) leaves out the stream's
+    planning: the generator, the input checks, the verifier, Spark and pandas."""
+    code = "import sys, actors.process_actor; print(' '.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    loaded = set(out.stdout.split())
+    driver_only = {"actors.stream_plan", "runtime.data.generator", "runtime.data.input_format", "runtime.lab.verify"}
+    assert not loaded & (driver_only | {"pandas", "pyspark", "matplotlib"})
