@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib.abc
 import os
 import socket
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,9 +23,8 @@ from typing import Any
 import ray
 
 from actors.channels import InOrder
-from actors.layout import TASK_MANAGER
 from actors.ray_env import RayEnv
-from actors.stream_plan import SourceShard
+from actors.source_shard import SourceShard
 from runtime.core import codec, roles
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
@@ -129,14 +130,29 @@ class HostedRole:
         return to_wire(result)
 
 
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """An import finder that says pandas is not installed (see :func:`without_pandas`)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "pandas" or fullname.startswith("pandas."):
+            raise ModuleNotFoundError("pandas is not used in a role process", name=fullname)
+
+
+def without_pandas() -> None:
+    """Runs this process without pandas. pyarrow imports pandas at its first conversion of any
+    kind (``pa.array``, ``to_numpy``: its pandas shim and its C++ pandas data), only to recognise
+    pandas objects, which no role holds or makes; that import costs a role process about 0.2 s of
+    CPU, paid in the job's start or first round. Told pandas is absent, pyarrow converts the same
+    values to the same arrays; the driver keeps pandas (the verifier and Spark use it)."""
+    if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoPandas())
+
+
 @ray.remote(num_cpus=0, max_restarts=0)
 class ProcessActor:
     def __init__(self, process: str) -> None:
         self.process = process
-        if process.startswith(TASK_MANAGER):
-            # pyarrow's first to_numpy() imports pandas, about 1.5 s of CPU: let a task manager
-            # load it while it starts (as a JVM loads its classes), not in its tasks' first round
-            import pandas  # noqa: F401
+        without_pandas()
         self.roles: dict[str, HostedRole] = {}
         self._deployed: dict[str, asyncio.Event] = {}
         self._in_order = InOrder()

@@ -8,41 +8,23 @@ and the expected final state the run is verified against.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import ray
-from numpy.typing import NDArray
 
+from actors.source_shard import SourceShard
 from runtime.core.config import JobConfig
 from runtime.data import generator
-from runtime.data.columns import OFFSET, PAYLOAD
+from runtime.data.columns import PAYLOAD
 from runtime.data.input_format import CheckedInput
-from runtime.flink.source import InMemoryShard
 from runtime.hudi.table import TableProps, avro_schema_json
 from runtime.lab.results import Timing
 from runtime.lab.verify import expected_state
 
 PhaseHook = Callable[[str], None] | None  # told when a phase of the start-up begins
-
-
-@dataclass(frozen=True)
-class SourceShard:
-    """What one source actor reads, by reference: its rounds put in Ray's object store (the
-    generator), or its Spark shard and the stream offsets where each round starts."""
-
-    rounds: list[Any] = field(default_factory=list)  # object refs, one per round
-    spark_shard: Any = None
-    bounds: list[int] = field(default_factory=list)
-
-    def open(self) -> StreamShardRounds | InMemoryShard:
-        """The source's ``Shard``, inside its actor."""
-        if self.spark_shard is not None:
-            return StreamShardRounds(self.spark_shard, self.bounds)
-        return InMemoryShard(self.rounds)
 
 
 @dataclass
@@ -160,27 +142,3 @@ def spark_stream(spark: Any, cfg: JobConfig, checked: CheckedInput | None = None
 
 def plan_stream(cfg: JobConfig, on_phase: PhaseHook = None, checked: CheckedInput | None = None) -> StreamPlan:
     return plan_spark(cfg, on_phase, checked) if cfg.source == "spark" else plan_generator(cfg, on_phase)
-
-
-class StreamShardRounds:
-    """A Spark shard read round by round inside a source actor (the Source's ``Shard``)."""
-
-    def __init__(self, shard: Any, bounds: list[int]) -> None:
-        self.shard = shard
-        self.bounds = bounds
-        self._table: pa.Table | None = None
-        self._offsets: NDArray[np.int64] | None = None
-
-    async def batches(self, round_no: int, batch_rows: int) -> AsyncIterator[pa.Table]:
-        import asyncio
-
-        if self._table is None or self._offsets is None:
-            loaded: pa.Table = await asyncio.to_thread(self.shard.table)
-            self._table = loaded
-            self._offsets = loaded.column(OFFSET).to_numpy() if loaded.num_rows else np.array([], dtype=np.int64)
-        table: pa.Table = self._table
-        offsets = self._offsets
-        lo = int(offsets.searchsorted(self.bounds[round_no - 1], side="left"))
-        hi = int(offsets.searchsorted(self.bounds[round_no], side="left"))
-        for off in range(lo, hi, batch_rows):
-            yield table.slice(off, min(batch_rows, hi - off))

@@ -57,6 +57,23 @@ def start_ray() -> float:
     return time.monotonic() - t
 
 
+def compile_project() -> dict[str, Any]:
+    """Writes the bytecode of the project's packages (``runtime``, ``actors``) before Ray starts, as
+    an installed package has it. Where ``PYTHONDONTWRITEBYTECODE`` is set no process writes
+    ``__pycache__``, so every role process of every run would compile the project's sources as it
+    starts (about 0.1 s of CPU each, inside the measured start of the job's processes); Python still
+    reads bytecode that is there. What the environment record says about it."""
+    import compileall
+
+    import runtime
+
+    project = Path(runtime.__file__).resolve().parents[1]
+    t = time.monotonic()
+    ok = all(compileall.compile_dir(str(project / pkg), quiet=1) for pkg in ("runtime", "actors"))
+    seconds = round(time.monotonic() - t, 3)
+    return {"project_bytecode": "precompiled" if ok else "not all compiled", "precompile_s": seconds}
+
+
 def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     """Runs a blocking call in a thread and waits at most ``timeout_s`` for it."""
     box: dict[str, Any] = {}

@@ -2,9 +2,12 @@
 
     .venv/bin/python benchmarks/bench_dataplane.py [--records 1000000] [--writers 4] [--checkpoints 10]
                                                   [--table-types copy-on-write,merge-on-read]
-                                                  [--out benchmarks/results/dataplane]
+                                                  [--out benchmarks/results/dataplane] [--no-precompile]
 
-One process, one Ray, one Spark session:
+First the project's bytecode is written (``__pycache__``, as an installed package has it;
+``--no-precompile`` leaves it as found): with ``PYTHONDONTWRITEBYTECODE`` set, every role process
+would otherwise compile the project's sources as it starts, inside the measured start of the job's
+processes. Then one process, one Ray, one Spark session:
 
 1. Spark generates the workload commitlab would generate (same ``WorkloadSpec``, same seed) and
    prepares it (``prepare_stream``: bucket, task, routing), cached; then
@@ -113,6 +116,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--step-timeout", type=float, default=600.0, help="bound on each Spark/pyarrow step, s")
     ap.add_argument("--job-timeout", type=float, default=600.0, help="JobConfig.job_timeout_s of each run")
     ap.add_argument("--sample-interval", type=float, default=0.1, help="RSS sampling period, s")
+    ap.add_argument(
+        "--no-precompile",
+        action="store_true",
+        help="do not write the project's bytecode first (with PYTHONDONTWRITEBYTECODE set, every role process "
+        "then compiles the project's sources as it starts)",
+    )
     args = ap.parse_args()
     types = [t.strip() for t in args.table_types.split(",") if t.strip()]
     bad = [t for t in types if t not in TABLE_TYPES]
@@ -181,13 +190,15 @@ class Steps:
         self.progress.update(self.bar, completed=len(self.names), description="done")
 
 
-def start_services(steps: Steps, cfg: Any, doc: dict[str, Any]) -> Any:
-    """Ray, then Spark on Ray: once each for the whole script; returns the Spark session."""
+def start_services(steps: Steps, cfg: Any, doc: dict[str, Any], precompile: bool = True) -> Any:
+    """Ray, then Spark on Ray: once each for the whole script; returns the Spark session.
+    ``precompile``: the project's bytecode written first (:func:`_common.compile_project`)."""
     from actors.spark import SparkConfig, start_spark
 
+    compiled = common.compile_project() if precompile else {"project_bytecode": "as found"}
     steps.start("ray.init")
     ray_s = common.start_ray()
-    doc["environment"] = common.environment()
+    doc["environment"] = {**common.environment(), **compiled}
     steps.start("start Spark on Ray")
     t = time.monotonic()
     spark = start_spark(
@@ -449,7 +460,7 @@ def main() -> int:
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
     with Progress(*columns, TimeElapsedColumn(), console=con, disable=not con.is_terminal) as progress:
         steps = Steps(con, progress, names)
-        spark = start_services(steps, first, doc)
+        spark = start_services(steps, first, doc, precompile=not args.no_precompile)
         try:
             measure(steps, spark, cfgs, args, scratch, doc)
         finally:
