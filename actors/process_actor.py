@@ -130,20 +130,37 @@ class HostedRole:
         return to_wire(result)
 
 
+# the packages whose imports of pandas a role process refuses: the project's own, pyarrow and Ray (a
+# conversion pyarrow makes runs in their frames: Cython adds none of its own)
+_WITHOUT_PANDAS = frozenset(("runtime", "actors", "pyarrow", "ray"))
+
+
 class _NoPandas(importlib.abc.MetaPathFinder):
-    """An import finder that says pandas is not installed (see :func:`without_pandas`)."""
+    """An import finder that says pandas is not installed when the project's code or pyarrow asks
+    for it (see :func:`without_pandas`); any other module (a researcher's own protocol) gets it."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == "pandas" or fullname.startswith("pandas."):
+        if fullname != "pandas" and not fullname.startswith("pandas."):
+            return None
+        if _importer(sys._getframe(1)).partition(".")[0] in _WITHOUT_PANDAS:
             raise ModuleNotFoundError("pandas is not used in a role process", name=fullname)
+        return None
+
+
+def _importer(frame: Any) -> str:
+    """The module whose code asked for an import: the first frame outside the import machinery."""
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(("importlib", "_frozen_importlib")):
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
 def without_pandas() -> None:
-    """Runs this process without pandas. pyarrow imports pandas at its first conversion of any
-    kind (``pa.array``, ``to_numpy``: its pandas shim and its C++ pandas data), only to recognise
-    pandas objects, which no role holds or makes; that import costs a role process about 0.2 s of
-    CPU, paid in the job's start or first round. Told pandas is absent, pyarrow converts the same
-    values to the same arrays; the driver keeps pandas (the verifier and Spark use it)."""
+    """Runs this process without pandas where nothing needs it. pyarrow imports pandas at its first
+    conversion of any kind (``pa.array``, ``to_numpy``: its pandas shim and its C++ pandas data),
+    only to recognise pandas objects, which no role holds or makes; that import costs a role
+    process about 0.2 s of CPU, paid in the job's start or first round. Told pandas is absent,
+    pyarrow converts the same values to the same arrays. A module outside the project (a
+    protocol of one's own) still imports pandas; the driver keeps it (the verifier and Spark)."""
     if "pandas" not in sys.modules and not any(isinstance(f, _NoPandas) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoPandas())
 
