@@ -478,7 +478,7 @@ def _freeze_the_interpreter() -> None:
     collector's sight (``gc.freeze``). It lives as long as the process, and every full collection
     walked all of it (about 20 ms, near every run of the speed benchmark's workload). Once: later
     runs' objects stay collectable. The flag, not ``gc.get_freeze_count()``, says it was done: that
-    count walks every frozen object (about 5 ms, a sixth of a small run of a bounded search)."""
+    count walks every frozen object (about 1.5 ms, paid by every run of a bounded search)."""
     global _frozen
     if not _frozen:
         _frozen = True
