@@ -156,7 +156,9 @@ def test_runs_of_one_process_give_the_figures_of_a_fresh_process(simdir):
 
     narrow, wide = _cfg(protocol="message-bus"), _cfg(protocol="message-bus", payload_bytes=64)
     after_another = (figures(narrow), figures(wide), figures(wide))
-    host._WORKLOAD.clear(), host._EXPECTED.clear(), source._BATCH_BYTES.clear()
+    host._WORKLOAD.clear()  # what a fresh process starts with
+    host._EXPECTED.clear()
+    source._BATCH_BYTES.clear()
     fresh = figures(wide)
     assert after_another[1] == after_another[2] == fresh
     assert after_another[0][1] < fresh[1]  # the wider payload is counted as such
