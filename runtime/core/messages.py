@@ -7,11 +7,16 @@ and in the simulator.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from runtime.core.codec import message
+
+if TYPE_CHECKING:
+    from runtime.core.dfs import FileEntry
 
 # The instant a task reports before any instant exists (Hudi's WriteMetadataEvent.BOOTSTRAP_INSTANT).
 BOOTSTRAP_INSTANT = ""
@@ -552,6 +557,12 @@ class PartitionFiles:
 
     names: list[str]
     sizes: list[int]
+
+    @classmethod
+    def listed(cls, entries: Iterable[FileEntry]) -> PartitionFiles:
+        """A directory listing's files as the two columns."""
+        entries = list(entries)
+        return cls([e.name for e in entries], [e.size for e in entries])
 
     def sizes_by_name(self) -> dict[str, int]:
         return dict(zip(self.names, self.sizes, strict=True))

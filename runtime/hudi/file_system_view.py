@@ -173,4 +173,4 @@ class EmbeddedViewServer:
             file_status(dfs, path)
             dfs.mkdirs(path)
             return PartitionFiles([], [])
-        return PartitionFiles([e.name for e in entries], [e.size for e in entries])
+        return PartitionFiles.listed(entries)

@@ -982,7 +982,7 @@ class HudiTable:
             entries = self.dfs.list_dir(self.partition_path(partition))
         except DfsNotFound:
             return PartitionFiles([], [])
-        return PartitionFiles([e.name for e in entries], [e.size for e in entries])
+        return PartitionFiles.listed(entries)
 
     def committed_base_files(
         self, partition: str, timeline: Timeline, files: PartitionFiles | None = None
