@@ -281,7 +281,8 @@ def _differing_as_text(a: pa.Table, e: pa.Table, others: list[str]) -> list[str]
 
 
 def _flat(t: pa.DataType) -> bool:
-    """A type whose values Arrow compares for equality (not nested, not a dictionary)."""
+    """A type whose values Arrow compares for equality (not nested, not a dictionary, not an
+    interval)."""
     return bool(
         pa.types.is_integer(t)
         or pa.types.is_floating(t)
@@ -291,7 +292,7 @@ def _flat(t: pa.DataType) -> bool:
         or pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
         or pa.types.is_decimal(t)
-        or pa.types.is_temporal(t)
+        or (pa.types.is_temporal(t) and not pa.types.is_interval(t))
     )
 
 

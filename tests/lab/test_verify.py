@@ -281,19 +281,26 @@ def test_the_value_comparison_in_arrow_agrees_with_the_text_comparison():
     assert verdict.samples["mismatched"] == ["a/k0", "a/k4", "a/k5", "a/k6", "a/k8"]
 
 
-def test_nested_or_retyped_columns_are_compared_as_text():
-    """A nested column, or one whose type the table changed, is compared as text (the Arrow
-    comparison declines), so a changed value there is still found."""
+def test_nested_interval_or_retyped_columns_are_compared_as_text():
+    """A nested or interval column (Arrow compares neither), or one whose type the table changed,
+    is compared as text (the Arrow comparison declines), so a changed value there is still found."""
     from runtime.lab.verify import _differing_in_arrow
 
-    expected = pa.table({KEY: ["k1", "k2"], "n": [{"x": 1}, {"x": 2}], "i": pa.array([1, 2], pa.int64())})
+    span = pa.month_day_nano_interval()
+    expected = pa.table(
+        {
+            KEY: ["k1", "k2"],
+            "n": [{"x": 1}, {"x": 2}],
+            "i": pa.array([1, 2], pa.int64()),
+            "d": pa.array([pa.MonthDayNano([1, 0, 0]), pa.MonthDayNano([2, 0, 0])], span),
+        }
+    )
     nested = expected.set_column(1, "n", pa.array([{"x": 1}, {"x": 3}]))
     retyped = expected.set_column(2, "i", pa.array(["1", "3"]))  # the same text for k1
-    for actual in (nested, retyped):
-        ids = pa.array(["k1", "k2"])
-        assert (
-            _differing_in_arrow(actual.append_column("_id", ids), expected.append_column("_id", ids), ["n", "i"])
-            is None
-        )
+    interval = expected.set_column(3, "d", pa.array([pa.MonthDayNano([1, 0, 0]), pa.MonthDayNano([2, 1, 0])], span))
+    ids = pa.array(["k1", "k2"])
+    for actual, column in ((nested, "n"), (retyped, "i"), (interval, "d")):
+        a, e = actual.append_column("_id", ids), expected.append_column("_id", ids)
+        assert _differing_in_arrow(a, e, [column]) is None
         verdict = compare(expected, actual, KEY)
         assert verdict.mismatched == 1 and verdict.samples["mismatched"] == ["k2"]
