@@ -143,7 +143,11 @@ class _NoPandas(importlib.abc.MetaPathFinder):
         if fullname != "pandas" and not fullname.startswith("pandas."):
             return None
         if _importer(sys._getframe(1)).partition(".")[0] in _WITHOUT_PANDAS:
-            raise ModuleNotFoundError("pandas is not used in a role process", name=fullname)
+            raise ModuleNotFoundError(
+                f"{fullname} is not loaded for the project's code in a role process "
+                "(actors.process_actor.without_pandas: no role uses pandas)",
+                name=fullname,
+            )
         return None
 
 
