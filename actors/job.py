@@ -42,11 +42,12 @@ from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
-from runtime.job.roles import RoleSpec, role_kind
+from runtime.job.roles import JobRoles, RoleSpec, restartable, role_kind
 from runtime.lab.results import JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, write_result
 from runtime.lab.status import Status
 from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
+from runtime.protocols import get_protocol
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,7 @@ class JobRun:
         self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.lock)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.processes: dict[str, Any] = {}  # process name -> its actor
+        self._ready: dict[str, Any] = {}  # process name -> its answer to ready(), once it is up
         self.refs: dict[str, RoleRef] = {}  # role -> where it lives
         self.layout: ProcessLayout | None = None
         self.placement: Placement | None = None
@@ -112,22 +114,12 @@ class JobRun:
         counters = DfsCounters()
         endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
         self._prepare(counters)
-        cfg = self.cfg
+        cfg, layout = self.cfg, self.layout
+        assert layout is not None
+        ready_at_run = self._processes_ready()
         t_started = time.time()
-        layout = ProcessLayout.for_job(
-            cfg.writers,
-            cfg.slots_per_task_manager,
-            ray.cluster_resources().get("CPU", 1.0),
-            cfg.compaction_parallelism if cfg.compacts else 0,
-        )
-        self.layout = layout
-        self.placement = Placement(cfg.placement, layout.task_managers)
         roles = [*self.driver.restartable(region=False), *self.driver.protocol.extra_roles]
-        others = len({layout.process_of(r) for r in roles}) - layout.task_managers
-        self.on_phase(
-            f"starting {len(roles)} roles: {layout.task_managers} task manager(s) of {layout.slots} slot(s), "
-            f"{others} other process(es)"
-        )
+        self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
         try:
             outcome = asyncio.run(self.driver.run(self))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
@@ -137,13 +129,14 @@ class JobRun:
         if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
-        placement = cluster_info.run_placement(self.processes, cfg.placement, self.layout.slots)
+        placement = cluster_info.run_placement(self.processes, cfg.placement, layout.slots)
         t_up = self.driver.t_launched
         # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
         record.timing["setup_s"], record.timing["run_s"] = round(t_started - t0, 3), round(t_end - t_started, 3)
         record.timing["total_s"] = round(time.time() - t0, 3)
         record.timing["actors_up_s"] = round(t_up - t_started, 3) if t_up else None
+        record.timing["processes_up_at_run"] = ready_at_run
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
         record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
@@ -163,13 +156,59 @@ class JobRun:
             self._write_out(record)
         return record
 
+    def _start_processes(self) -> None:
+        """Starts the job's processes (its task managers, the job manager's and coordinator's, a
+        protocol's own) before the stream is prepared, so that they come up while Spark works: a
+        process needs a second or more of CPU to start (the interpreter, Ray's worker, the imports)
+        and nothing of the stream. Flink's task managers, too, are running when a job's tasks are
+        deployed into their slots; here the roles are deployed by ``place`` once the job is planned.
+        """
+        cfg = self.cfg
+        layout = ProcessLayout.for_job(
+            cfg.writers,
+            cfg.slots_per_task_manager,
+            ray.cluster_resources().get("CPU", 1.0),
+            cfg.compaction_parallelism if cfg.compacts else 0,
+        )
+        self.layout = layout
+        self.placement = Placement(cfg.placement, layout.task_managers)
+        names = [*restartable(JobRoles.of(cfg, schema_json=""), region=False), *get_protocol(cfg.protocol).extra_roles]
+        processes = sorted({layout.process_of(n) for n in names})
+        self.on_phase(
+            f"starting the job's {len(processes)} processes ({layout.task_managers} task manager(s) of "
+            f"{layout.slots} slot(s)) while the stream is prepared"
+        )
+        for process in processes:
+            self._process(process)
+
+    def _process(self, process: str) -> Any:
+        """The actor of ``process``, started in its bundle of the placement group when it is not running."""
+        assert self.layout is not None
+        actor = self.processes.get(process)
+        if actor is None:
+            opts = self.placement.options(self.layout.bundle_of(process)) if self.placement else {}
+            # ray.remote gives the actor class options() and remote(), which mypy cannot see
+            actor_class: Any = ProcessActor
+            actor = actor_class.options(name=process, namespace=self.namespace, **opts).remote(process)
+            self.processes[process] = actor
+            self._ready[process] = actor.ready.remote()
+        return actor
+
+    def _processes_ready(self) -> int:
+        """How many of the processes started so far have come up (answered); waits for none."""
+        refs = list(self._ready.values())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return len(ready)
+
     def _prepare(self, counters: DfsCounters) -> None:
-        """Opens the table and plans the stream; bad input fails here, before anything is written."""
+        """Opens the table, starts the job's processes and plans the stream; bad input fails here,
+        before anything is written."""
         cfg = self.cfg
         dfs, base = open_dfs(cfg.table, role=DRIVER, counters=counters)
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
+        self._start_processes()  # they come up while the stream is planned
         plan = plan_stream(cfg, self.on_phase, self.job.input)
         table = HudiTable.create_or_open(dfs, base, props)
         self.cfg = plan.config
@@ -211,14 +250,7 @@ class JobRun:
         """The role into its process (a task into its task manager's slot); the process is
         started first when it is not running, in its bundle of the placement group."""
         assert self.layout is not None
-        process = self.layout.process_of(spec.name)
-        actor = self.processes.get(process)
-        if actor is None:
-            opts = self.placement.options(self.layout.bundle_of(process)) if self.placement else {}
-            # ray.remote gives the actor class options() and remote(), which mypy cannot see
-            actor_class: Any = ProcessActor
-            actor = actor_class.options(name=process, namespace=self.namespace, **opts).remote(process)
-            self.processes[process] = actor
+        actor = self._process(self.layout.process_of(spec.name))
         shard = self.plan.shards[spec.args.task_id] if role_kind(spec.kind).takes_shard else None
         faults = codec.encode(self.cfg.faults) if self.cfg.faults else b""
         actor.deploy.remote(
@@ -434,6 +466,7 @@ class JobRun:
         for actor in self.processes.values():
             ray.kill(actor, no_restart=True)
         self.processes.clear()
+        self._ready.clear()
         self.refs.clear()
         if self.placement is not None:
             self.placement.remove()

@@ -6,8 +6,10 @@ coordinator's, the job manager's and the protocol roles' processes) is not in th
 Flink's JobManager, a process apart, and Ray's default scheduling places it. Were it a bundle of
 the group, SPREAD over N nodes could give it a node of its own and put task managers together
 (three bundles on two nodes: two share one, whichever two). The processes reserve no CPU (their
-roles are I/O-bound coroutines), so each bundle reserves a token share of a CPU only because Ray
-needs a non-empty bundle to place it.
+roles are I/O-bound coroutines), so each bundle reserves a token of Ray's memory resource only
+because Ray needs a non-empty bundle to place it. Not a share of a CPU: the group is made while
+Spark prepares the stream, and a fraction of a CPU held would leave a one-CPU Ray task (Ray Data's,
+in the hand-off) no whole CPU beside Spark's executor, waiting for ever.
 
 Strategies (``--placement``): ``spread`` (default; best effort, also fine on one node), ``pack``,
 ``strict-spread`` (one task manager per node: needs as many nodes as task managers) and ``none``
@@ -26,7 +28,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from runtime.core.errors import UserError
 
 STRATEGIES = {"spread": "SPREAD", "pack": "PACK", "strict-spread": "STRICT_SPREAD", "none": None}
-BUNDLE = {"CPU": 0.01}
+BUNDLE = {"memory": 1 << 20}  # 1 MiB of Ray's logical memory resource: a token, see the docstring
 log = logging.getLogger(__name__)
 
 
@@ -57,7 +59,8 @@ class Placement:
                 f"strict-spread needs {task_managers} nodes (one per task manager), the cluster has {nodes}; "
                 "use --placement spread, or more --slots-per-task-manager"
                 if strategy == "strict-spread"
-                else f"each bundle needs {BUNDLE['CPU']} CPU; check the cluster's free CPUs (ray status)"
+                else f"each bundle needs {BUNDLE['memory']} bytes of Ray's memory resource; check the cluster's "
+                "free memory (ray status)"
             )
             raise PlacementError(
                 f"the placement group ({task_managers} bundles, {strategy}) was not "

@@ -178,6 +178,10 @@ class ProcessActor:
         self._deployed: dict[str, asyncio.Event] = {}
         self._in_order = InOrder()
 
+    async def ready(self) -> str:
+        """Answers once the process is up (its imports done): what the host checks before the run."""
+        return self.process
+
     def _role(self, name: str) -> HostedRole:
         try:
             return self.roles[name]

@@ -24,8 +24,10 @@ processes. Then one process, one Ray, one Spark session:
 
 Reports rows/s of each and the ratios (each table type over Spark's and pyarrow's write,
 merge-on-read over copy-on-write in rows/s and in bytes written), for the run phase and for its
-part after the roles are up (``stream``: the run phase less ``actors_up_s``, the start of the
-job's processes, which Spark's warm executors do not pay in their write); per run the timing breakdown,
+part after the roles are up (``stream``: the run phase less ``actors_up_s``, the roles' start).
+The job's processes start while Spark hands the stream over (``actors.job``), as Spark's
+executors are up before its write: on two cores their start's CPU is then paid in the hand-off,
+so compare end to end too; per run the timing breakdown,
 the bytes its commits and compactions wrote (the run's ``data_written``) and the write
 amplification (bytes written / input bytes), the base and log files written, the compactions
 completed, and peak RSS per write task; writes ``<out>.json`` and ``<out>.png``. Measures and
@@ -372,7 +374,7 @@ def commitlab_figures(result: JobResult, wall: float, table: str) -> dict[str, A
             "expected state (Spark, for verification)": round(expected, 3),
             "actor start": round(actors_start, 3),
             "run (stream -> Hudi commits)": round(tm["run_s"], 3),
-            "  of it: the job's processes start (actors_up_s)": round(roles_up, 3),
+            "  of it: the roles start (actors_up_s)": round(roles_up, 3),
             "  of it: roles up, stream -> Hudi commits": round(stream, 3),
             "collect counters": round(collect, 3),
             "verification + teardown": round(verify, 3),
@@ -547,7 +549,7 @@ def print_throughput(con: Any, doc: dict[str, Any]) -> None:
         )
         stream_s = c["timing"]["run_s"] - (c["timing"].get("actors_up_s") or 0.0)
         t.add_row(
-            f"  of it, with the roles up (less {c['timing'].get('actors_up_s') or 0:.2f} s of process start)",
+            f"  of it, with the roles up (less {c['timing'].get('actors_up_s') or 0:.2f} s of the roles' start)",
             f"{c['rows_in']:,}",
             f"{stream_s:.2f}",
             _num(c.get("rows_per_s_stream")),

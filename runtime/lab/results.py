@@ -153,7 +153,8 @@ class DataWritten(TypedDict, total=False):
 class Timing(TypedDict, total=False):
     """How long a run's phases took, in seconds: preparing the stream (the Spark source: starting
     Spark, handing the shards over, the expected state), setting up, running; on Ray also the
-    total and when every process was up."""
+    total, when every role was up, and how many of the job's processes (started while the stream
+    was prepared) were up when the run began (a count)."""
 
     spark_start_s: float
     prepare_s: float
@@ -162,6 +163,7 @@ class Timing(TypedDict, total=False):
     run_s: float
     total_s: float
     actors_up_s: float | None
+    processes_up_at_run: int
 
 
 class Divergence(TypedDict):

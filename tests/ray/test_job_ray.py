@@ -96,6 +96,27 @@ def test_run_commits_every_checkpoint_exactly_once(job_of, protocol):
         assert meta["extraMetadata"]["checkpoint.id"] == str(c["checkpoint"])
 
 
+def test_the_job_processes_start_before_the_stream_is_planned(ray_session, tmp_path, monkeypatch):
+    """The job's processes come up while the stream is prepared (Spark's hand-off on the default
+    source), not after it: when planning begins, every task manager and the coordinator's and job
+    manager's processes have been asked for, and the run counts how many were up when it began."""
+    import actors.job as job_module
+
+    asked_for: list[set[str]] = []
+    plan = job_module.plan_stream
+
+    def planning(*args, **kwargs):
+        named = ray_session.util.list_named_actors(all_namespaces=True)
+        asked_for.append({a["name"] for a in named if a["namespace"].startswith("commitlab-")})
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(job_module, "plan_stream", planning)
+    result = run_job(_cfg(tmp_path, writers=3, slots_per_task_manager=2, protocol="message-bus"), None)
+    assert result.status == "finished", result.error
+    assert asked_for == [{"taskmanager-0", "taskmanager-1", "coordinator", "job-manager"}]
+    assert 0 <= result.timing["processes_up_at_run"] <= 4
+
+
 def test_message_bus_run_writes_bus_files_and_no_timeline_polls(job_of):
     result, tmp_path = job_of("message-bus")
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)

@@ -22,3 +22,22 @@ def test_bundles_follow_the_processes_and_strict_spread_on_one_node_names_the_fi
     assert Placement("none", 3).options(1) == {}
     with pytest.raises(PlacementError, match="strict-spread needs 3 nodes .* use --placement spread"):
         Placement("strict-spread", 3, timeout_s=2)
+
+
+def test_the_placement_group_leaves_every_cpu_to_other_work(ray_session):
+    """The group is made while Spark prepares the stream (the job's processes start then): a task
+    asking for every CPU of the node (as a one-CPU Ray Data task does beside a one-CPU Spark
+    executor on two CPUs) must still be scheduled while it is held. A token share of a CPU in each
+    bundle left it waiting for ever."""
+    import ray
+
+    from actors.placement import Placement
+
+    free = ray.available_resources().get("CPU", 0.0)  # less what a Spark session of the suite holds
+    assert free >= 1, f"the test needs a free CPU; the session's Ray has {free}"
+    p = Placement("spread", 4, timeout_s=30)
+    try:
+        every_free_cpu = ray.remote(num_cpus=free)(lambda: "ran")
+        assert ray.get(every_free_cpu.remote(), timeout=30) == "ran"
+    finally:
+        p.remove()
