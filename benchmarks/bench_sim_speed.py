@@ -4,7 +4,7 @@ the faster one simulates the same thing (the same trace bytes for the same seed)
     [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/bench_sim_speed.py --baseline REV
                                                  [--writers 16] [--checkpoints 50] [--rounds 5]
                                                  [--seeds 3] [--equivalence-seeds 3]
-                                                 [--set OPTION=VALUE ...]
+                                                 [--same-work] [--set OPTION=VALUE ...]
                                                  [--out benchmarks/results/sim_speed.json]
 
 ``REV`` is checked out in a temporary git worktree (or ``--baseline-path DIR`` names a checkout).
@@ -13,7 +13,10 @@ order, so both see the same machine and the same neighbours; the figure is simul
 per real second (and per CPU second) of one process, the median over rounds, and the ratio of the
 medians. ``--set`` gives the timed workload an option in each checkout that has
 it (``file_system_view=direct``: the work of a checkout from before the file-system view), and says
-so in its output. The workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10 rows per
+so in its output. ``--same-work`` sets the options that turn off what the job has modelled since
+``d78e5fe`` (``SAME_WORK_AS_D78E5FE``), so both checkouts simulate the same job; the output gives
+each checkout's work per checkpoint (DFS operations, messages, trace events) either way. The
+workload is ``benchmarks/bench_sim.py``'s ``protocol`` workload (10 rows per
 writer per round, one bucket per writer, the simulated disk) with message-bus.
 
 Equivalence: every scenario of ``commitlab explore`` x every protocol x ``--equivalence-seeds``
@@ -62,7 +65,9 @@ for seed in range(seeds):
     real, cpu = time.perf_counter() - t, time.process_time() - c
     r = r if isinstance(r, dict) else r.to_json()  # a dict from an older checkout, the record from this one
     runs.append({"seed": seed, "real_s": real, "cpu_s": cpu, "status": r["status"],
-                 "checkpoints": r["checkpoints"]["completed"], "trace_sha256": r["trace_sha256"]})
+                 "checkpoints": r["checkpoints"]["completed"], "trace_sha256": r["trace_sha256"],
+                 "dfs_ops": sum(sum(ops.values()) for ops in r.get("dfs_ops", {}).values()),
+                 "messages": (r.get("sim") or {}).get("messages"), "trace_events": r.get("trace_events")})
 print(json.dumps(runs))
 """
 
@@ -165,7 +170,34 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "checkpoints_per_real_s_median": round(statistics.median(per_real), 2),
         "checkpoints_per_cpu_s_median": round(statistics.median(per_cpu), 2),
         "real_s_median": round(statistics.median(r["real_s"] for r in runs), 4),
+        "work_per_checkpoint": work_per_checkpoint(runs),
     }
+
+
+def work_per_checkpoint(runs: list[dict[str, Any]]) -> dict[str, float | None]:
+    """What the simulated job did per checkpoint (the medians of the runs): DFS operations of
+    every role, simulated messages, trace events. Two checkouts whose jobs model different work
+    (an option added between them) differ here; their speed ratio is then not the simulator's."""
+    out: dict[str, float | None] = {}
+    for key in ("dfs_ops", "messages", "trace_events"):
+        values = [r[key] / r["checkpoints"] for r in runs if r.get(key) is not None and r["checkpoints"]]
+        out[key] = round(statistics.median(values), 1) if values else None
+    return out
+
+
+# The options that turn off what the simulated job models since d78e5fe, each at the value that
+# does that job's work (--same-work): with them the two checkouts make the same DFS operations,
+# messages and trace events per checkpoint, and the ratio is the simulator's own.
+SAME_WORK_AS_D78E5FE = {
+    "meta_client": "shared",
+    "markers": "none",
+    "rollback_instants": "none",
+    "clean_retain_commits": "off",
+    "archive_min_commits": "off",
+    "archive_max_commits": "off",
+    "metadata_table": "false",
+    "file_system_view": "direct",
+}
 
 
 def main() -> int:
@@ -186,9 +218,16 @@ def main() -> int:
         help="a JobConfig option of the timed workload, in each checkout that has it (e.g. "
         "file_system_view=direct: the same work as a checkout from before the option)",
     )
+    ap.add_argument(
+        "--same-work",
+        action="store_true",
+        help="set the options that turn off what the job models since d78e5fe (markers, rollback instants, "
+        "cleaning, archiving, the metadata table, the file-system view, a meta client per handle): both "
+        "checkouts then do the same work, which the output shows; --set still wins",
+    )
     ap.add_argument("--out", default="benchmarks/results/sim_speed.json")
     args = ap.parse_args()
-    overrides = dict(s.split("=", 1) for s in args.set)
+    overrides = {**(SAME_WORK_AS_D78E5FE if args.same_work else {}), **dict(s.split("=", 1) for s in args.set)}
 
     scratch = tempfile.mkdtemp(prefix="commitlab-sim-speed-")
     made_worktree = not args.baseline_path
@@ -259,6 +298,12 @@ def main() -> int:
             f"current {doc['revisions']['current']} {sc['checkpoints_per_real_s_median']:.1f} checkpoints per "
             f"real s: {doc['ratio_real']:.2f}x (per CPU s {doc['ratio_cpu']:.2f}x)"
             + (f"; options set: {overrides}" if overrides else "")
+        )
+        wb, wc = sb["work_per_checkpoint"], sc["work_per_checkpoint"]
+        print(
+            "work per checkpoint, baseline / current: "
+            + ", ".join(f"{k.replace('_', ' ')} {wb.get(k)} / {wc.get(k)}" for k in wc)
+            + ("" if wb == wc else " (the jobs differ: --same-work compares the simulator on the same work)")
         )
         print(
             f"same trace bytes in {len(hashes['current']) - len(differ)} of {len(hashes['current'])} runs"
