@@ -17,8 +17,9 @@ Per point:
   source), and between consecutive points the USS each additional task costs; peak RSS and peak
   private memory (RSS minus shared pages) of every task manager sampled from outside every
   ``--sample-interval`` s (``_common.ActorMemorySampler``);
-- start-up: ``actors_up_s`` (driver: every process created and every role started) and the time
-  to the first completed checkpoint (the driver's progress poll, 0.5 s resolution);
+- start-up: ``actors_up_s`` (driver, from the job's start after the stream plan: every process up and
+  every role started; the processes are created before the plan, so a slow plan hides their start)
+  and the time to the first completed checkpoint (the driver's progress poll, 0.5 s resolution);
 - rows/s, commit-to-unblock latency p50/p99 (a writer waiting for a released instant);
 - DFS operations per checkpoint of the protocol roles (coordinator, writers, job manager; base
   files and the driver excluded), in total and the writers' share, and RPCs per checkpoint.
