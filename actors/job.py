@@ -42,12 +42,11 @@ from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
-from runtime.job.roles import JobRoles, RoleSpec, restartable, role_kind
+from runtime.job.roles import JobRoles, RoleSpec, first_launch, role_kind
 from runtime.lab.results import JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, write_result
 from runtime.lab.status import Status
 from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
-from runtime.protocols import get_protocol
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +117,7 @@ class JobRun:
         assert layout is not None
         ready_at_run = self._processes_ready()
         t_started = time.time()
-        roles = [*self.driver.restartable(region=False), *self.driver.protocol.extra_roles]
+        roles = first_launch(self.driver.roles)
         self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
         try:
             outcome = asyncio.run(self.driver.run(self))
@@ -172,8 +171,7 @@ class JobRun:
         )
         self.layout = layout
         self.placement = Placement(cfg.placement, layout.task_managers)
-        names = [*restartable(JobRoles.of(cfg, schema_json=""), region=False), *get_protocol(cfg.protocol).extra_roles]
-        processes = sorted({layout.process_of(n) for n in names})
+        processes = sorted({layout.process_of(n) for n in first_launch(JobRoles.of(cfg, schema_json=""))})
         self.on_phase(
             f"starting the job's {len(processes)} processes ({layout.task_managers} task manager(s) of "
             f"{layout.slots} slot(s)) while the stream is prepared"

@@ -40,7 +40,7 @@ from runtime.flink.state_backend import StateBackend
 from runtime.hudi.table import HudiTable
 from runtime.job.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.job.prepare import ResolvedJob
-from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, restartable, role_specs
+from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, first_launch, restartable, role_specs
 from runtime.lab.deadlock import Stall, find_deadlock, find_stalls, stalls_text
 from runtime.lab.results import FailoverRecord
 from runtime.lab.status import Status
@@ -174,10 +174,9 @@ class JobDriver:
 
     async def launch_first(self, host: JobHost) -> None:
         self.note_pending(f"left pending by {self.left_pending_by}")
-        extra = list(self.protocol.extra_roles)
-        for spec in self.specs(extra + self.restartable(region=False), self.first_resume()):
+        for spec in self.specs(first_launch(self.roles), self.first_resume()):
             host.place(spec, 0)  # every role exists before anything starts
-        await host.start(extra)  # protocol roles first: the coordinator may call them
+        await host.start(self.roles.extra)  # protocol roles first: the coordinator may call them
         await self.launch(host, region=False)
         self.t_launched = host.now()
 

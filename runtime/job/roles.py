@@ -303,6 +303,12 @@ def restartable(roles: JobRoles, *, region: bool) -> list[str]:
     return [n for k in ROLE_KINDS if k.restarts and (k.in_region or not region) for n in k.names(roles)]
 
 
+def first_launch(roles: JobRoles) -> list[str]:
+    """Every role the job's first launch places: the protocol's own roles first (the coordinator
+    may call them as it starts), then every restartable one."""
+    return [*roles.extra, *restartable(roles, region=False)]
+
+
 def make_role(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTable, names: RoleNames, shard: Any = None) -> Role:
     """Builds the role of ``spec`` (the same code on every host; ``shard`` feeds a source)."""
     return role_kind(spec.kind).build(spec, env, cfg, table, names, shard)

@@ -104,10 +104,14 @@ def test_the_job_processes_start_before_the_stream_is_planned(ray_session, tmp_p
 
     asked_for: list[set[str]] = []
     plan = job_module.plan_stream
+    # a killed actor of an earlier job may still be listed for a moment: only this job's namespace counts
+    earlier = {a["namespace"] for a in ray_session.util.list_named_actors(all_namespaces=True)}
 
     def planning(*args, **kwargs):
         named = ray_session.util.list_named_actors(all_namespaces=True)
-        asked_for.append({a["name"] for a in named if a["namespace"].startswith("commitlab-")})
+        asked_for.append(
+            {a["name"] for a in named if a["namespace"].startswith("commitlab-") and a["namespace"] not in earlier}
+        )
         return plan(*args, **kwargs)
 
     monkeypatch.setattr(job_module, "plan_stream", planning)
