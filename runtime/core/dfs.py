@@ -17,7 +17,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -31,6 +31,22 @@ DfsOps = dict[str, dict[str, int]]
 DfsComponentOps = dict[str, dict[str, dict[str, int]]]
 
 # Operation names in the counters and results: exists, list, read, write, create, delete, mkdir, rename, stat.
+
+
+class KeptRows(Protocol):
+    """A file's rows as a storage keeps them instead of encoding them (the simulated disk keeps
+    a small file version's rows as Python values: :class:`runtime.hudi.file_rows.FileRows`)."""
+
+    @property
+    def num_rows(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...  # the size the storage reports for the file
+
+    def to_arrow(self) -> pa.Table: ...
+
+
+Held = TypeVar("Held")
 
 
 class DfsError(IOError):
@@ -319,13 +335,15 @@ class Dfs:
         except OSError as exc:
             raise DfsError(f"rename({src} -> {dst}) failed: {exc}") from exc
 
-    def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:
+    def write_parquet(self, path: str, table: pa.Table | KeptRows, **write_args: Any) -> int:
         """Writes a parquet file under a temporary name, then renames it into place, so a
         half-written ``*.parquet`` never exists (the reader fails on names it cannot parse).
         ``write_args`` go to ``pyarrow.parquet.write_table`` (the codec), but for
         ``key_value_metadata``: entries for the footer's key-value metadata (given to the writer,
         not the table's schema, which pyarrow would also copy into ``ARROW:schema``). Returns the size in bytes."""
         self._op("write", path)
+        if not isinstance(table, pa.Table):
+            table = table.to_arrow()
         if not isinstance(self.fs, pafs.LocalFileSystem):
             # object stores publish an object whole when its upload completes, and their
             # "rename" is a copy plus a delete: write in place
@@ -353,7 +371,7 @@ class Dfs:
         except (OSError, pa.ArrowException) as exc:  # a truncated file: ArrowInvalid
             raise DfsError(f"read_parquet({path}) failed: {exc}") from exc
 
-    def read_parquet_held(self, path: str, held: pa.Table) -> pa.Table:
+    def read_parquet_held(self, path: str, held: Held) -> Held:
         """A read of a parquet file whose rows the caller holds already, as they decode (it wrote
         the file): counted and opened as :meth:`read_parquet` is (a missing file fails alike),
         ``held`` returned instead of decoding the same bytes again."""

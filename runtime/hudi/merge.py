@@ -29,6 +29,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -162,9 +163,12 @@ def hashmap_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.intp]
     return iteration_orders(hashes)
 
 
+Rows = TypeVar("Rows")  # how a merge's new version is held: an Arrow table, or Python values
+
+
 @dataclass
-class MergeResult:
-    table: pa.Table  # the new file version, meta columns first
+class MergeResult(Generic[Rows]):
+    table: Rows  # the new file version, meta columns first
     inserts: int  # keys new to the file group
     updates: int  # keys replaced whose previous row came from an earlier instant
     rewritten: int  # keys replaced that were already written in this instant (re-flush)
@@ -195,7 +199,7 @@ def merge_file_group(
     base_instant: str | None = None,
     base_positions: KeyPositions | None = None,
     keep_meta: bool = False,
-) -> MergeResult:
+) -> MergeResult[pa.Table]:
     """The new version of a file group: ``base`` (the current version, or None) merged with the
     flush ``incoming``, row for row as Hudi writes it (the module docstring has the rules).
 

@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 import pyarrow as pa
 
 from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
-from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.dfs import Dfs, DfsNotFound, Held, KeptRows
 from runtime.core.errors import UserError
 from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
@@ -1007,7 +1007,7 @@ class HudiTable:
             depth = len(partition.split("/"))  # HoodiePartitionMetadata: the folders below the base path
             self.dfs.write_bytes(meta, f"#partition metadata\ncommitTime={instant}\npartitionDepth={depth}\n".encode())
 
-    def read_base_file(self, rel_path: str, held: pa.Table | None = None) -> pa.Table:
+    def read_base_file(self, rel_path: str, held: Held | None = None) -> pa.Table | Held:
         """The base file's rows; ``held``: the rows as the caller wrote them (the read is made
         and counted, the bytes are not decoded again)."""
         path = Dfs.join(self.base_path, rel_path)
@@ -1016,7 +1016,7 @@ class HudiTable:
     def write_base_file(
         self,
         rel_path: str,
-        data: pa.Table,
+        data: pa.Table | KeptRows,
         options: ParquetWriteOptions | None = None,
         key_filter: KeyFilter | None = None,
     ) -> int:
@@ -1027,7 +1027,7 @@ class HudiTable:
             # it keeps the table: no dictionary to decide (a distinct count per column), no footer
             return self.dfs.write_parquet(path, data)
         options = options or ParquetWriteOptions()
-        data = options.without_footer(data)
+        data = options.without_footer(data if isinstance(data, pa.Table) else data.to_arrow())
         # distinct in every row of a file group: its sequence numbers and its keys
         distinct = ("_hoodie_commit_seqno", "_hoodie_record_key", self.props.record_key_field)
         args = options.write_table_args(data, distinct)

@@ -5,10 +5,11 @@ that stub. Every role still talks to a :class:`~runtime.core.dfs.Dfs` (so every 
 and the protocols see the same listings, renames and markers), but
 
 * the file system is pyarrow's in-memory one: no syscalls, nothing left behind;
-* a base file is not parquet-encoded: ``write_parquet`` keeps the Arrow table itself and writes a
-  small placeholder under the file's name (so listings, sizes and deletes behave as on a disk),
-  ``read_parquet`` hands the table back. Encoding is the data plane's cost, not the protocol's,
-  and it dominated a simulated checkpoint.
+* a base file is not parquet-encoded: ``write_parquet`` keeps the rows as it is given them (an
+  Arrow table, or a copy-on-write version's :class:`~runtime.hudi.file_rows.FileRows`, whose
+  size model it reports) and writes a small placeholder under the file's name (so listings,
+  sizes and deletes behave as on a disk), ``read_parquet`` hands them back as a table. Encoding
+  is the data plane's cost, not the protocol's, and it dominated a simulated checkpoint.
 
 The official reader cannot read such a table; :func:`read_snapshot` reads it back through the
 project's own snapshot rules (the latest committed version of each file group), and the real
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from runtime.core import roles
-from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook, FileEntry
+from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook, FileEntry, KeptRows
 from runtime.hudi.table import HudiTable
 
 PLACEHOLDER = b"commitlab-sim base file (kept in memory)\n"
@@ -134,7 +135,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self.fs = ListedFileSystem()
-        self.tables: dict[str, pa.Table] = {}
+        self.tables: dict[str, pa.Table | KeptRows] = {}
 
 
 class MemoryDfs(Dfs):
@@ -180,20 +181,23 @@ class MemoryDfs(Dfs):
         gives none (a per-handle timeline listing was a sixth of a simulated checkpoint)."""
         self._op(op, path)
 
-    def write_parquet(self, path: str, table: pa.Table, **write_args: Any) -> int:  # no bytes: no codec
+    def write_parquet(self, path: str, table: pa.Table | KeptRows, **write_args: Any) -> int:  # no codec
         self._op("write", path)
         # the placeholder appears in one step, as the rename of a real write would
         with self.fs.open_output_stream(path) as f:
             f.write(PLACEHOLDER)
         self.store.tables[path] = table
-        size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
-        return size
+        if isinstance(table, pa.Table):
+            size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
+            return size
+        return table.nbytes
 
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
         if not self._found(self.fs.get_file_info(path)) or path not in self.store.tables:
             raise DfsNotFound(f"file {path} does not exist")
-        table = self.store.tables[path]
+        kept = self.store.tables[path]
+        table = kept if isinstance(kept, pa.Table) else kept.to_arrow()
         return table if columns is None else table.select(columns)
 
 

@@ -28,11 +28,12 @@ from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.hudi import meta_client
 from runtime.hudi.bloom_filter import KeyFilter
 from runtime.hudi.compaction import compacting_file_groups
+from runtime.hudi.file_rows import FileRows, merge_version
 from runtime.hudi.file_system_view import timeline_key
 from runtime.hudi.log_format import LogFileName
 from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
 from runtime.hudi.markers import APPEND, CREATE, MERGE
-from runtime.hudi.merge import KeyPositions, log_records, merge_file_group
+from runtime.hudi.merge import KeyPositions, log_records
 from runtime.hudi.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
 
@@ -168,7 +169,8 @@ class FileVersion:
     stat: WriteStat
     key_positions: KeyPositions | None = None  # what the merge that wrote it kept (small file groups)
     key_filter: KeyFilter | None = None  # its footer's bloom filter and key range, to extend
-    rows: pa.Table | None = None  # the rows written, as the file decodes (held within HELD_ROWS_BYTES)
+    # the rows written: as the file decodes (held within HELD_ROWS_BYTES), or as the simulated disk keeps them
+    rows: pa.Table | FileRows | None = None
 
 
 class CopyOnWriteWriter(FileGroupWriter):
@@ -199,9 +201,10 @@ class CopyOnWriteWriter(FileGroupWriter):
         base = table.read_base_file(prev.rel_path, prev.rows) if prev is not None else None
         name = base_file_name(fid, f"{self.task_id}-0-0", instant)
         rel = f"{partition}/{name}"
-        merged = merge_file_group(
+        merged = merge_version(
             base,
             records,
+            as_rows=not table.dfs.encodes_parquet,
             instant=instant,
             partition=partition,
             file_name=name,
@@ -233,24 +236,27 @@ class CopyOnWriteWriter(FileGroupWriter):
         self.versions[(partition, fid)] = version
         return stat
 
-    def _hold_rows(self, prev: FileVersion | None, version: FileVersion, rows: pa.Table) -> None:
-        """Keeps the rows of the version written, within the budget, for the next merge onto it
-        (the previous version's are let go). Only on a storage that encodes parquet: the
-        simulated one keeps the table itself."""
+    def _hold_rows(self, prev: FileVersion | None, version: FileVersion, rows: pa.Table | FileRows) -> None:
+        """Keeps the rows of the version written for the next merge onto it (the previous
+        version's are let go): within the budget on a storage that encodes parquet; as they are
+        on the simulated disk, which keeps them itself."""
         self._let_go(prev)
-        if self.table.dfs.encodes_parquet:
-            version.rows = self._held.hold(rows)
+        version.rows = self._held.hold(rows) if isinstance(rows, pa.Table) and self.table.dfs.encodes_parquet else rows
 
-    def _key_filter(self, prev: FileVersion | None, base: pa.Table | None, merged: pa.Table) -> KeyFilter | None:
+    def _key_filter(
+        self, prev: FileVersion | None, base: pa.Table | FileRows | None, merged: pa.Table | FileRows
+    ) -> KeyFilter | None:
         """The new file's bloom filter and key range: the old file's extended by the keys the merge
         appended when it kept the old keys in their order (no delete), else worked out anew."""
         if not self.table.dfs.encodes_parquet:
             return None  # (the simulated disk writes no footer)
+        assert isinstance(merged, pa.Table) and not isinstance(base, FileRows)  # merged in Arrow
         return self.parquet.merged_key_filter(merged, base, prev.key_filter if prev is not None else None)
 
     def _let_go(self, version: FileVersion | None) -> None:
         if version is not None:
-            self._held.let_go(version.rows)
+            if isinstance(version.rows, pa.Table) and self.table.dfs.encodes_parquet:
+                self._held.let_go(version.rows)
             version.rows = None
 
     def _asks_view(self, partition: str, fid: str) -> bool:

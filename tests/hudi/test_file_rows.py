@@ -1,0 +1,162 @@
+"""The copy-on-write merge on Python values (runtime.hudi.file_rows), which the simulated disk
+keeps: it must give the Arrow merge's version row for row and type for type (a simulated table is
+read back and verified through it), decline what it does not hold, and keep its size model's
+books as a version is merged onto flush after flush."""
+
+from __future__ import annotations
+
+import decimal
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime.hudi.file_rows import FileRows, merge_rows, merge_version
+from runtime.hudi.merge import merge_file_group
+from runtime.hudi.table import TableError
+from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
+
+KEY, PRE = "key", "ts"
+INSTANTS = ["20240101000000001", "20240101000000002", "20240101000000003"]
+
+
+def flush(rows: list[tuple[str, int | None, str, float, bool]], first_offset: int, pre_type: pa.DataType) -> pa.Table:
+    n = len(rows)
+    return pa.table(
+        {
+            KEY: pa.array([r[0] for r in rows], pa.string()),
+            PRE: pa.array([r[1] for r in rows], pre_type),
+            "payload": pa.array([r[2] for r in rows], pa.string()),
+            "score": pa.array([r[3] for r in rows], pa.float32()),
+            "flag": pa.array([r[4] for r in rows], pa.bool_()),
+            "_offset": pa.array(range(first_offset, first_offset + n), pa.int64()),
+            "_bucket": pa.array([0] * n, pa.int32()),
+            "_task": pa.array([0] * n, pa.int32()),
+        }
+    )
+
+
+ROW = st.tuples(
+    st.sampled_from([f"k{i}" for i in range(12)] + ["ключ", "é"]),  # few keys: updates and duplicates
+    st.one_of(st.none(), st.integers(-3, 3)),
+    st.text(max_size=4),
+    st.floats(allow_nan=True, width=32),
+    st.booleans(),
+)
+
+
+def both(base_arrow, base_rows, incoming, instant, base_instant, positions, partition_id=3):
+    kw = dict(
+        instant=instant,
+        partition="p/1",
+        file_name=f"fg-{instant}.parquet",
+        key=KEY,
+        precombine=PRE,
+        partition_id=partition_id,
+        base_instant=base_instant,
+    )
+    arrow = merge_file_group(base_arrow, incoming, base_positions=positions, **kw)
+    rows = merge_rows(base_rows, incoming, base_positions=positions, **kw)
+    return arrow, rows
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    flushes=st.lists(st.lists(ROW, min_size=1, max_size=9), min_size=1, max_size=5),
+    instants=st.lists(st.sampled_from(INSTANTS), min_size=5, max_size=5),
+    pre_type=st.sampled_from([pa.int64(), pa.int32(), pa.string()]),
+    keep_positions=st.booleans(),
+)
+def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(flushes, instants, pre_type, keep_positions):
+    instants = sorted(instants)  # instants only grow; a repeated one is a re-flush
+    base_arrow: pa.Table | None = None
+    base_rows: FileRows | None = None
+    positions = None
+    prev_instant = None
+    offset = 0
+    for rows, instant in zip(flushes, instants, strict=False):
+        if pa.types.is_string(pre_type):
+            rows = [(k, None if p is None else str(p), s, f, b) for k, p, s, f, b in rows]
+        incoming = flush(rows, offset, pre_type)
+        offset += len(rows)
+        arrow, merged = both(base_arrow, base_rows, incoming, instant, prev_instant, positions)
+        assert merged is not None
+        table = merged.table.to_arrow()
+        assert table.schema == arrow.table.schema
+        assert repr(table.to_pylist()) == repr(arrow.table.to_pylist())  # (a NaN equals itself here)
+        counts = (merged.inserts, merged.updates, merged.rewritten, merged.written, merged.key_positions)
+        assert counts == (arrow.inserts, arrow.updates, arrow.rewritten, arrow.written, arrow.key_positions)
+        # the size model's books, kept merge by merge, are the model's of the rows from scratch
+        fresh = FileRows.from_arrow(table)
+        assert fresh is not None and merged.table.column_bytes == fresh.column_bytes
+        base_arrow, base_rows, prev_instant = arrow.table, merged.table, instant
+        positions = merged.key_positions if keep_positions else None
+
+
+def test_the_size_model_counts_utf8_bytes_and_offsets():
+    rows = FileRows.from_arrow(pa.table({"s": ["ab", "ключ", None], "i": pa.array([1, 2, 3], pa.int32())}))
+    assert rows is not None
+    assert rows.column_bytes == [2 + 8 + 3 * 4, 3 * 4]
+    assert rows.nbytes == sum(rows.column_bytes)
+
+
+def nested_flush() -> pa.Table:
+    return pa.table(
+        {
+            KEY: ["a", "b"],
+            PRE: pa.array([1, 2], pa.int64()),
+            "amount": pa.array([decimal.Decimal("1.10"), decimal.Decimal("2.20")], pa.decimal128(10, 2)),
+            "tags": pa.array([["x"], []], pa.list_(pa.string())),
+        }
+    )
+
+
+def test_a_type_the_rows_do_not_hold_is_merged_in_arrow():
+    incoming = nested_flush()
+    kw = dict(instant=INSTANTS[0], partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    assert merge_rows(None, incoming, **kw) is None
+    merged = merge_version(None, incoming, as_rows=True, **kw)
+    assert isinstance(merged.table, pa.Table)
+    assert merged.table.equals(merge_file_group(None, incoming, **kw).table)
+    assert FileRows.from_arrow(merged.table) is None
+
+
+def test_a_large_flush_is_merged_in_arrow_and_the_next_small_one_in_rows_again():
+    big = flush([(f"k{i}", i, "x", 0.5, True) for i in range(300)], 0, pa.int64())
+    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    first = merge_version(None, big, as_rows=True, instant=INSTANTS[0], **kw)
+    assert isinstance(first.table, pa.Table)  # past the small flush: Arrow's hash join
+    small = flush([("k1", 9, "y", 1.5, False), ("new", 1, "z", 2.5, True)], 300, pa.int64())
+    second = merge_version(first.table, small, as_rows=True, instant=INSTANTS[1], base_instant=INSTANTS[0], **kw)
+    assert isinstance(second.table, FileRows)
+    expected = merge_file_group(first.table, small, instant=INSTANTS[1], base_instant=INSTANTS[0], **kw)
+    assert second.table.to_arrow().equals(expected.table)
+
+
+def test_a_schema_the_old_version_lacks_is_refused_as_the_arrow_merge_refuses_it():
+    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    one = flush([("a", 1, "x", 0.5, True)], 0, pa.int64())
+    first = merge_version(None, one, as_rows=True, instant=INSTANTS[0], **kw)
+    wider = flush([("a", 2, "y", 0.5, True)], 1, pa.int64()).append_column("extra", pa.array([1]))
+    with pytest.raises(TableError, match="schema evolution"):
+        merge_version(first.table, wider, as_rows=True, instant=INSTANTS[1], **kw)
+
+
+def test_the_simulated_disk_keeps_rows_reports_their_size_and_reads_them_back_as_a_table():
+    dfs = MemoryDfs(MemoryStore())
+    dfs.mkdirs("/t/p")
+    merged = merge_rows(
+        None,
+        flush([("a", 1, "x", 0.5, True), ("b", 2, "y", 1.5, False)], 0, pa.int64()),
+        instant=INSTANTS[0],
+        partition="p",
+        file_name="f.parquet",
+        key=KEY,
+        precombine=PRE,
+        partition_id=0,
+    )
+    assert merged is not None
+    assert dfs.write_parquet("/t/p/f.parquet", merged.table) == merged.table.nbytes
+    assert dfs.read_parquet("/t/p/f.parquet").equals(merged.table.to_arrow())
+    assert dfs.read_parquet("/t/p/f.parquet", columns=[KEY]).column_names == [KEY]
