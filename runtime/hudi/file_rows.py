@@ -25,14 +25,18 @@ from typing import Any, NotRequired, TypedDict, Unpack
 import numpy as np
 import pyarrow as pa
 
+from runtime.data.columns import OFFSET
+from runtime.hudi.java_hashmap import SMALL_MAP, small_order
 from runtime.hudi.merge import (
+    _KEY_HASHES,
     _ROW_META,
     FILE_NAME,
     MAX_INDEXED_ROWS,
+    SMALL_FLUSH,
     KeyPositions,
     MergeResult,
-    _data_columns,
     _positions_of,
+    data_columns_named,
     flink_dedupe,
     hashmap_orders,
     merge_file_group,
@@ -40,6 +44,7 @@ from runtime.hudi.merge import (
 from runtime.hudi.table import META_COLUMNS
 
 _NAME_AT = META_COLUMNS.index(FILE_NAME)
+_NAME_FIELD = pa.field(FILE_NAME, pa.string())
 _STRING = pa.string()
 
 
@@ -109,6 +114,49 @@ class FileRows:
         )
 
 
+@dataclass(slots=True)
+class _Flush:
+    """A small flush as ``FlinkWriteHelper.deduplicateRecords`` leaves it, on Python values: one
+    record per key (the larger ordering value, a tie to the later record), the keys in order of
+    first arrival, and the data columns' values of those records."""
+
+    keys: list[str]
+    columns: list[list[Any]]
+
+    @staticmethod
+    def of(
+        incoming: pa.Table, data_cols: list[str], key: str, precombine: str, types: list[pa.DataType]
+    ) -> _Flush | None:
+        """None where an ordering value decides and is not a plain number (a null, a NaN, a
+        string): :func:`~runtime.hudi.merge.flink_dedupe` decides it in Arrow."""
+        columns = [_values(incoming.column(c)) for c in data_cols]
+        keys: list[str] = columns[data_cols.index(key)]
+        n = len(keys)
+        if len(set(keys)) == n:  # every key once: nothing to decide
+            return _Flush(keys, columns)
+        pre_type = types[data_cols.index(precombine)]
+        if not (pa.types.is_signed_integer(pre_type) or pa.types.is_floating(pre_type)):
+            return _Flush.in_arrow(incoming, data_cols, key, precombine)
+        pre = columns[data_cols.index(precombine)]
+        if any(v is None or v != v for v in pre):  # a null or a NaN
+            return _Flush.in_arrow(incoming, data_cols, key, precombine)
+        later = _values(incoming.column(OFFSET)) if OFFSET in incoming.schema.names else range(n)
+        winner: dict[str, int] = {}  # in order of each key's first arrival
+        for i, k in enumerate(keys):
+            j = winner.get(k)
+            if j is None or pre[i] > pre[j] or (pre[i] == pre[j] and later[i] > later[j]):
+                winner[k] = i
+        rows = list(winner.values())
+        return _Flush(list(winner), [[col[r] for r in rows] for col in columns])
+
+    @staticmethod
+    def in_arrow(incoming: pa.Table, data_cols: list[str], key: str, precombine: str) -> _Flush | None:
+        dd = flink_dedupe(incoming, key, precombine)
+        if dd.keys is None:
+            return None
+        return _Flush(dd.keys, [_values(dd.records.column(c)) for c in data_cols])
+
+
 class MergeTarget(TypedDict):
     """What a merge writes and onto what: :func:`~runtime.hudi.merge.merge_file_group`'s keywords."""
 
@@ -145,8 +193,8 @@ def merge_rows(
     :class:`FileRows`; None when these rows do not hold the merge (the module docstring says when)."""
     instant, partition, key = target["instant"], target["partition"], target["key"]
     base_instant, base_positions = target.get("base_instant"), target.get("base_positions")
-    data_cols = _data_columns(incoming)
     in_schema = incoming.schema
+    data_cols = data_columns_named(in_schema.names)
     types = [in_schema.field(c).type for c in data_cols]
     if in_schema.field(key).type != _STRING or not all(map(_held, types)):
         return None
@@ -158,17 +206,23 @@ def merge_rows(
         old_schema = base.schema
         if old_schema.field(_ROW_META[2]).type != _STRING or [old_schema.field(c).type for c in data_cols] != types:
             return None
-    dd = flink_dedupe(incoming, key, target["precombine"])
-    keys = dd.keys
-    if keys is None:
+    if incoming.num_rows > SMALL_FLUSH:
         return None
-    grouped, to_write = hashmap_orders(dd.hashes)
-    inc = [_values(dd.records.column(c)) for c in data_cols]
+    flush = _Flush.of(incoming, data_cols, key, target["precombine"], types)
+    if flush is None:
+        return None
+    keys, inc = flush.keys, flush.columns
+    grouped = small_order([_KEY_HASHES[k] for k in keys]) if len(keys) <= SMALL_MAP else None
+    if grouped is None:  # a crowded bin: the general order (both maps' may differ)
+        orders = hashmap_orders(np.fromiter((_KEY_HASHES[k] for k in keys), dtype=np.uint32, count=len(keys)))
+        grouped, to_write = orders[0].tolist(), orders[1].tolist()
+    else:
+        to_write = grouped
     widths: list[int | None] = [None, None, None, None]  # the row's meta columns: strings
     widths += map(_width, types)
     prefix = f"{instant}_{target['partition_id']}_"
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
-        order = grouped.tolist()
+        order = grouped
         n = len(order)
         columns = [
             [instant] * n,
@@ -177,7 +231,7 @@ def merge_rows(
             [partition] * n,
             *([col[r] for r in order] for col in inc),
         ]
-        schema = pa.schema([pa.field(c, _STRING) for c in _ROW_META] + list(map(pa.field, data_cols, types)))
+        schema = pa.schema([pa.field(c, _STRING) for c in META_COLUMNS] + list(map(pa.field, data_cols, types)))
         rows = FileRows(schema, columns, [_bytes(c, w) for c, w in zip(columns, widths, strict=True)])
         return MergeResult(_with_name(rows, target["file_name"]), n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
     old = [base.columns[i] for i in old_at]
@@ -193,7 +247,7 @@ def merge_rows(
         if a >= 0 and (inc_pre[i] is not None and old_pre[a] is not None and inc_pre[i] >= old_pre[a])
     ]
     replaced = [at[i] for i in updated]
-    new = [r for r in to_write.tolist() if at[r] < 0]  # keyToNewRecords' order, the keys the old file lacked
+    new = [r for r in to_write if at[r] < 0]  # keyToNewRecords' order, the keys the old file lacked
     rewritten = kept_written = 0
     if base_instant is None or base_instant == instant:
         times = old[0]
@@ -214,17 +268,25 @@ def merge_rows(
     columns, sizes = [], []
     old_bytes = [base.column_bytes[i] for i in old_at]
     for col, values, width, size in zip(old, fresh, widths, old_bytes, strict=True):
-        merged = col.copy()
-        for p, v in zip(replaced, values, strict=False):  # (the new rows follow the updates)
-            merged[p] = v
-        merged.extend(values[n_updated:])
+        if n_updated:
+            merged = col.copy()
+            for p, v in zip(replaced, values, strict=False):  # (the new rows follow the updates)
+                merged[p] = v
+            merged.extend(values[n_updated:])
+        else:
+            merged = col + values
         if width is None:
             size += _bytes(values, None) - _bytes([col[p] for p in replaced], None)
         else:
             size += width * len(new)
         columns.append(merged)
         sizes.append(size)
-    schema = pa.schema([old_schema.field(c) for c in _ROW_META + data_cols])
+    if old_schema.names == [*META_COLUMNS, *data_cols]:  # the version's own layout: its schema
+        schema = old_schema
+    else:
+        schema = pa.schema(
+            [old_schema.field(c) if c != FILE_NAME else _NAME_FIELD for c in [*META_COLUMNS, *data_cols]]
+        )
     rows = FileRows(schema, columns, sizes)
     return MergeResult(
         _with_name(rows, target["file_name"]),
@@ -232,14 +294,14 @@ def merge_rows(
         len(replaced) - rewritten,
         rewritten,
         len(written_rows) + kept_written,
-        _positions_of(keys, np.array(new, dtype=np.intp), base_positions, n_base),
+        _positions_of(keys, new, base_positions, n_base),
     )
 
 
 def _with_name(rows: FileRows, file_name: str) -> FileRows:
-    """``rows`` with the file name column in its place among the meta columns."""
+    """``rows`` (whose schema has the file name already) with the file name column in its place
+    among the meta columns."""
     n = rows.num_rows
     rows.columns.insert(_NAME_AT, [file_name] * n)
     rows.column_bytes.insert(_NAME_AT, (len(file_name.encode()) + 4) * n)
-    rows.schema = rows.schema.insert(_NAME_AT, pa.field(FILE_NAME, _STRING))
     return rows

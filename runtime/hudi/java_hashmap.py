@@ -81,10 +81,10 @@ def capacity(spread_hashes: npt.NDArray[np.int64], was_crowded: bool | None = No
 SMALL_MAP = EARLY_KEYS
 
 
-def _small_order(hashes: list[int]) -> npt.NDArray[np.intp] | None:
-    """:func:`iteration_orders` of at most :data:`SMALL_MAP` keys, when no bin crowded (None
-    otherwise: the caller takes the general path): the table's capacity follows from the count
-    alone, and a stable sort by bin is the iteration order."""
+def small_order(hashes: list[int]) -> list[int] | None:
+    """:func:`iteration_order` of at most :data:`SMALL_MAP` keys on Python ints, when no bin
+    crowded (None otherwise: the caller takes the general path): the table's capacity follows
+    from the count alone, and a stable sort by bin is the iteration order."""
     spread_hashes = [h ^ (h >> 16) for h in hashes]
     n = len(spread_hashes)
     if n > TREEIFY_THRESHOLD:
@@ -97,7 +97,7 @@ def _small_order(hashes: list[int]) -> npt.NDArray[np.intp] | None:
     while n > threshold:
         cap, threshold = cap * 2, threshold * 2
     mask = cap - 1
-    return np.array(sorted(range(n), key=lambda i: spread_hashes[i] & mask), dtype=np.intp)
+    return sorted(range(n), key=lambda i: spread_hashes[i] & mask)
 
 
 def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
@@ -115,9 +115,10 @@ def iteration_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int
         order = np.arange(len(hashes))
         return order, order
     if len(hashes) <= SMALL_MAP:
-        small = _small_order(hashes.tolist())
+        small = small_order(hashes.tolist())
         if small is not None:
-            return small, small
+            order = np.array(small, dtype=np.intp)
+            return order, order
     s = spread(hashes)
     was_crowded = crowded(s)
     first = capacity(s, was_crowded)

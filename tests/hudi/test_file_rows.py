@@ -160,3 +160,16 @@ def test_the_simulated_disk_keeps_rows_reports_their_size_and_reads_them_back_as
     assert dfs.write_parquet("/t/p/f.parquet", merged.table) == merged.table.nbytes
     assert dfs.read_parquet("/t/p/f.parquet").equals(merged.table.to_arrow())
     assert dfs.read_parquet("/t/p/f.parquet", columns=[KEY]).column_names == [KEY]
+
+
+def test_a_column_the_flush_lacks_leaves_the_version_as_it_leaves_the_arrow_merge_s():
+    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    wide = flush([("a", 1, "x", 0.5, True)], 0, pa.int64()).append_column("old", pa.array([7]))
+    first = merge_file_group(None, wide, instant=INSTANTS[0], **kw)
+    narrow = flush([("a", 2, "y", 0.5, True), ("b", 1, "z", 1.5, False)], 1, pa.int64())
+    both_kw = dict(instant=INSTANTS[1], base_instant=INSTANTS[0], **kw)
+    rows = merge_version(first.table, narrow, as_rows=True, **both_kw)
+    assert isinstance(rows.table, FileRows)
+    expected = merge_file_group(first.table, narrow, **both_kw).table
+    assert "old" not in expected.column_names
+    assert rows.table.to_arrow().equals(expected)
