@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.data.columns import OFFSET
-from runtime.hudi.java_hashmap import SMALL_MAP, small_order
+from runtime.hudi.java_hashmap import SMALL_MAP, small_orders
 from runtime.hudi.merge import (
     _KEY_HASHES,
     _ROW_META,
@@ -114,6 +114,77 @@ class FileRows:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What a merge reads of the flush's schema and the old version's, worked out once for a pair
+    of schemas (a job's flushes and versions share theirs)."""
+
+    data_cols: list[str]
+    incoming_at: list[int]  # each data column's place in the flush
+    key_at: int  # the record key's place among the data columns
+    precombine_at: int
+    plain_precombine: bool  # a signed integer or floating ordering value (compared in Python)
+    offset_at: int  # the stream offset's place in the flush, -1 if it has none
+    widths: list[int | None]  # the size model's width of each column but the file name
+    old_at: list[int]  # each column but the file name's place in the old version (none: empty)
+    schema: pa.Schema  # the new version's
+
+    @staticmethod
+    def of(incoming: pa.Schema, old: pa.Schema | None, key: str, precombine: str) -> _Layout | None:
+        """None when the rows do not hold the merge (a type, a changed schema)."""
+        last = _LAYOUTS.get((key, precombine))
+        if last is not None and last[0].equals(incoming) and _same(last[1], old):
+            return last[2]
+        layout = _Layout._work_out(incoming, old, key, precombine)
+        _LAYOUTS[(key, precombine)] = (incoming, old, layout)
+        return layout
+
+    @staticmethod
+    def _work_out(incoming: pa.Schema, old: pa.Schema | None, key: str, precombine: str) -> _Layout | None:
+        names = incoming.names
+        data_cols = data_columns_named(names)
+        types = [incoming.field(c).type for c in data_cols]
+        if incoming.field(key).type != _STRING or not all(map(_held, types)) or precombine not in data_cols:
+            return None
+        pre_type = types[data_cols.index(precombine)]
+        widths: list[int | None] = [None, None, None, None]  # the row's meta columns: strings
+        widths += map(_width, types)
+        if old is None:
+            old_at: list[int] = []
+            schema = pa.schema([pa.field(c, _STRING) for c in META_COLUMNS] + list(map(pa.field, data_cols, types)))
+        else:
+            old_at = [old.get_field_index(c) for c in _ROW_META + data_cols]
+            if -1 in old_at or old.field(_ROW_META[2]).type != _STRING:
+                return None
+            if [old.field(c).type for c in data_cols] != types:
+                return None
+            layout = [*META_COLUMNS, *data_cols]
+            schema = (
+                old
+                if old.names == layout
+                else pa.schema([old.field(c) if c != FILE_NAME else _NAME_FIELD for c in layout])
+            )
+        return _Layout(
+            data_cols,
+            [names.index(c) for c in data_cols],
+            data_cols.index(key),
+            data_cols.index(precombine),
+            pa.types.is_signed_integer(pre_type) or pa.types.is_floating(pre_type),
+            names.index(OFFSET) if OFFSET in names else -1,
+            widths,
+            old_at,
+            schema,
+        )
+
+
+def _same(a: pa.Schema | None, b: pa.Schema | None) -> bool:
+    return a is b or (a is not None and b is not None and a.equals(b))
+
+
+# the last layout worked out, by (key, precombine): (flush schema, old schema, layout or None)
+_LAYOUTS: dict[tuple[str, str], tuple[pa.Schema, pa.Schema | None, _Layout | None]] = {}
+
+
 @dataclass(slots=True)
 class _Flush:
     """A small flush as ``FlinkWriteHelper.deduplicateRecords`` leaves it, on Python values: one
@@ -124,23 +195,20 @@ class _Flush:
     columns: list[list[Any]]
 
     @staticmethod
-    def of(
-        incoming: pa.Table, data_cols: list[str], key: str, precombine: str, types: list[pa.DataType]
-    ) -> _Flush | None:
+    def of(incoming: pa.Table, layout: _Layout) -> _Flush | None:
         """None where an ordering value decides and is not a plain number (a null, a NaN, a
         string): :func:`~runtime.hudi.merge.flink_dedupe` decides it in Arrow."""
-        columns = [_values(incoming.column(c)) for c in data_cols]
-        keys: list[str] = columns[data_cols.index(key)]
+        columns = [_values(incoming.column(i)) for i in layout.incoming_at]
+        keys: list[str] = columns[layout.key_at]
         n = len(keys)
         if len(set(keys)) == n:  # every key once: nothing to decide
             return _Flush(keys, columns)
-        pre_type = types[data_cols.index(precombine)]
-        if not (pa.types.is_signed_integer(pre_type) or pa.types.is_floating(pre_type)):
-            return _Flush.in_arrow(incoming, data_cols, key, precombine)
-        pre = columns[data_cols.index(precombine)]
+        if not layout.plain_precombine:
+            return _Flush.in_arrow(incoming, layout)
+        pre = columns[layout.precombine_at]
         if any(v is None or v != v for v in pre):  # a null or a NaN
-            return _Flush.in_arrow(incoming, data_cols, key, precombine)
-        later = _values(incoming.column(OFFSET)) if OFFSET in incoming.schema.names else range(n)
+            return _Flush.in_arrow(incoming, layout)
+        later = _values(incoming.column(layout.offset_at)) if layout.offset_at >= 0 else range(n)
         winner: dict[str, int] = {}  # in order of each key's first arrival
         for i, k in enumerate(keys):
             j = winner.get(k)
@@ -150,11 +218,11 @@ class _Flush:
         return _Flush(list(winner), [[col[r] for r in rows] for col in columns])
 
     @staticmethod
-    def in_arrow(incoming: pa.Table, data_cols: list[str], key: str, precombine: str) -> _Flush | None:
-        dd = flink_dedupe(incoming, key, precombine)
+    def in_arrow(incoming: pa.Table, layout: _Layout) -> _Flush | None:
+        dd = flink_dedupe(incoming, layout.data_cols[layout.key_at], layout.data_cols[layout.precombine_at])
         if dd.keys is None:
             return None
-        return _Flush(dd.keys, [_values(dd.records.column(c)) for c in data_cols])
+        return _Flush(dd.keys, [_values(dd.records.column(c)) for c in layout.data_cols])
 
 
 class MergeTarget(TypedDict):
@@ -193,33 +261,25 @@ def merge_rows(
     :class:`FileRows`; None when these rows do not hold the merge (the module docstring says when)."""
     instant, partition, key = target["instant"], target["partition"], target["key"]
     base_instant, base_positions = target.get("base_instant"), target.get("base_positions")
-    in_schema = incoming.schema
-    data_cols = data_columns_named(in_schema.names)
-    types = [in_schema.field(c).type for c in data_cols]
-    if in_schema.field(key).type != _STRING or not all(map(_held, types)):
+    if incoming.num_rows > SMALL_FLUSH or (base is not None and base.num_rows > MAX_INDEXED_ROWS):
         return None
     n_base = 0 if base is None else base.num_rows
-    if base is not None and n_base:
-        old_at = [base.schema.get_field_index(c) for c in _ROW_META + data_cols]
-        if -1 in old_at or n_base > MAX_INDEXED_ROWS:
-            return None
-        old_schema = base.schema
-        if old_schema.field(_ROW_META[2]).type != _STRING or [old_schema.field(c).type for c in data_cols] != types:
-            return None
-    if incoming.num_rows > SMALL_FLUSH:
+    layout = _Layout.of(
+        incoming.schema, base.schema if base is not None and n_base else None, key, target["precombine"]
+    )
+    if layout is None:
         return None
-    flush = _Flush.of(incoming, data_cols, key, target["precombine"], types)
+    flush = _Flush.of(incoming, layout)
     if flush is None:
         return None
     keys, inc = flush.keys, flush.columns
-    grouped = small_order([_KEY_HASHES[k] for k in keys]) if len(keys) <= SMALL_MAP else None
-    if grouped is None:  # a crowded bin: the general order (both maps' may differ)
-        orders = hashmap_orders(np.fromiter((_KEY_HASHES[k] for k in keys), dtype=np.uint32, count=len(keys)))
-        grouped, to_write = orders[0].tolist(), orders[1].tolist()
+    hashes = [_KEY_HASHES[k] for k in keys]
+    if len(keys) <= SMALL_MAP:
+        grouped, to_write = small_orders(hashes)
     else:
-        to_write = grouped
-    widths: list[int | None] = [None, None, None, None]  # the row's meta columns: strings
-    widths += map(_width, types)
+        orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
+        grouped, to_write = orders[0].tolist(), orders[1].tolist()
+    widths = layout.widths
     prefix = f"{instant}_{target['partition_id']}_"
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         order = grouped
@@ -231,16 +291,14 @@ def merge_rows(
             [partition] * n,
             *([col[r] for r in order] for col in inc),
         ]
-        schema = pa.schema([pa.field(c, _STRING) for c in META_COLUMNS] + list(map(pa.field, data_cols, types)))
-        rows = FileRows(schema, columns, [_bytes(c, w) for c, w in zip(columns, widths, strict=True)])
+        rows = FileRows(layout.schema, columns, [_bytes(c, w) for c, w in zip(columns, widths, strict=True)])
         return MergeResult(_with_name(rows, target["file_name"]), n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
-    old = [base.columns[i] for i in old_at]
+    old = [base.columns[i] for i in layout.old_at]
     if base_positions is None:
         base_positions = {k: i for i, k in enumerate(old[2])}
     get = base_positions.get
     at = [get(k, -1) for k in keys]
-    pre = data_cols.index(target["precombine"])
-    inc_pre, old_pre = inc[pre], old[len(_ROW_META) + pre]
+    inc_pre, old_pre = inc[layout.precombine_at], old[len(_ROW_META) + layout.precombine_at]
     updated = [
         i
         for i, a in enumerate(at)
@@ -266,7 +324,7 @@ def merge_rows(
     ]
     n_updated = len(updated)
     columns, sizes = [], []
-    old_bytes = [base.column_bytes[i] for i in old_at]
+    old_bytes = [base.column_bytes[i] for i in layout.old_at]
     for col, values, width, size in zip(old, fresh, widths, old_bytes, strict=True):
         if n_updated:
             merged = col.copy()
@@ -281,13 +339,7 @@ def merge_rows(
             size += width * len(new)
         columns.append(merged)
         sizes.append(size)
-    if old_schema.names == [*META_COLUMNS, *data_cols]:  # the version's own layout: its schema
-        schema = old_schema
-    else:
-        schema = pa.schema(
-            [old_schema.field(c) if c != FILE_NAME else _NAME_FIELD for c in [*META_COLUMNS, *data_cols]]
-        )
-    rows = FileRows(schema, columns, sizes)
+    rows = FileRows(layout.schema, columns, sizes)
     return MergeResult(
         _with_name(rows, target["file_name"]),
         len(new),

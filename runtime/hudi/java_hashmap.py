@@ -51,11 +51,17 @@ def crowded(spread_hashes: npt.NDArray[np.int64]) -> bool:
 def capacity(spread_hashes: npt.NDArray[np.int64], was_crowded: bool | None = None) -> int:
     """The table's bin count after the distinct keys were put in this order (``was_crowded``:
     :func:`crowded` of them, when the caller has it)."""
-    n = len(spread_hashes)
+    if was_crowded is None:
+        was_crowded = crowded(spread_hashes)
+    return _capacity(spread_hashes[:EARLY_KEYS].tolist() if was_crowded else None, len(spread_hashes))
+
+
+def _capacity(early: list[int] | None, n: int) -> int:
+    """:func:`capacity` of ``n`` keys; ``early``: the spread hashes of the first :data:`EARLY_KEYS`
+    when a bin crowded (a crowded bin of a small table doubles it), else None."""
     cap = INITIAL_CAPACITY
     threshold = int(cap * LOAD_FACTOR)
-    if crowded(spread_hashes) if was_crowded is None else was_crowded:
-        early = spread_hashes[:EARLY_KEYS].tolist()
+    if early is not None:
         counts: dict[int, int] = {}
         for size, h in enumerate(early, start=1):
             if cap >= MIN_TREEIFY_CAPACITY:
@@ -76,28 +82,36 @@ def capacity(spread_hashes: npt.NDArray[np.int64], was_crowded: bool | None = No
     return cap
 
 
-# Up to this many keys (a flush of the simulator's size) the order is worked out on Python ints:
-# a merge asks for it at every flush, and numpy's per-call cost is most of it at this size.
+# Up to this many keys (a flush of the simulator's size) the orders are worked out on Python
+# ints: a merge asks for them at every flush, and numpy's per-call cost is most of it at this size.
 SMALL_MAP = EARLY_KEYS
 
 
-def small_order(hashes: list[int]) -> list[int] | None:
-    """:func:`iteration_order` of at most :data:`SMALL_MAP` keys on Python ints, when no bin
-    crowded (None otherwise: the caller takes the general path): the table's capacity follows
-    from the count alone, and a stable sort by bin is the iteration order."""
+def _crowded_small(spread_hashes: list[int]) -> bool:
+    """:func:`crowded` of at most :data:`EARLY_KEYS` keys, on Python ints."""
+    if len(spread_hashes) <= TREEIFY_THRESHOLD:
+        return False
+    counts = [0] * INITIAL_CAPACITY
+    for h in spread_hashes:
+        counts[h & (INITIAL_CAPACITY - 1)] += 1
+    return max(counts) > TREEIFY_THRESHOLD
+
+
+def small_orders(hashes: list[int]) -> tuple[list[int], list[int]]:
+    """:func:`iteration_orders` of at most :data:`SMALL_MAP` keys, on Python ints: the capacity,
+    then a stable sort by bin, for each of the two maps."""
     spread_hashes = [h ^ (h >> 16) for h in hashes]
     n = len(spread_hashes)
-    if n > TREEIFY_THRESHOLD:
-        counts = [0] * INITIAL_CAPACITY
-        for h in spread_hashes:
-            counts[h & (INITIAL_CAPACITY - 1)] += 1
-        if max(counts) > TREEIFY_THRESHOLD:
-            return None
-    cap, threshold = INITIAL_CAPACITY, int(INITIAL_CAPACITY * LOAD_FACTOR)
-    while n > threshold:
-        cap, threshold = cap * 2, threshold * 2
-    mask = cap - 1
-    return sorted(range(n), key=lambda i: spread_hashes[i] & mask)
+    was_crowded = _crowded_small(spread_hashes)
+    first = _capacity(spread_hashes if was_crowded else None, n) - 1
+    order = sorted(range(n), key=lambda i: spread_hashes[i] & first)
+    if not was_crowded:
+        return order, order
+    put = [spread_hashes[i] for i in order]  # the second map is filled in the first one's order
+    second = _capacity(put if _crowded_small(put) else None, n) - 1
+    if second == first:
+        return order, order
+    return order, [order[j] for j in sorted(range(n), key=lambda j: put[j] & second)]
 
 
 def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
@@ -115,10 +129,9 @@ def iteration_orders(hashes: npt.NDArray[np.uint32]) -> tuple[npt.NDArray[np.int
         order = np.arange(len(hashes))
         return order, order
     if len(hashes) <= SMALL_MAP:
-        small = small_order(hashes.tolist())
-        if small is not None:
-            order = np.array(small, dtype=np.intp)
-            return order, order
+        grouped, put = small_orders(hashes.tolist())
+        order = np.array(grouped, dtype=np.intp)
+        return order, order if put is grouped else np.array(put, dtype=np.intp)
     s = spread(hashes)
     was_crowded = crowded(s)
     first = capacity(s, was_crowded)
