@@ -1,4 +1,4 @@
-"""The simulator's disk: an in-memory file system, base files kept as Arrow tables.
+"""The simulator's disk: an in-memory file system, base files kept unencoded.
 
 FoundationDB's simulator stubs out the disk as it stubs out the clock and the network; this is
 that stub. Every role still talks to a :class:`~runtime.core.dfs.Dfs` (so every operation is counted
@@ -78,6 +78,9 @@ class ListedFileSystem:
         fs = pafs._MockFileSystem()
         self._fs = fs
         self.listings: dict[str, _Listing] = {}  # directory (no outer slashes) -> its listing
+        # the base files' rows by path (no outer slashes): what a read of a base file hands back,
+        # let go when the file goes (a run's cleaner deletes old versions all run long)
+        self.tables: dict[str, pa.Table | KeptRows] = {}
         self.get_file_info = fs.get_file_info
         self.open_input_stream = fs.open_input_stream
         self.open_input_file = fs.open_input_file
@@ -99,19 +102,29 @@ class ListedFileSystem:
 
     def open_output_stream(self, path: str, *args: Any, **kwargs: Any) -> Any:
         self._changed(path)
+        self.tables.pop(_key(path), None)  # (a base file's write sets its rows after this)
         return self._fs.open_output_stream(path, *args, **kwargs)
+
+    def _tables_gone(self, path: str) -> None:
+        """The tables of the files in and below the directory ``path``, let go."""
+        inside = f"{_key(path)}/"
+        for gone in [k for k in self.tables if k.startswith(inside)]:
+            del self.tables[gone]
 
     def delete_file(self, path: str) -> None:
         self._changed(path)
         self._fs.delete_file(path)
+        self.tables.pop(_key(path), None)
 
     def delete_dir(self, path: str) -> None:
         self._changed_tree(path)
         self._fs.delete_dir(path)
+        self._tables_gone(path)
 
     def delete_dir_contents(self, path: str, *args: Any, **kwargs: Any) -> None:
         self._changed_tree(path)
         self._fs.delete_dir_contents(path, *args, **kwargs)
+        self._tables_gone(path)
 
     def create_dir(self, path: str, *, recursive: bool = True) -> None:
         key = _key(path)
@@ -124,18 +137,30 @@ class ListedFileSystem:
         self._changed_tree(src)
         self._changed_tree(dest)
         self._fs.move(src, dest)
+        self._tables_gone(dest)
+        self.tables.pop(_key(dest), None)
+        moved = self.tables.pop(_key(src), None)
+        if moved is not None:
+            self.tables[_key(dest)] = moved
+        inside = f"{_key(src)}/"
+        for key in [k for k in self.tables if k.startswith(inside)]:
+            self.tables[f"{_key(dest)}/{key[len(inside) :]}"] = self.tables.pop(key)
 
     def copy_file(self, src: str, dest: str) -> None:
         self._changed(dest)
         self._fs.copy_file(src, dest)
+        copied = self.tables.get(_key(src))
+        if copied is not None:
+            self.tables[_key(dest)] = copied  # (rows are never changed in place)
+        else:
+            self.tables.pop(_key(dest), None)
 
 
 class MemoryStore:
-    """One simulated disk: the in-memory file system and the base files' tables by path."""
+    """One simulated disk: the in-memory file system, which keeps the base files' tables by path."""
 
     def __init__(self) -> None:
         self.fs = ListedFileSystem()
-        self.tables: dict[str, pa.Table | KeptRows] = {}
 
 
 class MemoryDfs(Dfs):
@@ -186,7 +211,7 @@ class MemoryDfs(Dfs):
         # the placeholder appears in one step, as the rename of a real write would
         with self.fs.open_output_stream(path) as f:
             f.write(PLACEHOLDER)
-        self.store.tables[path] = table
+        self.fs.tables[_key(path)] = table
         if isinstance(table, pa.Table):
             size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
             return size
@@ -194,9 +219,9 @@ class MemoryDfs(Dfs):
 
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
         self._op("read", path)
-        if not self._found(self.fs.get_file_info(path)) or path not in self.store.tables:
+        kept = self.store.fs.tables.get(_key(path))
+        if kept is None or not self._found(self.fs.get_file_info(path)):
             raise DfsNotFound(f"file {path} does not exist")
-        kept = self.store.tables[path]
         table = kept if isinstance(kept, pa.Table) else kept.to_arrow()
         return table if columns is None else table.select(columns)
 

@@ -56,3 +56,22 @@ def test_a_caller_sorting_its_listing_leaves_the_kept_one_as_listed():
     mine = dfs.list_dir("/t")
     mine.sort(key=lambda e: e.name, reverse=True)
     assert [e.name for e in dfs.list_dir("/t")] == ["a", "b", "c"]
+
+
+def test_a_base_file_s_rows_go_with_the_file_and_follow_a_rename():
+    # the cleaner deletes old versions all run long: their rows must not stay behind in memory
+    store = MemoryStore()
+    dfs = MemoryDfs(store, role="writer.data")
+    dfs.mkdirs("/t/p0")
+    one, two = pa.table({"x": [1]}), pa.table({"x": [2]})
+    dfs.write_parquet("/t/p0/a.parquet", one)
+    dfs.write_parquet("/t/p0/b.parquet", two)
+    dfs.delete("/t/p0/a.parquet")
+    assert list(store.fs.tables) == ["t/p0/b.parquet"]
+    dfs.rename("/t/p0", "/t/p1")  # a directory with its files
+    assert dfs.read_parquet("/t/p1/b.parquet").equals(two)
+    dfs.write_bytes("/t/p1/b.parquet", b"not parquet")  # a file written over a base file
+    assert not store.fs.tables
+    dfs.write_parquet("/t/p1/c.parquet", one)
+    dfs.delete("/t/p1", recursive=True)
+    assert not store.fs.tables
