@@ -2,14 +2,17 @@
 simulated disk keeps instead of an Arrow table.
 
 The simulator merges tens of thousands of small file groups (a few hundred rows, ten new ones a
-flush), where an Arrow merge costs about twenty calls whatever the rows. On columns of Python
-values the same merge is a list copy per column and a Python step per incoming record.
-:func:`merge_rows` is :func:`runtime.hudi.merge.merge_file_group` on such rows, the same rules
-(its module docstring has them, with their sources) and the same result: ``tests/hudi`` holds the
-two to the same table, row for row and type for type. It declines (returns None) whatever it
-does not hold, and the caller merges in Arrow: a column type other than strings, integers,
-floating point and booleans, a large flush or file, a schema that differs from the old version's,
-or a compaction's records (which keep their own meta columns).
+flush), where an Arrow merge costs about twenty calls whatever the rows. On rows of Python values
+the same merge is one list copy and a tuple per incoming record. :func:`merge_rows` is
+:func:`runtime.hudi.merge.merge_file_group` on such rows, the same rules (its module docstring
+has them, with their sources) and the same result: ``tests/hudi`` holds the two to the same
+table, row for row and type for type. It declines (returns None) whatever it does not hold, and
+the caller merges in Arrow: a column type other than strings, integers, floating point and
+booleans, a large flush or file, an old version whose columns are not the flush's, or a
+compaction's records (which keep their own meta columns).
+
+A version's rows hold every column but the file name, which every row of a version shares (the
+merge names each row after the new file).
 
 The size model (:attr:`FileRows.nbytes`): what the rows take in Arrow's buffers, built in one
 piece without validity bitmaps: a fixed-width value its width (a boolean a byte), a string its
@@ -19,6 +22,7 @@ and write amplification in a simulated run's ``result.json``); it never reaches 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict, Unpack
 
@@ -29,7 +33,6 @@ from runtime.data.columns import OFFSET
 from runtime.hudi.java_hashmap import SMALL_MAP, small_orders
 from runtime.hudi.merge import (
     _KEY_HASHES,
-    _ROW_META,
     FILE_NAME,
     MAX_INDEXED_ROWS,
     SMALL_FLUSH,
@@ -44,8 +47,10 @@ from runtime.hudi.merge import (
 from runtime.hudi.table import META_COLUMNS
 
 _NAME_AT = META_COLUMNS.index(FILE_NAME)
-_NAME_FIELD = pa.field(FILE_NAME, pa.string())
 _STRING = pa.string()
+# a row's places: the meta columns but the file name, then the data columns
+COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH = range(4)
+_DATA_AT = 4
 
 
 def _width(t: pa.DataType) -> int | None:
@@ -63,15 +68,6 @@ def _held(t: pa.DataType) -> bool:
     return bool(t == _STRING or pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t))
 
 
-def _bytes(values: list[Any], width: int | None) -> int:
-    if width is not None:
-        return width * len(values)
-    try:  # one join, not a call per value
-        return len("".join(values).encode()) + 4 * len(values)
-    except TypeError:  # a null among them
-        return sum(len(v.encode()) for v in values if v is not None) + 4 * len(values)
-
-
 def _values(column: pa.ChunkedArray) -> list[Any]:
     """A column's Python values (through numpy without nulls: ``to_pylist`` makes a scalar each)."""
     if column.null_count:
@@ -81,37 +77,68 @@ def _values(column: pa.ChunkedArray) -> list[Any]:
     return values
 
 
+@dataclass(frozen=True, slots=True)
+class _RowSizes:
+    """The size model of a row of one schema: its fixed part, and where its strings are."""
+
+    strings: tuple[int, ...]  # the places of the string values in a row
+    fixed: int  # the widths of the fixed-width values and 4 bytes of offset a string
+
+    @staticmethod
+    def of(types: Sequence[pa.DataType]) -> _RowSizes:
+        widths = [_width(t) for t in types]
+        strings = tuple(i for i, w in enumerate(widths) if w is None)
+        return _RowSizes(strings, sum(w for w in widths if w is not None) + 4 * len(strings))
+
+    def of_rows(self, rows: Sequence[tuple[Any, ...]]) -> int:
+        texts = [r[i] for r in rows for i in self.strings]
+        try:  # one join, not a call per value
+            text = len("".join(texts).encode())
+        except TypeError:  # a null among them
+            text = sum(len(v.encode()) for v in texts if v is not None)
+        return text + self.fixed * len(rows)
+
+
 @dataclass(slots=True)
 class FileRows:
-    """A file version's rows: one list of Python values per column of ``schema``, and the size
-    model's bytes of each column."""
+    """A file version's rows: a tuple of Python values per row, in the columns of ``schema`` but
+    the file name (every row's is ``file_name``), and the size model's bytes of those columns."""
 
-    schema: pa.Schema
-    columns: list[list[Any]]
-    column_bytes: list[int]
+    schema: pa.Schema  # every column, the file name's included, the meta columns first
+    rows: list[tuple[Any, ...]]
+    file_name: str
+    row_bytes: int
 
     @property
     def num_rows(self) -> int:
-        return len(self.columns[0]) if self.columns else 0
+        return len(self.rows)
 
     @property
     def nbytes(self) -> int:
-        return sum(self.column_bytes)
+        return self.row_bytes + (len(self.file_name.encode()) + 4) * len(self.rows)
 
     def to_arrow(self) -> pa.Table:
+        n = len(self.rows)
+        columns: list[Sequence[Any]] = list(zip(*self.rows, strict=True)) if n else [()] * (len(self.schema) - 1)
+        columns.insert(_NAME_AT, (self.file_name,) * n)
         return pa.Table.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(self.columns, self.schema, strict=True)], schema=self.schema
+            [pa.array(c, type=f.type) for c, f in zip(columns, self.schema, strict=True)], schema=self.schema
         )
 
     @staticmethod
     def from_arrow(table: pa.Table) -> FileRows | None:
-        """``table``'s rows, or None when a column has a type the rows do not hold."""
-        if not all(_held(f.type) for f in table.schema):
+        """``table``'s rows, or None when they are not held: a column of another type, meta
+        columns not first, or rows of more than one file name."""
+        schema = table.schema
+        if schema.names[: len(META_COLUMNS)] != list(META_COLUMNS) or not all(_held(f.type) for f in schema):
             return None
-        columns = [_values(c) for c in table.columns]
-        return FileRows(
-            table.schema, columns, [_bytes(c, _width(f.type)) for c, f in zip(columns, table.schema, strict=True)]
-        )
+        names = set(_values(table.column(_NAME_AT)))
+        if len(names) > 1 or None in names:
+            return None
+        columns = [_values(c) for i, c in enumerate(table.columns) if i != _NAME_AT]
+        rows = list(zip(*columns, strict=True))
+        types = [f.type for i, f in enumerate(schema) if i != _NAME_AT]
+        return FileRows(schema, rows, names.pop() if names else "", _RowSizes.of(types).of_rows(rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,13 +152,12 @@ class _Layout:
     precombine_at: int
     plain_precombine: bool  # a signed integer or floating ordering value (compared in Python)
     offset_at: int  # the stream offset's place in the flush, -1 if it has none
-    widths: list[int | None]  # the size model's width of each column but the file name
-    old_at: list[int]  # each column but the file name's place in the old version (none: empty)
+    sizes: _RowSizes
     schema: pa.Schema  # the new version's
 
     @staticmethod
     def of(incoming: pa.Schema, old: pa.Schema | None, key: str, precombine: str) -> _Layout | None:
-        """None when the rows do not hold the merge (a type, a changed schema)."""
+        """None when the rows do not hold the merge (a type, the old version's columns)."""
         last = _LAYOUTS.get((key, precombine))
         if last is not None and last[0].equals(incoming) and _same(last[1], old):
             return last[2]
@@ -147,23 +173,14 @@ class _Layout:
         if incoming.field(key).type != _STRING or not all(map(_held, types)) or precombine not in data_cols:
             return None
         pre_type = types[data_cols.index(precombine)]
-        widths: list[int | None] = [None, None, None, None]  # the row's meta columns: strings
-        widths += map(_width, types)
         if old is None:
-            old_at: list[int] = []
             schema = pa.schema([pa.field(c, _STRING) for c in META_COLUMNS] + list(map(pa.field, data_cols, types)))
+        elif old.names != [*META_COLUMNS, *data_cols] or old.field(RECORD_KEY).type != _STRING:
+            return None  # (the Arrow merge keeps the old version's columns of the flush's)
+        elif [old.field(c).type for c in data_cols] != types:
+            return None  # (the Arrow merge casts the flush's to the old version's types)
         else:
-            old_at = [old.get_field_index(c) for c in _ROW_META + data_cols]
-            if -1 in old_at or old.field(_ROW_META[2]).type != _STRING:
-                return None
-            if [old.field(c).type for c in data_cols] != types:
-                return None
-            layout = [*META_COLUMNS, *data_cols]
-            schema = (
-                old
-                if old.names == layout
-                else pa.schema([old.field(c) if c != FILE_NAME else _NAME_FIELD for c in layout])
-            )
+            schema = old
         return _Layout(
             data_cols,
             [names.index(c) for c in data_cols],
@@ -171,8 +188,7 @@ class _Layout:
             data_cols.index(precombine),
             pa.types.is_signed_integer(pre_type) or pa.types.is_floating(pre_type),
             names.index(OFFSET) if OFFSET in names else -1,
-            widths,
-            old_at,
+            _RowSizes.of([_STRING] * _DATA_AT + types),
             schema,
         )
 
@@ -189,7 +205,7 @@ _LAYOUTS: dict[tuple[str, str], tuple[pa.Schema, pa.Schema | None, _Layout | Non
 class _Flush:
     """A small flush as ``FlinkWriteHelper.deduplicateRecords`` leaves it, on Python values: one
     record per key (the larger ordering value, a tie to the later record), the keys in order of
-    first arrival, and the data columns' values of those records."""
+    first arrival, and the data columns' values of those records, a column each."""
 
     keys: list[str]
     columns: list[list[Any]]
@@ -264,96 +280,61 @@ def merge_rows(
     if incoming.num_rows > SMALL_FLUSH or (base is not None and base.num_rows > MAX_INDEXED_ROWS):
         return None
     n_base = 0 if base is None else base.num_rows
-    layout = _Layout.of(
-        incoming.schema, base.schema if base is not None and n_base else None, key, target["precombine"]
-    )
+    old_schema = base.schema if base is not None and n_base else None
+    layout = _Layout.of(incoming.schema, old_schema, key, target["precombine"])
     if layout is None:
         return None
     flush = _Flush.of(incoming, layout)
     if flush is None:
         return None
-    keys, inc = flush.keys, flush.columns
+    keys = flush.keys
+    records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
     hashes = [_KEY_HASHES[k] for k in keys]
     if len(keys) <= SMALL_MAP:
         grouped, to_write = small_orders(hashes)
     else:
         orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
         grouped, to_write = orders[0].tolist(), orders[1].tolist()
-    widths = layout.widths
     prefix = f"{instant}_{target['partition_id']}_"
+    file_name = target["file_name"]
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
-        order = grouped
-        n = len(order)
-        columns = [
-            [instant] * n,
-            [prefix + str(p) for p in range(n)],
-            [keys[r] for r in order],
-            [partition] * n,
-            *([col[r] for r in order] for col in inc),
-        ]
-        rows = FileRows(layout.schema, columns, [_bytes(c, w) for c, w in zip(columns, widths, strict=True)])
-        return MergeResult(_with_name(rows, target["file_name"]), n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
-    old = [base.columns[i] for i in layout.old_at]
+        rows = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in enumerate(grouped)]
+        version = FileRows(layout.schema, rows, file_name, layout.sizes.of_rows(rows))
+        n = len(rows)
+        return MergeResult(version, n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
+    old = base.rows
     if base_positions is None:
-        base_positions = {k: i for i, k in enumerate(old[2])}
+        base_positions = {r[RECORD_KEY]: i for i, r in enumerate(old)}
     get = base_positions.get
     at = [get(k, -1) for k in keys]
-    inc_pre, old_pre = inc[layout.precombine_at], old[len(_ROW_META) + layout.precombine_at]
+    pre = layout.precombine_at
+    inc_pre, old_pre = flush.columns[pre], _DATA_AT + pre
     updated = [
         i
         for i, a in enumerate(at)
-        if a >= 0 and (inc_pre[i] is not None and old_pre[a] is not None and inc_pre[i] >= old_pre[a])
+        if a >= 0 and inc_pre[i] is not None and (o := old[a][old_pre]) is not None and inc_pre[i] >= o
     ]
     replaced = [at[i] for i in updated]
     new = [r for r in to_write if at[r] < 0]  # keyToNewRecords' order, the keys the old file lacked
     rewritten = kept_written = 0
     if base_instant is None or base_instant == instant:
-        times = old[0]
-        of_instant = times.count(instant)
+        of_instant = [p for p, r in enumerate(old) if r[COMMIT_TIME] == instant]
         if of_instant:
-            rewritten = sum(1 for p in replaced if times[p] == instant)
-            kept_written = of_instant - rewritten
-    written_rows = updated + new
-    placed = replaced + list(range(n_base, n_base + len(new)))
-    fresh: list[list[Any]] = [
-        [instant] * len(written_rows),
-        [prefix + str(p) for p in placed],
-        [keys[r] for r in written_rows],
-        [partition] * len(written_rows),
-        *([col[r] for r in written_rows] for col in inc),
-    ]
-    n_updated = len(updated)
-    columns, sizes = [], []
-    old_bytes = [base.column_bytes[i] for i in layout.old_at]
-    for col, values, width, size in zip(old, fresh, widths, old_bytes, strict=True):
-        if n_updated:
-            merged = col.copy()
-            for p, v in zip(replaced, values, strict=False):  # (the new rows follow the updates)
-                merged[p] = v
-            merged.extend(values[n_updated:])
-        else:
-            merged = col + values
-        if width is None:
-            size += _bytes(values, None) - _bytes([col[p] for p in replaced], None)
-        else:
-            size += width * len(new)
-        columns.append(merged)
-        sizes.append(size)
-    rows = FileRows(layout.schema, columns, sizes)
+            rewritten = len(set(of_instant).intersection(replaced))
+            kept_written = len(of_instant) - rewritten
+    placed = [*zip(replaced, updated, strict=True), *enumerate(new, start=n_base)]  # (position, record)
+    fresh = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in placed]
+    rows = old.copy()
+    for p, row in zip(replaced, fresh, strict=False):  # (the new rows follow the updates)
+        rows[p] = row
+    rows += fresh[len(replaced) :]
+    sizes = layout.sizes
+    row_bytes = base.row_bytes - sizes.of_rows([old[p] for p in replaced]) + sizes.of_rows(fresh)
     return MergeResult(
-        _with_name(rows, target["file_name"]),
+        FileRows(layout.schema, rows, file_name, row_bytes),
         len(new),
         len(replaced) - rewritten,
         rewritten,
-        len(written_rows) + kept_written,
+        len(fresh) + kept_written,
         _positions_of(keys, new, base_positions, n_base),
     )
-
-
-def _with_name(rows: FileRows, file_name: str) -> FileRows:
-    """``rows`` (whose schema has the file name already) with the file name column in its place
-    among the meta columns."""
-    n = rows.num_rows
-    rows.columns.insert(_NAME_AT, [file_name] * n)
-    rows.column_bytes.insert(_NAME_AT, (len(file_name.encode()) + 4) * n)
-    return rows

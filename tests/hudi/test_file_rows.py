@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from runtime.hudi.file_rows import FileRows, merge_rows, merge_version
 from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import TableError
+from runtime.hudi.table import META_COLUMNS, TableError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 
 KEY, PRE = "key", "ts"
@@ -89,16 +89,24 @@ def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(flushes
         assert counts == (arrow.inserts, arrow.updates, arrow.rewritten, arrow.written, arrow.key_positions)
         # the size model's books, kept merge by merge, are the model's of the rows from scratch
         fresh = FileRows.from_arrow(table)
-        assert fresh is not None and merged.table.column_bytes == fresh.column_bytes
+        assert fresh is not None and merged.table.nbytes == fresh.nbytes
         base_arrow, base_rows, prev_instant = arrow.table, merged.table, instant
         positions = merged.key_positions if keep_positions else None
 
 
 def test_the_size_model_counts_utf8_bytes_and_offsets():
-    rows = FileRows.from_arrow(pa.table({"s": ["ab", "ключ", None], "i": pa.array([1, 2, 3], pa.int32())}))
+    meta = {c: [f"{c[8:12]}{i}" for i in range(3)] for c in META_COLUMNS}  # 5 strings of 5 bytes a row
+    meta["_hoodie_file_name"] = ["f.parquet"] * 3
+    table = pa.table({**meta, "s": ["ab", "ключ", None], "i": pa.array([1, 2, 3], pa.int32())})
+    rows = FileRows.from_arrow(table)
     assert rows is not None
-    assert rows.column_bytes == [2 + 8 + 3 * 4, 3 * 4]
-    assert rows.nbytes == sum(rows.column_bytes)
+    assert rows.nbytes == 4 * 3 * (5 + 4) + 3 * (9 + 4) + (2 + 8 + 3 * 4) + 3 * 4
+
+
+def test_rows_of_another_layout_are_not_held():
+    assert FileRows.from_arrow(pa.table({"s": ["a"]})) is None  # no meta columns
+    meta = {c: ["x", "y"] for c in META_COLUMNS}
+    assert FileRows.from_arrow(pa.table(meta)) is None  # two file names
 
 
 def nested_flush() -> pa.Table:
@@ -169,7 +177,7 @@ def test_a_column_the_flush_lacks_leaves_the_version_as_it_leaves_the_arrow_merg
     narrow = flush([("a", 2, "y", 0.5, True), ("b", 1, "z", 1.5, False)], 1, pa.int64())
     both_kw = dict(instant=INSTANTS[1], base_instant=INSTANTS[0], **kw)
     rows = merge_version(first.table, narrow, as_rows=True, **both_kw)
-    assert isinstance(rows.table, FileRows)
+    assert isinstance(rows.table, pa.Table)  # merged in Arrow
     expected = merge_file_group(first.table, narrow, **both_kw).table
     assert "old" not in expected.column_names
-    assert rows.table.to_arrow().equals(expected)
+    assert rows.table.equals(expected)
