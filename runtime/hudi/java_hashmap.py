@@ -104,14 +104,16 @@ def small_orders(hashes: list[int]) -> tuple[list[int], list[int]]:
     n = len(spread_hashes)
     was_crowded = _crowded_small(spread_hashes)
     first = _capacity(spread_hashes if was_crowded else None, n) - 1
-    order = sorted(range(n), key=lambda i: spread_hashes[i] & first)
+    bins = [h & first for h in spread_hashes]
+    order = sorted(range(n), key=bins.__getitem__)
     if not was_crowded:
         return order, order
     put = [spread_hashes[i] for i in order]  # the second map is filled in the first one's order
     second = _capacity(put if _crowded_small(put) else None, n) - 1
     if second == first:
         return order, order
-    return order, [order[j] for j in sorted(range(n), key=lambda j: put[j] & second)]
+    bins = [h & second for h in put]
+    return order, [order[j] for j in sorted(range(n), key=bins.__getitem__)]
 
 
 def iteration_order(hashes: npt.NDArray[np.uint32]) -> npt.NDArray[np.intp]:
