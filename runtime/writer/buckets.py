@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 
 from runtime.data.columns import BUCKET
 
+_SMALL_BATCH = 64
+
 
 def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[tuple[str, int], pa.Table]]:
     """Groups a batch by (partition, bucket), keeping stream order within each group."""
@@ -21,10 +23,15 @@ def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[t
     if partitions.type != pa.string():
         partitions = pc.cast(partitions, pa.string())
     buckets = records.column(BUCKET).to_numpy().astype(np.int64)
-    if buckets.min() == buckets.max() and not partitions.null_count:
+    if len(buckets) <= _SMALL_BATCH:  # bounds on Python ints: numpy's two reductions cost more here
+        listed = buckets.tolist()
+        low, high = min(listed), max(listed)
+    else:
+        low, high = int(buckets.min()), int(buckets.max())
+    if low == high and not partitions.null_count:
         names = set(partitions.to_numpy(zero_copy_only=False).tolist())  # (cheaper than an Arrow kernel)
         if len(names) == 1:  # the whole batch is one file group (no copy needed)
-            return [((names.pop(), int(buckets[0])), records)]
+            return [((names.pop(), int(low)), records)]
     encoded = pc.dictionary_encode(partitions).combine_chunks()
     part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     code = part_idx * (int(buckets.max()) + 1) + buckets
