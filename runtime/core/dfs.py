@@ -46,7 +46,7 @@ class KeptRows(Protocol):
     def to_arrow(self) -> pa.Table: ...
 
 
-Held = TypeVar("Held")
+Held = TypeVar("Held")  # the rows a caller holds of a file it wrote (read_parquet_held)
 
 
 class DfsError(IOError):

@@ -65,10 +65,13 @@ def both(base_arrow, base_rows, incoming, instant, base_instant, positions, part
 @given(
     flushes=st.lists(st.lists(ROW, min_size=1, max_size=9), min_size=1, max_size=5),
     instants=st.lists(st.sampled_from(INSTANTS), min_size=5, max_size=5),
-    pre_type=st.sampled_from([pa.int64(), pa.int32(), pa.string()]),
+    pre_type=st.sampled_from([pa.int64(), pa.int32(), pa.float64(), pa.string()]),
     keep_positions=st.booleans(),
+    nulls=st.booleans(),  # without: duplicated keys are decided in Python, not handed to Arrow
 )
-def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(flushes, instants, pre_type, keep_positions):
+def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(
+    flushes, instants, pre_type, keep_positions, nulls
+):
     instants = sorted(instants)  # instants only grow; a repeated one is a re-flush
     base_arrow: pa.Table | None = None
     base_rows: FileRows | None = None
@@ -76,6 +79,8 @@ def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(flushes
     prev_instant = None
     offset = 0
     for rows, instant in zip(flushes, instants, strict=False):
+        if not nulls:
+            rows = [(k, 0 if p is None else p, s, f, b) for k, p, s, f, b in rows]
         if pa.types.is_string(pre_type):
             rows = [(k, None if p is None else str(p), s, f, b) for k, p, s, f, b in rows]
         incoming = flush(rows, offset, pre_type)
@@ -92,6 +97,24 @@ def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(flushes
         assert fresh is not None and merged.table.nbytes == fresh.nbytes
         base_arrow, base_rows, prev_instant = arrow.table, merged.table, instant
         positions = merged.key_positions if keep_positions else None
+
+
+def test_a_duplicated_key_keeps_its_largest_ordering_value_and_the_later_record_of_a_tie():
+    rows = [("a", 1, "first", 0.5, True), ("b", 5, "b", 0.5, True), ("a", 3, "largest", 0.5, True)]
+    rows += [("a", 2, "smaller", 0.5, True), ("b", 5, "b later", 0.5, True)]
+    merged = merge_rows(
+        None,
+        flush(rows, 0, pa.int64()),
+        instant=INSTANTS[0],
+        partition="p",
+        file_name="f.parquet",
+        key=KEY,
+        precombine=PRE,
+        partition_id=0,
+    )
+    assert merged is not None
+    got = {r[KEY]: r["payload"] for r in merged.table.to_arrow().to_pylist()}
+    assert got == {"a": "largest", "b": "b later"}
 
 
 def test_the_size_model_counts_utf8_bytes_and_offsets():
