@@ -261,9 +261,12 @@ def merge_version(
     :class:`FileRows` with ``as_rows`` (a storage that keeps them: the simulated disk) where
     :func:`merge_rows` holds the merge, else in Arrow (:func:`~runtime.hudi.merge.merge_file_group`)."""
     if as_rows:
-        small = base is None or base.num_rows <= MAX_INDEXED_ROWS  # (a large one is joined in Arrow)
-        rows = FileRows.from_arrow(base) if isinstance(base, pa.Table) and small else base
-        if rows is not None and not isinstance(rows, pa.Table) or base is None:
+        rows: FileRows | None
+        if isinstance(base, pa.Table):  # read back from storage, or merged in Arrow before
+            rows = FileRows.from_arrow(base) if base.num_rows <= MAX_INDEXED_ROWS else None
+        else:
+            rows = base
+        if rows is not None or base is None:
             merged = merge_rows(rows, incoming, **target)
             if merged is not None:
                 return merged

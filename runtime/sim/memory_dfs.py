@@ -211,7 +211,7 @@ class MemoryDfs(Dfs):
         # the placeholder appears in one step, as the rename of a real write would
         with self.fs.open_output_stream(path) as f:
             f.write(PLACEHOLDER)
-        self.fs.tables[_key(path)] = table
+        self.store.fs.tables[_key(path)] = table
         if isinstance(table, pa.Table):
             size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
             return size

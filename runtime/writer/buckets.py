@@ -31,10 +31,10 @@ def split_by_file_group(records: pa.Table, partition_field: str) -> list[tuple[t
     if low == high and not partitions.null_count:
         names = set(partitions.to_numpy(zero_copy_only=False).tolist())  # (cheaper than an Arrow kernel)
         if len(names) == 1:  # the whole batch is one file group (no copy needed)
-            return [((names.pop(), int(low)), records)]
+            return [((names.pop(), low), records)]
     encoded = pc.dictionary_encode(partitions).combine_chunks()
     part_idx = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    code = part_idx * (int(buckets.max()) + 1) + buckets
+    code = part_idx * (high + 1) + buckets
     order = np.argsort(code, kind="stable")
     cuts = np.flatnonzero(np.diff(code[order])) + 1
     grouped = records.take(pa.array(order, pa.int64()))  # one take; each group is a slice of it
