@@ -279,7 +279,6 @@ def merge_rows(
     """:func:`~runtime.hudi.merge.merge_file_group` on ``base``'s rows, the new version as
     :class:`FileRows`; None when these rows do not hold the merge (the module docstring says when)."""
     instant, partition, key = target["instant"], target["partition"], target["key"]
-    base_instant, base_positions = target.get("base_instant"), target.get("base_positions")
     if incoming.num_rows > SMALL_FLUSH or (base is not None and base.num_rows > MAX_INDEXED_ROWS):
         return None
     n_base = 0 if base is None else base.num_rows
@@ -299,12 +298,28 @@ def merge_rows(
         orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
         grouped, to_write = orders[0].tolist(), orders[1].tolist()
     prefix = f"{instant}_{target['partition_id']}_"
-    file_name = target["file_name"]
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         rows = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in enumerate(grouped)]
-        version = FileRows(layout.schema, rows, file_name, layout.sizes.of_rows(rows))
+        version = FileRows(layout.schema, rows, target["file_name"], layout.sizes.of_rows(rows))
         n = len(rows)
         return MergeResult(version, n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
+    return _onto(base, flush, records, to_write, layout, prefix, target)
+
+
+def _onto(
+    base: FileRows,
+    flush: _Flush,
+    records: list[tuple[Any, ...]],
+    to_write: list[int],
+    layout: _Layout,
+    prefix: str,
+    target: MergeTarget,
+) -> MergeResult[FileRows]:
+    """``HoodieMergeHandle``'s version: ``base``'s rows in place, each that an incoming record
+    wins replaced, then the keys new to the file in ``keyToNewRecords``' order (``to_write``)."""
+    instant, partition, keys = target["instant"], target["partition"], flush.keys
+    base_instant, base_positions = target.get("base_instant"), target.get("base_positions")
+    n_base = base.num_rows
     old = base.rows
     if base_positions is None:
         base_positions = {r[RECORD_KEY]: i for i, r in enumerate(old)}
@@ -334,7 +349,7 @@ def merge_rows(
     sizes = layout.sizes
     row_bytes = base.row_bytes - sizes.of_rows([old[p] for p in replaced]) + sizes.of_rows(fresh)
     return MergeResult(
-        FileRows(layout.schema, rows, file_name, row_bytes),
+        FileRows(layout.schema, rows, target["file_name"], row_bytes),
         len(new),
         len(replaced) - rewritten,
         rewritten,
