@@ -38,9 +38,6 @@ class KeptRows(Protocol):
     a small file version's rows as Python values: :class:`runtime.hudi.file_rows.FileRows`)."""
 
     @property
-    def num_rows(self) -> int: ...
-
-    @property
     def nbytes(self) -> int: ...  # the size the storage reports for the file
 
     def to_arrow(self) -> pa.Table: ...

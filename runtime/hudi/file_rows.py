@@ -39,6 +39,7 @@ from runtime.hudi.merge import (
     KeyPositions,
     MergeResult,
     _positions_of,
+    column_values,
     data_columns_named,
     flink_dedupe,
     hashmap_orders,
@@ -53,28 +54,16 @@ COMMIT_TIME, SEQNO, RECORD_KEY, PARTITION_PATH = range(4)
 _DATA_AT = 4
 
 
-def _width(t: pa.DataType) -> int | None:
-    """A held type's fixed width in the size model; None for a string; raises for any other."""
-    if t == _STRING:
-        return None
-    if pa.types.is_boolean(t):
-        return 1
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return int(t.bit_width) // 8
-    raise TypeError(t)
-
-
 def _held(t: pa.DataType) -> bool:
+    """Whether rows hold values of ``t``: strings, booleans, integers, floating point."""
     return bool(t == _STRING or pa.types.is_boolean(t) or pa.types.is_integer(t) or pa.types.is_floating(t))
 
 
-def _values(column: pa.ChunkedArray) -> list[Any]:
-    """A column's Python values (through numpy without nulls: ``to_pylist`` makes a scalar each)."""
-    if column.null_count:
-        values: list[Any] = column.to_pylist()
-    else:
-        values = column.to_numpy(zero_copy_only=False).tolist()
-    return values
+def _width(t: pa.DataType) -> int | None:
+    """A held type's fixed width in the size model (a boolean a byte); None for a string."""
+    if not _held(t):
+        raise TypeError(f"rows of type {t} are not held (merged in Arrow instead)")
+    return None if t == _STRING else max(1, int(t.bit_width) // 8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +121,10 @@ class FileRows:
         schema = table.schema
         if schema.names[: len(META_COLUMNS)] != list(META_COLUMNS) or not all(_held(f.type) for f in schema):
             return None
-        names = set(_values(table.column(_NAME_AT)))
+        names = set(column_values(table.column(_NAME_AT)))
         if len(names) > 1 or None in names:
             return None
-        columns = [_values(c) for i, c in enumerate(table.columns) if i != _NAME_AT]
+        columns = [column_values(c) for i, c in enumerate(table.columns) if i != _NAME_AT]
         rows = list(zip(*columns, strict=True))
         types = [f.type for i, f in enumerate(schema) if i != _NAME_AT]
         return FileRows(schema, rows, names.pop() if names else "", _RowSizes.of(types).of_rows(rows))
@@ -211,10 +200,11 @@ class _Flush:
     columns: list[list[Any]]
 
     @staticmethod
-    def of(incoming: pa.Table, layout: _Layout) -> _Flush | None:
-        """None where an ordering value decides and is not a plain number (a null, a NaN, a
-        string): :func:`~runtime.hudi.merge.flink_dedupe` decides it in Arrow."""
-        columns = [_values(incoming.column(i)) for i in layout.incoming_at]
+    def of(incoming: pa.Table, layout: _Layout) -> _Flush:
+        """Of a small flush (``merge_rows`` merges no other). Where an ordering value decides and
+        is not a plain number (a null, a NaN, a string), :func:`~runtime.hudi.merge.flink_dedupe`
+        decides it in Arrow."""
+        columns = [column_values(incoming.column(i)) for i in layout.incoming_at]
         keys: list[str] = columns[layout.key_at]
         n = len(keys)
         if len(set(keys)) == n:  # every key once: nothing to decide
@@ -224,7 +214,7 @@ class _Flush:
         pre = columns[layout.precombine_at]
         if any(v is None or v != v for v in pre):  # a null or a NaN
             return _Flush.in_arrow(incoming, layout)
-        later = _values(incoming.column(layout.offset_at)) if layout.offset_at >= 0 else range(n)
+        later = column_values(incoming.column(layout.offset_at)) if layout.offset_at >= 0 else range(n)
         winner: dict[str, int] = {}  # in order of each key's first arrival
         for i, k in enumerate(keys):
             j = winner.get(k)
@@ -234,11 +224,10 @@ class _Flush:
         return _Flush(list(winner), [[col[r] for r in rows] for col in columns])
 
     @staticmethod
-    def in_arrow(incoming: pa.Table, layout: _Layout) -> _Flush | None:
+    def in_arrow(incoming: pa.Table, layout: _Layout) -> _Flush:
         dd = flink_dedupe(incoming, layout.data_cols[layout.key_at], layout.data_cols[layout.precombine_at])
-        if dd.keys is None:
-            return None
-        return _Flush(dd.keys, [_values(dd.records.column(c)) for c in layout.data_cols])
+        assert dd.keys is not None  # (flink_dedupe keeps the keys of a small flush)
+        return _Flush(dd.keys, [column_values(dd.records.column(c)) for c in layout.data_cols])
 
 
 class MergeTarget(TypedDict):
@@ -287,8 +276,6 @@ def merge_rows(
     if layout is None:
         return None
     flush = _Flush.of(incoming, layout)
-    if flush is None:
-        return None
     keys = flush.keys
     records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
     hashes = [_KEY_HASHES[k] for k in keys]

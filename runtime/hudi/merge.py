@@ -29,7 +29,7 @@ from __future__ import annotations
 from array import array
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -119,12 +119,12 @@ def flink_dedupe(records: pa.Table, key: str, precombine: str) -> Deduplicated:
     hash codes; :func:`hashmap_orders` gives the order they leave the grouping map in."""
     n = records.num_rows
     column = _as_string(records.column(key))
-    keys = _strings(column) if n <= SMALL_FLUSH else None
+    keys = column_values(column) if n <= SMALL_FLUSH else None
     distinct = len(set(keys)) == n if keys is not None else pc.count_distinct(column, mode="all").as_py() == n
     if not distinct:
         records = _latest_in_arrival_order(records, key, precombine)
         column = _as_string(records.column(key))
-        keys = _strings(column) if keys is not None else None
+        keys = column_values(column) if keys is not None else None
     if keys is not None:
         hashes = np.fromiter(map(_KEY_HASHES.__getitem__, keys), dtype=np.uint32, count=len(keys))
     else:
@@ -180,9 +180,13 @@ def _as_string(col: pa.ChunkedArray) -> pa.ChunkedArray:
     return col if pa.types.is_string(col.type) else pc.cast(col, pa.string())
 
 
-def _strings(col: pa.ChunkedArray) -> list[str]:
-    """A string column's values (``to_pylist``'s, several times faster through numpy's objects)."""
-    values: list[str] = col.to_numpy(zero_copy_only=False).tolist()
+def column_values(column: pa.ChunkedArray) -> list[Any]:
+    """A column's Python values (``to_pylist``'s, several times faster through numpy's objects
+    when it has no nulls: ``to_pylist`` makes a scalar of each value)."""
+    if column.null_count:
+        values: list[Any] = column.to_pylist()
+    else:
+        values = column.to_numpy(zero_copy_only=False).tolist()
     return values
 
 
@@ -283,7 +287,7 @@ def _positions_in_base(
     """(where each deduplicated record's key sits in ``base``, -1 for a new key; the base's key
     positions, indexed now for a small flush onto a small file when the caller had none)."""
     if dd.keys is not None and base_positions is None and base.num_rows <= MAX_INDEXED_ROWS:
-        base_positions = {k: i for i, k in enumerate(_strings(base.column("_hoodie_record_key")))}
+        base_positions = {k: i for i, k in enumerate(column_values(base.column("_hoodie_record_key")))}
     if dd.keys is not None and base_positions is not None:
         at = np.fromiter((base_positions.get(k, -1) for k in dd.keys), dtype=np.int64, count=len(dd.keys))
     else:

@@ -241,7 +241,11 @@ class CopyOnWriteWriter(FileGroupWriter):
         version's are let go): within the budget on a storage that encodes parquet; as they are
         on the simulated disk, which keeps them itself."""
         self._let_go(prev)
-        version.rows = self._held.hold(rows) if isinstance(rows, pa.Table) and self.table.dfs.encodes_parquet else rows
+        if not self.table.dfs.encodes_parquet:
+            version.rows = rows
+        else:
+            assert isinstance(rows, pa.Table)  # (merged in Arrow: rows are the simulated disk's)
+            version.rows = self._held.hold(rows)
 
     def _key_filter(
         self, prev: FileVersion | None, base: pa.Table | FileRows | None, merged: pa.Table | FileRows

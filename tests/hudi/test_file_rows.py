@@ -37,6 +37,16 @@ def flush(rows: list[tuple[str, int | None, str, float, bool]], first_offset: in
     )
 
 
+TARGET = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+
+
+def created(rows: list[tuple[str, int | None, str, float, bool]]) -> FileRows:
+    """The first version of a file group from a flush of ``rows``, merged as rows."""
+    merged = merge_rows(None, flush(rows, 0, pa.int64()), instant=INSTANTS[0], **TARGET)
+    assert merged is not None
+    return merged.table
+
+
 ROW = st.tuples(
     st.sampled_from([f"k{i}" for i in range(12)] + ["ключ", "é"]),  # few keys: updates and duplicates
     st.one_of(st.none(), st.integers(-3, 3)),
@@ -102,24 +112,13 @@ def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(
 def test_a_duplicated_key_keeps_its_largest_ordering_value_and_the_later_record_of_a_tie():
     rows = [("a", 1, "first", 0.5, True), ("b", 5, "b", 0.5, True), ("a", 3, "largest", 0.5, True)]
     rows += [("a", 2, "smaller", 0.5, True), ("b", 5, "b later", 0.5, True)]
-    merged = merge_rows(
-        None,
-        flush(rows, 0, pa.int64()),
-        instant=INSTANTS[0],
-        partition="p",
-        file_name="f.parquet",
-        key=KEY,
-        precombine=PRE,
-        partition_id=0,
-    )
-    assert merged is not None
-    got = {r[KEY]: r["payload"] for r in merged.table.to_arrow().to_pylist()}
+    got = {r[KEY]: r["payload"] for r in created(rows).to_arrow().to_pylist()}
     assert got == {"a": "largest", "b": "b later"}
 
 
 def test_the_size_model_counts_utf8_bytes_and_offsets():
-    meta = {c: [f"{c[8:12]}{i}" for i in range(3)] for c in META_COLUMNS}  # 5 strings of 5 bytes a row
-    meta["_hoodie_file_name"] = ["f.parquet"] * 3
+    meta = {c: ["ab-01", "ab-02", "ab-03"] for c in META_COLUMNS}  # 5 strings of 5 bytes a row
+    meta["_hoodie_file_name"] = ["f.parquet"] * 3  # 9 bytes, the same in every row
     table = pa.table({**meta, "s": ["ab", "ключ", None], "i": pa.array([1, 2, 3], pa.int32())})
     rows = FileRows.from_arrow(table)
     assert rows is not None
@@ -145,7 +144,7 @@ def nested_flush() -> pa.Table:
 
 def test_a_type_the_rows_do_not_hold_is_merged_in_arrow():
     incoming = nested_flush()
-    kw = dict(instant=INSTANTS[0], partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    kw = dict(instant=INSTANTS[0], **TARGET)
     assert merge_rows(None, incoming, **kw) is None
     merged = merge_version(None, incoming, as_rows=True, **kw)
     assert isinstance(merged.table, pa.Table)
@@ -155,7 +154,7 @@ def test_a_type_the_rows_do_not_hold_is_merged_in_arrow():
 
 def test_a_large_flush_is_merged_in_arrow_and_the_next_small_one_in_rows_again():
     big = flush([(f"k{i}", i, "x", 0.5, True) for i in range(300)], 0, pa.int64())
-    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    kw = TARGET
     first = merge_version(None, big, as_rows=True, instant=INSTANTS[0], **kw)
     assert isinstance(first.table, pa.Table)  # past the small flush: Arrow's hash join
     small = flush([("k1", 9, "y", 1.5, False), ("new", 1, "z", 2.5, True)], 300, pa.int64())
@@ -166,7 +165,7 @@ def test_a_large_flush_is_merged_in_arrow_and_the_next_small_one_in_rows_again()
 
 
 def test_a_schema_the_old_version_lacks_is_refused_as_the_arrow_merge_refuses_it():
-    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    kw = TARGET
     one = flush([("a", 1, "x", 0.5, True)], 0, pa.int64())
     first = merge_version(None, one, as_rows=True, instant=INSTANTS[0], **kw)
     wider = flush([("a", 2, "y", 0.5, True)], 1, pa.int64()).append_column("extra", pa.array([1]))
@@ -177,24 +176,14 @@ def test_a_schema_the_old_version_lacks_is_refused_as_the_arrow_merge_refuses_it
 def test_the_simulated_disk_keeps_rows_reports_their_size_and_reads_them_back_as_a_table():
     dfs = MemoryDfs(MemoryStore())
     dfs.mkdirs("/t/p")
-    merged = merge_rows(
-        None,
-        flush([("a", 1, "x", 0.5, True), ("b", 2, "y", 1.5, False)], 0, pa.int64()),
-        instant=INSTANTS[0],
-        partition="p",
-        file_name="f.parquet",
-        key=KEY,
-        precombine=PRE,
-        partition_id=0,
-    )
-    assert merged is not None
-    assert dfs.write_parquet("/t/p/f.parquet", merged.table) == merged.table.nbytes
-    assert dfs.read_parquet("/t/p/f.parquet").equals(merged.table.to_arrow())
+    rows = created([("a", 1, "x", 0.5, True), ("b", 2, "y", 1.5, False)])
+    assert dfs.write_parquet("/t/p/f.parquet", rows) == rows.nbytes
+    assert dfs.read_parquet("/t/p/f.parquet").equals(rows.to_arrow())
     assert dfs.read_parquet("/t/p/f.parquet", columns=[KEY]).column_names == [KEY]
 
 
 def test_a_column_the_flush_lacks_leaves_the_version_as_it_leaves_the_arrow_merge_s():
-    kw = dict(partition="p", file_name="f.parquet", key=KEY, precombine=PRE, partition_id=0)
+    kw = TARGET
     wide = flush([("a", 1, "x", 0.5, True)], 0, pa.int64()).append_column("old", pa.array([7]))
     first = merge_file_group(None, wide, instant=INSTANTS[0], **kw)
     narrow = flush([("a", 2, "y", 0.5, True), ("b", 1, "z", 1.5, False)], 1, pa.int64())
