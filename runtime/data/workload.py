@@ -31,6 +31,7 @@ from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the con
 from runtime.data.columns import BUCKET, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
 from runtime.data.input_format import SPARK_OPTIONS, CheckedInput, check_input
+from runtime.data.spark_types import NANOS_PER_MICRO
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -310,7 +311,7 @@ def read_input(
 
     data_cols = list(raw.columns)
     src = raw.select(
-        *[F.col(c).cast("string").alias(c) if c in (key, partition_field) else F.col(c) for c in data_cols],
+        *[_as_written(c, checked, (key, partition_field)).alias(c) for c in data_cols],
         F.input_file_name().alias(_FILE),
         F.monotonically_increasing_id().alias(_ROW),
     )
@@ -327,11 +328,32 @@ def read_input(
     return out
 
 
+def _as_written(col: str, checked: CheckedInput, as_strings: tuple[str, ...]) -> Column:
+    """A column of the input as the table gets it: a key or partition column as a string (Hudi's
+    record keys and partition paths are strings); a parquet nanosecond timestamp, read as its
+    nanoseconds, in microseconds (:mod:`runtime.data.spark_types`); a column the table holds as
+    another type cast to it (:attr:`CheckedInput.casts`, the pre-check found every value exact)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    column = F.col(col)
+    if col in as_strings:
+        return column.cast("string")
+    if col in checked.nanos:
+        naive = checked.schema.field(col).type.tz is None
+        column = F.timestamp_micros(F.expr(f"`{col}` div {NANOS_PER_MICRO}"))
+        column = column.cast("timestamp_ntz") if naive else column
+    casts = dict(checked.casts)
+    return column.cast(from_arrow_type(casts[col])) if col in casts else column
+
+
 def _read_files(spark: SparkSession, checked: CheckedInput) -> DataFrame:
     """The checked input in Spark, with the format's options (:data:`SPARK_OPTIONS`); a CSV or JSON file
     with the schema the check inferred, never Spark's own inference."""
     options = SPARK_OPTIONS[checked.fmt]
     if checked.fmt == "parquet":
+        if checked.nanos:  # else Spark refuses TIMESTAMP(NANOS): read as the nanoseconds, see _as_written
+            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
         return spark.read.options(**options).parquet(*checked.files)
     from pyspark.sql.pandas.types import from_arrow_schema
 
