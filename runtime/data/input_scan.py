@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from runtime.data.errors import InputError
 
-SCAN_BUDGET_S = 3.0
+SCAN_BUDGET_S = 2.0
 _BATCH_ROWS = 65_536
 
 # the index of the first bad value of a column's values (as Spark reads them), or None

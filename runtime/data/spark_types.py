@@ -11,7 +11,10 @@ written with. Spark 3.5 reads the parquet types themselves (``ParquetToSparkSche
   ``decimal(20,0)`` (SPARK-34817, Spark 3.2);
 * ``TIMESTAMP(MILLIS|MICROS, isAdjustedToUTC=true)``: ``timestamp`` (an instant; the writer's zone
   name, kept only in the Arrow metadata, is not read: UTC); ``isAdjustedToUTC=false`` (a naive
-  pandas datetime): ``timestamp_ntz``;
+  pandas datetime) too, its wall clock read as UTC: Spark reads it so with
+  ``spark.sql.parquet.inferTimestampNTZ.enabled=false`` (its behaviour before 3.4, set by the Spark
+  job), as a CSV's or JSON's zone-less timestamp is read. Spark 3.5's default, ``timestamp_ntz``,
+  becomes Avro ``local-timestamp-micros``, which the official reader (hudi-rs 0.5) cannot read;
 * ``TIMESTAMP(NANOS, *)`` (pandas' default unit): Spark refuses it (``Illegal Parquet type: INT64
   (TIMESTAMP(NANOS,true))``) unless ``spark.sql.legacy.parquet.nanosAsLong`` reads it as the
   nanoseconds' ``bigint``. Hudi's Spark writer holds at most microseconds (Avro
@@ -29,7 +32,8 @@ import pyarrow as pa
 
 NANOS_PER_MICRO = 1000
 TIMESTAMP_UTC = pa.timestamp("us", tz="UTC")
-TIMESTAMP_NTZ = pa.timestamp("us")
+# what the Spark job sets before reading parquet (module docstring)
+SPARK_READ_CONF = {"spark.sql.parquet.inferTimestampNTZ.enabled": "false"}
 
 
 @dataclass
@@ -58,7 +62,7 @@ def spark_type(t: pa.DataType, column: str, read: SparkRead, *, top: bool = Fals
     if pa.types.is_timestamp(t):
         if t.unit == "ns":
             (read.nanos if top else read.nested_nanos).append(column)
-        return TIMESTAMP_UTC if t.tz else TIMESTAMP_NTZ
+        return TIMESTAMP_UTC
     unsigned = {
         pa.uint8(): pa.int16(),
         pa.uint16(): pa.int32(),

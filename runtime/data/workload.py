@@ -31,7 +31,7 @@ from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the con
 from runtime.data.columns import BUCKET, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
 from runtime.data.input_format import SPARK_OPTIONS, CheckedInput, check_input
-from runtime.data.spark_types import NANOS_PER_MICRO
+from runtime.data.spark_types import NANOS_PER_MICRO, SPARK_READ_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -340,9 +340,7 @@ def _as_written(col: str, checked: CheckedInput, as_strings: tuple[str, ...]) ->
     if col in as_strings:
         return column.cast("string")
     if col in checked.nanos:
-        naive = checked.schema.field(col).type.tz is None
         column = F.timestamp_micros(F.expr(f"`{col}` div {NANOS_PER_MICRO}"))
-        column = column.cast("timestamp_ntz") if naive else column
     casts = dict(checked.casts)
     return column.cast(from_arrow_type(casts[col])) if col in casts else column
 
@@ -352,6 +350,8 @@ def _read_files(spark: SparkSession, checked: CheckedInput) -> DataFrame:
     with the schema the check inferred, never Spark's own inference."""
     options = SPARK_OPTIONS[checked.fmt]
     if checked.fmt == "parquet":
+        for name, value in SPARK_READ_CONF.items():
+            spark.conf.set(name, value)
         if checked.nanos:  # else Spark refuses TIMESTAMP(NANOS): read as the nanoseconds, see _as_written
             spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
         return spark.read.options(**options).parquet(*checked.files)

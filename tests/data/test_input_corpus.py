@@ -71,7 +71,7 @@ def test_pandas_types_are_read_as_spark_reads_them():
     checked = precheck(next(c for c in CASES if c["input"] == "pandas_types.parquet"), "/nonexistent/t")
     types = {f.name: f.type for f in checked.schema}
     assert types["at"] == pa.timestamp("us", tz="UTC")  # TIMESTAMP(NANOS,true): an instant, in micros
-    assert types["local"] == pa.timestamp("us")  # naive: timestamp_ntz
+    assert types["local"] == pa.timestamp("us", tz="UTC")  # naive: its wall clock as UTC
     assert (types["u8"], types["u32"], types["u64"]) == (pa.int16(), pa.int64(), pa.decimal128(20, 0))
     assert types["kind"] == pa.string()  # a categorical: its values
     assert set(checked.nanos) == {"at", "local"}
