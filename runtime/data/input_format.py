@@ -333,7 +333,8 @@ def value_checks(required: dict[str, str], nanos: Sequence[str]) -> list[ColumnC
             "--precombine-field {column}: the ordering value is {value} in {where} (it orders the versions of "
             "a record: the larger wins, and a missing or NaN value has no order; pandas writes a missing float "
             "as null)",
-            "fill those values (e.g. df[col].fillna(0)) or drop the rows, or pass another --precombine-field",
+            "fill those values or drop the rows (pandas: Series.fillna, DataFrame.dropna), or pass another "
+            "--precombine-field",
         ),
     ]
     for col in nanos:
@@ -343,7 +344,7 @@ def value_checks(required: dict[str, str], nanos: Sequence[str]) -> list[ColumnC
                 first_sub_micro,
                 "--input: column {column} is a nanosecond timestamp and {where} holds {value}, whose "
                 "nanoseconds below a microsecond Hudi (Avro timestamp-micros) would truncate",
-                "round it to microseconds (pandas: df[col].dt.floor('us')) or write the file with "
+                "round it to microseconds (pandas: Series.dt.floor('us')) or write the file with "
                 "coerce_timestamps='us'",
             )
         )

@@ -40,6 +40,8 @@ Check = Callable[[pa.Array], "int | None"]
 class BadValue(InputError):
     """A value a check refused: the message, and the value and where it is."""
 
+    heading = "InputError"  # to the user, one kind of input error
+
     def __init__(self, message: str, value: str, where: str) -> None:
         super().__init__(message)
         self.value, self.where = value, where
