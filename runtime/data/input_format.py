@@ -39,6 +39,7 @@ from runtime.data.input_scan import (
     SCAN_BUDGET_S,
     ColumnCheck,
     check_values,
+    first_bad_partition,
     first_null,
     first_null_or_nan,
     first_sub_micro,
@@ -337,6 +338,16 @@ def value_checks(required: dict[str, str], nanos: Sequence[str]) -> list[ColumnC
             "--precombine-field",
         ),
     ]
+    checks.append(
+        ColumnCheck(
+            required["partition"],
+            first_bad_partition,
+            "--partition-field {column}: {value} in {where} is not a partition path (a directory name, or names "
+            "joined by '/': Hudi writes '2024/01' as nested folders; never null or empty, no '\\', no empty "
+            "name, no name starting with '.')",
+            "clean or map those values, or pass another --partition-field",
+        )
+    )
     for col in nanos:
         checks.append(
             ColumnCheck(

@@ -182,6 +182,16 @@ def first_null_or_nan(values: pa.Array) -> int | None:
     return None if found < 0 else int(found)
 
 
+def first_bad_partition(values: pa.Array) -> int | None:
+    """The first value that is not a partition path (as the Spark job's check, ``_row_stats``):
+    null, empty, with a backslash, an empty segment or a segment starting with a dot."""
+    text = pc.cast(values, pa.string())
+    misnamed = pc.or_(pc.equal(text, ""), pc.match_substring_regex(text, r"\\|^\.|^/|/$|//|/\."))
+    bad = pc.or_kleene(pc.is_null(text), misnamed)
+    found = pc.index(pc.fill_null(bad, True), True).as_py()
+    return None if found < 0 else int(found)
+
+
 def first_sub_micro(values: pa.Array) -> int | None:
     """The first nanosecond timestamp with nanoseconds below a microsecond (truncated to micros)."""
     nanos = pc.cast(values.cast(pa.timestamp("ns", tz=values.type.tz)), pa.int64())

@@ -372,6 +372,8 @@ def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
     part_bad = part.isNull() | (part == "") | part.contains("\\") | part.startswith(".") | nested_bad
     key_null = F.col(required["key"]).isNull()
     pc_null = F.col(required["precombine"]).isNull()
+    if src.schema[required["precombine"]].dataType.typeName() in ("float", "double"):  # NaN has no order either
+        pc_null = pc_null | F.isnan(F.col(required["precombine"]))
     return src.groupBy(_FILE, _PID).agg(
         F.count(F.lit(1)).alias("n"),
         F.min(_ROW).alias("row0"),
@@ -391,9 +393,11 @@ def _offset_deltas(
     """From the per-(file, partition) stats in stream order: what turns each row id into its
     ``_offset`` (file, partition, delta), and the first bad value of each kind with its count."""
     base, deltas = 0, []
-    first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, offset, value, file)
+    first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, data row in its file, value, file)
+    starts: dict[str, int] = {}  # each file's first offset
     for r in rows:
         delta = base - r["row0"]
+        start = starts.setdefault(r[_FILE], base)
         deltas.append((r[_FILE], r[_PID], delta))
         for what, cnt, row, val in (
             ("key", r["key_nulls"], r["key_null_row"], None),
@@ -403,7 +407,7 @@ def _offset_deltas(
             if cnt:
                 c0, off0, v0, f0 = first_bad.get(what, (0, -1, None, ""))
                 if off0 < 0:
-                    off0, v0, f0 = row + delta, val, r[_FILE]
+                    off0, v0, f0 = row + delta - start + 1, val, r[_FILE]
                 first_bad[what] = (c0 + cnt, off0, v0, f0)
         base += r["n"]
     return deltas, first_bad
@@ -413,20 +417,20 @@ def _raise_bad_values(first_bad: dict[str, tuple[int, int, Any, str]], total: in
     if "key" in first_bad:
         cnt, off, _, f = first_bad["key"]
         raise InputError(
-            f"key column {required['key']!r} has {cnt} null value(s) of {total} rows (first at "
-            f"_offset {off}, in {f}); fix: drop or fill those rows (Hudi needs a record key)"
+            f"--key {required['key']}: the record key is null in {cnt} of {total} rows (first: {f!r} data row "
+            f"{off:,}); fix: drop or fill those rows (Hudi needs a record key)"
         )
     if "pc" in first_bad:
         cnt, off, _, f = first_bad["pc"]
         raise InputError(
-            f"precombine column {required['precombine']!r} has {cnt} null value(s) of {total} "
-            f"rows (first at _offset {off}, in {f}); fix: fill them so versions can be ordered"
+            f"--precombine-field {required['precombine']}: the ordering value is null or NaN in {cnt} of {total} rows "
+            f"(first: {f!r} data row {off:,}); fix: fill them so versions can be ordered"
         )
     if "part" in first_bad:
         cnt, off, val, f = first_bad["part"]
         raise InputError(
             f"--partition-field {required['partition']}: {cnt} value(s) are not a partition path (first: {val!r} "
-            f"at _offset {off}, in {f}); a partition path is a directory name or names joined by '/' (Hudi writes "
+            f"in {f!r} data row {off:,}); a partition path is a directory name or names joined by '/' (Hudi writes "
             "'2024/01' as nested folders), non-null, without '\\', empty names or a name starting with '.'; "
             "fix: clean or map them"
         )
