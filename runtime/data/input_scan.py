@@ -175,6 +175,12 @@ def first_null(values: pa.Array) -> int | None:
     return int(pc.index(pc.is_null(values), True).as_py())
 
 
+def first_valid(values: pa.Array) -> int | None:
+    """The first value that is not null."""
+    found = pc.index(values.is_valid(), True).as_py()
+    return None if found < 0 else int(found)
+
+
 def first_null_or_nan(values: pa.Array) -> int | None:
     """The first null, or NaN of a floating column."""
     bad = pc.is_null(values, nan_is_null=pa.types.is_floating(values.type))

@@ -46,7 +46,7 @@ import pyarrow as pa
 from runtime.core.dfs import DfsError, DfsNotFound, open_dfs
 from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput
-from runtime.data.input_scan import SCAN_BUDGET_S, BadValue, ColumnCheck, check_values, first_inexact
+from runtime.data.input_scan import SCAN_BUDGET_S, BadValue, ColumnCheck, check_values, first_inexact, first_valid
 from runtime.hudi.avro_schema import arrow_type, avro_schema
 from runtime.hudi.table import HudiTable, TableError
 
@@ -197,13 +197,23 @@ def _refuse_change(checked: CheckedInput, col: str, src: Any, t: Any, target: pa
             f"do; fix: cast {col!r} to {_name(t)} in the input, {FRESH}"
         )
     first = ""
-    if checked.schema.field(col).type != target and not pa.types.is_nested(target):
-        try:  # the first value that shows the change
-            check_values(checked.files, checked.fmt, checked.schema, [_exact(col, target, "")], SCAN_BUDGET_S)
-        except BadValue as bad:
-            first = f"; the first value that is not a {_name(t)}: {bad.value} in {bad.where}"
+    if not pa.types.is_nested(target):
+        # the first value that does not convert to the table's type; else (each does: the type alone
+        # is refused) the first value, an example of what Hudi refuses
+        bad, label = _first_bad(checked, _exact(col, target, "")), f"the first value that is not a {_name(t)}"
+        if bad is None:
+            bad, label = _first_bad(checked, ColumnCheck(col, first_valid, "", "")), "the first value"
+        first = f"; {label}: {bad.value} in {bad.where}" if bad else ""
     raise InputError(
         f"{detail}, and Hudi refuses the change (AvroSchemaUtils.checkValidEvolution: "
         f"SchemaBackwardsCompatibilityException, the table's {_name(t)} values cannot be read as "
         f"{_name(src)}){first}; fix: write {col!r} as {_name(t)} (e.g. clean or cast the column), {FRESH}"
     )
+
+
+def _first_bad(checked: CheckedInput, check: ColumnCheck) -> BadValue | None:
+    try:
+        check_values(checked.files, checked.fmt, checked.schema, [check], SCAN_BUDGET_S)
+    except BadValue as bad:
+        return bad
+    return None

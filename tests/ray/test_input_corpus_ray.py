@@ -16,14 +16,15 @@ from hudi import HudiTableBuilder
 from actors.job import run_job
 from runtime.core.config import JobConfig
 from runtime.hudi.table import META_COLUMNS
+from runtime.job.prepare import check_input_of
 from runtime.lab.report import why_not_verified
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]
 INPUTS = Path(__file__).parent.parent / "fixtures" / "inputs"
 
 
-def _run(tmp_path, name: str, table: str = "table"):
-    cfg = JobConfig(
+def _cfg(tmp_path, name: str) -> JobConfig:
+    return JobConfig(
         source="spark",
         protocol="message-bus",
         writers=2,
@@ -32,9 +33,12 @@ def _run(tmp_path, name: str, table: str = "table"):
         key_field="id",
         partition_field="region",
         precombine_field="ts",
-        table=str(tmp_path / table),
+        table=str(tmp_path / "table"),
     )
-    result = run_job(cfg, None)
+
+
+def _run(tmp_path, name: str, out: str | None = None):
+    result = run_job(_cfg(tmp_path, name), out)
     assert result.status == "finished", result.error
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     return result
@@ -62,11 +66,21 @@ def test_pandas_unsigned_categorical_and_naive_nanos_are_read_as_spark_reads_the
     assert got.schema.field("local").type == pa.timestamp("us", tz="UTC")  # the wall clock as UTC
     assert got.column("local").cast(pa.int64()).to_pylist().count(1_704_067_200_000_000) == 1  # 2024-01-01
     assert Decimal(2**64 - 1) in got.column("u64").to_pylist()
+    # the pre-check's reading of the file is the table's schema: the same input again needs no cast
+    assert check_input_of(_cfg(tmp_path, "pandas_types.parquet")).casts == ()
 
 
-def test_a_second_ingest_is_cast_to_the_table_types(spark, tmp_path):
+def test_a_second_ingest_is_cast_to_the_table_types(spark, tmp_path, capfd):
+    from runtime.cli import main
+
     _run(tmp_path, "table_decimal.parquet")
-    _run(tmp_path, "reingest_2_decimals.csv")
+    _run(tmp_path, "reingest_2_decimals.csv", str(tmp_path / "out"))
     got = _read(tmp_path / "table")
     assert got.schema.field("price").type == pa.decimal128(10, 2)
     assert Decimal("5343.80") in got.column("price").to_pylist()
+    # verify --result reads the input again with the table's types; Spark's and Ray's lines go to a file
+    capfd.readouterr()
+    assert main(["verify", "--result", str(tmp_path / "out" / "result.json")]) == 0
+    shown = capfd.readouterr()
+    assert "ray-and-spark.log" in shown.out
+    assert not [line for line in (shown.out + shown.err).splitlines() if " WARN " in line or " INFO " in line]
