@@ -370,25 +370,14 @@ def _storage(args: argparse.Namespace) -> str:
 
 def _schedule_of(args: argparse.Namespace) -> Any:
     """The schedule to run; sets ``args.seed`` from the schedule file when --seed is not given."""
-    from runtime.sim.schedule import SimSchedule, draw
+    from runtime.sim.schedule import SimSchedule, draw, recorded_seed
 
     if args.seed is None:
-        args.seed = _recorded_seed(args.schedule) if args.schedule else None
+        args.seed = recorded_seed(args.schedule) if args.schedule else None
     if args.seed is None:
         where = f"the schedule file {args.schedule} records none" if args.schedule else "--scenario draws from it"
         raise ConfigError(f"--seed is needed ({where}); fix: pass --seed N, the seed explore printed")
     return SimSchedule.load(args.schedule) if args.schedule else draw(args.scenario, args.seed)
-
-
-def _recorded_seed(path: str) -> int | None:
-    """The seed a schedule file written by shrink records (None: a bare schedule, or unreadable:
-    SimSchedule.load then names the problem)."""
-    try:
-        with open(path) as f:
-            seed = json.load(f).get("seed")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
 
 
 def _workdir(args: argparse.Namespace, what: str) -> str | None:
