@@ -84,3 +84,11 @@ def test_a_second_ingest_is_cast_to_the_table_types(spark, tmp_path, capfd):
     shown = capfd.readouterr()
     assert "ray-and-spark.log" in shown.out
     assert not [line for line in (shown.out + shown.err).splitlines() if " WARN " in line or " INFO " in line]
+
+
+def test_pyarrow_large_dictionary_and_unsigned_types_verify(spark, tmp_path):
+    _run(tmp_path, "pyarrow_types.parquet")
+    got = _read(tmp_path / "table")
+    assert got.schema.field("big").type == pa.string() and got.schema.field("u16").type == pa.int32()
+    assert got.schema.field("nanos").type == pa.timestamp("us", tz="UTC")
+    assert check_input_of(_cfg(tmp_path, "pyarrow_types.parquet")).casts == ()
