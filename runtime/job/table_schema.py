@@ -31,8 +31,8 @@ column), the run is refused: this lab's writer merges a file group's base file o
 it was written with (:func:`runtime.hudi.merge` refuses columns a base file lacks), so it cannot
 write the evolved schema Hudi would. The refusal says what Hudi would do and the fix (cast the
 column to the table's type, drop it, or write a new ``--table``). Avro compares no logical types,
-so Hudi would also accept a ``date`` column over a ``timestamp`` (both numbers); that is refused
-here as the type change it is.
+so Hudi would also take a ``timestamp`` column over a ``bigint`` or a ``date`` one (numbers both,
+the old values read as instants); that is refused here as the change of meaning it is.
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def _kind(avro: Any) -> Any:
     if isinstance(avro, list):
         return next(t for t in avro if t != "null")
     return avro
+
+
+def _primitive(avro: Any) -> Any:
+    """The Avro type under a logical type (``long`` of a timestamp, ``int`` of a date)."""
+    k = _kind(avro)
+    return k["type"] if isinstance(k, dict) and "logicalType" in k and k["type"] in ("int", "long") else k
 
 
 def _name(avro: Any) -> str:
@@ -189,12 +195,19 @@ def _exact(col: str, target: pa.DataType, detail: str) -> ColumnCheck:
 def _refuse_change(checked: CheckedInput, col: str, src: Any, t: Any, target: pa.DataType, detail: str) -> None:
     """Raises the refusal of a type change Hudi would not promote: evolved by Hudi (refused here)
     or refused by Hudi too; names the first value that does not convert to the table's type."""
-    widens = _category(src) in _AVRO_READS and _category(t) in _AVRO_READS[_category(src)]
-    if widens:
+    ps, pt = _primitive(src), _primitive(t)
+    avro_reads = ps == pt or (isinstance(ps, str) and pt in _AVRO_READS.get(ps, set()))  # Hudi takes it
+    if avro_reads and "other" not in (_category(src), _category(t)) and "date" not in (_category(src), _category(t)):
         raise InputError(
             f"{detail}; Hudi's Spark writer would evolve the table's column to {_name(src)} "
             "(AvroSchemaCompatibility reads the old values as the wider type), which this lab's writer does not "
             f"do; fix: cast {col!r} to {_name(t)} in the input, {FRESH}"
+        )
+    if avro_reads:  # timestamp over bigint or date, date over int: Avro numbers under another logical type
+        raise InputError(
+            f"{detail}; Hudi's Avro check (AvroSchemaCompatibility) compares no logical types and would take it, "
+            f"reading the table's {_name(t)} values as {_name(src)}, a change of meaning that is refused here; "
+            f"fix: write {col!r} as {_name(t)}, {FRESH}"
         )
     first = ""
     if not pa.types.is_nested(target):
