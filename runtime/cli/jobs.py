@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -78,6 +79,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     # the table's layout (options that disagree with an existing table: exit 2)
     job = prepare_job(cfg)
     cfg = job.config
+    for note in job.input.notes if job.input else ():  # the value scan's bound, when it cut the scan
+        console.print(f"[yellow]{note}[/yellow]", highlight=False)
     result = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
     return exits.of_run(result)
 
@@ -115,6 +118,10 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     if not args.table:
         raise ConfigError("verify needs --table TABLE (or --result DIR/result.json, whose run names its table)")
     table = args.table if "://" in args.table else os.path.abspath(args.table)
+    if input_checked is not None:  # read with the types the table holds, as the run wrote them
+        from runtime.job.table_schema import reconcile
+
+        input_checked = reconcile(input_checked, table, args.key, args.partition_field, "")
     audit = audit_table(table, expected_commits=commits)
     console.print(audit_table_view(audit))
     if not audit.is_table:  # the user's mistake, named by the finding: exit 2
@@ -132,14 +139,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[red]not verified[/red]: {exc}", highlight=False)
             return _verified(console, table, audit, 0, False)
     if args.input:
-        from actors.ray_session import ray_scope
-
-        engines_log = os.path.join(tempfile.mkdtemp(prefix="commitlab-verify-"), "ray-and-spark.log")
-        console.print(
-            f"reading {args.input} with Spark on Ray to compute the expected state "
-            f"(Ray's and Spark's own output goes to {engines_log})"
-        )
-        with engines_to_log(engines_log), ray_scope():
+        with _engines_quiet(console, args.input):
             expected = _expected_from_input(args, input_checked)
         source = args.input
     if expected is None:
@@ -196,22 +196,40 @@ def _expected_of_run(run: RecordedRun, table: str, console: Console) -> pa.Table
     if run.from_generator:
         state = generator_state(cfg)
     else:
-        what = cfg.input_path or f"the Spark workload ({cfg.records:,} records, seed {cfg.seed})"
-        console.print(f"reading {what} with Spark on Ray to compute the expected state")
-        state = _spark_state(cfg)
+        with _engines_quiet(
+            console, cfg.input_path or f"the Spark workload ({cfg.records:,} records, seed {cfg.seed})"
+        ):
+            state = _spark_state(cfg, table)
     return with_table_before(table, state, run)
 
 
-def _spark_state(cfg: JobConfig) -> pa.Table:
-    """The expected state of a Spark run's stream, as the run computed it (one row per identity)."""
+@contextmanager
+def _engines_quiet(console: Console, what: str) -> Iterator[None]:
+    """Ray and Spark started to read ``what``, their own output (log lines, progress) in a file."""
+    from actors.ray_session import ray_scope
+
+    engines_log = os.path.join(tempfile.mkdtemp(prefix="commitlab-verify-"), "ray-and-spark.log")
+    console.print(
+        f"reading {what} with Spark on Ray to compute the expected state "
+        f"(Ray's and Spark's own output goes to {engines_log})"
+    )
+    with engines_to_log(engines_log), ray_scope():
+        yield
+
+
+def _spark_state(cfg: JobConfig, table: str) -> pa.Table:
+    """The expected state of a Spark run's stream, as the run computed it (one row per identity;
+    an input read with the types ``table`` holds, as the run cast it)."""
     import pyarrow as pa
 
     from actors.spark import spark_scope, start_spark
     from actors.stream_plan import spark_stream
     from runtime.data import workload as wl
+    from runtime.job.prepare import check_input_of
 
+    checked = check_input_of(cfg.replace(table=table))
     with spark_scope():
-        df = spark_stream(start_spark(), cfg)
+        df = spark_stream(start_spark(), cfg, checked)
         state = wl.expected_state(df, cfg.key_field, cfg.precombine_field, cfg.partition_field)
         return pa.Table.from_batches(state._collect_as_arrow())
 

@@ -323,7 +323,12 @@ def _add_replay_commands(subparsers: Any) -> None:
         ("shrink", "reduce a failing seed's schedule to a smaller one that fails the same way"),
     ):
         q: CommandParser = subparsers.add_parser(name, help=helptext)
-        q.add_argument("--seed", type=int, required=True, help="the seed to run (explore prints it)")
+        q.add_argument(
+            "--seed",
+            type=int,
+            default=None,
+            help="the seed to run (explore prints it; default with --schedule: the seed the file records)",
+        )
         q.add_argument("--protocol", type=protocol_spec, required=True, help=protocol_help("the protocol to run"))
         src = q.exclusive_group(required=True)
         src.add_argument(
@@ -364,8 +369,14 @@ def _storage(args: argparse.Namespace) -> str:
 
 
 def _schedule_of(args: argparse.Namespace) -> Any:
-    from runtime.sim.schedule import SimSchedule, draw
+    """The schedule to run; sets ``args.seed`` from the schedule file when --seed is not given."""
+    from runtime.sim.schedule import SimSchedule, draw, recorded_seed
 
+    if args.seed is None:
+        args.seed = recorded_seed(args.schedule) if args.schedule else None
+    if args.seed is None:
+        where = f"the schedule file {args.schedule} records none" if args.schedule else "--scenario draws from it"
+        raise ConfigError(f"--seed is needed ({where}); fix: pass --seed N, the seed explore printed")
     return SimSchedule.load(args.schedule) if args.schedule else draw(args.scenario, args.seed)
 
 
@@ -438,7 +449,7 @@ def _shrink_first_failures(
         )
         path = os.path.join(out, f"shrunk-{protocol}-{first['seed']}.json")
         with open(path, "w") as f:
-            json.dump(res.to_dict(), f, indent=2)
+            json.dump({"seed": first["seed"], "protocol": protocol, **res.to_dict()}, f, indent=2)
         shrunk.append(
             {
                 "protocol": protocol,
@@ -578,7 +589,7 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, f"shrunk-{args.protocol}-{args.seed}.json")
     with open(path, "w") as f:
-        json.dump(res.to_dict(), f, indent=2)
+        json.dump({"seed": args.seed, "protocol": args.protocol, **res.to_dict()}, f, indent=2)
     console.print(
         f"{res.runs} runs; size (checkpoints, writers, faults, records) {res.original.size()} -> {res.schedule.size()}",
         highlight=False,

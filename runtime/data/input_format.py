@@ -13,7 +13,8 @@ the same rules, so they see the same records of the same types:
 * JSON Lines: one object per line; types as pyarrow infers them over the whole file (integers and
   decimals together are ``double``; an object is a struct, an array a list; an ISO 8601 string a
   timestamp); a column that is null throughout is a string (as Spark infers it).
-* parquet: the footers' types.
+* parquet: the footers' types as Spark reads them (:mod:`runtime.data.spark_types`: pandas'
+  categoricals, unsigned integers, large strings, nanosecond and time-zone-aware timestamps).
 
 The checks name the flag and the fix: ``--input`` not found, unreadable, empty, of an unknown or
 mixed format (``--input-format``); a ``--key``, ``--partition-field`` or ``--precombine-field``
@@ -34,6 +35,16 @@ import pyarrow.compute as pc
 
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.data.errors import InputError
+from runtime.data.input_scan import (
+    SCAN_BUDGET_S,
+    ColumnCheck,
+    check_values,
+    first_bad_partition,
+    first_null,
+    first_null_or_nan,
+    first_sub_micro,
+)
+from runtime.data.spark_types import SparkRead, spark_schema
 from runtime.data.text_input import check_text_file, open_text
 
 FORMATS = ("parquet", "csv", "json")
@@ -65,6 +76,13 @@ class CheckedInput:
     fmt: str
     schema: pa.Schema
     rows: int
+    # top-level parquet TIMESTAMP(NANOS) columns: Spark reads them as nanoseconds, turned into microseconds
+    nanos: tuple[str, ...] = ()
+    # a column whose type the table holds otherwise: cast to the table's type as Hudi's writer does
+    # (:mod:`runtime.job.table_schema`)
+    casts: tuple[tuple[str, pa.DataType], ...] = ()
+    # where the bounded value scan stopped (:mod:`runtime.data.input_scan`), said to the user
+    notes: tuple[str, ...] = ()
 
 
 # -- the files --------------------------------------------------------------------------------------
@@ -148,7 +166,7 @@ def file_schema(path: str, size: int, fmt: str) -> tuple[pa.Schema, int] | None:
         raise InputError(f"--input: cannot read {path!r} ({exc}); fix: make it readable or leave it out") from None
 
 
-def _input_stream(path: str) -> pa.NativeFile:
+def input_stream(path: str) -> pa.NativeFile:
     """A local path or any pyarrow.fs URI, as bytes."""
     import pyarrow.fs as pafs
 
@@ -172,10 +190,16 @@ def _parquet_schema(path: str) -> tuple[pa.Schema, int]:
         raise InputError(
             f"--input: {path!r} is not a readable parquet file ({exc}); fix: remove it from the input or rewrite it"
         ) from None
-    return meta.schema.to_arrow_schema(), meta.num_rows
+    schema = meta.schema.to_arrow_schema()
+    # Spark's old default (INT96, an instant in nanoseconds) pyarrow reads as timestamp[ns]; Spark as a timestamp
+    int96 = {c.path for c in (meta.schema.column(i) for i in range(len(meta.schema))) if c.physical_type == "INT96"}
+    for i, f in enumerate(schema):
+        if f.name in int96:
+            schema = schema.set(i, pa.field(f.name, TIMESTAMP))
+    return schema, meta.num_rows
 
 
-def _csv_header(path: str) -> list[str]:
+def csv_header(path: str) -> list[str]:
     with open_text(path) as text:
         header = next(csv.reader(text, strict=True), None)
     return header or []
@@ -195,15 +219,18 @@ def _holds(values: pa.Array, t: pa.DataType) -> bool:
     return True
 
 
-def _csv_batches(path: str, names: list[str]) -> Iterable[pa.RecordBatch]:
+def csv_batches(path: str, names: list[str]) -> Iterable[pa.RecordBatch]:
     import pyarrow.csv as pcsv
 
     reader = pcsv.open_csv(
-        _input_stream(path),
+        input_stream(path),
         read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
         parse_options=pcsv.ParseOptions(newlines_in_values=True),
         convert_options=pcsv.ConvertOptions(
-            column_types={n: pa.string() for n in names}, strings_can_be_null=True, quoted_strings_can_be_null=False
+            column_types={n: pa.string() for n in names},
+            null_values=[""],  # Spark's nullValue: only an empty field (pyarrow would also take NaN, n/a, NULL...)
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
         ),
     )
     yield from reader
@@ -211,11 +238,11 @@ def _csv_batches(path: str, names: list[str]) -> Iterable[pa.RecordBatch]:
 
 def _csv_schema(path: str) -> tuple[pa.Schema, int]:
     """The CSV's columns typed by :data:`_CSV_TYPES`, read as text in batches (memory stays bounded)."""
-    names = _csv_header(path)
+    names = csv_header(path)
     candidates: dict[str, list[pa.DataType]] = {n: [] for n in names}  # [] until a value is seen: a string
     seen: set[str] = set()
     rows = 0
-    for batch in _csv_batches(path, names):
+    for batch in csv_batches(path, names):
         rows += batch.num_rows
         for name, column in zip(names, batch.columns, strict=True):
             values = column.drop_null()
@@ -237,7 +264,7 @@ def _csv_type(candidates: list[pa.DataType]) -> pa.DataType:
 def _json_schema(path: str) -> tuple[pa.Schema, int]:
     import pyarrow.json as pj
 
-    table = pj.read_json(_input_stream(path))
+    table = pj.read_json(input_stream(path))
     return pa.schema([pa.field(f.name, _json_type(f.type)) for f in table.schema]), table.num_rows
 
 
@@ -267,6 +294,16 @@ def check_input(path: str, fmt: str | None, key: str, partition_field: str, prec
         )
     fmt = format_of(files, fmt)
     schemas = [(f, s) for f, size in zip(files, sizes, strict=True) if (s := file_schema(f, size, fmt)) is not None]
+    read = SparkRead()
+    if fmt == "parquet":  # as Spark reads the footers' types
+        schemas = [(f, (spark_schema(s, read), n)) for f, (s, n) in schemas]
+        if read.nested_nanos:
+            col = read.nested_nanos[0]
+            raise InputError(
+                f"--input: column {col!r} holds a nanosecond timestamp inside a struct or list, which Spark "
+                "reads as a bare number (and Hudi holds at most microseconds); fix: write it in microseconds "
+                "(pandas: df.to_parquet(..., coerce_timestamps='us', allow_truncated_timestamps=False))"
+            )
     rows = sum(n for _, (_, n) in schemas)
     if rows == 0:
         raise InputError(f"--input {path} is empty: {len(files)} file(s), 0 rows; fix: point --input to non-empty data")
@@ -274,7 +311,55 @@ def check_input(path: str, fmt: str | None, key: str, partition_field: str, prec
     # a file without rows has no values to type its columns by (a CSV's header alone: all strings)
     schema = merge_schemas(fmt, [(f, s) for f, (s, n) in schemas if n or fmt == "parquet"], required)
     check_columns(schema, required)
-    return CheckedInput(path, list(files), fmt, schema, rows)
+    nanos = tuple(dict.fromkeys(read.nanos))
+    scan = check_values(files, fmt, schema, value_checks(required, nanos))
+    note = scan.note(SCAN_BUDGET_S)
+    return CheckedInput(path, list(files), fmt, schema, rows, nanos, notes=(note,) if note else ())
+
+
+def value_checks(required: dict[str, str], nanos: Sequence[str]) -> list[ColumnCheck]:
+    """The values the pre-check refuses (:mod:`runtime.data.input_scan`): a null key, a null or
+    NaN ordering value, a nanosecond timestamp that microseconds would truncate."""
+    key, pc_col = required["key"], required["precombine"]
+    checks = [
+        ColumnCheck(
+            key,
+            first_null,
+            "--key {column}: the record key is null in {where}",
+            "drop or fill the rows without a key (Hudi needs a record key for every record), or pass another --key",
+        ),
+        ColumnCheck(
+            pc_col,
+            first_null_or_nan,
+            "--precombine-field {column}: the ordering value is {value} in {where} (it orders the versions of "
+            "a record: the larger wins, and a missing or NaN value has no order; pandas writes a missing float "
+            "as null)",
+            "fill those values or drop the rows (pandas: Series.fillna, DataFrame.dropna), or pass another "
+            "--precombine-field",
+        ),
+    ]
+    checks.append(
+        ColumnCheck(
+            required["partition"],
+            first_bad_partition,
+            "--partition-field {column}: {value} in {where} is not a partition path (a directory name, or names "
+            "joined by '/': Hudi writes '2024/01' as nested folders; never null or empty, no '\\', no empty "
+            "name, no name starting with '.')",
+            "clean or map those values, or pass another --partition-field",
+        )
+    )
+    for col in nanos:
+        checks.append(
+            ColumnCheck(
+                col,
+                first_sub_micro,
+                "--input: column {column} is a nanosecond timestamp and {where} holds {value}, whose "
+                "nanoseconds below a microsecond Hudi (Avro timestamp-micros) would truncate",
+                "round it to microseconds (pandas: Series.dt.floor('us')) or write the file with "
+                "coerce_timestamps='us'",
+            )
+        )
+    return checks
 
 
 _INTEGRAL = (pa.int8(), pa.int16(), pa.int32(), pa.int64())

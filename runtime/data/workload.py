@@ -31,6 +31,7 @@ from runtime.data.bucket import bucket_column, bucket_of  # noqa: F401 - the con
 from runtime.data.columns import BUCKET, KEY, OFFSET, PARTITION, PAYLOAD, TASK, TS
 from runtime.data.errors import InputError
 from runtime.data.input_format import SPARK_OPTIONS, CheckedInput, check_input
+from runtime.data.spark_types import NANOS_PER_MICRO, SPARK_READ_CONF
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -310,7 +311,7 @@ def read_input(
 
     data_cols = list(raw.columns)
     src = raw.select(
-        *[F.col(c).cast("string").alias(c) if c in (key, partition_field) else F.col(c) for c in data_cols],
+        *[_as_written(c, checked, (key, partition_field)).alias(c) for c in data_cols],
         F.input_file_name().alias(_FILE),
         F.monotonically_increasing_id().alias(_ROW),
     )
@@ -327,11 +328,32 @@ def read_input(
     return out
 
 
+def _as_written(col: str, checked: CheckedInput, as_strings: tuple[str, ...]) -> Column:
+    """A column of the input as the table gets it: a key or partition column as a string (Hudi's
+    record keys and partition paths are strings); a parquet nanosecond timestamp, read as its
+    nanoseconds, in microseconds (:mod:`runtime.data.spark_types`); a column the table holds as
+    another type cast to it (:attr:`CheckedInput.casts`, the pre-check found every value exact)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    column = F.col(col)
+    if col in as_strings:
+        return column.cast("string")
+    if col in checked.nanos:
+        column = F.timestamp_micros(F.expr(f"`{col}` div {NANOS_PER_MICRO}"))
+    casts = dict(checked.casts)
+    return column.cast(from_arrow_type(casts[col])) if col in casts else column
+
+
 def _read_files(spark: SparkSession, checked: CheckedInput) -> DataFrame:
     """The checked input in Spark, with the format's options (:data:`SPARK_OPTIONS`); a CSV or JSON file
     with the schema the check inferred, never Spark's own inference."""
     options = SPARK_OPTIONS[checked.fmt]
     if checked.fmt == "parquet":
+        for name, value in SPARK_READ_CONF.items():
+            spark.conf.set(name, value)
+        if checked.nanos:  # else Spark refuses TIMESTAMP(NANOS): read as the nanoseconds, see _as_written
+            spark.conf.set("spark.sql.legacy.parquet.nanosAsLong", "true")
         return spark.read.options(**options).parquet(*checked.files)
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -350,6 +372,8 @@ def _row_stats(src: DataFrame, required: dict[str, str]) -> DataFrame:
     part_bad = part.isNull() | (part == "") | part.contains("\\") | part.startswith(".") | nested_bad
     key_null = F.col(required["key"]).isNull()
     pc_null = F.col(required["precombine"]).isNull()
+    if src.schema[required["precombine"]].dataType.typeName() in ("float", "double"):  # NaN has no order either
+        pc_null = pc_null | F.isnan(F.col(required["precombine"]))
     return src.groupBy(_FILE, _PID).agg(
         F.count(F.lit(1)).alias("n"),
         F.min(_ROW).alias("row0"),
@@ -369,9 +393,11 @@ def _offset_deltas(
     """From the per-(file, partition) stats in stream order: what turns each row id into its
     ``_offset`` (file, partition, delta), and the first bad value of each kind with its count."""
     base, deltas = 0, []
-    first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, offset, value, file)
+    first_bad: dict[str, tuple[int, int, Any, str]] = {}  # what -> (count, data row in its file, value, file)
+    starts: dict[str, int] = {}  # each file's first offset
     for r in rows:
         delta = base - r["row0"]
+        start = starts.setdefault(r[_FILE], base)
         deltas.append((r[_FILE], r[_PID], delta))
         for what, cnt, row, val in (
             ("key", r["key_nulls"], r["key_null_row"], None),
@@ -381,7 +407,7 @@ def _offset_deltas(
             if cnt:
                 c0, off0, v0, f0 = first_bad.get(what, (0, -1, None, ""))
                 if off0 < 0:
-                    off0, v0, f0 = row + delta, val, r[_FILE]
+                    off0, v0, f0 = row + delta - start + 1, val, r[_FILE]
                 first_bad[what] = (c0 + cnt, off0, v0, f0)
         base += r["n"]
     return deltas, first_bad
@@ -391,20 +417,20 @@ def _raise_bad_values(first_bad: dict[str, tuple[int, int, Any, str]], total: in
     if "key" in first_bad:
         cnt, off, _, f = first_bad["key"]
         raise InputError(
-            f"key column {required['key']!r} has {cnt} null value(s) of {total} rows (first at "
-            f"_offset {off}, in {f}); fix: drop or fill those rows (Hudi needs a record key)"
+            f"--key {required['key']}: the record key is null in {cnt} of {total} rows (first: {f!r} data row "
+            f"{off:,}); fix: drop or fill those rows (Hudi needs a record key)"
         )
     if "pc" in first_bad:
         cnt, off, _, f = first_bad["pc"]
         raise InputError(
-            f"precombine column {required['precombine']!r} has {cnt} null value(s) of {total} "
-            f"rows (first at _offset {off}, in {f}); fix: fill them so versions can be ordered"
+            f"--precombine-field {required['precombine']}: the ordering value is null or NaN in {cnt} of {total} rows "
+            f"(first: {f!r} data row {off:,}); fix: fill them so versions can be ordered"
         )
     if "part" in first_bad:
         cnt, off, val, f = first_bad["part"]
         raise InputError(
             f"--partition-field {required['partition']}: {cnt} value(s) are not a partition path (first: {val!r} "
-            f"at _offset {off}, in {f}); a partition path is a directory name or names joined by '/' (Hudi writes "
+            f"in {f!r} data row {off:,}); a partition path is a directory name or names joined by '/' (Hudi writes "
             "'2024/01' as nested folders), non-null, without '\\', empty names or a name starting with '.'; "
             "fix: clean or map them"
         )

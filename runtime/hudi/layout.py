@@ -112,9 +112,9 @@ def check_fields(cfg: JobConfig, layout: TableLayout) -> None:
         )
     if version != cfg.table_version:
         raise ConfigError(
-            f"{where} has hoodie.table.version={version} but this run writes version {cfg.table_version} "
-            f"(--table-version; release is what {cfg.protocol}'s Hudi release writes), and a table is never "
-            f"upgraded here: pass --table-version {version} (the table's), {FRESH_TABLE}"
+            f"--table-version: this run writes version {cfg.table_version} (the default, release, is what "
+            f"{cfg.protocol}'s Hudi release writes) but {where} has hoodie.table.version={version}, and a table is "
+            f"never upgraded here; fix: pass --table-version {version} (the table's), {FRESH_TABLE}"
         )
     props = TableProps.for_job(cfg)
     want = props.properties()

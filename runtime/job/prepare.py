@@ -21,6 +21,7 @@ from runtime.flink.source import Source
 from runtime.hudi.avro_schema import UnsupportedColumn, check_columns
 from runtime.hudi.layout import resolve_layout
 from runtime.hudi.table_services import TableServices
+from runtime.job.table_schema import reconcile
 from runtime.protocols import get_protocol
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.write_task import WriteTask
@@ -47,7 +48,8 @@ def prepare_job(config: JobConfig, *, fresh_table: bool = False) -> ResolvedJob:
 
 def check_input_of(cfg: JobConfig) -> CheckedInput | None:
     """``--input`` read as the Spark job will read it (:func:`runtime.data.input_format.check_input`),
-    and every column's type one a Hudi table can hold; raises InputError naming the flag."""
+    every column's type one a Hudi table can hold, and held against the existing table's schema
+    (:func:`runtime.job.table_schema.reconcile`); raises InputError naming the flag."""
     if not cfg.input_path:
         return None
     checked = check_input(
@@ -57,7 +59,7 @@ def check_input_of(cfg: JobConfig) -> CheckedInput | None:
         check_columns(checked.schema)
     except UnsupportedColumn as exc:
         raise InputError(f"--input {cfg.input_path}: {exc}") from None
-    return checked
+    return reconcile(checked, cfg.table, cfg.key_field, cfg.partition_field, cfg.table_name)
 
 
 def prepared(job: JobConfig | ResolvedJob) -> ResolvedJob:

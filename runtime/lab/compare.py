@@ -185,7 +185,7 @@ def plot_compare(doc: JsonObject, out_dir: str) -> list[str]:
         bottom = [b + v for b, v in zip(bottom, vals, strict=True)]
     ax.set_ylabel("DFS operations per checkpoint (protocol roles)")
     ax.set_title("Storage requests the commit protocol makes per checkpoint")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over one
     plt.setp(ax.get_xticklabels(), rotation=15)
     paths.append(_save(fig, out_dir, "dfs_ops.png", plt))
     if doc.get("table_types"):
@@ -206,15 +206,17 @@ def _plot_table_types(doc: JsonObject, out_dir: str, plt: Any) -> str:
     for ax, label in zip(axes, ("write amplification (bytes written / input bytes)", "rows/s"), strict=True):
         ax.set_xticks(range(len(names)), names, rotation=20, fontsize=8)
         ax.set_ylabel(label)
-        ax.legend(fontsize=8)
+    # one legend below both plots, never over a bar
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(types), fontsize=8)
     w = doc["workload"]
     fig.suptitle(f"Copy-on-write against merge-on-read: {w['writers']} writers, {w['records']:,} records")
-    return _save(fig, out_dir, "table_types.png", plt)
+    return _save(fig, out_dir, "table_types.png", plt, bottom=0.1)
 
 
-def _save(fig: Any, out_dir: str, name: str, plt: Any) -> str:
-    """Lays the figure out, writes ``out_dir/name`` and frees it; the path."""
-    fig.tight_layout()
+def _save(fig: Any, out_dir: str, name: str, plt: Any, bottom: float = 0.0) -> str:
+    """Lays the figure out (``bottom``: the figure's share kept free for a legend below), writes
+    ``out_dir/name`` and frees it; the path."""
+    fig.tight_layout(rect=(0.0, bottom, 1.0, 1.0))
     path = os.path.join(out_dir, name)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -23,7 +23,8 @@ from runtime.core.json_doc import JsonObject
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
-RECORDS = ("result.json", "compare.json", "faults.json", "explore.json", "check.json", "conformance.json")
+RESULT = "result.json"
+RECORDS = (RESULT, "compare.json", "faults.json", "explore.json", "check.json", "conformance.json")
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
@@ -182,10 +183,39 @@ def _rerun_command(result: JobResult, directory: str) -> str:
 
 
 def _compare_section(doc: JsonObject, directory: str) -> str:
+    """The comparison: one table of protocols, or with ``--table-type both`` one per table type,
+    the pictures, and links to each run's own record (only to records the directory holds)."""
     w = doc["workload"]
-    rows = []
-    for name, r in doc["protocols"].items():
-        rows.append(
+    by_type: dict[str, JsonObject] = doc.get("table_types") or {"": doc["protocols"]}
+    parts = [
+        f"<h2>Comparison: {_e(w['writers'])} writers, {_e(w['checkpoints'])} checkpoints, {w['records']:,} records</h2>"
+    ]
+    for table_type, rows in by_type.items():
+        if table_type:
+            parts.append(f"<h3>{_e(table_type)}</h3>")
+        parts.append(_compare_rows(rows))
+        links = [
+            f"<a href='{_e(rel)}'>{_e(name)}</a>"
+            for name in rows
+            if os.path.isfile(os.path.join(directory, rel := "/".join(p for p in (table_type, name, RESULT) if p)))
+        ]
+        if links:
+            label = f" ({_e(table_type)})" if table_type else ""
+            parts.append(f"<p>Each protocol's own record{label}: " + ", ".join(links) + "</p>")
+    parts += [
+        f"<p class='note'>Cadence: {_e(doc.get('commit_cadence', ''))}. Not scaled by --time-scale: "
+        f"{_e(', '.join(doc.get('not_scaled', [])))}.</p>",
+        _image(os.path.join(directory, "latency.png"), "commit-to-unblock latency per protocol"),
+        _image(os.path.join(directory, "dfs_ops.png"), "DFS operations per checkpoint per protocol"),
+        _image(os.path.join(directory, "table_types.png"), "copy-on-write against merge-on-read per protocol"),
+    ]
+    return "\n".join(parts)
+
+
+def _compare_rows(rows: JsonObject) -> str:
+    out = []
+    for name, r in rows.items():
+        out.append(
             (
                 name,
                 r["commits"],
@@ -197,20 +227,7 @@ def _compare_section(doc: JsonObject, directory: str) -> str:
             )
         )
     headers = ("protocol", "commits", "deadlock", "unblock p50 ms", "DFS ops/ckp", "RPCs/ckp", "exactly-once")
-    return "\n".join(
-        [
-            f"<h2>Comparison: {_e(w['writers'])} writers, {_e(w['checkpoints'])} checkpoints, "
-            f"{w['records']:,} records</h2>",
-            _table(headers, rows, numeric=lambda i: i in (1, 3, 4, 5)),
-            f"<p class='note'>Cadence: {_e(doc.get('commit_cadence', ''))}. Not scaled by --time-scale: "
-            f"{_e(', '.join(doc.get('not_scaled', [])))}.</p>",
-            _image(os.path.join(directory, "latency.png"), "commit-to-unblock latency per protocol"),
-            _image(os.path.join(directory, "dfs_ops.png"), "DFS operations per checkpoint per protocol"),
-            "<p>Each protocol's own record: "
-            + ", ".join(f"<a href='{_e(n)}/result.json'>{_e(n)}</a>" for n in doc["protocols"])
-            + "</p>",
-        ]
-    )
+    return _table(headers, out, numeric=lambda i: i in (1, 3, 4, 5))
 
 
 # -- the lab against Hudi's own writer --------------------------------------------------------------

@@ -344,6 +344,17 @@ SCENARIOS: dict[str, tuple[Callable[[random.Random], SimSchedule], str]] = {
 }
 
 
+def recorded_seed(path: str) -> int | None:
+    """The seed a schedule file written by shrink records beside the schedule (None: a bare
+    schedule, or a file that does not read, which :meth:`SimSchedule.load` then names)."""
+    try:
+        with open(path) as f:
+            seed = json.load(f).get("seed")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
 def draw(scenario: str, seed: int, chooser: Chooser | None = None) -> SimSchedule:
     """The schedule of ``seed`` in ``scenario`` (a pure function of both): what the scenario
     leaves open is the chooser's decision (``RandomChooser(seed)`` unless one is given)."""

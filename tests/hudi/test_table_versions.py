@@ -177,7 +177,9 @@ def test_an_existing_table_is_never_upgraded_to_the_protocols_version(tmp_path):
         )
     )
     assert cfg.table_version == "9"
-    with pytest.raises(ConfigError, match="hoodie.table.version=6 but this run writes version 9.*--table-version 6"):
+    with pytest.raises(
+        ConfigError, match="--table-version: this run writes version 9.*hoodie.table.version=6.*--table-version 6"
+    ):
         resolve_layout(cfg)
     assert sorted(p.name for p in Path(table.hoodie).iterdir()) == before
     assert resolve_layout(cfg.replace(table_version="6")).table_version == "6"

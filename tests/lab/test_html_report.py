@@ -113,3 +113,47 @@ def test_chromium_shows_what_a_reader_needs(lab_dir, tmp_path):
     pixels = matplotlib.image.imread(str(shot))
     assert pixels.shape[0] >= 2000 and pixels.std() > 0.05  # text and pictures, not a blank page
     assert os.path.getsize(shot) > 50_000
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs.append(dict(attrs).get("href") or "")
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup.sh installs it as root)"
+)
+def test_a_both_types_compare_shows_both_halves_and_every_link_resolves(tmp_path):
+    from runtime.lab.run_output import write_result
+
+    def runner(cfg: JobConfig, sub: str) -> dict:
+        result = simulate(cfg, seed=1, storage="disk", workdir=sub, max_real_s=120.0)  # merge-on-read: a real disk
+        write_result(sub, result)  # as run_job leaves each run's record under out/<type>/<protocol>
+        return result
+
+    d = tmp_path / "both"
+    base = JobConfig(source="generator", writers=2, checkpoints=3, records=1_000)
+    types = ["copy-on-write", "merge-on-read"]
+    doc = run_compare(base, ["message-bus", "ckp-meta"], str(d), run=runner, table_types=types)
+    plot_compare(doc, str(d))
+    path = write_report(str(d))
+    dom = _chromium("--dump-dom", f"file://{path}", user_data=tmp_path / "profile").stdout
+    seen, links = _VisibleText(), _Links()
+    seen.feed(dom)
+    links.feed(dom)
+    text = " ".join(" ".join(seen.parts).split())
+    assert "copy-on-write" in text and "merge-on-read" in text
+    assert text.count("ckp-meta") >= 4  # a row and a record link in each half
+    assert len(seen.images) == 3  # latency, DFS operations, table_types.png
+    local = [h for h in links.hrefs if "://" not in h]
+    assert sorted(local) == sorted(f"{t}/{p}/result.json" for t in types for p in ("message-bus", "ckp-meta"))
+    for href in local:  # followed as the reader's browser follows it
+        target = d / href
+        assert target.is_file(), href
+        shown = _chromium("--dump-dom", target.as_uri(), user_data=tmp_path / "profile").stdout
+        assert '"protocol"' in shown and "ERR_FILE_NOT_FOUND" not in shown, href

@@ -119,7 +119,7 @@ def test_verify_result_of_a_spark_run_recomputes_its_stream_instead_of_refusing(
     doc["source"] = doc["config"]["source"] = "spark"  # as the README's main job records it
     (tmp_path / "out2" / "result.json").write_text(json.dumps(doc))
     seen = []
-    monkeypatch.setattr(jobs, "_spark_state", lambda cfg: seen.append(cfg.source) or generator_state(cfg))
+    monkeypatch.setattr(jobs, "_spark_state", lambda cfg, table: seen.append(cfg.source) or generator_state(cfg))
     assert main(["verify", "--result", str(tmp_path / "out2")]) == 0
     assert seen == ["spark"]
 

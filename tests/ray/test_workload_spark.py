@@ -271,10 +271,10 @@ def test_read_input_rejects_bad_input_before_writing(spark, tmp_path):
     assert "--precombine-field ts: no such column" in msg and "['k', 'p', 'other']" in msg
     assert "did you mean 'K'" in err(_parquet(tmp_path / "case.parquet", K=["a"], p=["x"], ts=[1]))
 
-    # null keys: count and the offset of the first
+    # null keys: the first, by its file and data row (the pre-check's scan, before Spark reads)
     (tmp_path / "n.csv").write_text("k,p,ts\na,x,1\n,x,2\nb,x,3\n,y,4\n")
     msg = err(tmp_path / "n.csv")
-    assert "2 null" in msg and "_offset 1" in msg and "'k'" in msg
+    assert "--key k: the record key is null in" in msg and "n.csv' data row 2" in msg
 
     # a column whose type changes between files: column, both types, both files
     d = tmp_path / "types"
@@ -306,7 +306,7 @@ def test_read_input_rejects_bad_input_before_writing(spark, tmp_path):
     # partition values that are not a partition path ('2024/01' is one: nested folders)
     (tmp_path / "slash.csv").write_text("k,p,ts\na,2024/01,1\nb,2024//01,2\n")
     msg = err(tmp_path / "slash.csv")
-    assert "--partition-field p" in msg and "'2024//01'" in msg and "_offset 1" in msg
+    assert "--partition-field p" in msg and "'2024//01'" in msg and "slash.csv' data row 2" in msg
 
     # JSON that is not one object per line
     (tmp_path / "arr.json").write_text('[{"k": "a",\n "p": "x", "ts": 1}]')

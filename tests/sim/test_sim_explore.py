@@ -103,7 +103,7 @@ def test_shrinking_a_passing_seed_is_refused():
         shrink(passing, "message-bus", 0)
 
 
-def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1_exploration):
+def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1_exploration, capsys):
     seeds = p1_exploration["known_failure_seeds"][:1]
     out = tmp_path / "ex"
     code = sim_main(
@@ -127,6 +127,15 @@ def test_explore_command_writes_explore_json_with_a_shrunk_schedule(tmp_path, p1
     assert doc["counts"]["operator-event"]["known failure"] == 1
     shrunk = doc["shrunk"][0]
     assert (out / shrunk["file"]).is_file() and "--schedule" in shrunk["replay"]
+    # the file records its seed: replay needs no --seed
+    capsys.readouterr()
+    schedule = str(out / shrunk["file"])
+    assert sim_main(["replay", "--protocol", "operator-event", "--schedule", schedule]) == 0
+    assert f"operator-event, seed {seeds[0]}:" in capsys.readouterr().out
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(json.loads((out / shrunk["file"]).read_text())["schedule"]))
+    assert sim_main(["replay", "--protocol", "operator-event", "--schedule", str(bare)]) == 2
+    assert "--seed is needed (the schedule file" in capsys.readouterr().out
 
 
 # -- the invariants themselves ----------------------------------------------------------------------
