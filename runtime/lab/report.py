@@ -106,7 +106,7 @@ def summary_table(result: JobResult) -> Table:
     if result.error:
         t.add_row("error", str(result.error))
     t.add_row("rows in", _rows_in(result))
-    t.add_row("checkpoints", _checkpoints_line(result))
+    t.add_row("checkpoints", checkpoints_line(result))
     for label, text in _recovery_rows(result):
         t.add_row(label, text)
     commits = result.commits
@@ -164,7 +164,7 @@ def empty_rounds_line(empty: list[int]) -> str:
     return f"{len(empty)} ({which} {', '.join(map(str, empty))} completed without data)"
 
 
-def _checkpoints_line(result: JobResult) -> str:
+def checkpoints_line(result: JobResult) -> str:
     """The checkpoints by outcome, the pending ones too (a run stopped mid-checkpoint has one)."""
     ckp = result.figures.checkpoints
     pending = [k for k, c in ckp.detail.items() if c["status"] == "pending"]
