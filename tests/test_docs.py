@@ -1,8 +1,8 @@
-"""The README and docs/ hold what a reader follows: every relative link (a page or a picture, and a
-heading it names with ``#``) leads somewhere, and every ``commitlab ...`` command they show parses
-with the command line's own parser (argparse, nothing run). Placeholders such as ``DIR``, ``N`` or
-``TRACE.json`` stand for a value of the right kind; a synopsis' ``[...]``, ``a|b`` and ``...`` read
-as one of the ways to write the command."""
+"""The README, docs/ and the READMEs of benchmarks/ and conformance/ hold what a reader follows:
+every relative link (a page or a picture, and a heading it names with ``#``) leads somewhere, and
+every ``commitlab ...`` command they show parses with the command line's own parser (argparse,
+nothing run). Placeholders such as ``DIR``, ``N`` or ``TRACE.json`` stand for a value of the right
+kind; a synopsis' ``[...]``, ``a|b`` and ``...`` read as one of the ways to write the command."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def documents(root: Path = ROOT) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """The README first, then docs/ and the README of each folder that has one."""
+    folders = [root / name / "README.md" for name in ("benchmarks", "conformance")]
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *(p for p in folders if p.exists())]
 
 
 # -- reading markdown ------------------------------------------------------------------------------
@@ -120,6 +122,7 @@ def github_anchor(heading: str) -> str:
 
 
 def broken_links(docs: list[Path]) -> list[str]:
+    root = docs[0].parent  # the README's folder
     problems = []
     for path in docs:
         doc = Markdown.read(path)
@@ -128,7 +131,7 @@ def broken_links(docs: list[Path]) -> list[str]:
                 continue
             file_part, _, anchor = target.partition("#")
             dest = (path.parent / file_part).resolve() if file_part else path
-            where = f"{path.relative_to(path.parent.parent if path.parent.name == 'docs' else path.parent)}:{line_no}"
+            where = f"{path.relative_to(root)}:{line_no}"
             if not dest.exists():
                 problems.append(f"{where}: {target}: no file {dest.name}")
             elif anchor and dest.suffix == ".md" and anchor not in Markdown.read(dest).headings():
@@ -250,10 +253,18 @@ def test_every_relative_link_of_the_readme_and_docs_leads_somewhere():
     assert broken_links(documents()) == []
 
 
-def test_every_command_the_readme_and_docs_show_parses(tmp_path, monkeypatch):
-    # "copy docs/protocol_template.py ... and name the file wherever a protocol is asked for"
-    (tmp_path / "my_protocol.py").write_text((ROOT / "docs" / "protocol_template.py").read_text())
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture
+def in_a_notebook_folder(tmp_path, monkeypatch):
+    """The README's "copy docs/protocol_template.py ... and name the file wherever a protocol is
+    asked for", done: the commands that name ``my_protocol.py`` run beside it."""
+    folder = tmp_path / "notebook"
+    folder.mkdir()
+    (folder / "my_protocol.py").write_text((ROOT / "docs" / "protocol_template.py").read_text())
+    monkeypatch.chdir(folder)
+
+
+@pytest.mark.usefixtures("in_a_notebook_folder")
+def test_every_command_the_readme_and_docs_show_parses():
     named = commands_named(documents())
     assert len(named) > 50  # the documents show many; a reader that finds none reads nothing
     problems = [f"{where}: commitlab {' '.join(args)}: {err}" for where, args in named if (err := parse_error(args))]
@@ -313,16 +324,15 @@ def test_a_synopsis_reads_as_one_way_to_write_the_command(synopsis, args):
     assert synopsis_args(synopsis) == args
 
 
+@pytest.mark.usefixtures("in_a_notebook_folder")
 def test_a_copy_of_the_readme_with_a_link_or_a_flag_broken_fails(tmp_path):
-    (tmp_path / "docs").mkdir()
-    for doc in documents():
-        (tmp_path / doc.relative_to(ROOT)).write_text(doc.read_text())
-    for picture in (ROOT / "docs").glob("*.png"):
-        (tmp_path / "docs" / picture.name).write_bytes(picture.read_bytes())
-    (tmp_path / "benchmarks").mkdir()
-    (tmp_path / "benchmarks" / "README.md").write_text("# Benchmarks\n")
-    assert broken_links(documents(tmp_path)) == []
+    for doc in [*documents(), *(ROOT / "docs").glob("*.png")]:
+        copy = tmp_path / doc.relative_to(ROOT)
+        copy.parent.mkdir(exist_ok=True)
+        copy.write_bytes(doc.read_bytes())
     readme = tmp_path / "README.md"
+    assert not any(p.startswith("README.md") for p in broken_links(documents(tmp_path)))
+    assert all(parse_error(args) is None for _, args in commands_named([readme]))
     text = readme.read_text()
     readme.write_text(
         text.replace("(docs/SIMULATOR.md)", "(docs/SIMULATION.md)", 1).replace("--writers N", "--writer-count N")
