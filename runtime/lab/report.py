@@ -143,18 +143,20 @@ def dfs_rows(figures: RunFigures) -> list[tuple[str, str]]:
     """DFS operations per checkpoint by role (every role of the job: the protocol's and the write
     tasks' data work) and by part of the table; both add up to the same total, said in a row of its
     own with what neither counts (the driver's set-up and verification)."""
+    # no checkpoint completed or aborted: the figures are the whole run's, and say so
+    per = "ckp" if figures.checkpoints.completed + figures.checkpoints.aborted else "run (no checkpoint)"
     rows = []
     for role, ops in figures.dfs_per_checkpoint_by_role().items():
         label = f"{role}: {ROLE_NOTES[role]}" if role in ROLE_NOTES else role
-        rows.append((f"DFS ops/ckp ({label})", ", ".join(f"{op} {n:g}" for op, n in ops.items())))
+        rows.append((f"DFS ops/{per} ({label})", ", ".join(f"{op} {n:g}" for op, n in ops.items())))
     driver = sum(figures.dfs_ops.get(roles.DRIVER, {}).values())
     by_component = figures.dfs_per_checkpoint_by_component
     total = f"{figures.dfs_total_per_checkpoint():g} = the rows above" + (" = the parts below" if by_component else "")
     if driver:
         total += f"; the driver's {driver:,} ops (set-up, verify) are in neither"
-    rows.append(("DFS ops/ckp, all roles", total))
+    rows.append((f"DFS ops/{per}, all roles", total))
     if by_component:
-        rows.append(("DFS ops/ckp by part", ", ".join(f"{c} {n:g}" for c, n in by_component.items())))
+        rows.append((f"DFS ops/{per} by part", ", ".join(f"{c} {n:g}" for c, n in by_component.items())))
     return rows
 
 

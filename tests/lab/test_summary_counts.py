@@ -54,12 +54,14 @@ def _row_sums(text: str) -> tuple[float, float, float]:
             continue
         label, value = cells
         numbers = [float(n) for n in re.findall(r"[a-z_.]+ (\d+(?:\.\d+)?)", value)]
-        if label.startswith("DFS ops/ckp ("):
-            roles_sum += sum(numbers)
-        elif label == "DFS ops/ckp by part":
+        if not label.startswith("DFS ops/"):
+            continue
+        if label.endswith(" by part"):
             parts_sum += sum(numbers)
-        elif label == "DFS ops/ckp, all roles":
+        elif label.endswith(", all roles"):
             total = float(value.split(" ", 1)[0])
+        else:
+            roles_sum += sum(numbers)
     return roles_sum, parts_sum, total
 
 
@@ -107,3 +109,14 @@ def test_empty_rounds_are_named_as_checkpoints_with_their_count():
     text = _text(result)
     assert "1 (checkpoint 2 completed without data)" in text
     assert "2 completed, 0 aborted, of 3 requested" in text or "pending" in text
+
+
+def test_a_run_without_a_checkpoint_says_its_dfs_rows_are_the_whole_run():
+    doc = json.loads((FIXTURES / "failed.json").read_text())
+    result = JobResult.from_json(doc)
+    result.figures.checkpoints.aborted = 0  # as a run stopped before its first checkpoint ended
+    text = _text(result)
+    assert "DFS ops/ckp" not in text and "DFS ops/run (no checkpoint), all roles" in text
+    whole_run = sum(sum(ops.values()) for role, ops in result.figures.dfs_ops.items() if role != "driver")
+    assert whole_run == 5_811 and f"{whole_run} = the rows above" in text  # the counts, not divided
+    assert "DFS ops/ckp (writer.data: writing files)" in _text(JobResult.from_json(doc))
