@@ -140,14 +140,17 @@ def _run_section(doc: JsonObject, directory: str) -> str:
 
 
 def _run_facts(result: JobResult) -> list[tuple[str, Any]]:
-    ckp = result.figures.checkpoints
+    from runtime.lab.report import checkpoints_line, empty_rounds_line
+
     facts: list[tuple[str, Any]] = [
         ("status", result.status.value),
         ("error", result.error or "none"),
         ("rows in", f"{result.figures.rows_in:,} (stream: {result.records:,})"),
-        ("checkpoints", f"{ckp.completed} completed, {ckp.aborted} aborted"),
+        ("checkpoints", checkpoints_line(result)),
         ("commits", ", ".join(f"{c['instant']} (ckp {c['checkpoint']})" for c in result.commits) or "none"),
     ]
+    if result.empty_rounds:
+        facts.append(("empty rounds", empty_rounds_line(result.empty_rounds)))
     for n, f in enumerate(result.failovers, start=1):
         facts.append((f"failover {n}", f"{f.strategy}, restored checkpoint {f.restored_checkpoint}: {f.error}"))
     facts += [("rolled back", f"{r['instant']}: {r['reason']}") for r in result.rollbacks]

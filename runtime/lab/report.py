@@ -13,8 +13,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
+from runtime.core import roles
 from runtime.lab.deadlock import SHOWN_LONGEST, longest_waits
-from runtime.lab.results import JobResult
+from runtime.lab.results import JobResult, RunFigures
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
 
@@ -101,12 +102,11 @@ def summary_table(result: JobResult) -> Table:
     )
     t.add_column("what", style="bold")
     t.add_column("value")
-    ckp = result.figures.checkpoints
     t.add_row("status", _status(result.status))
     if result.error:
         t.add_row("error", str(result.error))
     t.add_row("rows in", _rows_in(result))
-    t.add_row("checkpoints", f"{ckp.completed} completed, {ckp.aborted} aborted")
+    t.add_row("checkpoints", checkpoints_line(result))
     for label, text in _recovery_rows(result):
         t.add_row(label, text)
     commits = result.commits
@@ -117,15 +117,12 @@ def summary_table(result: JobResult) -> Table:
         + (" ..." if len(commits) > 6 else ""),
     )
     if result.empty_rounds:
-        t.add_row("empty rounds", ", ".join(map(str, result.empty_rounds)))
+        t.add_row("empty rounds", empty_rounds_line(result.empty_rounds))
     timing = result.timing
     t.add_row("time", f"{timing['run_s']:.2f}s run + {timing['setup_s']:.2f}s set-up; {result.rows_per_s:,.0f} rows/s")
-    for role, ops in sorted(result.figures.dfs_ops_per_checkpoint.items()):
-        t.add_row(f"DFS ops/ckp ({role})", ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items())))
-    by_component = result.figures.dfs_per_checkpoint_by_component
-    if by_component:
-        t.add_row("DFS ops/ckp by part", ", ".join(f"{c} {n:g}" for c, n in by_component.items()))
-    t.add_row("RPCs", ", ".join(f"{k} {v}" for k, v in sorted(result.figures.rpcs.items())))
+    for label, text in dfs_rows(result.figures):
+        t.add_row(label, text)
+    t.add_row("RPCs (whole run)", ", ".join(f"{k} {v}" for k, v in sorted(result.figures.rpcs.items())))
     blocked = result.figures.writer_blocked_s
     if blocked:
         t.add_row("blocked", blocked_line(blocked))
@@ -136,6 +133,48 @@ def summary_table(result: JobResult) -> Table:
     if result.committed_prefix is not None:
         t.add_row("committed prefix", _prefix_line(result.committed_prefix))
     return t
+
+
+# what each role's DFS row counts, where the role's name alone could be misread
+ROLE_NOTES = {"writer": "protocol", "writer.data": "writing files"}
+
+
+def dfs_rows(figures: RunFigures) -> list[tuple[str, str]]:
+    """DFS operations per checkpoint by role (every role of the job: the protocol's and the write
+    tasks' data work) and by part of the table; both add up to the same total, said in a row of its
+    own with what neither counts (the driver's set-up and verification)."""
+    # no checkpoint completed or aborted: the figures are the whole run's, and say so
+    per = "ckp" if figures.checkpoints.completed + figures.checkpoints.aborted else "run (no checkpoint)"
+    rows = []
+    for role, ops in figures.dfs_per_checkpoint_by_role().items():
+        label = f"{role}: {ROLE_NOTES[role]}" if role in ROLE_NOTES else role
+        rows.append((f"DFS ops/{per} ({label})", ", ".join(f"{op} {n:g}" for op, n in ops.items())))
+    driver = sum(figures.dfs_ops.get(roles.DRIVER, {}).values())
+    by_component = figures.dfs_per_checkpoint_by_component
+    total = f"{figures.dfs_total_per_checkpoint():g} = the rows above" + (" = the parts below" if by_component else "")
+    if driver:
+        total += f"; the driver's {driver:,} ops (set-up, verify) are in neither"
+    rows.append((f"DFS ops/{per}, all roles", total))
+    if by_component:
+        rows.append((f"DFS ops/{per} by part", ", ".join(f"{c} {n:g}" for c, n in by_component.items())))
+    return rows
+
+
+def empty_rounds_line(empty: list[int]) -> str:
+    """How many checkpoints completed without data, and which (checkpoint ids, not a count)."""
+    which = "checkpoint" if len(empty) == 1 else "checkpoints"
+    return f"{len(empty)} ({which} {', '.join(map(str, empty))} completed without data)"
+
+
+def checkpoints_line(result: JobResult) -> str:
+    """The checkpoints by outcome, the pending ones too (a run stopped mid-checkpoint has one)."""
+    ckp = result.figures.checkpoints
+    line = f"{ckp.completed} completed, {ckp.aborted} aborted"
+    for status in ("cancelled", "pending"):  # cancelled: pending when the job was stopped
+        which = [k for k, c in ckp.detail.items() if c["status"] == status]
+        if which:
+            line += f", {len(which)} {status} ({', '.join(which)})"
+    return line + f", of {ckp.requested} requested"
 
 
 def blocked_line(blocked_s: dict[str, float]) -> str:

@@ -120,7 +120,7 @@ class FailoverRecord:
 class CheckpointEntry(TypedDict):
     """One checkpoint of the job as the job manager recorded it."""
 
-    status: str  # completed, pending, aborted, timed-out: the checkpoint's, not the run's
+    status: str  # completed, pending, aborted, timed-out, subsumed, cancelled: the checkpoint's, not the run's
     round: int
     reason: str
     acks: list[str]
@@ -229,6 +229,28 @@ class RunFigures:
     commit_to_unblock_s: Percentiles
     commit_to_unblock_samples: list[float]
     counters: dict[str, int]
+
+    @property
+    def checkpoints_taken(self) -> int:
+        """What the per-checkpoint figures divide by: the checkpoints completed or aborted (at least 1)."""
+        return max(1, self.checkpoints.completed + self.checkpoints.aborted)
+
+    def dfs_per_checkpoint_by_role(self) -> dict[str, dict[str, float]]:
+        """Every role's DFS operations per checkpoint but the driver's: the protocol roles'
+        (``dfs_ops_per_checkpoint``) and the write tasks' data work (``writer.data``), so that they
+        add up to :attr:`dfs_per_checkpoint_by_component`'s parts."""
+        n_ckp = self.checkpoints_taken
+        return {
+            r: {op: round(n / n_ckp, 2) for op, n in sorted(ops.items())}
+            for r, ops in sorted(self.dfs_ops.items())
+            if r != roles.DRIVER
+        }
+
+    def dfs_total_per_checkpoint(self) -> float:
+        """DFS operations per checkpoint of every role but the driver, from the counts themselves
+        (not from rounded rows): the sum of the role rows and of the parts alike."""
+        total = sum(sum(ops.values()) for r, ops in self.dfs_ops.items() if r != roles.DRIVER)
+        return round(total / self.checkpoints_taken, 2)
 
     def to_json(self) -> JsonObject:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -1,4 +1,4 @@
-"""result.json is a contract (README, "result.json"): the typed result record writes the same
+"""result.json is a contract (docs/RESULT_JSON.md): the typed result record writes the same
 document as before it was typed, key for key and in the same order, and reads it back."""
 
 from __future__ import annotations

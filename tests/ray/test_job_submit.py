@@ -1,4 +1,4 @@
-"""``ray job submit`` against a two-node Ray cluster with a dashboard, as the README deploys it.
+"""``ray job submit`` against a two-node Ray cluster with a dashboard, as docs/CLUSTER.md deploys it.
 
 Everything Ray runs in subprocesses: each node is a ``ray start --block`` process (terminating it
 stops that node's Ray processes, and no other Ray on the machine: ``ray stop`` would also stop the
