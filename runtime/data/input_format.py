@@ -18,7 +18,7 @@ the same rules, so they see the same records of the same types:
 The checks name the flag and the fix: ``--input`` not found, unreadable, empty, of an unknown or
 mixed format (``--input-format``); a ``--key``, ``--partition-field`` or ``--precombine-field``
 column missing, or a precombine field that is neither a number nor a date or timestamp (it orders
-the versions of a record). Whether Hudi can hold every column's type is :mod:`runtime.hudi.avro_schema`'s
+the versions of a record). Whether Hudi can hold every column's type is :mod:`runtime.hudi.formats.avro_schema`'s
 to say (:func:`runtime.job.prepare.prepare_job` asks it of the schema found here).
 """
 

@@ -34,7 +34,7 @@ and ``hudi-client-common``):
   partitions from storage do not see the partition.
 - **Metadata table** (:mod:`runtime.lab.metadata_audit`): its timeline against the data timeline
   and its ``files`` partition against the storage listing; the **archived timeline**
-  (:mod:`runtime.hudi.archived_timeline`) makes archived instants' files committed.
+  (:mod:`runtime.hudi.timeline.archived_timeline`) makes archived instants' files committed.
 - **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
   stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
   when recorded. A corrupt commit file or parquet footer is a finding naming the file.
@@ -51,20 +51,9 @@ import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
-from runtime.hudi.archived_timeline import ArchivedTimelineError, archived_instants
-from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
-from runtime.hudi.cleaner import earliest_retained_by_last_clean
-from runtime.hudi.dfs_message_bus import (
-    ABORTED_CKP_INSTANT,
-    COMMIT_SUFFIX,
-    INITIAL_CKP_ID,
-    MessageBusError,
-    message_bus_path,
-)
-from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
-from runtime.hudi.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
-from runtime.hudi.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
-from runtime.hudi.table import (
+from runtime.hudi.client.cleaner import earliest_retained_by_last_clean
+from runtime.hudi.formats.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
+from runtime.hudi.table.hudi_table import (
     AUX,
     COMPLETED,
     HOODIE,
@@ -76,7 +65,18 @@ from runtime.hudi.table import (
     parse_properties,
     write_stats,
 )
-from runtime.hudi.timeline_actions import (
+from runtime.hudi.table.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
+from runtime.hudi.timeline.archived_timeline import ArchivedTimelineError, archived_instants
+from runtime.hudi.timeline.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
+from runtime.hudi.timeline.dfs_message_bus import (
+    ABORTED_CKP_INSTANT,
+    COMMIT_SUFFIX,
+    INITIAL_CKP_ID,
+    MessageBusError,
+    message_bus_path,
+)
+from runtime.hudi.timeline.dfs_message_bus import CkpMessage as BusMessage
+from runtime.hudi.timeline.timeline_actions import (
     DATA_ACTIONS,
     INSERT_OPERATIONS,
     data_instants,
@@ -244,7 +244,7 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
 
 def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Audit) -> set[str]:
     """The completed data instants of the archived timeline not on the active one
-    (:mod:`runtime.hudi.archived_timeline`); one that does not read is an error naming its file."""
+    (:mod:`runtime.hudi.timeline.archived_timeline`); one that does not read is an error naming its file."""
     try:
         found = archived_instants(table)
     except ArchivedTimelineError as exc:

@@ -58,8 +58,8 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
-from runtime.hudi.table import HudiTable, TableError
-from runtime.hudi.table_services import WRITE_CLIENT_DEFAULTS
+from runtime.hudi.client.table_services import WRITE_CLIENT_DEFAULTS
+from runtime.hudi.table.hudi_table import HudiTable, TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,

@@ -66,7 +66,7 @@ from typing import Protocol as TypingProtocol
 from runtime.core import codec, roles
 from runtime.core.config import ConfigError, JobConfig, flag_of
 from runtime.core.messages import WriteMetadataEvent, WriteStat
-from runtime.hudi.table import HudiTable, bump_instant
+from runtime.hudi.table.hudi_table import HudiTable, bump_instant
 from runtime.protocols.base import CoordinatorContext, CoordinatorSide, Protocol, WriterContext, WriterSide
 
 JOB_ID_KEY = "flink.job-id"  # Iceberg's snapshot summary keys (IcebergFilesCommitter)

@@ -32,8 +32,8 @@ from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
-from runtime.hudi.lock import Heartbeat, command_line, hold_table
-from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.table.hudi_table import HOODIE, HudiTable, TableProps, avro_schema_json
 from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
@@ -565,7 +565,7 @@ def _simulation_record(
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
     """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
     I/O and heartbeat are real time, outside the simulated network, disk and trace
-    (:mod:`runtime.hudi.lock`). The simulated disk has nothing to hold."""
+    (:mod:`runtime.hudi.client.lock`). The simulated disk has nothing to hold."""
     if store is not None:
         return contextlib.nullcontext()
     os.makedirs(job.config.table, exist_ok=True)

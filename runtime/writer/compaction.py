@@ -19,7 +19,7 @@ Sources (apache/hudi 0.13 - 0.15, ``hudi-flink/.../sink/compact/`` and ``util/Co
   compaction's commit (``CompactHelpers.createCompactionMetadata``, ``completeCompaction``).
 
 The coordinator schedules the plans (:meth:`runtime.writer.coordinator.Coordinator.schedule_compaction`);
-the file-level work is :mod:`runtime.hudi.compaction`.
+the file-level work is :mod:`runtime.hudi.client.compaction`.
 
 Differences: the compaction operators take no part in checkpoints (they keep no state Flink would
 restore: the plan is on the timeline, and the commit sink's buffer is rebuilt by re-running the
@@ -43,9 +43,9 @@ from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
-from runtime.hudi import compaction
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
+from runtime.hudi.client import compaction
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
 from runtime.writer.file_group_writer import HeldRows, filter_to_keep
 
 PLAN_OPERATOR = "compaction-plan"

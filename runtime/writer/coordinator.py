@@ -17,7 +17,7 @@ Sources: Apache Hudi 0.10.0 - 0.11.1, ``hudi-flink/.../sink/StreamWriteOperatorC
 * Merge-on-read (Hudi 0.13 - 0.15): after the commit and before the next instant starts,
   ``CompactionUtil.scheduleCompaction`` schedules a compaction plan when enough delta commits
   follow the last compaction (:meth:`Coordinator.schedule_compaction`,
-  :mod:`runtime.hudi.compaction`); the job's compaction operators run it
+  :mod:`runtime.hudi.client.compaction`); the job's compaction operators run it
   (:mod:`runtime.writer.compaction`).
 
 It owns the instants on the table's timeline (requested -> inflight -> completed). A round with no
@@ -73,10 +73,11 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.hudi import compaction, meta_client
-from runtime.hudi.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
-from runtime.hudi.table import HudiTable, TableError
-from runtime.hudi.table_services import TableServices
+from runtime.hudi.client import compaction
+from runtime.hudi.client.table_services import TableServices
+from runtime.hudi.table import meta_client
+from runtime.hudi.table.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
+from runtime.hudi.table.hudi_table import HudiTable, TableError
 from runtime.protocols.base import CoordinatorSide, Protocol
 from runtime.protocols.timeline_server import SERVER as TIMELINE_SERVER
 

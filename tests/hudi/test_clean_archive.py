@@ -1,7 +1,7 @@
-"""Hudi's cleaner and archiver after each commit (runtime.hudi.cleaner, runtime.hudi.archiver):
+"""Hudi's cleaner and archiver after each commit (runtime.hudi.client.cleaner, runtime.hudi.client.archiver):
 a long run keeps its active timeline bounded, publishes ``.clean`` instants with Hudi's schemas,
 deletes only superseded file versions, and moves old instants to the archived timeline, where
-``runtime.hudi.archived_timeline`` reads them back; ``verify`` passes and the official reader
+``runtime.hudi.timeline.archived_timeline`` reads them back; ``verify`` passes and the official reader
 reads the table. Bad values are refused before anything starts, as Hudi's write config refuses them."""
 
 from __future__ import annotations
@@ -19,12 +19,17 @@ from runtime.cli import main
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
-from runtime.hudi import cleaner
-from runtime.hudi.archived_timeline import archived_commit_metadata, archived_instants
-from runtime.hudi.archiver import ARCHIVED_META_ENTRY_SCHEMA
-from runtime.hudi.log_format import SCHEMA, LogFileName, read_blocks
-from runtime.hudi.table import HudiTable, parse_base_file_name
-from runtime.hudi.table_services import FLINK_DEFAULTS, WRITE_CLIENT_DEFAULTS, TableServiceConfigError, TableServices
+from runtime.hudi.client import cleaner
+from runtime.hudi.client.archiver import ARCHIVED_META_ENTRY_SCHEMA
+from runtime.hudi.client.table_services import (
+    FLINK_DEFAULTS,
+    WRITE_CLIENT_DEFAULTS,
+    TableServiceConfigError,
+    TableServices,
+)
+from runtime.hudi.formats.log_format import SCHEMA, LogFileName, read_blocks
+from runtime.hudi.table.hudi_table import HudiTable, parse_base_file_name
+from runtime.hudi.timeline.archived_timeline import archived_commit_metadata, archived_instants
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 from tests.writer.test_rollback_instants import _decode, _timeline

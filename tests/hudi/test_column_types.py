@@ -14,10 +14,17 @@ from hudi import HudiTableBuilder
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.avro_schema import UnsupportedColumn, avro_schema, check_columns, min_bytes_for_precision
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records, merge_file_group
-from runtime.hudi.table import META_COLUMNS, HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.formats.avro_schema import UnsupportedColumn, avro_schema, check_columns, min_bytes_for_precision
+from runtime.hudi.table.hudi_table import (
+    META_COLUMNS,
+    HudiTable,
+    TableProps,
+    avro_schema_json,
+    base_file_name,
+    file_group_id,
+)
+from runtime.hudi.table.log_writer import append_log_file, list_partition
+from runtime.hudi.table.merge import log_records, merge_file_group
 
 I1 = "20240101000000001"
 NESTED = pa.list_(pa.struct([("n", pa.list_(pa.decimal128(5, 2))), ("tag", pa.map_(pa.string(), pa.int32()))]))

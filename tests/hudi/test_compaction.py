@@ -15,9 +15,9 @@ import pytest
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
-from runtime.hudi import compaction
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.table import HudiTable, avro_schema_json, file_group_id
+from runtime.hudi.client import compaction
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.table.hudi_table import HudiTable, avro_schema_json, file_group_id
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS

@@ -14,8 +14,8 @@ from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
-from runtime.hudi.compaction import compacting_file_groups
-from runtime.hudi.log_format import (
+from runtime.hudi.client.compaction import compacting_file_groups
+from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     COMMAND_BLOCK,
     INSTANT_TIME,
@@ -28,9 +28,9 @@ from runtime.hudi.log_format import (
     record_schema,
     rollback_block,
 )
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, avro_schema_json, file_group_id
+from runtime.hudi.table.log_writer import append_log_file, list_partition
+from runtime.hudi.table.merge import log_records
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS

@@ -1,4 +1,4 @@
-"""The metadata table's own table services (runtime.hudi.metadata_services): a long run keeps its
+"""The metadata table's own table services (runtime.hudi.client.metadata_services): a long run keeps its
 timeline and its file slices bounded, as Hudi's does; its cleaner deletes only superseded slices,
 so the official reader and ``verify`` still see every data file; its delta commits and compactions
 write direct markers, whose folder is gone once each commits."""
@@ -13,12 +13,12 @@ from hudi import HudiTableBuilder
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
-from runtime.hudi import cleaner
-from runtime.hudi.archived_timeline import archived_instants
-from runtime.hudi.markers import DirectWriteMarkers
-from runtime.hudi.metadata_services import MetadataTableServices
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.table import COMPLETED, HudiTable, TableProps, parse_base_file_name
+from runtime.hudi.client import cleaner
+from runtime.hudi.client.metadata_services import MetadataTableServices
+from runtime.hudi.table.hudi_table import COMPLETED, HudiTable, TableProps, parse_base_file_name
+from runtime.hudi.table.markers import DirectWriteMarkers
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
+from runtime.hudi.timeline.archived_timeline import archived_instants
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit

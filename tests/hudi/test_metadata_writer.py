@@ -13,13 +13,13 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.hfile import read_hfile, write_hfile
-from runtime.hudi.log_format import HFILE_DATA_BLOCK, INSTANT_TIME, SCHEMA, encode_block, read_blocks
-from runtime.hudi.log_reader import hfile_records
-from runtime.hudi.metadata_record import SCHEMA_JSON
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.metadata_writer import MetadataTableWriter, files_records
-from runtime.hudi.table import HudiTable, TableProps, parse_properties
+from runtime.hudi.client.metadata_writer import MetadataTableWriter, files_records
+from runtime.hudi.formats.hfile import read_hfile, write_hfile
+from runtime.hudi.formats.log_format import HFILE_DATA_BLOCK, INSTANT_TIME, SCHEMA, encode_block, read_blocks
+from runtime.hudi.formats.metadata_record import SCHEMA_JSON
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, parse_properties
+from runtime.hudi.table.log_reader import hfile_records
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
 from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot

@@ -1,4 +1,4 @@
-"""Tests of runtime.hudi.table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
+"""Tests of runtime.hudi.table.hudi_table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
 reference table (shared/fixtures/hudi-reference/v6_simplekeygen_nonhivestyle.zip).
 
 What users rely on: the table the runtime writes reads back with exactly the rows written, the
@@ -22,8 +22,7 @@ from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import (
+from runtime.hudi.table.hudi_table import (
     META_COLUMNS,
     HudiTable,
     TableError,
@@ -36,6 +35,7 @@ from runtime.hudi.table import (
     parse_base_file_name,
     parse_properties,
 )
+from runtime.hudi.table.merge import merge_file_group
 
 # a table written by Spark with Hudi 0.14 (from the hudi-rs test data), kept beside the tests
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"

@@ -14,10 +14,10 @@ from hudi import HudiQueryType, HudiReadOptions
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.layout import resolve_layout
-from runtime.hudi.log_format import LogFileName, read_blocks
-from runtime.hudi.table import HudiTable, TableError, TableProps, parse_properties
-from runtime.hudi.table_version import COMMIT_METADATA_SCHEMA, table_version
+from runtime.hudi.formats.log_format import LogFileName, read_blocks
+from runtime.hudi.table.hudi_table import HudiTable, TableError, TableProps, parse_properties
+from runtime.hudi.table.layout import resolve_layout
+from runtime.hudi.timeline.table_version import COMMIT_METADATA_SCHEMA, table_version
 from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot

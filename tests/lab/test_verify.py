@@ -12,8 +12,8 @@ import pytest
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.table.merge import merge_file_group
 from runtime.lab.verify import compare, expected_state, verify_commits, verify_run
 
 KEY, PART, TS = "key", "partition", "ts"

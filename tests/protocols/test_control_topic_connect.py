@@ -33,7 +33,7 @@ from runtime.core import codec
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
-from runtime.hudi.table import TableError
+from runtime.hudi.table.hudi_table import TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,

@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, avro_schema_json
 from runtime.writer.file_group_writer import CopyOnWriteWriter, MergeOnReadWriter, file_group_writer
 
 T1, T2, T3 = "20260101000000001", "20260101000000002", "20260101000000003"

@@ -1,4 +1,4 @@
-"""What Hudi 0.14's Flink writer reads around each write (runtime.hudi.meta_client), as a write
+"""What Hudi 0.14's Flink writer reads around each write (runtime.hudi.table.meta_client), as a write
 task's flush and the coordinator make those calls under ``--meta-client release``: a meta client
 per write handle (``hoodie.properties`` read, the timeline listed, the latest commit read), the
 handles' file checks, the coordinator's tables per commit and per instant; ``shared`` makes none."""
@@ -15,8 +15,8 @@ from harness import active
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import CheckpointNotice, WriteMetadataEvent, WriteStat
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, avro_schema_json
 from runtime.protocols import PROTOCOLS
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.file_group_writer import FileGroupWriter, file_group_writer

@@ -13,7 +13,7 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import CoordinatorView
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable, TableProps
 from runtime.job.driver import JobDriver
 from runtime.job.prepare import prepare_job
 from runtime.job.record import rollbacks

@@ -1,4 +1,4 @@
-"""Rollback instants (runtime.hudi.rollback): a failed write the coordinator rolls back at start
+"""Rollback instants (runtime.hudi.formats.rollback_metadata): a failed write the coordinator rolls back at start
 leaves ``.rollback.requested`` (the plan), ``.rollback.inflight`` and a completed ``.rollback``
 whose ``HoodieRollbackMetadata`` names the instant undone and the files deleted, as Hudi writes
 them; ``verify`` judges the table consistent and the official reader reads it;
@@ -20,8 +20,13 @@ from hudi import HudiTableBuilder
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
-from runtime.hudi.rollback import ROLLBACK_METADATA_SCHEMA, ROLLBACK_PLAN_SCHEMA, RollbackPlan, encode_plan
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.formats.rollback_metadata import (
+    ROLLBACK_METADATA_SCHEMA,
+    ROLLBACK_PLAN_SCHEMA,
+    RollbackPlan,
+    encode_plan,
+)
+from runtime.hudi.table.hudi_table import HudiTable, TableProps
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 

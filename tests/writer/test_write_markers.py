@@ -1,4 +1,4 @@
-"""Write markers (runtime.hudi.markers) as a write task and its coordinator leave them: a marker per
+"""Write markers (runtime.hudi.table.markers) as a write task and its coordinator leave them: a marker per
 data file before the file, with Hudi 0.14's DFS calls; none left once the instant commits; a crash
 between the data files and the commit leaves markers the rollback deletes the files by, and then
 removes; ``--markers none`` writes none."""
@@ -13,8 +13,8 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import Dfs, open_dfs
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import HudiTable, TableProps, avro_schema_json
 from runtime.writer.file_group_writer import file_group_writer
 
 T1, T2 = "20260101000000001", "20260101000000002"

@@ -21,8 +21,8 @@ from harness import Inbox, Sim, TestEnv, active, memory_dfs
 from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs
 from runtime.core.messages import BlockedWait, CheckpointNotice, CommitAckEvent
-from runtime.hudi.dfs_message_bus import MessageDriver, message_bus_path
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable, TableProps
+from runtime.hudi.timeline.dfs_message_bus import MessageDriver, message_bus_path
 from runtime.protocols import PROTOCOLS
 from runtime.protocols.base import InstantWaitTimeout
 from runtime.protocols.message_bus import MessageBusWriter

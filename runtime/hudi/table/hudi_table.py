@@ -5,7 +5,7 @@ The rules are those of ``shared/design/TABLE_FORMAT.md`` (checked against ``hudi
 files -> ``<ts>.commit`` (last; it publishes the commit); base files carry the five meta columns and
 are named ``<fileId>_<writeToken>_<ts>.parquet``; a parquet file never appears half-written.
 Versions 8 and 9 keep the timeline in ``.hoodie/timeline/``, name a completed instant's file after
-its completion time too and store its metadata as Avro (:mod:`runtime.hudi.table_version`).
+its completion time too and store its metadata as Avro (:mod:`runtime.hudi.timeline.table_version`).
 
 The table is shared by the coordinator (timeline: start, commit, roll back) and the write tasks
 (base files). Every access goes through :class:`runtime.core.dfs.Dfs`, so it is counted.
@@ -30,12 +30,11 @@ from runtime.core.dfs import Dfs, DfsNotFound, Held, KeptRows
 from runtime.core.errors import UserError
 from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.data.columns import INTERNAL_COLUMNS
-from runtime.hudi import avro_schema
-from runtime.hudi.bloom_filter import KeyFilter
-from runtime.hudi.log_format import LogFileName, read_blocks, rollback_block
-from runtime.hudi.markers import APPEND, DirectWriteMarkers, data_file_of, markers_on
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.rollback import (
+from runtime.hudi.formats import avro_schema
+from runtime.hudi.formats.bloom_filter import KeyFilter
+from runtime.hudi.formats.log_format import LogFileName, read_blocks, rollback_block
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.formats.rollback_metadata import (
     ROLLBACK,
     LogRollback,
     PartitionRollbackStat,
@@ -46,9 +45,10 @@ from runtime.hudi.rollback import (
     planned_instant,
     rollback_instants_on,
 )
-from runtime.hudi.rollback import encode_metadata as encode_rollback_metadata
-from runtime.hudi.rollback import metadata_record as rollback_metadata_record
-from runtime.hudi.table_version import TableVersion, table_version
+from runtime.hudi.formats.rollback_metadata import encode_metadata as encode_rollback_metadata
+from runtime.hudi.formats.rollback_metadata import metadata_record as rollback_metadata_record
+from runtime.hudi.table.markers import APPEND, DirectWriteMarkers, data_file_of, markers_on
+from runtime.hudi.timeline.table_version import TableVersion, table_version
 
 META_COLUMNS = (
     "_hoodie_commit_time",
@@ -71,7 +71,7 @@ AUX = ".aux"
 REQUESTED, INFLIGHT, COMPLETED = "requested", "inflight", "completed"
 
 # Hudi's bucket index config key (``HoodieIndexConfig.BUCKET_INDEX_NUM_BUCKETS``). Hudi keeps it a
-# write config; this lab records it in hoodie.properties at creation (see runtime.hudi.layout).
+# write config; this lab records it in hoodie.properties at creation (see runtime.hudi.table.layout).
 BUCKETS_KEY = "hoodie.bucket.index.num.buckets"
 
 # layout 1: <ts>.<action>[.<state>]; layout 2 names a completed instant <ts>_<completion>.<action>
@@ -427,7 +427,7 @@ def parse_base_file_name(name: str) -> tuple[str, str, str] | None:
 
 def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     """The Avro schema of the data columns (``extraMetadata.schema``) as Hudi's Spark writer converts
-    them (:mod:`runtime.hudi.avro_schema`); the meta and internal columns left out."""
+    them (:mod:`runtime.hudi.formats.avro_schema`); the meta and internal columns left out."""
     return avro_schema.avro_schema_json(schema, table_name, skip=META_COLUMNS + INTERNAL_COLUMNS)
 
 
@@ -538,7 +538,7 @@ class HudiTable:
         (:meth:`publish`), when the instant's clock is at hand."""
         if self.props.metadata_table is not False or not properties.get("hoodie.table.metadata.partitions"):
             return
-        from runtime.hudi.metadata_writer import MetadataTableWriter  # it builds on this module
+        from runtime.hudi.client.metadata_writer import MetadataTableWriter  # it builds on this module
 
         MetadataTableWriter(self).delete()
 
@@ -719,14 +719,14 @@ class HudiTable:
         """Writes a completed instant's file with its metadata, as the table version names and encodes it;
         with the metadata table on, its delta commit of the instant's files first (``writeTableMetadata``)."""
         if self.props.metadata_table:
-            from runtime.hudi.metadata_writer import MetadataTableWriter, commit_changes
+            from runtime.hudi.client.metadata_writer import MetadataTableWriter, commit_changes
 
             MetadataTableWriter(self).update(instant, commit_changes(doc), now)
         name = self.version.completed_file(instant, self.completion_time(instant, now), action)
         self.dfs.write_bytes(self.timeline_file(name), self.version.encode_metadata(doc))
 
     def write_markers(self, instant: str) -> DirectWriteMarkers:
-        """The markers of ``instant`` (:mod:`runtime.hudi.markers`)."""
+        """The markers of ``instant`` (:mod:`runtime.hudi.table.markers`)."""
         return DirectWriteMarkers(self.dfs, self.base_path, instant)
 
     def commit_file(self, instant: str, timeline: Timeline | None = None) -> str:
@@ -773,7 +773,7 @@ class HudiTable:
         ``MarkerBasedRollbackStrategy``); without, files of the instant found by listing their
         partitions (every partition when none is named) are deleted too. With rollback instants
         (``props.rollback_instants``) the rollback is published as Hudi does
-        (:mod:`runtime.hudi.rollback`). ``now``: the clock the rollback's instant time comes from.
+        (:mod:`runtime.hudi.formats.rollback_metadata`). ``now``: the clock the rollback's instant time comes from.
         Returns what was deleted. Refuses a committed instant.
         """
         if self.is_committed(instant):
@@ -898,7 +898,7 @@ class HudiTable:
         """``HoodieBackedTableMetadataWriter.update(HoodieRollbackMetadata)``, before the completed
         rollback: the undone instant's delta commit goes, and one at the rollback's time marks
         the deleted files and lists the log files the rollback wrote."""
-        from runtime.hudi.metadata_writer import MetadataTableWriter, deleted_and_written
+        from runtime.hudi.client.metadata_writer import MetadataTableWriter, deleted_and_written
 
         writer = MetadataTableWriter(self)
         writer.undo(instant)

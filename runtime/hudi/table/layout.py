@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
-from runtime.hudi.table import (
+from runtime.hudi.table.hudi_table import (
     BUCKETS_KEY,
     COPY_ON_WRITE,
     HOODIE,
@@ -45,7 +45,7 @@ from runtime.hudi.table import (
     parse_properties,
     refuse_foreign_directory,
 )
-from runtime.hudi.table_version import TABLE_VERSIONS
+from runtime.hudi.timeline.table_version import TABLE_VERSIONS
 
 PROPERTIES_FILE = "hoodie.properties"
 TABLE_VERSIONS_WRITTEN = tuple(str(v) for v in TABLE_VERSIONS)

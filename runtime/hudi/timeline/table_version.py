@@ -11,7 +11,7 @@ Sources (each checked against a table the release's Spark writer made, in hudi-r
   ``TIMELINE_HISTORY_PATH`` = ``history``): the active timeline is ``.hoodie/timeline/``; a
   completed instant's file is ``<requested>_<completion>.<action>`` (its completion time, from the
   same instant-time generator, is in the name); requested and inflight files keep layout 1's names.
-  The LSM archived timeline is ``.hoodie/timeline/history/`` (written by :mod:`runtime.hudi.archiver`).
+  The LSM archived timeline is ``.hoodie/timeline/history/`` (written by :mod:`runtime.hudi.client.archiver`).
 * Layout 2 writes commit metadata as an Avro container file of ``HoodieCommitMetadata``
   (``TimelineMetadataUtils.serializeCommitMetadata``, ``CommitMetadataSerDeV2``) where layout 1
   writes JSON; the schema below is the one those files embed (``HoodieCommitMetadata.avsc``,

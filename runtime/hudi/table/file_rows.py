@@ -4,7 +4,7 @@ simulated disk keeps instead of an Arrow table.
 The simulator merges tens of thousands of small file groups (a few hundred rows, ten new ones a
 flush), where an Arrow merge costs about twenty calls whatever the rows. On rows of Python values
 the same merge is one list copy and a tuple per incoming record. :func:`merge_rows` is
-:func:`runtime.hudi.merge.merge_file_group` on such rows, the same rules (its module docstring
+:func:`runtime.hudi.table.merge.merge_file_group` on such rows, the same rules (its module docstring
 has them, with their sources) and the same result: ``tests/hudi`` holds the two to the same
 table, row for row and type for type. It declines (returns None) whatever it does not hold, and
 the caller merges in Arrow: a column type other than strings, integers, floating point and
@@ -30,8 +30,9 @@ import numpy as np
 import pyarrow as pa
 
 from runtime.data.columns import OFFSET
-from runtime.hudi.java_hashmap import SMALL_MAP, small_orders
-from runtime.hudi.merge import (
+from runtime.hudi.formats.java_hashmap import SMALL_MAP, small_orders
+from runtime.hudi.table.hudi_table import META_COLUMNS
+from runtime.hudi.table.merge import (
     _KEY_HASHES,
     FILE_NAME,
     MAX_INDEXED_ROWS,
@@ -45,7 +46,6 @@ from runtime.hudi.merge import (
     hashmap_orders,
     merge_file_group,
 )
-from runtime.hudi.table import META_COLUMNS
 
 _NAME_AT = META_COLUMNS.index(FILE_NAME)
 _STRING = pa.string()
@@ -202,7 +202,7 @@ class _Flush:
     @staticmethod
     def of(incoming: pa.Table, layout: _Layout) -> _Flush:
         """Of a small flush (``merge_rows`` merges no other). Where an ordering value decides and
-        is not a plain number (a null, a NaN, a string), :func:`~runtime.hudi.merge.flink_dedupe`
+        is not a plain number (a null, a NaN, a string), :func:`~runtime.hudi.table.merge.flink_dedupe`
         decides it in Arrow."""
         columns = [column_values(incoming.column(i)) for i in layout.incoming_at]
         keys: list[str] = columns[layout.key_at]
@@ -231,7 +231,7 @@ class _Flush:
 
 
 class MergeTarget(TypedDict):
-    """What a merge writes and onto what: :func:`~runtime.hudi.merge.merge_file_group`'s keywords."""
+    """What a merge writes and onto what: :func:`~runtime.hudi.table.merge.merge_file_group`'s keywords."""
 
     instant: str
     partition: str
@@ -248,7 +248,7 @@ def merge_version(
 ) -> MergeResult[pa.Table] | MergeResult[FileRows]:
     """A file group's new version, ``base`` merged with the flush ``incoming``: as
     :class:`FileRows` with ``as_rows`` (a storage that keeps them: the simulated disk) where
-    :func:`merge_rows` holds the merge, else in Arrow (:func:`~runtime.hudi.merge.merge_file_group`)."""
+    :func:`merge_rows` holds the merge, else in Arrow (:func:`~runtime.hudi.table.merge.merge_file_group`)."""
     if as_rows:
         rows: FileRows | None
         if isinstance(base, pa.Table):  # read back from storage, or merged in Arrow before
@@ -265,7 +265,7 @@ def merge_version(
 def merge_rows(
     base: FileRows | None, incoming: pa.Table, **target: Unpack[MergeTarget]
 ) -> MergeResult[FileRows] | None:
-    """:func:`~runtime.hudi.merge.merge_file_group` on ``base``'s rows, the new version as
+    """:func:`~runtime.hudi.table.merge.merge_file_group` on ``base``'s rows, the new version as
     :class:`FileRows`; None when these rows do not hold the merge (the module docstring says when)."""
     instant, partition, key = target["instant"], target["partition"], target["key"]
     if incoming.num_rows > SMALL_FLUSH or (base is not None and base.num_rows > MAX_INDEXED_ROWS):

@@ -36,7 +36,7 @@ The server syncs when a request names a newer instant than the one it last synce
 writes a new instant once it has seen the last one complete) or, with a partition's first listing
 in an instant, a timeline other than the one it synced for (a compaction or a rollback completes
 with no new instant); it drops its view when the tasks restart. An append whose next log file
-exists already rolls over past it (:func:`runtime.hudi.log_writer.rolled_over`), as Hudi's log
+exists already rolls over past it (:func:`runtime.hudi.table.log_writer.rolled_over`), as Hudi's log
 writer does, so a view behind the storage never makes a task overwrite a log file.
 """
 
@@ -47,9 +47,9 @@ import hashlib
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import FileSliceRequest, PartitionFiles
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.meta_client import bootstrap_index_status, file_status, load_meta_client
-from runtime.hudi.table import AUX, HudiTable, Timeline, parse_base_file_name
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.table.hudi_table import AUX, HudiTable, Timeline, parse_base_file_name
+from runtime.hudi.table.meta_client import bootstrap_index_status, file_status, load_meta_client
 
 RELEASE, REMOTE, DIRECT = "release", "remote", "direct"
 CHOICES = (RELEASE, REMOTE, DIRECT)

@@ -36,7 +36,7 @@ Sources (apache/hudi 0.15):
   the inflight compaction's files are deleted and the instant goes back to requested (its plan
   kept), to be executed again.
 
-  The rollback is a rollback instant of its own (:mod:`runtime.hudi.rollback`, ``--rollback-instants``)
+  The rollback is a rollback instant of its own (:mod:`runtime.hudi.formats.rollback_metadata`, ``--rollback-instants``)
   naming the compaction, whose requested file stays.
 
 Differences: the scanner's rollback command blocks need no handling of their own, as every instant they name is
@@ -56,21 +56,19 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
-from runtime.hudi.avro_schema import arrow_type
-from runtime.hudi.bloom_filter import KeyFilter
-from runtime.hudi.held_log_blocks import HELD_LOG_FILES
-from runtime.hudi.log_format import (
+from runtime.hudi.formats.avro_schema import arrow_type
+from runtime.hudi.formats.bloom_filter import KeyFilter
+from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
     LogFormatError,
     avro_table,
     read_blocks,
 )
-from runtime.hudi.log_writer import list_partition
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.rollback import RollbackPlan, RollbackWork
-from runtime.hudi.table import (
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.formats.rollback_metadata import RollbackPlan, RollbackWork
+from runtime.hudi.table.held_log_blocks import HELD_LOG_FILES
+from runtime.hudi.table.hudi_table import (
     COMMIT,
     COMPACTION,
     INFLIGHT,
@@ -82,6 +80,8 @@ from runtime.hudi.table import (
     commit_metadata_doc,
     parse_base_file_name,
 )
+from runtime.hudi.table.log_writer import list_partition
+from runtime.hudi.table.merge import merge_file_group
 
 PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
 COMPACT = "COMPACT"  # WriteOperationType of a compaction's commit

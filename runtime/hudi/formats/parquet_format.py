@@ -33,13 +33,13 @@ decides each of their leaves like a column).
 The footer's key-value metadata (``--bloom-filter``): Hudi 0.14 writes base files with parquet-avro's
 ``AvroWriteSupport`` wrapped by ``HoodieAvroWriteSupport``, so every one carries ``parquet.avro.schema``
 and ``writer.model.name`` = ``avro`` (``AvroWriteSupport.init``) and, since the meta fields are
-populated, the record keys' bloom filter and key range (:mod:`runtime.hudi.bloom_filter`).
+populated, the record keys' bloom filter and key range (:mod:`runtime.hudi.formats.bloom_filter`).
 ``parquet.avro.schema`` is the writer schema of Hudi's Flink writer: ``HoodieAvroUtils.addMetadataFields``
 (each meta field ``["null","string"]`` with an empty doc and a null default) before the data columns as
 hudi-flink's ``AvroSchemaConverter.convertToSchema`` writes them (a nullable column ``["null", type]``
 with a null default; the record key, NOT NULL as Flink's primary key is, its bare type). The text is
 Hudi's for string, number, boolean, bytes and date columns; the types inside other columns (timestamps,
-decimals, nested) are written as :mod:`runtime.hudi.avro_schema` maps them, which follows Spark's
+decimals, nested) are written as :mod:`runtime.hudi.formats.avro_schema` maps them, which follows Spark's
 converter. ``--bloom-filter none`` (a deliberate difference: Hudi 0.14 has no switch;
 ``hoodie.parquet.bloom.filter.enabled`` came in 0.15.0) leaves out the bloom filter and the key range.
 """
@@ -57,9 +57,9 @@ import pyarrow.compute as pc
 
 from runtime.core.config import BLOOM_FILTERS, JobConfig
 from runtime.core.config import PARQUET_CODECS as CODECS
-from runtime.hudi import avro_schema
-from runtime.hudi.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
-from runtime.hudi.bloom_filter import KeyFilter
+from runtime.hudi.formats import avro_schema
+from runtime.hudi.formats.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
+from runtime.hudi.formats.bloom_filter import KeyFilter
 
 RECORD_KEY_COLUMN = "_hoodie_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"  # AvroWriteSupport.AVRO_SCHEMA

@@ -2,7 +2,7 @@
 decoding the same bytes again.
 
 A lab shortcut, invisible in what is written and read: a merge-on-read flush encodes its records
-as a log file of one Avro data block (:mod:`runtime.hudi.log_writer`) and holds the file's bytes
+as a log file of one Avro data block (:mod:`runtime.hudi.table.log_writer`) and holds the file's bytes
 and the records; a compaction still reads every log file (counted, opened: a missing file fails as
 always) and frames its blocks, and when the file's bytes are exactly those held, its block's
 records are the ones held (a block's Avro encoding is a function of its records: decoding it

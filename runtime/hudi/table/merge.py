@@ -5,12 +5,12 @@ Sources (Hudi 0.12-0.14; ``docs/FIDELITY.md`` lists where 0.10 and 0.11 differ):
 * ``FlinkWriteHelper.deduplicateRecords`` (``write.precombine``, on for a copy-on-write upsert):
   one record per key, the larger ordering (precombine) value wins and a tie goes to the later
   record (``preCombine``); the records come out in the iteration order of the ``HashMap`` that
-  grouped them (:mod:`runtime.hudi.java_hashmap`), keys put in arrival order.
+  grouped them (:mod:`runtime.hudi.formats.java_hashmap`), keys put in arrival order.
 * A file group without a base file: ``FlinkCreateHandle`` writes the records in that order.
 * A file group with one (an earlier commit's, or this instant's first flush:
   ``FlinkMergeHandle``, ``FlinkMergeAndReplaceHandle``): ``HoodieMergeHandle.write`` walks the old
   file's rows in order; a row whose key comes in is replaced in place when the incoming record
-  wins by the merge rule (:mod:`runtime.hudi.merge_rule`: by default the incoming ordering value
+  wins by the merge rule (:mod:`runtime.hudi.table.merge_rule`: by default the incoming ordering value
   is at least the stored one, a null one loses) and copied otherwise; ``close`` ->
   ``writeIncomingRecords`` then appends the keys new to the file in the order of
   ``keyToNewRecords`` (a ``HashMap`` the deduplicated records were put into).
@@ -38,9 +38,9 @@ import pyarrow.compute as pc
 
 from runtime.data.bucket import java_string_hash, java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
-from runtime.hudi.java_hashmap import iteration_orders
-from runtime.hudi.merge_rule import incoming_wins, numbers_win, plain_numbers
-from runtime.hudi.table import META_COLUMNS, TableError
+from runtime.hudi.formats.java_hashmap import iteration_orders
+from runtime.hudi.table.hudi_table import META_COLUMNS, TableError
+from runtime.hudi.table.merge_rule import incoming_wins, numbers_win, plain_numbers
 
 FILE_NAME = "_hoodie_file_name"
 # the meta columns a merge writes before it names the file (every one but the file name)
@@ -401,7 +401,7 @@ def _positions_in(keys: pa.ChunkedArray, base_keys: pa.ChunkedArray) -> npt.NDAr
 
 def _wins(inc: pa.Table, base: pa.Table, precombine: str, at: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
     """Whether each incoming record wins over the stored one (``at``: its row, -1 for a new key,
-    which always wins), by the merge rule (:mod:`runtime.hudi.merge_rule`)."""
+    which always wins), by the merge rule (:mod:`runtime.hudi.table.merge_rule`)."""
     found = at >= 0
     if not found.any():
         return np.ones(len(at), dtype=bool)

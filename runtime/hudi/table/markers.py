@@ -32,7 +32,7 @@ embedded timeline server off, so ``WriteMarkersFactory.get`` falls back to ``Dir
 The Kafka Connect sink's participants (``KafkaConnectWriterProvider``) leave the embedded timeline
 server on, so Hudi's sink writes timeline-server-based markers (batched ``MARKERS<n>`` files); the
 lab writes direct markers for it (``docs/FIDELITY.md``). The data table's compaction markers are not
-modelled; the metadata table's own writes' are (:mod:`runtime.hudi.metadata_writer`).
+modelled; the metadata table's own writes' are (:mod:`runtime.hudi.client.metadata_writer`).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from typing import Any
 
 import fastavro
 
-from runtime.hudi.log_format import LogFileName
+from runtime.hudi.formats.log_format import LogFileName
 
 ROLLBACK = "rollback"
 # --rollback-instants: release writes Hudi's rollback instants; none deletes without them

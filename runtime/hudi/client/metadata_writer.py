@@ -1,6 +1,6 @@
 """Writing the metadata table's ``files`` partition: what Hudi's writer commits to
 ``.hoodie/metadata`` around every data commit, so that readers list the table through it
-(:mod:`runtime.hudi.metadata_table` reads it back, ``commitlab verify`` audits it).
+(:mod:`runtime.hudi.table.metadata_table` reads it back, ``commitlab verify`` audits it).
 
 Sources (Apache Hudi 0.14-1.1, ``hudi-client-common`` ``org.apache.hudi.metadata``):
 
@@ -31,15 +31,15 @@ Sources (Apache Hudi 0.14-1.1, ``hudi-client-common`` ``org.apache.hudi.metadata
   undone instant is rolled back in the metadata table.
 * ``update(HoodieCleanMetadata)`` from ``CleanActionExecutor.runClean`` -> ``writeTableMetadata``,
   before the completed clean: a delta commit at the clean's time marks the files it deleted
-  (:mod:`runtime.hudi.cleaner`); the archiver keeps what is newer than this table's latest
-  compaction (:mod:`runtime.hudi.archiver`).
+  (:mod:`runtime.hudi.client.cleaner`); the archiver keeps what is newer than this table's latest
+  compaction (:mod:`runtime.hudi.client.archiver`).
 * ``HoodieBackedTableMetadataWriter.performTableServices`` before each delta commit
-  (:mod:`runtime.hudi.metadata_services`): the metadata table's own clean, then
+  (:mod:`runtime.hudi.client.metadata_services`): the metadata table's own clean, then
   ``compactIfNecessary`` (every ``metadata.compaction.delta_commits`` delta commits,
   ``FlinkOptions.METADATA_COMPACTION_DELTA_COMMITS``, 10, the file group is compacted into a new
   base HFile: :func:`compact`), then its archiving.
 * ``HoodieMetadataWriteUtils.createMetadataWriteConfig``: ``MarkerType.DIRECT`` markers
-  (:mod:`runtime.hudi.markers`) under ``.hoodie/metadata/.hoodie/.temp/<instant>``: the bootstrap's
+  (:mod:`runtime.hudi.table.markers`) under ``.hoodie/metadata/.hoodie/.temp/<instant>``: the bootstrap's
   base file (``HoodieCreateHandle``, CREATE), a delta commit's log file (``HoodieAppendHandle``:
   from version 8 ``createLogMarkerIfNotExists``, ``<log file>.marker.CREATE``; on 6 the slice's
   base file name with APPEND), a compaction's base file (``HoodieMergeHandle``, MERGE); each commit
@@ -67,15 +67,15 @@ import fastavro
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
-from runtime.hudi.compaction import (
+from runtime.hudi.client.compaction import (
     CompactionOperation,
     commit_compaction,
     needs_compaction,
     save_plan,
     start_compaction,
 )
-from runtime.hudi.hfile import SCHEMA_KEY, write_hfile
-from runtime.hudi.log_format import (
+from runtime.hudi.formats.hfile import SCHEMA_KEY, write_hfile
+from runtime.hudi.formats.log_format import (
     DELETE_BLOCK,
     HFILE_DATA_BLOCK,
     INSTANT_TIME,
@@ -84,18 +84,9 @@ from runtime.hudi.log_format import (
     encode_block,
     read_blocks,
 )
-from runtime.hudi.markers import APPEND, CREATE, MERGE
-from runtime.hudi.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON
-from runtime.hudi.metadata_record import SCHEMA as RECORD_SCHEMA
-from runtime.hudi.metadata_table import (
-    ALL_PARTITIONS,
-    EMPTY_DELETE_CONTENT,
-    FILES_PARTITION,
-    NON_PARTITIONED,
-    metadata_table_path,
-    read_files_partition,
-)
-from runtime.hudi.table import (
+from runtime.hudi.formats.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON
+from runtime.hudi.formats.metadata_record import SCHEMA as RECORD_SCHEMA
+from runtime.hudi.table.hudi_table import (
     COMPLETED,
     DELTA_COMMIT,
     INFLIGHT,
@@ -109,6 +100,15 @@ from runtime.hudi.table import (
     format_instant,
     parse_base_file_name,
     parse_properties,
+)
+from runtime.hudi.table.markers import APPEND, CREATE, MERGE
+from runtime.hudi.table.metadata_table import (
+    ALL_PARTITIONS,
+    EMPTY_DELETE_CONTENT,
+    FILES_PARTITION,
+    NON_PARTITIONED,
+    metadata_table_path,
+    read_files_partition,
 )
 
 FILE_ID = "files-0000-0"  # HoodieTableMetadataUtil.getFileIDForFileGroup(FILES, 0)
@@ -293,7 +293,7 @@ class MetadataTableWriter:
         if any(i.ts == instant for i in timeline.instants):
             self.undo(instant, timeline)
             timeline = self.mdt.timeline()
-        from runtime.hudi.metadata_services import perform_table_services  # it builds on this module
+        from runtime.hudi.client.metadata_services import perform_table_services  # it builds on this module
 
         perform_table_services(self, instant, timeline, now)
         timeline = self.mdt.timeline()

@@ -1,7 +1,7 @@
 """The merge rule: which version of a record a table keeps when a new one comes in.
 
 One rule is applied twice, and both places use this module: by the writer, to an incoming
-record against the stored one (:func:`runtime.hudi.merge.merge_file_group`, the copy-on-write
+record against the stored one (:func:`runtime.hudi.table.merge.merge_file_group`, the copy-on-write
 merge and the compaction), and by the checker, to a run's stream against the table as it was
 before the run (:func:`runtime.lab.verify.expected_state`, the committed prefix). Within one
 batch every release keeps the record with the larger ordering (precombine) value

@@ -1,9 +1,9 @@
 """Reading a log block's records whatever its data format: Avro, parquet, HFile and CDC data blocks
-(the framing and the Avro/parquet decoding are :mod:`runtime.hudi.log_format`'s).
+(the framing and the Avro/parquet decoding are :mod:`runtime.hudi.formats.log_format`'s).
 
 Sources (Apache Hudi 0.14-1.1, ``hudi-common`` ``org.apache.hudi.common.table.log.block``):
 
-* ``HoodieHFileDataBlock``: the content is a whole HFile (:mod:`runtime.hudi.hfile`) whose cells
+* ``HoodieHFileDataBlock``: the content is a whole HFile (:mod:`runtime.hudi.formats.hfile`) whose cells
   are (record key, the record's Avro binary encoding with the header's SCHEMA); what the metadata
   table writes, and a data table with ``hoodie.logfile.data.block.format=hfile``.
 * ``HoodieCDCDataBlock`` (``CDC_DATA_BLOCK``) extends ``HoodieAvroDataBlock``: the same content
@@ -22,8 +22,8 @@ from typing import Any
 
 import fastavro
 
-from runtime.hudi.hfile import read_hfile
-from runtime.hudi.log_format import (
+from runtime.hudi.formats.hfile import read_hfile
+from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     CDC_DATA_BLOCK,
     HFILE_DATA_BLOCK,

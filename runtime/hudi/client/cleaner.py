@@ -44,10 +44,16 @@ from typing import Any
 import fastavro
 
 from runtime.core.dfs import DfsNotFound
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.metadata_writer import MetadataTableWriter, deleted_and_written
-from runtime.hudi.rollback import AVRO_NAMESPACE, AVRO_STRING, avro_container, nullable, one_avro_record
-from runtime.hudi.table import COMPLETED, REQUESTED, HudiTable, Timeline, parse_base_file_name
+from runtime.hudi.client.metadata_writer import MetadataTableWriter, deleted_and_written
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.formats.rollback_metadata import (
+    AVRO_NAMESPACE,
+    AVRO_STRING,
+    avro_container,
+    nullable,
+    one_avro_record,
+)
+from runtime.hudi.table.hudi_table import COMPLETED, REQUESTED, HudiTable, Timeline, parse_base_file_name
 
 CLEAN = "clean"
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"

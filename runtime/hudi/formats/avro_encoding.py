@@ -37,7 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runtime.hudi.avro_schema import arrow_type
+from runtime.hudi.formats.avro_schema import arrow_type
 
 _BYTES = pa.large_binary()
 _TIMESTAMP_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -238,7 +238,7 @@ def decode_records(
     schema: dict[str, Any], content: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
 ) -> pa.Table | None:
     """The records ``content[starts[i]:ends[i]]`` of ``schema`` as a table of its Arrow types
-    (:func:`runtime.hudi.avro_schema.arrow_type`), decoded a field at a time for every record at
+    (:func:`runtime.hudi.formats.avro_schema.arrow_type`), decoded a field at a time for every record at
     once; None when a field is of a type decoded only by fastavro (the list in the module
     docstring). Raises :class:`AvroDecodeError` when the bytes do not decode, or a record's
     fields do not end where its length says."""

@@ -1,6 +1,6 @@
 """The archiver: completed instants moved off the active timeline, so that it stays bounded.
 
-Sources (Apache Hudi 0.14.0 and 1.1; what :mod:`runtime.hudi.archived_timeline` reads back):
+Sources (Apache Hudi 0.14.0 and 1.1; what :mod:`runtime.hudi.timeline.archived_timeline` reads back):
 
 * ``FlinkOptions`` (0.10-1.1): ``archive.min_commits`` 40, ``archive.max_commits`` 50; the Kafka
   Connect sink: ``HoodieArchivalConfig`` ``hoodie.keep.min.commits`` 20, ``hoodie.keep.max.commits``
@@ -32,7 +32,7 @@ Sources (Apache Hudi 0.14.0 and 1.1; what :mod:`runtime.hudi.archived_timeline` 
 Differences: ``HoodieArchivedMetaEntry``'s fields for what this lab never archives (savepoints,
 replace commits, compaction plans) are left out of the written schema (Hudi's reader gives them
 their null defaults); the LSM tree is never compacted (Hudi merges ten layer-0 files into one
-layer-1 file). A metadata table's own archiving (:mod:`runtime.hudi.metadata_services`) is this
+layer-1 file). A metadata table's own archiving (:mod:`runtime.hudi.client.metadata_services`) is this
 one with its bounds and the data table's earliest active commit (``ArchivePolicy.keep_from``).
 """
 
@@ -49,19 +49,19 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
 from runtime.core.json_doc import dumps_indented
-from runtime.hudi import cleaner
-from runtime.hudi.archived_timeline import (
+from runtime.hudi.client import cleaner
+from runtime.hudi.formats.log_format import AVRO_BLOCK_VERSION, AVRO_DATA_BLOCK, SCHEMA, encode_block
+from runtime.hudi.formats.rollback_metadata import ROLLBACK, ROLLBACK_METADATA_SCHEMA, one_avro_record
+from runtime.hudi.table.hudi_table import COMMIT, COMPLETED, DELTA_COMMIT, HudiTable, Instant, TableError, Timeline
+from runtime.hudi.table.metadata_table import MetadataTableError, open_metadata_table
+from runtime.hudi.timeline.archived_timeline import (
     ARCHIVE_LOG_PREFIX,
     ARCHIVED_DIR,
     MANIFEST_PREFIX,
     VERSION_FILE,
     archive_log_version,
 )
-from runtime.hudi.log_format import AVRO_BLOCK_VERSION, AVRO_DATA_BLOCK, SCHEMA, encode_block
-from runtime.hudi.metadata_table import MetadataTableError, open_metadata_table
-from runtime.hudi.rollback import ROLLBACK, ROLLBACK_METADATA_SCHEMA, one_avro_record
-from runtime.hudi.table import COMMIT, COMPLETED, DELTA_COMMIT, HudiTable, Instant, TableError, Timeline
-from runtime.hudi.table_version import COMMIT_METADATA_SCHEMA, LAYOUT_2_HISTORY, commit_metadata_record
+from runtime.hudi.timeline.table_version import COMMIT_METADATA_SCHEMA, LAYOUT_2_HISTORY, commit_metadata_record
 
 ARCHIVE_WRITE_TOKEN = "1-0-1"  # FSUtils.makeWriteToken's unknown token: the archiver's log writer
 ROLLING_STAT = "ROLLING_STAT"  # HoodieRollingStatMetadata.ROLLING_STAT_METADATA_KEY
@@ -98,7 +98,7 @@ _LSM_SCHEMA = pa.schema(
 class ArchivePolicy:
     """``hoodie.keep.min.commits`` / ``max``, the cleaner's retained commits (0: no cleaner), and
     the earliest instant kept with everything after it whatever the rest allows (a metadata
-    table's: :func:`runtime.hudi.metadata_services.data_table_bound`)."""
+    table's: :func:`runtime.hudi.client.metadata_services.data_table_bound`)."""
 
     min_commits: int
     max_commits: int

@@ -11,7 +11,7 @@ that tune or switch them off.
 checked as ``HoodieWriteConfig.Builder.validate`` checks them: max above min, min above the
 retained commits (else "there is risk of incremental pull missing data"), before anything starts.
 
-Sources: :mod:`runtime.hudi.cleaner`, :mod:`runtime.hudi.archiver`;
+Sources: :mod:`runtime.hudi.client.cleaner`, :mod:`runtime.hudi.client.archiver`;
 ``BaseHoodieWriteClient.mayBeCleanAndArchive`` (0.14: ``autoCleanOnCommit`` then
 ``autoArchiveOnCommit``).
 """
@@ -21,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.core.config import ConfigError
-from runtime.hudi import archiver, cleaner
-from runtime.hudi.table import HudiTable, Timeline
+from runtime.hudi.client import archiver, cleaner
+from runtime.hudi.table.hudi_table import HudiTable, Timeline
 
 RELEASE, OFF = "release", "off"
 CLEAN_FLAG, MIN_FLAG, MAX_FLAG = "--clean-retain-commits", "--archive-min-commits", "--archive-max-commits"

@@ -7,7 +7,7 @@ Sources (Apache Hudi 0.14-1.1):
   merge-on-read table under ``.hoodie/metadata``; its ``files`` partition holds one record per data
   partition (key: the partition path, ``.`` for a table without partitions,
   ``HoodieTableMetadata.NON_PARTITIONED_NAME``) and one listing all partitions (key
-  ``__all_partitions__``). Base files are HFiles (:mod:`runtime.hudi.hfile`), log blocks
+  ``__all_partitions__``). Base files are HFiles (:mod:`runtime.hudi.formats.hfile`), log blocks
   ``HoodieHFileDataBlock`` (``HFILE_DATA_BLOCK``), whose content is an HFile whose values are the
   records' Avro binary encoding with the block header's SCHEMA (a base HFile keeps its schema in its
   file info).
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.dfs import Dfs, DfsError
-from runtime.hudi.log_format import (
+from runtime.hudi.formats.log_format import (
     COMMAND_BLOCK,
     COMMAND_BLOCK_TYPE,
     DELETE_BLOCK,
@@ -50,8 +50,8 @@ from runtime.hudi.log_format import (
     LogFormatError,
     read_blocks,
 )
-from runtime.hudi.log_reader import hfile_records
-from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
+from runtime.hudi.table.hudi_table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
+from runtime.hudi.table.log_reader import hfile_records
 
 METADATA_DIR = "metadata"
 FILES_PARTITION = "files"

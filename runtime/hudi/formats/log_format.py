@@ -27,7 +27,7 @@ official reader, ``hudi`` 0.5.0, and a rollback block has the size of a Hudi-wri
 * ``FSUtils.makeLogFileName``: ``.<fileId>_<baseCommitTime>.log.<version>_<writeToken>``: in table
   version 6 the middle instant is the file slice's base instant, not the delta commit's.
 
-The Avro records are encoded a column at a time by :mod:`runtime.hudi.avro_encoding` (the bytes
+The Avro records are encoded a column at a time by :mod:`runtime.hudi.formats.avro_encoding` (the bytes
 fastavro's ``schemaless_writer`` writes per record) and decoded by fastavro; the framing above is
 this module's.
 """
@@ -48,7 +48,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from runtime.hudi.avro_encoding import (
+from runtime.hudi.formats.avro_encoding import (
     AvroDecodeError,
     byte_lengths,
     decode_records,
@@ -145,7 +145,7 @@ def record_schema(data_schema_json: str) -> dict[str, Any]:
 
 def avro_data_block(instant: str, schema: dict[str, Any], records: pa.Table) -> bytes:
     """An AVRO_DATA block of ``records`` (the meta columns included) written at ``instant``: the
-    records encoded a column at a time (:mod:`runtime.hudi.avro_encoding`), each after its length."""
+    records encoded a column at a time (:mod:`runtime.hudi.formats.avro_encoding`), each after its length."""
     header = {INSTANT_TIME: instant, SCHEMA: json.dumps(schema, separators=(",", ":"))}
     return encode_block(AVRO_DATA_BLOCK, header, avro_block_content(schema, records))
 
@@ -257,7 +257,7 @@ def decode_rows(block: LogBlock) -> int:
 
 def avro_table(block: LogBlock, schema: pa.Schema) -> pa.Table:
     """The records of an AVRO_DATA block as a table of ``schema`` (the Arrow types of its header's
-    schema): decoded a column at a time (:func:`runtime.hudi.avro_encoding.decode_records`), or
+    schema): decoded a column at a time (:func:`runtime.hudi.formats.avro_encoding.decode_records`), or
     record by record by fastavro when a field is of a type left to it."""
     count = _avro_record_count(block)
     starts, at = _record_starts(block.content, count)

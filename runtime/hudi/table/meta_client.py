@@ -25,7 +25,7 @@ writer traced to the Hudi method that made it) and read in the 0.14.0 bundle:
   already (a local or object store cannot append to it).
 * A write task's open: 9 meta clients (4 with the timeline) and 4 bootstrap index look-ups
   before its first flush (the trace's count); with the remote file-system view, the view storage
-  properties' open (:mod:`runtime.hudi.file_system_view`).
+  properties' open (:mod:`runtime.hudi.table.file_system_view`).
 * The coordinator: ``commitStats`` -> ``createTable`` and the post-commit table services build
   meta clients per commit, ``startCommit`` (``rollbackFailedWrites``' table) and
   ``transitionRequestedToInflight`` per instant: 6 meta clients a checkpoint, 4 with the timeline
@@ -42,7 +42,7 @@ the conformance harness cannot run a 1.x Flink bundle here to measure it.
 from __future__ import annotations
 
 from runtime.core.dfs import Dfs
-from runtime.hudi.table import AUX, HudiTable, Timeline
+from runtime.hudi.table.hudi_table import AUX, HudiTable, Timeline
 
 SHARED = "shared"  # --meta-client shared: the lab's one view per task
 

@@ -20,7 +20,7 @@ base files come from compaction alone.
   it has none) and its log files; ``prevCommit`` is the slice's base instant; a record of a file
   group that exists is counted an update (its location is ``U``), of a new one an insert.
 
-From table version 8 (Hudi 1.x, :mod:`runtime.hudi.table_version`) a flush's log file is named
+From table version 8 (Hudi 1.x, :mod:`runtime.hudi.timeline.table_version`) a flush's log file is named
 after the writing instant, ``.<fileId>_<instant>.log.<version>_<writeToken>``, whatever slice it
 joins; the stat's ``prevCommit`` is the instant, ``baseFile`` empty and ``logFiles`` that file
 alone (``HoodieAppendHandle.populateWriteStatAndFetchFileSlice``).
@@ -34,9 +34,9 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs
 from runtime.core.messages import PartitionFiles, WriteStat
-from runtime.hudi.held_log_blocks import HELD_LOG_FILES
-from runtime.hudi.log_format import LogFileName, avro_data_block, record_schema
-from runtime.hudi.table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
+from runtime.hudi.formats.log_format import LogFileName, avro_data_block, record_schema
+from runtime.hudi.table.held_log_blocks import HELD_LOG_FILES
+from runtime.hudi.table.hudi_table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
 
 
 @dataclass(frozen=True)

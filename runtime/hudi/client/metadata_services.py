@@ -11,7 +11,7 @@ Sources (Apache Hudi 0.14 and 1.1, ``hudi-client-common`` ``org.apache.hudi.meta
   :meth:`MetadataTableWriter.compact`), then ``writeClient.archive()``, in that order.
 * ``cleanIfNecessary``: no clean while fewer than 3 completed instants follow the latest completed
   compaction (a reader may still be reading the slice it replaced); otherwise a clean
-  (:mod:`runtime.hudi.cleaner`) at a new instant time (1.x ``executeClean`` ->
+  (:mod:`runtime.hudi.client.cleaner`) at a new instant time (1.x ``executeClean`` ->
   ``writeClient.clean()``), on version 6 at the latest completed delta commit's time + ``002``
   (``HoodieTableMetadataUtil.createCleanTimestamp``).
 * ``HoodieMetadataWriteUtils.createMetadataWriteConfig``: the policy is the data table's
@@ -22,7 +22,7 @@ Sources (Apache Hudi 0.14 and 1.1, ``hudi-client-common`` ``org.apache.hudi.meta
 * ``TimelineArchiverV1/V2.getCommitInstantsToArchive``: a metadata table archives nothing from
   the data table's earliest commit on the active timeline, nor from its earliest pending instant
   (``TimelineUtils.getEarliestInstantForMetadataArchival``), besides the merge-on-read and cleaner
-  bounds every table has (:mod:`runtime.hudi.archiver`).
+  bounds every table has (:mod:`runtime.hudi.client.archiver`).
 
 The data table's options are Hudi's own keys: ``--clean-retain-commits``
 (``clean.retain_commits``), ``--archive-min-commits`` / ``--archive-max-commits``
@@ -36,10 +36,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from runtime.hudi import archiver, cleaner
-from runtime.hudi.metadata_writer import MetadataTableWriter
-from runtime.hudi.table import COMPLETED, DELTA_COMMIT, TableProps, Timeline
-from runtime.hudi.table_services import FLINK_DEFAULTS, OFF, RELEASE
+from runtime.hudi.client import archiver, cleaner
+from runtime.hudi.client.metadata_writer import MetadataTableWriter
+from runtime.hudi.client.table_services import FLINK_DEFAULTS, OFF, RELEASE
+from runtime.hudi.table.hudi_table import COMPLETED, DELTA_COMMIT, TableProps, Timeline
 
 DEFAULT_METADATA_CLEANER_COMMITS_RETAINED = 20  # HoodieMetadataConfig
 CLEAN_AFTER_COMPACTION = 3  # cleanIfNecessary: completed instants after the latest compaction

@@ -29,9 +29,9 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
-from runtime.hudi.log_format import AVRO_DATA_BLOCK, LogFormatError, avro_records, read_blocks
-from runtime.hudi.table import COMMIT, DELTA_COMMIT, CompletedInstant, HudiTable
-from runtime.hudi.table_version import LAYOUT_2_HISTORY
+from runtime.hudi.formats.log_format import AVRO_DATA_BLOCK, LogFormatError, avro_records, read_blocks
+from runtime.hudi.table.hudi_table import COMMIT, DELTA_COMMIT, CompletedInstant, HudiTable
+from runtime.hudi.timeline.table_version import LAYOUT_2_HISTORY
 
 VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
