@@ -37,8 +37,10 @@ from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.markers import faults_path
 from runtime.flink.state_backend import StateBackend
+from runtime.hudi.client import write_client
 from runtime.hudi.client.lock import Heartbeat, TableLock, command_line, hold_table
-from runtime.hudi.table.hudi_table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
@@ -208,7 +210,7 @@ class JobRun:
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         self._start_processes()  # they come up while the stream is planned
         plan = plan_stream(cfg, self.on_phase, self.job.input)
-        table = HudiTable.create_or_open(dfs, base, props)
+        table = write_client.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
         self.plan, self.props, self.table = plan, props, table

@@ -119,7 +119,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     console.print(audit_table_view(audit))
     if not audit.is_table:  # the user's mistake, named by the finding: exit 2
         console.print(verify_headline(table, audit, 0, False), highlight=False)
-        from runtime.hudi.table.hudi_table import TableError
+        from runtime.hudi.table.table_config import TableError
 
         raise TableError(audit.errors[0].message)
     if not audit.reader_opens:

@@ -18,7 +18,7 @@ from runtime.core.dfs import DfsCounters
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
-from runtime.hudi.table.hudi_table import (
+from runtime.hudi.formats.commit_metadata import (
     CommitSummary,
     CompletedInstant,
     commit_summaries,

@@ -21,7 +21,8 @@ import pyarrow as pa
 
 from runtime.core.dfs import open_dfs
 from runtime.hudi.formats.log_format import LogFileName
-from runtime.hudi.table.hudi_table import HudiTable, parse_base_file_name
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
 
 

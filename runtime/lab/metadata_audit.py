@@ -31,13 +31,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from runtime.core.dfs import Dfs, DfsError
-from runtime.hudi.table.hudi_table import COMPLETED, HOODIE, HudiTable, Timeline, parse_properties
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.metadata_table import (
     FILES_PARTITION,
     MetadataTableError,
     open_metadata_table,
     read_files_partition,
 )
+from runtime.hudi.table.table_config import parse_properties
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, HOODIE
 from runtime.hudi.timeline.timeline_actions import DELTA_COMMIT, decode_instant_file
 
 FindingTuple = tuple[str, str, str, str]  # severity, kind, message, file

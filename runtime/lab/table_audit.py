@@ -52,20 +52,13 @@ import pyarrow.compute as pc
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
 from runtime.hudi.client.cleaner import earliest_retained_by_last_clean
+from runtime.hudi.formats.commit_metadata import write_stats
 from runtime.hudi.formats.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
-from runtime.hudi.table.hudi_table import (
-    AUX,
-    COMPLETED,
-    HOODIE,
-    PARTITION_METADATA,
-    HudiTable,
-    TableError,
-    Timeline,
-    parse_base_file_name,
-    parse_properties,
-    write_stats,
-)
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
+from runtime.hudi.table.table_config import PARTITION_METADATA, TableError, parse_properties
+from runtime.hudi.timeline.active_timeline import Timeline
 from runtime.hudi.timeline.archived_timeline import ArchivedTimelineError, archived_instants
 from runtime.hudi.timeline.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
 from runtime.hudi.timeline.dfs_message_bus import (
@@ -76,6 +69,7 @@ from runtime.hudi.timeline.dfs_message_bus import (
     message_bus_path,
 )
 from runtime.hudi.timeline.dfs_message_bus import CkpMessage as BusMessage
+from runtime.hudi.timeline.instant import AUX, COMPLETED, HOODIE
 from runtime.hudi.timeline.timeline_actions import (
     DATA_ACTIONS,
     INSERT_OPERATIONS,

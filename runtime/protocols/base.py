@@ -15,6 +15,7 @@ from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import BlockedWait, TaskState
 from runtime.hudi.client.table_services import FLINK_DEFAULTS, ReleaseDefaults
+from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.table.hudi_table import HudiTable
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class CoordinatorContext(_TypingProtocol):
     env: Env
     config: JobConfig
     table: HudiTable
+    client: WriteClient  # the table's write client: commits, rollbacks and table services go through it
     task_names: list[str]
 
 

@@ -44,8 +44,12 @@ from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
 from runtime.hudi.client import compaction
+from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
-from runtime.hudi.table.hudi_table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import INFLIGHT, REQUESTED
 from runtime.writer.file_group_writer import HeldRows, filter_to_keep
 
 PLAN_OPERATOR = "compaction-plan"
@@ -77,7 +81,7 @@ class CompactionPlanOperator:
         """``open``: every inflight compaction back to requested, to be run again."""
         timeline = await self.env.io(self.table.timeline)
         for instant in timeline.pending_compactions(INFLIGHT):
-            await self.env.io(compaction.rollback_compaction, self.table, instant, self.env.wall_time())
+            await self.env.io(WriteClient(self.table).rollback_compaction, instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(f"roll back inflight compaction {instant}", thread="compaction-plan")
 
@@ -238,7 +242,7 @@ class CompactionCommitSink:
         self.plan_sizes.pop(event.instant)
         failed = [e for e in done.values() if e.failed]
         if failed:
-            await self.env.io(compaction.rollback_compaction, self.table, event.instant, self.env.wall_time())
+            await self.env.io(WriteClient(self.table).rollback_compaction, event.instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(
                 f"roll back compaction {event.instant}",
@@ -252,7 +256,7 @@ class CompactionCommitSink:
             self.env.crash("injected crash at compaction.commit_lost")
         await self.env.io(
             functools.partial(
-                compaction.commit_compaction, self.table, event.instant, stats, self.schema_json, self.env.now()
+                WriteClient(self.table).commit_compaction, event.instant, stats, self.schema_json, self.env.now()
             )
         )
         self.env.metrics.count("compactions_committed")

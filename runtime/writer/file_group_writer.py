@@ -30,12 +30,14 @@ from runtime.hudi.formats.bloom_filter import KeyFilter
 from runtime.hudi.formats.log_format import LogFileName
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 from runtime.hudi.table import meta_client
+from runtime.hudi.table.base_files import base_file_name, file_group_id
 from runtime.hudi.table.file_rows import FileRows, merge_version
 from runtime.hudi.table.file_system_view import timeline_key
-from runtime.hudi.table.hudi_table import HudiTable, Timeline, base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
 from runtime.hudi.table.markers import APPEND, CREATE, MERGE
 from runtime.hudi.table.merge import KeyPositions, log_records
+from runtime.hudi.timeline.active_timeline import Timeline
 
 
 class FileGroupWriter(ABC):

@@ -33,7 +33,7 @@ from runtime.hudi.formats.log_format import (
     read_blocks,
     record_schema,
 )
-from runtime.hudi.table.hudi_table import avro_schema_json
+from runtime.hudi.table.base_files import avro_schema_json
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

@@ -35,7 +35,8 @@ from runtime.hudi.formats.parquet_format import (
     ParquetWriteOptions,
     writer_schema_json,
 )
-from runtime.hudi.table.hudi_table import META_COLUMNS, HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import META_COLUMNS
 from tests.hudi.test_table import I1, I2, commit, read_all, table  # noqa: F401  (table: a fixture)
 
 VECTORS = Path(__file__).parents[1] / "fixtures" / "hudi-0.14-base-files"

@@ -28,7 +28,8 @@ from runtime.hudi.client.table_services import (
     TableServices,
 )
 from runtime.hudi.formats.log_format import SCHEMA, LogFileName, read_blocks
-from runtime.hudi.table.hudi_table import HudiTable, parse_base_file_name
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.timeline.archived_timeline import archived_commit_metadata, archived_instants
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime.hudi.table.file_rows import FileRows, merge_rows, merge_version
-from runtime.hudi.table.hudi_table import META_COLUMNS, TableError
 from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 
 KEY, PRE = "key", "ts"

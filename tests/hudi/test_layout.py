@@ -18,8 +18,9 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.table.hudi_table import BUCKETS_KEY, HudiTable, TableError, TableProps, parse_properties
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.layout import read_layout, resolve_layout
+from runtime.hudi.table.table_config import BUCKETS_KEY, TableError, TableProps, parse_properties
 from runtime.job.prepare import validate_job
 
 PROPS = TableProps("t", "key", "partition", "ts", num_buckets=4)

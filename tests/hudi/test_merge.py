@@ -25,8 +25,8 @@ from runtime.data.bucket import java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS
 from runtime.hudi.formats.java_hashmap import iteration_order
 from runtime.hudi.table import merge as merge_module
-from runtime.hudi.table.hudi_table import META_COLUMNS, TableError
 from runtime.hudi.table.merge import dedupe_latest, merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableError
 
 KEY, PRE = "key", "ts"
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"

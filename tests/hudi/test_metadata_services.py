@@ -15,10 +15,14 @@ from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
 from runtime.hudi.client import cleaner
 from runtime.hudi.client.metadata_services import MetadataTableServices
-from runtime.hudi.table.hudi_table import COMPLETED, HudiTable, TableProps, parse_base_file_name
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.markers import DirectWriteMarkers
 from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
+from runtime.hudi.table.table_config import TableProps
 from runtime.hudi.timeline.archived_timeline import archived_instants
+from runtime.hudi.timeline.instant import COMPLETED
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit
@@ -146,6 +150,6 @@ def test_a_failed_attempts_metadata_markers_go_with_its_rollback(tmp_path):
         dfs.write_bytes(mdt.timeline_file(f"{failed}.deltacommit.{state}"), b"")
     log = f".files-0000-0_{failed}.log.1_0-0-0"
     mdt.write_markers(failed).create_if_not_exists("files", log, "CREATE")
-    table.rollback(failed)
+    WriteClient(table).rollback(failed)
     assert not Path(mdt.hoodie, ".temp", failed).exists()
     assert not audit_table(path).errors

@@ -131,7 +131,7 @@ def test_a_run_on_a_table_the_reader_cannot_read_is_refused_before_it_writes(tmp
 
     import pytest
 
-    from runtime.hudi.table.hudi_table import TableError
+    from runtime.hudi.table.table_config import TableError
 
     simulate(_cfg(), seed=5, workdir=str(tmp_path), storage="disk")
     part = next(p for p in glob.glob(f"{tmp_path}/table/*") if os.path.isdir(p) and not p.endswith(".hoodie"))

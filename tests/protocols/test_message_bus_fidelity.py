@@ -17,7 +17,8 @@ from harness import active, run
 
 from runtime.core.config import ConfigError, JobConfig, Schedule
 from runtime.core.dfs import open_dfs
-from runtime.hudi.table.hudi_table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.hudi.timeline import dfs_message_bus as bus
 from runtime.protocols.message_bus import MessageBusCoordinator, MessageBusWriter
 

@@ -13,7 +13,8 @@ import pytest
 from runtime.core.config import JobConfig
 from runtime.core.messages import FileSliceRequest, PartitionFiles
 from runtime.hudi.table.file_system_view import VIEW_STORAGE_PROPERTIES, EmbeddedViewServer
-from runtime.hudi.table.hudi_table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.results import JobResult
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS

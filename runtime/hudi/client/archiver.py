@@ -52,8 +52,10 @@ from runtime.core.json_doc import dumps_indented
 from runtime.hudi.client import cleaner
 from runtime.hudi.formats.log_format import AVRO_BLOCK_VERSION, AVRO_DATA_BLOCK, SCHEMA, encode_block
 from runtime.hudi.formats.rollback_metadata import ROLLBACK, ROLLBACK_METADATA_SCHEMA, one_avro_record
-from runtime.hudi.table.hudi_table import COMMIT, COMPLETED, DELTA_COMMIT, HudiTable, Instant, TableError, Timeline
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.metadata_table import MetadataTableError, open_metadata_table
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
 from runtime.hudi.timeline.archived_timeline import (
     ARCHIVE_LOG_PREFIX,
     ARCHIVED_DIR,
@@ -61,6 +63,7 @@ from runtime.hudi.timeline.archived_timeline import (
     VERSION_FILE,
     archive_log_version,
 )
+from runtime.hudi.timeline.instant import COMMIT, COMPLETED, DELTA_COMMIT, Instant
 from runtime.hudi.timeline.table_version import COMMIT_METADATA_SCHEMA, LAYOUT_2_HISTORY, commit_metadata_record
 
 ARCHIVE_WRITE_TOKEN = "1-0-1"  # FSUtils.makeWriteToken's unknown token: the archiver's log writer

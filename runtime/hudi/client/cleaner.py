@@ -44,7 +44,7 @@ from typing import Any
 import fastavro
 
 from runtime.core.dfs import DfsNotFound
-from runtime.hudi.client.metadata_writer import MetadataTableWriter, deleted_and_written
+from runtime.hudi.client.table_metadata import TableMetadataWriter
 from runtime.hudi.formats.log_format import LogFileName
 from runtime.hudi.formats.rollback_metadata import (
     AVRO_NAMESPACE,
@@ -53,7 +53,11 @@ from runtime.hudi.formats.rollback_metadata import (
     nullable,
     one_avro_record,
 )
-from runtime.hudi.table.hudi_table import COMPLETED, REQUESTED, HudiTable, Timeline, parse_base_file_name
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.metadata_table import deleted_and_written
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, REQUESTED
 
 CLEAN = "clean"
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
@@ -320,12 +324,19 @@ def decode_metadata(data: bytes) -> dict[str, Any]:
     return one_avro_record(data)
 
 
-def clean(table: HudiTable, retain: int, now: float, timeline: Timeline, clean_time: str | None = None) -> list[str]:
+def clean(
+    table: HudiTable,
+    retain: int,
+    now: float,
+    timeline: Timeline,
+    clean_time: str | None = None,
+    metadata: TableMetadataWriter | None = None,
+) -> list[str]:
     """``BaseHoodieTableServiceClient.clean`` on ``timeline`` (the table's, just listed): a
     pending clean finished first, then a new one planned and run when it has files to delete,
-    at ``clean_time`` when given (the metadata table's on version 6), else a new instant time.
-    Returns the clean instants completed."""
-    done = [_run(table, ts, now) for ts in _pending_cleans(timeline)]
+    at ``clean_time`` when given (the metadata table's on version 6), else a new instant time;
+    ``metadata``: the metadata table's writer when it is on. Returns the clean instants completed."""
+    done = [_run(table, ts, now, metadata) for ts in _pending_cleans(timeline)]
     if done:
         timeline = table.timeline()
     plan = plan_clean(table, timeline, retain)
@@ -336,14 +347,14 @@ def clean(table: HudiTable, retain: int, now: float, timeline: Timeline, clean_t
         table.timeline_file(f"{clean_time}.{CLEAN}.{REQUESTED}"),
         encode_plan(plan, extra_metadata=table.version.layout_2),
     )
-    return [*done, _run(table, clean_time, now)]
+    return [*done, _run(table, clean_time, now, metadata)]
 
 
 def _pending_cleans(timeline: Timeline) -> list[str]:
     return [i.ts for i in timeline.instants if i.action == CLEAN and i.state != COMPLETED]
 
 
-def _run(table: HudiTable, clean_time: str, now: float) -> str:
+def _run(table: HudiTable, clean_time: str, now: float, metadata: TableMetadataWriter | None) -> str:
     """``CleanActionExecutor.runPendingClean``: inflight (the plan again), the deletes, the
     completed instant with the metadata."""
     data = table.dfs.read_bytes(table.timeline_file(f"{clean_time}.{CLEAN}.{REQUESTED}"))
@@ -357,11 +368,11 @@ def _run(table: HudiTable, clean_time: str, now: float) -> str:
             table.dfs.delete(path)  # a retried clean finds some gone: deleted all the same
             deleted.setdefault(partition, []).append(path)
     record = metadata_record(clean_time, plan, deleted)
-    if table.props.metadata_table:
+    if metadata is not None:
         # CleanActionExecutor.runClean -> writeTableMetadata: the metadata table's delta commit of
         # the clean's time marks the deleted files, before the completed clean
         gone = [path for paths in deleted.values() for path in paths]
-        MetadataTableWriter(table).update(clean_time, deleted_and_written(table.base_path, gone, {}), now)
+        metadata.update(clean_time, deleted_and_written(table.base_path, gone, {}), now)
     name = table.version.completed_file(clean_time, table.completion_time(clean_time, now), CLEAN)
     table.dfs.write_bytes(table.timeline_file(name), encode_metadata(record, extra_metadata=table.version.layout_2))
     return clean_time

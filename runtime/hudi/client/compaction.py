@@ -56,8 +56,11 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
+from runtime.hudi.client.rollback import run_rollback
+from runtime.hudi.client.table_metadata import TableMetadataWriter, publish
 from runtime.hudi.formats.avro_schema import arrow_type
 from runtime.hudi.formats.bloom_filter import KeyFilter
+from runtime.hudi.formats.commit_metadata import commit_metadata_doc
 from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
@@ -67,21 +70,14 @@ from runtime.hudi.formats.log_format import (
 )
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 from runtime.hudi.formats.rollback_metadata import RollbackPlan, RollbackWork
+from runtime.hudi.table.base_files import base_file_name, parse_base_file_name
 from runtime.hudi.table.held_log_blocks import HELD_LOG_FILES
-from runtime.hudi.table.hudi_table import (
-    COMMIT,
-    COMPACTION,
-    INFLIGHT,
-    REQUESTED,
-    HudiTable,
-    TableError,
-    Timeline,
-    base_file_name,
-    commit_metadata_doc,
-    parse_base_file_name,
-)
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.log_writer import list_partition
 from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMMIT, COMPACTION, INFLIGHT, REQUESTED
 
 PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
 COMPACT = "COMPACT"  # WriteOperationType of a compaction's commit
@@ -397,15 +393,23 @@ def compact_file_group(
 
 
 def commit_compaction(
-    table: HudiTable, instant: str, stats: list[WriteStat], schema_json: str, now: float | None = None
+    table: HudiTable,
+    instant: str,
+    stats: list[WriteStat],
+    schema_json: str,
+    now: float | None = None,
+    metadata: TableMetadataWriter | None = None,
 ) -> None:
     """``<instant>.commit`` (from version 8 ``<instant>_<completion>.commit``): the compaction's
-    metadata; the last step, which publishes its base files."""
+    metadata; the last step, which publishes its base files (with the metadata table's delta commit
+    first when ``metadata``, its writer, is given)."""
     doc = commit_metadata_doc(stats, {"schema": schema_json}, compacted=True, operation=COMPACT)
-    table.publish(instant, COMMIT, doc, now)
+    publish(table, instant, COMMIT, doc, now, metadata)
 
 
-def rollback_compaction(table: HudiTable, instant: str, now: float | None = None) -> list[str]:
+def rollback_compaction(
+    table: HudiTable, instant: str, now: float | None = None, metadata: TableMetadataWriter | None = None
+) -> list[str]:
     """An inflight compaction back to requested (``HoodieTable.rollbackInflightCompaction``): its
     base files deleted (by listing the plan's partitions) by a rollback that keeps the instant's
     files (with rollback instants, published as ``<t>.rollback``), then its inflight file. Returns
@@ -421,6 +425,6 @@ def rollback_compaction(table: HudiTable, instant: str, now: float | None = None
                 targets.append(e.path)
     work = RollbackWork(targets)
     plan = RollbackPlan(instant, COMPACTION, work.requests(table.base_path, markers=False))
-    deleted = table.run_rollback(plan, work, instant_files=(), markers=False, now=now)
+    deleted = run_rollback(table, plan, work, instant_files=(), markers=False, now=now, metadata=metadata)
     table.dfs.delete(inflight_file(table, instant))  # revertInstantFromInflightToRequested
     return deleted

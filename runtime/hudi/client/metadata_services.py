@@ -35,11 +35,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
 from runtime.hudi.client import archiver, cleaner
-from runtime.hudi.client.metadata_writer import MetadataTableWriter
 from runtime.hudi.client.table_services import FLINK_DEFAULTS, OFF, RELEASE
-from runtime.hudi.table.hudi_table import COMPLETED, DELTA_COMMIT, TableProps, Timeline
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, DELTA_COMMIT
 
 DEFAULT_METADATA_CLEANER_COMMITS_RETAINED = 20  # HoodieMetadataConfig
 CLEAN_AFTER_COMPACTION = 3  # cleanIfNecessary: completed instants after the latest compaction
@@ -66,7 +69,20 @@ class MetadataTableServices:
         return cls(max(DEFAULT_METADATA_CLEANER_COMMITS_RETAINED, int(retain * 1.2)), lo + 1, hi + 1)
 
 
-def perform_table_services(writer: MetadataTableWriter, instant: str, timeline: Timeline, now: float | None) -> None:
+class MetadataWriterServices(Protocol):
+    """What the services ask of the metadata table's writer
+    (:class:`runtime.hudi.client.metadata_writer.MetadataTableWriter`): its table, the data table,
+    and its compaction."""
+
+    mdt: HudiTable
+    table: HudiTable
+
+    def compaction_due(self, instant: str, timeline: Timeline) -> bool: ...
+
+    def compact(self, instant: str, timeline: Timeline, now: float | None) -> str: ...
+
+
+def perform_table_services(writer: MetadataWriterServices, instant: str, timeline: Timeline, now: float | None) -> None:
     """``performTableServices`` before the delta commit of ``instant``: clean, compact, archive,
     from the metadata ``timeline`` the writer just listed (``requiresTimelineRefresh`` false)."""
     mdt = writer.mdt
@@ -85,7 +101,7 @@ def perform_table_services(writer: MetadataTableWriter, instant: str, timeline: 
     _archive(writer, services)
 
 
-def _archive(writer: MetadataTableWriter, services: MetadataTableServices) -> None:
+def _archive(writer: MetadataWriterServices, services: MetadataTableServices) -> None:
     """``writeClient.archive()``; the data table's timeline is read only when commits are past max
     (``getCommitInstantsToArchive`` returns at once otherwise)."""
     files = writer.mdt.timeline_files()

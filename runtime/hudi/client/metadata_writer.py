@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import fastavro
@@ -74,6 +74,8 @@ from runtime.hudi.client.compaction import (
     save_plan,
     start_compaction,
 )
+from runtime.hudi.client.metadata_services import perform_table_services
+from runtime.hudi.formats.commit_metadata import commit_metadata_doc
 from runtime.hudi.formats.hfile import SCHEMA_KEY, write_hfile
 from runtime.hudi.formats.log_format import (
     DELETE_BLOCK,
@@ -86,30 +88,21 @@ from runtime.hudi.formats.log_format import (
 )
 from runtime.hudi.formats.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON
 from runtime.hudi.formats.metadata_record import SCHEMA as RECORD_SCHEMA
-from runtime.hudi.table.hudi_table import (
-    COMPLETED,
-    DELTA_COMMIT,
-    INFLIGHT,
-    MERGE_ON_READ,
-    PARTITION_METADATA,
-    REQUESTED,
-    HudiTable,
-    TableProps,
-    Timeline,
-    commit_metadata_doc,
-    format_instant,
-    parse_base_file_name,
-    parse_properties,
-)
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.markers import APPEND, CREATE, MERGE
 from runtime.hudi.table.metadata_table import (
     ALL_PARTITIONS,
     EMPTY_DELETE_CONTENT,
     FILES_PARTITION,
     NON_PARTITIONED,
+    FileChanges,
     metadata_table_path,
     read_files_partition,
 )
+from runtime.hudi.table.table_config import MERGE_ON_READ, PARTITION_METADATA, TableProps, parse_properties
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, DELTA_COMMIT, INFLIGHT, REQUESTED, format_instant
 
 FILE_ID = "files-0000-0"  # HoodieTableMetadataUtil.getFileIDForFileGroup(FILES, 0)
 WRITE_TOKEN = "0-0-0"
@@ -117,9 +110,6 @@ METADATA_PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 DEFAULT_COMPACTION_DELTA_COMMITS = 10  # FlinkOptions.METADATA_COMPACTION_DELTA_COMMITS
 _PARSED = fastavro.parse_schema(RECORD_SCHEMA)
 _FIELDS = [f["name"] for f in RECORD_SCHEMA["fields"]]
-
-# partition -> file name -> (size, deleted)
-FileChanges = dict[str, dict[str, tuple[int, bool]]]
 
 
 def bootstrap_instant(table: HudiTable) -> str:
@@ -192,19 +182,6 @@ def files_records(changes: FileChanges) -> list[tuple[bytes, bytes]]:
     return sorted(cells)
 
 
-def commit_changes(doc: dict[str, Any]) -> FileChanges:
-    """The files a commit's metadata (``partitionToWriteStats``) adds, with their sizes."""
-    out: FileChanges = {}
-    for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
-        files = out.setdefault(partition, {})
-        for s in stats:
-            name = str(s.get("path") or "").rsplit("/", 1)[-1]
-            if name:
-                size = int(s.get("fileSizeInBytes") or 0)
-                files[name] = (max(size, files.get(name, (0, False))[0]), False)
-    return out
-
-
 class MetadataTableWriter:
     """The files partition of one data table's metadata table, seen through the data table's DFS."""
 
@@ -242,7 +219,9 @@ class MetadataTableWriter:
         log = encode_block(DELETE_BLOCK, {INSTANT_TIME: instant}, EMPTY_DELETE_CONTENT)
         dfs.write_bytes(Dfs.join(self.files_dir, log_name), log)
         stat = _stat(base_name, len(base), instant, 0)
-        self._commit(instant, stat, lambda: mdt.publish(instant, DELTA_COMMIT, _doc(stat, "BULK_INSERT_PREPPED"), now))
+        self._commit(
+            instant, stat, lambda: mdt.save_as_complete(instant, DELTA_COMMIT, _doc(stat, "BULK_INSERT_PREPPED"), now)
+        )
         self._set_partitions_property(FILES_PARTITION)
 
     def _listing(self) -> FileChanges:
@@ -293,8 +272,6 @@ class MetadataTableWriter:
         if any(i.ts == instant for i in timeline.instants):
             self.undo(instant, timeline)
             timeline = self.mdt.timeline()
-        from runtime.hudi.client.metadata_services import perform_table_services  # it builds on this module
-
         perform_table_services(self, instant, timeline, now)
         timeline = self.mdt.timeline()
         # completion times after everything on the metadata timeline: a log completing at or
@@ -307,7 +284,9 @@ class MetadataTableWriter:
         block = encode_block(HFILE_DATA_BLOCK, {SCHEMA: SCHEMA_JSON, INSTANT_TIME: instant}, content)
         self.table.dfs.write_bytes(Dfs.join(self.files_dir, str(name)), block)
         stat = _stat(str(name), len(block), name.base_instant, name.version)
-        self._commit(instant, stat, lambda: self.mdt.publish(instant, DELTA_COMMIT, _doc(stat, "UPSERT_PREPPED"), now))
+        self._commit(
+            instant, stat, lambda: self.mdt.save_as_complete(instant, DELTA_COMMIT, _doc(stat, "UPSERT_PREPPED"), now)
+        )
 
     # -- markers -------------------------------------------------------------------------------
 
@@ -347,7 +326,7 @@ class MetadataTableWriter:
         plus ``001`` on version 6 (``createCompactionTimestamp``), a new instant time from 8."""
         mdt = self.mdt
         latest = max((i.ts for i in timeline.instants if i.action == DELTA_COMMIT), default=instant)
-        c = mdt._next_instant_time(now, timeline) if mdt.version.layout_2 else f"{latest}001"
+        c = mdt.next_instant_time(now, timeline) if mdt.version.layout_2 else f"{latest}001"
         base_instant = _latest_base_instant(timeline, bootstrap_instant(self.table))
         view = read_files_partition(mdt)
         logs = sorted(
@@ -446,12 +425,6 @@ def _stat(name: str, size: int, base_instant: str, log_version: int) -> WriteSta
     )
 
 
-def deleted_and_written(base_path: str, deleted: Iterable[str], written: dict[str, int]) -> FileChanges:
-    """A rollback's or a clean's files: those it deleted (``isDeleted``) and the log files it wrote."""
-    out: FileChanges = {}
-    entries = [(path, (0, True)) for path in deleted] + [(path, (size, False)) for path, size in written.items()]
-    for path, entry in entries:
-        rel = path[len(base_path) + 1 :] if path.startswith(base_path + "/") else path
-        partition, _, name = rel.rpartition("/")
-        out.setdefault(partition, {})[name] = entry
-    return out
+def metadata_writer(table: HudiTable) -> MetadataTableWriter | None:
+    """``HoodieTable.getMetadataWriter``: the metadata table's writer when the table keeps one."""
+    return MetadataTableWriter(table) if table.props.metadata_table else None

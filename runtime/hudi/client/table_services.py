@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 from runtime.core.config import ConfigError
 from runtime.hudi.client import archiver, cleaner
-from runtime.hudi.table.hudi_table import HudiTable, Timeline
+from runtime.hudi.client.table_metadata import TableMetadataWriter
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.active_timeline import Timeline
 
 RELEASE, OFF = "release", "off"
 CLEAN_FLAG, MIN_FLAG, MAX_FLAG = "--clean-retain-commits", "--archive-min-commits", "--archive-max-commits"
@@ -83,11 +85,14 @@ class TableServices:
     def any(self) -> bool:
         return bool(self.clean_retain_commits) or self.archives
 
-    def after_commit(self, table: HudiTable, now: float) -> None:
+    def after_commit(self, table: HudiTable, now: float, metadata: TableMetadataWriter | None = None) -> None:
         """``mayBeCleanAndArchive``: the clean, then the archiving, from one listing of the
-        timeline (the post-commit services' table); a completed clean is listed again."""
+        timeline (the post-commit services' table); a completed clean is listed again.
+        ``metadata``: the metadata table's writer when it is on (the clean's delta commit)."""
         files = table.timeline_files()
-        if self.clean_retain_commits and cleaner.clean(table, self.clean_retain_commits, now, Timeline(files.values())):
+        if self.clean_retain_commits and cleaner.clean(
+            table, self.clean_retain_commits, now, Timeline(files.values()), metadata=metadata
+        ):
             files = table.timeline_files()
         if self.archives:
             policy = archiver.ArchivePolicy(

@@ -31,7 +31,6 @@ import pyarrow as pa
 
 from runtime.data.columns import OFFSET
 from runtime.hudi.formats.java_hashmap import SMALL_MAP, small_orders
-from runtime.hudi.table.hudi_table import META_COLUMNS
 from runtime.hudi.table.merge import (
     _KEY_HASHES,
     FILE_NAME,
@@ -46,6 +45,7 @@ from runtime.hudi.table.merge import (
     hashmap_orders,
     merge_file_group,
 )
+from runtime.hudi.table.table_config import META_COLUMNS
 
 _NAME_AT = META_COLUMNS.index(FILE_NAME)
 _STRING = pa.string()

@@ -48,8 +48,11 @@ import hashlib
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import FileSliceRequest, PartitionFiles
 from runtime.hudi.formats.log_format import LogFileName
-from runtime.hudi.table.hudi_table import AUX, HudiTable, Timeline, parse_base_file_name
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.meta_client import bootstrap_index_status, file_status, load_meta_client
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import AUX
 
 RELEASE, REMOTE, DIRECT = "release", "remote", "direct"
 CHOICES = (RELEASE, REMOTE, DIRECT)

@@ -37,14 +37,9 @@ from dataclasses import dataclass
 
 from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
-from runtime.hudi.table.hudi_table import (
-    BUCKETS_KEY,
-    COPY_ON_WRITE,
-    HOODIE,
-    TableProps,
-    parse_properties,
-    refuse_foreign_directory,
-)
+from runtime.hudi.table.hudi_table import refuse_foreign_directory
+from runtime.hudi.table.table_config import BUCKETS_KEY, COPY_ON_WRITE, TableProps, parse_properties
+from runtime.hudi.timeline.instant import HOODIE
 from runtime.hudi.timeline.table_version import TABLE_VERSIONS
 
 PROPERTIES_FILE = "hoodie.properties"

@@ -35,8 +35,10 @@ import pyarrow as pa
 from runtime.core.dfs import Dfs
 from runtime.core.messages import PartitionFiles, WriteStat
 from runtime.hudi.formats.log_format import LogFileName, avro_data_block, record_schema
+from runtime.hudi.table.base_files import avro_schema_json, parse_base_file_name
 from runtime.hudi.table.held_log_blocks import HELD_LOG_FILES
-from runtime.hudi.table.hudi_table import HudiTable, Timeline, avro_schema_json, parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.active_timeline import Timeline
 
 
 @dataclass(frozen=True)

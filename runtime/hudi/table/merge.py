@@ -39,8 +39,8 @@ import pyarrow.compute as pc
 from runtime.data.bucket import java_string_hash, java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS, OFFSET
 from runtime.hudi.formats.java_hashmap import iteration_orders
-from runtime.hudi.table.hudi_table import META_COLUMNS, TableError
 from runtime.hudi.table.merge_rule import incoming_wins, numbers_win, plain_numbers
+from runtime.hudi.table.table_config import META_COLUMNS, TableError
 
 FILE_NAME = "_hoodie_file_name"
 # the meta columns a merge writes before it names the file (every one but the file name)

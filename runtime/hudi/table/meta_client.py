@@ -42,7 +42,9 @@ the conformance harness cannot run a 1.x Flink bundle here to measure it.
 from __future__ import annotations
 
 from runtime.core.dfs import Dfs
-from runtime.hudi.table.hudi_table import AUX, HudiTable, Timeline
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import AUX
 
 SHARED = "shared"  # --meta-client shared: the lab's one view per task
 

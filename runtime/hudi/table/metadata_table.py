@@ -33,6 +33,7 @@ so Hudi writes none in practice).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +51,11 @@ from runtime.hudi.formats.log_format import (
     LogFormatError,
     read_blocks,
 )
-from runtime.hudi.table.hudi_table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.log_reader import hfile_records
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, HOODIE
 
 METADATA_DIR = "metadata"
 FILES_PARTITION = "files"
@@ -186,3 +190,31 @@ def _to_partitions(view: FilesView, records: dict[str, dict[str, Any]]) -> None:
     partitions = records.get(ALL_PARTITIONS, {})
     for key in partitions:
         view.partitions["" if key == NON_PARTITIONED else key] = dict(records.get(key, {}))
+
+
+# partition -> file name -> (size, deleted)
+FileChanges = dict[str, dict[str, tuple[int, bool]]]
+
+
+def commit_changes(doc: dict[str, Any]) -> FileChanges:
+    """The files a commit's metadata (``partitionToWriteStats``) adds, with their sizes."""
+    out: FileChanges = {}
+    for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
+        files = out.setdefault(partition, {})
+        for s in stats:
+            name = str(s.get("path") or "").rsplit("/", 1)[-1]
+            if name:
+                size = int(s.get("fileSizeInBytes") or 0)
+                files[name] = (max(size, files.get(name, (0, False))[0]), False)
+    return out
+
+
+def deleted_and_written(base_path: str, deleted: Iterable[str], written: dict[str, int]) -> FileChanges:
+    """A rollback's or a clean's files: those it deleted (``isDeleted``) and the log files it wrote."""
+    out: FileChanges = {}
+    entries = [(path, (0, True)) for path in deleted] + [(path, (size, False)) for path, size in written.items()]
+    for path, entry in entries:
+        rel = path[len(base_path) + 1 :] if path.startswith(base_path + "/") else path
+        partition, _, name = rel.rpartition("/")
+        out.setdefault(partition, {})[name] = entry
+    return out

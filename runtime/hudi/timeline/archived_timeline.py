@@ -24,14 +24,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
+from runtime.hudi.formats.commit_metadata import CompletedInstant
 from runtime.hudi.formats.log_format import AVRO_DATA_BLOCK, LogFormatError, avro_records, read_blocks
-from runtime.hudi.table.hudi_table import COMMIT, DELTA_COMMIT, CompletedInstant, HudiTable
-from runtime.hudi.timeline.table_version import LAYOUT_2_HISTORY
+from runtime.hudi.timeline.instant import COMMIT, DELTA_COMMIT
+from runtime.hudi.timeline.table_version import LAYOUT_2_HISTORY, TableVersion
 
 VERSION_FILE = "_version_"
 MANIFEST_PREFIX = "manifest_"
@@ -39,6 +40,17 @@ ARCHIVED_DIR = "archived"
 ARCHIVE_LOG_PREFIX = ".commits_.archive."  # HoodieArchivedTimeline: file id "commits", extension "archive"
 COMPLETED_STATE = "COMPLETED"
 LSM_COLUMNS = ["instantTime", "completionTime", "action"]
+
+
+class TimelineHome(Protocol):
+    """Where a table keeps its timeline (what ``HoodieTableMetaClient`` tells the archived
+    timeline): a :class:`runtime.hudi.table.hudi_table.HudiTable` is one."""
+
+    dfs: Dfs
+    base_path: str
+    hoodie: str
+    timeline_dir: str
+    version: TableVersion
 
 
 class ArchivedTimelineError(ValueError):
@@ -57,18 +69,18 @@ class ArchivedInstant:
     completion: str | None  # from table version 8
 
 
-def archived_instants(table: HudiTable) -> dict[str, ArchivedInstant]:
+def archived_instants(table: TimelineHome) -> dict[str, ArchivedInstant]:
     """The completed instants of the table's archived timeline, by instant time."""
     if table.version.layout_2:
         return _lsm_instants(table, Dfs.join(table.timeline_dir, LAYOUT_2_HISTORY))
     return _archive_log_instants(table, Dfs.join(table.hoodie, ARCHIVED_DIR))
 
 
-def _rel(table: HudiTable, path: str) -> str:
+def _rel(table: TimelineHome, path: str) -> str:
     return path[len(table.base_path.rstrip("/")) + 1 :] if path.startswith(table.base_path) else path
 
 
-def _lsm_instants(table: HudiTable, history: str) -> dict[str, ArchivedInstant]:
+def _lsm_instants(table: TimelineHome, history: str) -> dict[str, ArchivedInstant]:
     out: dict[str, ArchivedInstant] = {}
     for path in _lsm_files(table, history):
         try:
@@ -81,7 +93,7 @@ def _lsm_instants(table: HudiTable, history: str) -> dict[str, ArchivedInstant]:
     return out
 
 
-def _lsm_files(table: HudiTable, history: str) -> list[str]:
+def _lsm_files(table: TimelineHome, history: str) -> list[str]:
     """The paths of the parquet files the latest manifest of the LSM timeline names."""
     try:
         names = {e.name for e in table.dfs.list_dir(history)}
@@ -102,7 +114,7 @@ def _lsm_files(table: HudiTable, history: str) -> list[str]:
         raise ArchivedTimelineError(_rel(table, manifest), f"is not a readable LSM timeline manifest: {exc}") from None
 
 
-def _archive_log_instants(table: HudiTable, archived: str) -> dict[str, ArchivedInstant]:
+def _archive_log_instants(table: TimelineHome, archived: str) -> dict[str, ArchivedInstant]:
     out: dict[str, ArchivedInstant] = {}
     for r in _archive_log_records(table, archived):
         ts, state = r.get("commitTime"), r.get("actionState")
@@ -111,7 +123,7 @@ def _archive_log_instants(table: HudiTable, archived: str) -> dict[str, Archived
     return out
 
 
-def _archive_log_records(table: HudiTable, archived: str) -> Iterator[dict[str, Any]]:
+def _archive_log_records(table: TimelineHome, archived: str) -> Iterator[dict[str, Any]]:
     """Every ``HoodieArchivedMetaEntry`` of the archive log files, file by file."""
     try:
         entries = [e for e in table.dfs.list_dir(archived) if e.name.startswith(ARCHIVE_LOG_PREFIX)]
@@ -137,7 +149,7 @@ def archive_log_version(name: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 0, name)
 
 
-def archived_commit_metadata(table: HudiTable) -> list[CompletedInstant]:
+def archived_commit_metadata(table: TimelineHome) -> list[CompletedInstant]:
     """The completed commits and compactions of the archived timeline with their commit metadata
     (version 6: the entries' ``hoodieCommitMetadata``; 8+: the rows' ``metadata`` bytes), in
     instant order: what the table's history holds beyond the active timeline."""

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
-from runtime.hudi.table.hudi_table import AUX, HOODIE
+from runtime.hudi.timeline.instant import AUX, HOODIE
 
 CKP_META = "ckp_meta"
 # CkpMetadata.MAX_RETAIN_CKP_NUM: "1 is actually enough for fetching the latest pending instant,

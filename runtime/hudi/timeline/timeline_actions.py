@@ -63,7 +63,7 @@ class DataInstant:
 
 
 def data_instants(instants: list[Any]) -> dict[str, DataInstant]:
-    """The data instants of a timeline's instants (``runtime.hudi.table.hudi_table.Instant``), one per time,
+    """The data instants of a timeline's instants (``runtime.hudi.timeline.instant.Instant``), one per time,
     in its highest state."""
     out: dict[str, DataInstant] = {}
     for i in instants:
