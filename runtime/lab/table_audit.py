@@ -52,7 +52,7 @@ import pyarrow.compute as pc
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
 from runtime.hudi.client.cleaner import earliest_retained_by_last_clean
-from runtime.hudi.formats.commit_metadata import write_stats
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, WriteStatDoc, write_stats
 from runtime.hudi.formats.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
 from runtime.hudi.table.base_files import parse_base_file_name
 from runtime.hudi.table.hudi_table import HudiTable
@@ -161,7 +161,7 @@ class _Scan:
     table: HudiTable
     timeline: Timeline
     states: dict[str, str]  # data instant -> its highest state on the timeline
-    metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
+    metadata: dict[str, CommitMetadataDoc]  # completed instant -> parsed commit metadata
     files: list[BaseFile]
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
@@ -258,10 +258,10 @@ def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Aud
     return archived
 
 
-def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
+def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, CommitMetadataDoc]:
     """Each completed data instant's commit metadata (``names``: instant -> its timeline file; a
     compaction's ``.commit``, a replacecommit's too); a file that does not parse is an error."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CommitMetadataDoc] = {}
     for instant, name in names.items():
         rel = f"{table.timeline_rel}/{name}"
         try:
@@ -367,7 +367,7 @@ def _cleaned(scan: _Scan, instant: str, file_id: str) -> bool:
     )
 
 
-def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
+def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: WriteStatDoc) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
     rel, commit = stat["path"], scan.names[instant]

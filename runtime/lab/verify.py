@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from runtime.core.config import JobConfig
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
-from runtime.hudi.formats.commit_metadata import write_stats
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, write_stats
 from runtime.hudi.table.merge import dedupe_latest
 from runtime.hudi.table.merge_rule import incoming_wins
 from runtime.hudi.table.table_config import META_COLUMNS
@@ -351,7 +351,7 @@ def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | 
     return compare(expected, read_snapshot(table_uri), key, partition)
 
 
-def _rows_by_file_group(meta: dict[str, Any]) -> dict[str, int]:
+def _rows_by_file_group(meta: CommitMetadataDoc) -> dict[str, int]:
     want: dict[str, int] = {}
     for s in write_stats(meta):
         want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]

@@ -13,9 +13,9 @@ from hudi import HudiTableBuilder
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
-from runtime.hudi.client import cleaner
 from runtime.hudi.client.metadata_services import MetadataTableServices
 from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats import clean_metadata
 from runtime.hudi.table.base_files import parse_base_file_name
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.markers import DirectWriteMarkers
@@ -65,11 +65,11 @@ def test_a_long_run_keeps_the_metadata_timeline_and_slices_bounded(tmp_path, pro
     assert len(archived_instants(mdt)) > 3 * CHECKPOINTS // 2  # of the delta commits of every commit, clean, compaction
     bases = sorted(Path(mdt.base_path, "files").glob("*.hfile"))
     assert len(bases) <= 3  # the latest slice, the one before the earliest retained commit, one more
-    cleans = [i.ts for i in timeline.instants if i.action == cleaner.CLEAN and i.state == COMPLETED]
+    cleans = [i.ts for i in timeline.instants if i.action == clean_metadata.CLEAN and i.state == COMPLETED]
     assert cleans
     latest_base = max(parse_base_file_name(p.name)[2] for p in bases)
     for ts in cleans:
-        plan = cleaner.decode_plan(dfs.read_bytes(mdt.timeline_file(f"{ts}.clean.requested")))
+        plan = clean_metadata.decode_plan(dfs.read_bytes(mdt.timeline_file(f"{ts}.clean.requested")))
         for path in (p for paths in plan.files.values() for p in paths):
             assert not Path(path).exists() and latest_base not in Path(path).name
     # every data file on storage is listed, and the reader reads every row through the listing

@@ -48,8 +48,9 @@ import fastavro
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
-from runtime.core.json_doc import dumps_indented
+from runtime.core.json_doc import JsonObject, dumps_indented
 from runtime.hudi.client import cleaner
+from runtime.hudi.formats import clean_metadata
 from runtime.hudi.formats.log_format import AVRO_BLOCK_VERSION, AVRO_DATA_BLOCK, SCHEMA, encode_block
 from runtime.hudi.formats.rollback_metadata import ROLLBACK, ROLLBACK_METADATA_SCHEMA, one_avro_record
 from runtime.hudi.table.hudi_table import HudiTable
@@ -68,18 +69,18 @@ from runtime.hudi.timeline.table_version import COMMIT_METADATA_SCHEMA, LAYOUT_2
 
 ARCHIVE_WRITE_TOKEN = "1-0-1"  # FSUtils.makeWriteToken's unknown token: the archiver's log writer
 ROLLING_STAT = "ROLLING_STAT"  # HoodieRollingStatMetadata.ROLLING_STAT_METADATA_KEY
-_ENTRY_SCHEMA: dict[str, Any] = {
+_ENTRY_SCHEMA: JsonObject = {
     "type": "record",
     "name": "HoodieArchivedMetaEntry",
     "namespace": "org.apache.hudi.avro.model",
     "fields": [
         {"name": "hoodieCommitMetadata", "type": ["null", COMMIT_METADATA_SCHEMA], "default": None},
-        {"name": "hoodieCleanMetadata", "type": ["null", cleaner.CLEAN_METADATA_SCHEMA[False]], "default": None},
+        {"name": "hoodieCleanMetadata", "type": ["null", clean_metadata.CLEAN_METADATA_SCHEMA[False]], "default": None},
         {"name": "hoodieRollbackMetadata", "type": ["null", ROLLBACK_METADATA_SCHEMA], "default": None},
         {"name": "commitTime", "type": ["null", "string"], "default": None},
         {"name": "actionType", "type": ["null", "string"], "default": None},
         {"name": "version", "type": ["int", "null"], "default": 1},
-        {"name": "hoodieCleanerPlan", "type": ["null", cleaner.CLEANER_PLAN_SCHEMA[False]], "default": None},
+        {"name": "hoodieCleanerPlan", "type": ["null", clean_metadata.CLEANER_PLAN_SCHEMA[False]], "default": None},
         {"name": "actionState", "type": ["null", "string"], "default": None},
     ],
 }
@@ -112,7 +113,7 @@ class ArchivePolicy:
 def instants_to_archive(table: HudiTable, timeline: Timeline, policy: ArchivePolicy) -> set[str]:
     """The times of the instants the archiver moves now (``getInstantsToArchive``)."""
     out: set[str] = set()
-    for action in (cleaner.CLEAN, ROLLBACK):
+    for action in (clean_metadata.CLEAN, ROLLBACK):
         done = [i.ts for i in timeline.instants if i.action == action and i.state == COMPLETED]
         if len(done) > policy.max_commits:
             out.update(done[: len(done) - policy.min_commits])
@@ -192,7 +193,7 @@ def _archive_entry(table: HudiTable, name: str, i: Instant) -> dict[str, Any]:
         "version": 1,
     }
     data = table.dfs.read_bytes(table.timeline_file(name))
-    if i.action == cleaner.CLEAN:
+    if i.action == clean_metadata.CLEAN:
         key = "hoodieCleanMetadata" if i.state == COMPLETED else "hoodieCleanerPlan"
         entry[key] = one_avro_record(data)
     elif i.action == ROLLBACK and i.state == COMPLETED:

@@ -38,119 +38,23 @@ deterministic). Only KEEP_LATEST_COMMITS is modelled (Hudi's Flink default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
-import fastavro
-
 from runtime.core.dfs import DfsNotFound
 from runtime.hudi.client.table_metadata import TableMetadataWriter
-from runtime.hudi.formats.log_format import LogFileName
-from runtime.hudi.formats.rollback_metadata import (
-    AVRO_NAMESPACE,
-    AVRO_STRING,
-    avro_container,
-    nullable,
-    one_avro_record,
+from runtime.hudi.formats.clean_metadata import (
+    CLEAN,
+    CleanPlan,
+    decode_metadata,
+    decode_plan,
+    encode_metadata,
+    encode_plan,
+    metadata_record,
 )
+from runtime.hudi.formats.log_format import LogFileName
 from runtime.hudi.table.base_files import parse_base_file_name
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.metadata_table import deleted_and_written
 from runtime.hudi.timeline.active_timeline import Timeline
 from runtime.hudi.timeline.instant import COMPLETED, REQUESTED
-
-CLEAN = "clean"
-KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
-CLEAN_PLAN_VERSION = 2  # CleanPlanner.LATEST_CLEAN_PLAN_VERSION
-CLEAN_METADATA_VERSION = 2  # CleanerUtils.CLEAN_METADATA_VERSION_2
-_STRING_MAP: dict[str, Any] = {"type": "map", "values": AVRO_STRING, "avro.java.string": "String"}
-_EXTRA_METADATA: dict[str, Any] = {"name": "extraMetadata", **nullable(_STRING_MAP)}
-
-
-def _plan_schema(extra_metadata: bool) -> dict[str, Any]:
-    action_instant = {
-        "type": "record",
-        "name": "HoodieActionInstant",
-        "fields": [{"name": n, "type": AVRO_STRING} for n in ("timestamp", "action", "state")],
-    }
-    file_info = {
-        "type": "record",
-        "name": "HoodieCleanFileInfo",
-        "fields": [
-            {"name": "filePath", **nullable(AVRO_STRING)},
-            {"name": "isBootstrapBaseFile", **nullable("boolean")},
-        ],
-    }
-    per_partition = {"type": "map", "values": {"type": "array", "items": file_info}, "avro.java.string": "String"}
-    deprecated = {"type": "map", "values": {"type": "array", "items": AVRO_STRING}, "avro.java.string": "String"}
-    fields = [
-        {"name": "earliestInstantToRetain", **nullable(action_instant)},
-        {"name": "lastCompletedCommitTimestamp", "type": AVRO_STRING, "default": ""},
-        {"name": "policy", "type": AVRO_STRING},
-        {"name": "filesToBeDeletedPerPartition", **nullable(deprecated)},
-        {"name": "version", "type": ["int", "null"], "default": 1},
-        {"name": "filePathsToBeDeletedPerPartition", **nullable(per_partition)},
-        {"name": "partitionsToBeDeleted", **nullable({"type": "array", "items": AVRO_STRING})},
-    ]
-    return {
-        "type": "record",
-        "name": "HoodieCleanerPlan",
-        "namespace": AVRO_NAMESPACE,
-        "fields": fields + ([_EXTRA_METADATA] if extra_metadata else []),
-    }
-
-
-def _metadata_schema(extra_metadata: bool) -> dict[str, Any]:
-    strings = {"type": "array", "items": AVRO_STRING}
-    partition = {
-        "type": "record",
-        "name": "HoodieCleanPartitionMetadata",
-        "fields": [
-            {"name": "partitionPath", "type": AVRO_STRING},
-            {"name": "policy", "type": AVRO_STRING},
-            {"name": "deletePathPatterns", "type": strings},
-            {"name": "successDeleteFiles", "type": strings},
-            {"name": "failedDeleteFiles", "type": strings},
-            {"name": "isPartitionDeleted", **nullable("boolean")},
-        ],
-    }
-    fields = [
-        {"name": "startCleanTime", "type": AVRO_STRING},
-        {"name": "timeTakenInMillis", "type": "long"},
-        {"name": "totalFilesDeleted", "type": "int"},
-        {"name": "earliestCommitToRetain", "type": AVRO_STRING},
-        {"name": "lastCompletedCommitTimestamp", "type": AVRO_STRING, "default": ""},
-        {"name": "partitionMetadata", "type": {"type": "map", "values": partition, "avro.java.string": "String"}},
-        {"name": "version", "type": ["int", "null"], "default": 1},
-        {
-            "name": "bootstrapPartitionMetadata",
-            **nullable({"type": "map", "values": "HoodieCleanPartitionMetadata", "avro.java.string": "String"}),
-        },
-    ]
-    return {
-        "type": "record",
-        "name": "HoodieCleanMetadata",
-        "namespace": AVRO_NAMESPACE,
-        "fields": fields + ([_EXTRA_METADATA] if extra_metadata else []),
-    }
-
-
-# Hudi 0.14 (table version 6) and 1.x (8, 9: with extraMetadata)
-CLEANER_PLAN_SCHEMA = {v: _plan_schema(v) for v in (False, True)}
-CLEAN_METADATA_SCHEMA = {v: _metadata_schema(v) for v in (False, True)}
-_PARSED_PLAN = {v: fastavro.parse_schema(s) for v, s in CLEANER_PLAN_SCHEMA.items()}
-_PARSED_METADATA = {v: fastavro.parse_schema(s) for v, s in CLEAN_METADATA_SCHEMA.items()}
-
-
-@dataclass
-class CleanPlan:
-    """A ``HoodieCleanerPlan``: the earliest commit kept (its time and action), the latest
-    completed commit when planned, and per partition the full paths of the files to delete."""
-
-    earliest_to_retain: str
-    earliest_action: str
-    last_completed: str
-    files: dict[str, list[str]] = field(default_factory=dict)
 
 
 def earliest_commit_to_retain(timeline: Timeline, retain: int) -> str | None:
@@ -252,76 +156,6 @@ def _old(slices: dict[str, list[str]], earliest: str) -> list[str]:
         return []
     kept = {keys[0], next((k for k in keys if k < earliest), "")}
     return [p for k in keys if k not in kept and k < earliest for p in slices[k]]
-
-
-def encode_plan(plan: CleanPlan, *, extra_metadata: bool) -> bytes:
-    """``<t>.clean.requested`` and ``.inflight``: ``TimelineMetadataUtils.serializeCleanerPlan``."""
-    record = {
-        "earliestInstantToRetain": {
-            "timestamp": plan.earliest_to_retain,
-            "action": plan.earliest_action,
-            "state": COMPLETED.upper(),
-        },
-        "lastCompletedCommitTimestamp": plan.last_completed,
-        "policy": KEEP_LATEST_COMMITS,
-        "filesToBeDeletedPerPartition": {},
-        "version": CLEAN_PLAN_VERSION,
-        "filePathsToBeDeletedPerPartition": {
-            p: [{"filePath": f, "isBootstrapBaseFile": False} for f in files] for p, files in sorted(plan.files.items())
-        },
-        "partitionsToBeDeleted": [],
-    }
-    return avro_container(_PARSED_PLAN[extra_metadata], record)
-
-
-def decode_plan(data: bytes) -> CleanPlan:
-    record = one_avro_record(data)
-    earliest = record.get("earliestInstantToRetain") or {}
-    files = {
-        p: [str(f.get("filePath") or "") for f in infos]
-        for p, infos in (record.get("filePathsToBeDeletedPerPartition") or {}).items()
-    }
-    return CleanPlan(
-        str(earliest.get("timestamp") or ""),
-        str(earliest.get("action") or ""),
-        str(record.get("lastCompletedCommitTimestamp") or ""),
-        files,
-    )
-
-
-def metadata_record(clean_time: str, plan: CleanPlan, deleted: dict[str, list[str]]) -> dict[str, Any]:
-    """``CleanerUtils.convertCleanMetadata``: per partition the names of the files deleted."""
-    partitions: dict[str, dict[str, Any]] = {}
-    for partition, files in sorted(plan.files.items()):
-        names = [f.rsplit("/", 1)[-1] for f in files]
-        done = {f.rsplit("/", 1)[-1] for f in deleted.get(partition, [])}
-        partitions[partition] = {
-            "partitionPath": partition,
-            "policy": KEEP_LATEST_COMMITS,
-            "deletePathPatterns": names,
-            "successDeleteFiles": [n for n in names if n in done],
-            "failedDeleteFiles": [n for n in names if n not in done],
-            "isPartitionDeleted": False,
-        }
-    return {
-        "startCleanTime": clean_time,
-        "timeTakenInMillis": 0,
-        "totalFilesDeleted": sum(len(p["successDeleteFiles"]) for p in partitions.values()),
-        "earliestCommitToRetain": plan.earliest_to_retain,
-        "lastCompletedCommitTimestamp": plan.last_completed,
-        "partitionMetadata": partitions,
-        "version": CLEAN_METADATA_VERSION,
-        "bootstrapPartitionMetadata": {},
-    }
-
-
-def encode_metadata(record: dict[str, Any], *, extra_metadata: bool) -> bytes:
-    """``<t>.clean``: ``TimelineMetadataUtils.serializeCleanMetadata``."""
-    return avro_container(_PARSED_METADATA[extra_metadata], record)
-
-
-def decode_metadata(data: bytes) -> dict[str, Any]:
-    return one_avro_record(data)
 
 
 def clean(

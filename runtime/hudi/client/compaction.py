@@ -55,6 +55,7 @@ import fastavro
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound
+from runtime.core.json_doc import JsonObject
 from runtime.core.messages import WriteStat
 from runtime.hudi.client.rollback import run_rollback
 from runtime.hudi.client.table_metadata import TableMetadataWriter, publish
@@ -83,7 +84,7 @@ PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file nam
 COMPACT = "COMPACT"  # WriteOperationType of a compaction's commit
 
 _NULLABLE_STRING = ["null", "string"]
-PLAN_SCHEMA: dict[str, Any] = {
+PLAN_SCHEMA: JsonObject = {
     "namespace": "org.apache.hudi.avro.model",
     "type": "record",
     "name": "HoodieCompactionPlan",

@@ -75,7 +75,7 @@ from runtime.hudi.client.compaction import (
     start_compaction,
 )
 from runtime.hudi.client.metadata_services import perform_table_services
-from runtime.hudi.formats.commit_metadata import commit_metadata_doc
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, commit_metadata_doc
 from runtime.hudi.formats.hfile import SCHEMA_KEY, write_hfile
 from runtime.hudi.formats.log_format import (
     DELETE_BLOCK,
@@ -405,7 +405,7 @@ def _latest_base_instant(timeline: Timeline, bootstrap: str) -> str:
     return done[-1] if done else bootstrap
 
 
-def _doc(stat: WriteStat, operation: str) -> dict[str, Any]:
+def _doc(stat: WriteStat, operation: str) -> CommitMetadataDoc:
     return commit_metadata_doc([stat], {}, operation=operation)
 
 

@@ -9,8 +9,9 @@ metadata table's delta commit first, then the instant's completed file."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.metadata_table import FileChanges, commit_changes
 
@@ -25,7 +26,7 @@ def publish(
     table: HudiTable,
     instant: str,
     action: str,
-    doc: dict[str, Any],
+    doc: CommitMetadataDoc,
     now: float | None,
     metadata: TableMetadataWriter | None,
 ) -> None:

@@ -37,6 +37,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats.avro_schema import arrow_type
 
 _BYTES = pa.large_binary()
@@ -44,7 +45,7 @@ _TIMESTAMP_MICROS = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _FIXED_WIDTH = {"double": (pa.float64(), 8), "float": (pa.float32(), 4), "boolean": (pa.uint8(), 1)}
 
 
-def record_fields(schema: dict[str, Any], records: pa.Table) -> list[pa.Array]:
+def record_fields(schema: JsonObject, records: pa.Table) -> list[pa.Array]:
     """Each field of ``schema`` (a record) encoded for every row of ``records``: one or two
     ``large_binary`` arrays per field, no nulls; joined row by row they are the records' Avro
     binary encodings."""
@@ -235,7 +236,7 @@ class AvroDecodeError(ValueError):
 
 
 def decode_records(
-    schema: dict[str, Any], content: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    schema: JsonObject, content: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
 ) -> pa.Table | None:
     """The records ``content[starts[i]:ends[i]]`` of ``schema`` as a table of its Arrow types
     (:func:`runtime.hudi.formats.avro_schema.arrow_type`), decoded a field at a time for every record at
@@ -260,7 +261,7 @@ def decode_records(
 
 
 def _decode_field(
-    field: dict[str, Any], buf: npt.NDArray[np.uint8], source: pa.Buffer, pos: npt.NDArray[np.int64], ends: Any
+    field: JsonObject, buf: npt.NDArray[np.uint8], source: pa.Buffer, pos: npt.NDArray[np.int64], ends: Any
 ) -> pa.Array | None:
     """One field of every record, ``pos`` moved past it; None when fastavro alone decodes it."""
     avro, name = field["type"], field["name"]

@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.core.errors import UserError
+from runtime.core.json_doc import JsonObject
 
 
 class UnsupportedColumn(UserError, ValueError):
@@ -82,7 +83,7 @@ def _avro_type(t: pa.DataType, name: str, namespace: str, column: str) -> Any:
     raise _unsupported(column, t, "Spark's SchemaConverters.toAvroType has no Avro type for it")
 
 
-def _decimal(t: pa.DataType, column: str) -> dict[str, Any]:
+def _decimal(t: pa.DataType, column: str) -> JsonObject:
     if t.precision > 38:  # Spark's DecimalType.MAX_PRECISION
         raise _unsupported(column, t, "Spark's decimals hold at most 38 digits")
     return {"logicalType": "decimal", "precision": t.precision, "scale": t.scale}
@@ -110,7 +111,7 @@ def record_names(table_name: str) -> tuple[str, str]:
     return f"{rec}_record", f"hoodie.{rec}"
 
 
-def avro_schema(schema: pa.Schema, table_name: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def avro_schema(schema: pa.Schema, table_name: str, skip: tuple[str, ...] = ()) -> JsonObject:
     """The Avro record of ``schema``'s columns (those in ``skip`` left out); raises
     :class:`UnsupportedColumn` naming the first column Hudi cannot hold."""
     name, namespace = record_names(table_name)

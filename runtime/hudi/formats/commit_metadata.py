@@ -7,13 +7,55 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from runtime.core.messages import WriteStat
 from runtime.hudi.formats.log_format import LogFileName
 
 
-def write_stats(doc: dict[str, Any]) -> list[dict[str, Any]]:
+class WriteStatDoc(TypedDict, total=False):
+    """A ``HoodieWriteStat`` as the JSON form writes it, with ``HoodieDeltaWriteStat``'s fields on
+    a merge-on-read write (``logVersion`` on); another writer's may leave fields out."""
+
+    fileId: str
+    path: str
+    cdcStats: dict[str, int] | None
+    prevCommit: str
+    numWrites: int
+    numDeletes: int
+    numUpdateWrites: int
+    numInserts: int
+    totalWriteBytes: int
+    totalWriteErrors: int
+    tempPath: str | None
+    partitionPath: str
+    totalLogRecords: int
+    totalLogFilesCompacted: int
+    totalLogSizeCompacted: int
+    totalUpdatedRecordsCompacted: int
+    totalLogBlocks: int
+    totalCorruptLogBlock: int
+    totalRollbackBlocks: int
+    fileSizeInBytes: int
+    minEventTime: int | None
+    maxEventTime: int | None
+    logVersion: int
+    logOffset: int
+    baseFile: str
+    logFiles: list[str]
+
+
+class CommitMetadataDoc(TypedDict, total=False):
+    """A ``HoodieCommitMetadata`` (``HoodieReplaceCommitMetadata`` adds the replaced file groups)."""
+
+    partitionToWriteStats: dict[str, list[WriteStatDoc]]
+    compacted: bool
+    extraMetadata: dict[str, str]
+    operationType: str
+    partitionToReplaceFileIds: dict[str, list[str]]
+
+
+def write_stats(doc: CommitMetadataDoc) -> list[WriteStatDoc]:
     """Every write stat of a commit metadata document, partition by partition."""
     return [s for v in doc.get("partitionToWriteStats", {}).values() for s in v]
 
@@ -24,10 +66,10 @@ class CompletedInstant:
 
     instant: str
     compaction: bool
-    doc: dict[str, Any]
+    doc: CommitMetadataDoc
 
     @property
-    def stats(self) -> list[dict[str, Any]]:
+    def stats(self) -> list[WriteStatDoc]:
         return write_stats(self.doc)
 
 
@@ -97,50 +139,45 @@ def files_written(done: Iterable[CompletedInstant]) -> dict[str, int]:
     return out
 
 
-def stat_to_json(s: WriteStat) -> dict[str, Any]:
-    delta = (
-        # HoodieDeltaWriteStat's own fields (a merge-on-read write)
-        {"logVersion": s.log_version, "logOffset": 0, "baseFile": s.base_file, "logFiles": list(s.log_files)}
-        if s.log_version
-        else {}
+def stat_to_json(s: WriteStat) -> WriteStatDoc:
+    doc = WriteStatDoc(
+        fileId=s.file_id,
+        path=s.path,
+        cdcStats=None,
+        prevCommit=s.prev_commit,
+        numWrites=s.num_writes,
+        numDeletes=0,
+        numUpdateWrites=s.num_update_writes,
+        numInserts=s.num_inserts,
+        totalWriteBytes=s.total_write_bytes,
+        totalWriteErrors=0,
+        tempPath=None,
+        partitionPath=s.partition,
+        totalLogRecords=s.log_records,
+        totalLogFilesCompacted=s.log_files_compacted,
+        totalLogSizeCompacted=s.log_size_compacted,
+        totalUpdatedRecordsCompacted=s.updated_records_compacted,
+        totalLogBlocks=0,
+        totalCorruptLogBlock=0,
+        totalRollbackBlocks=0,
+        fileSizeInBytes=s.file_size,
+        minEventTime=None,
+        maxEventTime=None,
     )
-    return {
-        "fileId": s.file_id,
-        "path": s.path,
-        "cdcStats": None,
-        "prevCommit": s.prev_commit,
-        "numWrites": s.num_writes,
-        "numDeletes": 0,
-        "numUpdateWrites": s.num_update_writes,
-        "numInserts": s.num_inserts,
-        "totalWriteBytes": s.total_write_bytes,
-        "totalWriteErrors": 0,
-        "tempPath": None,
-        "partitionPath": s.partition,
-        "totalLogRecords": s.log_records,
-        "totalLogFilesCompacted": s.log_files_compacted,
-        "totalLogSizeCompacted": s.log_size_compacted,
-        "totalUpdatedRecordsCompacted": s.updated_records_compacted,
-        "totalLogBlocks": 0,
-        "totalCorruptLogBlock": 0,
-        "totalRollbackBlocks": 0,
-        "fileSizeInBytes": s.file_size,
-        "minEventTime": None,
-        "maxEventTime": None,
-        **delta,
-    }
+    if s.log_version:  # HoodieDeltaWriteStat's own fields (a merge-on-read write), last
+        doc.update(
+            {"logVersion": s.log_version, "logOffset": 0, "baseFile": s.base_file, "logFiles": list(s.log_files)}
+        )
+    return doc
 
 
 def commit_metadata_doc(
     stats: list[WriteStat], extra: dict[str, str], *, compacted: bool = False, operation: str = "UPSERT"
-) -> dict[str, Any]:
+) -> CommitMetadataDoc:
     """A commit's metadata document (Hudi's HoodieCommitMetadata), before the table version encodes it."""
-    by_partition: dict[str, list[dict[str, Any]]] = {}
+    by_partition: dict[str, list[WriteStatDoc]] = {}
     for s in stats:
         by_partition.setdefault(s.partition, []).append(stat_to_json(s))
-    return {
-        "partitionToWriteStats": by_partition,
-        "compacted": compacted,
-        "extraMetadata": extra,
-        "operationType": operation,
-    }
+    return CommitMetadataDoc(
+        partitionToWriteStats=by_partition, compacted=compacted, extraMetadata=extra, operationType=operation
+    )

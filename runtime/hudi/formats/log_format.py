@@ -40,7 +40,6 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import fastavro
 import numpy as np
@@ -48,6 +47,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats.avro_encoding import (
     AvroDecodeError,
     byte_lengths,
@@ -136,21 +136,21 @@ def encode_block(block_type: int, header: dict[int, str], content: bytes = b"") 
     return b"".join((MAGIC, struct.pack(">q", len(body) + 8), body, struct.pack(">q", len(MAGIC) + 8 + len(body))))
 
 
-def record_schema(data_schema_json: str) -> dict[str, Any]:
+def record_schema(data_schema_json: str) -> JsonObject:
     """The log records' writer schema: the meta fields first, then the table's data fields."""
     data = json.loads(data_schema_json)
     meta = [{"name": n, "type": ["null", "string"], "doc": "", "default": None} for n in META_FIELDS]
     return {**data, "fields": meta + list(data["fields"])}
 
 
-def avro_data_block(instant: str, schema: dict[str, Any], records: pa.Table) -> bytes:
+def avro_data_block(instant: str, schema: JsonObject, records: pa.Table) -> bytes:
     """An AVRO_DATA block of ``records`` (the meta columns included) written at ``instant``: the
     records encoded a column at a time (:mod:`runtime.hudi.formats.avro_encoding`), each after its length."""
     header = {INSTANT_TIME: instant, SCHEMA: json.dumps(schema, separators=(",", ":"))}
     return encode_block(AVRO_DATA_BLOCK, header, avro_block_content(schema, records))
 
 
-def avro_block_content(schema: dict[str, Any], records: pa.Table) -> bytes:
+def avro_block_content(schema: JsonObject, records: pa.Table) -> bytes:
     """``HoodieAvroDataBlock.serializeRecords``: the version, the count, then per record its
     length (a big-endian int) and its Avro binary encoding."""
     head = struct.pack(">ii", AVRO_BLOCK_VERSION, records.num_rows)
@@ -297,12 +297,12 @@ def _avro_record_count(block: LogBlock) -> int:
     return int(count)
 
 
-def avro_records(block: LogBlock) -> list[dict[str, Any]]:
+def avro_records(block: LogBlock) -> list[JsonObject]:
     """The records of an AVRO_DATA block, decoded with the schema of its header."""
     count = _avro_record_count(block)
     parsed = fastavro.parse_schema(json.loads(block.header[SCHEMA]))
     buf = io.BytesIO(block.content)
-    at, out = 8, list[dict[str, Any]]()
+    at, out = 8, list[JsonObject]()
     for _ in range(count):
         (size,) = struct.unpack_from(">i", block.content, at)
         buf.seek(at + 4)

@@ -9,12 +9,13 @@ table of the hudi-rs test table ``v9_txns_simple_meta``. The ``files`` partition
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from runtime.core.json_doc import JsonObject
 
 PARTITION_LIST = 1  # HoodieMetadataPayload.METADATA_TYPE_PARTITION_LIST
 FILE_LIST = 2  # HoodieMetadataPayload.METADATA_TYPE_FILE_LIST
 
-SCHEMA: dict[str, Any] = {
+SCHEMA: JsonObject = {
     "type": "record",
     "name": "HoodieMetadataRecord",
     "namespace": "org.apache.hudi.avro.model",

@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +56,7 @@ import pyarrow.compute as pc
 
 from runtime.core.config import BLOOM_FILTERS, JobConfig
 from runtime.core.config import PARQUET_CODECS as CODECS
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats import avro_schema
 from runtime.hudi.formats.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS
 from runtime.hudi.formats.bloom_filter import KeyFilter
@@ -132,7 +132,7 @@ class ParquetWriteOptions:
             kept = base.num_rows if same or base.num_rows == 0 else 0
         return self.key_filter(merged, prior if base is not None else None, kept)
 
-    def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> dict[str, Any]:
+    def write_table_args(self, table: pa.Table, distinct: tuple[str, ...] = ()) -> JsonObject:
         """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns
         ``distinct`` hold a different value in every row."""
         keep = [c for c in table.column_names if c not in distinct and _dictionary_pays(table.column(c))]

@@ -37,19 +37,21 @@ and the simulator's traces stay deterministic); no metadata table is written.
 from __future__ import annotations
 
 import io
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import fastavro
 
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats.log_format import LogFileName
 
 ROLLBACK = "rollback"
 # --rollback-instants: release writes Hudi's rollback instants; none deletes without them
 ROLLBACK_INSTANTS_CHOICES = ("release", "none")
 AVRO_NAMESPACE = "org.apache.hudi.avro.model"
-AVRO_STRING: dict[str, Any] = {"type": "string", "avro.java.string": "String"}
-_LONG_MAP: dict[str, Any] = {"type": "map", "values": "long", "avro.java.string": "String"}
+AVRO_STRING: JsonObject = {"type": "string", "avro.java.string": "String"}
+_LONG_MAP: JsonObject = {"type": "map", "values": "long", "avro.java.string": "String"}
 
 
 def rollback_instants_on(option: str) -> bool:
@@ -57,20 +59,20 @@ def rollback_instants_on(option: str) -> bool:
     return option != "none"
 
 
-def nullable(t: Any) -> dict[str, Any]:
+def nullable(t: Any) -> JsonObject:
     """An Avro field type that may be null, null by default (the instant files' schemas)."""
     return {"type": ["null", t], "default": None}
 
 
-_INSTANT_INFO: dict[str, Any] = {
+_INSTANT_INFO: JsonObject = {
     "type": "record",
     "name": "HoodieInstantInfo",
     "namespace": AVRO_NAMESPACE,
     "fields": [{"name": "commitTime", "type": AVRO_STRING}, {"name": "action", "type": AVRO_STRING}],
 }
-_VERSION: dict[str, Any] = {"name": "version", "type": ["int", "null"], "default": 1}
+_VERSION: JsonObject = {"name": "version", "type": ["int", "null"], "default": 1}
 
-ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
+ROLLBACK_PLAN_SCHEMA: JsonObject = {
     "type": "record",
     "name": "HoodieRollbackPlan",
     "namespace": AVRO_NAMESPACE,
@@ -103,7 +105,7 @@ ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
     ],
 }
 
-ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
+ROLLBACK_METADATA_SCHEMA: JsonObject = {
     "type": "record",
     "name": "HoodieRollbackMetadata",
     "namespace": AVRO_NAMESPACE,
@@ -221,7 +223,7 @@ class RollbackWork:
         return out
 
 
-def avro_container(schema: Any, record: dict[str, Any]) -> bytes:
+def avro_container(schema: Any, record: Mapping[str, Any]) -> bytes:
     """An Avro container file of one record: how ``TimelineMetadataUtils`` serializes every
     table service's plan and metadata."""
     buf = io.BytesIO()
@@ -229,7 +231,7 @@ def avro_container(schema: Any, record: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def one_avro_record(data: bytes) -> dict[str, Any]:
+def one_avro_record(data: bytes) -> JsonObject:
     """The one record of an instant file's Avro container."""
     records = list(fastavro.reader(io.BytesIO(data)))
     if len(records) != 1 or not isinstance(records[0], dict):
@@ -263,33 +265,65 @@ def planned_instant(data: bytes) -> str:
     return str(info.get("commitTime") or "")
 
 
-def metadata_record(rollback_time: str, plan: RollbackPlan, stats: dict[str, PartitionRollbackStat]) -> dict[str, Any]:
+class RollbackPartitionMetadataDoc(TypedDict):
+    """A ``HoodieRollbackPartitionMetadata``: a partition's files deleted, log files given a
+    ROLLBACK block (with their sizes), and the failed commit's log files they roll back."""
+
+    partitionPath: str
+    successDeleteFiles: list[str]
+    failedDeleteFiles: list[str]
+    rollbackLogFiles: dict[str, int]
+    logFilesFromFailedCommit: dict[str, int]
+
+
+class InstantInfoDoc(TypedDict):
+    """A ``HoodieInstantInfo``: an instant's time and action."""
+
+    commitTime: str
+    action: str
+
+
+class RollbackMetadataDoc(TypedDict, total=False):
+    """A ``HoodieRollbackMetadata`` (``<t>.rollback``)."""
+
+    startRollbackTime: str
+    timeTakenInMillis: int
+    totalFilesDeleted: int
+    commitsRollback: list[str]
+    partitionMetadata: dict[str, RollbackPartitionMetadataDoc]
+    version: int
+    instantsRollback: list[InstantInfoDoc]
+
+
+def metadata_record(
+    rollback_time: str, plan: RollbackPlan, stats: dict[str, PartitionRollbackStat]
+) -> RollbackMetadataDoc:
     """``TimelineMetadataUtils.convertRollbackMetadata``: the completed rollback's metadata."""
     partitions = {
-        p: {
-            "partitionPath": p,
-            "successDeleteFiles": s.deleted,
-            "failedDeleteFiles": s.failed,
-            "rollbackLogFiles": s.rollback_log_files,
-            "logFilesFromFailedCommit": s.log_files_from_failed_commit,
-        }
+        p: RollbackPartitionMetadataDoc(
+            partitionPath=p,
+            successDeleteFiles=s.deleted,
+            failedDeleteFiles=s.failed,
+            rollbackLogFiles=s.rollback_log_files,
+            logFilesFromFailedCommit=s.log_files_from_failed_commit,
+        )
         for p, s in sorted(stats.items())
     }
-    return {
-        "startRollbackTime": rollback_time,
-        "timeTakenInMillis": 0,
-        "totalFilesDeleted": sum(len(s.deleted) for s in stats.values()),
-        "commitsRollback": [plan.instant],
-        "partitionMetadata": partitions,
-        "version": 1,
-        "instantsRollback": [{"commitTime": plan.instant, "action": plan.action}],
-    }
+    return RollbackMetadataDoc(
+        startRollbackTime=rollback_time,
+        timeTakenInMillis=0,
+        totalFilesDeleted=sum(len(s.deleted) for s in stats.values()),
+        commitsRollback=[plan.instant],
+        partitionMetadata=partitions,
+        version=1,
+        instantsRollback=[InstantInfoDoc(commitTime=plan.instant, action=plan.action)],
+    )
 
 
-def encode_metadata(record: dict[str, Any]) -> bytes:
+def encode_metadata(record: RollbackMetadataDoc) -> bytes:
     """``<t>.rollback``: the metadata as Hudi's ``serializeRollbackMetadata`` writes it."""
     return avro_container(_METADATA, record)
 
 
-def decode_metadata(data: bytes) -> dict[str, Any]:
-    return one_avro_record(data)
+def decode_metadata(data: bytes) -> RollbackMetadataDoc:
+    return cast(RollbackMetadataDoc, one_avro_record(data))

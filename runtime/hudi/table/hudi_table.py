@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound, Held, KeptRows
 from runtime.core.messages import PartitionFiles
 from runtime.hudi.formats.bloom_filter import KeyFilter
-from runtime.hudi.formats.commit_metadata import CompletedInstant, commit_metadata_doc
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, CompletedInstant, commit_metadata_doc
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 from runtime.hudi.table.base_files import parse_base_file_name
 from runtime.hudi.table.markers import DirectWriteMarkers
@@ -247,7 +246,7 @@ class HudiTable:
         empty = self.version.encode_metadata(commit_metadata_doc([], {}))
         self.dfs.write_bytes(self.timeline_file(f"{instant}.inflight"), empty)
 
-    def save_as_complete(self, instant: str, action: str, doc: dict[str, Any], now: float | None) -> None:
+    def save_as_complete(self, instant: str, action: str, doc: CommitMetadataDoc, now: float | None) -> None:
         """Writes a completed instant's file with its metadata, as the table version names and
         encodes it (``HoodieActiveTimeline.saveAsComplete``)."""
         name = self.version.completed_file(instant, self.completion_time(instant, now), action)
@@ -267,7 +266,7 @@ class HudiTable:
                 raise TableError(f"{instant} is not a completed instant of {self.timeline_dir}")
         return self.version.completed_file(instant, completion, self.props.write_action)
 
-    def read_commit_metadata(self, instant: str, timeline: Timeline | None = None) -> dict[str, Any]:
+    def read_commit_metadata(self, instant: str, timeline: Timeline | None = None) -> CommitMetadataDoc:
         """The commit file's document (Hudi's HoodieCommitMetadata, as written above)."""
         name = self.commit_file(instant, timeline)
         return self.version.decode_metadata(self.dfs.read_bytes(self.timeline_file(name)), name)

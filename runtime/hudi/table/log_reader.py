@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-from typing import Any
 
 import fastavro
 
+from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats.hfile import read_hfile
 from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
@@ -40,7 +40,7 @@ ROW_BLOCKS = (AVRO_DATA_BLOCK, PARQUET_DATA_BLOCK, HFILE_DATA_BLOCK)
 DECODED_BLOCKS = (*ROW_BLOCKS, CDC_DATA_BLOCK)
 
 
-def hfile_records(content: bytes, schema: str) -> list[tuple[bytes, dict[str, Any]]]:
+def hfile_records(content: bytes, schema: str) -> list[tuple[bytes, JsonObject]]:
     """The (key, record) cells of an HFile whose values are Avro records of ``schema`` (JSON; ''
     for the schema its file info holds); raises LogFormatError when they do not decode."""
     try:

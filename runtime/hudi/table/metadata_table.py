@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.core.dfs import Dfs, DfsError
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc
 from runtime.hudi.formats.log_format import (
     COMMAND_BLOCK,
     COMMAND_BLOCK_TYPE,
@@ -196,7 +197,7 @@ def _to_partitions(view: FilesView, records: dict[str, dict[str, Any]]) -> None:
 FileChanges = dict[str, dict[str, tuple[int, bool]]]
 
 
-def commit_changes(doc: dict[str, Any]) -> FileChanges:
+def commit_changes(doc: CommitMetadataDoc) -> FileChanges:
     """The files a commit's metadata (``partitionToWriteStats``) adds, with their sizes."""
     out: FileChanges = {}
     for partition, stats in (doc.get("partitionToWriteStats") or {}).items():

@@ -24,12 +24,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, cast
 
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound
-from runtime.hudi.formats.commit_metadata import CompletedInstant
+from runtime.core.json_doc import JsonObject
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, CompletedInstant
 from runtime.hudi.formats.log_format import AVRO_DATA_BLOCK, LogFormatError, avro_records, read_blocks
 from runtime.hudi.timeline.instant import COMMIT, DELTA_COMMIT
 from runtime.hudi.timeline.table_version import LAYOUT_2_HISTORY, TableVersion
@@ -123,7 +124,7 @@ def _archive_log_instants(table: TimelineHome, archived: str) -> dict[str, Archi
     return out
 
 
-def _archive_log_records(table: TimelineHome, archived: str) -> Iterator[dict[str, Any]]:
+def _archive_log_records(table: TimelineHome, archived: str) -> Iterator[JsonObject]:
     """Every ``HoodieArchivedMetaEntry`` of the archive log files, file by file."""
     try:
         entries = [e for e in table.dfs.list_dir(archived) if e.name.startswith(ARCHIVE_LOG_PREFIX)]
@@ -170,7 +171,7 @@ def archived_commit_metadata(table: TimelineHome) -> list[CompletedInstant]:
     return [out[ts] for ts in sorted(out)]
 
 
-def _json_form(record: dict[str, Any]) -> dict[str, Any]:
+def _json_form(record: JsonObject) -> CommitMetadataDoc:
     """An archived ``HoodieCommitMetadata`` record as the commit file's JSON reads: absent fields
     dropped, the archiver's blank ``ROLLING_STAT`` entry left out."""
     doc = {k: v for k, v in record.items() if v is not None}
@@ -179,4 +180,4 @@ def _json_form(record: dict[str, Any]) -> dict[str, Any]:
         p: [{k: v for k, v in s.items() if v is not None} for s in ss] for p, ss in stats.items()
     }
     doc["extraMetadata"] = {k: v for k, v in (doc.get("extraMetadata") or {}).items() if k != "ROLLING_STAT"}
-    return doc
+    return cast(CommitMetadataDoc, doc)

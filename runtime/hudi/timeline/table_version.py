@@ -34,11 +34,12 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
-from runtime.core.json_doc import dumps_indented
+from runtime.core.json_doc import JsonObject, dumps_indented
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, WriteStatDoc
 
 LAYOUT_1_TIMELINE = ""  # the timeline is .hoodie itself
 LAYOUT_2_TIMELINE = "timeline"
@@ -47,7 +48,7 @@ PRECOMBINE_FIELD = "hoodie.table.precombine.field"
 ORDERING_FIELDS = "hoodie.table.ordering.fields"
 
 
-def _nullable(t: Any) -> dict[str, Any]:
+def _nullable(t: Any) -> JsonObject:
     return {"type": ["null", t], "default": None}
 
 
@@ -94,7 +95,7 @@ _STAT_FIELDS: list[tuple[str, Any]] = [
     ("numUpdates", "long"),
 ]
 
-COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+COMMIT_METADATA_SCHEMA: JsonObject = {
     "type": "record",
     "name": "HoodieCommitMetadata",
     "namespace": "org.apache.hudi.avro.model",
@@ -161,7 +162,7 @@ class TableVersion:
             return f"{instant}_{completion}.{action}"
         return f"{instant}.{action}"
 
-    def encode_metadata(self, doc: dict[str, Any]) -> bytes:
+    def encode_metadata(self, doc: CommitMetadataDoc) -> bytes:
         """Commit metadata as the version stores it: JSON (layout 1) or one Avro record (layout 2)."""
         if not self.layout_2:
             return dumps_indented(doc).encode()
@@ -169,14 +170,14 @@ class TableVersion:
         fastavro.writer(buf, _PARSED_SCHEMA, [commit_metadata_record(doc)])
         return buf.getvalue()
 
-    def decode_metadata(self, data: bytes, name: str = "commit metadata") -> dict[str, Any]:
+    def decode_metadata(self, data: bytes, name: str = "commit metadata") -> CommitMetadataDoc:
         """The metadata document, whatever the layout wrote (a JSON file of another writer included)."""
         if data[:4] == b"Obj\x01":
             records = list(fastavro.reader(io.BytesIO(data)))
             if len(records) != 1 or not isinstance(records[0], dict):
                 raise ValueError(f"{name} holds {len(records)} Avro records, not one")
             return _without_nulls(records[0])
-        doc: dict[str, Any] = json.loads(data)
+        doc: CommitMetadataDoc = json.loads(data)
         return doc
 
     def extra_properties(self) -> dict[str, str]:
@@ -192,18 +193,18 @@ class TableVersion:
         }
 
 
-def commit_metadata_record(doc: dict[str, Any]) -> dict[str, Any]:
+def commit_metadata_record(doc: CommitMetadataDoc) -> JsonObject:
     """A commit metadata document as a ``HoodieCommitMetadata`` Avro record (its write stats cut
     to the record's fields)."""
     return {**doc, "partitionToWriteStats": _avro_stats(doc.get("partitionToWriteStats") or {})}
 
 
-def _avro_stats(by_partition: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+def _avro_stats(by_partition: dict[str, list[WriteStatDoc]]) -> dict[str, list[JsonObject]]:
     """Write stats cut to the Avro record's fields (the JSON form may carry others)."""
     return {p: [{k: v for k, v in s.items() if k in _STAT_NAMES} for s in stats] for p, stats in by_partition.items()}
 
 
-def _without_nulls(record: dict[str, Any]) -> dict[str, Any]:
+def _without_nulls(record: JsonObject) -> CommitMetadataDoc:
     """The Avro record as the JSON form reads: absent optional fields dropped."""
     out = {k: v for k, v in record.items() if v is not None}
     stats = out.get("partitionToWriteStats") or {}
@@ -211,7 +212,7 @@ def _without_nulls(record: dict[str, Any]) -> dict[str, Any]:
         p: [{k: v for k, v in s.items() if v is not None} for s in ss] for p, ss in stats.items()
     }
     out.setdefault("extraMetadata", {})
-    return out
+    return cast(CommitMetadataDoc, out)
 
 
 TABLE_VERSIONS: dict[int, TableVersion] = {

@@ -38,6 +38,9 @@ from typing import Any
 
 import fastavro
 
+from runtime.core.json_doc import JsonObject
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc
+
 COMMIT, DELTA_COMMIT, REPLACE_COMMIT, CLUSTERING = "commit", "deltacommit", "replacecommit", "clustering"
 COMPACTION, LOG_COMPACTION = "compaction", "logcompaction"
 CLEAN, ROLLBACK, SAVEPOINT, RESTORE, INDEXING = "clean", "rollback", "savepoint", "restore", "indexing"
@@ -75,19 +78,19 @@ def data_instants(instants: list[Any]) -> dict[str, DataInstant]:
     return dict(sorted(out.items()))
 
 
-def replaced_file_groups(meta: dict[str, Any]) -> set[tuple[str, str]]:
+def replaced_file_groups(meta: CommitMetadataDoc) -> set[tuple[str, str]]:
     """(partition path, file id) of every file group a replacecommit replaced."""
     by_partition = meta.get("partitionToReplaceFileIds") or {}
     return {(p, f) for p, ids in by_partition.items() for f in ids or []}
 
 
-def operation(meta: dict[str, Any]) -> str:
+def operation(meta: CommitMetadataDoc) -> str:
     """The write operation a commit's metadata records ("" when it records none)."""
     op = meta.get("operationType")
     return str(op).upper() if op else ""
 
 
-def decode_instant_file(data: bytes) -> dict[str, Any]:
+def decode_instant_file(data: bytes) -> JsonObject:
     """Any instant file's document: an Avro container of one record (clean, rollback, restore,
     savepoint, and commit metadata from version 8) or JSON (commit metadata before 8). An empty
     file is an empty document (a requested rollback or an inflight delta commit)."""
