@@ -42,7 +42,7 @@ import json
 import struct
 from dataclasses import dataclass
 from io import BytesIO
-from typing import Any
+from typing import TypedDict
 
 import fastavro
 import pyarrow as pa
@@ -96,6 +96,38 @@ _LSM_SCHEMA = pa.schema(
         ("version", pa.int32()),
     ]
 )
+
+
+class ArchivedMetaEntryDoc(TypedDict, total=False):
+    """A ``HoodieArchivedMetaEntry`` (version 6's archive log): the instant, its state, and the
+    metadata its file held, under the field of its action."""
+
+    commitTime: str
+    actionType: str
+    actionState: str
+    version: int
+    hoodieCommitMetadata: JsonObject
+    hoodieCleanMetadata: JsonObject
+    hoodieCleanerPlan: JsonObject
+    hoodieRollbackMetadata: JsonObject
+
+
+class LsmTimelineRow(TypedDict):
+    """A row of the LSM timeline's parquet files (``HoodieLSMTimelineInstant``, version 8+)."""
+
+    instantTime: str
+    completionTime: str | None
+    action: str
+    metadata: bytes
+    plan: bytes | None
+    version: int
+
+
+class ManifestFile(TypedDict):
+    """A file of the LSM timeline's manifest (``HoodieLSMTimelineManifest.LSMFileEntry``)."""
+
+    fileName: str
+    fileLen: int
 
 
 @dataclass(frozen=True)
@@ -184,18 +216,15 @@ def _order(i: Instant) -> tuple[str, int]:
     return i.ts, {"requested": 0, "inflight": 1}.get(i.state, 2)
 
 
-def _archive_entry(table: HudiTable, name: str, i: Instant) -> dict[str, Any]:
+def _archive_entry(table: HudiTable, name: str, i: Instant) -> ArchivedMetaEntryDoc:
     """``MetadataConversionUtils.createMetaWrapper`` for one instant file."""
-    entry: dict[str, Any] = {
-        "commitTime": i.ts,
-        "actionType": i.action,
-        "actionState": i.state.upper(),
-        "version": 1,
-    }
+    entry = ArchivedMetaEntryDoc(commitTime=i.ts, actionType=i.action, actionState=i.state.upper(), version=1)
     data = table.dfs.read_bytes(table.timeline_file(name))
     if i.action == clean_metadata.CLEAN:
-        key = "hoodieCleanMetadata" if i.state == COMPLETED else "hoodieCleanerPlan"
-        entry[key] = one_avro_record(data)
+        if i.state == COMPLETED:
+            entry["hoodieCleanMetadata"] = one_avro_record(data)
+        else:
+            entry["hoodieCleanerPlan"] = one_avro_record(data)
     elif i.action == ROLLBACK and i.state == COMPLETED:
         entry["hoodieRollbackMetadata"] = one_avro_record(data)
     elif i.action in (COMMIT, DELTA_COMMIT) and data:
@@ -219,7 +248,7 @@ def _write_archive_log(table: HudiTable, chosen: list[tuple[str, Instant]]) -> N
     table.dfs.write_bytes(path, archive_block(entries))
 
 
-def archive_block(entries: list[dict[str, Any]]) -> bytes:
+def archive_block(entries: list[ArchivedMetaEntryDoc]) -> bytes:
     """``HoodieAvroDataBlock`` of ``HoodieArchivedMetaEntry`` records: the schema in the header,
     the content the data block version, the count, then each record's length and encoding."""
     body = [struct.pack(">ii", AVRO_BLOCK_VERSION, len(entries))]
@@ -235,35 +264,34 @@ def _write_lsm(table: HudiTable, timeline: Timeline, chosen: list[tuple[str, Ins
     """Version 8+: a layer-0 parquet file of the completed instants, a new manifest, the version."""
     history = Dfs.join(table.timeline_dir, LAYOUT_2_HISTORY)
     requested = {i.ts: name for name, i in chosen if i.state == "requested"}
-    rows: list[dict[str, Any]] = []
+    rows: list[LsmTimelineRow] = []
     for name, i in chosen:
         if i.state != COMPLETED:
             continue
         plan = table.dfs.read_bytes(table.timeline_file(requested[i.ts])) if i.ts in requested else b""
         action = COMMIT if i.ts in timeline.compactions else i.action
         metadata = table.dfs.read_bytes(table.timeline_file(name))
-        rows.append(
-            {
-                "instantTime": i.ts,
-                "completionTime": i.completion,
-                "action": action,
-                "metadata": metadata,
-                "plan": plan or None,
-                "version": 1,
-            }
+        row = LsmTimelineRow(
+            instantTime=i.ts,
+            completionTime=i.completion,
+            action=action,
+            metadata=metadata,
+            plan=plan or None,
+            version=1,
         )
+        rows.append(row)
     if not rows:
         return
     file_name = f"{rows[0]['instantTime']}_{rows[-1]['instantTime']}_0.parquet"
     size = table.dfs.write_parquet(Dfs.join(history, file_name), pa.Table.from_pylist(rows, schema=_LSM_SCHEMA))
     version, files = _latest_manifest(table, history)
-    files.append({"fileName": file_name, "fileLen": size})
+    files.append(ManifestFile(fileName=file_name, fileLen=size))
     manifest = dumps_indented({"files": files}).encode()
     table.dfs.write_bytes(Dfs.join(history, f"{MANIFEST_PREFIX}{version + 1}"), manifest)
     table.dfs.write_bytes(Dfs.join(history, VERSION_FILE), str(version + 1).encode())
 
 
-def _latest_manifest(table: HudiTable, history: str) -> tuple[int, list[dict[str, Any]]]:
+def _latest_manifest(table: HudiTable, history: str) -> tuple[int, list[ManifestFile]]:
     """``LSMTimeline.latestSnapshotVersion`` and its manifest's files (0 and none before any)."""
     try:
         text = table.dfs.read_bytes(Dfs.join(history, VERSION_FILE)).decode().strip()

@@ -61,7 +61,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
 import fastavro
 
@@ -86,7 +86,7 @@ from runtime.hudi.formats.log_format import (
     encode_block,
     read_blocks,
 )
-from runtime.hudi.formats.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON
+from runtime.hudi.formats.metadata_record import FILE_LIST, PARTITION_LIST, SCHEMA_JSON, FileInfoDoc, MetadataRecordDoc
 from runtime.hudi.formats.metadata_record import SCHEMA as RECORD_SCHEMA
 from runtime.hudi.table.base_files import parse_base_file_name
 from runtime.hudi.table.hudi_table import HudiTable
@@ -159,13 +159,10 @@ def _properties(mdt: TableProps) -> dict[str, str]:
     return out | {"hoodie.table.checksum": mdt.properties()["hoodie.table.checksum"]}
 
 
-def _record(key_type: int, files: dict[str, tuple[int, bool]]) -> dict[str, Any]:
-    record: dict[str, Any] = dict.fromkeys(_FIELDS)
-    record.update(
-        key="",  # the HFile's row key holds it
-        type=key_type,
-        filesystemMetadata={n: {"size": size, "isDeleted": deleted} for n, (size, deleted) in sorted(files.items())},
-    )
+def _record(key_type: int, files: dict[str, tuple[int, bool]]) -> MetadataRecordDoc:
+    record = cast(MetadataRecordDoc, dict.fromkeys(_FIELDS))  # every other field None
+    listed = {n: FileInfoDoc(size=size, isDeleted=deleted) for n, (size, deleted) in sorted(files.items())}
+    record.update(MetadataRecordDoc(key="", type=key_type, filesystemMetadata=listed))  # key: in the row key
     return record
 
 

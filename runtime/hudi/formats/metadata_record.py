@@ -9,6 +9,7 @@ table of the hudi-rs test table ``v9_txns_simple_meta``. The ``files`` partition
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 from runtime.core.json_doc import JsonObject
 
@@ -410,3 +411,19 @@ SCHEMA: JsonObject = {
 
 # byte for byte the JSON Hudi writes (Avro's Schema.toString)
 SCHEMA_JSON = json.dumps(SCHEMA, separators=(",", ":"))
+
+
+class FileInfoDoc(TypedDict):
+    """A ``HoodieMetadataFileInfo``: a file's size, and whether the record deletes it."""
+
+    size: int
+    isDeleted: bool
+
+
+class MetadataRecordDoc(TypedDict, total=False):
+    """A ``HoodieMetadataRecord`` of the files partition: a partition's files (``FILE_LIST``) or
+    the partition list (``PARTITION_LIST``); the other partitions' fields are None."""
+
+    key: str
+    type: int
+    filesystemMetadata: dict[str, FileInfoDoc] | None

@@ -35,7 +35,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import cast
 
 from runtime.core.dfs import Dfs, DfsError
 from runtime.hudi.formats.commit_metadata import CommitMetadataDoc
@@ -52,6 +52,7 @@ from runtime.hudi.formats.log_format import (
     LogFormatError,
     read_blocks,
 )
+from runtime.hudi.formats.metadata_record import MetadataRecordDoc
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.log_reader import hfile_records
 from runtime.hudi.table.table_config import TableError
@@ -64,6 +65,11 @@ ALL_PARTITIONS = "__all_partitions__"
 NON_PARTITIONED = "."
 EMPTY_DELETE_CONTENT = struct.pack(">ii", 3, 1) + b"\0"  # version 3, one byte: an empty Avro array
 _HFILE_SUFFIX = ".hfile"
+
+# record key (a partition, or the partition list) -> file name -> size, as the records merge
+Listing = dict[str, dict[str, int]]
+# partition -> file name -> (size, deleted)
+FileChanges = dict[str, dict[str, tuple[int, bool]]]
 
 
 class MetadataTableError(ValueError):
@@ -117,7 +123,7 @@ def read_files_partition(mdt: HudiTable) -> FilesView:
         (e.name.rsplit("_", 1)[1][: -len(_HFILE_SUFFIX)], e) for e in entries if e.name.endswith(_HFILE_SUFFIX)
     )
     bases = [(ts, e) for ts, e in bases if ts in done]
-    records: dict[str, dict[str, Any]] = {}
+    records: Listing = {}
     base_ts = ""
     if bases:
         base_ts, base = bases[-1]
@@ -157,7 +163,7 @@ def _in_slice(mdt: HudiTable, timeline: Timeline, name: LogFileName, base_ts: st
     return completion is not None and completion > base_ts
 
 
-def _apply_block(view: FilesView, records: dict[str, dict[str, Any]], block: LogBlock, rel: str) -> None:
+def _apply_block(view: FilesView, records: Listing, block: LogBlock, rel: str) -> None:
     if block.block_type == HFILE_DATA_BLOCK:
         _merge_hfile(
             view, records, block.content, block.header.get(SCHEMA, ""), f"{rel} (block at byte {block.offset})"
@@ -166,7 +172,7 @@ def _apply_block(view: FilesView, records: dict[str, dict[str, Any]], block: Log
         view.notes.append((rel, f"a delete block at byte {block.offset} is not read: keys it deletes stay listed"))
 
 
-def _merge_hfile(view: FilesView, records: dict[str, dict[str, Any]], data: bytes, schema: str, where: str) -> None:
+def _merge_hfile(view: FilesView, records: Listing, data: bytes, schema: str, where: str) -> None:
     """Merges the records of one HFile (a base file, or a log block's content) into ``records``."""
     try:
         cells = hfile_records(data, schema)
@@ -174,10 +180,10 @@ def _merge_hfile(view: FilesView, records: dict[str, dict[str, Any]], data: byte
         view.problems.append((where.split(" (", 1)[0], f"{where}: {exc}"))
         return
     for key, record in cells:
-        _combine(records, key.decode(errors="replace"), record)
+        _combine(records, key.decode(errors="replace"), cast(MetadataRecordDoc, record))
 
 
-def _combine(records: dict[str, dict[str, Any]], key: str, record: dict[str, Any]) -> None:
+def _combine(records: Listing, key: str, record: MetadataRecordDoc) -> None:
     """``HoodieMetadataPayload.combineFileSystemMetadata``."""
     listed = records.setdefault(key, {})
     for name, info in (record.get("filesystemMetadata") or {}).items():
@@ -187,14 +193,10 @@ def _combine(records: dict[str, dict[str, Any]], key: str, record: dict[str, Any
         listed[name] = max(int(info.get("size") or 0), listed.get(name, 0))
 
 
-def _to_partitions(view: FilesView, records: dict[str, dict[str, Any]]) -> None:
+def _to_partitions(view: FilesView, records: Listing) -> None:
     partitions = records.get(ALL_PARTITIONS, {})
     for key in partitions:
         view.partitions["" if key == NON_PARTITIONED else key] = dict(records.get(key, {}))
-
-
-# partition -> file name -> (size, deleted)
-FileChanges = dict[str, dict[str, tuple[int, bool]]]
 
 
 def commit_changes(doc: CommitMetadataDoc) -> FileChanges:
