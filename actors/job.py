@@ -37,8 +37,10 @@ from runtime.core.storage import redact
 from runtime.core.trace import write_trace
 from runtime.faults.markers import faults_path
 from runtime.flink.state_backend import StateBackend
-from runtime.hudi.lock import Heartbeat, TableLock, command_line, hold_table
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.client import write_client
+from runtime.hudi.client.lock import Heartbeat, TableLock, command_line, hold_table
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.job.driver import JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
@@ -91,7 +93,7 @@ class JobRun:
         self.trace_path = trace_path
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
         self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
-        self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.lock)
+        self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.client.lock)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.processes: dict[str, Any] = {}  # process name -> its actor
         self._ready: dict[str, Any] = {}  # process name -> its answer to ready(), once it is up
@@ -209,7 +211,7 @@ class JobRun:
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         self._start_processes()  # they come up while the stream is planned
         plan = plan_stream(cfg, self.on_phase, self.job.input)
-        table = HudiTable.create_or_open(dfs, base, props)
+        table = write_client.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
         self.plan, self.props, self.table = plan, props, table
@@ -545,7 +547,7 @@ def run_job(
 ) -> JobResult:
     """Runs a job on the current Ray cluster (starting a local one if needed). A plain config is
     prepared first (:func:`~runtime.job.prepare.prepare_job`): options that disagree with an
-    existing table fail before Ray starts. The run holds its table (:mod:`runtime.hudi.lock`):
+    existing table fail before Ray starts. The run holds its table (:mod:`runtime.hudi.client.lock`):
     ``table_lock`` when the caller took it (the command line, before Ray and Spark start), else
     the lock is taken here, before Ray starts (another run's live lock: TableLocked), and
     released however the run ends."""

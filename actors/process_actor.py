@@ -35,7 +35,8 @@ from runtime.core.messages import TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.job.roles import RoleNames, RoleSpec, make_role, role_kind, start_role
 from runtime.lab.results import ProcessPlace
 

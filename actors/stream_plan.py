@@ -20,7 +20,8 @@ from runtime.core.config import JobConfig
 from runtime.data import generator
 from runtime.data.columns import PAYLOAD
 from runtime.data.input_format import CheckedInput
-from runtime.hudi.table import TableProps, avro_schema_json
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.results import Timing
 from runtime.lab.verify import expected_state
 

@@ -74,8 +74,8 @@ def table_files_on_disk(table: str) -> dict[str, int]:
     .parquet``), log files (``.<fileId>_<baseInstant>.log.<version>_<token>``), their bytes, the file
     groups, and the bytes of each group's latest file slice (the base file and the log files of
     its latest slice instant)."""
-    from runtime.hudi.log_format import LogFileName
-    from runtime.hudi.table import parse_base_file_name
+    from runtime.hudi.formats.log_format import LogFileName
+    from runtime.hudi.table.base_files import parse_base_file_name
 
     out = dict.fromkeys(("base_files", "log_files", "bytes", "file_groups", "latest_slice_bytes"), 0)
     slices: dict[tuple[str, str], dict[str, int]] = {}  # (directory, file id) -> slice instant -> bytes

@@ -28,7 +28,8 @@ import pytest
 
 from runtime.core.dfs import Dfs, open_dfs
 from runtime.core.env import RPC_TIMEOUT_FLAG
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.sim.loop import SimLoop, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.network import DEFAULT_DELAY, Delay, SimNetwork

@@ -48,3 +48,45 @@ def test_no_function_of_runtime_or_actors_is_over_sixty_lines():
                     if lines > 60:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert not long, long
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Every module of runtime/ and actors/ -> the modules of runtime/ and actors/ it imports,
+    at any depth (a function's import too), a package's ``__init__`` named by the package."""
+    import ast
+
+    files = {}
+    for package in ("runtime", "actors"):
+        for path in (ROOT / package).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        targets = []
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets += [base, *(f"{base}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets += [a.name for a in node.names]
+        graph[module] = set()
+        for target in targets:
+            while target and target not in files:
+                target = target.rpartition(".")[0]
+            if target and target != module and not module.startswith(target + "."):
+                graph[module].add(target)
+    return graph
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    """A module never imports, directly or through others, one that imports it (function-level
+    imports included): each concept builds on the ones below it."""
+    import graphlib
+
+    try:
+        graphlib.TopologicalSorter(_module_imports()).prepare()
+    except graphlib.CycleError as exc:
+        raise AssertionError(f"modules that import each other in a circle: {' -> '.join(exc.args[1])}") from None

@@ -22,7 +22,7 @@ from runtime.cli.options import (
 )
 from runtime.cli.terminal import engine_log, engines_to_log, interruptible
 from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
 
@@ -126,7 +126,7 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     console.print(audit_table_view(audit))
     if not audit.is_table:  # the user's mistake, named by the finding: exit 2
         console.print(verify_headline(table, audit, 0, False), highlight=False)
-        from runtime.hudi.table import TableError
+        from runtime.hudi.table.table_config import TableError
 
         raise TableError(audit.errors[0].message)
     if not audit.reader_opens:

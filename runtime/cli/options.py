@@ -114,7 +114,7 @@ def _default_text(name: str, value: Any) -> str:
     if value == UNSET and name in CHECKPOINT_TIMEOUT_DURATIONS:
         return "the checkpoint timeout"
     if value == UNSET and name == "heartbeat_interval_s":
-        from runtime.hudi.lock import HEARTBEAT_DEFAULT_TEXT
+        from runtime.hudi.client.lock import HEARTBEAT_DEFAULT_TEXT
 
         return HEARTBEAT_DEFAULT_TEXT
     return repr(value) if value == "" else str(value)

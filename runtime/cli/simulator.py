@@ -33,7 +33,7 @@ from runtime.cli.options import (
 )
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.json_doc import JsonObject
-from runtime.hudi.lock import Heartbeat, check_free
+from runtime.hudi.client.lock import Heartbeat, check_free
 
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult

@@ -21,7 +21,8 @@ from runtime.conformance.real_run import OPS, RealRun
 from runtime.core.dfs import DfsComponentOps, open_dfs
 from runtime.core.dfs_components import Component
 from runtime.core.json_doc import JsonObject
-from runtime.hudi.table import META_COLUMNS, HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import META_COLUMNS
 from runtime.lab.results import JobResult
 
 # A ratio lab/real inside this band conforms; outside it, docs/FIDELITY.md explains it or the model is wrong.

@@ -257,7 +257,7 @@ class JobConfig:
     parquet_compression: str = _opt(
         "snappy",
         "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "
-        "runtime/hudi/parquet_format.py says why this one is snappy)",
+        "runtime/hudi/formats/parquet_format.py says why this one is snappy)",
         WRITE_PATH,
         choices=PARQUET_CODECS,
     )
@@ -314,7 +314,7 @@ class JobConfig:
     )
     job_timeout_s: float = _opt(300.0, "the whole run; the job is stopped with a diagnosis after it", TIMING)
     max_concurrent_checkpoints: int = _opt(1, "Flink execution.checkpointing.max-concurrent-checkpoints", TIMING)
-    # one writer per table (runtime/hudi/lock.py): UNSET is Hudi's 60 s times time_scale, not below 5 s
+    # one writer per table (runtime/hudi/client/lock.py): UNSET is Hudi's 60 s times time_scale, not below 5 s
     heartbeat_interval_s: float = _opt(
         UNSET, "Hudi hoodie.client.heartbeat.interval_in_ms: how often a run renews its lock on the table", TIMING
     )
@@ -372,7 +372,7 @@ class JobConfig:
         choices=("release", "true", "false"),
     )
     # Hudi's write markers (hoodie.write.markers.type): the write tasks create one per data file
-    # under .hoodie/.temp/<instant>/, the commit deletes them, a rollback reads them (runtime.hudi.markers)
+    # under .hoodie/.temp/<instant>/, the commit deletes them, a rollback reads them (runtime.hudi.table.markers)
     markers: str = _opt(
         "release",
         "Hudi write markers: direct (a marker file per data file, created by the write task, deleted "
@@ -382,7 +382,7 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "direct", "none"),
     )
-    # Hudi's rollback instants (runtime.hudi.rollback): a rollback saves its plan as
+    # Hudi's rollback instants (runtime.hudi.formats.rollback_metadata): a rollback saves its plan as
     # <t>.rollback.requested, goes inflight, deletes, then publishes <t>.rollback with its metadata
     rollback_instants: str = _opt(
         "release",
@@ -393,7 +393,7 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "none"),
     )
-    # Hudi's cleaner and archiver after each commit (runtime.hudi.table_services): a number,
+    # Hudi's cleaner and archiver after each commit (runtime.hudi.client.table_services): a number,
     # release (the modelled writer's default) or off
     clean_retain_commits: str = _opt(
         "release",
@@ -415,7 +415,7 @@ class JobConfig:
         "control-topic); off: no archiving",
         WRITE_PATH,
     )
-    # Hudi's metadata table (runtime.hudi.metadata_writer): its files partition committed with every
+    # Hudi's metadata table (runtime.hudi.client.metadata_writer): its files partition committed with every
     # data commit, so readers list the table through it; "release": FlinkOptions.METADATA_ENABLED of
     # the release the protocol models (false before 1.0, true from 1.0: HUDI-4372, PR #11124)
     metadata_table: str = _opt(
@@ -427,7 +427,7 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "true", "false"),
     )
-    # what Hudi's writer reads around each write (runtime.hudi.meta_client): a HoodieTableMetaClient
+    # what Hudi's writer reads around each write (runtime.hudi.table.meta_client): a HoodieTableMetaClient
     # per write handle and per coordinator step, the handles' file checks
     meta_client: str = _opt(
         "release",
@@ -437,7 +437,7 @@ class JobConfig:
         WRITE_PATH,
         choices=("release", "shared"),
     )
-    # where a write task learns its file slices (runtime.hudi.file_system_view): Hudi's tasks ask the
+    # where a write task learns its file slices (runtime.hudi.table.file_system_view): Hudi's tasks ask the
     # embedded timeline server on the coordinator (hoodie.filesystem.view.type REMOTE_FIRST)
     file_system_view: str = _opt(
         "release",

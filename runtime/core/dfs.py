@@ -35,7 +35,7 @@ DfsComponentOps = dict[str, dict[str, dict[str, int]]]
 
 class KeptRows(Protocol):
     """A file's rows as a storage keeps them instead of encoding them (the simulated disk keeps
-    a small file version's rows as Python values: :class:`runtime.hudi.file_rows.FileRows`)."""
+    a small file version's rows as Python values: :class:`runtime.hudi.table.file_rows.FileRows`)."""
 
     @property
     def nbytes(self) -> int: ...  # the size the storage reports for the file
@@ -162,7 +162,7 @@ class Dfs:
 
     def probe(self, op: str, path: str) -> None:
         """An operation whose answer the caller does not use (a check Hudi makes that the lab
-        models for its cost, :mod:`runtime.hudi.meta_client`): counted, and made on the storage:
+        models for its cost, :mod:`runtime.hudi.table.meta_client`): counted, and made on the storage:
         ``stat`` a status, ``read`` an open and a read of the file's tail (a footer, a small
         file), ``list`` a listing. A missing path is no error."""
         self._op(op, path)
@@ -274,7 +274,7 @@ class Dfs:
         ``create(path, overwrite=false)``); False when it exists. Atomic on a local file system
         (the content is written under a temporary name and hard-linked into place, so a reader
         sees the whole file or none). Object stores have no create-if-absent: there it is a check
-        and a write, and two callers may both succeed (see :mod:`runtime.hudi.lock`)."""
+        and a write, and two callers may both succeed (see :mod:`runtime.hudi.client.lock`)."""
         self._op("create", path)
         try:
             if isinstance(self.fs, pafs.LocalFileSystem):

@@ -15,7 +15,7 @@ This module is the ONE definition of the rule: the generator, Spark's :func:`buc
 data plane: this module's numpy code in a pandas UDF) and the writer's file groups all use it. It
 lives in ``runtime.data``, the lowest package that needs it (``runtime.hudi`` sits above
 ``runtime.data`` in the layers, so the data plane could not import it from there);
-:mod:`runtime.hudi.bucket` re-exports it.
+:mod:`runtime.hudi.table.bucket` re-exports it.
 """
 
 from __future__ import annotations

@@ -19,15 +19,14 @@ the same rules, so they see the same records of the same types:
 The checks name the flag and the fix: ``--input`` not found, unreadable, empty, of an unknown or
 mixed format (``--input-format``); a ``--key``, ``--partition-field`` or ``--precombine-field``
 column missing, or a precombine field that is neither a number nor a date or timestamp (it orders
-the versions of a record). Whether Hudi can hold every column's type is :mod:`runtime.hudi.avro_schema`'s
+the versions of a record). Whether Hudi can hold every column's type is :mod:`runtime.hudi.formats.avro_schema`'s
 to say (:func:`runtime.job.prepare.prepare_job` asks it of the schema found here).
 """
 
 from __future__ import annotations
 
-import csv
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -45,7 +44,7 @@ from runtime.data.input_scan import (
     first_sub_micro,
 )
 from runtime.data.spark_types import SparkRead, spark_schema
-from runtime.data.text_input import check_text_file, open_text
+from runtime.data.text_input import check_text_file, csv_batches, csv_header, input_stream
 
 FORMATS = ("parquet", "csv", "json")
 EXTENSIONS = {
@@ -166,16 +165,6 @@ def file_schema(path: str, size: int, fmt: str) -> tuple[pa.Schema, int] | None:
         raise InputError(f"--input: cannot read {path!r} ({exc}); fix: make it readable or leave it out") from None
 
 
-def input_stream(path: str) -> pa.NativeFile:
-    """A local path or any pyarrow.fs URI, as bytes."""
-    import pyarrow.fs as pafs
-
-    if "://" in path and not path.startswith("file://"):
-        fs, inner = pafs.FileSystem.from_uri(path)
-        return fs.open_input_stream(inner)
-    return pa.OSFile(path[len("file://") :] if path.startswith("file://") else path)
-
-
 def _parquet_schema(path: str) -> tuple[pa.Schema, int]:
     import pyarrow.fs as pafs
     import pyarrow.parquet as pq
@@ -199,12 +188,6 @@ def _parquet_schema(path: str) -> tuple[pa.Schema, int]:
     return schema, meta.num_rows
 
 
-def csv_header(path: str) -> list[str]:
-    with open_text(path) as text:
-        header = next(csv.reader(text, strict=True), None)
-    return header or []
-
-
 # CSV column types, most specific first: the first that holds every value of a column is its type
 _CSV_TYPES: tuple[pa.DataType, ...] = (pa.int64(), pa.float64(), pa.bool_(), pa.date32(), pa.timestamp("us"), TIMESTAMP)
 
@@ -217,23 +200,6 @@ def _holds(values: pa.Array, t: pa.DataType) -> bool:
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return False
     return True
-
-
-def csv_batches(path: str, names: list[str]) -> Iterable[pa.RecordBatch]:
-    import pyarrow.csv as pcsv
-
-    reader = pcsv.open_csv(
-        input_stream(path),
-        read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
-        parse_options=pcsv.ParseOptions(newlines_in_values=True),
-        convert_options=pcsv.ConvertOptions(
-            column_types={n: pa.string() for n in names},
-            null_values=[""],  # Spark's nullValue: only an empty field (pyarrow would also take NaN, n/a, NULL...)
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=False,
-        ),
-    )
-    yield from reader
 
 
 def _csv_schema(path: str) -> tuple[pa.Schema, int]:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.data.errors import InputError
+from runtime.data.text_input import csv_batches, csv_header, input_stream
 
 SCAN_BUDGET_S = 2.0
 _BATCH_ROWS = 65_536
@@ -125,8 +126,6 @@ def _plain(values: pa.Array | pa.ChunkedArray) -> pa.Array:
 def _batches(path: str, fmt: str, schema: pa.Schema, columns: list[str]) -> Iterator[tuple[int, pa.RecordBatch]]:
     """(first row of the batch in its file, the batch) with ``columns``, typed as ``schema`` for
     CSV (read as text) and JSON, as stored for parquet."""
-    from runtime.data import input_format as fmts
-
     row0 = 0
     if fmt == "parquet":
         import pyarrow.parquet as pq
@@ -138,15 +137,15 @@ def _batches(path: str, fmt: str, schema: pa.Schema, columns: list[str]) -> Iter
                 row0 += batch.num_rows
         return
     if fmt == "csv":
-        names = fmts.csv_header(path)
-        for batch in fmts.csv_batches(path, names):
+        names = csv_header(path)
+        for batch in csv_batches(path, names):
             typed = [pc.cast(batch.column(names.index(c)), schema.field(c).type) for c in columns]
             yield row0, pa.RecordBatch.from_arrays(typed, names=columns)
             row0 += batch.num_rows
         return
     import pyarrow.json as pj
 
-    table = pj.read_json(fmts.input_stream(path))
+    table = pj.read_json(input_stream(path))
     arrays = [
         pc.cast(table.column(c), schema.field(c).type) if c in table.column_names else pa.nulls(table.num_rows)
         for c in columns

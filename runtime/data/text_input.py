@@ -18,9 +18,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import pyarrow as pa
 
 from runtime.data.errors import InputError
 
@@ -112,3 +114,36 @@ def _check_json_lines(path: str, text: io.TextIOBase) -> None:
                     f"column {column!r} changes type inside {path!r}: {seen[0]} on line {seen[1]} but {kind} on "
                     f"line {number}; fix: write {column!r} with one type in every line (as across files)"
                 )
+
+
+def input_stream(path: str) -> pa.NativeFile:
+    """A local path or any pyarrow.fs URI, as bytes."""
+    import pyarrow.fs as pafs
+
+    if "://" in path and not path.startswith("file://"):
+        fs, inner = pafs.FileSystem.from_uri(path)
+        return fs.open_input_stream(inner)
+    return pa.OSFile(path[len("file://") :] if path.startswith("file://") else path)
+
+
+def csv_header(path: str) -> list[str]:
+    with open_text(path) as text:
+        header = next(csv.reader(text, strict=True), None)
+    return header or []
+
+
+def csv_batches(path: str, names: list[str]) -> Iterable[pa.RecordBatch]:
+    import pyarrow.csv as pcsv
+
+    reader = pcsv.open_csv(
+        input_stream(path),
+        read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
+        parse_options=pcsv.ParseOptions(newlines_in_values=True),
+        convert_options=pcsv.ConvertOptions(
+            column_types={n: pa.string() for n in names},
+            null_values=[""],  # Spark's nullValue: only an empty field (pyarrow would also take NaN, n/a, NULL...)
+            strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    yield from reader

@@ -37,7 +37,7 @@ from runtime.core.messages import (
 from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, JOB_MANAGER
 from runtime.flink.state_backend import StateBackend
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.job.failover import region_failover_applies, resume_checkpoint_id, resume_plan, resume_summary
 from runtime.job.prepare import ResolvedJob
 from runtime.job.roles import JobRoles, Resume, RoleNames, RoleSpec, first_launch, restartable, role_specs

@@ -2,7 +2,7 @@
 the configuration's own checks, the ``--input`` (read as the Spark job reads it), the armed faults
 against the protocol, ``--table-version release`` resolved to the version the protocol's Hudi
 release writes, and the existing table's layout (its bucket count; options that disagree with it
-are refused: :mod:`runtime.hudi.layout`; a directory that is not a table is refused).
+are refused: :mod:`runtime.hudi.table.layout`; a directory that is not a table is refused).
 
 :class:`ResolvedJob` is what that gives: the job driver and both hosts take one, so a run cannot
 start from options nobody checked.
@@ -18,9 +18,9 @@ from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput, check_input
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
-from runtime.hudi.avro_schema import UnsupportedColumn, check_columns
-from runtime.hudi.layout import resolve_layout
-from runtime.hudi.table_services import TableServices
+from runtime.hudi.client.table_services import TableServices
+from runtime.hudi.formats.avro_schema import UnsupportedColumn, check_columns
+from runtime.hudi.table.layout import resolve_layout
 from runtime.job.table_schema import reconcile
 from runtime.protocols import get_protocol
 from runtime.writer.coordinator import Coordinator

@@ -18,8 +18,14 @@ from runtime.core.dfs import DfsCounters
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
-from runtime.hudi.archived_timeline import archived_commit_metadata
-from runtime.hudi.table import CommitSummary, CompletedInstant, commit_summaries, compaction_summaries, files_written
+from runtime.hudi.formats.commit_metadata import (
+    CommitSummary,
+    CompletedInstant,
+    commit_summaries,
+    compaction_summaries,
+    files_written,
+)
+from runtime.hudi.timeline.archived_timeline import archived_commit_metadata
 from runtime.job.driver import JobDriver, Outcome
 from runtime.lab.prefix import verify_prefix
 from runtime.lab.results import (

@@ -28,7 +28,7 @@ from runtime.core.roles import COORDINATOR, JOB_MANAGER, SOURCE, WRITER, source_
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
 from runtime.flink.state_backend import StateBackend
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.job.failover import ResumePoint
 from runtime.protocols import get_protocol
 from runtime.writer.compaction import (

@@ -4,7 +4,7 @@ The table's schema is the Avro schema in its latest completed commit's metadata
 (``extraMetadata.schema``; Hudi's ``TableSchemaResolver.getTableAvroSchemaFromLatestCommit``). The
 input's schema is the one every reader reads (:mod:`runtime.data.input_format`, Spark's rules),
 its key and partition columns as strings (``read_input`` casts them), converted to Avro as Hudi's
-Spark writer converts it (:mod:`runtime.hudi.avro_schema`). The two are reconciled by the rules
+Spark writer converts it (:mod:`runtime.hudi.formats.avro_schema`). The two are reconciled by the rules
 of Hudi's Spark writer at its defaults (``hoodie.datasource.write.reconcile.schema=false``,
 ``hoodie.avro.schema.validate=false``, ``hoodie.datasource.write.schema.allow.auto.evolution.column.drop=false``,
 ``hoodie.write.set.null.for.missing.columns=false``): ``HoodieSchemaUtils.deduceWriterSchema``
@@ -28,7 +28,7 @@ of Hudi's Spark writer at its defaults (``hoodie.datasource.write.reconcile.sche
 Difference from Hudi (docs/FIDELITY.md, "A second ingest"): where Hudi would EVOLVE the table's
 schema (an input column wider than the table's, e.g. ``double`` over ``bigint``, or a new
 column), the run is refused: this lab's writer merges a file group's base file only in the schema
-it was written with (:func:`runtime.hudi.merge` refuses columns a base file lacks), so it cannot
+it was written with (:func:`runtime.hudi.table.merge` refuses columns a base file lacks), so it cannot
 write the evolved schema Hudi would. The refusal says what Hudi would do and the fix (cast the
 column to the table's type, drop it, or write a new ``--table``). Avro compares no logical types,
 so Hudi would also take a ``timestamp`` column over a ``bigint`` or a ``date`` one (numbers both,
@@ -47,8 +47,9 @@ from runtime.core.dfs import DfsError, DfsNotFound, open_dfs
 from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput
 from runtime.data.input_scan import SCAN_BUDGET_S, BadValue, ColumnCheck, check_values, first_inexact, first_valid
-from runtime.hudi.avro_schema import arrow_type, avro_schema
-from runtime.hudi.table import HudiTable, TableError
+from runtime.hudi.formats.avro_schema import arrow_type, avro_schema
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableError
 
 FRESH = "or write to a new --table"
 
@@ -87,7 +88,7 @@ def _primitive(avro: Any) -> Any:
 
 
 def _name(avro: Any) -> str:
-    """The Spark SQL name of an Avro type written by :mod:`runtime.hudi.avro_schema`."""
+    """The Spark SQL name of an Avro type written by :mod:`runtime.hudi.formats.avro_schema`."""
     t = arrow_type(_kind(avro))
     names = {pa.int64(): "bigint", pa.int32(): "int", pa.float64(): "double", pa.float32(): "float"}
     if t in names:

@@ -20,9 +20,10 @@ from typing import Any
 import pyarrow as pa
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.table import HudiTable, parse_base_file_name
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
 
 
 def log_only_slices(table_uri: str, as_of: str | None = None) -> list[list[str]]:

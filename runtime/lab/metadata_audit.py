@@ -15,7 +15,7 @@ Sources (Apache Hudi 0.14-1.1):
   The other direction (a completed metadata delta commit for a data instant the data timeline
   lost) is :func:`runtime.lab.timeline_audit.metadata_table_evidence`.
 * ``HoodieTableMetadata.getAllFilesInPartition`` (``FILES`` partition,
-  :mod:`runtime.hudi.metadata_table`): what a reader lists instead of the storage. A file it lists
+  :mod:`runtime.hudi.table.metadata_table`): what a reader lists instead of the storage. A file it lists
   that storage does not hold fails the reader (``FileNotFoundException``); a base or log file of a
   completed instant it does not list is invisible to those readers, though a storage listing reads
   it. Files of pending or rolled-back instants are unlisted by design (a note). A listed size is
@@ -31,14 +31,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from runtime.core.dfs import Dfs, DfsError
-from runtime.hudi.metadata_table import (
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.metadata_table import (
     FILES_PARTITION,
     MetadataTableError,
     open_metadata_table,
     read_files_partition,
 )
-from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, Timeline, parse_properties
-from runtime.hudi.timeline_actions import DELTA_COMMIT, decode_instant_file
+from runtime.hudi.table.table_config import parse_properties
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, HOODIE
+from runtime.hudi.timeline.timeline_actions import DELTA_COMMIT, decode_instant_file
 
 FindingTuple = tuple[str, str, str, str]  # severity, kind, message, file
 MDT = f"{HOODIE}/metadata"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.data.columns import OFFSET, TASK
-from runtime.hudi.table import CommitSummary
+from runtime.hudi.formats.commit_metadata import CommitSummary
 from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import compare, expected_state

@@ -12,7 +12,7 @@ from runtime.core.json_doc import JsonObject
 from runtime.core.messages import InstantRelease, TaskDump
 from runtime.core.metrics import Metrics, MetricsSnapshot
 from runtime.faults.markers import FiredFault
-from runtime.hudi.table import CommitSummary, CompactionSummary
+from runtime.hudi.formats.commit_metadata import CommitSummary, CompactionSummary
 from runtime.lab.deadlock import Stall
 from runtime.lab.latency import Percentiles, percentiles, unblock_latencies
 from runtime.lab.s3_endpoint import EndpointCounts
@@ -134,7 +134,7 @@ class Rollback(TypedDict):
 
 
 class DataWritten(TypedDict, total=False):
-    """What the job's commits and compactions wrote (:func:`runtime.hudi.table.files_written`), per
+    """What the job's commits and compactions wrote (:func:`runtime.hudi.formats.commit_metadata.files_written`), per
     checkpoint, and the write amplification: bytes written / the input records' bytes (the
     sources' ``input_bytes`` counter). Empty when the job stopped before the table existed."""
 
@@ -389,8 +389,8 @@ class JobResult:
     # merge-on-read: the compactions the job completed, read from the table (instant, file groups,
     # rows, log files compacted), and those it scheduled / postponed
     compactions: Compactions = field(default_factory=lambda: Compactions())
-    # the data the job's commits and compactions wrote (runtime.hudi.table.files_written), and the write
-    # amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
+    # the data the job's commits and compactions wrote (runtime.hudi.formats.commit_metadata.files_written),
+    # and the write amplification: bytes written / the input records' bytes (the sources' input_bytes counter:
     # what they emitted, replays after a failover included, so a figure for runs without faults)
     data_written: DataWritten = field(default_factory=lambda: DataWritten())
     exactly_once: ExactlyOnce | None = None  # a finished run's verdict (None: not verified)

@@ -34,7 +34,7 @@ and ``hudi-client-common``):
   partitions from storage do not see the partition.
 - **Metadata table** (:mod:`runtime.lab.metadata_audit`): its timeline against the data timeline
   and its ``files`` partition against the storage listing; the **archived timeline**
-  (:mod:`runtime.hudi.archived_timeline`) makes archived instants' files committed.
+  (:mod:`runtime.hudi.timeline.archived_timeline`) makes archived instants' files committed.
 - **Commit metadata**: every commit file parses (``HoodieCommitMetadata.fromBytes``); each write
   stat's ``path`` exists, its size is ``fileSizeInBytes`` and its footer's row count ``numWrites``
   when recorded. A corrupt commit file or parquet footer is a finding naming the file.
@@ -51,32 +51,26 @@ import pyarrow.compute as pc
 
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
 from runtime.core.storage import check_location
-from runtime.hudi.archived_timeline import ArchivedTimelineError, archived_instants
-from runtime.hudi.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
-from runtime.hudi.cleaner import earliest_retained_by_last_clean
-from runtime.hudi.dfs_message_bus import (
+from runtime.hudi.client.cleaner import earliest_retained_by_last_clean
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, WriteStatDoc, write_stats
+from runtime.hudi.formats.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
+from runtime.hudi.table.table_config import PARTITION_METADATA, TableError, parse_properties
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.archived_timeline import ArchivedTimelineError, archived_instants
+from runtime.hudi.timeline.ckp_meta import CKP_META, CkpMessage, CkpMetaError, State
+from runtime.hudi.timeline.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
     COMMIT_SUFFIX,
     INITIAL_CKP_ID,
     MessageBusError,
     message_bus_path,
 )
-from runtime.hudi.dfs_message_bus import CkpMessage as BusMessage
-from runtime.hudi.log_format import LogBlock, LogFileName, LogFormatError, read_blocks
-from runtime.hudi.log_reader import DECODED_BLOCKS, ROW_BLOCKS, decode_block, row_count
-from runtime.hudi.table import (
-    AUX,
-    COMPLETED,
-    HOODIE,
-    PARTITION_METADATA,
-    HudiTable,
-    TableError,
-    Timeline,
-    parse_base_file_name,
-    parse_properties,
-    write_stats,
-)
-from runtime.hudi.timeline_actions import (
+from runtime.hudi.timeline.dfs_message_bus import CkpMessage as BusMessage
+from runtime.hudi.timeline.instant import AUX, COMPLETED, HOODIE
+from runtime.hudi.timeline.timeline_actions import (
     DATA_ACTIONS,
     INSERT_OPERATIONS,
     data_instants,
@@ -167,7 +161,7 @@ class _Scan:
     table: HudiTable
     timeline: Timeline
     states: dict[str, str]  # data instant -> its highest state on the timeline
-    metadata: dict[str, dict[str, Any]]  # completed instant -> parsed commit metadata
+    metadata: dict[str, CommitMetadataDoc]  # completed instant -> parsed commit metadata
     files: list[BaseFile]
     logs: dict[str, int]  # merge-on-read: log file (relative path) -> size
     meta_fields: bool = True  # hoodie.populate.meta.fields: rows carry the _hoodie_* columns
@@ -244,7 +238,7 @@ def _reader_opens(table_uri: str, audit: Audit) -> None:
 
 def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Audit) -> set[str]:
     """The completed data instants of the archived timeline not on the active one
-    (:mod:`runtime.hudi.archived_timeline`); one that does not read is an error naming its file."""
+    (:mod:`runtime.hudi.timeline.archived_timeline`); one that does not read is an error naming its file."""
     try:
         found = archived_instants(table)
     except ArchivedTimelineError as exc:
@@ -264,10 +258,10 @@ def _archived_data_instants(table: HudiTable, active: dict[str, str], audit: Aud
     return archived
 
 
-def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, dict[str, Any]]:
+def _read_metadata(table: HudiTable, names: dict[str, str], audit: Audit) -> dict[str, CommitMetadataDoc]:
     """Each completed data instant's commit metadata (``names``: instant -> its timeline file; a
     compaction's ``.commit``, a replacecommit's too); a file that does not parse is an error."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, CommitMetadataDoc] = {}
     for instant, name in names.items():
         rel = f"{table.timeline_rel}/{name}"
         try:
@@ -373,7 +367,7 @@ def _cleaned(scan: _Scan, instant: str, file_id: str) -> bool:
     )
 
 
-def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: dict[str, Any]) -> None:
+def _check_log_file(scan: _Scan, audit: Audit, instant: str, stat: WriteStatDoc) -> None:
     """A delta commit's log file exists, with the size and the records its stat records (the
     records of its data blocks written at the instant)."""
     rel, commit = stat["path"], scan.names[instant]

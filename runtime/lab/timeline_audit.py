@@ -26,9 +26,12 @@ from collections.abc import MutableMapping
 from typing import Any
 
 from runtime.core.dfs import DfsError
-from runtime.hudi.metadata_table import METADATA_DIR, MetadataTableError, open_metadata_table
-from runtime.hudi.table import COMPLETED, HOODIE, HudiTable, TableError, Timeline
-from runtime.hudi.timeline_actions import (
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.metadata_table import METADATA_DIR, MetadataTableError, open_metadata_table
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import COMPLETED, HOODIE
+from runtime.hudi.timeline.timeline_actions import (
     COMPACTION,
     DELTA_COMMIT,
     RESTORE,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 from typing import TypedDict
 
 from runtime.core.json_doc import JsonObject
-from runtime.hudi.merge_rule import MODELLED
+from runtime.hudi.table.merge_rule import MODELLED
 
 
 class CommitProblem(TypedDict, total=False):

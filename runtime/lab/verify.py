@@ -30,9 +30,10 @@ import pyarrow.compute as pc
 from runtime.core.config import JobConfig
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
-from runtime.hudi.merge import dedupe_latest
-from runtime.hudi.merge_rule import incoming_wins
-from runtime.hudi.table import META_COLUMNS, write_stats
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, write_stats
+from runtime.hudi.table.merge import dedupe_latest
+from runtime.hudi.table.merge_rule import incoming_wins
+from runtime.hudi.table.table_config import META_COLUMNS
 from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
 SAMPLE = 10
@@ -107,7 +108,7 @@ def expected_state(
     """The table the records should leave: one row per identity, (partition, key) when
     ``partition`` is given (a non-global index), the key alone otherwise. ``before``: the table's
     snapshot before the run (the official reader's), which the records are merged into by the
-    merge rule (:mod:`runtime.hudi.merge_rule`), as the writer merges them into stored records."""
+    merge rule (:mod:`runtime.hudi.table.merge_rule`), as the writer merges them into stored records."""
     state = dedupe_latest(records, key, precombine, partition=partition or None)
     if before is None or not before.num_rows:
         return state
@@ -331,7 +332,8 @@ def _differing_in_arrow(a: pa.Table, e: pa.Table, others: list[str]) -> list[str
 def table_partition_field(table_uri: str) -> str:
     """The partition field ``hoodie.properties`` names (empty: an unpartitioned table)."""
     from runtime.core.dfs import open_dfs
-    from runtime.hudi.table import HudiTable, TableError
+    from runtime.hudi.table.hudi_table import HudiTable
+    from runtime.hudi.table.table_config import TableError
 
     dfs, base = open_dfs(table_uri, role="verifier")
     try:
@@ -349,7 +351,7 @@ def verify_table(table_uri: str, expected: pa.Table, key: str, partition: str | 
     return compare(expected, read_snapshot(table_uri), key, partition)
 
 
-def _rows_by_file_group(meta: dict[str, Any]) -> dict[str, int]:
+def _rows_by_file_group(meta: CommitMetadataDoc) -> dict[str, int]:
     want: dict[str, int] = {}
     for s in write_stats(meta):
         want[s["fileId"]] = want.get(s["fileId"], 0) + s["numInserts"] + s["numUpdateWrites"]
@@ -411,10 +413,12 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     of its own, named by its instant and file; the other commits are still checked.
     ``unreadable``: how many commits could not be checked."""
     from runtime.core.dfs import open_dfs
-    from runtime.hudi.archived_timeline import archived_instants
-    from runtime.hudi.cleaner import earliest_retained_by_last_clean
-    from runtime.hudi.table import COMPLETED, HudiTable, TableError
-    from runtime.hudi.timeline_actions import REPLACE_COMMIT, data_instants
+    from runtime.hudi.client.cleaner import earliest_retained_by_last_clean
+    from runtime.hudi.table.hudi_table import HudiTable
+    from runtime.hudi.table.table_config import TableError
+    from runtime.hudi.timeline.archived_timeline import archived_instants
+    from runtime.hudi.timeline.instant import COMPLETED
+    from runtime.hudi.timeline.timeline_actions import REPLACE_COMMIT, data_instants
 
     dfs, base = open_dfs(table_uri, role="verifier")
     try:
@@ -424,7 +428,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     # the writers' commits, in instant order: a compaction's commit rewrites rows other commits
     # wrote (keeping their commit times), so its files are checked by the audit and the snapshot;
     # a replacecommit's rows (insert_overwrite) are its own, so the next commit's range starts
-    # after it (runtime.hudi.timeline_actions)
+    # after it (runtime.hudi.timeline.timeline_actions)
     timeline = table.timeline()
     commits = timeline.completed_commits()
     # the cleaner deleted superseded versions of what commits before this wrote: their
@@ -459,7 +463,7 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
 def populates_meta_fields(table: Any) -> bool:
     """``hoodie.populate.meta.fields`` (default true): whether rows carry the ``_hoodie_*`` columns."""
     from runtime.core.dfs import Dfs, DfsError
-    from runtime.hudi.table import parse_properties
+    from runtime.hudi.table.table_config import parse_properties
 
     try:
         text = table.dfs.read_bytes(Dfs.join(table.hoodie, "hoodie.properties")).decode()
@@ -472,7 +476,7 @@ def _commit_checked(
     table_uri: str, table: Any, timeline: Any, instant: str, bounds: tuple[str, str], where: str
 ) -> CommitProblem | None:
     """One commit's problem (None: none): its metadata against its incremental read."""
-    from runtime.hudi.table import TableError
+    from runtime.hudi.table.table_config import TableError
 
     try:
         want = _rows_by_file_group(table.read_commit_metadata(instant, timeline))
@@ -596,7 +600,7 @@ def read_table_before(
     try:
         snapshot = read()
     except VerifyError as exc:
-        from runtime.hudi.table import TableError
+        from runtime.hudi.table.table_config import TableError
 
         raise TableError(
             f"{exc}; the run's expected state is the table before the run merged with its stream, so the "

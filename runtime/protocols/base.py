@@ -14,8 +14,9 @@ from typing import Protocol as _TypingProtocol
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import BlockedWait, TaskState
-from runtime.hudi.table import HudiTable
-from runtime.hudi.table_services import FLINK_DEFAULTS, ReleaseDefaults
+from runtime.hudi.client.table_services import FLINK_DEFAULTS, ReleaseDefaults
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.hudi_table import HudiTable
 
 if TYPE_CHECKING:
     pass
@@ -46,6 +47,7 @@ class CoordinatorContext(_TypingProtocol):
     env: Env
     config: JobConfig
     table: HudiTable
+    client: WriteClient  # the table's write client: commits, rollbacks and table services go through it
     task_names: list[str]
 
 
@@ -195,7 +197,7 @@ class Protocol:
     # (the 0.14.0 bundle's bytecode), true from 1.0 (HUDI-4372, PR #11124): what --metadata-table
     # release resolves to
     metadata_table_default: bool = False
-    # the write tasks' file-system view in the modelled release (runtime.hudi.file_system_view):
+    # the write tasks' file-system view in the modelled release (runtime.hudi.table.file_system_view):
     # "remote", the coordinator's embedded timeline server (FlinkWriteClients), or "direct"
     release_file_system_view: str = "remote"
 

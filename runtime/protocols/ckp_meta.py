@@ -3,7 +3,7 @@
 Hudi 0.11 to 1.0, ``hudi-flink``:
 
 - ``AbstractStreamWriteFunction.lastPendingInstant()`` = ``ckpMetadata.lastPendingInstant()``
-  (:mod:`runtime.hudi.ckp_meta`: one listing of the ckp_meta directory per call, per task) instead
+  (:mod:`runtime.hudi.timeline.ckp_meta`: one listing of the ckp_meta directory per call, per task) instead
   of the timeline; ``instantToWrite``, ``confirming`` and ``handleOperatorEvent(CommitAckEvent)``
   are P1's (:class:`~runtime.protocols.operator_event.ConfirmingWriter`).
 - ``StreamWriteOperatorCoordinator``: ``start`` -> ``CkpMetadata.bootstrap`` (delete and recreate
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.hudi.ckp_meta import CkpMetadata, ckp_meta_path
+from runtime.hudi.timeline.ckp_meta import CkpMetadata, ckp_meta_path
 from runtime.protocols.base import CoordinatorContext, Protocol, WriterContext
 from runtime.protocols.operator_event import CommitAckSender, ConfirmingWriter
 

@@ -58,8 +58,9 @@ from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import Env, wait_ended
 from runtime.core.fault_spec import InjectedCrash
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
-from runtime.hudi.table import HudiTable, TableError
-from runtime.hudi.table_services import WRITE_CLIENT_DEFAULTS
+from runtime.hudi.client.table_services import WRITE_CLIENT_DEFAULTS
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,
@@ -505,7 +506,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         ctx = self.ctx
         async with ctx.table_lock:
             for pending in (await ctx.env.io(ctx.table.timeline)).pending_commits():
-                await ctx.env.io(ctx.table.rollback, pending, [])
+                await ctx.env.io(ctx.client.rollback, pending, [])
 
     async def _commit_interval(self) -> None:
         """The END_COMMIT event: ``kafka_commit_interval_s`` after START_COMMIT (Hudi's
@@ -549,7 +550,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         if ctx.env.faults.fire("coordinator.before_commit_file", checkpoint=ended_by):
             ctx.env.crash("injected crash at coordinator.before_commit_file")
         async with ctx.table_lock:
-            await ctx.env.io(functools.partial(ctx.table.commit, instant, [], metadata, empty=True, now=ctx.env.now()))
+            await ctx.env.io(functools.partial(ctx.client.commit, instant, [], metadata, empty=True, now=ctx.env.now()))
         self.empty_commits.append(instant)
         ctx.empty_rounds.append(ended_by)
 

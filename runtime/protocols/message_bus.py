@@ -1,7 +1,7 @@
 """P2 ``message-bus`` (HUDI-2677, PR #3915): checkpoint messages on the DFS.
 
 Source: apache/hudi commit dbf8c44 (master, 2021-11-04, PR #3915), module hudi-flink; the bus
-files themselves are :mod:`runtime.hudi.dfs_message_bus`.
+files themselves are :mod:`runtime.hudi.timeline.dfs_message_bus`.
 
 Writer side, ``sink/common/AbstractStreamWriteFunction.java``, class ``AbstractStreamWriteFunction``:
 
@@ -44,7 +44,7 @@ from typing import Any
 
 from runtime.core.config import flag_of
 from runtime.core.messages import BlockedWait
-from runtime.hudi import dfs_message_bus as bus
+from runtime.hudi.timeline import dfs_message_bus as bus
 from runtime.protocols.base import (
     CoordinatorContext,
     CoordinatorSide,

@@ -32,8 +32,8 @@ from typing import Any
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsError, DfsNotFound
 from runtime.core.env import Env, WaitTimeout
-from runtime.hudi.ckp_meta import CkpMessage, CkpMetaError, last_pending_instant, reduce_messages
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.ckp_meta import CkpMessage, CkpMetaError, last_pending_instant, reduce_messages
 from runtime.protocols.base import CoordinatorContext, WriterContext
 from runtime.protocols.ckp_meta import CkpMetaCoordinator, CkpMetaProtocol, CkpMetaWriter
 

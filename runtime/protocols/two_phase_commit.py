@@ -66,7 +66,8 @@ from typing import Protocol as TypingProtocol
 from runtime.core import codec, roles
 from runtime.core.config import ConfigError, JobConfig, flag_of
 from runtime.core.messages import WriteMetadataEvent, WriteStat
-from runtime.hudi.table import HudiTable, bump_instant
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.instant import bump_instant
 from runtime.protocols.base import CoordinatorContext, CoordinatorSide, Protocol, WriterContext, WriterSide
 
 JOB_ID_KEY = "flink.job-id"  # Iceberg's snapshot summary keys (IcebergFilesCommitter)
@@ -312,7 +313,7 @@ class TwoPhaseCommitCommitter(CoordinatorSide):
         self.recommitted += await self._commit_up_to(self.cctx.resume_checkpoint_id)
         for pending in (await self.ctx.env.io(self.ctx.table.timeline)).pending_commits():
             if pending not in {e.instant for slots in self.pending.values() for e in slots.values()}:
-                await self.ctx.env.io(self.ctx.table.rollback, pending, [])
+                await self.ctx.env.io(self.ctx.client.rollback, pending, [])
 
     async def on_tasks_reset(self) -> None:
         """Region failover: what the tasks wrote after the last completed checkpoint is replayed

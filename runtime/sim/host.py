@@ -32,8 +32,12 @@ from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
-from runtime.hudi.lock import Heartbeat, command_line, hold_table
-from runtime.hudi.table import HOODIE, HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client import write_client
+from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline.instant import HOODIE
 from runtime.job.driver import JobDriver, Outcome
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.job.record import job_result, trace_markers, verify_committed_prefix
@@ -154,7 +158,7 @@ class _SimRun:
         stream = self.stream
         dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
-        table = HudiTable.create_or_open(dfs, base, self.props)
+        table = write_client.create_or_open(dfs, base, self.props)
         # the table as the run finds it (an earlier run's commits): what the stream merges into
         # (listed apart from the driver's DFS counters: result.json's figures stay the run's own)
         completed = HudiTable(self._open_dfs(roles.DRIVER, DfsCounters())[0], base, self.props).timeline()
@@ -565,7 +569,7 @@ def _simulation_record(
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
     """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
     I/O and heartbeat are real time, outside the simulated network, disk and trace
-    (:mod:`runtime.hudi.lock`). The simulated disk has nothing to hold."""
+    (:mod:`runtime.hudi.client.lock`). The simulated disk has nothing to hold."""
     if store is not None:
         return contextlib.nullcontext()
     os.makedirs(job.config.table, exist_ok=True)

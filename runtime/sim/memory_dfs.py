@@ -6,7 +6,7 @@ and the protocols see the same listings, renames and markers), but
 
 * the file system is pyarrow's in-memory one: no syscalls, nothing left behind;
 * a base file is not parquet-encoded: ``write_parquet`` keeps the rows as it is given them (an
-  Arrow table, or a copy-on-write version's :class:`~runtime.hudi.file_rows.FileRows`, whose
+  Arrow table, or a copy-on-write version's :class:`~runtime.hudi.table.file_rows.FileRows`, whose
   size model it reports) and writes a small placeholder under the file's name (so listings,
   sizes and deletes behave as on a disk), ``read_parquet`` hands them back as a table. Encoding
   is the data plane's cost, not the protocol's, and it dominated a simulated checkpoint.
@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 
 from runtime.core import roles
 from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook, FileEntry, KeptRows
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 
 PLACEHOLDER = b"commitlab-sim base file (kept in memory)\n"
 

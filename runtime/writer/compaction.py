@@ -19,7 +19,7 @@ Sources (apache/hudi 0.13 - 0.15, ``hudi-flink/.../sink/compact/`` and ``util/Co
   compaction's commit (``CompactHelpers.createCompactionMetadata``, ``completeCompaction``).
 
 The coordinator schedules the plans (:meth:`runtime.writer.coordinator.Coordinator.schedule_compaction`);
-the file-level work is :mod:`runtime.hudi.compaction`.
+the file-level work is :mod:`runtime.hudi.client.compaction`.
 
 Differences: the compaction operators take no part in checkpoints (they keep no state Flink would
 restore: the plan is on the timeline, and the commit sink's buffer is rebuilt by re-running the
@@ -43,9 +43,13 @@ from runtime.core import trace_events
 from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
-from runtime.hudi import compaction
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import INFLIGHT, REQUESTED, HudiTable, TableError, Timeline
+from runtime.hudi.client import compaction
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableError
+from runtime.hudi.timeline.active_timeline import Timeline
+from runtime.hudi.timeline.instant import INFLIGHT, REQUESTED
 from runtime.writer.file_group_writer import HeldRows, filter_to_keep
 
 PLAN_OPERATOR = "compaction-plan"
@@ -77,7 +81,7 @@ class CompactionPlanOperator:
         """``open``: every inflight compaction back to requested, to be run again."""
         timeline = await self.env.io(self.table.timeline)
         for instant in timeline.pending_compactions(INFLIGHT):
-            await self.env.io(compaction.rollback_compaction, self.table, instant, self.env.wall_time())
+            await self.env.io(WriteClient(self.table).rollback_compaction, instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(f"roll back inflight compaction {instant}", thread="compaction-plan")
 
@@ -238,7 +242,7 @@ class CompactionCommitSink:
         self.plan_sizes.pop(event.instant)
         failed = [e for e in done.values() if e.failed]
         if failed:
-            await self.env.io(compaction.rollback_compaction, self.table, event.instant, self.env.wall_time())
+            await self.env.io(WriteClient(self.table).rollback_compaction, event.instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(
                 f"roll back compaction {event.instant}",
@@ -252,7 +256,7 @@ class CompactionCommitSink:
             self.env.crash("injected crash at compaction.commit_lost")
         await self.env.io(
             functools.partial(
-                compaction.commit_compaction, self.table, event.instant, stats, self.schema_json, self.env.now()
+                WriteClient(self.table).commit_compaction, event.instant, stats, self.schema_json, self.env.now()
             )
         )
         self.env.metrics.count("compactions_committed")

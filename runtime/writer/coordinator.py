@@ -17,7 +17,7 @@ Sources: Apache Hudi 0.10.0 - 0.11.1, ``hudi-flink/.../sink/StreamWriteOperatorC
 * Merge-on-read (Hudi 0.13 - 0.15): after the commit and before the next instant starts,
   ``CompactionUtil.scheduleCompaction`` schedules a compaction plan when enough delta commits
   follow the last compaction (:meth:`Coordinator.schedule_compaction`,
-  :mod:`runtime.hudi.compaction`); the job's compaction operators run it
+  :mod:`runtime.hudi.client.compaction`); the job's compaction operators run it
   (:mod:`runtime.writer.compaction`).
 
 It owns the instants on the table's timeline (requested -> inflight -> completed). A round with no
@@ -73,10 +73,13 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.hudi import compaction, meta_client
-from runtime.hudi.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
-from runtime.hudi.table import HudiTable, TableError
-from runtime.hudi.table_services import TableServices
+from runtime.hudi.client import compaction
+from runtime.hudi.client.table_services import TableServices
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table import meta_client
+from runtime.hudi.table.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableError
 from runtime.protocols.base import CoordinatorSide, Protocol
 from runtime.protocols.timeline_server import SERVER as TIMELINE_SERVER
 
@@ -173,13 +176,10 @@ class Coordinator:
         # the num_commits trigger counts completed delta commits from Hudi 1.0 (table version 8)
         self.counts_completed_delta_commits = compaction.counts_completed_delta_commits(protocol.release_table_version)
         self.compaction_pending_guard = config.compaction_pending_guard == "on"
-        # the cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
-        self.table_services = TableServices.parse(
-            config.clean_retain_commits,
-            config.archive_min_commits,
-            config.archive_max_commits,
-            protocol.table_service_defaults,
-        )
+        # the table's write client (what the coordinator does to the table goes through it), with the
+        # cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
+        services = (config.clean_retain_commits, config.archive_min_commits, config.archive_max_commits)
+        self.client = WriteClient(table, TableServices.parse(*services, protocol.table_service_defaults))
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -319,8 +319,8 @@ class Coordinator:
         # instants that can never complete (a failed attempt's): roll them back first
         # (startCommit -> rollbackFailedWrites, EAGER)
         timeline = await self.env.io(self.table.timeline)
-        for pending in await self.env.io(self.table.failed_writes, timeline):
-            await self.env.io(functools.partial(self.table.rollback, pending, [], now=self.env.wall_time()))
+        for pending in await self.env.io(self.client.failed_writes, timeline):
+            await self.env.io(functools.partial(self.client.rollback, pending, [], now=self.env.wall_time()))
             self.rolled_back.append(pending)
         if self.protocol.eager_instants:
             await self._start_instant(self.resume_checkpoint_id, committed=recommitted)
@@ -472,7 +472,7 @@ class Coordinator:
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
-            self.table.start_instant(instant)
+            self.client.start_instant(instant)
             return instant
 
         async with self.table_lock:
@@ -555,14 +555,14 @@ class Coordinator:
         self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float
     ) -> None:
         """``commitStats``: the tables it and the post-commit services build, then the commit file."""
-        services = self.table_services.any
+        services = self.client.services.any
         if self.builds_meta_clients:  # the table services' table lists the timeline after the commit
             meta_client.meta_clients(self.table, loaded=1 if services else 2, bare=2 if services else 1)
-        self.table.commit(instant, stats, metadata, empty=empty, now=now)
+        self.client.commit(instant, stats, metadata, empty=empty, now=now)
         if not services:
             return
         try:  # the commit is done: a table service that fails leaves it committed, as Hudi's async clean
-            self.table_services.after_commit(self.table, now)
+            self.client.clean_and_archive(now)
         except OSError as exc:
             self.env.tracer.instant(f"clean/archive after {instant} failed: {exc}"[:300], thread="coordinator")
 

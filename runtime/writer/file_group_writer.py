@@ -5,15 +5,15 @@ flush goes through decides how the file group is written (``FlinkWriteHandleFact
 
 * Copy-on-write (Apache Hudi 0.10.0 - 0.14, ``HoodieCreateHandle`` / ``FlinkCreateHandle`` for a
   file group without a base file, ``HoodieMergeHandle`` / ``FlinkMergeHandle`` for one with):
-  a new base file version, the flush merged onto the latest one (:mod:`runtime.hudi.merge`).
+  a new base file version, the flush merged onto the latest one (:mod:`runtime.hudi.table.merge`).
 * Merge-on-read (Apache Hudi 0.13 - 0.15, ``HoodieAppendHandle`` / ``FlinkAppendHandle``): the
-  flush as the next log file of the file group's latest slice (:mod:`runtime.hudi.log_writer`).
+  flush as the next log file of the file group's latest slice (:mod:`runtime.hudi.table.log_writer`).
 
 Each writer keeps what it learnt of the table between flushes (the file versions it wrote, the
 slices and listings) and forgets what was not committed when a commit is abandoned and rolled back.
 With ``per_handle`` (``--meta-client release``) each flush also reads what Hudi's write handle
 reads: the table's meta client, the partition metadata, the files' statuses
-(:mod:`runtime.hudi.meta_client`).
+(:mod:`runtime.hudi.table.meta_client`).
 """
 
 from __future__ import annotations
@@ -25,17 +25,19 @@ import pyarrow as pa
 
 from runtime.core.dfs import Dfs
 from runtime.core.messages import PartitionFiles, WriteStat
-from runtime.hudi import meta_client
-from runtime.hudi.bloom_filter import KeyFilter
-from runtime.hudi.compaction import compacting_file_groups
-from runtime.hudi.file_rows import FileRows, merge_version
-from runtime.hudi.file_system_view import timeline_key
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
-from runtime.hudi.markers import APPEND, CREATE, MERGE
-from runtime.hudi.merge import KeyPositions, log_records
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, Timeline, base_file_name, file_group_id
+from runtime.hudi.client.compaction import compacting_file_groups
+from runtime.hudi.formats.bloom_filter import KeyFilter
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table import meta_client
+from runtime.hudi.table.base_files import base_file_name, file_group_id
+from runtime.hudi.table.file_rows import FileRows, merge_version
+from runtime.hudi.table.file_system_view import timeline_key
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.log_writer import LogSlice, PartitionLogs, append_log_file, list_partition, rolled_over
+from runtime.hudi.table.markers import APPEND, CREATE, MERGE
+from runtime.hudi.table.merge import KeyPositions, log_records
+from runtime.hudi.timeline.active_timeline import Timeline
 
 
 class FileGroupWriter(ABC):
@@ -91,7 +93,7 @@ class FileGroupWriter(ABC):
         return True
 
     def _mark(self, partition: str, instant: str, data_file_name: str, io_type: str) -> None:
-        """The write handle's marker, before its data file (``createMarkerFile``; :mod:`runtime.hudi.markers`)."""
+        """The write handle's marker, before its data file (``createMarkerFile``; :mod:`runtime.hudi.table.markers`)."""
         if self.table.props.markers:
             self.table.write_markers(instant).create_if_not_exists(partition, data_file_name, io_type)
 

@@ -57,15 +57,15 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.flink.mailbox import Controller
-from runtime.hudi.file_system_view import (
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.file_system_view import (
     REMOTE_TIMEOUT_OPTION,
     REMOTE_TIMEOUT_S,
     load_view_storage_properties,
     tasks_use_remote_view,
 )
-from runtime.hudi.meta_client import meta_client_per_handle, write_client_opened
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.meta_client import meta_client_per_handle, write_client_opened
 from runtime.protocols.base import Protocol, WriterSide
 from runtime.writer.buckets import split_by_file_group
 from runtime.writer.file_group_writer import file_group_writer

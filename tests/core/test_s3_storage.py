@@ -56,7 +56,7 @@ def test_dfs_on_s3_writes_in_place_and_the_endpoint_counts_it(s3):
 
 
 def test_message_bus_on_s3(s3):
-    from runtime.hudi.dfs_message_bus import MessageClient, MessageDriver
+    from runtime.hudi.timeline.dfs_message_bus import MessageClient, MessageDriver
 
     dfs, base = open_dfs(s3.uri(BUCKET, "bus"))
     driver = MessageDriver(dfs, base)

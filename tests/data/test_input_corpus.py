@@ -17,7 +17,10 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.data.errors import InputError
 from runtime.data.input_format import check_input
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.job.prepare import check_input_of
 
 INPUTS = Path(__file__).parent.parent / "fixtures" / "inputs"
@@ -33,9 +36,9 @@ def table_from(path: Path, first: str, case: dict[str, Any]) -> str:
     schema = pa.schema([pa.field(f.name, pa.string() if f.name in strings else f.type) for f in checked.schema])
     dfs, base = open_dfs(str(path))
     props = TableProps("corpus", case["key"], case["partition"], case["precombine"], num_buckets=1)
-    table = HudiTable.create_or_open(dfs, base, props)
-    table.start_instant(I1)
-    table.commit(I1, [], {"schema": avro_schema_json(schema, "corpus")}, empty=True)
+    client = WriteClient(HudiTable.create_or_open(dfs, base, props))
+    client.start_instant(I1)
+    client.commit(I1, [], {"schema": avro_schema_json(schema, "corpus")}, empty=True)
     return str(path)
 
 

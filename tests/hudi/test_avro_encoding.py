@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.hudi.avro_encoding import avro_values
-from runtime.hudi.compaction import arrow_schema
-from runtime.hudi.log_format import (
+from runtime.hudi.client.compaction import arrow_schema
+from runtime.hudi.formats.avro_encoding import avro_values
+from runtime.hudi.formats.log_format import (
     META_FIELDS,
     SCHEMA,
     LogBlock,
@@ -33,7 +33,7 @@ from runtime.hudi.log_format import (
     read_blocks,
     record_schema,
 )
-from runtime.hudi.table import avro_schema_json
+from runtime.hudi.table.base_files import avro_schema_json
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)

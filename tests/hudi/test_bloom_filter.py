@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi.bloom_filter import (
+from runtime.hudi.formats.bloom_filter import (
     FOOTER_KEYS,
     MAX_KEY_KEY,
     MIN_KEY_KEY,
@@ -29,8 +29,14 @@ from runtime.hudi.bloom_filter import (
     KeyFilter,
     key_range,
 )
-from runtime.hudi.parquet_format import AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, ParquetWriteOptions, writer_schema_json
-from runtime.hudi.table import META_COLUMNS, HudiTable
+from runtime.hudi.formats.parquet_format import (
+    AVRO_SCHEMA_KEY,
+    WRITER_MODEL_KEY,
+    ParquetWriteOptions,
+    writer_schema_json,
+)
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import META_COLUMNS
 from tests.hudi.test_table import I1, I2, commit, read_all, table  # noqa: F401  (table: a fixture)
 
 VECTORS = Path(__file__).parents[1] / "fixtures" / "hudi-0.14-base-files"

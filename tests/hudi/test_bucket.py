@@ -6,7 +6,7 @@ import pytest
 
 from runtime.core.config import JobConfig
 from runtime.data import generator, workload
-from runtime.hudi import bucket
+from runtime.hudi.table import bucket
 
 
 def test_java_string_hash_matches_known_java_values():

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.ckp_meta import (
+from runtime.hudi.timeline.ckp_meta import (
     MAX_RETAIN_CKP_NUM,
     CkpMessage,
     CkpMetadata,

@@ -1,7 +1,7 @@
-"""Hudi's cleaner and archiver after each commit (runtime.hudi.cleaner, runtime.hudi.archiver):
+"""Hudi's cleaner and archiver after each commit (runtime.hudi.client.cleaner, runtime.hudi.client.archiver):
 a long run keeps its active timeline bounded, publishes ``.clean`` instants with Hudi's schemas,
 deletes only superseded file versions, and moves old instants to the archived timeline, where
-``runtime.hudi.archived_timeline`` reads them back; ``verify`` passes and the official reader
+``runtime.hudi.timeline.archived_timeline`` reads them back; ``verify`` passes and the official reader
 reads the table. Bad values are refused before anything starts, as Hudi's write config refuses them."""
 
 from __future__ import annotations
@@ -19,12 +19,18 @@ from runtime.cli import main
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
-from runtime.hudi import cleaner
-from runtime.hudi.archived_timeline import archived_commit_metadata, archived_instants
-from runtime.hudi.archiver import ARCHIVED_META_ENTRY_SCHEMA
-from runtime.hudi.log_format import SCHEMA, LogFileName, read_blocks
-from runtime.hudi.table import HudiTable, parse_base_file_name
-from runtime.hudi.table_services import FLINK_DEFAULTS, WRITE_CLIENT_DEFAULTS, TableServiceConfigError, TableServices
+from runtime.hudi.client.archiver import ARCHIVED_META_ENTRY_SCHEMA
+from runtime.hudi.client.table_services import (
+    FLINK_DEFAULTS,
+    WRITE_CLIENT_DEFAULTS,
+    TableServiceConfigError,
+    TableServices,
+)
+from runtime.hudi.formats import clean_metadata
+from runtime.hudi.formats.log_format import SCHEMA, LogFileName, read_blocks
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.timeline.archived_timeline import archived_commit_metadata, archived_instants
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 from tests.writer.test_rollback_instants import _decode, _timeline
@@ -102,7 +108,7 @@ def test_a_long_run_keeps_the_timeline_bounded_cleans_superseded_files_and_archi
     timeline = hudi.timeline()
     # bounded: at most max completed commits (and compactions), at most max completed cleans
     assert len(timeline.completed_instants()) <= 4
-    cleans = [i.ts for i in timeline.instants if i.action == cleaner.CLEAN and i.state == "completed"]
+    cleans = [i.ts for i in timeline.instants if i.action == clean_metadata.CLEAN and i.state == "completed"]
     assert 1 <= len(cleans) <= 4
     # every commit of the run is on the active timeline or the archived one, and recorded
     archived = archived_instants(hudi)
@@ -114,8 +120,8 @@ def test_a_long_run_keeps_the_timeline_bounded_cleans_superseded_files_and_archi
     extra = hudi.version.layout_2
     for ts in cleans:
         done = next(p for p in _timeline(table).iterdir() if p.name.startswith(ts) and p.name.endswith(".clean"))
-        meta = _decode(done, cleaner.CLEAN_METADATA_SCHEMA[extra])
-        plan = _decode(_timeline(table) / f"{ts}.clean.requested", cleaner.CLEANER_PLAN_SCHEMA[extra])
+        meta = _decode(done, clean_metadata.CLEAN_METADATA_SCHEMA[extra])
+        plan = _decode(_timeline(table) / f"{ts}.clean.requested", clean_metadata.CLEANER_PLAN_SCHEMA[extra])
         extra_field = ["extraMetadata"] if extra else []
         assert _writer_fields(done) == HUDI_CLEAN_METADATA_FIELDS + extra_field
         assert _writer_fields(_timeline(table) / f"{ts}.clean.requested") == HUDI_CLEANER_PLAN_FIELDS + extra_field

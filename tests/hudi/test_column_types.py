@@ -14,10 +14,13 @@ from hudi import HudiTableBuilder
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.avro_schema import UnsupportedColumn, avro_schema, check_columns, min_bytes_for_precision
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records, merge_file_group
-from runtime.hudi.table import META_COLUMNS, HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.avro_schema import UnsupportedColumn, avro_schema, check_columns, min_bytes_for_precision
+from runtime.hudi.table.base_files import avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.log_writer import append_log_file, list_partition
+from runtime.hudi.table.merge import log_records, merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableProps
 
 I1 = "20240101000000001"
 NESTED = pa.list_(pa.struct([("n", pa.list_(pa.decimal128(5, 2))), ("tag", pa.map_(pa.string(), pa.int32()))]))
@@ -85,7 +88,7 @@ def test_every_column_type_round_trips_through_the_official_reader(tmp_path, tab
     table = _table(tmp_path / "t", table_type)
     table.start_instant(I1)
     write = _write_base_file if table_type == "COPY_ON_WRITE" else _write_log_file
-    table.commit(I1, [write(table, data)], {"schema": avro_schema_json(data.schema, "types")})
+    WriteClient(table).commit(I1, [write(table, data)], {"schema": avro_schema_json(data.schema, "types")})
     got = _read(table)
     assert got.schema.types == data.schema.types
     assert got.to_pylist() == data.to_pylist()

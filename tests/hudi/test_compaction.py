@@ -15,9 +15,11 @@ import pytest
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
-from runtime.hudi import compaction
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.table import HudiTable, avro_schema_json, file_group_id
+from runtime.hudi.client import compaction
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.table.base_files import avro_schema_json, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
@@ -107,7 +109,7 @@ def test_compaction_merges_the_logs_into_a_base_file_and_the_reader_reads_the_sa
     _write(table, T1, _records(["a", "b"], [1, 5]))
     _write(table, T2, _records(["a", "b", "c"], [3, 2, 1]))
     _write(table, T3, _records(["a", "c"], [9, 9]), commit=False)
-    table.rollback(T3, [])
+    WriteClient(table).rollback(T3, [])
     before = _rows(path)
     assert before == [("a", 3, T2), ("b", 5, T1), ("c", 1, T2)]
     (stat,) = _compact(table, C)

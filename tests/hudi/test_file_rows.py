@@ -1,4 +1,4 @@
-"""The copy-on-write merge on Python values (runtime.hudi.file_rows), which the simulated disk
+"""The copy-on-write merge on Python values (runtime.hudi.table.file_rows), which the simulated disk
 keeps: it must give the Arrow merge's version row for row and type for type (a simulated table is
 read back and verified through it), decline what it does not hold, and keep its size model's
 books as a version is merged onto flush after flush."""
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.hudi.file_rows import FileRows, merge_rows, merge_version
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import META_COLUMNS, TableError
+from runtime.hudi.table.file_rows import FileRows, merge_rows, merge_version
+from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 
 KEY, PRE = "key", "ts"

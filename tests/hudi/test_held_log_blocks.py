@@ -1,5 +1,5 @@
 """A compaction takes the records of a log file this process wrote instead of decoding its block
-(runtime.hudi.held_log_blocks): it still reads the file (counted; a missing one fails), takes
+(runtime.hudi.table.held_log_blocks): it still reads the file (counted; a missing one fails), takes
 them only when the file holds the very bytes written, and writes the bytes a decoding compaction
 writes."""
 
@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 
 from runtime.core.dfs import DfsNotFound
-from runtime.hudi import compaction, held_log_blocks
-from runtime.hudi.held_log_blocks import HELD_LOG_FILES
-from runtime.hudi.log_format import avro_table
-from runtime.hudi.table import HudiTable
+from runtime.hudi.client import compaction
+from runtime.hudi.formats.log_format import avro_table
+from runtime.hudi.table import held_log_blocks
+from runtime.hudi.table.held_log_blocks import HELD_LOG_FILES
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.lab.verify import read_snapshot
 from tests.hudi.test_avro_encoding import _block, _nan_as_value, tables
 from tests.hudi.test_compaction import _compact, _write

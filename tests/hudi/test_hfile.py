@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.hudi.hfile import HFileError, read_hfile
-from runtime.hudi.log_format import HFILE_DATA_BLOCK, read_blocks
+from runtime.hudi.formats.hfile import HFileError, read_hfile
+from runtime.hudi.formats.log_format import HFILE_DATA_BLOCK, read_blocks
 
 TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-rs-tables"
 FIXTURE = "sample_table__cow__v9_txns_simple_meta"

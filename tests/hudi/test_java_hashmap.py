@@ -2,7 +2,7 @@
 
 A ``java.util.HashMap`` is filled through py4j (the JVM pyspark launches for Spark, started once
 for this module) with the same keys in the same order, and its ``keySet`` order is compared with
-:func:`runtime.hudi.java_hashmap.iteration_order` over :func:`runtime.data.bucket.java_string_hashes`.
+:func:`runtime.hudi.formats.java_hashmap.iteration_order` over :func:`runtime.data.bucket.java_string_hashes`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pyarrow as pa
 import pytest
 
 from runtime.data.bucket import java_string_hash, java_string_hashes
-from runtime.hudi import java_hashmap
-from runtime.hudi.java_hashmap import MIN_TREEIFY_CAPACITY, capacity, iteration_order, iteration_orders, spread
+from runtime.hudi.formats import java_hashmap
+from runtime.hudi.formats.java_hashmap import MIN_TREEIFY_CAPACITY, capacity, iteration_order, iteration_orders, spread
 
 
 @pytest.fixture(scope="module")

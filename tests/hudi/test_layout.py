@@ -1,4 +1,4 @@
-"""The table's layout is the table's (runtime.hudi.layout, TableProps.num_buckets).
+"""The table's layout is the table's (runtime.hudi.table.layout, TableProps.num_buckets).
 
 What users rely on: the bucket count a table was created with is written into hoodie.properties
 under Hudi's key and read back; a later job without --buckets takes it whatever its --writers; a
@@ -18,8 +18,9 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.layout import read_layout, resolve_layout
-from runtime.hudi.table import BUCKETS_KEY, HudiTable, TableError, TableProps, parse_properties
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.layout import read_layout, resolve_layout
+from runtime.hudi.table.table_config import BUCKETS_KEY, TableError, TableProps, parse_properties
 from runtime.job.prepare import validate_job
 
 PROPS = TableProps("t", "key", "partition", "ts", num_buckets=4)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from runtime.hudi.log_format import (
+from runtime.hudi.formats.log_format import (
     CDC_DATA_BLOCK,
     HFILE_DATA_BLOCK,
     INSTANT_TIME,
@@ -21,7 +21,7 @@ from runtime.hudi.log_format import (
     encode_block,
     read_blocks,
 )
-from runtime.hudi.log_reader import decode_block, row_count
+from runtime.hudi.table.log_reader import decode_block, row_count
 
 TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-rs-tables"
 

@@ -1,11 +1,11 @@
-"""Direct write markers (runtime.hudi.markers): where a marker lies and what it is called, how a
+"""Direct write markers (runtime.hudi.table.markers): where a marker lies and what it is called, how a
 rollback finds them in nested partitions, and the DFS calls that delete an instant's folder
 (Hudi 0.14's ``FSUtils.deleteDir``: what the commit costs)."""
 
 from __future__ import annotations
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.markers import APPEND, CREATE, MERGE, DirectWriteMarkers, data_file_of, marker_name, markers_on
+from runtime.hudi.table.markers import APPEND, CREATE, MERGE, DirectWriteMarkers, data_file_of, marker_name, markers_on
 
 INSTANT = "20260101000000001"
 

@@ -1,4 +1,4 @@
-"""Tests of the copy-on-write merge (runtime.hudi.merge.merge_file_group / dedupe_latest).
+"""Tests of the copy-on-write merge (runtime.hudi.table.merge.merge_file_group / dedupe_latest).
 
 Rules (Hudi's upsert with a precombine field): per key the larger precombine value wins; on a tie
 the later record wins (later ``_offset``; an incoming record is later than the base file's row).
@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from runtime.data.bucket import java_string_hashes
 from runtime.data.columns import INTERNAL_COLUMNS
-from runtime.hudi import merge as merge_module
-from runtime.hudi.java_hashmap import iteration_order
-from runtime.hudi.merge import dedupe_latest, merge_file_group
-from runtime.hudi.table import META_COLUMNS, TableError
+from runtime.hudi.formats.java_hashmap import iteration_order
+from runtime.hudi.table import merge as merge_module
+from runtime.hudi.table.merge import dedupe_latest, merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableError
 
 KEY, PRE = "key", "ts"
 I1, I2, I3 = "20240101000000001", "20240101000000002", "20240101000000003"

@@ -14,8 +14,9 @@ from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import parse_faults
 from runtime.core.messages import WriteStat
-from runtime.hudi.compaction import compacting_file_groups
-from runtime.hudi.log_format import (
+from runtime.hudi.client.compaction import compacting_file_groups
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     COMMAND_BLOCK,
     INSTANT_TIME,
@@ -28,9 +29,11 @@ from runtime.hudi.log_format import (
     record_schema,
     rollback_block,
 )
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, file_group_id
+from runtime.hudi.table.base_files import avro_schema_json, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.log_writer import append_log_file, list_partition
+from runtime.hudi.table.merge import log_records
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
@@ -72,7 +75,7 @@ def _flush(table: HudiTable, instant: str, records: pa.Table, task: int = 0) -> 
 
 
 def _commit(table: HudiTable, instant: str, stats: list[WriteStat], schema_of: pa.Table) -> None:
-    table.commit(instant, stats, {"schema": avro_schema_json(schema_of.schema, table.props.table_name)})
+    WriteClient(table).commit(instant, stats, {"schema": avro_schema_json(schema_of.schema, table.props.table_name)})
 
 
 # -- the log format --------------------------------------------------------------------------
@@ -161,7 +164,7 @@ def test_rolling_back_a_delta_commit_deletes_the_file_groups_it_started_and_mark
     appended = _flush(table, T2, _records(["a", "z"], [9, 9]))
     started = table.timeline().last_pending()
     assert started == T2
-    table.rollback(T2, [appended.path])
+    WriteClient(table).rollback(T2, [appended.path])
     p0 = tmp_path / "t" / "p0"
     # the file group existed: its log file stays, and a new log version holds a ROLLBACK block
     assert (p0 / appended.path.split("/")[1]).exists()
@@ -175,7 +178,7 @@ def test_rolling_back_a_delta_commit_deletes_the_file_groups_it_started_and_mark
     other = _mor_table(tmp_path / "u")
     other.start_instant(T1)
     fresh = _flush(other, T1, _records(["a"], [1]))
-    assert other.rollback(T1, [fresh.path]) == [str(tmp_path / "u" / fresh.path)]
+    assert WriteClient(other).rollback(T1, [fresh.path]) == [str(tmp_path / "u" / fresh.path)]
 
 
 def _refused_on_version_6(protocol: str, version: str, cfg: JobConfig, tmp_path) -> bool:

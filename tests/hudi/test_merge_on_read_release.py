@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi import compaction
-from runtime.hudi.log_format import AVRO_DATA_BLOCK, avro_records, read_blocks
-from runtime.hudi.log_writer import append_log_file, list_partition
-from runtime.hudi.merge import log_records
+from runtime.hudi.client import compaction
+from runtime.hudi.formats.log_format import AVRO_DATA_BLOCK, avro_records, read_blocks
+from runtime.hudi.table.log_writer import append_log_file, list_partition
+from runtime.hudi.table.merge import log_records
 from runtime.lab.verify import read_snapshot
 from runtime.sim import simulate
 from tests.hudi.test_compaction import FID, SCHEMA, T1, T2, T3, C, _write

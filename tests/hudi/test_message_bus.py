@@ -1,4 +1,4 @@
-"""Tests of runtime.hudi.dfs_message_bus (HUDI-2677, PR #3915) on a real local DFS.
+"""Tests of runtime.hudi.timeline.dfs_message_bus (HUDI-2677, PR #3915) on a real local DFS.
 
 The first three tests port Hudi's TestMessageBus (hudi-flink, sink/message/TestMessageBus.java)
 one to one; the rest pin what the runtime adds: the driver's fresh directory, read errors as
@@ -13,8 +13,8 @@ import os
 import pytest
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi import dfs_message_bus as bus
-from runtime.hudi.dfs_message_bus import (
+from runtime.hudi.timeline import dfs_message_bus as bus
+from runtime.hudi.timeline.dfs_message_bus import (
     ABORTED_CKP_INSTANT,
     CkpMessage,
     MessageBusError,

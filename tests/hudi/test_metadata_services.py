@@ -1,4 +1,4 @@
-"""The metadata table's own table services (runtime.hudi.metadata_services): a long run keeps its
+"""The metadata table's own table services (runtime.hudi.client.metadata_services): a long run keeps its
 timeline and its file slices bounded, as Hudi's does; its cleaner deletes only superseded slices,
 so the official reader and ``verify`` still see every data file; its delta commits and compactions
 write direct markers, whose folder is gone once each commits."""
@@ -13,12 +13,16 @@ from hudi import HudiTableBuilder
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.dfs_components import Component, component_of
-from runtime.hudi import cleaner
-from runtime.hudi.archived_timeline import archived_instants
-from runtime.hudi.markers import DirectWriteMarkers
-from runtime.hudi.metadata_services import MetadataTableServices
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.table import COMPLETED, HudiTable, TableProps, parse_base_file_name
+from runtime.hudi.client.metadata_services import MetadataTableServices
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats import clean_metadata
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.markers import DirectWriteMarkers
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline.archived_timeline import archived_instants
+from runtime.hudi.timeline.instant import COMPLETED
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 from tests.hudi.test_table import NAME, ROWS1, ROWS2, commit
@@ -61,11 +65,11 @@ def test_a_long_run_keeps_the_metadata_timeline_and_slices_bounded(tmp_path, pro
     assert len(archived_instants(mdt)) > 3 * CHECKPOINTS // 2  # of the delta commits of every commit, clean, compaction
     bases = sorted(Path(mdt.base_path, "files").glob("*.hfile"))
     assert len(bases) <= 3  # the latest slice, the one before the earliest retained commit, one more
-    cleans = [i.ts for i in timeline.instants if i.action == cleaner.CLEAN and i.state == COMPLETED]
+    cleans = [i.ts for i in timeline.instants if i.action == clean_metadata.CLEAN and i.state == COMPLETED]
     assert cleans
     latest_base = max(parse_base_file_name(p.name)[2] for p in bases)
     for ts in cleans:
-        plan = cleaner.decode_plan(dfs.read_bytes(mdt.timeline_file(f"{ts}.clean.requested")))
+        plan = clean_metadata.decode_plan(dfs.read_bytes(mdt.timeline_file(f"{ts}.clean.requested")))
         for path in (p for paths in plan.files.values() for p in paths):
             assert not Path(path).exists() and latest_base not in Path(path).name
     # every data file on storage is listed, and the reader reads every row through the listing
@@ -146,6 +150,6 @@ def test_a_failed_attempts_metadata_markers_go_with_its_rollback(tmp_path):
         dfs.write_bytes(mdt.timeline_file(f"{failed}.deltacommit.{state}"), b"")
     log = f".files-0000-0_{failed}.log.1_0-0-0"
     mdt.write_markers(failed).create_if_not_exists("files", log, "CREATE")
-    table.rollback(failed)
+    WriteClient(table).rollback(failed)
     assert not Path(mdt.hoodie, ".temp", failed).exists()
     assert not audit_table(path).errors

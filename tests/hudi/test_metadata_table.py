@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
 
 TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-rs-tables"
 

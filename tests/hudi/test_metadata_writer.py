@@ -13,13 +13,16 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.hfile import read_hfile, write_hfile
-from runtime.hudi.log_format import HFILE_DATA_BLOCK, INSTANT_TIME, SCHEMA, encode_block, read_blocks
-from runtime.hudi.log_reader import hfile_records
-from runtime.hudi.metadata_record import SCHEMA_JSON
-from runtime.hudi.metadata_table import open_metadata_table, read_files_partition
-from runtime.hudi.metadata_writer import MetadataTableWriter, files_records
-from runtime.hudi.table import HudiTable, TableProps, parse_properties
+from runtime.hudi.client import write_client
+from runtime.hudi.client.metadata_writer import MetadataTableWriter, files_records
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.hfile import read_hfile, write_hfile
+from runtime.hudi.formats.log_format import HFILE_DATA_BLOCK, INSTANT_TIME, SCHEMA, encode_block, read_blocks
+from runtime.hudi.formats.metadata_record import SCHEMA_JSON
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.log_reader import hfile_records
+from runtime.hudi.table.metadata_table import open_metadata_table, read_files_partition
+from runtime.hudi.table.table_config import TableProps, parse_properties
 from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
@@ -147,10 +150,10 @@ def _props(**kw: object) -> TableProps:
 
 def test_an_existing_table_gets_a_metadata_table_from_its_files_and_loses_it_when_off(tmp_path):
     dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
-    before = HudiTable.create_or_open(dfs, path, _props())
+    before = write_client.create_or_open(dfs, path, _props())
     stats1 = commit(before, T1, ROWS1, 1)
     assert not Path(before.hoodie, "metadata").exists()
-    table = HudiTable.create_or_open(dfs, path, _props(metadata_table=True))
+    table = write_client.create_or_open(dfs, path, _props(metadata_table=True))
     stats2 = commit(table, T2, ROWS2, 2)
     view = read_files_partition(open_metadata_table(table))
     assert set(view.files()) == {s.path for s in stats1 + stats2}
@@ -158,7 +161,7 @@ def test_an_existing_table_gets_a_metadata_table_from_its_files_and_loses_it_whe
     in_base = {k.decode() for k, _ in hfile_records(boot.read_bytes(), "")}
     assert in_base == {"__all_partitions__"} | {s.partition for s in stats1}  # the first commit's, bootstrapped
     assert not audit_table(path).errors
-    HudiTable.create_or_open(dfs, path, _props(metadata_table=False))
+    write_client.create_or_open(dfs, path, _props(metadata_table=False))
     assert not Path(table.hoodie, "metadata").exists()
     assert "metadata.partitions" not in Path(table.hoodie, "hoodie.properties").read_text()
 
@@ -167,7 +170,7 @@ def test_an_existing_table_gets_a_metadata_table_from_its_files_and_loses_it_whe
 def test_the_files_partition_compacts_every_ten_delta_commits(tmp_path, version):
     dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
     props = TableProps(NAME, "key", "partition", "ts", num_buckets=1, version=version, metadata_table=True)
-    table = HudiTable.create_or_open(dfs, path, props)
+    table = write_client.create_or_open(dfs, path, props)
     stats = []
     for n in range(1, 13):
         stats += commit(table, f"202601010000{n:02d}000", ROWS1 if n % 2 else ROWS2, n)
@@ -188,14 +191,14 @@ def test_a_rolled_back_instant_leaves_the_metadata_table(tmp_path):
     """An attempt whose metadata delta commit completed but whose data commit did not: the
     rollback undoes the delta commit, so the metadata table lists none of its files."""
     dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
-    table = HudiTable.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
+    table = write_client.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
     kept = commit(table, T1, ROWS1, 1)
     table.start_instant(T2)
     failed = write_files(table, T2, ROWS2)
     changes = {s.partition: {Path(s.path).name: (s.file_size, False)} for s in failed}
     MetadataTableWriter(table).update(T2, changes, None)  # the coordinator failed after this
     assert {s.path for s in failed} <= set(read_files_partition(open_metadata_table(table)).files())
-    table.rollback(T2)
+    WriteClient(table).rollback(T2)
     view = read_files_partition(open_metadata_table(table))
     assert set(view.files()) == {s.path for s in kept}
     assert not [i for i in view.timeline.instants if i.ts == T2]
@@ -207,14 +210,14 @@ def test_a_metadata_delta_commit_left_pending_is_undone_by_the_rollback(tmp_path
     (version 9 names a completed instant by its completion time, a pending one has none): the
     data rollback removes it and the metadata table lists none of the attempt's files."""
     dfs, path = open_dfs(str(tmp_path / NAME), role="coordinator")
-    table = HudiTable.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
+    table = write_client.create_or_open(dfs, path, _props(metadata_table=True, rollback_instants=True))
     kept = commit(table, T1, ROWS1, 1)
     table.start_instant(T2)
     write_files(table, T2, ROWS2)
     mdt = open_metadata_table(table)
     for state in ("requested", "inflight"):
         dfs.write_bytes(mdt.timeline_file(f"{T2}.deltacommit.{state}"), b"")
-    table.rollback(T2)
+    WriteClient(table).rollback(T2)
     view = read_files_partition(open_metadata_table(table))
     assert set(view.files()) == {s.path for s in kept}
     assert not [i for i in view.timeline.instants if i.ts == T2]

@@ -1,4 +1,4 @@
-"""The base-file codec and parquet-mr's dictionary decision (runtime/hudi/parquet_format.py); the
+"""The base-file codec and parquet-mr's dictionary decision (runtime/hudi/formats/parquet_format.py); the
 files a run writes and the official reader's view of them: tests/sim/test_sim.py."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from runtime.hudi.parquet_format import ParquetWriteOptions
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 
 
 def test_a_column_keeps_its_dictionary_only_where_parquet_mr_would():

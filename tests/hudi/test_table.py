@@ -1,4 +1,4 @@
-"""Tests of runtime.hudi.table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
+"""Tests of runtime.hudi.table.hudi_table against the OFFICIAL reader (PyPI ``hudi`` 0.5.0) and a Spark-written
 reference table (shared/fixtures/hudi-reference/v6_simplekeygen_nonhivestyle.zip).
 
 What users rely on: the table the runtime writes reads back with exactly the rows written, the
@@ -22,20 +22,12 @@ from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import (
-    META_COLUMNS,
-    HudiTable,
-    TableError,
-    TableProps,
-    avro_schema_json,
-    base_file_name,
-    bump_instant,
-    file_group_id,
-    format_instant,
-    parse_base_file_name,
-    parse_properties,
-)
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.base_files import avro_schema_json, base_file_name, file_group_id, parse_base_file_name
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import META_COLUMNS, TableError, TableProps, parse_properties
+from runtime.hudi.timeline.instant import bump_instant, format_instant
 
 # a table written by Spark with Hudi 0.14 (from the hudi-rs test data), kept beside the tests
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "v6_simplekeygen_nonhivestyle.zip"
@@ -105,7 +97,7 @@ def commit(table: HudiTable, instant: str, rows, ckp: int) -> list[WriteStat]:
     table.start_instant(instant)
     stats = write_files(table, instant, rows)
     schema = stream([]).schema
-    table.commit(instant, stats, {"schema": avro_schema_json(schema, NAME), "checkpoint.id": str(ckp)})
+    WriteClient(table).commit(instant, stats, {"schema": avro_schema_json(schema, NAME), "checkpoint.id": str(ckp)})
     return stats
 
 
@@ -264,7 +256,7 @@ def test_commit_json_carries_write_stats_and_extra_metadata(table):
 def test_commit_with_no_write_stats_is_refused(table):
     table.start_instant(I1)
     with pytest.raises(TableError, match="no write stats"):
-        table.commit(I1, [], {})
+        WriteClient(table).commit(I1, [], {})
     assert not Path(table.hoodie, f"{I1}.commit").exists()
 
 
@@ -361,7 +353,7 @@ def test_rollback_deletes_the_instant_files_and_markers(table):
     other = f"eu/{base_file_name(file_group_id(NAME, 'eu', 5), '0-0-0', I2)}"
     Path(table.base_path, other).write_bytes(Path(table.base_path, us_stat.path).read_bytes())
     named = [s.path for s in stats]
-    deleted = table.rollback(I2, named)
+    deleted = WriteClient(table).rollback(I2, named)
     assert {os.path.relpath(p, table.base_path) for p in deleted} == set(named) | {other}
     for rel in named + [other]:
         assert not Path(table.base_path, rel).exists()
@@ -377,7 +369,7 @@ def test_rollback_deletes_the_instant_files_and_markers(table):
 def test_rollback_refuses_a_committed_instant(table):
     stats = commit(table, I1, ROWS1, ckp=1)
     with pytest.raises(TableError, match=f"cannot roll back {I1}: it is committed"):
-        table.rollback(I1, [s.path for s in stats])
+        WriteClient(table).rollback(I1, [s.path for s in stats])
     for s in stats:
         assert Path(table.base_path, s.path).exists()
     assert read_all(table).num_rows == 5

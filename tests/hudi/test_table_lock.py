@@ -1,4 +1,4 @@
-"""One writer per table (runtime/hudi/lock.py): a second run on a held table is refused naming the
+"""One writer per table (runtime/hudi/client/lock.py): a second run on a held table is refused naming the
 holder; a lock whose heartbeat expired is taken over with a line that says so; the lock goes
 however the run ends; the simulator and the command line refuse a held table before any work.
 
@@ -18,8 +18,8 @@ import pytest
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import Dfs
 from runtime.core.errors import UserError
-from runtime.hudi import lock as table_lock
-from runtime.hudi.lock import Heartbeat, Holder, TableLock, TableLocked, hold_table
+from runtime.hudi.client import lock as table_lock
+from runtime.hudi.client.lock import Heartbeat, Holder, TableLock, TableLocked, hold_table
 
 FAST = Heartbeat(interval_s=0.1, tolerable_misses=2)  # expires 0.2 s after the last renewal
 LIVE = Heartbeat(interval_s=0.2, tolerable_misses=10)  # renewed often, expires after 2 s: a loaded machine keeps it

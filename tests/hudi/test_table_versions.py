@@ -14,10 +14,12 @@ from hudi import HudiQueryType, HudiReadOptions
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.layout import resolve_layout
-from runtime.hudi.log_format import LogFileName, read_blocks
-from runtime.hudi.table import HudiTable, TableError, TableProps, parse_properties
-from runtime.hudi.table_version import COMMIT_METADATA_SCHEMA, table_version
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.log_format import LogFileName, read_blocks
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.layout import resolve_layout
+from runtime.hudi.table.table_config import TableError, TableProps, parse_properties
+from runtime.hudi.timeline.table_version import COMMIT_METADATA_SCHEMA, table_version
 from runtime.job.prepare import validate_job
 from runtime.lab.table_audit import audit_table
 from runtime.lab.verify import read_snapshot
@@ -139,7 +141,7 @@ def test_rolling_back_a_version_9_delta_commit_deletes_its_log_files_and_marks_n
     table.start_instant(T2)
     failed = _flush(table, T2, _records(["a", "b"], [9, 9]))
     before = sorted(p.name for p in Path(table.base_path, "p0").glob(".*.log.*"))
-    deleted = table.rollback(T2, [failed.path])
+    deleted = WriteClient(table).rollback(T2, [failed.path])
     after = sorted(p.name for p in Path(table.base_path, "p0").glob(".*.log.*"))
     assert [Path(d).name for d in deleted] == [failed.path.split("/")[1]]
     assert after == [n for n in before if n != failed.path.split("/")[1]]

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from runtime.cli import main
-from runtime.hudi.log_format import avro_data_block
+from runtime.hudi.formats.log_format import avro_data_block
 from runtime.lab.table_audit import audit_table
 
 TABLES = Path(__file__).resolve().parents[1] / "fixtures" / "hudi-rs-tables"

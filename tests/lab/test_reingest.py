@@ -1,5 +1,5 @@
 """A run on a table that already holds records is checked against that table merged with the
-run's stream (the merge rule of runtime.hudi.merge_rule), not against its stream alone."""
+run's stream (the merge rule of runtime.hudi.table.merge_rule), not against its stream alone."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def test_a_run_on_a_table_the_reader_cannot_read_is_refused_before_it_writes(tmp
 
     import pytest
 
-    from runtime.hudi.table import TableError
+    from runtime.hudi.table.table_config import TableError
 
     simulate(_cfg(), seed=5, workdir=str(tmp_path), storage="disk")
     part = next(p for p in glob.glob(f"{tmp_path}/table/*") if os.path.isdir(p) and not p.endswith(".hoodie"))

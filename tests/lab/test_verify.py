@@ -12,8 +12,11 @@ import pytest
 
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import WriteStat
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.base_files import avro_schema_json, base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.verify import compare, expected_state, verify_commits, verify_run
 
 KEY, PART, TS = "key", "partition", "ts"
@@ -41,7 +44,7 @@ def _write_commit(table: HudiTable, records: pa.Table, prev: dict) -> str:
             )
         )
         prev[fid] = (instant, rel)
-    table.commit(instant, stats, {"schema": avro_schema_json(records.schema, "t")})
+    WriteClient(table).commit(instant, stats, {"schema": avro_schema_json(records.schema, "t")})
     return instant
 
 

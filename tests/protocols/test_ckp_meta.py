@@ -8,7 +8,7 @@ from test_protocol_rules import WriterCtx, config, run, world  # noqa: F401 (fix
 
 from runtime.core.config import JobConfig
 from runtime.core.messages import CommitAckEvent
-from runtime.hudi.ckp_meta import CkpMetadata
+from runtime.hudi.timeline.ckp_meta import CkpMetadata
 from runtime.protocols.base import InstantWaitTimeout
 from runtime.protocols.ckp_meta import CkpMetaWriter
 from runtime.sim import simulate

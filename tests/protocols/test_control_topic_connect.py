@@ -33,7 +33,7 @@ from runtime.core import codec
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
-from runtime.hudi.table import TableError
+from runtime.hudi.table.table_config import TableError
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,
@@ -158,8 +158,8 @@ def test_a_commit_that_throws_starts_a_new_commit_after_the_write_status_timeout
     """onReceiveWriteStatus logs "Fatal error while committing file" and stays ENDED_COMMIT; the
     WRITE_STATUS_TIMEOUT starts the next commit, whose startCommit rolls the failed one back."""
     rig = wall_rig(world, write_status_timeout_s=1.0)
-    table = rig.coord.table
-    real_commit = table.commit
+    client = rig.coord.client
+    real_commit = client.commit
     failures = {"left": 1}
 
     def failing_commit(instant: str, stats: list[WriteStat], extra: dict[str, str], **kw: Any) -> None:
@@ -168,7 +168,7 @@ def test_a_commit_that_throws_starts_a_new_commit_after_the_write_status_timeout
             raise TableError(f"injected: the commit file of {instant} could not be written")
         real_commit(instant, stats, extra, **kw)
 
-    monkeypatch.setattr(table, "commit", failing_commit)
+    monkeypatch.setattr(client, "commit", failing_commit)
 
     async def scenario():
         await rig.coord.start()

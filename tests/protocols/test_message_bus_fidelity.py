@@ -17,8 +17,9 @@ from harness import active, run
 
 from runtime.core.config import ConfigError, JobConfig, Schedule
 from runtime.core.dfs import open_dfs
-from runtime.hudi import dfs_message_bus as bus
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline import dfs_message_bus as bus
 from runtime.protocols.message_bus import MessageBusCoordinator, MessageBusWriter
 
 I0, I1, I2, I3 = "20240101000000000", "20240101000000100", "20240101000000200", "20240101000000300"

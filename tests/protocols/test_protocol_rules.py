@@ -35,9 +35,11 @@ from runtime.core.messages import (
     WriteMetadataEvent,
     WriteStat,
 )
-from runtime.hudi import dfs_message_bus as bus
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id
+from runtime.hudi.table.base_files import base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline import dfs_message_bus as bus
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,

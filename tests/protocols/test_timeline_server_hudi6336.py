@@ -10,7 +10,7 @@ import asyncio
 from test_protocol_rules import TASKS, WriterCtx, config, run, wait_until, world  # noqa: F401 (fixture)
 
 from runtime.core.messages import CheckpointNotice, CheckpointTrigger, WriteMetadataEvent
-from runtime.hudi.ckp_meta import CkpMetadata
+from runtime.hudi.timeline.ckp_meta import CkpMetadata
 from runtime.protocols.timeline_server import (
     REMOTE_MAX_RETRY,
     SERVER,

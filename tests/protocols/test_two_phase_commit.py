@@ -9,7 +9,7 @@ from runtime.cli.options import protocol_help
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.protocols import get_protocol
 from runtime.protocols.two_phase_commit import (
     JOB_ID_KEY,

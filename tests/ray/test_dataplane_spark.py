@@ -14,7 +14,8 @@ from actors.job import run_job
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.data.errors import InputError
-from runtime.hudi.table import HudiTable, parse_properties
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import parse_properties
 from runtime.lab.report import why_not_verified
 
 pytestmark = [pytest.mark.ray, pytest.mark.spark]
@@ -128,7 +129,7 @@ def test_bad_input_fails_before_any_instant(spark, tmp_path, case):
 def test_a_table_with_other_keys_is_refused_before_spark_work(spark, tmp_path):
     dfs, base = open_dfs(str(tmp_path / "table"))
     from runtime.core.config import ConfigError
-    from runtime.hudi.table import TableProps
+    from runtime.hudi.table.table_config import TableProps
 
     HudiTable.create_or_open(dfs, base, TableProps("commitlab", "other_key", "partition", "ts"))
     # the layout check names the table's field and the flag that would match it

@@ -15,7 +15,7 @@ from hudi import HudiTableBuilder
 
 from actors.job import run_job
 from runtime.core.config import JobConfig
-from runtime.hudi.table import META_COLUMNS
+from runtime.hudi.table.table_config import META_COLUMNS
 from runtime.job.prepare import check_input_of
 from runtime.lab.report import why_not_verified
 

@@ -12,7 +12,7 @@ from runtime.core.config import JobConfig, Schedule
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec, parse_faults
 from runtime.faults.scenarios import deadlock_config
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.lab.report import why_not_verified
 from runtime.lab.verify import read_completed_commits
 

@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 from runtime.core.config import JobConfig
-from runtime.hudi.table import BUCKETS_KEY, parse_base_file_name
+from runtime.hudi.table.base_files import parse_base_file_name
+from runtime.hudi.table.table_config import BUCKETS_KEY
 from runtime.sim.host import simulate
 
 SMALL = dict(records=1_000, checkpoints=2, partitions=2, bucket_flush_rows=10_000)

@@ -8,7 +8,7 @@ import pytest
 from actors.job import run_job
 from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
-from runtime.hudi.table import HudiTable
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.protocols.two_phase_commit import JOB_ID_KEY, MAX_COMMITTED_KEY
 
 

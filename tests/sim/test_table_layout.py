@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from runtime.core.config import JobConfig
-from runtime.hudi.table import BUCKETS_KEY
+from runtime.hudi.table.table_config import BUCKETS_KEY
 from runtime.sim.host import simulate
 
 SMALL = dict(records=600, checkpoints=2, partitions=2, bucket_flush_rows=10_000)

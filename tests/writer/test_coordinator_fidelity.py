@@ -14,8 +14,10 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.env import rpc_handler
 from runtime.core.messages import CheckpointNotice, TaskFailure, WriteMetadataEvent, WriteStat
-from runtime.hudi.merge import merge_file_group
-from runtime.hudi.table import HudiTable, TableProps, base_file_name, file_group_id
+from runtime.hudi.table.base_files import base_file_name, file_group_id
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.merge import merge_file_group
+from runtime.hudi.table.table_config import TableProps
 from runtime.protocols import PROTOCOLS
 from runtime.writer.coordinator import Coordinator
 

@@ -10,9 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from runtime.core.dfs import open_dfs
-from runtime.hudi.log_format import LogFileName
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.log_format import LogFileName
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.writer.file_group_writer import CopyOnWriteWriter, MergeOnReadWriter, file_group_writer
 
 T1, T2, T3 = "20260101000000001", "20260101000000002", "20260101000000003"
@@ -42,7 +45,7 @@ def _writer(table: HudiTable) -> CopyOnWriteWriter | MergeOnReadWriter:
 
 
 def _commit(table: HudiTable, instant: str, stats: list, sample: pa.Table) -> None:
-    table.commit(instant, stats, {"schema": avro_schema_json(sample.schema, table.props.table_name)})
+    WriteClient(table).commit(instant, stats, {"schema": avro_schema_json(sample.schema, table.props.table_name)})
 
 
 def test_copy_on_write_forgets_only_the_rolled_back_version(tmp_path):
@@ -54,7 +57,7 @@ def test_copy_on_write_forgets_only_the_rolled_back_version(tmp_path):
     _commit(table, T1, first, _records(["a"], 1))
     table.start_instant(T2)
     dead = writer.write("p0", 0, T2, _records(["a"], 2))  # abandoned: rolled back, never committed
-    table.rollback(T2, [dead.path])
+    WriteClient(table).rollback(T2, [dead.path])
 
     assert writer.forget_uncommitted(table.timeline()) == 1  # bucket 1's committed version is kept
 
@@ -81,7 +84,7 @@ def test_merge_on_read_lists_its_slices_again_after_a_rollback(tmp_path):
     table.start_instant(T2)
     dead = writer.write("p0", 0, T2, _records(["a"], 2))
     assert LogFileName.parse(dead.path.rsplit("/", 1)[-1]).version == 2
-    table.rollback(T2, [dead.path])  # a rollback block in log version 3
+    WriteClient(table).rollback(T2, [dead.path])  # a rollback block in log version 3
     assert writer.remembers_writes()
 
     assert writer.forget_uncommitted(table.timeline()) == 1

@@ -1,4 +1,4 @@
-"""Where a write task learns its file slices (runtime.hudi.file_system_view, ``--file-system-view``):
+"""Where a write task learns its file slices (runtime.hudi.table.file_system_view, ``--file-system-view``):
 Hudi's Flink tasks ask the coordinator's embedded timeline server (``RemoteHoodieTableFileSystemView``)
 and list no partition; the server lists a partition when first asked after each commit
 (``syncIfLocalViewBehind``). ``direct``: every task lists the partitions it writes, the lab before."""
@@ -12,8 +12,9 @@ import pytest
 
 from runtime.core.config import JobConfig
 from runtime.core.messages import FileSliceRequest, PartitionFiles
-from runtime.hudi.file_system_view import VIEW_STORAGE_PROPERTIES, EmbeddedViewServer
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.file_system_view import VIEW_STORAGE_PROPERTIES, EmbeddedViewServer
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.results import JobResult
 from runtime.lab.verify import read_snapshot
 from runtime.protocols import PROTOCOLS
@@ -157,7 +158,7 @@ def test_an_append_after_a_view_behind_the_storage_rolls_over_the_log_file_it_wo
     import pyarrow as pa
 
     from runtime.core.dfs import open_dfs
-    from runtime.hudi.parquet_format import ParquetWriteOptions
+    from runtime.hudi.formats.parquet_format import ParquetWriteOptions
     from runtime.writer.file_group_writer import file_group_writer
 
     dfs, base = open_dfs(str(tmp_path / "mor"), role="writer.data")

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pytest
 
 from runtime.core.dfs import DfsNotFound, open_dfs
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.writer import file_group_writer as fgw
 
 T1, T2, T3 = "20260101000000001", "20260101000000002", "20260101000000003"

@@ -11,8 +11,8 @@ import pytest
 
 from runtime.core.config import JobConfig
 from runtime.core.dfs import DfsNotFound
-from runtime.hudi import compaction
-from runtime.hudi.table import HudiTable
+from runtime.hudi.client import compaction
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.writer import compaction as compaction_roles
 from runtime.writer import file_group_writer
 from tests.hudi.test_compaction import SCHEMA, _write

@@ -1,4 +1,4 @@
-"""What Hudi 0.14's Flink writer reads around each write (runtime.hudi.meta_client), as a write
+"""What Hudi 0.14's Flink writer reads around each write (runtime.hudi.table.meta_client), as a write
 task's flush and the coordinator make those calls under ``--meta-client release``: a meta client
 per write handle (``hoodie.properties`` read, the timeline listed, the latest commit read), the
 handles' file checks, the coordinator's tables per commit and per instant; ``shared`` makes none."""
@@ -15,8 +15,11 @@ from harness import active
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import CheckpointNotice, WriteMetadataEvent, WriteStat
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.protocols import PROTOCOLS
 from runtime.writer.coordinator import Coordinator
 from runtime.writer.file_group_writer import FileGroupWriter, file_group_writer
@@ -42,7 +45,7 @@ def _writer(table: HudiTable, *, per_handle: bool) -> FileGroupWriter:
 def _committed_first_instant(table: HudiTable, writer: FileGroupWriter) -> None:
     table.start_instant(T1)
     stat = writer.write("p0", 0, T1, _records(["a"], 1))
-    table.commit(T1, [stat], {"schema": avro_schema_json(_records([], 0).schema, "t")})
+    WriteClient(table).commit(T1, [stat], {"schema": avro_schema_json(_records([], 0).schema, "t")})
     table.start_instant(T2)
     table.dfs.counters.reset()
 

@@ -1,4 +1,4 @@
-"""Rollback instants (runtime.hudi.rollback): a failed write the coordinator rolls back at start
+"""Rollback instants (runtime.hudi.formats.rollback_metadata): a failed write the coordinator rolls back at start
 leaves ``.rollback.requested`` (the plan), ``.rollback.inflight`` and a completed ``.rollback``
 whose ``HoodieRollbackMetadata`` names the instant undone and the files deleted, as Hudi writes
 them; ``verify`` judges the table consistent and the official reader reads it;
@@ -20,8 +20,15 @@ from hudi import HudiTableBuilder
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.fault_spec import FaultSpec
-from runtime.hudi.rollback import ROLLBACK_METADATA_SCHEMA, ROLLBACK_PLAN_SCHEMA, RollbackPlan, encode_plan
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.rollback_metadata import (
+    ROLLBACK_METADATA_SCHEMA,
+    ROLLBACK_PLAN_SCHEMA,
+    RollbackPlan,
+    encode_plan,
+)
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.lab.table_audit import audit_table
 from runtime.sim import simulate
 
@@ -119,8 +126,8 @@ def test_a_rollback_a_crash_interrupted_is_resumed_under_its_own_instant_time(tm
     (Path(base) / ".hoodie" / "20260101000000005.rollback.requested").write_bytes(plan)
     (Path(base) / ".hoodie" / "20260101000000005.rollback.inflight").write_bytes(b"")
     timeline = table.timeline()
-    assert table.failed_writes(timeline) == ["20260101000000001"]
-    table.rollback("20260101000000001", now=1.9e9)
+    assert WriteClient(table).failed_writes(timeline) == ["20260101000000001"]
+    WriteClient(table).rollback("20260101000000001", now=1.9e9)
     assert _rollback_files(Path(base)) == [
         "20260101000000005.rollback",
         "20260101000000005.rollback.inflight",

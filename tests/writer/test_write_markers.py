@@ -1,4 +1,4 @@
-"""Write markers (runtime.hudi.markers) as a write task and its coordinator leave them: a marker per
+"""Write markers (runtime.hudi.table.markers) as a write task and its coordinator leave them: a marker per
 data file before the file, with Hudi 0.14's DFS calls; none left once the instant commits; a crash
 between the data files and the commit leaves markers the rollback deletes the files by, and then
 removes; ``--markers none`` writes none."""
@@ -13,8 +13,11 @@ from hudi import HudiTableBuilder
 
 from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import Dfs, open_dfs
-from runtime.hudi.parquet_format import ParquetWriteOptions
-from runtime.hudi.table import HudiTable, TableProps, avro_schema_json
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+from runtime.hudi.table.base_files import avro_schema_json
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.writer.file_group_writer import file_group_writer
 
 T1, T2 = "20260101000000001", "20260101000000002"
@@ -42,7 +45,7 @@ def _markers(table: HudiTable, instant: str) -> list[str]:
 
 
 def _commit(table: HudiTable, instant: str, stats: list) -> None:
-    table.commit(instant, stats, {"schema": avro_schema_json(_records([], 0).schema, "t")})
+    WriteClient(table).commit(instant, stats, {"schema": avro_schema_json(_records([], 0).schema, "t")})
 
 
 def _temp(table: HudiTable) -> Path:
@@ -105,7 +108,7 @@ def test_a_crash_before_the_commit_leaves_markers_the_rollback_deletes_by_and_re
     listed: list[str] = []
     table.dfs.fault_hook = lambda role, op, path: listed.append(path) if op == "list" else None
 
-    deleted = table.rollback(T2)  # nothing named: the markers name the files
+    deleted = WriteClient(table).rollback(T2)  # nothing named: the markers name the files
 
     assert sorted(deleted) == sorted(Dfs.join(table.base_path, s.path) for s in dead)
     assert not (_temp(table) / T2).exists()
@@ -120,7 +123,7 @@ def test_without_markers_a_write_leaves_none_and_a_rollback_lists_the_partitions
     table.start_instant(T1)
     dead = writer.write("p0", 0, T1, _records(["a"], 1))
     assert not _temp(table).exists()
-    assert table.rollback(T1) == [Dfs.join(table.base_path, dead.path)]
+    assert WriteClient(table).rollback(T1) == [Dfs.join(table.base_path, dead.path)]
 
 
 @pytest.mark.parametrize(("version", "suffix"), [(6, "APPEND"), (8, "CREATE")])
@@ -134,7 +137,7 @@ def test_a_merge_on_read_flush_leaves_an_append_marker_or_from_version_8_a_log_m
     # 0.14: the slice's base file name (HUDI-1517); 1.x: the log file's own name
     named = f"p0/{fid}_0-0-0_{T1}.parquet" if version == 6 else stat.path
     assert marker == f"{named}.marker.{suffix}"
-    table.rollback(T1)
+    WriteClient(table).rollback(T1)
     assert not (Path(table.base_path) / stat.path).exists()
     assert not (_temp(table) / T1).exists()
 

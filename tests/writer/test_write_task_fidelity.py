@@ -15,7 +15,8 @@ from runtime.core.config import JobConfig
 from runtime.core.dfs import open_dfs
 from runtime.core.messages import TaskFailure, WriteMetadataEvent
 from runtime.flink.job_manager import JobManager
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
 from runtime.protocols.base import CoordinatorSide, Protocol, WriterSide
 from runtime.writer.write_task import WriteTask
 

@@ -21,8 +21,10 @@ from harness import Inbox, Sim, TestEnv, active, memory_dfs
 from runtime.core.config import JobConfig
 from runtime.core.dfs import Dfs
 from runtime.core.messages import BlockedWait, CheckpointNotice, CommitAckEvent
-from runtime.hudi.dfs_message_bus import MessageDriver, message_bus_path
-from runtime.hudi.table import HudiTable, TableProps
+from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.table_config import TableProps
+from runtime.hudi.timeline.dfs_message_bus import MessageDriver, message_bus_path
 from runtime.protocols import PROTOCOLS
 from runtime.protocols.base import InstantWaitTimeout
 from runtime.protocols.message_bus import MessageBusWriter
@@ -150,7 +152,7 @@ def test_p1_returns_a_new_pending_instant_without_waiting(tables):
     w.on_snapshot(1)
     ctx.current_instant, ctx.last_checkpoint_id = I1, 1
     coord.start_instant(I2)
-    coord.commit(I1, [_stat()], {})
+    WriteClient(coord).commit(I1, [_stat()], {})
     assert run(w.instant_to_write(eager=False, has_data=True)) == I2
     assert ctx.blocked_calls == []
 
