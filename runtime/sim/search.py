@@ -53,7 +53,7 @@ from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 
-__all__ = ["CheckJob", "CheckRun", "SearchStats", "BoundedSearch", "run_deviations", "invariants_of"]
+__all__ = ["CheckJob", "CheckRun", "SearchStats", "BoundedSearch", "run_deviations", "invariants_of", "keep_shortest"]
 
 LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
 
@@ -101,10 +101,14 @@ class CheckRun:
 
 
 def run_deviations(
-    job: CheckJob, deviations: Deviations = (), covered: Callable[[int, int], bool] | None = None
+    job: CheckJob,
+    deviations: Deviations = (),
+    covered: Callable[[int, int], bool] | None = None,
+    branch: Callable[[int, int, int], int] | None = None,
 ) -> CheckRun:
     """Simulates ``job`` with ``deviations`` from its default schedule and judges it; ``covered``
-    (choice index, state) -> True stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own)."""
+    (choice index, state) -> True stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own);
+    ``branch``: the fork search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`)."""
     chooser = ScriptedChooser(
         job.seed,
         deviations,
@@ -113,6 +117,7 @@ def run_deviations(
         ready_order=job.ready_order,
         covered=covered,
         lossy=frozenset(job.lossy),
+        branch=branch,
     )
     base = JobConfig(allow_empty_commit=job.allow_empty_commit)
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
@@ -120,7 +125,7 @@ def run_deviations(
     failing = verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")
     return CheckRun(
-        deviations=deviations,
+        deviations=tuple(sorted(chooser.deviations.items())),
         verdict=verdict,
         status=result.status.value,
         events=len(trace),
@@ -269,10 +274,7 @@ class BoundedSearch:
         v = run.verdict
         if v.outcome in (VIOLATION, FAILED):
             self.failures.append(run)
-            name = v.invariant or LIVENESS
-            best = self.violated.get(name)
-            if best is None or run.rank() < best.rank():
-                self.violated[name] = run
+            keep_shortest(self.violated, run)
         elif v.outcome == KNOWN:
             self.known.append(run)
         elif run.by_timeout:
@@ -284,6 +286,15 @@ class BoundedSearch:
 
     def shortest(self, runs: list[CheckRun]) -> CheckRun | None:
         return min(runs, key=CheckRun.rank, default=None)
+
+
+def keep_shortest(violated: dict[str, CheckRun], run: CheckRun) -> None:
+    """Keeps ``run`` as its invariant's counterexample if it is shorter than the one kept (the
+    first of equals: runs come in the search's order)."""
+    name = run.verdict.invariant or LIVENESS
+    best = violated.get(name)
+    if best is None or run.rank() < best.rank():
+        violated[name] = run
 
 
 class _Stop(Exception):
