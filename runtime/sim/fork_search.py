@@ -46,20 +46,24 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import os
 import pickle
 import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from runtime.lab.fault_matrix import PASSED
-from runtime.sim.search import BoundedSearch, CheckRun, keep_shortest, run_deviations
-from runtime.sim.strategies import Deviations, format_deviations
+from runtime.sim.explore import Verdict
+from runtime.sim.search import BoundedSearch, CheckRun, keep_shortest, run_deviations, scripted_chooser
+from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
 
 __all__ = ["ForkSearch", "NotForkable"]
 
 _PR_SET_PDEATHSIG = 1
+_CUT = "cut"  # the outcome and status of a run cut short in a child (never judged, never reported)
 
 
 class NotForkable(RuntimeError):
@@ -109,6 +113,7 @@ class ForkSearch(BoundedSearch):
     re-running prefixes (see the module docstring); the same options and results."""
 
     _pipe: int | None = None  # a child's end of the pipe to its parent (None: the root)
+    _chooser: ScriptedChooser
 
     def run(self) -> ForkSearch:
         _check_forkable()
@@ -118,8 +123,9 @@ class ForkSearch(BoundedSearch):
             return self
         try:
             self._start_run()
-            run = run_deviations(self.job, (), self._covered_from_start if self.prune else None, self._branch)
-            self._finish_run(run)
+            covered = self._covered_from_start if self.prune else None
+            self._chooser = scripted_chooser(self.job, (), covered, self._branch)
+            self._finish_run(run_deviations(self.job, chooser=self._chooser))
         except KeyboardInterrupt:
             self.stopped = "interrupted (Ctrl-C)"
         except BaseException as exc:
@@ -165,7 +171,30 @@ class ForkSearch(BoundedSearch):
         w, before = self._walk, self._since.seen_before
         if w.deviations and index <= w.deviations[-1][0]:
             return False
-        return (before[state] if state in before else self._seen.get(state, -1)) >= w.left
+        cut = (before[state] if state in before else self._seen.get(state, -1)) >= w.left
+        if cut and self._pipe is not None:
+            self._cut_child(index)
+        return cut
+
+    def _cut_child(self, index: int) -> None:
+        """A child whose run stops here reports now: a run cut short has no verdict, so the
+        simulator's wind-down (the loop's abort, the result, the trace's hash) would be work for
+        nothing, and in a forked process, copying every page it reads."""
+        chooser = self._chooser
+        chooser.cut_at = index
+        run = CheckRun(
+            tuple(sorted(chooser.deviations.items())),
+            Verdict(_CUT, None, f"the state at choice {index} was explored before"),
+            _CUT,
+            0,
+            chooser.choices,
+            0,
+            [],
+            None,
+            cut_at=index,
+        )
+        self._finish_run(run)
+        self._report_and_exit()
 
     def _mark(self, state: int, left: int) -> None:
         if state not in self._since.seen_before:
@@ -221,7 +250,7 @@ class ForkSearch(BoundedSearch):
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         child = format_deviations((*self._walk.deviations, (index, alt)))
-        loop = asyncio.get_running_loop()
+        loop, parent = asyncio.get_running_loop(), os.getpid()
         try:
             read_end, write_end = os.pipe()
             pid = os.fork()
@@ -232,7 +261,7 @@ class ForkSearch(BoundedSearch):
             # asyncio forgets the running loop in a forked child (it checks the pid): this run's loop goes on
             asyncio.events._set_running_loop(loop)
             os.close(read_end)
-            self._become_child(write_end, index, alt)
+            self._become_child(write_end, index, alt, parent)
             return True
         os.close(write_end)
         data, interrupted = _read_all(read_end)
@@ -247,8 +276,11 @@ class ForkSearch(BoundedSearch):
             self.stopped = self.stopped or "interrupted (Ctrl-C)"
         return False
 
-    def _become_child(self, write_end: int, index: int, alt: int) -> None:
-        _die_with_parent()
+    def _become_child(self, write_end: int, index: int, alt: int, parent: int) -> None:
+        _die_with_parent(parent)
+        # a child lives for one run and its alternatives: a collection would only walk (and so
+        # copy) the parent's pages; what the run leaves goes when the process exits
+        gc.disable()
         self._pipe = write_end
         w = self._walk
         self._walk = _Walk((*w.deviations, (index, alt)), index + 1, w.left - 1)
@@ -317,15 +349,22 @@ def _check_forkable() -> None:
         raise NotForkable("the fork search cannot run in a process connected to Ray; use --search rerun")
 
 
-def _die_with_parent() -> None:
-    """A child is killed with its parent (Linux), so no search process outlives the search."""
+def _prctl() -> Any:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return
-    if os.getppid() == 1:
-        os._exit(1)
+        return None  # not Linux: a child outlives a killed parent only until its run ends
+
+
+_PRCTL = _prctl()
+
+
+def _die_with_parent(parent: int) -> None:
+    """A child is killed with its parent (Linux), so no search process outlives the search."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)  # the parent died before the signal was armed
 
 
 def _read_all(fd: int) -> tuple[bytes, bool]:

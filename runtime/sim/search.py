@@ -53,7 +53,16 @@ from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 
-__all__ = ["CheckJob", "CheckRun", "SearchStats", "BoundedSearch", "run_deviations", "invariants_of", "keep_shortest"]
+__all__ = [
+    "CheckJob",
+    "CheckRun",
+    "SearchStats",
+    "BoundedSearch",
+    "run_deviations",
+    "invariants_of",
+    "keep_shortest",
+    "scripted_chooser",
+]
 
 LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
 
@@ -100,16 +109,16 @@ class CheckRun:
         return (len(self.deviations), self.events)
 
 
-def run_deviations(
+def scripted_chooser(
     job: CheckJob,
     deviations: Deviations = (),
     covered: Callable[[int, int], bool] | None = None,
     branch: Callable[[int, int, int], int] | None = None,
-) -> CheckRun:
-    """Simulates ``job`` with ``deviations`` from its default schedule and judges it; ``covered``
-    (choice index, state) -> True stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own);
-    ``branch``: the fork search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`)."""
-    chooser = ScriptedChooser(
+) -> ScriptedChooser:
+    """The chooser of one run of ``job``: ``deviations``, ``covered`` (choice index, state) -> True
+    stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own); ``branch``: the fork
+    search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`)."""
+    return ScriptedChooser(
         job.seed,
         deviations,
         late_s=job.late_s,
@@ -119,6 +128,17 @@ def run_deviations(
         lossy=frozenset(job.lossy),
         branch=branch,
     )
+
+
+def run_deviations(
+    job: CheckJob,
+    deviations: Deviations = (),
+    covered: Callable[[int, int], bool] | None = None,
+    chooser: ScriptedChooser | None = None,
+) -> CheckRun:
+    """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
+    and judges it; ``covered``: see :func:`scripted_chooser`."""
+    chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered)
     base = JobConfig(allow_empty_commit=job.allow_empty_commit)
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
     trace = result.sim.trace or []
