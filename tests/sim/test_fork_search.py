@@ -19,6 +19,7 @@ from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob
 
 SMALL = CheckJob(SimSchedule(writers=1, rounds=[100, 100]), "message-bus")
+ONE = CheckJob(SimSchedule(writers=1, rounds=[100]), "message-bus")
 P1 = CheckJob(SimSchedule(writers=1, rounds=[100, 0, 100]), "operator-event")
 LOSSY = CheckJob(SimSchedule(writers=2, rounds=[100, 100]), "message-bus", lossy=("write_metadata",))
 
@@ -55,12 +56,12 @@ def _same(job: CheckJob, bound: int) -> tuple[BoundedSearch, ForkSearch]:
 
 
 def test_the_fork_search_gives_the_same_certificate_as_the_rerunning_one() -> None:
-    rerun, fork = _same(SMALL, 2)
+    rerun, fork = _same(ONE, 2)
     assert fork.complete and fork.stats.pruned > 0 and fork.stats.deepest_deviations == 2
 
 
 def test_the_same_failures_in_the_same_order() -> None:
-    _, fork = _same(P1, 2)
+    _, fork = _same(P1, 1)
     found = fork.shortest(fork.known)
     assert found is not None and found.verdict.outcome == KNOWN and len(found.deviations) == 1
     _, lossy = _same(LOSSY, 1)
@@ -124,3 +125,16 @@ def test_no_fork_beside_another_thread() -> None:
     finally:
         release.set()
         other.join()
+
+
+def test_processes_sharing_the_search_fork_too() -> None:
+    """``--jobs 2 --search fork``: each share is a fork search, merged as the re-running shares are."""
+    from runtime.sim.parallel_search import parallel_search
+
+    rerun = parallel_search(ONE, 2, 2)
+    fork = parallel_search(ONE, 2, 2, fork=True)
+    a, b = certificate(rerun), certificate(fork)
+    for doc in (a, b):
+        assert isinstance(doc["certificate"], dict)
+        doc["certificate"].pop("real_s")
+    assert b == a and fork.stats.states == rerun.stats.states
