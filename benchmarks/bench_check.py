@@ -69,7 +69,8 @@ def measure(protocol: str, args: argparse.Namespace, kind: str) -> dict[str, Any
     out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(common.ROOT), env=env)
     if out.returncode != 0:
         raise SystemExit(f"the {kind} search of {protocol} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    doc: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return doc
 
 
 def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
