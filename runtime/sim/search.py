@@ -4,9 +4,11 @@ A run is a function of its decisions (:mod:`runtime.sim.strategies`): the defaul
 seed's run, every choice point at alternative 0) plus a few *deviations*, each one choice point
 taking another alternative (a callback run out of FIFO order, a message delivered late). The
 search enumerates, depth first, every set of at most ``bound`` deviations, by re-executing the
-job from the start for each (as CHESS and loom do: the simulator has no state to save and
-restore, but a run costs only milliseconds of real time per virtual second): having run a
-schedule, it tries each alternative at each choice point after that schedule's last deviation.
+job from the start for each (as CHESS and loom do: a run costs only milliseconds of real time
+per virtual second): having run a schedule, it tries each alternative at each choice point after
+that schedule's last deviation. :class:`~runtime.sim.fork_search.ForkSearch` (``commitlab check
+--search fork``) makes the same search without re-running prefixes: the process forks at a
+choice point and the child goes on with the alternative.
 
 Pruning: at each choice point a run records the state's fingerprint
 (:class:`~runtime.sim.fingerprint.StateFingerprint`). Past the last deviation a run follows the
