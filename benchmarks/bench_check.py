@@ -84,6 +84,51 @@ def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
+def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]], args: argparse.Namespace, show: bool) -> dict[str, Any]:
+    """The medians so far per protocol (a protocol with both searches measured), written after
+    every measurement, so a run stopped early keeps what it measured."""
+    summary = {}
+    for protocol, by_kind in runs.items():
+        if not all(by_kind[kind] for kind in SEARCHES):
+            continue
+        ref = by_kind["rerun"][0]
+        diffs = [d for kind in SEARCHES for m in by_kind[kind] for d in differences(ref, m)]
+        row: dict[str, Any] = {"same_certificate": not diffs, "differences": diffs[:20]}
+        cert = ref["certificate"]["certificate"]
+        for kind in SEARCHES:
+            cpu = statistics.median(m["cpu_s"] for m in by_kind[kind])
+            real = statistics.median(m["real_s"] for m in by_kind[kind])
+            row[kind] = {
+                "cpu_s": round(cpu, 2),
+                "real_s": round(real, 2),
+                "states_per_cpu_s": round(cert["distinct_states"] / cpu, 1),
+                "rounds_cpu_s": [round(m["cpu_s"], 2) for m in by_kind[kind]],
+                "rounds_children_cpu_s": [round(m["children_cpu_s"], 2) for m in by_kind[kind]],
+            }
+        row["cpu_ratio"] = round(row["rerun"]["cpu_s"] / row["fork"]["cpu_s"], 2)
+        keys = ("complete", "runs", "distinct_states", "transitions", "max_depth", "pruned")
+        row["certificate"] = {k: cert[k] for k in keys}
+        row["invariants"] = cert["invariants"]
+        summary[protocol] = row
+        if show:
+            print(
+                f"{protocol}, {args.writers} writers, {args.checkpoints} checkpoints, bound {args.bound}: "
+                f"{cert['runs']} runs, {cert['distinct_states']} states; rerun {row['rerun']['cpu_s']} CPU s "
+                f"({row['rerun']['states_per_cpu_s']} states/CPU s), fork {row['fork']['cpu_s']} CPU s "
+                f"({row['fork']['states_per_cpu_s']} states/CPU s): {row['cpu_ratio']}x fewer CPU s; "
+                f"same certificate and states: {'yes' if not diffs else 'NO: ' + '; '.join(diffs[:3])}",
+                flush=True,
+            )
+    return summary
+
+
+def write(args: argparse.Namespace, summary: dict[str, Any], environment: dict[str, Any]) -> None:
+    job = {"writers": args.writers, "checkpoints": args.checkpoints, "bound": args.bound, "rounds": args.rounds}
+    common.write_json(
+        args.out, {"benchmark": "bench_check", "environment": environment, "job": job, "results": summary}
+    )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--protocols", default="message-bus", help="comma-separated (default: message-bus)")
@@ -95,6 +140,7 @@ def main() -> int:
     args = p.parse_args()
     protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {pr: {k: [] for k in SEARCHES} for pr in protocols}
+    environment = common.environment()
     for r in range(args.rounds):
         for protocol in protocols:
             for kind in SEARCHES if r % 2 == 0 else SEARCHES[::-1]:
@@ -106,41 +152,9 @@ def main() -> int:
                     f"children), {m['real_s']:.1f} real s; {cert['runs']} runs, {cert['distinct_states']} states",
                     flush=True,
                 )
-    summary = {}
-    for protocol in protocols:
-        ref = runs[protocol]["rerun"][0]
-        diffs = [d for kind in SEARCHES for m in runs[protocol][kind] for d in differences(ref, m)]
-        row: dict[str, Any] = {"same_certificate": not diffs, "differences": diffs[:20]}
-        cert = ref["certificate"]["certificate"]
-        for kind in SEARCHES:
-            cpu = statistics.median(m["cpu_s"] for m in runs[protocol][kind])
-            real = statistics.median(m["real_s"] for m in runs[protocol][kind])
-            row[kind] = {
-                "cpu_s": round(cpu, 2),
-                "real_s": round(real, 2),
-                "states_per_cpu_s": round(cert["distinct_states"] / cpu, 1),
-                "rounds_cpu_s": [round(m["cpu_s"], 2) for m in runs[protocol][kind]],
-            }
-        row["cpu_ratio"] = round(row["rerun"]["cpu_s"] / row["fork"]["cpu_s"], 2)
-        row["certificate"] = {k: cert[k] for k in ("complete", "runs", "distinct_states", "transitions", "max_depth")}
-        row["certificate"]["pruned"] = cert["pruned"]
-        row["invariants"] = cert["invariants"]
-        summary[protocol] = row
-        print(
-            f"{protocol}, {args.writers} writers, {args.checkpoints} checkpoints, bound {args.bound}: "
-            f"{cert['runs']} runs, {cert['distinct_states']} states; rerun {row['rerun']['cpu_s']} CPU s "
-            f"({row['rerun']['states_per_cpu_s']} states/CPU s), fork {row['fork']['cpu_s']} CPU s "
-            f"({row['fork']['states_per_cpu_s']} states/CPU s): {row['cpu_ratio']}x fewer CPU s; "
-            f"same certificate and states: {'yes' if not diffs else 'NO: ' + '; '.join(diffs[:3])}",
-            flush=True,
-        )
-    doc = {
-        "benchmark": "bench_check",
-        "environment": common.environment(),
-        "job": {"writers": args.writers, "checkpoints": args.checkpoints, "bound": args.bound, "rounds": args.rounds},
-        "results": summary,
-    }
-    common.write_json(args.out, doc)
+                write(args, summarise(runs, args, show=False), environment)
+    summary = summarise(runs, args, show=True)
+    write(args, summary, environment)
     print(f"results: {args.out}")
     return 0 if all(row["same_certificate"] for row in summary.values()) else 1
 
