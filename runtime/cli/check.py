@@ -76,9 +76,10 @@ def add_command(subparsers: Any) -> None:
     p.add_argument(
         "--search",
         choices=SEARCHES,
-        default="fork",
-        help="fork: the simulator forks at a choice point and each alternative goes on from there; rerun: "
-        "every schedule is run from the start (the same certificate, slower; default: fork)",
+        default="rerun",
+        help="rerun: every schedule is run from the start; fork: the simulator forks at a choice point and "
+        "each alternative goes on from there (the same certificate; on this project's 2-core VM no faster: "
+        "benchmarks/bench_check.py; default: rerun)",
     )
     p.add_argument("--replay", default=None, help="run one schedule: its deviations CHOICE:ALT,... (check.json)")
     p.add_argument("--out", default="commitlab-check", help="directory for check.json (default: commitlab-check)")

@@ -1,5 +1,5 @@
 """The bounded search without re-running prefixes: the simulator forks at a choice point
-(``commitlab check --search fork``, the default).
+(``commitlab check --search fork``).
 
 :class:`~runtime.sim.search.BoundedSearch` re-executes the job from the start for every schedule
 (CHESS's way), so a run that deviates at choice point ``i`` first re-executes the ``i`` choice
@@ -34,6 +34,14 @@ matters when the search stops early: ``--first``, ``--max-runs``, ``--max-second
 stop new runs and let the runs under way finish, so a partial certificate may count a few runs
 more or other runs than the re-running search's, and under ``--first`` the failure found may be
 a deeper run's (its alternatives are searched before a run's own verdict is known).
+
+What it costs (``benchmarks/bench_check.py``, a 2-core VM): a fork and its child's exit copy
+and drop the page tables of the process's ~67 MB of heap (about 6.5 ms of CPU together), and a
+child writes to every page whose objects it touches, if only their reference counts (CPython
+3.11), each write a copy-on-write fault of about 2.6 us: some 1,200 pages for a run cut a few
+choice points after its deviation, 4,300 for one that runs to its verdict (the verification and
+the trace's hash read the whole run). That is about what re-running a prefix costs, so this
+search is not faster than the re-running one here, and it is not the default.
 
 A fork needs a process with one thread (the child has only the forking one): no progress thread,
 no Ray; pyarrow's idle pool threads are fork-safe (Arrow reinitialises its pools in a child).
