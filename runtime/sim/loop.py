@@ -301,6 +301,12 @@ class SimLoop(asyncio.BaseEventLoop):
             self.max_real_s = seconds
         self._real_deadline = None if self.max_real_s is None else time.monotonic() + self.max_real_s
 
+    def extend_real_time_guard(self, seconds: float) -> None:
+        """Moves the real-time deadline ``seconds`` later: time the run spent paused (a forked
+        search's parent waiting for its children) is not the run's."""
+        if self._real_deadline is not None:
+            self._real_deadline += seconds
+
     def disarm_guards(self) -> None:
         """For clean-up after a run ended: no real-time or virtual-time limit any more."""
         self._real_deadline = None

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.lab.fault_matrix import PASSED
-from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, SearchStats
+from runtime.sim.fork_search import ForkSearch
+from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, SearchStats, keep_shortest
 
 __all__ = ["parallel_search"]
 
@@ -63,7 +64,8 @@ def _search_share(job: CheckJob, bound: int, k: int, jobs: int, options: dict[st
     def halt() -> str | None:
         return "stopped: another process found a failure" if _found.value else None
 
-    search = BoundedSearch(job, bound, share=(k, jobs), on_run=on_run, halt=halt, **options).run()
+    kind = ForkSearch if options.pop("fork") else BoundedSearch
+    search = kind(job, bound, share=(k, jobs), on_run=on_run, halt=halt, **options).run()
     s = search.stats
     return _Share(
         s.runs,
@@ -90,15 +92,16 @@ def parallel_search(
     max_s: float | None = None,
     stop_at_first: bool = False,
     on_progress: Callable[[int, int, int], None] | None = None,
+    fork: bool = False,
 ) -> BoundedSearch:
     """The search of ``job`` within ``bound`` over ``jobs`` processes, merged (``max_runs`` is
-    shared out among them)."""
+    shared out among them); ``fork``: each process's share is a fork search (:mod:`runtime.sim.fork_search`)."""
     global _figures, _found
     ctx = multiprocessing.get_context("fork")
     _figures = ctx.Array("q", jobs * _FIGURES, lock=False)
     _found = ctx.Value("b", 0, lock=False)
     per = None if max_runs is None else max(1, -(-max_runs // jobs))
-    options = {"max_runs": per, "max_s": max_s, "stop_at_first": stop_at_first}
+    options = {"max_runs": per, "max_s": max_s, "stop_at_first": stop_at_first, "fork": fork}
     merged = BoundedSearch(job, bound, max_runs=max_runs, max_s=max_s, stop_at_first=stop_at_first)
     with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
         futures = [pool.submit(_search_share, job, bound, k, jobs, options) for k in range(jobs)]
@@ -138,10 +141,8 @@ def _merge(merged: BoundedSearch, shares: list[_Share]) -> BoundedSearch:
     merged.known = _unique(r for x in shares for r in x.known)
     merged.recovered_by_timeout = _unique(r for x in shares for r in x.recovered_by_timeout)
     for x in shares:
-        for name, run in x.violated.items():
-            best = merged.violated.get(name)
-            if best is None or run.rank() < best.rank():
-                merged.violated[name] = run
+        for run in x.violated.values():
+            keep_shortest(merged.violated, run)
     merged.stopped = next((x.stopped for x in shares if x.stopped is not None), None)
     return merged
 

@@ -4,9 +4,11 @@ A run is a function of its decisions (:mod:`runtime.sim.strategies`): the defaul
 seed's run, every choice point at alternative 0) plus a few *deviations*, each one choice point
 taking another alternative (a callback run out of FIFO order, a message delivered late). The
 search enumerates, depth first, every set of at most ``bound`` deviations, by re-executing the
-job from the start for each (as CHESS and loom do: the simulator has no state to save and
-restore, but a run costs only milliseconds of real time per virtual second): having run a
-schedule, it tries each alternative at each choice point after that schedule's last deviation.
+job from the start for each (as CHESS and loom do: a run costs only milliseconds of real time
+per virtual second): having run a schedule, it tries each alternative at each choice point after
+that schedule's last deviation. :class:`~runtime.sim.fork_search.ForkSearch` (``commitlab check
+--search fork``) makes the same search without re-running prefixes: the process forks at a
+choice point and the child goes on with the alternative.
 
 Pruning: at each choice point a run records the state's fingerprint
 (:class:`~runtime.sim.fingerprint.StateFingerprint`). Past the last deviation a run follows the
@@ -53,7 +55,16 @@ from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 
-__all__ = ["CheckJob", "CheckRun", "SearchStats", "BoundedSearch", "run_deviations", "invariants_of"]
+__all__ = [
+    "CheckJob",
+    "CheckRun",
+    "SearchStats",
+    "BoundedSearch",
+    "run_deviations",
+    "invariants_of",
+    "keep_shortest",
+    "scripted_chooser",
+]
 
 LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
 
@@ -100,12 +111,16 @@ class CheckRun:
         return (len(self.deviations), self.events)
 
 
-def run_deviations(
-    job: CheckJob, deviations: Deviations = (), covered: Callable[[int, int], bool] | None = None
-) -> CheckRun:
-    """Simulates ``job`` with ``deviations`` from its default schedule and judges it; ``covered``
-    (choice index, state) -> True stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own)."""
-    chooser = ScriptedChooser(
+def scripted_chooser(
+    job: CheckJob,
+    deviations: Deviations = (),
+    covered: Callable[[int, int], bool] | None = None,
+    branch: Callable[[int, int, int], int] | None = None,
+) -> ScriptedChooser:
+    """The chooser of one run of ``job``: ``deviations``, ``covered`` (choice index, state) -> True
+    stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own); ``branch``: the fork
+    search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`)."""
+    return ScriptedChooser(
         job.seed,
         deviations,
         late_s=job.late_s,
@@ -113,14 +128,26 @@ def run_deviations(
         ready_order=job.ready_order,
         covered=covered,
         lossy=frozenset(job.lossy),
+        branch=branch,
     )
+
+
+def run_deviations(
+    job: CheckJob,
+    deviations: Deviations = (),
+    covered: Callable[[int, int], bool] | None = None,
+    chooser: ScriptedChooser | None = None,
+) -> CheckRun:
+    """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
+    and judges it; ``covered``: see :func:`scripted_chooser`."""
+    chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered)
     base = JobConfig(allow_empty_commit=job.allow_empty_commit)
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
     trace = result.sim.trace or []
     failing = verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")
     return CheckRun(
-        deviations=deviations,
+        deviations=tuple(sorted(chooser.deviations.items())),
         verdict=verdict,
         status=result.status.value,
         events=len(trace),
@@ -269,10 +296,7 @@ class BoundedSearch:
         v = run.verdict
         if v.outcome in (VIOLATION, FAILED):
             self.failures.append(run)
-            name = v.invariant or LIVENESS
-            best = self.violated.get(name)
-            if best is None or run.rank() < best.rank():
-                self.violated[name] = run
+            keep_shortest(self.violated, run)
         elif v.outcome == KNOWN:
             self.known.append(run)
         elif run.by_timeout:
@@ -284,6 +308,15 @@ class BoundedSearch:
 
     def shortest(self, runs: list[CheckRun]) -> CheckRun | None:
         return min(runs, key=CheckRun.rank, default=None)
+
+
+def keep_shortest(violated: dict[str, CheckRun], run: CheckRun) -> None:
+    """Keeps ``run`` as its invariant's counterexample if it is shorter than the one kept (the
+    first of equals: runs come in the search's order)."""
+    name = run.verdict.invariant or LIVENESS
+    best = violated.get(name)
+    if best is None or run.rank() < best.rank():
+        violated[name] = run
 
 
 class _Stop(Exception):

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,11 +78,15 @@ class ScriptedChooser(RandomChooser):
         ready_order: bool = True,
         covered: Callable[[int, int], bool] | None = None,
         lossy: frozenset[str] = frozenset(),
+        branch: Callable[[int, int, int], int] | None = None,
     ) -> None:
         super().__init__(seed)
         self.lossy = lossy
         # (choice index, state) -> True when the rest of the run is known already: the run stops
         self.covered = covered
+        # (choice index, state, alternatives) -> the alternative to take from here on (0: the
+        # default): the fork search's walk (runtime.sim.fork_search), which may fork the run here
+        self.branch = branch
         self.cut_at: int | None = None  # the choice point the run stopped at (None: it ran out)
         # False: the ready queue runs FIFO and is no choice point (only messages deviate)
         self.orders_ready = ready_order
@@ -107,6 +112,8 @@ class ScriptedChooser(RandomChooser):
         # what is decided is part of the state: the same roles' state, asked about another sender
         state = hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
         self.choices.append(Choice(point, n, state, stream))
+        if self.branch is not None:
+            self._branch(index, state, n)
         if self.covered is not None and self.covered(index, state):
             self.cut_at = index
             getattr(self._loop, "abort")(f"the state at choice {index} was explored before")  # noqa: B009
@@ -116,6 +123,16 @@ class ScriptedChooser(RandomChooser):
             self.unmet.append(index)
             return 0
         return alt
+
+    def _branch(self, index: int, state: int, n: int) -> None:
+        """Asks the walk; a forked child takes its alternative here. The time a parent spends
+        waiting for its children is not its run's: the real-time guard moves on by as much."""
+        assert self.branch is not None
+        t0 = time.monotonic()
+        taken = self.branch(index, state, n)
+        if taken:
+            self.deviations[index] = taken
+        getattr(self._loop, "extend_real_time_guard")(time.monotonic() - t0)  # noqa: B009
 
     def choose(self, point: ChoicePoint, n: int, stream: str = "") -> int:
         if point is ChoicePoint.MESSAGE_LOSS:

@@ -1,0 +1,163 @@
+"""``commitlab check``'s two searches side by side: the re-running one (every schedule from the
+start) and the fork search (the simulator forks at a choice point), on the same jobs, in one
+command, with proof that they certify the same thing.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_check.py [--protocols message-bus]
+                    [--writers 2] [--checkpoints 3] [--bound 2] [--rounds 3]
+                    [--out benchmarks/results/check.json]
+
+Each round runs each search once per protocol, each in a fresh process, the two in alternating
+order (rerun first in odd rounds, fork first in even ones), so both see the same machine and the
+same neighbours. A measurement is the CPU seconds of the search (``os.times()``: the process's
+own and its waited-for children's, which is where the fork search's runs are), and its real
+seconds; the figures are the medians over rounds, their ratio, and distinct states per CPU
+second. Equivalence: every run of either search must give the same certificate (runs, distinct
+states, transitions, deepest run, runs cut, every invariant's verdict, the counterexamples) and
+the same set of distinct state hashes (a digest of the sorted set); the script says where they
+differ. Measures and prints; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402  (sets sys.path to the project root)
+
+SEARCHES = ("rerun", "fork")
+
+# Runs in a fresh process: one search of one job, its CPU seconds (children included) and its certificate.
+TIMED = r"""
+import hashlib, json, os, sys
+from runtime.sim.certificate import certificate
+from runtime.sim.fork_search import ForkSearch
+from runtime.sim.schedule import SimSchedule
+from runtime.sim.search import BoundedSearch, CheckJob
+protocol, kind = sys.argv[1], sys.argv[5]
+writers, checkpoints, bound = (int(x) for x in sys.argv[2:5])
+job = CheckJob(SimSchedule(writers=writers, rounds=[writers * 100] * checkpoints), protocol)
+search = ForkSearch if kind == "fork" else BoundedSearch
+def cpu(t):
+    return t.user + t.system + t.children_user + t.children_system
+t0 = os.times()
+done = search(job, bound).run()
+t1 = os.times()
+doc = certificate(done)
+doc["certificate"].pop("real_s")
+states = hashlib.sha256(json.dumps(sorted(done.stats.states)).encode()).hexdigest()
+print(json.dumps({
+    "cpu_s": cpu(t1) - cpu(t0),
+    "children_cpu_s": (t1.children_user + t1.children_system) - (t0.children_user + t0.children_system),
+    "real_s": t1.elapsed - t0.elapsed,
+    "states_sha256": states,
+    "certificate": doc,
+}))
+"""
+
+
+def measure(protocol: str, args: argparse.Namespace, kind: str) -> dict[str, Any]:
+    cmd = [sys.executable, "-c", TIMED, protocol, str(args.writers), str(args.checkpoints), str(args.bound), kind]
+    # one hash seed for every process: the state hashes (``hash()`` of strings) compare across them
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(common.ROOT), env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"the {kind} search of {protocol} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    doc: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return doc
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Where two measurements' certificates differ (empty: the same certificate and states)."""
+    out = [f"states_sha256: {a['states_sha256'][:12]} != {b['states_sha256'][:12]}"]
+    out = out if a["states_sha256"] != b["states_sha256"] else []
+    ca, cb = a["certificate"], b["certificate"]
+    for key in sorted(set(ca) | set(cb)):
+        if ca.get(key) != cb.get(key):
+            out.append(f"{key}: {json.dumps(ca.get(key))[:200]} != {json.dumps(cb.get(key))[:200]}")
+    return out
+
+
+def summarise(runs: dict[str, dict[str, list[dict[str, Any]]]], args: argparse.Namespace, show: bool) -> dict[str, Any]:
+    """The medians so far per protocol (a protocol with both searches measured), written after
+    every measurement, so a run stopped early keeps what it measured."""
+    summary = {}
+    for protocol, by_kind in runs.items():
+        if not all(by_kind[kind] for kind in SEARCHES):
+            continue
+        ref = by_kind["rerun"][0]
+        diffs = [d for kind in SEARCHES for m in by_kind[kind] for d in differences(ref, m)]
+        row: dict[str, Any] = {"same_certificate": not diffs, "differences": diffs[:20]}
+        cert = ref["certificate"]["certificate"]
+        for kind in SEARCHES:
+            cpu = statistics.median(m["cpu_s"] for m in by_kind[kind])
+            real = statistics.median(m["real_s"] for m in by_kind[kind])
+            row[kind] = {
+                "cpu_s": round(cpu, 2),
+                "real_s": round(real, 2),
+                "states_per_cpu_s": round(cert["distinct_states"] / cpu, 1),
+                "rounds_cpu_s": [round(m["cpu_s"], 2) for m in by_kind[kind]],
+                "rounds_children_cpu_s": [round(m["children_cpu_s"], 2) for m in by_kind[kind]],
+            }
+        row["cpu_ratio"] = round(row["rerun"]["cpu_s"] / row["fork"]["cpu_s"], 2)
+        keys = ("complete", "runs", "distinct_states", "transitions", "max_depth", "pruned")
+        row["certificate"] = {k: cert[k] for k in keys}
+        row["invariants"] = cert["invariants"]
+        summary[protocol] = row
+        if show:
+            print(
+                f"{protocol}, {args.writers} writers, {args.checkpoints} checkpoints, bound {args.bound}: "
+                f"{cert['runs']} runs, {cert['distinct_states']} states; rerun {row['rerun']['cpu_s']} CPU s "
+                f"({row['rerun']['states_per_cpu_s']} states/CPU s), fork {row['fork']['cpu_s']} CPU s "
+                f"({row['fork']['states_per_cpu_s']} states/CPU s): {row['cpu_ratio']}x fewer CPU s; "
+                f"same certificate and states: {'yes' if not diffs else 'NO: ' + '; '.join(diffs[:3])}",
+                flush=True,
+            )
+    return summary
+
+
+def write(args: argparse.Namespace, summary: dict[str, Any], environment: dict[str, Any]) -> None:
+    job = {"writers": args.writers, "checkpoints": args.checkpoints, "bound": args.bound, "rounds": args.rounds}
+    common.write_json(
+        args.out, {"benchmark": "bench_check", "environment": environment, "job": job, "results": summary}
+    )
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--protocols", default="message-bus", help="comma-separated (default: message-bus)")
+    p.add_argument("--writers", type=int, default=2)
+    p.add_argument("--checkpoints", type=int, default=3)
+    p.add_argument("--bound", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out", default=str(common.ROOT / "benchmarks" / "results" / "check.json"))
+    args = p.parse_args()
+    protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {pr: {k: [] for k in SEARCHES} for pr in protocols}
+    environment = common.environment()
+    for r in range(args.rounds):
+        for protocol in protocols:
+            for kind in SEARCHES if r % 2 == 0 else SEARCHES[::-1]:
+                m = measure(protocol, args, kind)
+                runs[protocol][kind].append(m)
+                cert = m["certificate"]["certificate"]
+                print(
+                    f"round {r + 1} {protocol} {kind}: {m['cpu_s']:.1f} CPU s ({m['children_cpu_s']:.1f} in "
+                    f"children), {m['real_s']:.1f} real s; {cert['runs']} runs, {cert['distinct_states']} states",
+                    flush=True,
+                )
+                write(args, summarise(runs, args, show=False), environment)
+    summary = summarise(runs, args, show=True)
+    write(args, summary, environment)
+    print(f"results: {args.out}")
+    return 0 if all(row["same_certificate"] for row in summary.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
