@@ -226,12 +226,11 @@ class JobManager:
     def _shut_down(self) -> None:
         """The job is cancelled: ``CheckpointCoordinator.shutdown`` triggers nothing more and
         aborts the pending checkpoints (``CHECKPOINT_COORDINATOR_SHUTDOWN``), none of which can
-        complete now; their status says why (``cancelled``, counted apart from the checkpoints the
-        running job aborted). A checkpoint already completed keeps its status: its notification may
-        have reached the coordinator, which commits it."""
+        complete now. A checkpoint already completed keeps its status: its notification may have
+        reached the coordinator, which commits it."""
         for rec in self.checkpoints.values():
             if rec.status == "pending":
-                rec.status, rec.reason = "cancelled", "the job was cancelled (the checkpoint coordinator shut down)"
+                rec.status, rec.reason = "aborted", "the job was cancelled (the checkpoint coordinator shut down)"
 
     async def _checkpoint_rounds(self, inflight: dict[int, asyncio.Task[bool]]) -> int:
         """Triggers a checkpoint per round once every source emitted it (its tasks kept in

@@ -169,11 +169,10 @@ def empty_rounds_line(empty: list[int]) -> str:
 def checkpoints_line(result: JobResult) -> str:
     """The checkpoints by outcome, the pending ones too (a run stopped mid-checkpoint has one)."""
     ckp = result.figures.checkpoints
+    pending = [k for k, c in ckp.detail.items() if c["status"] == "pending"]
     line = f"{ckp.completed} completed, {ckp.aborted} aborted"
-    for status in ("cancelled", "pending"):  # cancelled: pending when the job was stopped
-        which = [k for k, c in ckp.detail.items() if c["status"] == status]
-        if which:
-            line += f", {len(which)} {status} ({', '.join(which)})"
+    if pending:
+        line += f", {len(pending)} pending ({', '.join(pending)})"
     return line + f", of {ckp.requested} requested"
 
 

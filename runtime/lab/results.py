@@ -120,7 +120,7 @@ class FailoverRecord:
 class CheckpointEntry(TypedDict):
     """One checkpoint of the job as the job manager recorded it."""
 
-    status: str  # completed, pending, aborted, timed-out, subsumed, cancelled: the checkpoint's, not the run's
+    status: str  # completed, pending, aborted, timed-out: the checkpoint's, not the run's
     round: int
     reason: str
     acks: list[str]

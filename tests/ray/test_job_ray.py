@@ -283,8 +283,8 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     assert on_disk["status"] == "interrupted" and on_disk["commits"] == result.commits
     assert 1 <= len(result.commits) < 40
     # the job was cancelled before its record was made: no checkpoint completes after the record
-    # calls it pending (CheckpointCoordinator.shutdown aborts them: "cancelled"), so every commit is
-    # of one the record says completed
+    # calls it pending (CheckpointCoordinator.shutdown aborts them), so every commit is of one the
+    # record says completed
     detail = result.figures.checkpoints.detail
     assert "pending" not in {c["status"] for c in detail.values()}, detail
     completed = {int(k) for k, c in detail.items() if c["status"] == "completed"}
