@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 # writer processes on 2 cores) is busy, not dead. A process Ray saw die fails the job at once.
 HEARTBEAT_TIMEOUT_S = 50.0
 DUMP_TIMEOUT_S = 5.0
-CANCEL_WAIT_S = 10.0  # for the job manager to stop once cancelled (its checkpoints in flight cancelled with it)
 
 
 class JobRun:
@@ -409,24 +408,7 @@ class JobRun:
 
     # -- the result ------------------------------------------------------------------------------
 
-    def _cancel_job_manager(self) -> None:
-        """A job that did not finish is cancelled before its record is gathered, as Flink cancels
-        one: its checkpoint coordinator stops (``CheckpointCoordinator.shutdown``: nothing more is
-        triggered, the pending checkpoints are dropped and none of them completes), so no commit
-        lands for a checkpoint the record calls pending while the roles are asked for it. A
-        completion already notified may still commit; the record says that checkpoint completed."""
-        ref = getattr(self, "jm_ref", None)
-        if ref is None:
-            return
-        ray.cancel(ref)
-        try:
-            ray.get(ref, timeout=CANCEL_WAIT_S)
-        except ray.exceptions.RayError as exc:  # cancelled (or ended before it), as asked
-            log.info("the job manager stopped: %s", type(exc).__name__)
-
     def _collect(self, outcome: Outcome, counters: DfsCounters, run_s: float) -> JobResult:
-        if outcome.status != Status.FINISHED:
-            self._cancel_job_manager()
         metrics = []
         for name, ref in self.refs.items():
             try:

@@ -25,11 +25,6 @@ coordinator, as Flink notifies every task before the coordinators
 at an earlier checkpoint; at the end of input it is asked to finish the pending compactions
 (:mod:`runtime.writer.compaction` says why it takes no part in the checkpoints themselves).
 
-A cancelled job (Ctrl-C or SIGTERM on Ray: ``JobMaster.cancel``) shuts its checkpointing down as
-``CheckpointCoordinator.shutdown`` does: nothing more is triggered and the pending checkpoints are
-aborted (``CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN``), so none completes and none is
-committed after the job was stopped.
-
 Differences: the completion notification to the coordinator is awaited (bounded by the checkpoint
 timeout) before the next trigger when one checkpoint at a time is allowed, so a run's rounds stay in
 lock step; Flink sends it asynchronously. The coordinator's handlers are serialized anyway, so the
@@ -212,25 +207,13 @@ class JobManager:
             self.status = "finished"
             return self.describe()
         except BaseException as exc:
-            cancelled = isinstance(exc, asyncio.CancelledError)
-            if self.status == "running":  # a cancelled job (Flink's CANCELED) has failed nothing
-                self.status = "cancelled" if cancelled else "failed"
-            if cancelled:
-                self._shut_down()
+            if self.status == "running":
+                self.status = "failed"
             if isinstance(exc, JobFailed):
                 await self._finish_sent_notifications(inflight)
             for task in inflight.values():
                 task.cancel()
             raise
-
-    def _shut_down(self) -> None:
-        """The job is cancelled: ``CheckpointCoordinator.shutdown`` triggers nothing more and
-        aborts the pending checkpoints (``CHECKPOINT_COORDINATOR_SHUTDOWN``), none of which can
-        complete now. A checkpoint already completed keeps its status: its notification may have
-        reached the coordinator, which commits it."""
-        for rec in self.checkpoints.values():
-            if rec.status == "pending":
-                rec.status, rec.reason = "aborted", "the job was cancelled (the checkpoint coordinator shut down)"
 
     async def _checkpoint_rounds(self, inflight: dict[int, asyncio.Task[bool]]) -> int:
         """Triggers a checkpoint per round once every source emitted it (its tasks kept in

@@ -282,13 +282,6 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     on_disk = json.loads((tmp_path / "out" / "result.json").read_text())
     assert on_disk["status"] == "interrupted" and on_disk["commits"] == result.commits
     assert 1 <= len(result.commits) < 40
-    # the job was cancelled before its record was made: no checkpoint completes after the record
-    # calls it pending (CheckpointCoordinator.shutdown aborts them), so every commit is of one the
-    # record says completed
-    detail = result.figures.checkpoints.detail
-    assert "pending" not in {c["status"] for c in detail.values()}, detail
-    completed = {int(k) for k, c in detail.items() if c["status"] == "completed"}
-    assert {c["checkpoint"] for c in result.commits} <= completed, (result.commits, detail)
     prefix = result.committed_prefix
     assert prefix is not None and prefix.verified and prefix.prefix.startswith("rounds 1 to")
 
