@@ -138,7 +138,8 @@ class JobRun:
         if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
-        live = self.processes if self._ray_up() else {}  # Ray ended by the same signal: no place is known
+        # a start-up stop or Ray ended by the same signal: no role ran, or no place is known
+        live = self.processes if self.launched and self._ray_up() else {}
         placement = cluster_info.run_placement(live, cfg.placement, layout.slots)
         t_up = self.driver.t_launched
         # what the roles hold is gathered, then they stop: nothing commits while the record is made

@@ -29,6 +29,7 @@ import ray
 # line moves standard output into the engines' log, it holds the real one, not a stream that is
 # closed by exit time ("Exception ignored in atexit callback ... I/O operation on closed file").
 import ray.autoscaler._private.cli_logger  # noqa: F401
+from ray._private import auto_init_hook
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +104,22 @@ def end_own_ray() -> None:
     step is done, then the interruption goes on."""
     started = [p for p in psutil.Process().children(recursive=True) if _an_engine(p)]
     session = own_session_dir()
+    # a call after the shutdown (RayDP's start, still under way in its thread after a signal)
+    # must not start a new local Ray, which would print on the terminal and outlive the command
+    auto_init_hook.enable_auto_connect = False
     steps = [ray.shutdown] if ray.is_initialized() else []
     if session:
         steps.append(lambda: _end_processes_naming(session))
     steps.append(lambda: _end_processes([p for p in started if p.is_running()]))
     interrupted: KeyboardInterrupt | None = None
-    for step in steps + steps[1:]:  # the ending steps twice: once more if an interruption cut them
+    for step in steps:
         try:
             step()
         except KeyboardInterrupt as exc:
             interrupted = exc
     if interrupted is not None:
+        for step in steps[1:]:  # once more: the interruption may have cut one short
+            step()
         raise interrupted
 
 

@@ -336,13 +336,18 @@ def _forget_raydp_exit_hook() -> None:
     """RayDP stops its Spark context at interpreter exit (``atexit.register(stop_spark)`` in
     ``raydp/context.py``), by then after Ray's shutdown, so a start a signal interrupted (the
     session never reached this module) fails there: "Exception ignored in atexit callback ...
-    Can't find actor". The scope that owned Spark has stopped it and Ray ends its actors: the
-    hook has nothing left to do."""
+    Can't find actor". The scope that owned Spark stops what RayDP started, unless its start is
+    still under way in its thread (RayDP's lock held: stopping would wait for the start), whose
+    actors and JVM end with Ray's shutdown (:func:`actors.ray_session.end_own_ray`); the hook has
+    nothing left to do."""
     context = sys.modules.get("raydp.context")
-    if context is not None:
-        if getattr(context, "_global_spark_context", None) is not None:
-            _stop_raydp_quietly()  # started after all, though the start was interrupted
-        atexit.unregister(context.stop_spark)
+    if context is None:
+        return
+    atexit.unregister(context.stop_spark)
+    lock = context._spark_context_lock
+    if getattr(context, "_global_spark_context", None) is not None and lock.acquire(blocking=False):
+        lock.release()
+        _stop_raydp_quietly()  # started after all, though the start was interrupted
 
 
 def last_start_seconds() -> float | None:

@@ -57,6 +57,7 @@ def run_and_report(
         checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
         result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock)
+        stop.ending = True  # the record is made; Spark and Ray are stopped next
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
     if result.deadlock:

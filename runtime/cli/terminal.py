@@ -42,8 +42,8 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
     """SIGINT (Ctrl-C), SIGTERM (a container's or a service manager's stop) and SIGHUP (the
     terminal closed) ask the running job to stop: it stops at the watchdog's next poll and still
     writes its record. A second signal (later than :data:`SAME_STOP_S`) ends the command at once
-    (:class:`StopNow`), saying whether the record was written; any further one is ignored while
-    the command's processes are ended."""
+    (:class:`StopNow`), saying whether the record was written, unless all that is left is ending
+    the command's processes (``stop.ending``), which it lets finish; any further one is ignored."""
     stop = StopRequest()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -58,6 +58,9 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
         if stop.at_once or time.monotonic() - stop.at < SAME_STOP_S:
             return
         stop.at_once = True
+        if stop.ending:  # nothing left but ending the processes: cutting that short would leave them
+            console.print(f"[yellow]second signal: {stop.record_state()}; ending the run's processes[/yellow]")
+            return
         raise StopNow(stop.signal)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}

@@ -33,6 +33,7 @@ class StopRequest(threading.Event):
         self.record_complete = False  # False while what the run committed is still being checked
         self.abortable = False  # in a start-up step a stop may end at once (start_up)
         self.at_once = False  # a second signal ends the command at once
+        self.ending = False  # the record is made: what is left is ending the command's processes
 
     def request(self, signal: str) -> bool:
         """The first request sets it (True); a later one changes nothing (False)."""
