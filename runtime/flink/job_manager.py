@@ -11,7 +11,8 @@ the coordinator through the job master, in order with the task's acknowledgement
 ``completePendingCheckpoint`` -> ``cleanupAfterCompletedCheckpoint`` -> ``sendAcknowledgeMessages``
 (the checkpoint is stored and the coordinators notified in one step, so a task failure handled
 afterwards cannot come between them: a notification already sent is awaited before the failure is
-reported).
+reported), ``CheckpointCoordinatorDeActivator.jobStatusChanges`` ->
+``CheckpointCoordinator.stopCheckpointScheduler`` (a cancelled job: :meth:`JobManager.cancel`).
 
 For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
 sources; collect an ack from every write task; on all acks notify completion (coordinator first,
