@@ -41,7 +41,13 @@ from runtime.hudi.lock import Heartbeat, TableLock, command_line, hold_table
 from runtime.hudi.table import HudiTable, TableProps
 from runtime.job.driver import POLL_S, JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
-from runtime.job.record import job_result, trace_markers, unchanged_table, verify_committed_prefix
+from runtime.job.record import (
+    completed_instants,
+    job_result,
+    trace_markers,
+    unchanged_table,
+    verify_committed_prefix,
+)
 from runtime.job.roles import JobRoles, RoleSpec, first_launch, role_kind
 from runtime.job.stop import StopRequest
 from runtime.lab.results import JobResult, RayRecord
@@ -278,9 +284,7 @@ class JobRun:
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
         # the table as it is, and a driver of it: what the record of a run stopped in the start-up says
         self.table = HudiTable(dfs, base, props)
-        self.commits_before = (
-            set(self.table.timeline().completed_instants()) if dfs.exists(self.table.hoodie) else set()
-        )
+        self.commits_before = completed_instants(self.table)
         self.driver = JobDriver(self.job, self.table, schema_json="")
         with self.stop.start_up() if self.stop is not None else contextlib.nullcontext():
             self._start_processes()  # they come up while the stream is planned

@@ -106,18 +106,20 @@ def verify_committed_prefix(
 def unchanged_table(table: HudiTable, commits_before: set[str]) -> CommittedPrefix:
     """A run stopped in its start-up, before any role started: it committed nothing, so its table
     holds the completed instants it held, checked by listing the timeline."""
-    now = set(table.timeline().completed_instants()) if table.dfs.exists(table.hoodie) else set()
+    now = completed_instants(table)
     held = f"the table's timeline holds the {len(commits_before)} completed instant(s) it held"
+    what = "nothing: stopped during the start-up, before any role started"
     if now == commits_before:
-        return CommittedPrefix(
-            verified=True, prefix=f"nothing: stopped during the start-up, before any role started; {held}"
-        )
-    changed = sorted(now ^ commits_before)
-    return CommittedPrefix(
-        verified=False,
-        prefix="nothing: stopped during the start-up",
-        error=f"instants changed meanwhile: {changed[:10]}",
-    )
+        return CommittedPrefix(verified=True, prefix=f"{what}; {held}")
+    changed = sorted(now ^ commits_before)[:10]
+    return CommittedPrefix(verified=False, prefix=what, error=f"instants changed meanwhile: {changed}")
+
+
+def completed_instants(table: HudiTable) -> set[str]:
+    """The table's completed instants; none before it is created (its ``.hoodie`` may hold only
+    the run's lock)."""
+    created = table.dfs.exists(table.dfs.join(table.hoodie, "hoodie.properties"))
+    return set(table.timeline().completed_instants()) if created else set()
 
 
 def faults_not_fired(driver: JobDriver, fired: list[FiredFault]) -> list[str]:
