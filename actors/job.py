@@ -351,6 +351,8 @@ class JobRun:
     def run_job_manager(self) -> None:
         self.jm_ref = self.refs[JOB_MANAGER].actor.run.remote(JOB_MANAGER)
         self.jm_run: asyncio.Future[Any] = asyncio.wrap_future(self.jm_ref.future())
+        # taken even when no one waits for it any more (a stop that ended Ray): no "never retrieved" at exit
+        self.jm_run.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
         done, _ = await asyncio.wait({self.jm_run}, timeout=timeout)

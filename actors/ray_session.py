@@ -17,7 +17,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,9 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
         address = os.environ.get("RAY_ADDRESS")
         # Ray's future default (no accelerator variables overridden on CPUs), without its warning
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        # no implicit ray.init in Ray's processes (they inherit this): an actor whose raylet a
+        # signal ended would otherwise start a whole new local Ray of its own, left running
+        os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
         kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
         with _sigterm_kept():
             if address:
@@ -107,10 +110,13 @@ def end_own_ray() -> None:
     # a call after the shutdown (RayDP's start, still under way in its thread after a signal)
     # must not start a new local Ray, which would print on the terminal and outlive the command
     auto_init_hook.enable_auto_connect = False
-    steps = [ray.shutdown] if ray.is_initialized() else []
+    ending: list[Callable[[], object]] = [lambda: _end_processes([p for p in started if p.is_running()])]
     if session:
-        steps.append(lambda: _end_processes_naming(session))
-    steps.append(lambda: _end_processes([p for p in started if p.is_running()]))
+        ending.insert(0, lambda: _end_processes_naming(session))
+    shutdown: list[Callable[[], object]] = [ray.shutdown] if ray.is_initialized() else []
+    # a Ray whose GCS or raylet a signal ended is ended first: its shutdown waits on them, and Ray
+    # may end the driver meanwhile (a minute after its GCS went)
+    steps = shutdown + ending if local_ray_alive() else ending + shutdown
     interrupted: KeyboardInterrupt | None = None
     for step in steps:
         try:
@@ -118,7 +124,7 @@ def end_own_ray() -> None:
         except KeyboardInterrupt as exc:
             interrupted = exc
     if interrupted is not None:
-        for step in steps[1:]:  # once more: the interruption may have cut one short
+        for step in ending:  # once more: the interruption may have cut one short
             step()
         raise interrupted
 
