@@ -9,8 +9,8 @@ checkpoints or inside one), and during the final verification. Each run is a com
 in a session of its own, with a Ray temp directory of its own, so its processes are known.
 
 A stop while the command's modules load ends it with a line saying nothing ran (no record: no
-table was opened). Four stops run by default; ``COMMITLAB_STOPS_PER_WAY=20`` runs 20 per way at random moments
-(about 15 minutes a way on two busy cores).
+table was opened). Four stops run by default; ``COMMITLAB_STOPS_PER_WAY=20`` runs 20 per way at
+random moments (about 15 minutes a way on two busy cores).
 """
 
 from __future__ import annotations
