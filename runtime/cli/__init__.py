@@ -16,12 +16,11 @@ def _guarded_main(argv: list[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, _before_the_command) for sig in STOPPING_SIGNALS}
     try:
         from runtime.cli.main import main as command
-
-        globals()["main"] = _guarded_main  # importing the module runtime.cli.main bound this name to it
-        return command(argv)
-    finally:
+    finally:  # the process's own handlers again: the command sets its own while it runs a job
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    globals()["main"] = _guarded_main  # importing the module runtime.cli.main bound this name to it
+    return command(argv)
 
 
 def _before_the_command(signum: int, _frame: Any) -> None:

@@ -122,7 +122,9 @@ def stop_a_run(way: Way, moment: str, work: Path, rng: random.Random) -> Stopped
     console = _Console(proc)
     try:
         if moment == START_UP:
-            time.sleep(rng.uniform(0.3, 5.0))  # its modules load, Ray starts, the stream is made
+            # its modules load, Ray starts, the stream is made (not the interpreter's own first
+            # second: a signal there is Python's, before any of the command's code runs)
+            time.sleep(rng.uniform(1.0, 5.0))
         elif moment == RUNNING:
             assert console.wait_for("running 60 checkpoints", proc, 120), "".join(console.lines)
             time.sleep(rng.uniform(0.0, 2.5))
