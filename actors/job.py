@@ -9,9 +9,9 @@ table with the official reader and writes ``result.json``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -23,8 +23,8 @@ from actors import cluster_info
 from actors.layout import ProcessLayout
 from actors.placement import Placement
 from actors.process_actor import Deployment, ProcessActor, RoleRef
-from actors.ray_session import ensure_ray
-from actors.stream_plan import plan_stream
+from actors.ray_session import ensure_ray, local_ray_alive
+from actors.stream_plan import StreamPlan, plan_stream
 from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig, flag_of
@@ -41,13 +41,21 @@ from runtime.hudi.client import write_client
 from runtime.hudi.client.lock import Heartbeat, TableLock, command_line, hold_table
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableProps
-from runtime.job.driver import JobDriver, Outcome, root_cause
+from runtime.job.driver import POLL_S, JobDriver, Outcome, root_cause
 from runtime.job.prepare import ResolvedJob, prepared
-from runtime.job.record import job_result, trace_markers, verify_committed_prefix
+from runtime.job.record import (
+    completed_instants,
+    job_result,
+    trace_markers,
+    unchanged_table,
+    verify_committed_prefix,
+)
 from runtime.job.roles import JobRoles, RoleSpec, first_launch, role_kind
+from runtime.job.stop import StopRequest
 from runtime.lab.results import JobResult, RayRecord
-from runtime.lab.run_output import draw_timeline, write_result
+from runtime.lab.run_output import draw_timeline, remove_result, write_result
 from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
 
 log = logging.getLogger(__name__)
@@ -58,6 +66,8 @@ log = logging.getLogger(__name__)
 # writer processes on 2 cores) is busy, not dead. A process Ray saw die fails the job at once.
 HEARTBEAT_TIMEOUT_S = 50.0
 DUMP_TIMEOUT_S = 5.0
+STOPPED = "interrupted (Ctrl-C, SIGTERM or SIGHUP): the job was stopped"
+PREFIX_UNCHECKED = "not checked: a second signal ended the run during the check; commitlab verify --result checks it"
 
 
 class JobRun:
@@ -80,7 +90,7 @@ class JobRun:
         on_phase: Callable[[str], None] | None = None,
         trace_path: str | None = None,
         timeline: bool = True,
-        stop: threading.Event | None = None,
+        stop: StopRequest | None = None,
         table_lock: TableLock | None = None,
     ) -> None:
         self.job = job
@@ -91,7 +101,7 @@ class JobRun:
         self._running = False
         self.trace_path = trace_path
         self.timeline = timeline  # timeline.png in out_dir (it needs every role's trace events)
-        self.stop = stop  # set by Ctrl-C or SIGTERM: the job stops, its record is still written
+        self.stop = stop  # set by a signal (Ctrl-C, SIGTERM, SIGHUP): the job stops, its record is still written
         self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.client.lock)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
         self.processes: dict[str, Any] = {}  # process name -> its actor
@@ -103,6 +113,12 @@ class JobRun:
         self.trace_events: list[dict[str, Any]] = []
         self._last_progress = 0.0
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
+        self.last_jm: JobManagerView | None = None  # the job manager's last answer (the progress bar's)
+        self.final_jm: JobManagerView | None = None  # its answer to the cancellation of a stopped job
+        self.launched = False  # the driver started launching roles
+        self.plan: StreamPlan | None = None  # the stream, once planned
+        self.before: Any = None  # the table's rows as the run found it (pa.Table), once read
+        self.table_before: Any = None
 
     def run(self) -> JobResult:
         try:
@@ -114,23 +130,25 @@ class JobRun:
         t0 = time.time()
         counters = DfsCounters()
         endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
-        self._prepare(counters)
-        cfg, layout = self.cfg, self.layout
-        assert layout is not None
-        ready_at_run = self._processes_ready()
-        t_started = time.time()
-        roles = first_launch(self.driver.roles)
-        self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
+        if self.out_dir:  # an earlier run's record here is not this run's, even if this one is stopped at once
+            remove_result(self.out_dir)
         try:
-            outcome = asyncio.run(self.driver.run(self))
-        except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
-            log.exception("the job driver failed")
-            outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
+            self._prepare(counters)
+            ready_at_run = self._processes_ready()
+        except KeyboardInterrupt as exc:
+            if self.stop is None or not self.stop.stopped_start_up(exc):
+                raise
+            self.plan, ready_at_run = None, 0
+        cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
+        t_started = time.time()
+        outcome = self._drive(ready_at_run)
         t_end = time.time()
         if outcome.status == Status.FINISHED:
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
-        placement = cluster_info.run_placement(self.processes, cfg.placement, layout.slots)
+        # a start-up stop or Ray ended by the same signal: no role ran, or no place is known
+        live = self.processes if self.launched and self._ray_up() else {}
+        placement = cluster_info.run_placement(live, cfg.placement, layout.slots)
         t_up = self.driver.t_launched
         # what the roles hold is gathered, then they stop: nothing commits while the record is made
         record = self._collect(outcome, counters, t_end - t_started)
@@ -141,21 +159,79 @@ class JobRun:
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
         record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
-        finished = outcome.status == Status.FINISHED
-        self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
-        verified = (
-            verify_run(_reader_uri(cfg.table), self.plan.expected, cfg.key_field, cfg.partition_field)
-            if finished
-            else None
-        )
-        record.exactly_once = verified
         record.table_before = self.table_before
-        record.committed_prefix = verify_committed_prefix(
-            self.driver, record, self.plan.stream, lambda: read_snapshot(_reader_uri(cfg.table)), self.before
-        )
-        if self.out_dir:
-            self._write_out(record)
+        self._verify(record, outcome)
         return record
+
+    def _drive(self, ready_at_run: int) -> Outcome:
+        """The job, run by its driver; a stop that came during the start-up ends it before any
+        role starts. A stopped job is cancelled before anything is gathered (:meth:`_cancel`)."""
+        if self.plan is None or (self.stop is not None and self.stop.is_set()):
+            return Outcome(Status.INTERRUPTED, f"{STOPPED} during the start-up, before any role started")
+        self.launched = True
+        roles = first_launch(self.driver.roles)
+        self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
+        try:
+            outcome = asyncio.run(self._until_ray_ends(self.driver.run(self)))
+        except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
+            log.exception("the job driver failed")
+            outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
+        if outcome.status == Status.INTERRUPTED:
+            self._cancel(outcome.error or STOPPED)
+        return outcome
+
+    async def _until_ray_ends(self, job: Awaitable[Outcome]) -> Outcome:
+        """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP): then no call
+        of the driver's can be answered, and it stops waiting for them (a role's start waits a
+        minute, and Ray ends the driver a minute after its GCS went)."""
+        task = asyncio.ensure_future(job)
+        while not task.done():
+            await asyncio.wait({task}, timeout=POLL_S)
+            if self.stop is not None and self.stop.is_set() and not self._ray_up():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
+        return task.result()
+
+    def _cancel(self, reason: str) -> None:
+        """Flink's cancel: the job manager stops checkpointing (:meth:`JobManager.cancel
+        <runtime.flink.job_manager.JobManager.cancel>`); its answer is the final view of the
+        checkpoints, so no checkpoint completes (nor commits) after the record's view of them.
+        A job manager that does not answer (its process or Ray itself ended by the same signal)
+        leaves the record to what the driver holds and what the table says."""
+        if JOB_MANAGER not in self.refs or not self._ray_up():
+            return
+        bound = self.cfg.checkpoint_timeout_s + 5
+        try:
+            view = ray.get(self.refs[JOB_MANAGER].deliver("cancel", to_wire(reason), DRIVER), timeout=bound)
+            self.final_jm = from_wire(view)
+        except ray.exceptions.RayError as exc:
+            log.info("the job manager did not take the cancellation: %s", type(exc).__name__)
+
+    def _verify(self, record: JobResult, outcome: Outcome) -> None:
+        """Checks the table with the official reader: exactly-once for a finished run, the
+        committed prefix for one that did not finish. A stopped run's record is written first,
+        so that a second signal during the check still leaves it (its prefix said unchecked)."""
+        cfg, finished = self.cfg, outcome.status == Status.FINISHED
+        if self.out_dir and self.trace_events:
+            draw_timeline(self.out_dir, record, self.trace_events)
+        if self.out_dir and self.stop is not None and self.stop.is_set():
+            record.committed_prefix = None if finished else CommittedPrefix(verified=None, prefix=PREFIX_UNCHECKED)
+            self.stop.record_written(write_result(self.out_dir, record), complete=False)
+        self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
+        reader = _reader_uri(cfg.table)
+        if self.plan is None:  # stopped while starting: no role ran, so nothing can have committed
+            record.committed_prefix = unchanged_table(self.table, self.commits_before)
+        elif finished:
+            record.exactly_once = verify_run(reader, self.plan.expected, cfg.key_field, cfg.partition_field)
+        else:
+            record.committed_prefix = verify_committed_prefix(
+                self.driver, record, self.plan.stream, lambda: read_snapshot(reader), self.before
+            )
+        if self.out_dir:
+            path = write_result(self.out_dir, record)
+            if self.stop is not None:
+                self.stop.record_written(path, complete=True)
 
     def _start_processes(self) -> None:
         """Starts the job's processes (its task managers, the job manager's and coordinator's, a
@@ -208,8 +284,13 @@ class JobRun:
         cluster_info.check_storage(dfs, cfg.table)  # an unreachable endpoint or missing bucket
         props = TableProps.for_job(cfg)
         HudiTable.check_compatible(dfs, base, props)  # a foreign or mismatched table: fail early
-        self._start_processes()  # they come up while the stream is planned
-        plan = plan_stream(cfg, self.on_phase, self.job.input)
+        # the table as it is, and a driver of it: what the record of a run stopped in the start-up says
+        self.table = HudiTable(dfs, base, props)
+        self.commits_before = completed_instants(self.table)
+        self.driver = JobDriver(self.job, self.table, schema_json="")
+        with self.stop.start_up() if self.stop is not None else contextlib.nullcontext():
+            self._start_processes()  # they come up while the stream is planned
+            plan = plan_stream(cfg, self.on_phase, self.job.input)
         table = write_client.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
@@ -233,14 +314,6 @@ class JobRun:
         if self.table_lock is not None and self.table_lock.taken_over:
             self.driver.left_pending_by = f"a run whose heartbeat expired ({self.table_lock.took_over_text()})"
 
-    def _write_out(self, result: JobResult) -> None:
-        """result.json, and the timeline picture when the roles traced."""
-        assert self.out_dir is not None
-        os.makedirs(self.out_dir, exist_ok=True)
-        if self.trace_events:
-            draw_timeline(self.out_dir, result, self.trace_events)
-        write_result(self.out_dir, result)
-
     # -- the host --------------------------------------------------------------------------------
 
     def now(self) -> float:
@@ -251,6 +324,7 @@ class JobRun:
         started first when it is not running, in its bundle of the placement group."""
         assert self.layout is not None
         actor = self._process(self.layout.process_of(spec.name))
+        assert self.plan is not None  # roles are placed once the stream is planned
         shard = self.plan.shards[spec.args.task_id] if role_kind(spec.kind).takes_shard else None
         faults = codec.encode(self.cfg.faults) if self.cfg.faults else b""
         actor.deploy.remote(
@@ -279,6 +353,8 @@ class JobRun:
     def run_job_manager(self) -> None:
         self.jm_ref = self.refs[JOB_MANAGER].actor.run.remote(JOB_MANAGER)
         self.jm_run: asyncio.Future[Any] = asyncio.wrap_future(self.jm_ref.future())
+        # taken even when no one waits for it any more (a stop that ended Ray): no "never retrieved" at exit
+        self.jm_run.add_done_callback(lambda f: f.cancelled() or f.exception())
 
     async def wait_job_manager(self, timeout: float) -> tuple[bool, str | None]:
         done, _ = await asyncio.wait({self.jm_run}, timeout=timeout)
@@ -292,7 +368,10 @@ class JobRun:
 
     async def describe_job_manager(self) -> JobManagerView | None:
         described = await self._describe(JOB_MANAGER)
-        return described if isinstance(described, JobManagerView) else None
+        if isinstance(described, JobManagerView):
+            self.last_jm = described
+            return described
+        return None
 
     async def describe_coordinator(self) -> CoordinatorView | None:
         described = await self._describe(COORDINATOR)
@@ -335,7 +414,7 @@ class JobRun:
         if self.table_lock is not None and self.table_lock.lost.is_set():
             return self.table_lock.lost_reason()
         if self.stop is not None and self.stop.is_set():
-            return "interrupted (Ctrl-C or SIGTERM): the job was stopped; what it committed stays on the table"
+            return f"{STOPPED}; what it committed stays on the table"
         return None
 
     async def timed_out(self) -> str:
@@ -409,29 +488,39 @@ class JobRun:
     # -- the result ------------------------------------------------------------------------------
 
     def _collect(self, outcome: Outcome, counters: DfsCounters, run_s: float) -> JobResult:
-        metrics = []
-        for name, ref in self.refs.items():
-            try:
-                metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
-            except ray.exceptions.RayError as exc:  # a dead process's counters are lost with it
-                log.info("the counters of %s are lost: %s", name, type(exc).__name__)
-        coord, jm, dumps = asyncio.run(self._views())
-        self._gather_traces()
+        """The record, from what the roles say (when Ray still runs) and what the table says. The
+        job manager's view is final when the job ended or took its cancellation; otherwise the
+        last one the driver holds, and the checkpoint store on the table completes it."""
+        metrics: list[MetricsSnapshot] = []
+        coord, jm, dumps = None, None, dict[str, TaskDump]()
+        if self._ray_up() and self.launched:
+            for name, ref in self.refs.items():
+                try:
+                    metrics.append(ray.get(ref.actor.metrics.remote(name), timeout=10))
+                except ray.exceptions.RayError as exc:  # a dead process's counters are lost with it
+                    log.info("the counters of %s are lost: %s", name, type(exc).__name__)
+            coord, jm, dumps = asyncio.run(self._views())
+            self._gather_traces()
+        jm_final = outcome.status != Status.INTERRUPTED or self.final_jm is not None or not self.launched
+        jm = self.final_jm or jm or self.last_jm
         self._shutdown()  # a job that did not finish would go on committing under the record
-        record = job_result(
+        return job_result(
             self.driver,
             outcome,
             metrics=metrics,
             driver_dfs=counters,
             coord=coord,
             jm=jm,
+            jm_final=jm_final,
             dumps=dumps,
             commits_before=self.commits_before,
             table=redact(self.cfg.table),
-            timing=self.plan.timings.copy(),
+            timing=self.plan.timings.copy() if self.plan is not None else {},
             run_s=run_s,
         )
-        return record
+
+    def _ray_up(self) -> bool:
+        return local_ray_alive()
 
     @property
     def _tracing(self) -> bool:
@@ -463,13 +552,17 @@ class JobRun:
         return out
 
     def _shutdown(self) -> None:
-        for actor in self.processes.values():
-            ray.kill(actor, no_restart=True)
+        """Kills the job's processes and removes its placement group; when Ray itself was ended
+        (its processes, and so the actors, are gone) there is nothing to ask it."""
+        if self._ray_up():
+            for actor in self.processes.values():
+                ray.kill(actor, no_restart=True)
+            if self.placement is not None:
+                self.placement.remove()
+        self.placement = None
         self.processes.clear()
         self._ready.clear()
         self.refs.clear()
-        if self.placement is not None:
-            self.placement.remove()
 
 
 async def awaited(refs: Any, timeout: float, what: str, option: str = "") -> Any:
@@ -544,5 +637,11 @@ def run_job(
 def _run_on_ray(job: ResolvedJob, out_dir: str | None, table_lock: TableLock, kwargs: dict[str, Any]) -> JobResult:
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
-    ensure_ray()
+    stop: StopRequest | None = kwargs.get("stop")
+    try:
+        with stop.start_up() if stop is not None else contextlib.nullcontext():
+            ensure_ray()
+    except KeyboardInterrupt as exc:  # stopped while Ray started: the run records that
+        if stop is None or not stop.stopped_start_up(exc):
+            raise
     return JobRun(job, out_dir, table_lock=table_lock, **kwargs).run()

@@ -15,8 +15,9 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import ray
 # line moves standard output into the engines' log, it holds the real one, not a stream that is
 # closed by exit time ("Exception ignored in atexit callback ... I/O operation on closed file").
 import ray.autoscaler._private.cli_logger  # noqa: F401
+from ray._private import auto_init_hook
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +50,31 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
         address = os.environ.get("RAY_ADDRESS")
         # Ray's future default (no accelerator variables overridden on CPUs), without its warning
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        # no implicit ray.init in Ray's processes (they inherit this): an actor whose raylet a
+        # signal ended would otherwise start a whole new local Ray of its own, left running
+        os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
         kwargs: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
-        if address:
-            ray.init(address=address, **kwargs)
-        else:
-            # a new embedded Ray, even when a `ray start` cluster runs on this machine
-            start_local_ray(num_cpus or os.cpu_count() or 2, **kwargs)
+        with _sigterm_kept():
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                # a new embedded Ray, even when a `ray start` cluster runs on this machine
+                start_local_ray(num_cpus or os.cpu_count() or 2, **kwargs)
         return True
+
+
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit(15)``
+    (``ray._private.worker.init``); the command's own (a stopped run writes its record) is put back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread sets handlers, Ray's init included
+        return
+    mine = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, mine)
 
 
 def start_local_ray(num_cpus: int, **kwargs: Any) -> list[int]:
@@ -75,8 +95,63 @@ def ray_scope() -> Iterator[None]:
     try:
         yield
     finally:
-        if owned and ray.is_initialized():
-            ray.shutdown()
+        if owned:
+            end_own_ray()
+
+
+def end_own_ray() -> None:
+    """Shuts down the Ray this driver started, then ends what the shutdown left: the processes
+    naming its session (the raylet's agents outlive a raylet a signal ended) and every process
+    this driver started that still runs (a start a signal interrupted: Ray's, Spark's). A second
+    signal's interruption (a KeyboardInterrupt, one per command) does not cut this short: each
+    step is done, then the interruption goes on."""
+    started = [p for p in psutil.Process().children(recursive=True) if _an_engine(p)]
+    session = own_session_dir()
+    # a call after the shutdown (RayDP's start, still under way in its thread after a signal)
+    # must not start a new local Ray, which would print on the terminal and outlive the command
+    auto_init_hook.enable_auto_connect = False
+    ending: list[Callable[[], object]] = [lambda: _end_processes([p for p in started if p.is_running()])]
+    if session:
+        ending.insert(0, lambda: _end_processes_naming(session))
+    shutdown: list[Callable[[], object]] = [ray.shutdown] if ray.is_initialized() else []
+    # a Ray whose GCS or raylet a signal ended is ended first: its shutdown waits on them, and Ray
+    # may end the driver meanwhile (a minute after its GCS went)
+    steps = shutdown + ending if local_ray_alive() else ending + shutdown
+    interrupted: KeyboardInterrupt | None = None
+    for step in steps:
+        try:
+            step()
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    if interrupted is not None:
+        for step in ending:  # once more: the interruption may have cut one short
+            step()
+        raise interrupted
+
+
+def own_session_dir() -> str | None:
+    """The session directory of the local Ray this driver started (marked by it), else None (a
+    cluster given by ``RAY_ADDRESS``, or Ray not running)."""
+    try:
+        session = _session_dir()
+        owner = json.loads(Path(session, DRIVER_MARK).read_text())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return session if owner.get("pid") == os.getpid() else None
+
+
+def local_ray_alive() -> bool:
+    """False once the local Ray this driver started lost its GCS or raylet (a signal to the whole
+    process group, SIGTERM or SIGHUP, ends them with the driver's): then no actor can answer and a
+    call would wait for its bound. True for a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
+    node: Any = getattr(ray._private.worker, "_global_node", None)
+    if node is None or own_session_dir() is None:
+        return True
+    for kind in ("gcs_server", "raylet"):
+        for info in node.all_processes.get(kind, []):
+            if info.process is not None and info.process.poll() is not None:
+                return False
+    return True
 
 
 def mark_session(session_dir: str) -> None:
@@ -120,9 +195,26 @@ def _end_processes_naming(session_dir: str) -> list[int]:
     line names ``session_dir`` (the flag every Ray process of the session is started with)."""
     procs = []
     for proc in psutil.process_iter(["cmdline"]):
-        cmdline = proc.info.get("cmdline") or []
+        try:
+            cmdline = proc.info.get("cmdline") or []
+        except psutil.Error:
+            continue
         if proc.pid != os.getpid() and any(session_dir in arg for arg in cmdline):
             procs.append(proc)
+    return _end_processes(procs)
+
+
+def _an_engine(proc: psutil.Process) -> bool:
+    """A process of Ray's (its head processes, workers, agents) or a JVM (Spark's)."""
+    try:
+        cmdline = " ".join(proc.cmdline())
+        return proc.name() == "java" or "/ray/" in cmdline or cmdline.startswith("ray::")
+    except psutil.Error:
+        return False
+
+
+def _end_processes(procs: list[psutil.Process]) -> list[int]:
+    """SIGTERM, then SIGKILL to what is left after :data:`REAP_TIMEOUT_S`."""
     for proc in procs:
         try:
             proc.terminate()

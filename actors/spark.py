@@ -13,6 +13,7 @@ always passes them.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -328,6 +329,25 @@ def spark_scope() -> Iterator[None]:
     finally:
         if owned:
             stop_spark()
+            _forget_raydp_exit_hook()
+
+
+def _forget_raydp_exit_hook() -> None:
+    """RayDP stops its Spark context at interpreter exit (``atexit.register(stop_spark)`` in
+    ``raydp/context.py``), by then after Ray's shutdown, so a start a signal interrupted (the
+    session never reached this module) fails there: "Exception ignored in atexit callback ...
+    Can't find actor". The scope that owned Spark stops what RayDP started, unless its start is
+    still under way in its thread (RayDP's lock held: stopping would wait for the start), whose
+    actors and JVM end with Ray's shutdown (:func:`actors.ray_session.end_own_ray`); the hook has
+    nothing left to do."""
+    context = sys.modules.get("raydp.context")
+    if context is None:
+        return
+    atexit.unregister(context.stop_spark)
+    lock = context._spark_context_lock
+    if getattr(context, "_global_spark_context", None) is not None and lock.acquire(blocking=False):
+        lock.release()
+        _stop_raydp_quietly()  # started after all, though the start was interrupted
 
 
 def last_start_seconds() -> float | None:

@@ -1,25 +1,58 @@
-"""SIGTERM is Ctrl-C: the first asks the running job to stop (it still writes its record), a
-second interrupts at once; the handlers are the process's own again afterwards."""
+"""SIGINT, SIGTERM and SIGHUP ask the running job to stop (it still writes its record); the same
+stop delivered twice (timeout(1) signals the command and then its group) is one stop; a second
+one later ends the command at once with the first's exit code and says how far the record got;
+the handlers are the process's own again afterwards."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 from rich.console import Console
 
-from runtime.cli.terminal import interruptible
+from runtime.cli import terminal
+from runtime.cli.terminal import StopNow, interruptible
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_the_first_signal_asks_the_job_to_stop_and_a_second_interrupts(sig):
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_the_first_signal_asks_the_job_to_stop_and_a_later_second_ends_at_once(sig, code, monkeypatch):
+    monkeypatch.setattr(terminal, "SAME_STOP_S", 0.2)
     before = signal.getsignal(sig)
-    console = Console(record=True, width=120)
-    with pytest.raises(KeyboardInterrupt), interruptible(console) as stop:
+    console = Console(record=True, width=200)
+    with pytest.raises(StopNow) as ended, interruptible(console) as stop:
         assert not stop.is_set()
         os.kill(os.getpid(), sig)
-        assert stop.is_set()
+        assert stop.is_set() and stop.signal == sig.name
+        os.kill(os.getpid(), sig)  # at once: the same stop delivered again, not a second one
+        time.sleep(0.3)
         os.kill(os.getpid(), sig)
-    assert "stopping the job and writing its record" in console.export_text()
+    assert ended.value.exit_code == code
+    text = console.export_text()
+    assert "stopping the job and writing its record" in text
+    assert "stopped at once; result.json was not written" in text
     assert signal.getsignal(sig) is before
+
+
+def test_a_second_signal_after_the_record_was_written_says_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(terminal, "SAME_STOP_S", 0.0)
+    console = Console(record=True, width=200)
+    with pytest.raises(StopNow), interruptible(console) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        stop.record_written(str(tmp_path / "result.json"), complete=False)
+        os.kill(os.getpid(), signal.SIGTERM)
+    assert "result.json was written; what the run committed was not checked" in console.export_text()
+
+
+def test_a_stop_during_a_start_up_step_ends_the_step(monkeypatch):
+    from runtime.job.stop import StartUpStopped
+
+    console = Console(record=True, width=200)
+    with interruptible(console) as stop:
+        with pytest.raises(StartUpStopped), stop.start_up():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # ended by the signal
+        assert stop.signal == "SIGTERM" and not stop.abortable
+        with pytest.raises(StartUpStopped), stop.start_up():  # a later step does not start
+            pass

@@ -15,15 +15,16 @@ class ExitCode(IntEnum):
     FAILED = 1  # the run failed, was not verified, or a check found a problem
     USAGE = 2  # bad input: an option, a file, a table, a location (nothing ran)
     DEADLOCK = 3  # the job deadlocked (the watchdog diagnosed it)
-    INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it; SIGTERM 143, SIGHUP 129 (128 + signal)
 
 
-def of_run(result: JobResult) -> ExitCode:
-    """``run``: OK only when the job finished and exactly-once was verified."""
+def of_run(result: JobResult, stopped_by: int = ExitCode.INTERRUPTED) -> int:
+    """``run``: OK only when the job finished and exactly-once was verified; an interrupted job
+    exits as the signal that stopped it (``stopped_by``: 128 + its number)."""
     if result.status == Status.DEADLOCKED:
         return ExitCode.DEADLOCK
     if result.status == Status.INTERRUPTED:
-        return ExitCode.INTERRUPTED
+        return stopped_by
     eo = result.exactly_once
     return ExitCode.OK if result.status == Status.FINISHED and eo and eo.verified else ExitCode.FAILED
 

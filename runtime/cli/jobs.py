@@ -20,11 +20,12 @@ from runtime.cli.options import (
     job_config,
     protocol_option,
 )
-from runtime.cli.terminal import engine_log, engines_to_log, interruptible
+from runtime.cli.terminal import engine_log, engines_to_log, exit_code_of, interruptible
 from runtime.core.config import ConfigError, JobConfig
 from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
+from runtime.lab.status import Status
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -34,8 +35,11 @@ if TYPE_CHECKING:
     from runtime.lab.verify import RecordedRun
 
 
-def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str) -> JobResult:
-    """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its summary."""
+def run_and_report(
+    job: ResolvedJob, out: str, console: Console, args: argparse.Namespace, label: str
+) -> tuple[JobResult, int]:
+    """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its
+    summary. Returns the result and, for a job a signal stopped, the exit code of that signal."""
     from actors.job import run_job
     from actors.ray_session import ray_scope
     from actors.spark import spark_scope
@@ -54,6 +58,7 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
         checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
     ):
         result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock)
+        stop.ending = True  # the record is made; Spark and Ray are stopped next
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
     if result.deadlock:
@@ -63,7 +68,7 @@ def run_and_report(job: ResolvedJob, out: str, console: Console, args: argparse.
         + (f"; trace: {trace}" if trace else "")
         + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
-    return result
+    return result, exit_code_of(stop.signal)
 
 
 def _say(console: Console) -> Callable[[str], None]:
@@ -81,8 +86,8 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     cfg = job.config
     for note in job.input.notes if job.input else ():  # the value scan's bound, when it cut the scan
         console.print(f"[yellow]{note}[/yellow]", highlight=False)
-    result = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
-    return exits.of_run(result)
+    result, stopped_by = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
+    return exits.of_run(result, stopped_by)
 
 
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
@@ -95,8 +100,8 @@ def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
         f"schedule: round 1 with data, round 2 empty, round 3 with data; checkpoint 2's "
         f"completion reaches the coordinator 0.5s late ({cfg.protocol}, {cfg.writers} writers)"
     )
-    result = run_and_report(job, out, console, args, f"deadlock schedule: {cfg.protocol}")
-    return exits.of_deadlock(result, args.expect)
+    result, stopped_by = run_and_report(job, out, console, args, f"deadlock schedule: {cfg.protocol}")
+    return stopped_by if result.status == Status.INTERRUPTED else exits.of_deadlock(result, args.expect)
 
 
 def cmd_verify(args: argparse.Namespace, console: Console) -> int:

@@ -71,6 +71,6 @@ def _main(argv: list[str] | None, console: Console) -> int:
     except UserError as exc:  # bad input: its message, no traceback
         console.print(f"[red]{exc.title()}:[/red] {exc}", highlight=False)
         return ExitCode.USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # a second stopping signal (StopNow), or one outside a job
         console.print("[yellow]interrupted[/yellow]")
-        return ExitCode.INTERRUPTED
+        return int(getattr(exc, "exit_code", ExitCode.INTERRUPTED))

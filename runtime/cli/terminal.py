@@ -9,28 +9,69 @@ import io
 import os
 import signal
 import sys
-import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
 
+from runtime.job.stop import StartUpStopped, StopRequest
+
+# one stop delivered twice is one stop: timeout(1) signals the command, then its process group
+# (the command again); a second signal this soon after the first is that one, not a second Ctrl-C
+SAME_STOP_S = 1.0
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopNow(KeyboardInterrupt):
+    """A second stopping signal: the command ends at once, with the exit code of the first."""
+
+    def __init__(self, first: str) -> None:
+        super().__init__(first)
+        self.exit_code = exit_code_of(first)
+
+
+def exit_code_of(signal_name: str) -> int:
+    """As a shell reports a command a signal ended: 128 + the signal's number (SIGINT 130,
+    SIGTERM 143, SIGHUP 129)."""
+    return 128 + int(signal.Signals[signal_name]) if signal_name else 130
+
 
 @contextlib.contextmanager
-def interruptible(console: Console) -> Iterator[threading.Event]:
-    """SIGTERM is Ctrl-C. The first one asks the running job to stop (it stops at the watchdog's
-    next poll and still writes its record); a second one interrupts at once."""
-    stop = threading.Event()
+def interruptible(console: Console) -> Iterator[StopRequest]:
+    """SIGINT (Ctrl-C), SIGTERM (a container's or a service manager's stop) and SIGHUP (the
+    terminal closed) ask the running job to stop: it stops at the watchdog's next poll and still
+    writes its record. A second signal (later than :data:`SAME_STOP_S`) ends the command at once
+    (:class:`StopNow`), saying whether the record was written, unless all that is left is ending
+    the command's processes (``stop.ending``), which it lets finish; any further one is ignored."""
+    stop = StopRequest()
 
     def on_signal(signum: int, _frame: Any) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        console.print(f"[yellow]{signal.Signals(signum).name}: stopping the job and writing its record[/yellow]")
+        name = signal.Signals(signum).name
+        if stop.request(name):
+            console.print(
+                f"[yellow]{name}: stopping the job and writing its record (a second signal stops at once)[/yellow]"
+            )
+            if stop.abortable:  # a start-up step that writes nothing ends here
+                raise StartUpStopped(name)
+            return
+        if stop.at_once or time.monotonic() - stop.at < SAME_STOP_S:
+            return
+        stop.at_once = True
+        if stop.ending:  # nothing left but ending the processes: cutting that short would leave them
+            console.print(f"[yellow]second signal: {stop.record_state()}; ending the run's processes[/yellow]")
+            return
+        raise StopNow(stop.signal)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}
     try:
         yield stop
+    except KeyboardInterrupt as exc:
+        if not stop.at_once:
+            raise
+        # Ray raises a KeyboardInterrupt of its own when the handler ran inside one of its calls
+        console.print(f"[yellow]second signal: stopped at once; {stop.record_state()}[/yellow]", highlight=False)
+        raise StopNow(stop.signal) from exc
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -77,7 +118,7 @@ class TerminalStream(io.TextIOBase):
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError:  # the reader went away (EPIPE), or the terminal closed (EIO, after SIGHUP)
             self._discard()
             return len(text)
 
@@ -86,7 +127,7 @@ class TerminalStream(io.TextIOBase):
             return
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError:
             self._discard()
 
     def _discard(self) -> None:

@@ -11,7 +11,8 @@ the coordinator through the job master, in order with the task's acknowledgement
 ``completePendingCheckpoint`` -> ``cleanupAfterCompletedCheckpoint`` -> ``sendAcknowledgeMessages``
 (the checkpoint is stored and the coordinators notified in one step, so a task failure handled
 afterwards cannot come between them: a notification already sent is awaited before the failure is
-reported).
+reported), ``CheckpointCoordinatorDeActivator.jobStatusChanges`` ->
+``CheckpointCoordinator.stopCheckpointScheduler`` (a cancelled job: :meth:`JobManager.cancel`).
 
 For each checkpoint: snapshot the operator coordinator first, then inject barriers through the
 sources; collect an ack from every write task; on all acks notify completion (coordinator first,
@@ -58,6 +59,10 @@ from runtime.core.messages import (
 MAX_FINAL_CHECKPOINTS = 3  # extra checkpoints at end of input when the last one did not complete
 
 
+class JobCancelled(RuntimeError):
+    """The job was cancelled (:meth:`JobManager.cancel`): the loop ends, triggering nothing more."""
+
+
 class JobFailed(RuntimeError):
     pass
 
@@ -71,12 +76,13 @@ class CheckpointRecord:
     acked_at: float = 0.0
     notified_at: float = 0.0
     notifying: bool = False  # the completion notification is on its way to the coordinator
+    completing: bool = False  # its completion began (states stored, then notified): a cancel waits for it
     reason: str = ""
     acks: dict[str, bytes] = field(default_factory=dict)
 
 
 class JobManager:
-    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed", "write_metadata")
+    RPC_METHODS = ("ack_checkpoint", "round_emitted", "task_failed", "write_metadata", "cancel")
 
     def __init__(
         self,
@@ -113,6 +119,8 @@ class JobManager:
         # merge-on-read: the compaction plan operator, notified after the write tasks and
         # drained at the end of input (runtime.writer.compaction); "" when the job compacts not
         self.compaction_plan = compaction_plan
+        self.cancelled = ""  # why the job was cancelled; "" while it is not
+        self._inflight: dict[int, asyncio.Task[bool]] = {}  # the checkpoints of the running loop
 
     # -- handlers ------------------------------------------------------------------------------
 
@@ -176,6 +184,8 @@ class JobManager:
                 pass
 
     def _check_failures(self) -> None:
+        if self.cancelled:
+            raise JobCancelled(self.cancelled)
         if self.failures:
             f = self.failures[0]
             raise JobFailed(f"{f.role} failed: {f.error}")
@@ -200,11 +210,16 @@ class JobManager:
         flight, then final checkpoints until one completes; returns a summary. Raises JobFailed on
         a task failure."""
         self.status = "running"
-        inflight: dict[int, asyncio.Task[bool]] = {}
+        inflight = self._inflight
         try:
             ckp = await self._checkpoint_rounds(inflight)
             await self._end_input(ckp)
             self.status = "finished"
+            return self.describe()
+        except JobCancelled:
+            for ckp, task in inflight.items():  # a completion that began is left to end: cancel awaits it
+                if not self.checkpoints[ckp].completing:
+                    task.cancel()
             return self.describe()
         except BaseException as exc:
             if self.status == "running":
@@ -214,6 +229,30 @@ class JobManager:
             for task in inflight.values():
                 task.cancel()
             raise
+
+    async def cancel(self, reason: str) -> JobManagerView:
+        """Flink's cancellation: the job leaves RUNNING and its checkpoint coordinator stops
+        (Flink 1.14-1.18 ``CheckpointCoordinatorDeActivator.jobStatusChanges`` ->
+        ``CheckpointCoordinator.stopCheckpointScheduler``: under the coordinator's lock, no trigger
+        after it and every pending checkpoint aborted, ``CHECKPOINT_COORDINATOR_SUSPEND``). A
+        checkpoint whose completion began before (``completePendingCheckpoint`` holds the same
+        lock: stored, then its coordinators notified) completes, and its notification is awaited
+        (bounded by the checkpoint timeout). So the view returned is final: no checkpoint completes,
+        and the coordinator is notified of none, after it. The aborted checkpoints' participants
+        are not notified (Flink cancels them next; here the host ends their processes)."""
+        if not self.cancelled:
+            self.cancelled = reason or "cancelled"
+            if self.status == "running":
+                self.status = "cancelled"
+            for rec in self.checkpoints.values():
+                if rec.status == "pending" and not rec.completing:
+                    rec.status, rec.reason = "aborted", f"the job was cancelled ({self.cancelled})"
+            self._notify_changed()
+        completing = [t for k, t in self._inflight.items() if not t.done() and self.checkpoints[k].completing]
+        if completing:
+            self.waiting_for = "the completions that began before the job was cancelled"
+            await asyncio.wait(completing, timeout=self.config.checkpoint_timeout_s)
+        return self.describe()
 
     async def _checkpoint_rounds(self, inflight: dict[int, asyncio.Task[bool]]) -> int:
         """Triggers a checkpoint per round once every source emitted it (its tasks kept in
@@ -244,6 +283,8 @@ class JobManager:
             wait = cfg.checkpoint_interval_s - (self.env.now() - last_trigger)
             if wait > 0:
                 await self.env.sleep(wait)
+            if self.cancelled:  # cancelled while it waited: no trigger
+                raise JobCancelled(self.cancelled)
             last_trigger = self.env.now()
             inflight[ckp] = self.env.spawn(self._checkpoint(ckp, round_no), f"checkpoint-{ckp}")
 
@@ -325,6 +366,8 @@ class JobManager:
             timeout=cfg.checkpoint_timeout_s,
             option=flag_of("checkpoint_timeout_s"),
         )
+        if self.cancelled:
+            return False  # aborted by the cancellation while the coordinator took its snapshot
         for src in self.source_names:
             self.env.send(src, "trigger_barrier", trigger)
         try:
@@ -334,6 +377,8 @@ class JobManager:
                 f"acks of checkpoint {ckp}",
                 flag_of("checkpoint_timeout_s"),
             )
+        except JobCancelled:
+            return False  # aborted by the cancellation
         except WaitTimeout:
             missing = sorted(set(self.task_names) - set(rec.acks))
             rec.status, rec.reason = "timed-out", f"no ack from {', '.join(missing)}"
@@ -346,6 +391,9 @@ class JobManager:
             rec.status, rec.reason = "aborted", "aborted by the schedule"
             await self._notify_aborted(ckp, rec.reason)
             return False
+        if self.cancelled:
+            return False  # aborted by the cancellation
+        rec.completing = True  # from here the checkpoint completes: a cancellation waits for it
         if self.state_backend is not None:
             # the checkpoint is complete once its states are stored; only then is it notified
             states = dict(rec.acks, coordinator=coordinator_state or b"")

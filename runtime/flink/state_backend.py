@@ -46,6 +46,18 @@ class StateBackend:
                 continue
         return None
 
+    def completed(self) -> list[CompletedCheckpoint]:
+        """The completed checkpoints the store keeps (the last few), oldest first; a corrupt one is skipped."""
+        out = []
+        for ckp_id in self.list_ids():
+            try:
+                out.append(
+                    codec.decode(self.dfs.read_bytes(Dfs.join(self.path, f"{ckp_id:010d}.ckp")), CompletedCheckpoint)
+                )
+            except (codec.CodecError, OSError):
+                continue
+        return out
+
     def keep_up_to(self, checkpoint_id: int) -> CompletedCheckpoint | None:
         """Flink's --fromSavepoint on this store: deletes the checkpoints after ``checkpoint_id``
         (an earlier job's, which this job's ids will reuse) and returns that one, or None when the

@@ -13,11 +13,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from runtime.core import trace_events
+from runtime.core import roles, trace_events
 from runtime.core.dfs import DfsCounters
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.faults.markers import FiredFault, fired_faults
+from runtime.flink.state_backend import StateBackend
 from runtime.hudi.formats.commit_metadata import (
     CommitSummary,
     CompletedInstant,
@@ -25,6 +26,7 @@ from runtime.hudi.formats.commit_metadata import (
     compaction_summaries,
     files_written,
 )
+from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.timeline.archived_timeline import archived_commit_metadata
 from runtime.job.driver import JobDriver, Outcome
 from runtime.lab.prefix import verify_prefix
@@ -43,6 +45,9 @@ from runtime.lab.results import (
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import VerifyError
+
+# a checkpoint the driver's last view had pending that the completed-checkpoint store holds
+COMPLETED_AFTER_VIEW = "completed after the driver's last view of the job manager (read from the checkpoint store)"
 
 
 def rollbacks(driver: JobDriver, coord: CoordinatorView) -> list[Rollback]:
@@ -98,6 +103,25 @@ def verify_committed_prefix(
         return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))
 
 
+def unchanged_table(table: HudiTable, commits_before: set[str]) -> CommittedPrefix:
+    """A run stopped in its start-up, before any role started: it committed nothing, so its table
+    holds the completed instants it held, checked by listing the timeline."""
+    now = completed_instants(table)
+    held = f"the table's timeline holds the {len(commits_before)} completed instant(s) it held"
+    what = "nothing: stopped during the start-up, before any role started"
+    if now == commits_before:
+        return CommittedPrefix(verified=True, prefix=f"{what}; {held}")
+    changed = sorted(now ^ commits_before)[:10]
+    return CommittedPrefix(verified=False, prefix=what, error=f"instants changed meanwhile: {changed}")
+
+
+def completed_instants(table: HudiTable) -> set[str]:
+    """The table's completed instants; none before it is created (its ``.hoodie`` may hold only
+    the run's lock)."""
+    created = table.dfs.exists(table.dfs.join(table.hoodie, "hoodie.properties"))
+    return set(table.timeline().completed_instants()) if created else set()
+
+
 def faults_not_fired(driver: JobDriver, fired: list[FiredFault]) -> list[str]:
     """The armed fault specs no role fired (a marker per firing names the spec)."""
     keys = {(f["point"], f["checkpoint"], f["task"], f.get("target", "")) for f in fired}
@@ -131,14 +155,26 @@ def trace_markers(driver: JobDriver) -> list[dict[str, Any]]:
     return out
 
 
-def checkpoints(driver: JobDriver, jm: JobManagerView | None) -> dict[str, CheckpointEntry]:
+def checkpoints(driver: JobDriver, jm: JobManagerView | None, *, final: bool = True) -> dict[str, CheckpointEntry]:
     """Every checkpoint of the job, those of job managers a failover replaced included, as
-    result.json's ``checkpoints.detail`` (string keys, as JSON has them)."""
+    result.json's ``checkpoints.detail`` (string keys, as JSON has them). A view that is not
+    ``final`` (the last the driver holds of a job manager that did not answer at the end) may
+    miss checkpoints that completed after it: the completed-checkpoint store on the table says
+    which (the job manager stores a checkpoint before it notifies anyone of its completion)."""
     every = {**driver.prior_checkpoints, **(jm.checkpoints if jm is not None else {})}
-    return {
-        str(k): CheckpointEntry(status=v.status, round=v.round, reason=v.reason, acks=list(v.acks))
+    out: dict[int, CheckpointEntry] = {
+        k: CheckpointEntry(status=v.status, round=v.round, reason=v.reason, acks=list(v.acks))
         for k, v in sorted(every.items())
     }
+    if not final:
+        stored = StateBackend(driver.table.dfs, driver.table.base_path).completed()
+        for done in (c for c in stored if c.checkpoint_id > driver.cfg.from_checkpoint):  # not an earlier job's
+            if done.checkpoint_id not in out or out[done.checkpoint_id]["status"] != "completed":
+                acks = sorted(r for r in done.states if r != roles.COORDINATOR)
+                out[done.checkpoint_id] = CheckpointEntry(
+                    status="completed", round=done.round, reason=COMPLETED_AFTER_VIEW, acks=acks
+                )
+    return {str(k): v for k, v in sorted(out.items())}
 
 
 @dataclass(frozen=True)
@@ -202,6 +238,7 @@ def job_result(
     driver_dfs: DfsCounters,
     coord: CoordinatorView | None,
     jm: JobManagerView | None,
+    jm_final: bool = True,
     dumps: dict[str, TaskDump],
     commits_before: set[str],
     table: str,
@@ -212,7 +249,8 @@ def job_result(
     cfg = driver.cfg
     parts = metrics + driver.prior_metrics
     coord = coord or CoordinatorView(instant=None, error="the coordinator did not answer")
-    figures = run_figures(parts, driver_dfs, coord.releases, checkpoints(driver, jm), dumps, cfg.checkpoints)
+    detail = checkpoints(driver, jm, final=jm_final)
+    figures = run_figures(parts, driver_dfs, coord.releases, detail, dumps, cfg.checkpoints)
     fired = fired_faults(driver.table.dfs, driver.table.base_path)
     rolled_back = rollbacks(driver, coord)
     on_table = table_record(driver, coord, figures, commits_before)

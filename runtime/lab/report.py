@@ -192,6 +192,8 @@ def _prefix_line(prefix: CommittedPrefix) -> str:
         return escape(prefix.prefix)
     if prefix.error:
         return f"[red]not verified[/red]: {escape(prefix.error)}"
+    if prefix.lost is None:  # checked on the timeline (a run stopped in its start-up), not record by record
+        return f"the table holds {escape(prefix.prefix)}: verified"
     return f"the table holds {escape(prefix.prefix)}: " + verdict_line(prefix)
 
 

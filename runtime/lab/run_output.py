@@ -48,6 +48,17 @@ def write_result(out_dir: str, record: JobResult, extra: JsonObject | None = Non
     it (a simulation's determinism check). Returns the path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, RESULT_FILE)
-    with open(path, "w") as f:
+    # written aside and renamed: a reader (or a run ended mid-write) sees a whole record or none
+    part = f"{path}.part"
+    with open(part, "w") as f:
         json.dump(record.to_json() | (extra or {}), f, indent=2, default=str)
+    os.replace(part, path)
     return path
+
+
+def remove_result(out_dir: str) -> None:
+    """Removes an earlier run's ``result.json`` from ``out_dir``, so the file there is this run's."""
+    for name in (RESULT_FILE, f"{RESULT_FILE}.part"):
+        path = os.path.join(out_dir, name)
+        if os.path.exists(path):
+            os.remove(path)

@@ -155,3 +155,50 @@ def test_a_task_failure_does_not_cut_a_completion_notification_already_sent(sim)
     sim.run(main())
     assert jm.checkpoints[1].status == "completed"
     assert coordinator.commits_done == [1]  # the old job manager cancelled the call: []
+
+
+def _cancel_at(sim: Sim, jm: JobManager, at_s: float) -> dict[str, Any]:
+    """Runs the job and cancels it ``at_s`` seconds in (as the Ray host does for a stopped job);
+    the view the cancellation returned and the run's own end, as the host sees them."""
+    seen: dict[str, Any] = {}
+
+    async def main() -> None:
+        run = asyncio.ensure_future(jm.run())
+        await asyncio.sleep(at_s)
+        seen["view"] = await jm.cancel("SIGINT")
+        seen["run"] = await asyncio.wait_for(run, 10.0)
+
+    sim.run(main())
+    return seen
+
+
+def test_a_cancelled_job_completes_no_checkpoint_after_its_cancellation(sim):
+    """The checkpoint-28 question: a stopped run's record must not say a checkpoint was pending
+    while the table holds its commit. Flink's cancel stops the checkpoint coordinator
+    (stopCheckpointScheduler): the pending checkpoint is aborted, acks arriving afterwards complete
+    nothing, and the coordinator is never told to commit it; the view the cancellation returns is
+    the last word."""
+
+    def late_acks(jm: JobManager, ckp: int) -> None:  # acks come 0.3 s after the barrier
+        asyncio.get_running_loop().call_later(0.3, _ack, jm, ckp)
+
+    jm, coordinator = _job(sim, _config(checkpoints=3), late_acks)
+    seen = _cancel_at(sim, jm, 0.15)  # checkpoint 1 triggered, its acks not in yet
+    view = seen["view"]
+    assert view.checkpoints[1].status == "aborted" and "cancelled" in view.checkpoints[1].reason
+    assert jm.checkpoints[1].status == "aborted"  # the late acks changed nothing
+    assert ("notify_checkpoint_complete", 1) not in coordinator.calls
+    assert [c for m, c in coordinator.calls if m == "checkpoint_coordinator"] == [1]  # no trigger after it
+    assert seen["run"].status == "cancelled"
+
+
+def test_a_completion_that_began_before_the_cancellation_ends_and_is_in_its_view(sim):
+    """A checkpoint whose completion began (stored, its coordinator being notified) completes, as
+    under Flink's checkpoint lock; the cancellation waits for the commit, so its view says
+    completed for every checkpoint the coordinator committed."""
+    jm, coordinator = _job(sim, _config(checkpoints=3), _ack, commit_s=0.5)
+    view = _cancel_at(sim, jm, 0.2)["view"]  # checkpoint 1 is being committed
+    assert view.checkpoints[1].status == "completed"
+    assert coordinator.commits_done == [1]
+    assert 2 not in view.checkpoints or view.checkpoints[2].status == "aborted"
+    assert ("notify_checkpoint_complete", 2) not in coordinator.calls

@@ -262,14 +262,16 @@ def test_an_interrupted_job_writes_its_record_and_checks_what_it_committed(ray_s
     result.json is written, status interrupted, and its commits are checked as a prefix."""
     import threading
 
-    stop, done = threading.Event(), threading.Event()
+    from runtime.job.stop import StopRequest
+
+    stop, done = StopRequest(), threading.Event()
     cfg = _cfg(tmp_path, protocol="coordination-rpc", checkpoints=40, checkpoint_interval_s=0.25)
 
     def stop_after_a_commit() -> None:  # as a user who presses Ctrl-C once the job commits
         timeline = tmp_path / "table" / ".hoodie" / "timeline"  # coordination-rpc writes version 9
         while not done.wait(0.1):
             if timeline.is_dir() and any(p.suffix == ".commit" for p in timeline.iterdir()):
-                stop.set()
+                stop.request("SIGINT")
                 return
 
     watcher = threading.Thread(target=stop_after_a_commit, daemon=True)
