@@ -51,7 +51,8 @@ class Delay:
     def uniform(lo: float, hi: float) -> Delay:
         if not 0 <= lo <= hi:
             raise ValueError(f"uniform delay needs 0 <= lo <= hi, got {lo}, {hi}")
-        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: r.uniform(lo, hi))
+        # ``r.uniform(lo, hi)`` is ``lo + (hi - lo) * r.random()``: the same float, one call less a message
+        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: lo + (hi - lo) * r.random())
 
     @staticmethod
     def fixed(seconds: float) -> Delay:
@@ -196,6 +197,7 @@ class SimNetwork:
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
         # (role, method) -> (the role object, whether its handler is a plain function)
         self._plain_handlers: dict[tuple[str, str], tuple[Any, bool]] = {}
+        self._delay_sources: dict[str, random.Random] = {}  # by sender, when the chooser is the seeded one
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -219,6 +221,14 @@ class SimNetwork:
         return name in self.roles
 
     def _draw(self, who: str) -> float:
+        rng = self._delay_sources.get(who)
+        if rng is not None:
+            return self.delay(rng)
+        if type(self.chooser) is RandomChooser:
+            # the seeded strategy's draw is ``delay(source)``: its source, kept by sender, is
+            # drawn from directly (the same calls on the same ``random.Random``)
+            rng = self._delay_sources[who] = self.chooser.source(ChoicePoint.MESSAGE_DELAY, who)
+            return self.delay(rng)
         return self.chooser.draw(ChoicePoint.MESSAGE_DELAY, who, self.delay)
 
     def post(

@@ -221,8 +221,8 @@ class SimTracer(Tracer):
             thread,
             cat or trace_events.RUN,
             name,
-            self._us(start),
-            self._us(max(0.0, end - start)),
+            round(start * 1e6, 1),  # ``_us`` inline
+            round(max(0.0, end - start) * 1e6, 1),
             args or None,
         )
 
