@@ -263,7 +263,11 @@ class SimLoop(asyncio.BaseEventLoop):
         monotonic = time.monotonic
         resolution = self._clock_resolution
         while True:
-            if self._worth_purging(len(scheduled)):
+            n = len(scheduled)  # ``_worth_purging`` inline (a call an iteration otherwise)
+            if (
+                n > _MIN_SCHEDULED_TIMER_HANDLES
+                and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+            ):
                 scheduled = self._purge_cancelled()
             else:
                 while scheduled and scheduled[0][2]._cancelled:
@@ -275,8 +279,10 @@ class SimLoop(asyncio.BaseEventLoop):
                     self.iterations += 1
                 else:
                     self._advance(0)
+            elif scheduled:
+                self._advance(min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT))
             else:
-                self._advance(self._timeout_to_next(scheduled))
+                self._advance(None)  # stuck: it raises
             end_time = self._now + resolution
             while scheduled and scheduled[0][0] < end_time:
                 timer = heappop(scheduled)[2]

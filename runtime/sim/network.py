@@ -286,7 +286,7 @@ class SimNetwork:
                 env, ok=False, value=RoleDied(f"{env.dest} died before {env.method} reached it"), kind="RoleDied"
             )
             return
-        self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
+        self.recorder.add_message("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
         if env.dest not in self._starting and self._synchronous(env):
             # the callback runs where the dispatch task's first step would, and a synchronous
             # handler finishes in that step: the same order, without a task per message
@@ -390,7 +390,7 @@ class SimNetwork:
             self.recorder.add("reply-late", env.dest, env.sender, env.method, kind, env.call_id)
             return
         if ok:
-            self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
+            self.recorder.add_message("reply", env.dest, env.sender, env.method, kind, env.call_id)
             for probe in self.reply_probes:
                 probe(env.dest, env.incarnation, env.sender, env.method, value)
             fut.set_result(value)
