@@ -195,8 +195,8 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
-        # (role, method) -> (the role object, whether its handler is a plain function)
-        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool]] = {}
+        # (role, method) -> (the role object, whether its handler is a plain function, that handler)
+        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool, Callable[[Any], Any] | None]] = {}
         self._delay_sources: dict[str, random.Random] = {}  # by sender, when the chooser is the seeded one
 
     def add(self, name: str) -> None:
@@ -341,18 +341,29 @@ class SimNetwork:
 
     def _synchronous(self, env: _Envelope) -> bool:
         """Whether ``env``'s handler is a plain function (False when looking it up fails: the
-        dispatch task reports that, as before). Kept per role object and method."""
+        dispatch task reports that, as before). Kept per role object and method, with the
+        handler itself."""
         role = self.roles.get(env.dest)
         known = self._plain_handlers.get((env.dest, env.method))
         if known is not None and known[0] is role:
             return known[1]
+        handler: Callable[[Any], Any] | None = None
         try:
             plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
-            plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+            if plain:
+                handler = rpc_handler(role, env.method)
+                plain = not inspect.iscoroutinefunction(handler)
         except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
             plain = False
-        self._plain_handlers[(env.dest, env.method)] = (role, plain)
+        self._plain_handlers[(env.dest, env.method)] = (role, plain, handler if plain else None)
         return plain
+
+    def _plain_handler(self, role: Any, method: str, dest: str) -> Callable[[Any], Any]:
+        """``rpc_handler(role, method)``: the one :meth:`_synchronous` kept for this role object."""
+        known = self._plain_handlers.get((dest, method))
+        if known is not None and known[0] is role and known[2] is not None:
+            return known[2]
+        return rpc_handler(role, method)
 
     def _dispatch_now(self, env: _Envelope) -> None:
         """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
@@ -360,7 +371,7 @@ class SimNetwork:
         if env.incarnation != self.incarnations.get(env.dest, 0):
             return
         try:
-            result = rpc_handler(self.roles[env.dest], env.method)(from_wire(env.payload))
+            result = self._plain_handler(self.roles[env.dest], env.method, env.dest)(from_wire(env.payload))
             if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
                 self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
                 return
