@@ -31,7 +31,7 @@ import time
 from asyncio import format_helpers
 from collections.abc import Callable
 from contextvars import Context, copy_context
-from typing import Any, TypeVar, TypeVarTuple, Unpack
+from typing import Any, NoReturn, TypeVar, TypeVarTuple, Unpack
 
 from runtime.sim.chooser import ChoicePoint, Chooser
 
@@ -188,20 +188,26 @@ class SimLoop(asyncio.BaseEventLoop):
                 f"(virtual time {self._now:.3f}s, {self.iterations} loop iterations)"
             )
         if timeout is None:
-            raise SimulationStuck(
-                f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
-                "coroutine waits for something nothing will deliver"
-            )
+            self._stuck()
         if timeout <= 0:
             return
         when = self._scheduled[0][0] if self._scheduled else self._now + timeout
         target = when if when - self._now <= timeout else self._now + timeout
         if self.max_virtual_s is not None and target > self.max_virtual_s:
-            raise VirtualTimeLimit(
-                f"the next timer is at virtual time {target:.3f}s, past the limit of {self.max_virtual_s:.3f}s"
-            )
+            self._past_limit(target)
         self._now = target
         self.clock_jumps += 1
+
+    def _stuck(self) -> NoReturn:
+        raise SimulationStuck(
+            f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
+            "coroutine waits for something nothing will deliver"
+        )
+
+    def _past_limit(self, target: float) -> NoReturn:
+        raise VirtualTimeLimit(
+            f"the next timer is at virtual time {target:.3f}s, past the limit of {self.max_virtual_s:.3f}s"
+        )
 
     def call_at(
         self,
@@ -273,16 +279,24 @@ class SimLoop(asyncio.BaseEventLoop):
                 while scheduled and scheduled[0][2]._cancelled:
                     self._timer_cancelled_count -= 1
                     heappop(scheduled)[2]._scheduled = False
+            # ``_advance`` inline while no guard has anything to say (it raises what one says)
+            if self._abort_reason is not None or (
+                self._real_deadline is not None and monotonic() > self._real_deadline
+            ):
+                self._advance(0)
+            self.iterations += 1
             if ready or self._stopping:
-                # ``_advance(0)`` inline when no guard has anything to say
-                if self._abort_reason is None and (self._real_deadline is None or monotonic() <= self._real_deadline):
-                    self.iterations += 1
-                else:
-                    self._advance(0)
+                pass
             elif scheduled:
-                self._advance(min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT))
+                now, when = self._now, scheduled[0][0]
+                if when > now:  # jump to the next timer
+                    target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
+                    if self.max_virtual_s is not None and target > self.max_virtual_s:
+                        self._past_limit(target)
+                    self._now = target
+                    self.clock_jumps += 1
             else:
-                self._advance(None)  # stuck: it raises
+                self._stuck()
             end_time = self._now + resolution
             while scheduled and scheduled[0][0] < end_time:
                 timer = heappop(scheduled)[2]
