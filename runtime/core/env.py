@@ -61,13 +61,14 @@ async def bounded(aw: Awaitable[T], timeout: float) -> T:
     manager's object, its state enum and its two extra coroutines.
     """
     loop = asyncio.get_running_loop()
-    when = loop.time() + timeout
-    task = asyncio.current_task()
+    now = loop.time()
+    when = now + timeout
+    task = asyncio.current_task(loop)
     if task is None:
         raise RuntimeError("Timeout should be used inside a task")
     cancelling = task.cancelling()
     expiry = _Expiry(task)
-    timer = loop.call_soon(expiry) if when <= loop.time() else loop.call_at(when, expiry)
+    timer = loop.call_soon(expiry) if when <= now else loop.call_at(when, expiry)
     try:
         result = await aw
     except BaseException as exc:

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from runtime.core import roles
 from runtime.core.config import ConfigError, JobConfig
-from runtime.core.dfs import DfsCounters, open_dfs
+from runtime.core.dfs import DfsCounters, OneThreadCounters, open_dfs
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
@@ -107,7 +107,7 @@ class _SimRun:
         self.outcome: Outcome | None = None
         self.props = TableProps.for_job(cfg)
         self.t_end = 0.0
-        self.driver_counters = DfsCounters()
+        self.driver_counters = OneThreadCounters()
         self.expected: pa.Table | None = None
         self.before: pa.Table | None = None  # the table's snapshot before the run (None: it was empty)
         self.table_before: TableBefore | None = None
@@ -125,7 +125,7 @@ class _SimRun:
     def _env(self, name: str, kind: str, incarnation: int = 0) -> tuple[SimEnv, HudiTable]:
         """A role's env and table view, each role with its own DFS counters (its own process on
         Ray, so per-process singletons such as the message bus client stay per role)."""
-        dfs, base = self._open_dfs(kind, DfsCounters())
+        dfs, base = self._open_dfs(kind, OneThreadCounters())
         env = SimEnv(
             name,
             dfs,
@@ -161,7 +161,7 @@ class _SimRun:
         table = write_client.create_or_open(dfs, base, self.props)
         # the table as the run finds it (an earlier run's commits): what the stream merges into
         # (listed apart from the driver's DFS counters: result.json's figures stay the run's own)
-        completed = HudiTable(self._open_dfs(roles.DRIVER, DfsCounters())[0], base, self.props).timeline()
+        completed = HudiTable(self._open_dfs(roles.DRIVER, OneThreadCounters())[0], base, self.props).timeline()
         self.before, self.table_before = read_table_before(
             completed.completed_instants(),
             lambda: _snapshot(self, self.store),

@@ -30,7 +30,8 @@ import itertools
 import time
 from asyncio import format_helpers
 from collections.abc import Callable
-from typing import Any, TypeVar, TypeVarTuple, Unpack
+from contextvars import Context, copy_context
+from typing import Any, NoReturn, TypeVar, TypeVarTuple, Unpack
 
 from runtime.sim.chooser import ChoicePoint, Chooser
 
@@ -92,18 +93,31 @@ class _Timer(asyncio.TimerHandle):
     # asyncio's own slots, which typeshed does not declare
     _when: float
     _scheduled: bool
+    _loop: SimLoop
+
+    def cancel(self) -> None:
+        """``TimerHandle.cancel`` with the loop's ``_timer_handle_cancelled`` and ``get_debug``
+        inline (a bounded wait that ends in time cancels its timer)."""
+        if not self._cancelled:
+            loop = self._loop
+            if self._scheduled:
+                loop._timer_cancelled_count += 1
+            self._cancelled = True
+            if loop._debug:
+                self._repr = repr(self)
+            self._callback = None
+            self._args = None  # type: ignore[assignment]
 
 
 _Entry = tuple[float, int, _Timer]
+_Handle = asyncio.Handle
 
 
-def _handle(
-    cls: type[asyncio.Handle], loop: SimLoop, callback: Any, args: tuple[Any, ...], context: contextvars.Context | None
-) -> Any:
+def _handle(cls: type[_Handle], loop: SimLoop, callback: Any, args: tuple[Any, ...], context: Context | None) -> Any:
     """A handle with the fields ``Handle.__init__`` sets, without its debug look-ups (the loop
     makes tens of thousands a run; debug mode takes asyncio's own path)."""
     h: Any = cls.__new__(cls)
-    h._context = context if context is not None else contextvars.copy_context()
+    h._context = context if context is not None else copy_context()
     h._loop = loop
     h._callback = callback
     h._args = args
@@ -133,6 +147,7 @@ class SimLoop(asyncio.BaseEventLoop):
     _ready: collections.deque[asyncio.Handle]
     _timer_cancelled_count: int
     _stopping: bool
+    _closed: bool
     _clock_resolution: float
     _debug: bool
     _check_closed: Callable[[], None]
@@ -173,20 +188,26 @@ class SimLoop(asyncio.BaseEventLoop):
                 f"(virtual time {self._now:.3f}s, {self.iterations} loop iterations)"
             )
         if timeout is None:
-            raise SimulationStuck(
-                f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
-                "coroutine waits for something nothing will deliver"
-            )
+            self._stuck()
         if timeout <= 0:
             return
         when = self._scheduled[0][0] if self._scheduled else self._now + timeout
         target = when if when - self._now <= timeout else self._now + timeout
         if self.max_virtual_s is not None and target > self.max_virtual_s:
-            raise VirtualTimeLimit(
-                f"the next timer is at virtual time {target:.3f}s, past the limit of {self.max_virtual_s:.3f}s"
-            )
+            self._past_limit(target)
         self._now = target
         self.clock_jumps += 1
+
+    def _stuck(self) -> NoReturn:
+        raise SimulationStuck(
+            f"at virtual time {self._now:.3f}s no callback is ready and no timer is pending: every "
+            "coroutine waits for something nothing will deliver"
+        )
+
+    def _past_limit(self, target: float) -> NoReturn:
+        raise VirtualTimeLimit(
+            f"the next timer is at virtual time {target:.3f}s, past the limit of {self.max_virtual_s:.3f}s"
+        )
 
     def call_at(
         self,
@@ -197,13 +218,23 @@ class SimLoop(asyncio.BaseEventLoop):
     ) -> asyncio.TimerHandle:
         if when is None:
             raise TypeError("when cannot be None")
-        self._check_closed()
+        if self._closed:
+            self._check_closed()
         timer: Any = _handle(_Timer, self, callback, args, context)
         timer._when = when
         heapq.heappush(self._scheduled, (when, next(self._timer_seq), timer))
         timer._scheduled = True
         result: asyncio.TimerHandle = timer
         return result
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: Unpack[_Ts],
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        return self.call_at(self._now + delay, callback, *args, context=context)
 
     def call_soon(
         self,
@@ -213,58 +244,119 @@ class SimLoop(asyncio.BaseEventLoop):
     ) -> asyncio.Handle:
         if self._debug:
             return super().call_soon(callback, *args, context=context)
-        self._check_closed()
-        handle: asyncio.Handle = _handle(asyncio.Handle, self, callback, args, context)
+        if self._closed:
+            self._check_closed()
+        handle: Any = _handle(_Handle, self, callback, args, context)
         self._ready.append(handle)
-        return handle
+        result: asyncio.Handle = handle
+        return result
 
     # -- the iteration ------------------------------------------------------------------------
     # asyncio's BaseEventLoop._run_once (3.11) step for step, over the (when, sequence, timer)
     # heap: the same callbacks run in the same order; it is most of what the loop itself costs.
+    # ``run_forever`` calls ``_run_once`` until ``_stopping``: here one call runs the iterations
+    # until then (the same check, made here), with ``_advance`` inline, so an iteration costs no
+    # method call of its own.
 
     def _run_once(self) -> None:
+        if self._orders_ready:
+            self._run_once_chosen()
+            return
         scheduled = self._scheduled
-        n = len(scheduled)
-        if n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION:
-            kept = []
-            for entry in scheduled:
-                if entry[2]._cancelled:
-                    entry[2]._scheduled = False
-                else:
-                    kept.append(entry)
-            heapq.heapify(kept)
-            self._scheduled = scheduled = kept
-            self._timer_cancelled_count = 0
+        ready = self._ready
+        popleft = ready.popleft
+        heappop = heapq.heappop
+        monotonic = time.monotonic
+        resolution = self._clock_resolution
+        while True:
+            n = len(scheduled)  # ``_worth_purging`` inline (a call an iteration otherwise)
+            if (
+                n > _MIN_SCHEDULED_TIMER_HANDLES
+                and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+            ):
+                scheduled = self._purge_cancelled()
+            else:
+                while scheduled and scheduled[0][2]._cancelled:
+                    self._timer_cancelled_count -= 1
+                    heappop(scheduled)[2]._scheduled = False
+            # ``_advance`` inline while no guard has anything to say (it raises what one says)
+            if self._abort_reason is not None or (
+                self._real_deadline is not None and monotonic() > self._real_deadline
+            ):
+                self._advance(0)
+            self.iterations += 1
+            if ready or self._stopping:
+                pass
+            elif scheduled:
+                now, when = self._now, scheduled[0][0]
+                if when > now:  # jump to the next timer
+                    target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
+                    if self.max_virtual_s is not None and target > self.max_virtual_s:
+                        self._past_limit(target)
+                    self._now = target
+                    self.clock_jumps += 1
+            else:
+                self._stuck()
+            end_time = self._now + resolution
+            while scheduled and scheduled[0][0] < end_time:
+                timer = heappop(scheduled)[2]
+                timer._scheduled = False
+                ready.append(timer)
+            for _ in range(len(ready)):
+                handle: Any = popleft()
+                if handle._cancelled:
+                    continue
+                # ``Handle._run`` inline: one frame less for every callback of the run
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
+                    self._callback_failed(handle, exc)
+            if self._stopping:
+                return
+
+    def _worth_purging(self, n: int) -> bool:
+        """asyncio's rule: purge when the heap is large and cancelled timers are most of it."""
+        return (
+            n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
+        )
+
+    def _timeout_to_next(self, scheduled: list[_Entry]) -> float | None:
+        """How long a real loop would block in select: until the next timer (None: no timer)."""
+        return min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT) if scheduled else None
+
+    def _purge_cancelled(self) -> list[_Entry]:
+        """asyncio's purge of cancelled timers once they are most of the heap; the new heap."""
+        kept = []
+        for entry in self._scheduled:
+            if entry[2]._cancelled:
+                entry[2]._scheduled = False
+            else:
+                kept.append(entry)
+        heapq.heapify(kept)
+        self._scheduled = kept
+        self._timer_cancelled_count = 0
+        return kept
+
+    def _run_once_chosen(self) -> None:
+        """One iteration, with the ready callbacks in the order the chooser picks."""
+        scheduled = self._scheduled
+        if self._worth_purging(len(scheduled)):
+            scheduled = self._purge_cancelled()
         else:
             while scheduled and scheduled[0][2]._cancelled:
                 self._timer_cancelled_count -= 1
                 heapq.heappop(scheduled)[2]._scheduled = False
         ready = self._ready
-        timeout: float | None = None
-        if ready or self._stopping:
-            timeout = 0
-        elif scheduled:
-            timeout = min(max(0.0, scheduled[0][0] - self._now), _MAXIMUM_SELECT_TIMEOUT)
+        timeout = 0.0 if ready or self._stopping else self._timeout_to_next(scheduled)
         self._advance(timeout)
         end_time = self._now + self._clock_resolution
         while scheduled and scheduled[0][0] < end_time:
             timer = heapq.heappop(scheduled)[2]
             timer._scheduled = False
             ready.append(timer)
-        if self._orders_ready:
-            self._run_chosen(len(ready))
-            return
-        for _ in range(len(ready)):
-            handle: Any = ready.popleft()
-            if handle._cancelled:
-                continue
-            # ``Handle._run`` inline: one frame less for every callback of the run
-            try:
-                handle._context.run(handle._callback, *handle._args)
-            except (SystemExit, KeyboardInterrupt):
-                raise
-            except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
-                self._callback_failed(handle, exc)
+        self._run_chosen(len(ready))
 
     def _callback_failed(self, handle: Any, exc: BaseException) -> None:
         """What ``Handle._run`` does with a callback's exception: the loop's exception handler."""

@@ -51,7 +51,8 @@ class Delay:
     def uniform(lo: float, hi: float) -> Delay:
         if not 0 <= lo <= hi:
             raise ValueError(f"uniform delay needs 0 <= lo <= hi, got {lo}, {hi}")
-        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: r.uniform(lo, hi))
+        # ``r.uniform(lo, hi)`` is ``lo + (hi - lo) * r.random()``: the same float, one call less a message
+        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: lo + (hi - lo) * r.random())
 
     @staticmethod
     def fixed(seconds: float) -> Delay:
@@ -194,8 +195,9 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
-        # (role, method) -> (the role object, whether its handler is a plain function)
-        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool]] = {}
+        # (role, method) -> (the role object, whether its handler is a plain function, that handler)
+        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool, Callable[[Any], Any] | None]] = {}
+        self._delay_sources: dict[str, random.Random] = {}  # by sender, when the chooser is the seeded one
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -219,6 +221,14 @@ class SimNetwork:
         return name in self.roles
 
     def _draw(self, who: str) -> float:
+        rng = self._delay_sources.get(who)
+        if rng is not None:
+            return self.delay(rng)
+        if type(self.chooser) is RandomChooser:
+            # the seeded strategy's draw is ``delay(source)``: its source, kept by sender, is
+            # drawn from directly (the same calls on the same ``random.Random``)
+            rng = self._delay_sources[who] = self.chooser.source(ChoicePoint.MESSAGE_DELAY, who)
+            return self.delay(rng)
         return self.chooser.draw(ChoicePoint.MESSAGE_DELAY, who, self.delay)
 
     def post(
@@ -276,7 +286,7 @@ class SimNetwork:
                 env, ok=False, value=RoleDied(f"{env.dest} died before {env.method} reached it"), kind="RoleDied"
             )
             return
-        self.recorder.add("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
+        self.recorder.add_message("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
         if env.dest not in self._starting and self._synchronous(env):
             # the callback runs where the dispatch task's first step would, and a synchronous
             # handler finishes in that step: the same order, without a task per message
@@ -331,18 +341,29 @@ class SimNetwork:
 
     def _synchronous(self, env: _Envelope) -> bool:
         """Whether ``env``'s handler is a plain function (False when looking it up fails: the
-        dispatch task reports that, as before). Kept per role object and method."""
+        dispatch task reports that, as before). Kept per role object and method, with the
+        handler itself."""
         role = self.roles.get(env.dest)
         known = self._plain_handlers.get((env.dest, env.method))
         if known is not None and known[0] is role:
             return known[1]
+        handler: Callable[[Any], Any] | None = None
         try:
             plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
-            plain = plain and not inspect.iscoroutinefunction(rpc_handler(role, env.method))
+            if plain:
+                handler = rpc_handler(role, env.method)
+                plain = not inspect.iscoroutinefunction(handler)
         except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
             plain = False
-        self._plain_handlers[(env.dest, env.method)] = (role, plain)
+        self._plain_handlers[(env.dest, env.method)] = (role, plain, handler if plain else None)
         return plain
+
+    def _plain_handler(self, role: Any, method: str, dest: str) -> Callable[[Any], Any]:
+        """``rpc_handler(role, method)``: the one :meth:`_synchronous` kept for this role object."""
+        known = self._plain_handlers.get((dest, method))
+        if known is not None and known[0] is role and known[2] is not None:
+            return known[2]
+        return rpc_handler(role, method)
 
     def _dispatch_now(self, env: _Envelope) -> None:
         """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
@@ -350,7 +371,7 @@ class SimNetwork:
         if env.incarnation != self.incarnations.get(env.dest, 0):
             return
         try:
-            result = rpc_handler(self.roles[env.dest], env.method)(from_wire(env.payload))
+            result = self._plain_handler(self.roles[env.dest], env.method, env.dest)(from_wire(env.payload))
             if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
                 self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
                 return
@@ -380,7 +401,7 @@ class SimNetwork:
             self.recorder.add("reply-late", env.dest, env.sender, env.method, kind, env.call_id)
             return
         if ok:
-            self.recorder.add("reply", env.dest, env.sender, env.method, kind, env.call_id)
+            self.recorder.add_message("reply", env.dest, env.sender, env.method, kind, env.call_id)
             for probe in self.reply_probes:
                 probe(env.dest, env.incarnation, env.sender, env.method, value)
             fut.set_result(value)

@@ -120,8 +120,9 @@ class SimEnv(Env):
     async def call(
         self, dest: str, method: str, msg: Any = None, *, timeout: float | None = None, option: str = RPC_TIMEOUT_FLAG
     ) -> Any:
-        self._check_alive()
-        self._check_dest(dest)
+        if not self.alive or dest not in self.network.roles:  # the two checks, a call only when one fails
+            self._check_alive()
+            self._check_dest(dest)
         self.metrics.rpc(method)
         faults = self.faults
         late = 0.0
@@ -144,8 +145,9 @@ class SimEnv(Env):
         return from_wire(reply)
 
     def send(self, dest: str, method: str, msg: Any = None) -> None:
-        self._check_alive()
-        self._check_dest(dest)
+        if not self.alive or dest not in self.network.roles:  # the two checks, a call only when one fails
+            self._check_alive()
+            self._check_dest(dest)
         self.metrics.rpc(method)
         faults = self.faults  # nothing armed: one test per message
         delay = faults.send_fault_delay(dest, method, msg) if faults.arms_messages else 0.0
@@ -167,8 +169,9 @@ class SimEnv(Env):
     ) -> None:
         """A call whose caller does not wait (Flink's operator event gateway): posted now on the
         (sender, dest) lane; a failed or missing acknowledgement calls ``on_failure``."""
-        self._check_alive()
-        self._check_dest(dest)
+        if not self.alive or dest not in self.network.roles:  # the two checks, a call only when one fails
+            self._check_alive()
+            self._check_dest(dest)
         self.metrics.rpc(method)
         loop = self.network.loop
         delay = self.faults.send_fault_delay(dest, method, msg) if self.faults.arms_messages else 0.0
