@@ -34,7 +34,7 @@ from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
 from runtime.core.storage import redact
-from runtime.core.trace import write_trace
+from runtime.core.trace import TraceEvent, write_trace
 from runtime.faults.markers import faults_path
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.client import write_client
@@ -110,7 +110,7 @@ class JobRun:
         self.layout: ProcessLayout | None = None
         self.placement: Placement | None = None
         self.stacks_at_timeout: dict[str, Any] = {}  # filled when the job times out
-        self.trace_events: list[dict[str, Any]] = []
+        self.trace_events: list[TraceEvent] = []
         self._last_progress = 0.0
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
         self.last_jm: JobManagerView | None = None  # the job manager's last answer (the progress bar's)

@@ -33,6 +33,7 @@ from runtime.core.env import bounded, rpc_handler, wait_ended
 from runtime.core.fault_spec import FaultSpec
 from runtime.core.messages import TaskDump
 from runtime.core.metrics import MetricsSnapshot
+from runtime.core.trace import TraceEvent
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
 from runtime.hudi.table.hudi_table import HudiTable
@@ -276,7 +277,7 @@ class ProcessActor:
         env = self._role(name).env
         return env.metrics.snapshot(env.dfs.counters, env.send_errors)
 
-    async def trace_events(self, name: str) -> list[dict[str, Any]]:
+    async def trace_events(self, name: str) -> list[TraceEvent]:
         return self._role(name).env.tracer.drain()
 
     async def source_done(self, name: str, timeout: float) -> str:

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 
 from runtime.core import roles, trace_events
 from runtime.core.dfs import DfsCounters
+from runtime.core.json_doc import JsonObject
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
+from runtime.core.trace import TraceEvent
 from runtime.faults.markers import FiredFault, fired_faults
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.formats.commit_metadata import (
@@ -128,22 +129,22 @@ def faults_not_fired(driver: JobDriver, fired: list[FiredFault]) -> list[str]:
     return [s.text() for s in driver.cfg.faults if (s.point, s.checkpoint, s.task, s.target) not in keys]
 
 
-def trace_markers(driver: JobDriver) -> list[dict[str, Any]]:
+def trace_markers(driver: JobDriver) -> list[TraceEvent]:
     """Trace events of the job's failovers (when the job failed, when it was back), for the
     timeline picture and the trace file: what no role could record, since one of them died."""
 
-    def marker(name: str, at: float, args: dict[str, Any]) -> dict[str, Any]:
+    def marker(name: str, at: float, args: JsonObject) -> TraceEvent:
         ts = round(at * 1e6, 1)
-        return {
-            "ph": "i",
-            "s": "g",
-            "pid": "job",
-            "tid": "failover",
-            "cat": trace_events.FAILOVER,
-            "name": name,
-            "ts": ts,
-            "args": args,
-        }
+        return TraceEvent(
+            ph="i",
+            s="g",
+            pid="job",
+            tid="failover",
+            cat=trace_events.FAILOVER,
+            name=name,
+            ts=ts,
+            args=args,
+        )
 
     out = []
     for n, f in enumerate(driver.failovers, start=1):

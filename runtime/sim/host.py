@@ -28,6 +28,7 @@ from runtime.core.dfs import DfsCounters, OneThreadCounters, open_dfs
 from runtime.core.env import WaitTimeout
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
+from runtime.core.trace import TraceEvent
 from runtime.data import generator
 from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coordinator_dfs_hook
 from runtime.faults.points import ArmedFaultPoints
@@ -99,7 +100,7 @@ class _SimRun:
         self.chrome_trace = chrome_trace
         self.max_virtual_s = max_virtual_s
         self.envs: dict[str, SimEnv] = {}
-        self.earlier_trace: list[dict[str, Any]] = []  # events of roles a failover replaced
+        self.earlier_trace: list[TraceEvent] = []  # events of roles a failover replaced
         self.views: dict[str, tuple[SimEnv, HudiTable, RoleSpec]] = {}
         self.roles: dict[str, Any] = {}
         self.source_tasks: dict[str, asyncio.Task[Any]] = {}
@@ -368,7 +369,7 @@ class _SimRun:
     def _metrics_of(env: SimEnv) -> MetricsSnapshot:
         return env.metrics.snapshot(env.dfs.counters, env.send_errors)
 
-    def chrome_events(self) -> list[dict[str, Any]]:
+    def chrome_events(self) -> list[TraceEvent]:
         """Every role's events, those of earlier attempts included, and the driver's failovers."""
         markers = trace_markers(self.driver) if self.driver is not None else []
         return self.earlier_trace + [ev for env in self.envs.values() for ev in env.tracer.drain()] + markers

@@ -31,8 +31,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from runtime.core import trace_events
+from runtime.core.json_doc import JsonObject
 from runtime.core.metrics import Metrics
-from runtime.core.trace import Tracer
+from runtime.core.trace import TraceEvent, Tracer
 from runtime.lab.results import Divergence
 
 Event = tuple[Any, ...]  # (t_ns, type, role, *fields): scalar fields of varying arity
@@ -207,7 +208,7 @@ class SimTracer(Tracer):
         super().__init__(process, enabled=enabled, clock=clock)
         self.recorder = recorder
 
-    def _add(self, ev: dict[str, Any]) -> None:
+    def _add(self, ev: TraceEvent) -> None:
         self.recorder.add(
             ev.get("ph", "?"),
             self.process,
@@ -228,7 +229,7 @@ class SimTracer(Tracer):
         *,
         thread: str = "main",
         cat: str = "",
-        args: dict[str, Any] | None = None,
+        args: JsonObject | None = None,
     ) -> None:
         if self.enabled:
             super().complete(name, start, end, thread=thread, cat=cat, args=args)

@@ -45,6 +45,7 @@ from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
 from runtime.hudi.client import compaction
 from runtime.hudi.client.write_client import WriteClient
+from runtime.hudi.formats.compaction_plan import CompactionOperation
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableError
@@ -158,7 +159,7 @@ class CompactOperator:
     async def compact(self, event: CompactionPlanEvent) -> None:
         async with self._executor:
             start = self.env.now()
-            op = compaction.CompactionOperation(
+            op = CompactionOperation(
                 event.partition, event.file_id, event.base_instant, event.base_file, tuple(event.log_files)
             )
             try:
@@ -190,7 +191,7 @@ class CompactOperator:
                 CompactionCommitEvent(event.instant, op.file_id, self.task_id, stat, "", event.checkpoint_id),
             )
 
-    def _compact_blocking(self, op: compaction.CompactionOperation, instant: str) -> WriteStat:
+    def _compact_blocking(self, op: CompactionOperation, instant: str) -> WriteStat:
         if self._timeline is None or self._timeline[0] != instant:
             self._timeline = (instant, self.table.timeline())
         group = (op.partition, op.file_id)

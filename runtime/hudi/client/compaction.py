@@ -45,23 +45,21 @@ also not completed.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 
 from runtime.core.dfs import Dfs, DfsNotFound
-from runtime.core.json_doc import JsonObject
 from runtime.core.messages import WriteStat
 from runtime.hudi.client.rollback import run_rollback
 from runtime.hudi.client.table_metadata import TableMetadataWriter, publish
 from runtime.hudi.formats.avro_schema import arrow_type
 from runtime.hudi.formats.bloom_filter import KeyFilter
 from runtime.hudi.formats.commit_metadata import commit_metadata_doc
+from runtime.hudi.formats.compaction_plan import CompactionOperation, CompactionPlan, decode_plan, encode_plan
 from runtime.hudi.formats.log_format import (
     AVRO_DATA_BLOCK,
     SCHEMA,
@@ -80,65 +78,7 @@ from runtime.hudi.table.table_config import TableError
 from runtime.hudi.timeline.active_timeline import Timeline
 from runtime.hudi.timeline.instant import COMMIT, COMPACTION, INFLIGHT, REQUESTED
 
-PLAN_VERSION = 2  # CompactionUtils.LATEST_COMPACTION_METADATA_VERSION: file names, not paths
 COMPACT = "COMPACT"  # WriteOperationType of a compaction's commit
-
-_NULLABLE_STRING = ["null", "string"]
-PLAN_SCHEMA: JsonObject = {
-    "namespace": "org.apache.hudi.avro.model",
-    "type": "record",
-    "name": "HoodieCompactionPlan",
-    "fields": [
-        {
-            "name": "operations",
-            "type": [
-                "null",
-                {
-                    "type": "array",
-                    "items": {
-                        "name": "HoodieCompactionOperation",
-                        "type": "record",
-                        "fields": [
-                            {"name": "baseInstantTime", "type": _NULLABLE_STRING},
-                            {
-                                "name": "deltaFilePaths",
-                                "type": ["null", {"type": "array", "items": "string"}],
-                                "default": None,
-                            },
-                            {"name": "dataFilePath", "type": _NULLABLE_STRING, "default": None},
-                            {"name": "fileId", "type": _NULLABLE_STRING},
-                            {"name": "partitionPath", "type": _NULLABLE_STRING, "default": None},
-                            {"name": "metrics", "type": ["null", {"type": "map", "values": "double"}], "default": None},
-                            {"name": "bootstrapFilePath", "type": _NULLABLE_STRING, "default": None},
-                        ],
-                    },
-                },
-            ],
-            "default": None,
-        },
-        {"name": "extraMetadata", "type": ["null", {"type": "map", "values": "string"}], "default": None},
-        {"name": "version", "type": ["int", "null"], "default": 1},
-    ],
-}
-_PARSED_PLAN_SCHEMA = fastavro.parse_schema(PLAN_SCHEMA)
-
-
-@dataclass(frozen=True)
-class CompactionOperation:
-    """One file slice to compact (``CompactionOperation``)."""
-
-    partition: str
-    file_id: str
-    base_instant: str
-    base_file: str  # "" for a log-only file group
-    log_files: tuple[str, ...]  # file names, in version order
-    metrics: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CompactionPlan:
-    instant: str
-    operations: tuple[CompactionOperation, ...]
 
 
 # -- scheduling ---------------------------------------------------------------------------------
@@ -196,47 +136,6 @@ def _entries(table: HudiTable, partition: str) -> list[Any]:
         return []
 
 
-def encode_plan(operations: Iterable[CompactionOperation]) -> bytes:
-    """The ``HoodieCompactionPlan`` as an Avro container file."""
-    record = {
-        "operations": [
-            {
-                "baseInstantTime": op.base_instant,
-                "deltaFilePaths": list(op.log_files),
-                "dataFilePath": op.base_file or None,
-                "fileId": op.file_id,
-                "partitionPath": op.partition,
-                "metrics": dict(op.metrics),
-                "bootstrapFilePath": None,
-            }
-            for op in operations
-        ],
-        "extraMetadata": None,
-        "version": PLAN_VERSION,
-    }
-    buf = io.BytesIO()
-    fastavro.writer(buf, _PARSED_PLAN_SCHEMA, [record])
-    return buf.getvalue()
-
-
-def decode_plan(instant: str, data: bytes) -> CompactionPlan:
-    records = list(fastavro.reader(io.BytesIO(data)))
-    if len(records) != 1 or not isinstance(records[0], dict):
-        raise TableError(f"the compaction plan of {instant} holds {len(records)} records, not one")
-    ops = tuple(
-        CompactionOperation(
-            op["partitionPath"] or "",
-            op["fileId"] or "",
-            op["baseInstantTime"] or "",
-            op["dataFilePath"] or "",
-            tuple(op["deltaFilePaths"] or ()),
-            dict(op["metrics"] or {}),
-        )
-        for op in records[0].get("operations") or []
-    )
-    return CompactionPlan(instant, ops)
-
-
 def requested_file(table: HudiTable, instant: str) -> str:
     return table.timeline_file(f"{instant}.{COMPACTION}.{REQUESTED}")
 
@@ -257,7 +156,10 @@ def read_plan(table: HudiTable, instant: str) -> CompactionPlan:
         data = table.dfs.read_bytes(requested_file(table, instant))
     except DfsNotFound as exc:
         raise TableError(f"compaction {instant} has no plan: {requested_file(table, instant)} is missing") from exc
-    return decode_plan(instant, data)
+    try:
+        return decode_plan(instant, data)
+    except ValueError as exc:
+        raise TableError(str(exc)) from None
 
 
 def compacting_file_groups(table: HudiTable, timeline: Timeline) -> dict[str, dict[str, str]]:

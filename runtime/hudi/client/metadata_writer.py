@@ -68,7 +68,6 @@ import fastavro
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.messages import WriteStat
 from runtime.hudi.client.compaction import (
-    CompactionOperation,
     commit_compaction,
     needs_compaction,
     save_plan,
@@ -76,6 +75,7 @@ from runtime.hudi.client.compaction import (
 )
 from runtime.hudi.client.metadata_services import perform_table_services
 from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, commit_metadata_doc
+from runtime.hudi.formats.compaction_plan import CompactionOperation
 from runtime.hudi.formats.hfile import SCHEMA_KEY, write_hfile
 from runtime.hudi.formats.log_format import (
     DELETE_BLOCK,
