@@ -67,7 +67,7 @@ log = logging.getLogger(__name__)
 HEARTBEAT_TIMEOUT_S = 50.0
 DUMP_TIMEOUT_S = 5.0
 STOPPED = "interrupted (Ctrl-C, SIGTERM or SIGHUP): the job was stopped"
-PREFIX_UNCHECKED = "not checked: a second signal ended the run during the check; commitlab verify --result checks it"
+PREFIX_UNCHECKED = "not checked: the run ended during the check (a second signal); commitlab verify --result checks it"
 
 
 class JobRun:
@@ -210,14 +210,16 @@ class JobRun:
 
     def _verify(self, record: JobResult, outcome: Outcome) -> None:
         """Checks the table with the official reader: exactly-once for a finished run, the
-        committed prefix for one that did not finish. A stopped run's record is written first,
-        so that a second signal during the check still leaves it (its prefix said unchecked)."""
+        committed prefix for one that did not finish. The record is written first, so that a
+        second signal during the check still leaves it (the check said not done)."""
         cfg, finished = self.cfg, outcome.status == Status.FINISHED
         if self.out_dir and self.trace_events:
             draw_timeline(self.out_dir, record, self.trace_events)
-        if self.out_dir and self.stop is not None and self.stop.is_set():
+        if self.out_dir:  # a record before the check: what a stop (or Ray ending the driver) during it leaves
             record.committed_prefix = None if finished else CommittedPrefix(verified=None, prefix=PREFIX_UNCHECKED)
-            self.stop.record_written(write_result(self.out_dir, record), complete=False)
+            early = write_result(self.out_dir, record)
+            if self.stop is not None:
+                self.stop.record_written(early, complete=False)
         self.on_phase("verifying the table with the official reader" if finished else "checking what the run committed")
         reader = _reader_uri(cfg.table)
         if self.plan is None:  # stopped while starting: no role ran, so nothing can have committed
