@@ -110,6 +110,11 @@ class CoordinatorSide(abc.ABC):
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
 
+    def instants_in_use(self) -> set[str]:
+        """Pending instants the coordinator still means to commit: an instant start's rollback of
+        failed writes spares them (``Coordinator.create_instant``)."""
+        return set()
+
     async def open(self) -> None:
         """Called when the coordinator starts, before the first instant."""
 
@@ -198,6 +203,11 @@ class Protocol:
     # the write tasks' file-system view in the modelled release (runtime.hudi.file_system_view):
     # "remote", the coordinator's embedded timeline server (FlinkWriteClients), or "direct"
     release_file_system_view: str = "remote"
+    # BaseHoodieWriteClient.startCommit: under the EAGER failed-writes policy (Hudi's default for
+    # a single Flink writer) CleanerUtils.rollbackFailedWrites rolls every pending writer's instant
+    # back before a new instant starts; the coordinator's instant starts (create_instant) do it when
+    # this is True. False for a protocol that does not start its instants through startCommit.
+    rolls_back_at_start_commit: bool = True
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:
