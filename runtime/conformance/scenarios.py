@@ -1,0 +1,80 @@
+"""The schedules and faults ``commitlab conformance --scenario`` runs on both sides: the lab's
+configuration for the scenario and what the harness is told (``workload.json``'s ``scenario``
+block and Hudi options), the same records and rounds per task on both.
+
+* ``happy-path``: the check of :mod:`runtime.conformance.run` (no fault, every round with data).
+* ``deadlock``: data, an empty round, data again (PROTOCOLS.md section 5). The real source emits
+  round 3 right after its barrier-2 snapshot with Flink's buffer timeout 0, and Hudi's
+  ``write.batch.size`` is small enough (5 KB) that ``StreamWriteFunction.processElement`` flushes a
+  bucket while round 3 arrives; round 1 is small so its own eager flushes stay few. The lab runs
+  the same rounds with the completion notice of checkpoint 2 half a second late
+  (:func:`runtime.faults.scenarios.deadlock_config`'s timing) and a flush per record. Hudi's
+  ``write.commit.ack.timeout`` is the checkpoint timeout (``HoodieTableSink``), here
+  :data:`ACK_TIMEOUT_S` for the real job (the lab's watchdog names the deadlock first), so a deadlock
+  ends in a bounded time.
+* ``task-crash``: write task 0 throws in its snapshot of checkpoint 3 (after its flush, before its
+  ack: the lab's ``task.in_snapshot@3#0``); the job restarts once from checkpoint 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.core.config import JobConfig, Schedule
+from runtime.core.fault_spec import FaultSpec
+
+HAPPY_PATH = "happy-path"
+ACK_TIMEOUT_S = 10.0
+# round sizes of the deadlock scenario, per write task
+DEADLOCK_ROUND_1 = 20
+DEADLOCK_ROUND_3 = 400
+DEADLOCK_BATCH_MB = "0.005"
+CRASH_CHECKPOINT = 3
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario on one configuration: the lab's job and what the harness is told."""
+
+    name: str
+    lab: JobConfig
+    harness: dict[str, int] = field(default_factory=dict)  # workload.json "scenario" (numbers)
+    hudi_options: dict[str, str] = field(default_factory=dict)
+
+
+def _deadlock(cfg: JobConfig) -> Scenario:
+    rounds = [cfg.writers * DEADLOCK_ROUND_1, 0, cfg.writers * DEADLOCK_ROUND_3]
+    lab = cfg.replace(
+        checkpoints=3,
+        records=sum(rounds),
+        keys=sum(rounds),
+        source_batch_rows=200,
+        bucket_flush_rows=1,
+        schedule=Schedule(rounds=rounds, notify_delay_s={2: 0.5}),
+    )
+    harness = {"buffer_timeout_ms": 0, "checkpoint_timeout_ms": int(ACK_TIMEOUT_S * 1000), "stall_ms": 4000}
+    return Scenario("deadlock", lab, harness, {"write.batch.size": DEADLOCK_BATCH_MB})
+
+
+def _task_crash(cfg: JobConfig) -> Scenario:
+    lab = cfg.replace(
+        checkpoints=max(cfg.checkpoints, CRASH_CHECKPOINT + 1),
+        faults=[FaultSpec("task.in_snapshot", CRASH_CHECKPOINT, 0)],
+        failover="global",
+    )
+    return Scenario("task-crash", lab, {"crash_round": CRASH_CHECKPOINT, "crash_task": 0, "restarts": 1})
+
+
+SCENARIOS = {
+    HAPPY_PATH: "every round with data, no fault: the tables, timelines and DFS calls compared",
+    "deadlock": "data, an empty round, data reaching the write tasks before the CommitAckEvent",
+    "task-crash": f"write task 0 throws in its snapshot of checkpoint {CRASH_CHECKPOINT}; one restart",
+}
+_BUILD = {"deadlock": _deadlock, "task-crash": _task_crash}
+
+
+def scenario(name: str, cfg: JobConfig) -> Scenario:
+    """The scenario ``name`` on ``cfg`` (the happy path is ``cfg`` itself)."""
+    if name == HAPPY_PATH:
+        return Scenario(HAPPY_PATH, cfg)
+    return _BUILD[name](cfg)
