@@ -22,7 +22,8 @@ for p in java.base/java.lang java.base/java.lang.reflect java.base/java.lang.inv
   opens+=("--add-opens=$p=ALL-UNNAMED")
 done
 # jol.skipHotspotSAAttach: Hudi's record size estimate (ObjectSizeCalculator, JOL) would otherwise
-# attach the HotSpot serviceability agent, a child process, from inside a write task
+# attach the HotSpot serviceability agent, a child process, from inside a write task; allowAttachSelf
+# lets it take the JVM's instrumentation instead (without either, sizing a record takes milliseconds)
 exec "${JAVA:-java}" -Xmx"${CONFORMANCE_XMX:-1g}" -XX:+UseSerialGC -XX:ActiveProcessorCount=2 "${opens[@]}" \
-  -Djol.skipHotspotSAAttach=true \
+  -Djol.skipHotspotSAAttach=true -Djdk.attach.allowAttachSelf=true \
   -jar "$jar" "$@"

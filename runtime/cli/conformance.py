@@ -97,6 +97,7 @@ def _config(args: argparse.Namespace, table_type: str) -> JobConfig:
         records=args.records,
         table_type=table_type,
         seed=args.data_seed,
+        allow_empty_commit=args.allow_empty_commit,
     ).validate()
 
 
@@ -134,6 +135,13 @@ def add_command(sub: Any) -> None:
     p.add_argument("--writers", type=int, default=2, help="write tasks (default: 2)")
     p.add_argument("--checkpoints", type=int, default=4, help="checkpoints (default: 4)")
     p.add_argument("--records", type=int, default=DEFAULT_RECORDS, help=f"records (default: {DEFAULT_RECORDS})")
+    p.add_argument(
+        "--allow-empty-commit",
+        choices=["release", "true", "false"],
+        default="release",
+        help="Hudi hoodie.allow.empty.commit on both sides (the Flink writer reads it from 0.14); "
+        "release: each side's default (default: release)",
+    )
     p.add_argument("--data-seed", type=int, default=0, help="the generator's seed (default: 0)")
     p.add_argument("--seed", type=int, default=0, help="the simulator's schedule seed (default: 0)")
     p.add_argument(

@@ -10,12 +10,11 @@ reader on its table against the records' expected state. Nothing is inferred fro
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 
 from runtime.conformance.real_run import RealRun
-from runtime.core.dfs import open_dfs
 from runtime.core.json_doc import JsonObject
-from runtime.hudi.table import HudiTable
 from runtime.lab.results import JobResult
 from runtime.lab.verdicts import ExactlyOnce
 
@@ -81,12 +80,10 @@ def lab_outcome(result: JobResult) -> Outcome:
     return out
 
 
-def real_outcome(real: RealRun, table_check: ExactlyOnce | None) -> Outcome:
-    """Hudi's job's outcome: ``table_check`` is its table against the expected state (None when
-    the job did not commit every round with data)."""
-    rollbacks = sorted(i.instant for i in real.instants if i.action == "rollback" and i.completed)
-    done = {i.instant for i in real.instants if i.completed}
-    pending = sorted(i.instant for i in real.instants if i.action in _DATA_ACTIONS and i.instant not in done)
+def real_outcome(real: RealRun, table_check: ExactlyOnce | None, table_path: str) -> Outcome:
+    """Hudi's job's outcome: ``table_check`` is its table at ``table_path`` against the expected
+    state (None when the job did not commit every round with data)."""
+    rollbacks, pending = table_instants(table_path)
     out = Outcome(
         verdict=_verdict_of(table_check) if real.job_status == "COMMITTED" else "stall",
         status=real.job_status,
@@ -109,12 +106,26 @@ def real_outcome(real: RealRun, table_check: ExactlyOnce | None) -> Outcome:
 
 
 def table_instants(table_path: str) -> tuple[list[str], list[str]]:
-    """The instants ``.rollback`` instants undid, and the writers' instants left pending, from
-    the table's timeline (the same reader for both sides' tables)."""
-    dfs, base = open_dfs(table_path)
-    if not dfs.exists(f"{base.rstrip('/')}/.hoodie/hoodie.properties"):
+    """The completed ``.rollback`` instants, and the writers' instants left pending, from the
+    instant files of the table's timeline (any table version: 0.10 writes 3, 0.12 and 0.13 write 5,
+    which the lab's table model does not open; layout 1 in ``.hoodie``, layout 2 in
+    ``.hoodie/timeline`` with ``<requested>_<completed>`` names)."""
+    hoodie = os.path.join(table_path, ".hoodie")
+    folder = os.path.join(hoodie, "timeline") if os.path.isdir(os.path.join(hoodie, "timeline")) else hoodie
+    if not os.path.isdir(folder):
         return [], []
-    table = HudiTable.open(dfs, base)
-    timeline = table.timeline()
-    rollbacks = sorted(i.ts for i in timeline.instants if i.action == "rollback" and i.state == "completed")
-    return rollbacks, sorted(timeline.pending_commits())
+    completed: set[tuple[str, str]] = set()
+    started: set[tuple[str, str]] = set()
+    for name in os.listdir(folder):
+        parts = name.split(".")
+        if not parts[0][:1].isdigit() or len(parts) < 2:
+            continue
+        ts = parts[0].split("_")[0]
+        if parts[-1] in ("requested", "inflight"):
+            action = parts[1] if len(parts) == 3 else "commit"  # <ts>.inflight: a commit's
+            started.add((ts, action))
+        else:
+            completed.add((ts, parts[1]))
+    rollbacks = sorted(ts for ts, action in completed if action == "rollback")
+    pending = sorted(ts for ts, action in started - completed if action in _DATA_ACTIONS)
+    return rollbacks, pending

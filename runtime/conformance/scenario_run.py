@@ -92,7 +92,7 @@ def run_scenario(
         if real.job_status == "COMMITTED"
         else None
     )
-    lab_side, real_side = lab_outcome(lab), real_outcome(real, real_check)
+    lab_side, real_side = lab_outcome(lab), real_outcome(real, real_check, dirs.at("real-table"))
     contents = None
     if lab_side.verdict == real_side.verdict == "exactly-once":
         contents = compare_contents(read_snapshot(lab.table), read_snapshot(dirs.at("real-table")), KEY)

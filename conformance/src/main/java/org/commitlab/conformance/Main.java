@@ -108,7 +108,7 @@ public final class Main {
       buildPipeline(env, conf);
       expectedCommits = w.roundsWithData();
 
-      String routing = ReleaseApi.routingWarning(w);
+      String routing = w.hudiRouting ? null : ReleaseApi.routingWarning(w);
       if (routing != null) {
         System.err.println("warning: " + routing);
       }
@@ -194,7 +194,7 @@ public final class Main {
           .addSource(new RoundSource(w.rounds, w.fields), "round_source", InternalTypeInfo.of(rowType))
           .setParallelism(w.writers);
       CrashInSnapshot<HoodieRecord> crash = w.crashRound > 0 ? new CrashInSnapshot<>(w.crashRound, w.crashTask) : null;
-      DataStream<Object> pipeline = ReleaseApi.write(conf, rowType, source, crash);
+      DataStream<Object> pipeline = ReleaseApi.write(conf, rowType, source, crash, w.hudiRouting, w.noticeDelaysMs);
       if (ReleaseApi.needsAsyncCompaction(conf)) {
         Pipelines.compact(conf, pipeline);
       } else {
@@ -324,6 +324,7 @@ public final class Main {
       r.put("job_status", jobStatus);
       r.put("failovers", RunState.ATTEMPTS.get());
       r.put("crashes", new ArrayList<>(RunState.CRASHES));
+      r.put("late_notices", new ArrayList<>(RunState.LATE_NOTICES));
       r.put("expected_commits", expectedCommits);
       r.put("blocked", stalls.blocked());
       r.put("error", error);

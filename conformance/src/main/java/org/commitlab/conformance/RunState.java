@@ -14,6 +14,9 @@ final class RunState {
   /** The highest attempt number a source subtask started with: the job's failovers. */
   static final java.util.concurrent.atomic.AtomicInteger ATTEMPTS = new java.util.concurrent.atomic.AtomicInteger();
 
+  /** The completion notices the coordinator received late (LateNotice), in order. */
+  static final Queue<String> LATE_NOTICES = new ConcurrentLinkedQueue<>();
+
   /** The crashes the task-crash scenario injected, in order. */
   static final Queue<String> CRASHES = new ConcurrentLinkedQueue<>();
 

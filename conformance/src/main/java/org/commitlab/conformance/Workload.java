@@ -46,6 +46,9 @@ final class Workload {
   final int crashRound; // task-crash: the write task's round whose snapshot throws (0: none)
   final int crashTask;
   final long stallMs; // a task thread in the same Hudi wait this long is dumped
+  final boolean hudiRouting; // Hudi's own edge into the write tasks instead of the lab's forward one
+  /** Checkpoint id -> ms its completion notice reaches Hudi's coordinator late (the lab's notify_delay_s). */
+  final Map<Long, Long> noticeDelaysMs = new LinkedHashMap<>();
 
   private Workload(Path dir, JsonNode j) {
     tablePath = need(j, "table_path").asText();
@@ -81,6 +84,11 @@ final class Workload {
     crashRound = sc.has("crash_round") ? sc.get("crash_round").asInt() : 0;
     crashTask = sc.has("crash_task") ? sc.get("crash_task").asInt() : 0;
     stallMs = sc.has("stall_ms") ? sc.get("stall_ms").asLong() : 3000;
+    hudiRouting = sc.has("hudi_routing") && sc.get("hudi_routing").asBoolean();
+    if (sc.has("notice_delay_ms")) {
+      sc.get("notice_delay_ms").fields().forEachRemaining(
+          e -> noticeDelaysMs.put(Long.parseLong(e.getKey()), e.getValue().asLong()));
+    }
     if (rounds.size() != writers) {
       throw new IllegalArgumentException("workload.json: rounds has " + rounds.size()
           + " task lists but writers is " + writers);

@@ -1,18 +1,23 @@
 package org.commitlab.conformance;
 
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.operators.KeyedProcessOperator;
 import org.apache.flink.table.catalog.CatalogTable;
 import org.apache.flink.table.catalog.ResolvedSchema;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.types.logical.RowType;
 import org.apache.hudi.common.model.HoodieRecord;
 import org.apache.hudi.configuration.FlinkOptions;
+import org.apache.hudi.sink.StreamWriteOperator;
+import org.apache.hudi.sink.partitioner.BucketAssignFunction;
 import org.apache.hudi.sink.utils.Pipelines;
 import org.apache.hudi.table.HoodieTableFactory;
 import org.apache.hudi.util.StreamerUtil;
 
 import java.lang.reflect.Method;
+import java.util.Map;
 
 /**
  * Hudi 0.10's Flink writer as the harness drives it (hudi-flink-bundle_2.11 0.10.1, the bytecode of
@@ -47,17 +52,30 @@ final class ReleaseApi {
 
   /**
    * HoodieTableSink's streaming upsert (Pipelines.bootstrap then hoodieStreamWrite at the
-   * environment's parallelism); the task-crash scenario's map runs after the bootstrap, before
-   * Hudi's keyBy (the write tasks are behind a shuffle here).
+   * environment's parallelism; Hudi's keyBy routes whatever {@code hudiRouting} says); the task-crash
+   * scenario's map runs after the bootstrap, before Hudi's keyBy (the write tasks are behind a shuffle).
    */
   static DataStream<Object> write(Configuration conf, RowType rowType, DataStream<RowData> source,
-      CrashInSnapshot<HoodieRecord> crash) {
+      CrashInSnapshot<HoodieRecord> crash, boolean hudiRouting, Map<Long, Long> noticeDelaysMs) {
     int parallelism = source.getExecutionConfig().getParallelism();
     DataStream<HoodieRecord> records = Pipelines.bootstrap(conf, rowType, parallelism, source, false, false);
     if (crash != null) {
       records = records.map(crash).returns(records.getType()).name("crash_in_snapshot").setParallelism(parallelism);
     }
-    return Pipelines.hoodieStreamWrite(conf, parallelism, records);
+    // Pipelines.hoodieStreamWrite of 0.10.1 (its bytecode), with LateNotice's factory for
+    // StreamWriteOperator.getFactory (the same WriteOperatorFactory, its coordinator's notices late)
+    String table = conf.getString(FlinkOptions.TABLE_NAME);
+    return records
+        .keyBy(HoodieRecord::getRecordKey)
+        .transform("bucket_assigner", TypeInformation.of(HoodieRecord.class),
+            new KeyedProcessOperator<>(new BucketAssignFunction<>(conf)))
+        .uid("uid_bucket_assigner_" + table)
+        .setParallelism(conf.getOptional(FlinkOptions.BUCKET_ASSIGN_TASKS).orElse(parallelism))
+        .keyBy(record -> record.getCurrentLocation().getFileId())
+        .transform("hoodie_stream_write", TypeInformation.of(Object.class),
+            LateNotice.factory(conf, new StreamWriteOperator<>(conf), noticeDelaysMs))
+        .uid("uid_hoodie_stream_write" + table)
+        .setParallelism(conf.getInteger(FlinkOptions.WRITE_TASKS));
   }
 
   static boolean needsAsyncCompaction(Configuration conf) {

@@ -1,5 +1,6 @@
 package org.commitlab.conformance;
 
+import org.apache.flink.api.java.functions.KeySelector;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.streaming.api.datastream.DataStream;
@@ -66,13 +67,23 @@ final class ReleaseApi {
   }
 
   /**
-   * HoodieTableSink's streaming upsert with a bucket index, the edge into bucket_write forward
-   * (source subtask t feeds write task t) into a task of its own, and the task-crash scenario's map
-   * chained in front of it in that task when {@code crash} is not null.
+   * HoodieTableSink's streaming upsert with a bucket index: the edge into bucket_write forward
+   * (source subtask t feeds write task t, the lab's routing) or, with {@code hudiRouting}, Hudi's
+   * BucketIndexPartitioner; bucket_write in a task of its own; the task-crash scenario's map chained
+   * in front of it in that task when {@code crash} is not null. BucketStreamWriteOperator.getFactory
+   * is WriteOperatorFactory.instance(conf, new BucketStreamWriteOperator(conf)); LateNotice's
+   * factory is that one with the coordinator's completion notices of {@code noticeDelaysMs} late.
    */
   static DataStream<Object> write(Configuration conf, RowType rowType, DataStream<RowData> source,
-      CrashInSnapshot<HoodieRecord> crash) {
+      CrashInSnapshot<HoodieRecord> crash, boolean hudiRouting, Map<Long, Long> noticeDelaysMs) {
     DataStream<HoodieRecord> records = Pipelines.bootstrap(conf, rowType, source, false, false);
+    if (hudiRouting) {
+      // Pipelines.hoodieStreamWrite's own edge: a task restarted after a failover loads the file
+      // groups of the buckets this partitioner gives it (isBucketToLoad), and only those
+      BucketIndexPartitioner<HoodieKey> partitioner = new BucketIndexPartitioner<>(
+          conf.getInteger(FlinkOptions.BUCKET_INDEX_NUM_BUCKETS), conf.getString(FlinkOptions.INDEX_KEY_FIELD));
+      records = records.partitionCustom(partitioner, (KeySelector<HoodieRecord, HoodieKey>) HoodieRecord::getKey);
+    }
     if (crash != null) {
       // the write task's chain starts here: the crash map, then bucket_write
       records = records.map(crash).returns(records.getType()).name("crash_in_snapshot")
@@ -80,12 +91,12 @@ final class ReleaseApi {
     }
     SingleOutputStreamOperator<Object> write = records
         .transform(Pipelines.opName("bucket_write", conf), TypeInformation.of(Object.class),
-            BucketStreamWriteOperator.getFactory(conf))
+            LateNotice.factory(conf, new BucketStreamWriteOperator<>(conf), noticeDelaysMs))
         .uid(Pipelines.opUID("bucket_write", conf))
         .setParallelism(conf.getInteger(FlinkOptions.WRITE_TASKS));
     // Hudi's partitionCustom puts bucket_write in a task of its own (its mailbox thread runs
     // processElement and the coordinator's events); the forward edge must not chain it to the source
-    return crash != null ? write : write.startNewChain();
+    return crash != null || hudiRouting ? write : write.startNewChain();
   }
 
   static boolean needsAsyncCompaction(Configuration conf) {
