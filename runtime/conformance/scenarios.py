@@ -49,6 +49,8 @@ class Scenario:
     lab: JobConfig
     harness: dict[str, HarnessValue] = field(default_factory=dict)  # workload.json "scenario"
     hudi_options: dict[str, str] = field(default_factory=dict)
+    # Flink's checkpoint interval in the harness (the happy path's, run.CHECKPOINT_INTERVAL_MS, by default)
+    checkpoint_interval_ms: int = 2_000
 
 
 def _deadlock(cfg: JobConfig) -> Scenario:
@@ -68,7 +70,8 @@ def _deadlock(cfg: JobConfig) -> Scenario:
         "stall_ms": 4000,
         "hudi_routing": True,
     }
-    return Scenario("deadlock", lab, harness, {"write.batch.size": DEADLOCK_BATCH_MB})
+    # 4 s between barriers: room for round 1's small flushes on a loaded machine before barrier 2
+    return Scenario("deadlock", lab, harness, {"write.batch.size": DEADLOCK_BATCH_MB}, 4_000)
 
 
 def _task_crash(cfg: JobConfig) -> Scenario:
