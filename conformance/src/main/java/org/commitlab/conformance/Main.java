@@ -106,7 +106,10 @@ public final class Main {
       ReleaseApi.setupSink(conf, w.writers);
       options.putAll(conf.toMap());
       buildPipeline(env, conf);
-      expectedCommits = w.roundsWithData();
+      // hoodie.allow.empty.commit (read by the Flink writer from 0.14, false there unless set):
+      // a round without data is committed too
+      boolean emptyCommits = Boolean.parseBoolean(conf.toMap().getOrDefault("hoodie.allow.empty.commit", "false"));
+      expectedCommits = emptyCommits ? w.checkpoints : w.roundsWithData();
 
       String routing = w.hudiRouting ? null : ReleaseApi.routingWarning(w);
       if (routing != null) {
