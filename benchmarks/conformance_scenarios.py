@@ -3,7 +3,7 @@ release's, one ``commitlab conformance --scenario`` check per cell (the simulato
 Hudi's Flink writer in a MiniCluster on the other, the same records).
 
     [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/conformance_scenarios.py
-        [--scenarios deadlock,task-crash] [--releases 0.10.1,0.12.3,0.13.1,0.14.0,0.14.1]
+        [--scenarios deadlock,task-crash,late-notice] [--releases 0.10.1,0.12.3,0.13.1,0.14.0,0.14.1]
         [--table-types copy-on-write] [--out benchmarks/results/conformance_scenarios.json]
 
 The protocol of a release is the one it ships (0.10.1: operator-event; later: ckp-meta); the
@@ -77,7 +77,7 @@ def row(c: ScenarioComparison, empty: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scenarios", default="deadlock,task-crash")
+    ap.add_argument("--scenarios", default="deadlock,task-crash,late-notice")
     ap.add_argument("--releases", default=",".join(RELEASES))
     ap.add_argument("--table-types", default="copy-on-write")
     ap.add_argument("--out", default="benchmarks/results/conformance_scenarios.json")

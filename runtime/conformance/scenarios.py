@@ -16,6 +16,9 @@ block and Hudi options), the same records and rounds per task on both.
   ends in a bounded time.
 * ``task-crash``: write task 0 throws in its snapshot of checkpoint 3 (after its flush, before its
   ack: the lab's ``task.in_snapshot@3#0``); the job restarts once from checkpoint 2.
+* ``late-notice``: data in every round, the completion notice of checkpoint 2 reaches the
+  coordinator a second late (both sides), and the write tasks flush eagerly (50 KB batches; the lab
+  every 50 rows), so round 3's first flushes wait for an instant the late commit will start.
 
 In the scenarios the harness routes records into the write tasks with Hudi's own
 ``BucketIndexPartitioner`` (the happy path keeps the lab's routing to compare costs task by task):
@@ -39,6 +42,8 @@ DEADLOCK_ROUND_1 = 20
 DEADLOCK_ROUND_3 = 400
 DEADLOCK_BATCH_MB = "0.005"
 CRASH_CHECKPOINT = 3
+LATE_NOTICE_S = 1.0
+LATE_NOTICE_BATCH_MB = "0.05"
 
 
 @dataclass(frozen=True)
@@ -89,12 +94,29 @@ def _task_crash(cfg: JobConfig) -> Scenario:
     return Scenario("task-crash", lab, harness)
 
 
+def _late_notice(cfg: JobConfig) -> Scenario:
+    """Data in every round; the completion notice of checkpoint 2 reaches the coordinator
+    :data:`LATE_NOTICE_S` late, while round 3 is already flushing into the next instant."""
+    lab = cfg.replace(
+        checkpoints=max(cfg.checkpoints, 3),
+        bucket_flush_rows=min(cfg.bucket_flush_rows, 50),
+        schedule=Schedule(notify_delay_s={2: LATE_NOTICE_S}),
+    )
+    harness: dict[str, HarnessValue] = {
+        "notice_delay_ms": {"2": round(LATE_NOTICE_S * 1000)},
+        "buffer_timeout_ms": 0,
+        "hudi_routing": True,
+    }
+    return Scenario("late-notice", lab, harness, {"write.batch.size": LATE_NOTICE_BATCH_MB}, 4_000)
+
+
 SCENARIOS = {
     HAPPY_PATH: "every round with data, no fault: the tables, timelines and DFS calls compared",
     "deadlock": "data, an empty round, data reaching the write tasks before the CommitAckEvent",
     "task-crash": f"write task 0 throws in its snapshot of checkpoint {CRASH_CHECKPOINT}; one restart",
+    "late-notice": "data in every round; the completion notice of checkpoint 2 reaches the coordinator late",
 }
-_BUILD = {"deadlock": _deadlock, "task-crash": _task_crash}
+_BUILD = {"deadlock": _deadlock, "task-crash": _task_crash, "late-notice": _late_notice}
 
 
 def scenario(name: str, cfg: JobConfig) -> Scenario:
