@@ -106,6 +106,11 @@ class CoordinatorSide(abc.ABC):
     # which go into the coordinator's checkpoint (snapshot_state) and come back from it after a
     # global failover (restore_state); the coordinator's 0.x event list and bootstrap path are skipped
     buffers_events: bool = False
+    # BaseHoodieWriteClient.startCommit: under the EAGER failed-writes policy (Hudi's default for
+    # a single Flink writer) CleanerUtils.rollbackFailedWrites rolls every pending writer's instant
+    # back before a new instant starts; the coordinator's instant starts (create_instant) do it when
+    # this is True. False for a side that does not start its instants through startCommit there.
+    rolls_back_at_start_commit: bool = True
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
@@ -203,11 +208,6 @@ class Protocol:
     # the write tasks' file-system view in the modelled release (runtime.hudi.file_system_view):
     # "remote", the coordinator's embedded timeline server (FlinkWriteClients), or "direct"
     release_file_system_view: str = "remote"
-    # BaseHoodieWriteClient.startCommit: under the EAGER failed-writes policy (Hudi's default for
-    # a single Flink writer) CleanerUtils.rollbackFailedWrites rolls every pending writer's instant
-    # back before a new instant starts; the coordinator's instant starts (create_instant) do it when
-    # this is True. False for a protocol that does not start its instants through startCommit.
-    rolls_back_at_start_commit: bool = True
 
     @classmethod
     def allows_empty_commit(cls, config: JobConfig) -> bool:

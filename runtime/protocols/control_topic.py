@@ -346,6 +346,7 @@ class ControlTopicCoordinator(CoordinatorSide):
     """ConnectTransactionCoordinator, as one coroutine walking its states in order."""
 
     eager_instants = False
+    rolls_back_at_start_commit = False  # _start_commit rolls back itself (its own timeline read)
 
     def __init__(self, ctx: CoordinatorSideContext) -> None:
         super().__init__(ctx)
@@ -622,7 +623,6 @@ class ControlTopicProtocol(Protocol):
     description = "P5: a single-partition control topic carries START/END/WRITE_STATUS/ACK (RFC-32)"
     writer_side = ControlTopicParticipant
     coordinator_side = ControlTopicCoordinator
-    rolls_back_at_start_commit = False  # _start_commit rolls back itself (its own timeline read)
     extra_roles = (TOPIC,)
     extra_rpc_methods = ControlTopic.RPC_METHODS
     # the Connect sink's Java write client cleans and archives with HoodieWriteConfig's defaults

@@ -160,8 +160,6 @@ class Coordinator:
         # after a failover: the checkpoint id the restored tasks resume from (message id for the bus)
         self.resume_checkpoint_id = resume_checkpoint_id
         self.rolled_back: list[str] = []
-        # whether every instant start rolls failed writes back first (see create_instant)
-        self.rolls_back_at_start_commit = protocol.rolls_back_at_start_commit
         self.deleted_by_fault: list[str] = []  # what the bus.deleted fault removed
         self.resets: list[dict[str, Any]] = []  # region failovers this coordinator lived through
         self.messages_on_dfs = protocol.messages_on_dfs
@@ -473,7 +471,7 @@ class Coordinator:
             if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
-            if self.rolls_back_at_start_commit:
+            if self.protocol.rolls_back_at_start_commit:
                 # startCommit -> rollbackFailedWrites (EAGER): every pending writer's instant first
                 spared = self.protocol.instants_in_use()
                 undone = [i for i in self.table.failed_writes(timeline) if i not in spared]
