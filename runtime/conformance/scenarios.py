@@ -7,8 +7,9 @@ block and Hudi options), the same records and rounds per task on both.
   round 3 right after its barrier-2 snapshot with Flink's buffer timeout 0, and Hudi's
   ``write.batch.size`` is small enough (5 KB) that ``StreamWriteFunction.processElement`` flushes a
   bucket while round 3 arrives; round 1 is small so its own eager flushes stay few. On both sides
-  the completion notice of checkpoint 2 reaches the coordinator half a second late
-  (:func:`runtime.faults.scenarios.deadlock_config`'s timing; the harness delays Hudi's
+  the completion notice of checkpoint 2 reaches the coordinator 2 s late
+  (:func:`runtime.faults.scenarios.deadlock_config` has 0.5 s; on a loaded machine round 3 took
+  longer than that to reach Hudi's write tasks, and the ack won: the harness delays Hudi's
   coordinator's ``notifyCheckpointComplete``), so round 3 reaches the write tasks before the
   ``CommitAckEvent`` whatever the machine's load; the lab flushes per record. Hudi's
   ``write.commit.ack.timeout`` is the checkpoint timeout (``HoodieTableSink``), here
@@ -36,7 +37,9 @@ from runtime.core.fault_spec import FaultSpec
 
 HAPPY_PATH = "happy-path"
 HarnessValue = int | bool | dict[str, int]
-ACK_TIMEOUT_S = 20.0
+ACK_TIMEOUT_S = 30.0
+# how late checkpoint 2's completion notice reaches the coordinator in the deadlock scenario (both sides)
+DEADLOCK_NOTICE_DELAY_S = 2.0
 # round sizes of the deadlock scenario, per write task
 DEADLOCK_ROUND_1 = 20
 DEADLOCK_ROUND_3 = 400
@@ -66,7 +69,7 @@ def _deadlock(cfg: JobConfig) -> Scenario:
         keys=sum(rounds),
         source_batch_rows=200,
         bucket_flush_rows=1,
-        schedule=Schedule(rounds=rounds, notify_delay_s={2: 0.5}),
+        schedule=Schedule(rounds=rounds, notify_delay_s={2: DEADLOCK_NOTICE_DELAY_S}),
     )
     harness: dict[str, HarnessValue] = {
         "notice_delay_ms": {str(k): round(v * 1000) for k, v in lab.schedule.notify_delay_s.items()},
