@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs Hudi's own Flink writer on a lab input: run.sh <release> --input DIR --out FILE [--timeout-s S] [--grace-ms MS]
-# JAVA names the java to run (default: the one on PATH). <release> is 0.14.0 or 0.14.1 (build it first: mvn -f conformance/pom.xml -P hudi-<release> package -DskipTests).
+# JAVA names the java to run (default: the one on PATH). <release> is 0.10.1, 0.12.3, 0.13.1, 0.14.0 or 0.14.1 (build it first: mvn -f conformance/pom.xml -P hudi-<release> package -DskipTests).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 <release: 0.14.0|0.14.1> --input DIR --out FILE [--timeout-s 300] [--grace-ms 1000]" >&2
+  echo "usage: $0 <release: 0.10.1|0.12.3|0.13.1|0.14.0|0.14.1> --input DIR --out FILE [--timeout-s 300] [--grace-ms 1000]" >&2
   exit 2
 fi
 release="${1#hudi-}"; shift
@@ -21,5 +21,9 @@ for p in java.base/java.lang java.base/java.lang.reflect java.base/java.lang.inv
          java.base/jdk.internal.misc java.base/sun.security.action java.sql/java.sql; do
   opens+=("--add-opens=$p=ALL-UNNAMED")
 done
+# jol.skipHotspotSAAttach: Hudi's record size estimate (ObjectSizeCalculator, JOL) would otherwise
+# attach the HotSpot serviceability agent, a child process, from inside a write task; allowAttachSelf
+# lets it take the JVM's instrumentation instead (without either, sizing a record takes milliseconds)
 exec "${JAVA:-java}" -Xmx"${CONFORMANCE_XMX:-1g}" -XX:+UseSerialGC -XX:ActiveProcessorCount=2 "${opens[@]}" \
+  -Djol.skipHotspotSAAttach=true -Djdk.attach.allowAttachSelf=true \
   -jar "$jar" "$@"

@@ -65,7 +65,7 @@ fi
 # per Hudi release when Maven is installed; Maven downloads here, never when a check runs. Without
 # Maven, `commitlab conformance` says how to build it and everything else works.
 if command -v mvn >/dev/null 2>&1; then
-  for release in 0.14.0 0.14.1; do
+  for release in 0.10.1 0.12.3 0.13.1 0.14.0 0.14.1; do
     jar=conformance/target/conformance-hudi-$release.jar
     if [ ! -f "$jar" ] || [ -n "$(find conformance/pom.xml conformance/src -newer "$jar" -print -quit)" ]; then
       echo "setup: building the conformance harness for Hudi $release with Maven (the first time downloads Flink and Hudi, a few minutes)" >&2

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+if TYPE_CHECKING:
+    from runtime.conformance.releases import Release
+    from runtime.lab.report import PhaseLog
+
 from runtime.cli import exits
 from runtime.cli.options import CommandParser, add_config_option, check_writable_dir
+from runtime.conformance.scenarios import HAPPY_PATH, SCENARIOS
 from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
 
 DEFAULT_RECORDS = 4_000
@@ -19,16 +24,23 @@ DEFAULT_RECORDS = 4_000
 def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
     from runtime.conformance.harness import HarnessError
     from runtime.conformance.output import comparison_table, differences_lines, plot_components, write_conformance
-    from runtime.conformance.releases import check_built, java_command, release_for
+    from runtime.conformance.releases import ConformanceUnavailable, check_built, java_command, release_for
     from runtime.conformance.run import run_check
     from runtime.lab.report import PhaseLog
 
     # everything that can stop the check is looked at before anything runs
     release = release_for(args.protocol, args.release)
+    if args.scenario == HAPPY_PATH and release.table_version < 6:
+        raise ConformanceUnavailable(
+            f"--release {release.hudi} writes table version {release.table_version}, which neither the official "
+            f"reader nor the lab's table model reads, so the happy path's table-by-table comparison cannot run on "
+            f"it: use --scenario {', '.join(s for s in SCENARIOS if s != HAPPY_PATH)}, or a 0.14 release"
+        )
     java_command()
     check_built(release)
     out = check_writable_dir(args.out, "--out")
-    configs = [_config(args, t) for t in (TABLE_TYPES if args.table_type == "both" else [args.table_type])]
+    table_type = args.table_type or ("both" if args.scenario == HAPPY_PATH else TABLE_TYPES[0])
+    configs = [_config(args, t) for t in (TABLE_TYPES if table_type == "both" else [table_type])]
     for cfg in configs:  # both tables are written fresh: Hudi's writer would append to an old one
         if os.path.isdir(os.path.join(out, cfg.table_type)) and os.listdir(os.path.join(out, cfg.table_type)):
             raise ConfigError(
@@ -36,6 +48,8 @@ def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
                 "choose another --out or remove that folder"
             )
     phases = PhaseLog(console, enabled=not args.quiet)
+    if args.scenario != HAPPY_PATH:
+        return _scenario_check(args, console, release, out, configs, phases)
     comparisons = []
     try:
         for cfg in configs:
@@ -53,6 +67,33 @@ def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
     return exits.of_conformance([c.conforms for c in comparisons])
 
 
+def _scenario_check(
+    args: argparse.Namespace, console: Console, release: Release, out: str, configs: list[JobConfig], phases: PhaseLog
+) -> int:
+    """``--scenario``: the lab's outcome beside the real release's, per table type."""
+    from runtime.conformance.harness import HarnessError
+    from runtime.conformance.output import scenario_lines, scenario_table, write_scenarios
+    from runtime.conformance.scenario_run import run_scenario
+    from runtime.conformance.scenarios import scenario
+
+    comparisons = []
+    try:
+        for cfg in configs:
+            sc = scenario(args.scenario, cfg)
+            comparisons.append(run_scenario(sc, release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases))
+    except HarnessError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        return exits.ExitCode.FAILED
+    for c in comparisons:
+        console.print(scenario_table(c))
+        for line in scenario_lines(c):
+            console.print(line, highlight=False)
+    ran = {"protocol": args.protocol, "release": release.hudi, "flink": release.flink, "scenario": args.scenario}
+    path = write_scenarios(out, comparisons, {**ran, "writers": args.writers})
+    console.print(f"results: {path}")
+    return exits.of_conformance([c.agrees for c in comparisons])
+
+
 def _config(args: argparse.Namespace, table_type: str) -> JobConfig:
     return JobConfig(
         protocol=args.protocol,
@@ -62,6 +103,7 @@ def _config(args: argparse.Namespace, table_type: str) -> JobConfig:
         records=args.records,
         table_type=table_type,
         seed=args.data_seed,
+        allow_empty_commit=args.allow_empty_commit,
     ).validate()
 
 
@@ -78,13 +120,34 @@ def add_command(sub: Any) -> None:
     p.add_argument(
         "--protocol",
         default="ckp-meta",
-        help="the protocol: ckp-meta (Hudi 0.14.0; the only one whose release runs here)",
+        help="the protocol: ckp-meta (Hudi 0.14.0; 0.12.3, 0.13.1 and 0.14.1 with --release) or operator-event "
+        "(Hudi 0.10.1), the ones whose releases run here",
     )
     p.add_argument("--release", default=None, help="the Hudi release to run instead of the protocol's own")
-    p.add_argument("--table-type", choices=[*TABLE_TYPES, "both"], default="both", help="default: both")
+    p.add_argument(
+        "--scenario",
+        choices=list(SCENARIOS),
+        default=HAPPY_PATH,
+        help="what both sides run: "
+        + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items())
+        + f" (default: {HAPPY_PATH})",
+    )
+    p.add_argument(
+        "--table-type",
+        choices=[*TABLE_TYPES, "both"],
+        default=None,
+        help=f"default: both for {HAPPY_PATH}, {TABLE_TYPES[0]} for the other scenarios",
+    )
     p.add_argument("--writers", type=int, default=2, help="write tasks (default: 2)")
     p.add_argument("--checkpoints", type=int, default=4, help="checkpoints (default: 4)")
     p.add_argument("--records", type=int, default=DEFAULT_RECORDS, help=f"records (default: {DEFAULT_RECORDS})")
+    p.add_argument(
+        "--allow-empty-commit",
+        choices=["release", "true", "false"],
+        default="release",
+        help="Hudi hoodie.allow.empty.commit on both sides (the Flink writer reads it from 0.14); "
+        "release: each side's default (default: release)",
+    )
     p.add_argument("--data-seed", type=int, default=0, help="the generator's seed (default: 0)")
     p.add_argument("--seed", type=int, default=0, help="the simulator's schedule seed (default: 0)")
     p.add_argument(

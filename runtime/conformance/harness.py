@@ -44,8 +44,8 @@ def run_harness(
         input_dir,
         "--out",
         out_json,
-        "--timeout",
-        f"{timeout_s:g}",
+        "--timeout-s",
+        str(max(1, round(timeout_s))),
     ]
     env = {**os.environ, "JAVA": java}
     started = time.monotonic()

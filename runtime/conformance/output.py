@@ -10,6 +10,7 @@ from rich import box
 from rich.table import Table
 
 from runtime.conformance.comparison import RATIO_BAND, Comparison, Ratio
+from runtime.conformance.scenario_run import ScenarioComparison
 from runtime.core.json_doc import JsonObject
 
 
@@ -94,4 +95,57 @@ def plot_components(out: str, comparisons: list[Comparison]) -> str:
     path = os.path.join(out, "conformance.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
+
+
+def scenario_table(c: ScenarioComparison) -> Table:
+    """A scenario's outcomes, the lab beside Hudi's writer: one row per figure."""
+    title = f"{c.scenario}: {c.protocol} on {c.table_type}, the lab against Hudi {c.release}'s Flink writer"
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for i, col in enumerate(["", "lab", f"Hudi {c.release}"]):
+        t.add_column(col, no_wrap=i == 0, overflow="fold")
+    lab, real = c.lab, c.real
+
+    def count(v: int | None) -> str:
+        return "-" if v is None else f"{v:,}"
+
+    verdict = "[green]agree[/green]" if c.verdicts_agree else "[red]differ[/red]"
+    t.add_row(f"verdict ({verdict})", lab.verdict, real.verdict)
+    t.add_row("job", lab.status, real.status)
+    t.add_row("failovers", str(lab.failovers), str(real.failovers))
+    t.add_row("rollbacks", str(len(lab.rollbacks)), str(len(real.rollbacks)))
+    t.add_row("pending instants", str(len(lab.pending)), str(len(real.pending)))
+    t.add_row("rows lost", count(lab.lost), count(real.lost))
+    t.add_row("rows duplicated", count(lab.duplicated), count(real.duplicated))
+    if lab.blocked or real.blocked:
+        t.add_row("blocked in", lab.blocked or "-", real.blocked or "-")
+    if c.contents is not None:
+        t.add_row("tables (official reader)", f"{c.contents.rows_lab:,} rows", f"{c.contents.rows_real:,} rows")
+    return t
+
+
+def scenario_lines(c: ScenarioComparison) -> list[str]:
+    """Why the check passes or fails, beyond the table."""
+    lines = []
+    if c.contents is not None and not c.contents.equal:
+        lines.append(f"[red]the tables differ[/red]: {'; '.join(c.contents.examples) or 'row counts differ'}")
+    if not c.verdicts_agree:
+        lines.append(
+            f"named difference: {c.named}"
+            if c.named
+            else f"[red]the verdicts differ[/red]: lab {c.lab.verdict}, Hudi {c.real.verdict} ({c.real.detail[:200]})"
+        )
+    elif c.real.detail:
+        lines.append(f"Hudi's job: {c.real.detail[:300]}")
+    return lines
+
+
+def write_scenarios(out: str, comparisons: list[ScenarioComparison], extra: JsonObject) -> str:
+    """``out/conformance.json`` of a scenario check: per table type, ``outcomes.lab`` and ``outcomes.real``."""
+    path = os.path.join(out, "conformance.json")
+    doc = {**extra, "agrees": all(c.agrees for c in comparisons), "checks": [c.to_json() for c in comparisons]}
+    if len(comparisons) == 1:
+        doc["outcomes"] = comparisons[0].to_json()["outcomes"]
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
     return path

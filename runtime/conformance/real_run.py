@@ -76,6 +76,21 @@ class Caller:
     count: int
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """A write task's thread the harness's dumps saw in one Hudi wait past the stall time."""
+
+    thread: str
+    state: str
+    waited_ms: int
+    frames: list[str]  # Class.method, innermost first, down to the task's mailbox loop
+    stack: list[str]  # the thread's whole stack as the JVM dumped it
+
+    @property
+    def frame(self) -> str:
+        return self.frames[0] if self.frames else "?"
+
+
 @dataclass
 class RealRun:
     release: str
@@ -93,6 +108,13 @@ class RealRun:
     fs_calls_by_checkpoint: list[FsCall] = field(default_factory=list)
     callers: list[Caller] = field(default_factory=list)  # most frequent first
     error: str | None = None
+    # what the job did, read from it (the scenarios): its final status (COMMITTED: every round with
+    # data committed, then cancelled; FAILED, FINISHED, TIMED_OUT), its restarts, the write task
+    # thread a dump found waiting in Hudi past the stall time (None: none), the crashes injected
+    job_status: str = "COMMITTED"
+    failovers: int = 0
+    blocked: Blocked | None = None
+    crashes: list[str] = field(default_factory=list)
 
     @classmethod
     def read(cls, path: str) -> RealRun:
@@ -113,7 +135,9 @@ class RealRun:
             options={str(k): str(v) for k, v in (doc.get("options") or {}).items()},
             instants=[_instant(i) for i in doc.get("instants") or []],
             metadata_instants=[_instant(i) for i in doc.get("metadata_table_instants") or []],
-            checkpoint_completed_ms={int(c["id"]): float(c["completed_ms"]) for c in detail},
+            checkpoint_completed_ms={
+                int(c["id"]): float(c["completed_ms"]) for c in detail if c.get("completed_ms") is not None
+            },
             commit_completed_ms={
                 int(c["id"]): None if c.get("commit_completed_ms") is None else float(c["commit_completed_ms"])
                 for c in detail
@@ -122,6 +146,10 @@ class RealRun:
             fs_calls_by_checkpoint=[_call(c) for c in doc.get("fs_calls_by_checkpoint") or []],
             callers=[_caller(c) for c in doc.get("fs_callers") or []],
             error=doc.get("error"),
+            job_status=str(doc.get("job_status") or "COMMITTED"),
+            failovers=int(doc.get("failovers") or 0),
+            blocked=_blocked(doc.get("blocked")),
+            crashes=[str(c) for c in doc.get("crashes") or []],
         )
 
     def commit_latencies_s(self) -> list[float]:
@@ -141,6 +169,18 @@ def _instant(doc: JsonObject) -> RealInstant:
         states=[InstantState(str(s["state"]), float(s["time_ms"])) for s in doc.get("states") or []],
         files={str(f["path"]): int(f["bytes"]) for f in doc.get("files") or []},
         records=int(doc.get("records") or 0),
+    )
+
+
+def _blocked(doc: JsonObject | None) -> Blocked | None:
+    if not doc:
+        return None
+    return Blocked(
+        thread=str(doc["thread"]),
+        state=str(doc["state"]),
+        waited_ms=int(doc["waited_ms"]),
+        frames=[str(f) for f in doc.get("frames") or []],
+        stack=[str(f) for f in doc.get("stack") or []],
     )
 
 

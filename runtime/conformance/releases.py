@@ -4,8 +4,9 @@ The harness (``conformance/``, a Maven project) is built once per release at set
 (``scripts/setup.sh``): a jar per release under ``conformance/target/``. A Hudi Flink bundle runs
 only with the Flink minor it was built for, so a release is a (Hudi bundle, Flink) pair. What the
 package registry this project reaches serves decides which releases exist here (checked on
-2026-11-25): no Hudi 1.x Flink bundle at all, and of 0.14/0.15 only ``hudi-flink1.17-bundle:0.14.0``
-and ``hudi-flink1.15-bundle:0.14.1``.
+2026-11-25 and 2026-11-29): no Hudi 1.x Flink bundle at all; of 0.14/0.15 only
+``hudi-flink1.17-bundle:0.14.0`` and ``hudi-flink1.15-bundle:0.14.1``; ``hudi-flink-bundle_2.11:0.10.1``
+(not ``_2.12``), ``hudi-flink1.13-bundle:0.12.3`` and ``hudi-flink1.16-bundle:0.13.1``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ class Release:
 
 
 RELEASES = {
+    "0.10.1": Release("0.10.1", "1.13.6", "org.apache.hudi:hudi-flink-bundle_2.11:0.10.1", 3),
+    "0.12.3": Release("0.12.3", "1.13.6", "org.apache.hudi:hudi-flink1.13-bundle:0.12.3", 5),
+    "0.13.1": Release("0.13.1", "1.16.3", "org.apache.hudi:hudi-flink1.16-bundle:0.13.1", 5),
     "0.14.0": Release("0.14.0", "1.17.2", "org.apache.hudi:hudi-flink1.17-bundle:0.14.0", 6),
     "0.14.1": Release("0.14.1", "1.15.4", "org.apache.hudi:hudi-flink1.15-bundle:0.14.1", 6),
 }
@@ -51,7 +55,8 @@ RELEASES = {
 # The release each protocol is checked against: the newest one that runs here of those the
 # protocol models (docs/FIDELITY.md names each protocol's releases).
 PROTOCOL_RELEASES = {
-    "ckp-meta": "0.14.0",  # CkpMetadata on the DFS (0.11-0.15); 0.14.1 runs it too (--release 0.14.1)
+    "ckp-meta": "0.14.0",  # CkpMetadata on the DFS (0.11-0.15); 0.12.3, 0.13.1, 0.14.1 too (--release)
+    "operator-event": "0.10.1",  # CommitAckEvent, writers reading the timeline (0.10)
 }
 
 # Why the other protocols have no real release here.
@@ -61,7 +66,6 @@ NOT_RUNNABLE = {
     "coordination-rpc": "Hudi 1.1's Flink writer: the registry serves no Hudi 1.x Flink bundle "
     "(org.apache.hudi:hudi-flink1.20-bundle, hudi-flink1.18-bundle at 1.0.x-1.2.x: not found)",
     "coordination-rpc-async": "an open pull request (#19960), never released",
-    "operator-event": "Hudi 0.10's Flink writer: the registry serves hudi-flink-bundle_2.12 up to 0.9.0 only",
     "message-bus": "a commit on Hudi's master (PR #3915) that no release shipped",
     "control-topic": "Hudi's Kafka Connect sink, not a Flink writer: the harness runs Flink",
 }

@@ -108,9 +108,19 @@ class CoordinatorSide(abc.ABC):
     # which go into the coordinator's checkpoint (snapshot_state) and come back from it after a
     # global failover (restore_state); the coordinator's 0.x event list and bootstrap path are skipped
     buffers_events: bool = False
+    # BaseHoodieWriteClient.startCommit: under the EAGER failed-writes policy (Hudi's default for
+    # a single Flink writer) CleanerUtils.rollbackFailedWrites rolls every pending writer's instant
+    # back before a new instant starts; the coordinator's instant starts (create_instant) do it when
+    # this is True. False for a side that does not start its instants through startCommit there.
+    rolls_back_at_start_commit: bool = True
 
     def __init__(self, ctx: CoordinatorContext) -> None:
         self.ctx = ctx
+
+    def instants_in_use(self) -> set[str]:
+        """Pending instants the coordinator still means to commit: an instant start's rollback of
+        failed writes spares them (``Coordinator.create_instant``)."""
+        return set()
 
     async def open(self) -> None:
         """Called when the coordinator starts, before the first instant."""

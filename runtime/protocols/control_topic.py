@@ -347,6 +347,7 @@ class ControlTopicCoordinator(CoordinatorSide):
     """ConnectTransactionCoordinator, as one coroutine walking its states in order."""
 
     eager_instants = False
+    rolls_back_at_start_commit = False  # _start_commit rolls back itself (its own timeline read)
 
     def __init__(self, ctx: CoordinatorSideContext) -> None:
         super().__init__(ctx)

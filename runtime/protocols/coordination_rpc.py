@@ -37,7 +37,14 @@ with backoff (50 ms doubling to 1 s, with jitter) under one deadline, and a requ
 out in transport is retried inside that deadline. (One stored revision of the PR's Correspondent
 polls from 200 ms without jitter and propagates request failures: the PR was still under review.)
 
-Known differences: the request key after a failover is the task's resume id (the last checkpoint
+``startInstant`` -> ``BaseHoodieWriteClient.startCommit`` rolls every pending writer's instant back
+first (EAGER failed-writes policy; ``Coordinator.create_instant``), so an instant a crashed attempt
+left behind gets its ``.rollback`` at the next instant request.
+
+Known differences: the instant start's rollback spares the instants of open event buffers
+(:meth:`CoordinatorSide.instants_in_use`): read literally, 1.1 rolls them back too, and a task still
+flushing into one would fail (docs/FIDELITY.md, the failed-writes row). The request key after a
+failover is the task's resume id (the last checkpoint
 triggered), not Flink's restored checkpoint id; the lab's commit metadata records the checkpoint
 whose completion committed the instant (Hudi writes the buffer's key); ``awaitAllInstantsTo
 CompleteIfNecessary`` (blocking instant generation, off by default) is not modelled. Hudi 1.1 loses
@@ -263,6 +270,11 @@ class CoordinationRpcCoordinator(CoordinatorSide):
     def instants(self) -> dict[int, str]:
         """Checkpoint key -> instant, for every buffer not yet committed."""
         return {k: b.instant for k, b in sorted(self.buffers.items())}
+
+    def instants_in_use(self) -> set[str]:
+        """The instants of the open event buffers: a later checkpoint's instant start spares them
+        (see the module docstring: a deliberate difference from startCommit's EAGER rollback)."""
+        return {b.instant for b in self.buffers.values()}
 
     # -- instant requests --------------------------------------------------------------------
 

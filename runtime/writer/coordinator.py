@@ -471,6 +471,14 @@ class Coordinator:
             if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
+            if self.protocol.rolls_back_at_start_commit:
+                # startCommit -> rollbackFailedWrites (EAGER): every pending writer's instant first
+                spared = self.protocol.instants_in_use()
+                undone = [i for i in self.client.failed_writes(timeline) if i not in spared]
+                for pending in undone:
+                    self.client.rollback(pending, [], now=self.env.wall_time())
+                    self.rolled_back.append(pending)
+                timeline = self.table.timeline() if undone else timeline
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
             self.client.start_instant(instant)
             return instant

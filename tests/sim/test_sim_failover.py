@@ -3,6 +3,8 @@ on Ray, on virtual time, on the simulated disk."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from runtime.core.config import JobConfig
@@ -112,3 +114,28 @@ def test_a_bus_deleted_between_restarts_is_deleted_by_the_simulator_too(storage,
     assert isinstance(result.rolled_back, list)
     assert result.status == "finished", result.error
     assert result.exactly_once.verified, result.exactly_once
+
+
+def test_an_instant_a_crashed_snapshot_left_pending_is_rolled_back_at_the_next_instant_start(tmp_path):
+    """BaseHoodieWriteClient.startCommit rolls failed writes back (EAGER) before a new instant:
+    coordination-rpc's instant of checkpoint 3, whose snapshot crashed, gets a .rollback when the
+    restarted tasks ask for the next instant, so cleaning sees no pending instant and runs."""
+    cfg = _cfg(
+        "coordination-rpc",
+        checkpoints=6,
+        records=6_000,
+        faults=[FaultSpec("task.in_snapshot", 3, 0)],
+        clean_retain_commits="2",
+        archive_min_commits="3",
+        archive_max_commits="6",
+    )
+    result = simulate(cfg, seed=0, storage="disk", workdir=str(tmp_path), max_real_s=120.0)
+    assert len(result.failovers) == 1 and result.exactly_once.verified, result.exactly_once
+    timeline = os.listdir(os.path.join(result.table, ".hoodie", "timeline"))
+    rolled_back = {f.split(".")[0].split("_")[0] for f in timeline if f.endswith(".rollback")}
+    assert rolled_back, sorted(timeline)
+    assert [r["instant"] for r in result.rollbacks], result.rollbacks
+    started = {f.split(".")[0] for f in timeline if f.endswith(".commit.requested")}
+    pending = started - {f.split("_")[0] for f in timeline if f.endswith(".commit")} - rolled_back
+    assert not pending, f"instants left pending: {sorted(pending)}"
+    assert any(f.endswith(".clean") for f in timeline), "cleaning never ran past the pending instant"

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.restartstrategy.RestartStrategies;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.core.execution.JobClient;
 import org.apache.flink.runtime.state.hashmap.HashMapStateBackend;
 import org.apache.flink.runtime.state.storage.JobManagerCheckpointStorage;
@@ -15,29 +14,20 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.catalog.CatalogTable;
 import org.apache.flink.table.catalog.Column;
-import org.apache.flink.table.catalog.ObjectIdentifier;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.ResolvedSchema;
 import org.apache.flink.table.catalog.UniqueConstraint;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.logical.RowType;
-import org.apache.flink.util.ExceptionUtils;
-import org.apache.hudi.common.model.HoodieKey;
 import org.apache.hudi.common.model.HoodieRecord;
-import org.apache.hudi.sink.partitioner.BucketIndexPartitioner;
+import org.apache.flink.util.ExceptionUtils;
+import org.apache.hudi.common.model.HoodieRecord;
 import org.apache.hudi.configuration.FlinkOptions;
-import org.apache.hudi.index.bucket.BucketIdentifier;
-import org.apache.hudi.configuration.OptionsInference;
-import org.apache.hudi.configuration.OptionsResolver;
-import org.apache.hudi.sink.bucket.BucketStreamWriteOperator;
 import org.apache.hudi.sink.utils.Pipelines;
-import org.apache.hudi.table.HoodieTableFactory;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.lang.reflect.Method;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -96,6 +86,9 @@ public final class Main {
     private final Map<String, String> options = new TreeMap<>();
     private final List<long[]> commitSeen = new ArrayList<>(); // [seq, timeMs] per data commit, in order
     private String error;
+    private int expectedCommits;
+    private String jobStatus = "RUNNING";
+    private final Stalls stalls = new Stalls();
 
     Run(Workload w, Path out, long deadlineMs, long timeoutS, long graceMs) {
       this.w = w;
@@ -110,55 +103,24 @@ public final class Main {
       org.apache.flink.configuration.Configuration conf = hudiConf();
       StreamExecutionEnvironment env = environment();
       conf.setLong(FlinkOptions.WRITE_COMMIT_ACK_TIMEOUT, env.getCheckpointConfig().getCheckpointTimeout());
-      OptionsInference.setupSinkTasks(conf, w.writers);
-      OptionsInference.setupClientId(conf);
+      ReleaseApi.setupSink(conf, w.writers);
       options.putAll(conf.toMap());
       buildPipeline(env, conf);
+      // hoodie.allow.empty.commit (read by the Flink writer from 0.14, false there unless set):
+      // a round without data is committed too
+      boolean emptyCommits = Boolean.parseBoolean(conf.toMap().getOrDefault("hoodie.allow.empty.commit", "false"));
+      expectedCommits = emptyCommits ? w.checkpoints : w.roundsWithData();
 
-      warnOnRouting();
+      String routing = w.hudiRouting ? null : ReleaseApi.routingWarning(w);
+      if (routing != null) {
+        System.err.println("warning: " + routing);
+      }
       long start = System.currentTimeMillis();
       JobClient job = env.executeAsync("commitlab conformance " + w.tableName);
       int rc = monitor(job);
       double wallS = (System.currentTimeMillis() - start) / 1000.0;
       writeReport(wallS);
       return rc;
-    }
-
-    /**
-     * The forward edge keeps the lab's routing; Hudi's BucketIndexPartitioner would send a record of
-     * bucket b in partition p to task ((hash(p) & MAX) % writers + b) % writers. Says how many
-     * records differ, and how many buckets more than one task writes (each such task opens its own
-     * file group for the bucket).
-     */
-    private void warnOnRouting() throws IOException {
-      BucketIndexPartitioner<HoodieKey> hudi = new BucketIndexPartitioner<>(w.numBuckets, w.recordKey);
-      int keyIdx = -1;
-      int partIdx = -1;
-      for (int i = 0; i < w.fields.length; i++) {
-        keyIdx = w.fields[i].name().equals(w.recordKey) ? i : keyIdx;
-        partIdx = w.fields[i].name().equals(w.partitionField) ? i : partIdx;
-      }
-      long moved = 0;
-      long total = 0;
-      Map<String, java.util.Set<Integer>> tasksOfBucket = new java.util.HashMap<>();
-      for (int t = 0; t < w.writers; t++) {
-        for (String file : w.rounds.get(t)) {
-          for (RowData row : Workload.readRows(file, w.fields)) {
-            String part = row.isNullAt(partIdx) ? "" : row.getString(partIdx).toString();
-            HoodieKey key = new HoodieKey(row.getString(keyIdx).toString(), part);
-            moved += hudi.partition(key, w.writers) == t ? 0 : 1;
-            total++;
-            int bucket = BucketIdentifier.getBucketId(key, w.recordKey, w.numBuckets);
-            tasksOfBucket.computeIfAbsent(part + "/" + bucket, b -> new java.util.HashSet<>()).add(t);
-          }
-        }
-      }
-      long shared = tasksOfBucket.values().stream().filter(ts -> ts.size() > 1).count();
-      if (moved > 0 || shared > 0) {
-        System.err.println("warning: " + moved + " of " + total + " records are on another write task than"
-            + " Hudi's BucketIndexPartitioner would pick; " + shared + " of " + tasksOfBucket.size()
-            + " (partition, bucket) pairs are written by more than one task (a file group per task)");
-      }
     }
 
     /** Hudi's options as HoodieTableFactory sets them up for a table declared with this schema. */
@@ -174,9 +136,7 @@ public final class Main {
       conf.setString(FlinkOptions.KEYGEN_CLASS_NAME, "org.apache.hudi.keygen.SimpleAvroKeyGenerator");
       conf.setBoolean(FlinkOptions.HIVE_STYLE_PARTITIONING, false);
       conf.setBoolean(FlinkOptions.URL_ENCODE_PARTITIONING, false);
-      conf.setString(FlinkOptions.INDEX_TYPE, "BUCKET");
-      conf.setInteger(FlinkOptions.BUCKET_INDEX_NUM_BUCKETS, w.numBuckets);
-      conf.setString(FlinkOptions.INDEX_KEY_FIELD, w.recordKey);
+      ReleaseApi.indexOptions(conf, w);
       conf.setString("hadoop.fs.file.impl", CountingLocalFileSystem.class.getName());
       conf.setString("hadoop.fs.file.impl.disable.cache", "true");
       w.hudiOptions.forEach(conf::setString);
@@ -192,12 +152,7 @@ public final class Main {
           org.apache.flink.table.api.Schema.newBuilder().fromResolvedSchema(schema).build(),
           "conformance", List.of(w.partitionField), conf.toMap());
       ResolvedCatalogTable resolved = new ResolvedCatalogTable(table, schema);
-      Method setup = HoodieTableFactory.class.getDeclaredMethod("setupConfOptions",
-          org.apache.flink.configuration.Configuration.class, ObjectIdentifier.class,
-          CatalogTable.class, ResolvedSchema.class);
-      setup.setAccessible(true);
-      setup.invoke(null, conf, ObjectIdentifier.of("default_catalog", "default_database", w.tableName),
-          resolved, schema);
+      ReleaseApi.setupConfOptions(conf, w.tableName, resolved, schema);
       return conf;
     }
 
@@ -213,7 +168,15 @@ public final class Main {
       env.getCheckpointConfig().setMaxConcurrentCheckpoints(1);
       env.getCheckpointConfig().setCheckpointStorage(new JobManagerCheckpointStorage());
       env.setStateBackend(new HashMapStateBackend());
-      env.setRestartStrategy(RestartStrategies.noRestart());
+      if (w.checkpointTimeoutMs > 0) {
+        env.getCheckpointConfig().setCheckpointTimeout(w.checkpointTimeoutMs);
+      }
+      if (w.bufferTimeoutMs >= 0) {
+        env.setBufferTimeout(w.bufferTimeoutMs);
+        options.put("flink.execution.buffer-timeout", w.bufferTimeoutMs + " ms");
+      }
+      env.setRestartStrategy(w.restarts > 0 ? RestartStrategies.fixedDelayRestart(w.restarts, 0L)
+          : RestartStrategies.noRestart());
       options.put("flink.execution.checkpointing.interval", w.checkpointIntervalMs + " ms");
       options.put("flink.execution.checkpointing.mode", "EXACTLY_ONCE");
       options.put("flink.execution.checkpointing.max-concurrent-checkpoints", "1");
@@ -221,29 +184,21 @@ public final class Main {
           env.getCheckpointConfig().getCheckpointTimeout() + " ms");
       options.put("flink.state.backend.type", "hashmap");
       options.put("flink.state.checkpoint-storage", "jobmanager");
-      options.put("flink.restart-strategy", "none");
+      options.put("flink.restart-strategy", w.restarts > 0 ? "fixed-delay, " + w.restarts + " attempts" : "none");
       options.put("flink.parallelism.default", String.valueOf(w.writers));
       fc.toMap().forEach((k, v) -> options.put("flink." + k, v));
       return env;
     }
 
-    /**
-     * HoodieTableSink's streaming upsert pipeline for a bucket index, with one difference: the edge
-     * into bucket_write is forward (source subtask t feeds write task t), not Hudi's
-     * partitionCustom(BucketIndexPartitioner).
-     */
+    /** HoodieTableSink's streaming upsert pipeline as the release builds it (ReleaseApi.write), then its clean or compaction. */
     private void buildPipeline(StreamExecutionEnvironment env, org.apache.flink.configuration.Configuration conf) {
       RowType rowType = rowType();
       DataStream<RowData> source = env
           .addSource(new RoundSource(w.rounds, w.fields), "round_source", InternalTypeInfo.of(rowType))
           .setParallelism(w.writers);
-      DataStream<HoodieRecord> records = Pipelines.bootstrap(conf, rowType, source, false, false);
-      DataStream<Object> pipeline = records
-          .transform(Pipelines.opName("bucket_write", conf), TypeInformation.of(Object.class),
-              BucketStreamWriteOperator.getFactory(conf))
-          .uid(Pipelines.opUID("bucket_write", conf))
-          .setParallelism(conf.getInteger(FlinkOptions.WRITE_TASKS));
-      if (OptionsResolver.needsAsyncCompaction(conf)) {
+      CrashInSnapshot<HoodieRecord> crash = w.crashRound > 0 ? new CrashInSnapshot<>(w.crashRound, w.crashTask) : null;
+      DataStream<Object> pipeline = ReleaseApi.write(conf, rowType, source, crash, w.hudiRouting, w.noticeDelaysMs);
+      if (ReleaseApi.needsAsyncCompaction(conf)) {
         Pipelines.compact(conf, pipeline);
       } else {
         Pipelines.clean(conf, pipeline);
@@ -258,17 +213,24 @@ public final class Main {
       return (RowType) DataTypes.ROW(fs.toArray(new DataTypes.Field[0])).notNull().getLogicalType();
     }
 
-    /** Waits, bounded, for Hudi to commit every checkpoint; then cancels the job. */
+    /**
+     * Waits, bounded, for Hudi to commit every round that has data (sampling the task threads for a
+     * wait that does not end: a thread dump names the blocked frame); then cancels the job. A job
+     * that fails is not touched again: a failed job shut its MiniCluster down.
+     */
     private int monitor(JobClient job) throws Exception {
       CompletableFuture<JobExecutionResult> result = job.getJobExecutionResult();
       String dataAction = w.tableType.equalsIgnoreCase("COPY_ON_WRITE") ? "commit" : "deltacommit";
       while (true) {
         collectCommits(dataAction);
+        stalls.sample(w.stallMs);
         if (result.isDone()) {
           try {
             result.get();
-            error = "the job finished before checkpoint " + (commitSeen.size() + 1) + " was committed";
+            jobStatus = "FINISHED";
+            error = "the job finished before round " + (commitSeen.size() + 1) + " was committed";
           } catch (Exception e) {
+            jobStatus = "FAILED";
             Throwable root = ExceptionUtils.stripExecutionException(e);
             while (root.getCause() != null && root.getCause() != root) {
               root = root.getCause();
@@ -277,10 +239,12 @@ public final class Main {
           }
           return 1;
         }
-        if (commitSeen.size() >= w.checkpoints) {
+        if (commitSeen.size() >= expectedCommits) {
           break;
         }
         if (System.currentTimeMillis() > deadlineMs) {
+          jobStatus = "TIMED_OUT";
+          stalls.dumpNow();
           error = "timed out after " + timeoutS + " s waiting for " + waitingFor() + " (--timeout-s)";
           cancel(job, result);
           return 3;
@@ -289,6 +253,7 @@ public final class Main {
       }
       Thread.sleep(graceMs);
       RunState.released = true;
+      jobStatus = "COMMITTED";
       cancel(job, result);
       if (!RunState.ANOMALIES.isEmpty()) {
         error = "input order not kept: " + String.join("; ", RunState.ANOMALIES);
@@ -299,10 +264,7 @@ public final class Main {
 
     private String waitingFor() {
       int next = commitSeen.size() + 1;
-      if (!RunState.CHECKPOINT_COMPLETED_MS.containsKey((long) next)) {
-        return "checkpoint " + next + " of " + w.checkpoints + " to complete";
-      }
-      return "Hudi's commit of checkpoint " + next + " of " + w.checkpoints;
+      return "Hudi's commit of round " + next + " of the " + expectedCommits + " rounds with data";
     }
 
     private void cancel(JobClient job, CompletableFuture<JobExecutionResult> result) {
@@ -361,6 +323,13 @@ public final class Main {
       r.put("fs_calls", CallTotals.total());
       r.put("fs_calls_by_checkpoint", CallTotals.byCheckpoint(commitSeen, w.checkpoints));
       r.put("fs_callers", FsCallLog.callers());
+      r.put("scenario", w.scenario);
+      r.put("job_status", jobStatus);
+      r.put("failovers", RunState.ATTEMPTS.get());
+      r.put("crashes", new ArrayList<>(RunState.CRASHES));
+      r.put("late_notices", new ArrayList<>(RunState.LATE_NOTICES));
+      r.put("expected_commits", expectedCommits);
+      r.put("blocked", stalls.blocked());
       r.put("error", error);
       new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValue(out.toFile(), r);
     }

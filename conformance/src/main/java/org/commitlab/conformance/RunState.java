@@ -11,8 +11,14 @@ final class RunState {
   /** Checkpoint id -> epoch ms of the first notifyCheckpointComplete seen by a source subtask. */
   static final Map<Long, Long> CHECKPOINT_COMPLETED_MS = new ConcurrentHashMap<>();
 
-  /** Source subtask -> the last checkpoint id its snapshotState was called for. */
-  static final Map<Integer, Long> SNAPSHOTTED = new ConcurrentHashMap<>();
+  /** The highest attempt number a source subtask started with: the job's failovers. */
+  static final java.util.concurrent.atomic.AtomicInteger ATTEMPTS = new java.util.concurrent.atomic.AtomicInteger();
+
+  /** The completion notices the coordinator received late (LateNotice), in order. */
+  static final Queue<String> LATE_NOTICES = new ConcurrentLinkedQueue<>();
+
+  /** The crashes the task-crash scenario injected, in order. */
+  static final Queue<String> CRASHES = new ConcurrentLinkedQueue<>();
 
   /** Deviations from "round k is exactly the data before barrier k". */
   static final Queue<String> ANOMALIES = new ConcurrentLinkedQueue<>();

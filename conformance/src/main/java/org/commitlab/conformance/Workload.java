@@ -38,6 +38,17 @@ final class Workload {
   final Map<String, String> hudiOptions = new LinkedHashMap<>();
   /** rounds.get(t).get(k-1): absolute path of write task t's records of round k. */
   final List<List<String>> rounds = new ArrayList<>();
+  /** The scenario's name and its settings (all optional): what commitlab conformance --scenario asks. */
+  final String scenario;
+  final long checkpointTimeoutMs; // 0: Flink's default (10 min)
+  final long bufferTimeoutMs; // -1: Flink's default (100 ms)
+  final int restarts; // fixed-delay restarts allowed (0: none)
+  final int crashRound; // task-crash: the write task's round whose snapshot throws (0: none)
+  final int crashTask;
+  final long stallMs; // a task thread in the same Hudi wait this long is dumped
+  final boolean hudiRouting; // Hudi's own edge into the write tasks instead of the lab's forward one
+  /** Checkpoint id -> ms its completion notice reaches Hudi's coordinator late (the lab's notify_delay_s). */
+  final Map<Long, Long> noticeDelaysMs = new LinkedHashMap<>();
 
   private Workload(Path dir, JsonNode j) {
     tablePath = need(j, "table_path").asText();
@@ -65,6 +76,19 @@ final class Workload {
       }
       rounds.add(files);
     }
+    JsonNode sc = j.has("scenario") ? j.get("scenario") : mapperNode();
+    scenario = sc.has("name") ? sc.get("name").asText() : "happy-path";
+    checkpointTimeoutMs = sc.has("checkpoint_timeout_ms") ? sc.get("checkpoint_timeout_ms").asLong() : 0;
+    bufferTimeoutMs = sc.has("buffer_timeout_ms") ? sc.get("buffer_timeout_ms").asLong() : -1;
+    restarts = sc.has("restarts") ? sc.get("restarts").asInt() : 0;
+    crashRound = sc.has("crash_round") ? sc.get("crash_round").asInt() : 0;
+    crashTask = sc.has("crash_task") ? sc.get("crash_task").asInt() : 0;
+    stallMs = sc.has("stall_ms") ? sc.get("stall_ms").asLong() : 3000;
+    hudiRouting = sc.has("hudi_routing") && sc.get("hudi_routing").asBoolean();
+    if (sc.has("notice_delay_ms")) {
+      sc.get("notice_delay_ms").fields().forEachRemaining(
+          e -> noticeDelaysMs.put(Long.parseLong(e.getKey()), e.getValue().asLong()));
+    }
     if (rounds.size() != writers) {
       throw new IllegalArgumentException("workload.json: rounds has " + rounds.size()
           + " task lists but writers is " + writers);
@@ -75,6 +99,33 @@ final class Workload {
             + " rounds but checkpoints is " + checkpoints);
       }
     }
+  }
+
+  private static JsonNode mapperNode() {
+    return new ObjectMapper().createObjectNode();
+  }
+
+  /** The schema column's position. */
+  int fieldIndex(String name) {
+    for (int i = 0; i < fields.length; i++) {
+      if (fields[i].name().equals(name)) {
+        return i;
+      }
+    }
+    throw new IllegalArgumentException("workload.json: no field " + name + " in the schema");
+  }
+
+  /** Rounds in which some task has a record (each is one data commit when it completes). */
+  int roundsWithData() throws IOException {
+    int n = 0;
+    for (int k = 0; k < checkpoints; k++) {
+      boolean any = false;
+      for (List<String> task : rounds) {
+        any |= Files.lines(Path.of(task.get(k))).anyMatch(l -> !l.isBlank());
+      }
+      n += any ? 1 : 0;
+    }
+    return n;
   }
 
   private static JsonNode need(JsonNode j, String key) {
