@@ -4,18 +4,22 @@ simulator's memory sampled (:mod:`runtime.sim.soak`)."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from rich.console import Console
 
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import PROTOCOLS_HELP, CommandParser, add_config_option, check_writable_dir, protocol_specs
-from runtime.core.config import ConfigError
+from runtime.core.config import ConfigError, JobConfig
 
 PROGRESS_EVERY_S = 5.0
+RAY_DEFAULT_MINUTES = 30.0
 
 
 def cmd_soak(args: argparse.Namespace, console: Console) -> int:
+    if args.host == "ray":
+        return _ray_soak(args, console)
     from runtime.sim.schedule import SCENARIOS
     from runtime.sim.soak import SoakRecord, soak, write_record
 
@@ -53,6 +57,61 @@ def cmd_soak(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.FAILED if record.violations else ExitCode.OK
 
 
+def _ray_soak(args: argparse.Namespace, console: Console) -> int:
+    """One long job on Ray (:mod:`actors.soak`), its processes and table sampled as it runs."""
+    from actors.ray_session import ray_scope
+    from actors.soak import ray_soak
+    from runtime.cli.terminal import engine_log, engines_to_log
+    from runtime.job.prepare import prepare_job
+
+    minutes = args.minutes if args.minutes is not None else RAY_DEFAULT_MINUTES
+    if minutes <= 0 or args.fault_every <= 0 or args.sample_every <= 0:
+        raise ConfigError("--minutes, --fault-every and --sample-every must be > 0")
+    protocol = args.protocols or "coordination-rpc"
+    if "," in protocol:
+        raise ConfigError(f"--host ray runs one job: --protocols names one protocol, got {protocol!r}")
+    out = check_writable_dir(args.out, "--out")
+    base = JobConfig(protocol=protocol_specs(protocol)[0], writers=args.writers, table=os.path.join(out, "table"))
+    prepare_job(base)  # the options, before Ray starts
+    console.print(
+        f"soak on Ray: {protocol}, {args.writers} writers, a checkpoint every 2 s for {minutes:g} min, a fault "
+        f"every {args.fault_every:g} min; memory and the table sampled every {args.sample_every:g} s",
+        highlight=False,
+    )
+
+    def sampled(sample: Any) -> None:
+        if not args.quiet:
+            rss = sum(r for r, _ in sample["processes"].values()) / 2**20
+            console.print(
+                f"  {sample['at_s']:6.0f}s  {len(sample['processes'])} processes, RSS {rss:,.0f} MiB; timeline "
+                f"{sample['timeline_files']} files; metadata slices {sample['metadata_slices']}",
+                highlight=False,
+            )
+
+    with engines_to_log(engine_log(args, out)), ray_scope():
+        doc, result = ray_soak(
+            base,
+            out,
+            minutes=minutes,
+            fault_every_min=args.fault_every,
+            sample_every_s=args.sample_every,
+            on_sample=sampled,
+        )
+    total = doc["all_processes_rss_mib"]
+    console.print(
+        f"{doc['status']}, exactly-once {'verified' if doc['exactly_once'] else 'NOT verified'}; "
+        f"{doc['checkpoints_completed']} checkpoints, {doc['commits']} commits, {doc['failovers']} failovers "
+        f"({len(doc['faults_fired'])} faults fired)\n"
+        f"RSS of the job's processes {total['first']} -> {total['last']} MiB (slope {total['slope_per_hour']} MiB/h); "
+        f"active timeline {doc['timeline_files']['min']}..{doc['timeline_files']['max']} files "
+        f"(slope {doc['timeline_files']['slope_per_hour']}/h); metadata slices {doc['metadata_slices']['min']}.."
+        f"{doc['metadata_slices']['max']}; trace {doc['trace_bytes_per_checkpoint']} bytes per checkpoint\n"
+        f"results: {os.path.join(out, 'soak-ray.json')}",
+        highlight=False,
+    )
+    return ExitCode.OK if doc["exactly_once"] and doc["status"] == "finished" else ExitCode.FAILED
+
+
 def _line(record: Any) -> str:
     outcomes = ", ".join(f"{n} {k}" for k, n in sorted(record.outcomes.items()))
     rss = record.rss[-1].rss_bytes / 2**20 if record.rss else 0.0
@@ -73,5 +132,16 @@ def add_command(sub: Any) -> None:
     )
     p.add_argument("--out", default="commitlab-soak", help="directory for soak.json (default: commitlab-soak)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument(
+        "--host",
+        choices=("sim", "ray"),
+        default="sim",
+        help="sim: simulated seeds (default); ray: one long job on a local Ray (--minutes, default "
+        f"{RAY_DEFAULT_MINUTES:g}), a fault every --fault-every minutes, each process's memory sampled",
+    )
+    p.add_argument("--writers", type=int, default=2, help="--host ray: write tasks (default: 2)")
+    p.add_argument("--fault-every", type=float, default=5.0, help="--host ray: minutes between faults (default: 5)")
+    p.add_argument("--sample-every", type=float, default=10.0, help="--host ray: seconds between samples (default: 10)")
+    p.add_argument("--verbose", action="store_true", help="--host ray: show Ray's own output")
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_soak)
