@@ -77,6 +77,16 @@ def timeline_dir(table: str) -> str:
     return layout if os.path.isdir(layout) else os.path.join(table, ".hoodie")
 
 
+def _short_name(title: str) -> str:
+    """A process's name for the report: a Ray worker's title, else its program and module."""
+    if title.startswith("ray::"):
+        return title.split()[0][:60]
+    parts = title.split()
+    program = os.path.basename(parts[0]) if parts else ""
+    module = next((a for a in parts[1:] if a.endswith(".py") or a.startswith("ray.")), "")
+    return f"{program} {os.path.basename(module)}".strip()[:60]
+
+
 class Sampler(threading.Thread):
     """Samples the driver's child processes and the table until stopped."""
 
@@ -110,7 +120,10 @@ class Sampler(threading.Thread):
                     uss: int | None = p.memory_full_info().uss
                 except (psutil.AccessDenied, psutil.ZombieProcess):
                     uss = None
-                self.names.setdefault(p.pid, " ".join(p.cmdline()[:1])[:60] or p.name())
+                title = " ".join(p.cmdline())
+                # a Ray worker's title names its actor once it hosts one (ray::IDLE before)
+                if p.pid not in self.names or not title.startswith("ray::IDLE"):
+                    self.names[p.pid] = _short_name(title) or p.name()
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             procs[str(p.pid)] = [mem.rss, uss]
