@@ -64,6 +64,7 @@ def cmd_kafka(args: argparse.Namespace, console: Console) -> int:
     if args.broker_timeout <= 0:
         raise ConfigError(f"{BROKER_TIMEOUT_FLAG} must be > 0, got {args.broker_timeout:g}")
     import os
+    import shutil
     import tempfile
 
     data = args.data or tempfile.mkdtemp(prefix="commitlab-kafka-")
@@ -86,13 +87,17 @@ def cmd_kafka(args: argparse.Namespace, console: Console) -> int:
         return ExitCode.OK
     finally:
         broker.stop()
+        if not args.data:  # a temporary storage goes with the broker
+            shutil.rmtree(data, ignore_errors=True)
 
 
 def add_command(sub: Any) -> None:
     helptext = "serve a single-node Kafka broker (KRaft) on 127.0.0.1 for the control topic, until Ctrl-C"
     p: CommandParser = sub.add_parser("kafka", help=helptext, description=helptext)
     p.add_argument("--port", type=int, default=9092, help="port on 127.0.0.1 to listen on (default: 9092)")
-    p.add_argument("--data", default=None, help="the broker's storage folder, kept (default: a new temporary folder)")
+    p.add_argument(
+        "--data", default=None, help="the broker's storage folder, kept (default: a temporary folder, removed after)"
+    )
     add_broker_timeout(p)
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_kafka)
