@@ -67,16 +67,23 @@ def _confluent() -> Any:
 
 
 class _Thread:
-    """One client's thread: librdkafka's blocking calls, run one at a time off the event loop."""
+    """One client's thread: librdkafka's blocking calls, run one at a time off the event loop.
+    Started on first use and again after a shutdown (a message published after its role's agent
+    stopped still goes out)."""
 
     def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self.name = name
+        self._pool: ThreadPoolExecutor | None = None
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=False)
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False)
 
 
 def ensure_control_topic(address: BrokerAddress, timeout_s: float) -> int:
