@@ -72,6 +72,13 @@ if command -v mvn >/dev/null 2>&1; then
       mvn -q -B -Dstyle.color=never -f conformance/pom.xml -P "hudi-$release" package -DskipTests
     fi
   done
+  # The Kafka broker for --control-topic kafka and `commitlab kafka` (Kafka 4.1, KRaft): its jars,
+  # copied once into kafka-broker/target/libs; nothing downloads when a broker starts.
+  if [ ! -f kafka-broker/target/libs/kafka_2.13-4.1.0.jar ] || [ kafka-broker/pom.xml -nt kafka-broker/target/libs ]; then
+    echo "setup: fetching the Kafka broker's jars with Maven (kafka_2.13 4.1.0, once)" >&2
+    mvn -q -B -Dstyle.color=never -f kafka-broker/pom.xml package
+  fi
 else
   echo "setup: Maven not found; the conformance harness is not built (commitlab conformance says how)" >&2
+  echo "       nor the Kafka broker's jars (--control-topic kafka and commitlab kafka say how)" >&2
 fi

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from runtime.cli import exits
+from runtime.cli.kafka import add_broker_timeout, control_topic_for
 from runtime.cli.options import (
     PROTOCOLS_HELP,
     check_writable_dir,
@@ -27,7 +28,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     from actors.job import measure_rpc_round_trip, run_job
     from actors.ray_session import ray_scope
     from runtime.faults.scenarios import with_quiet_round
-    from runtime.lab.compare import compare_tables, plot_compare, run_compare
+    from runtime.lab.compare import compare_tables, plot_compare, run_compare, run_count
     from runtime.lab.report import runs_progress
 
     out = check_writable_dir(args.out, "--out")
@@ -38,10 +39,12 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
     if args.schedule == "quiet-round":
         base = with_quiet_round(base)
     base.validate(protocol_names())
+    runs = run_count(base, names) * len(table_types)
     with (
+        control_topic_for(base, console, args.broker_timeout) as base,  # a broker row: reached, or exit 2
         engines_to_log(engine_log(args, out)),
         ray_scope(),
-        runs_progress(console, len(names) * len(table_types), "runs", enabled=not args.quiet) as update,
+        runs_progress(console, runs, "runs", enabled=not args.quiet) as update,
     ):
         update(0, "measuring one actor RPC round trip")
         rtt = measure_rpc_round_trip()
@@ -55,7 +58,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
             on_start=lambda name, i: update(i, f"running {name}"),
             table_types=table_types,
         )
-        update(len(names) * len(table_types), "done")
+        update(runs, "done")
     plots = plot_compare(doc, out)
     for table in compare_tables(doc):
         console.print(table)
@@ -141,6 +144,7 @@ def add_commands(sub: Any) -> None:
         help="quiet-round: round 2 carries no data and its completion arrives late (a quiet period in the "
         "stream; exposes P1's deadlock); even: data in every round (default: quiet-round)",
     )
+    add_broker_timeout(cmp)
     cmp.set_defaults(func=cmd_compare, protocol="message-bus", trace=None)
 
     matrix_defaults = JobConfig(

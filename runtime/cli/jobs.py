@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
+from runtime.cli.kafka import add_broker_timeout, control_topic_for
 from runtime.cli.options import (
     CommandParser,
     add_config_option,
@@ -80,13 +81,19 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
     cfg = job_config(args, out)
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
-    # checked once, before Ray or Spark start: the options, the faults against the protocol, and
-    # the table's layout (options that disagree with an existing table: exit 2)
-    job = prepare_job(cfg)
-    cfg = job.config
-    for note in job.input.notes if job.input else ():  # the value scan's bound, when it cut the scan
-        console.print(f"[yellow]{note}[/yellow]", highlight=False)
-    result, stopped_by = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
+    if cfg.control_topic != "model" and cfg.protocol != "control-topic":
+        raise ConfigError(
+            f"--control-topic {cfg.control_topic} is the control-topic protocol's option: add --protocol control-topic"
+        )
+    # the broker, when --control-topic names one, before Ray and Spark: started or reached, or exit 2
+    with control_topic_for(cfg, console, args.broker_timeout) as cfg:
+        # checked once, before Ray or Spark start: the options, the faults against the protocol, and
+        # the table's layout (options that disagree with an existing table: exit 2)
+        job = prepare_job(cfg)
+        cfg = job.config
+        for note in job.input.notes if job.input else ():  # the value scan's bound, when it cut the scan
+            console.print(f"[yellow]{note}[/yellow]", highlight=False)
+        result, stopped_by = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
     return exits.of_run(result, stopped_by)
 
 
@@ -277,6 +284,7 @@ def add_run_commands(sub: Any) -> None:
     run = job_command(sub, "run", "run a streaming write job and verify exactly-once", JobConfig(), out="commitlab-out")
     protocol_option(run, JobConfig().protocol)
     run.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
+    add_broker_timeout(run)
     run.set_defaults(func=cmd_run)
 
     dl = job_command(

@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from runtime.cli import check, conformance, experiments, jobs, report, s3_endpoint, simulator
+from runtime.cli import check, conformance, experiments, jobs, kafka, report, s3_endpoint, simulator, soak
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import CommandParser, apply_config_file
 from runtime.cli.terminal import console_width, terminal
@@ -29,6 +29,8 @@ def build_parser() -> tuple[CommandParser, dict[str, CommandParser]]:
     simulator.add_commands(sub)
     check.add_command(sub)
     s3_endpoint.add_command(sub)
+    kafka.add_command(sub)
+    soak.add_command(sub)
     return parser, dict(sub.choices)
 
 

@@ -312,6 +312,14 @@ class JobConfig:
     kafka_commit_interval_s: float = _opt(
         UNSET, "control-topic: hoodie.kafka.commit.interval.secs with --control-topic-interval wall, seconds", TIMING
     )
+    # P5: where the control topic lives (runtime.kafka.address): the in-process model, or a broker
+    control_topic: str = _opt(
+        "model",
+        "control-topic: model (the topic modelled as a role of the job; the simulator's only one), "
+        "kafka://HOST:PORT[/TOPIC] (a Kafka broker; topic hudi-control-topic by default) or kafka (start a "
+        "single-node broker on loopback for the run: commitlab kafka)",
+        WRITE_PATH,
+    )
     job_timeout_s: float = _opt(300.0, "the whole run; the job is stopped with a diagnosis after it", TIMING)
     max_concurrent_checkpoints: int = _opt(1, "Flink execution.checkpointing.max-concurrent-checkpoints", TIMING)
     # one writer per table (runtime/hudi/client/lock.py): UNSET is Hudi's 60 s times time_scale, not below 5 s

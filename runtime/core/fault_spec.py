@@ -43,12 +43,15 @@ FAULT_POINTS: dict[str, str] = {
     "tasks.fail_at_instant_start": "every write task fails over at once while the coordinator "
     "starts a new instant (HUDI-6194); `param`: seconds the last "
     "task takes to come back",
+    "control_topic.consumer_restarted": "a participant's control-topic consumer restarts after the k-th "
+    "START_COMMIT it received and is away `param` s (default 2): it comes back at the end of the topic "
+    "(auto.offset.reset=latest), missing what was sent meanwhile (control-topic; model and broker)",
 }
 
 # the message a messaging fault hits when the spec names none: the task's write metadata event
 DEFAULT_MESSAGE_TARGET = "write_metadata"
 MESSAGE_FAULTS = ("message.dropped", "message.delayed")
-DEFAULT_PARAM = {"dfs.latency": 0.2, "message.delayed": 2.0}
+DEFAULT_PARAM = {"dfs.latency": 0.2, "message.delayed": 2.0, "control_topic.consumer_restarted": 2.0}
 DFS_LATENCY_WINDOW_S = 5.0
 
 

@@ -104,6 +104,10 @@ def validate_job(cfg: JobConfig) -> JobConfig:
                 "directory to delete; the fault could never fire (it applies to message-bus, ckp-meta, "
                 "timeline-server)"
             )
+        if spec.point.startswith("control_topic.") and protocol.name != "control-topic":
+            raise ConfigError(
+                f"--faults {spec.text()}: {cfg.protocol} has no control topic; the fault applies to control-topic"
+            )
         if spec.point in MESSAGE_FAULTS and spec.target and spec.target not in methods:
             raise ConfigError(
                 f"--faults {spec.text()}: no role of a {cfg.protocol} job has an RPC method {spec.target!r}; "

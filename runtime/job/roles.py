@@ -103,7 +103,7 @@ class JobRoles:
     def of(cls, cfg: JobConfig, schema_json: str) -> JobRoles:
         writers = range(cfg.writers)
         names = RoleNames([writer_name(i) for i in writers], [source_name(i) for i in writers])
-        return cls(names, compaction_role_names(cfg), list(get_protocol(cfg.protocol).extra_roles), schema_json)
+        return cls(names, compaction_role_names(cfg), list(get_protocol(cfg.protocol).roles_for(cfg)), schema_json)
 
 
 @dataclass(frozen=True)

@@ -399,6 +399,13 @@ class TopicConsumer:
         offset: int | None = await self.env.call(self.topic, "committed_offset", self.name, timeout=self.rpc_timeout_s)
         return offset
 
+    async def open(self) -> int:
+        """A new consumer starts at the end of the topic (:class:`runtime.kafka.port.ControlConsumer`)."""
+        return await self.seek_to_end()
+
+    async def close(self) -> None:
+        """Nothing to release: the model's consumer is a position."""
+
     async def seek_to_end(self) -> int:
         """Skips everything already in the topic (a consumer that starts after a restart: the
         coordinator's next START_COMMIT says where to resume); returns the new position."""

@@ -54,6 +54,10 @@ def figures(result: JobResult, rtt_s: float | None) -> JsonObject:
         "commit_to_unblock_p99_rtt": times_rtt(lat["p99"]),
         "commit_to_unblock_samples": fig.commit_to_unblock_samples,
         "rows_per_s": result.rows_per_s,
+        # on a broker: produce-to-consume per control message, and the producer's wait for the ack
+        "control_message_s": fig.control_topic.get("control_topic.delivery_s"),
+        "control_publish_s": fig.control_topic.get("control_topic.publish_s"),
+        "control_commit_s": fig.control_topic.get("control_topic.commit_s"),
         **_data_figures(result),
         "dfs_ops_per_checkpoint": by_type,
         "dfs_ops_per_checkpoint_total": round(sum(by_type.values()), 2),
@@ -93,6 +97,26 @@ def one_commit_cadence(base: JobConfig) -> JobConfig:
     return base.replace(kafka_commit_interval_s=base.checkpoint_interval_s)
 
 
+BROKER_ROW = "control-topic-kafka"
+
+
+def _rows(base: JobConfig, protocols: list[str]) -> list[tuple[str, str, str]]:
+    """(row name, protocol spec, --control-topic) per run: every protocol on the model, and with
+    ``--control-topic`` naming a broker, control-topic once more on it (the row ``control-topic-kafka``)."""
+    rows = []
+    for spec in protocols:
+        name = protocol_name(spec)  # a spec may be a file's path: rows and directories use its name
+        rows.append((name, spec, "model"))
+        if name == "control-topic" and base.control_topic != "model":
+            rows.append((BROKER_ROW, spec, base.control_topic))
+    return rows
+
+
+def run_count(base: JobConfig, protocols: list[str]) -> int:
+    """How many runs a comparison of ``protocols`` makes per table type."""
+    return len(_rows(base, protocols))
+
+
 def run_compare(
     base: JobConfig,
     protocols: list[str],
@@ -112,12 +136,13 @@ def run_compare(
     by_type: dict[str, JsonObject] = {}
     for t, table_type in enumerate(types):
         rows_of_type: JsonObject = {}
-        for i, spec in enumerate(protocols):
-            name = protocol_name(spec)  # a spec may be a file's path: rows and directories use its name
+        for i, (name, spec, control_topic) in enumerate(_rows(base, protocols)):
             if on_start:
                 on_start(f"{name} ({table_type})" if len(types) > 1 else name, t * len(protocols) + i)
             sub = os.path.join(out_dir, table_type, name) if len(types) > 1 else os.path.join(out_dir, name)
-            cfg = base.replace(protocol=spec, table=os.path.join(sub, "table"), table_type=table_type)
+            cfg = base.replace(
+                protocol=spec, table=os.path.join(sub, "table"), table_type=table_type, control_topic=control_topic
+            )
             result = run(cfg, sub)
             rows_of_type[name] = figures(result, rtt["p50_s"] if rtt else None)
         by_type[table_type] = rows_of_type
@@ -226,7 +251,8 @@ def _save(fig: Any, out_dir: str, name: str, plt: Any, bottom: float = 0.0) -> s
 def compare_tables(doc: JsonObject) -> list[Table]:
     """What each protocol did, what it cost, its DFS operations by type and by part of the table:
     tables that each read at 80 columns."""
-    tables = [_outcome_table(doc), _cost_table(doc), _dfs_table(doc), *_component_tables(doc)]
+    tables = [_outcome_table(doc), _cost_table(doc), *_control_topic_table(doc), _dfs_table(doc)]
+    tables += _component_tables(doc)
     return tables + ([_table_types_table(doc)] if doc.get("table_types") else [])
 
 
@@ -322,6 +348,28 @@ def _cost_table(doc: JsonObject) -> Table:
             + "; latencies in ms are this machine's, not production's."
         )
     return t
+
+
+def _control_topic_table(doc: JsonObject) -> list[Table]:
+    """The control topic's rows, model and broker: a control message from produce to consume, the
+    producer's wait for the broker's ack, and a commit from END_COMMIT to ACK_COMMIT."""
+    rows = {n: r for n, r in doc["protocols"].items() if r.get("control_commit_s")}
+    if not rows:
+        return []
+    t = _table(
+        "The control topic (ms, p50/p99)",
+        ["protocol", "control message\nproduce-consume", "produce\nacked", "commit\nEND->ACK"],
+    )
+
+    def pair(p: JsonObject | None) -> str:
+        if not p or p.get("p50") is None:
+            return "-"
+        return f"{p['p50'] * 1000:.1f}/{p['p99'] * 1000:.1f}"
+
+    for name, r in rows.items():
+        t.add_row(name, pair(r.get("control_message_s")), pair(r.get("control_publish_s")), pair(r["control_commit_s"]))
+    t.caption = "Per message figures on a broker only (the model's messages are actor calls: see RPCs)."
+    return [t]
 
 
 def _floored(cfg: JobConfig) -> list[str]:

@@ -150,6 +150,8 @@ def applicable(protocol: str, fault: str, compacts: bool = False) -> bool:
 
     if fault.startswith("compaction."):
         return compacts
+    if fault.startswith("control_topic."):
+        return get_protocol(protocol).name == "control-topic"
     return not fault.startswith("bus.") or get_protocol(protocol).messages_on_dfs
 
 
@@ -167,7 +169,11 @@ def config_for(base: JobConfig, protocol: str, fault: str, seed: int, table: str
     if fault == "wrong-instant":
         return wrong_instant_config(cfg)
     ckp = fault_checkpoint(seed, cfg.checkpoints)
-    per_task = fault.startswith("task.") or fault in ("checkpoint.timeout", "bus.deleted_between_restarts")
+    per_task = fault.startswith("task.") or fault in (
+        "checkpoint.timeout",
+        "bus.deleted_between_restarts",
+        "control_topic.consumer_restarted",
+    )
     task = seed % cfg.writers if per_task else -1
     target = ""
     if fault.startswith("message."):

@@ -22,6 +22,7 @@ from runtime.lab.verdicts import CommittedPrefix, Deadlock, ExactlyOnce, TableBe
 TraceEvent = tuple[Any, ...]  # (t_ns, type, role, *fields), as runtime.sim.recorder records them
 
 DATA_ROLES = ("writer.data", roles.DRIVER)  # DFS traffic that is not the commit protocol's
+CONTROL_TOPIC = "control_topic."  # the samples control-topic's roles take (RunFigures.control_topic)
 
 
 def run_figures(
@@ -57,6 +58,11 @@ def run_figures(
         commit_to_unblock_s=percentiles(latencies),
         commit_to_unblock_samples=[round(x, 5) for x in latencies],
         counters=merged.counters,
+        control_topic={
+            name: percentiles(values)
+            for name, values in sorted(merged.samples.items())
+            if name.startswith(CONTROL_TOPIC)
+        },
     )
 
 
@@ -229,6 +235,10 @@ class RunFigures:
     commit_to_unblock_s: Percentiles
     commit_to_unblock_samples: list[float]
     counters: dict[str, int]
+    # control-topic's latency samples (Metrics.sample) as percentiles: a commit from END_COMMIT to
+    # ACK_COMMIT (control_topic.commit_s) and, on a broker, a control message from produce to
+    # consume (control_topic.delivery_s); only in a control-topic run's result.json
+    control_topic: dict[str, Percentiles] = field(default_factory=dict)
 
     @property
     def checkpoints_taken(self) -> int:
@@ -255,12 +265,14 @@ class RunFigures:
     def to_json(self) -> JsonObject:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["checkpoints"] = asdict(self.checkpoints)
+        if not self.control_topic:
+            del out["control_topic"]
         return out
 
     @classmethod
     def from_json(cls, doc: JsonObject) -> RunFigures:
         # results written before the component breakdown existed have none
-        added: JsonObject = {"dfs_ops_by_component": {}, "dfs_per_checkpoint_by_component": {}}
+        added: JsonObject = {"dfs_ops_by_component": {}, "dfs_per_checkpoint_by_component": {}, "control_topic": {}}
         values: JsonObject = {f.name: doc[f.name] if f.name in doc else added[f.name] for f in fields(cls)}
         return cls(**{**values, "checkpoints": CheckpointCounts(**doc["checkpoints"])})
 

@@ -231,6 +231,11 @@ class Protocol:
         return ()
 
     @classmethod
+    def roles_for(cls, config: JobConfig) -> tuple[str, ...]:
+        """The ``extra_roles`` a job with ``config`` starts (the control topic is none on a broker)."""
+        return cls.extra_roles
+
+    @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:
         """Builds one of ``extra_roles``; the object lists its RPC methods in ``RPC_METHODS``."""
         raise ValueError(f"protocol {cls.name} has no role {kind!r}")

@@ -61,6 +61,8 @@ from runtime.core.messages import SeekRequest, WriteMetadataEvent, WriteStat
 from runtime.hudi.client.table_services import WRITE_CLIENT_DEFAULTS
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableError
+from runtime.kafka.address import broker_address
+from runtime.kafka.port import ControlConsumer, ControlTopicPort, control_topic_port
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,
@@ -68,8 +70,6 @@ from runtime.kafka.topic import (
     WRITE_STATUS,
     ControlMessage,
     ControlTopic,
-    TopicConsumer,
-    publish,
 )
 from runtime.protocols.base import CoordinatorContext, CoordinatorSide, Protocol, WriterContext, WriterSide
 
@@ -158,32 +158,59 @@ class ControlTopicParticipant(WriterSide):
             "ack": 0,
             "rewinds": 0,
             "end_commit_errors": 0,
+            "consumer_restarts": 0,
         }
+        self.starts_seen = 0  # START_COMMITs this task's agent received (the consumer fault counts them)
         self.last_error = ""
-        self.consumer: TopicConsumer | None = None
+        # where the control topic is (--control-topic): the model, or a broker (nothing connects yet)
+        self.port: ControlTopicPort = control_topic_port(ctx.env, ctx.config, ctx.config.table)
+        self.consumer: ControlConsumer | None = None
         self._agent_task: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         env = self.ctx.env
-        self.consumer = TopicConsumer(env, env.role, TOPIC, rpc_timeout_s=self.ctx.config.rpc_timeout_s)
-        await self.consumer.seek_to_end()  # a restarted participant ignores the commits before it
+        self.consumer = self.port.consumer(env.role)
+        await self.consumer.open()  # a restarted participant ignores the commits before it
         self._agent_task = env.spawn(self._agent(), f"{env.role}-control-agent")
 
     async def _agent(self) -> None:
         """KafkaConnectControlAgent: consumes the topic, hands messages to the task thread."""
         assert self.consumer is not None
-        while self.ctx.state in ("created", "running"):
-            try:
-                records = await self.consumer.poll(timeout_s=0.5)
-            except Exception as exc:  # noqa: BLE001 - the topic is unreachable: try again, visibly
-                self.ctx.env.metrics.count("control_topic_poll_errors")
-                self.ctx.env.tracer.instant("control agent poll failed", args={"error": str(exc)[:200]})
-                await self.ctx.env.sleep(0.1)
-                continue
-            for rec in records:
-                msg = rec.message
-                if msg.kind in (START_COMMIT, END_COMMIT, ACK_COMMIT):
-                    self.ctx.put_mail(self._mail(msg), f"control:{msg.kind}", f"{msg.kind}({msg.commit_time})")
+        try:
+            while self.ctx.state in ("created", "running"):
+                try:
+                    records = await self.consumer.poll(timeout_s=0.5)
+                except Exception as exc:  # noqa: BLE001 - the topic is unreachable: try again, visibly
+                    self.ctx.env.metrics.count("control_topic_poll_errors")
+                    self.ctx.env.tracer.instant("control agent poll failed", args={"error": str(exc)[:200]})
+                    await self.ctx.env.sleep(0.1)
+                    continue
+                for rec in records:
+                    msg = rec.message
+                    if msg.kind in (START_COMMIT, END_COMMIT, ACK_COMMIT):
+                        self.ctx.put_mail(self._mail(msg), f"control:{msg.kind}", f"{msg.kind}({msg.commit_time})")
+                    if msg.kind == START_COMMIT:
+                        await self._maybe_restart_consumer()
+        finally:
+            await self.consumer.close()
+            await self.port.close()
+
+    async def _maybe_restart_consumer(self) -> None:
+        """The ``control_topic.consumer_restarted`` fault: this agent's consumer goes away for a
+        while and a new one joins at the end of the topic (Hudi's agent: a new group,
+        ``auto.offset.reset=latest``), so what was sent meanwhile never reaches this task."""
+        assert self.consumer is not None
+        self.starts_seen += 1
+        spec = self.ctx.env.faults.fire(
+            "control_topic.consumer_restarted", checkpoint=self.starts_seen, task=self.ctx.task_id
+        )
+        if spec is None:
+            return
+        await self.consumer.close()
+        await self.ctx.env.sleep(spec.value)
+        self.consumer = self.port.consumer(self.ctx.env.role)
+        await self.consumer.open()
+        self.counts["consumer_restarts"] += 1
 
     def _mail(self, msg: ControlMessage) -> Callable[[], Awaitable[None]]:
         return lambda: self.handle(msg)
@@ -296,13 +323,10 @@ class ControlTopicParticipant(WriterSide):
         spec = env.faults.fire("task.after_flush_before_event", checkpoint=self.counts["end"], task=task)
         if spec is not None:
             env.crash("injected crash at task.after_flush_before_event")
-        await publish(
-            env,
+        await self.port.publish(
             ControlMessage(
                 WRITE_STATUS, self.commit_time, env.role, partition=task, write_stats=stats, last_offset=last_offset
-            ),
-            TOPIC,
-            timeout=self.ctx.config.rpc_timeout_s,
+            )
         )
         self.last_status = (self.commit_time, last_offset)
         self.write_from = self.expected
@@ -363,7 +387,8 @@ class ControlTopicCoordinator(CoordinatorSide):
         self.empty_commits: list[str] = []
         self.stale_dropped = 0
         self.commits = 0
-        self.consumer: TopicConsumer | None = None
+        self.port: ControlTopicPort = control_topic_port(ctx.env, ctx.config, ctx.config.table)
+        self.consumer: ControlConsumer | None = None
         self._loop: asyncio.Task[None] | None = None
         self.error: str | None = None
 
@@ -373,8 +398,8 @@ class ControlTopicCoordinator(CoordinatorSide):
 
     async def open(self) -> None:
         env = self.ctx.env
-        self.consumer = TopicConsumer(env, roles.COORDINATOR, TOPIC, rpc_timeout_s=self.cfg.rpc_timeout_s)
-        await self.consumer.seek_to_end()
+        self.consumer = self.port.consumer(roles.COORDINATOR)
+        await self.consumer.open()
         self.committed_offsets = await env.io(self._recover_offsets)
 
     def _recover_offsets(self) -> dict[int, int]:
@@ -406,12 +431,8 @@ class ControlTopicCoordinator(CoordinatorSide):
 
     async def _publish(self, kind: str, instant: str, **kw: Any) -> None:
         """buildControlMessage: every coordinator message carries the committed offsets."""
-        await publish(
-            self.ctx.env,
-            ControlMessage(kind, instant, roles.COORDINATOR, offsets=dict(self.committed_offsets), **kw),
-            TOPIC,
-            timeout=self.cfg.rpc_timeout_s,
-        )
+        offsets = dict(self.committed_offsets)
+        await self.port.publish(ControlMessage(kind, instant, roles.COORDINATOR, offsets=offsets, **kw))
 
     async def _publish_logged(self, kind: str, instant: str) -> None:
         """END_COMMIT and ACK_COMMIT: a failed publish is logged and the state machine goes on
@@ -456,6 +477,7 @@ class ControlTopicCoordinator(CoordinatorSide):
             return RESTART_COMMIT_DELAY_S
         await self._commit_interval()
         ended_by = self.intervals  # the last checkpoint triggered when this commit's interval ended
+        ended_at = env.now()
         await self._publish_logged(END_COMMIT, instant)
         self.state = "ENDED_COMMIT"
         deadline = env.now() + cfg.write_status_timeout_s  # the WRITE_STATUS_TIMEOUT event
@@ -489,6 +511,7 @@ class ControlTopicCoordinator(CoordinatorSide):
         self.committed_offsets.update(offsets)
         await self._publish_logged(ACK_COMMIT, instant)
         self.state = "ACKED_COMMIT"
+        env.metrics.sample("control_topic.commit_s", env.now() - ended_at)  # END_COMMIT to ACK_COMMIT
         return START_COMMIT_INIT_DELAY_S
 
     async def _start_commit(self) -> str:
@@ -602,9 +625,15 @@ class ControlTopicCoordinator(CoordinatorSide):
                     f"the transaction coordinator did not stop within {cfg.rpc_timeout_s:.0f}s of the end of input "
                     f"({flag_of('rpc_timeout_s')})"
                 )
+        await self.close()  # the loop was the consumer's only reader
         # the commit started after the last data (if any) holds nothing: take it off the timeline
         await self._rollback_failed_writes()
         return {"committed_offsets": dict(self.committed_offsets), "commits": self.commits}
+
+    async def close(self) -> None:
+        if self.consumer is not None:
+            await self.consumer.close()
+        await self.port.close()
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -630,6 +659,15 @@ class ControlTopicProtocol(Protocol):
     table_service_defaults = WRITE_CLIENT_DEFAULTS
     # each participant's write client runs its own embedded timeline server: no coordinator's view
     release_file_system_view = "direct"
+
+    @classmethod
+    def check_config(cls, config: JobConfig) -> None:
+        broker_address(config.control_topic)  # model or kafka://HOST:PORT[/TOPIC], else ConfigError
+
+    @classmethod
+    def roles_for(cls, config: JobConfig) -> tuple[str, ...]:
+        """The topic is a role of the job only when it is the model; a broker is outside the job."""
+        return cls.extra_roles if broker_address(config.control_topic) is None else ()
 
     @classmethod
     def make_role(cls, kind: str, env: Env, config: JobConfig, table: HudiTable, task_names: list[str]) -> Any:

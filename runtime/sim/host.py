@@ -424,6 +424,11 @@ def prepare_config(
 def _check_simulatable(cfg: JobConfig, storage: str) -> None:
     if cfg.input_path:
         raise ConfigError("the simulator runs the built-in generator; --input needs the Ray host")
+    if cfg.control_topic != "model":
+        raise ConfigError(
+            f"--control-topic {cfg.control_topic}: the simulator runs the control topic's model only (a broker "
+            "is real time, not the seed's); use commitlab run or compare for a broker"
+        )
     if storage not in STORAGES:
         raise ConfigError(f"unknown storage {storage!r}; choose one of {', '.join(STORAGES)}")
     if storage == "memory" and cfg.table_type != "copy-on-write":
