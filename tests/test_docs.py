@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli.main import build_parser
+from runtime.cli.command import build_parser
 from runtime.cli.options import protocol_names
 from runtime.core.errors import UserError
 

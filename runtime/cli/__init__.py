@@ -15,11 +15,10 @@ def _guarded_main(argv: list[str] | None = None) -> int:
     128 + the signal's number and a line saying nothing ran, rather than a traceback."""
     previous = {sig: signal.signal(sig, _before_the_command) for sig in STOPPING_SIGNALS}
     try:
-        from runtime.cli.main import main as command
+        from runtime.cli.command import main as command
     finally:  # the process's own handlers again: the command sets its own while it runs a job
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    globals()["main"] = _guarded_main  # importing the module runtime.cli.main bound this name to it
     return command(argv)
 
 

@@ -62,7 +62,8 @@ from runtime.hudi.client.table_services import WRITE_CLIENT_DEFAULTS
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableError
 from runtime.kafka.address import broker_address
-from runtime.kafka.port import ControlConsumer, ControlTopicPort, control_topic_port
+from runtime.kafka.control_topic_ports import control_topic_port
+from runtime.kafka.port import ControlConsumer, ControlTopicPort
 from runtime.kafka.topic import (
     ACK_COMMIT,
     END_COMMIT,

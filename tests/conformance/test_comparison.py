@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 from runtime.conformance import releases
 from runtime.conformance.comparison import TimelineShape, compare_contents, timeline_differences
 from runtime.conformance.real_run import RealRun

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runtime.cli import main
-from runtime.cli.main import build_parser, parse_args
+from runtime.cli.command import build_parser, parse_args
 from runtime.cli.options import job_config, option_fields
 from runtime.core.config import JobConfig, flag_of
 

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 from runtime.data.errors import InputError
 from runtime.data.input_format import SPARK_OPTIONS, check_input
 

@@ -12,7 +12,8 @@ import pytest
 from runtime.core.config import ConfigError, JobConfig
 from runtime.kafka.address import HUDI_CONTROL_TOPIC, BrokerAddress, broker_address
 from runtime.kafka.broker import LIBS_ENV, missing_requirement
-from runtime.kafka.port import ModelPort, control_topic_port
+from runtime.kafka.control_topic_ports import control_topic_port
+from runtime.kafka.port import ModelPort
 from runtime.sim import simulate
 
 

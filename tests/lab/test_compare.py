@@ -104,7 +104,7 @@ def test_both_table_types_side_by_side(tmp_path):
 
 
 def test_compare_alone_takes_both_table_types_on_the_command_line():
-    from runtime.cli.main import build_parser
+    from runtime.cli.command import build_parser
 
     parser, commands = build_parser()
     assert parser.parse_args(["compare", "--table-type", "both"]).table_type == "both"

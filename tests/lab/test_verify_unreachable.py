@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 
 
 def _closed_port() -> int:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 from runtime.lab.fault_matrix import KNOWN, PASSED
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser

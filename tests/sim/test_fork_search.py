@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import KNOWN
 from runtime.sim import fork_search

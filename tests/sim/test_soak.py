@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.cli.main import main
+from runtime.cli.command import main
 from runtime.sim.soak import RssSample, SoakRecord, soak
 
 
