@@ -35,7 +35,7 @@ SEARCHES = ("rerun", "fork")
 
 # Runs in a fresh process: one search of one job, its CPU seconds (children included) and its certificate.
 TIMED = r"""
-import hashlib, json, os, sys
+import hashlib, json, os, resource, sys
 from runtime.sim.certificate import certificate
 from runtime.sim.fork_search import ForkSearch
 from runtime.sim.schedule import SimSchedule
@@ -46,9 +46,9 @@ job = CheckJob(SimSchedule(writers=writers, rounds=[writers * 100] * checkpoints
 search = ForkSearch if kind == "fork" else BoundedSearch
 def cpu(t):
     return t.user + t.system + t.children_user + t.children_system
-t0 = os.times()
+t0, f0 = os.times(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
 done = search(job, bound).run()
-t1 = os.times()
+t1, f1 = os.times(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
 doc = certificate(done)
 doc["certificate"].pop("real_s")
 states = hashlib.sha256(json.dumps(sorted(done.stats.states)).encode()).hexdigest()
@@ -56,6 +56,7 @@ print(json.dumps({
     "cpu_s": cpu(t1) - cpu(t0),
     "children_cpu_s": (t1.children_user + t1.children_system) - (t0.children_user + t0.children_system),
     "real_s": t1.elapsed - t0.elapsed,
+    "children_minor_faults": f1 - f0,  # the fork search's copy-on-write pages (and the rest)
     "states_sha256": states,
     "certificate": doc,
 }))
@@ -149,7 +150,8 @@ def main() -> int:
                 cert = m["certificate"]["certificate"]
                 print(
                     f"round {r + 1} {protocol} {kind}: {m['cpu_s']:.1f} CPU s ({m['children_cpu_s']:.1f} in "
-                    f"children), {m['real_s']:.1f} real s; {cert['runs']} runs, {cert['distinct_states']} states",
+                    f"children, {m['children_minor_faults']} page faults there), {m['real_s']:.1f} real s; "
+                    f"{cert['runs']} runs, {cert['distinct_states']} states",
                     flush=True,
                 )
                 write(args, summarise(runs, args, show=False), environment)
