@@ -124,7 +124,7 @@ class ForkSearch(BoundedSearch):
     _chooser: ScriptedChooser
 
     def run(self) -> ForkSearch:
-        _check_forkable()
+        check_forkable()
         self._walk = _Walk((), 0, self.bound)
         self._since = _Since()
         if self._out_of_budget():
@@ -345,7 +345,7 @@ class ForkSearch(BoundedSearch):
         return format_deviations(self._walk.deviations) or "(the default schedule)"
 
 
-def _check_forkable() -> None:
+def check_forkable() -> None:
     if threading.active_count() > 1:
         names = ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
         raise NotForkable(

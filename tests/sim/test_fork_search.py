@@ -18,6 +18,8 @@ from runtime.sim.fork_search import ForkSearch
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob
 
+pytestmark = pytest.mark.one_thread  # tests/sim/conftest.py: a fresh interpreter beside Ray's threads
+
 SMALL = CheckJob(SimSchedule(writers=1, rounds=[100, 100]), "message-bus")
 ONE = CheckJob(SimSchedule(writers=1, rounds=[100]), "message-bus")
 P1 = CheckJob(SimSchedule(writers=1, rounds=[100, 0, 100]), "operator-event")
