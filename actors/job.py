@@ -300,7 +300,7 @@ class JobRun:
         StateBackend(dfs, base).clear()  # checkpoints of an earlier job on this table are not ours
         if dfs.exists(faults_path(base)):  # nor are the fault markers of an earlier job
             dfs.delete(faults_path(base), recursive=True)
-        self.commits_before = set(table.timeline().completed_instants())
+        self.commits_before = completed_instants(table)  # the table exists now
         # the table as the run finds it, before the first checkpoint: what the stream merges into
         self.before, self.table_before = read_table_before(
             sorted(self.commits_before),

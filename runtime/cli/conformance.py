@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rich.console import Console
 
@@ -22,7 +23,6 @@ DEFAULT_RECORDS = 4_000
 
 
 def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
-    from runtime.conformance.harness import HarnessError
     from runtime.conformance.output import comparison_table, differences_lines, plot_components, write_conformance
     from runtime.conformance.releases import ConformanceUnavailable, check_built, java_command, release_for
     from runtime.conformance.run import run_check
@@ -50,12 +50,12 @@ def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
     phases = PhaseLog(console, enabled=not args.quiet)
     if args.scenario != HAPPY_PATH:
         return _scenario_check(args, console, release, out, configs, phases)
-    comparisons = []
-    try:
-        for cfg in configs:
-            comparisons.append(run_check(cfg, release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases))
-    except HarnessError as exc:
-        console.print(f"[red]{exc}[/red]", highlight=False)
+    comparisons = _each_table_type(
+        configs,
+        console,
+        lambda cfg: run_check(cfg, release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases),
+    )
+    if comparisons is None:
         return exits.ExitCode.FAILED
     for c in comparisons:
         console.print(comparison_table(c))
@@ -67,22 +67,37 @@ def cmd_conformance(args: argparse.Namespace, console: Console) -> int:
     return exits.of_conformance([c.conforms for c in comparisons])
 
 
+T = TypeVar("T")
+
+
+def _each_table_type(configs: list[JobConfig], console: Console, run: Callable[[JobConfig], T]) -> list[T] | None:
+    """``run`` for each table type's configuration, in order; None (the harness's error printed)
+    when the harness fails on one: the ones after it are not run."""
+    from runtime.conformance.harness import HarnessError
+
+    try:
+        return [run(cfg) for cfg in configs]
+    except HarnessError as exc:
+        console.print(f"[red]{exc}[/red]", highlight=False)
+        return None
+
+
 def _scenario_check(
     args: argparse.Namespace, console: Console, release: Release, out: str, configs: list[JobConfig], phases: PhaseLog
 ) -> int:
     """``--scenario``: the lab's outcome beside the real release's, per table type."""
-    from runtime.conformance.harness import HarnessError
     from runtime.conformance.output import scenario_lines, scenario_table, write_scenarios
     from runtime.conformance.scenario_run import run_scenario
     from runtime.conformance.scenarios import scenario
 
-    comparisons = []
-    try:
-        for cfg in configs:
-            sc = scenario(args.scenario, cfg)
-            comparisons.append(run_scenario(sc, release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases))
-    except HarnessError as exc:
-        console.print(f"[red]{exc}[/red]", highlight=False)
+    comparisons = _each_table_type(
+        configs,
+        console,
+        lambda cfg: run_scenario(
+            scenario(args.scenario, cfg), release, out, seed=args.seed, timeout_s=args.timeout, on_phase=phases
+        ),
+    )
+    if comparisons is None:
         return exits.ExitCode.FAILED
     for c in comparisons:
         console.print(scenario_table(c))
