@@ -155,6 +155,8 @@ class JobRun:
         record.timing["setup_s"], record.timing["run_s"] = round(t_started - t0, 3), round(t_end - t_started, 3)
         record.timing["total_s"] = round(time.time() - t0, 3)
         record.timing["actors_up_s"] = round(t_up - t_started, 3) if t_up else None
+        # epoch seconds: when the sources began to start (their first records go out from then)
+        record.timing["sources_started_at"] = round(self.driver.t_sources, 3) if self.driver.t_sources else None
         record.timing["processes_up_at_run"] = ready_at_run
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited

@@ -74,6 +74,14 @@ def compile_project() -> dict[str, Any]:
     return {"project_bytecode": "precompiled" if ok else "not all compiled", "precompile_s": seconds}
 
 
+def add_workload_args(ap: Any) -> None:
+    """The data-plane benchmarks' workload options, at the issue's defaults: 1M records, 4 writers,
+    10 checkpoints (``ap``: an ``argparse.ArgumentParser``)."""
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--writers", type=int, default=4)
+    ap.add_argument("--checkpoints", type=int, default=10)
+
+
 def bounded(fn: Callable[[], T], timeout_s: float, what: str) -> T:
     """Runs a blocking call in a thread and waits at most ``timeout_s`` for it."""
     box: dict[str, Any] = {}

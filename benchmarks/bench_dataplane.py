@@ -107,9 +107,7 @@ def parse_args() -> argparse.Namespace:
     from runtime.core.config import TABLE_TYPES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--writers", type=int, default=4)
-    ap.add_argument("--checkpoints", type=int, default=10)
+    common.add_workload_args(ap)
     ap.add_argument(
         "--table-types",
         default=",".join(TABLE_TYPES),

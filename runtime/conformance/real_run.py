@@ -115,6 +115,8 @@ class RealRun:
     failovers: int = 0
     blocked: Blocked | None = None
     crashes: list[str] = field(default_factory=list)
+    # epoch ms of the first record a source handed to the write tasks (None: the harness predates it)
+    first_emit_ms: float | None = None
 
     @classmethod
     def read(cls, path: str) -> RealRun:
@@ -150,6 +152,7 @@ class RealRun:
             failovers=int(doc.get("failovers") or 0),
             blocked=_blocked(doc.get("blocked")),
             crashes=[str(c) for c in doc.get("crashes") or []],
+            first_emit_ms=None if doc.get("first_emit_ms") is None else float(doc["first_emit_ms"]),
         )
 
     def commit_latencies_s(self) -> list[float]:

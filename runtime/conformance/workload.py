@@ -40,9 +40,12 @@ class ExportedWorkload:
     rounds: list[list[str]]  # [task][round - 1] -> file, relative to ``directory``
 
 
-def export_workload(cfg: JobConfig, directory: str, real_table: str, checkpoint_interval_ms: int) -> ExportedWorkload:
+def export_workload(
+    cfg: JobConfig, directory: str, real_table: str, checkpoint_interval_ms: int, *, preload: bool = False
+) -> ExportedWorkload:
     """Writes ``workload.json`` and the round files the harness reads (the contract in
-    ``conformance/README.md``)."""
+    ``conformance/README.md``). ``preload``: the harness's sources read every round before the
+    first record goes out (a throughput run: reading the input is then outside the write)."""
     stream = generate(cfg)
     data = stream.drop_columns([c for c in _INTERNAL if c in stream.column_names])
     schema = [{"name": f.name, "type": _json_type(f)} for f in data.schema]
@@ -68,6 +71,7 @@ def export_workload(cfg: JobConfig, directory: str, real_table: str, checkpoint_
         "schema": schema,
         "hudi_options": {},
         "rounds": rounds,
+        "preload_rounds": preload,
     }
     with open(os.path.join(directory, "workload.json"), "w") as f:
         json.dump(doc, f, indent=1)

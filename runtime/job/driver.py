@@ -116,6 +116,7 @@ class JobDriver:
         self.deadline: float | None = None
         self.stalls: list[Stall] = []  # what the watchdog saw last
         self.t_launched: float | None = None  # when the first launch had every role up
+        self.t_sources: float | None = None  # when the first launch began starting the sources
         self.failover_clock = "at"  # the failover record's time key in result.json
         # instants pending when an attempt started, and why: the coordinator rolls them back
         self.pending_at_launch: dict[str, str] = {}
@@ -217,6 +218,8 @@ class JobDriver:
         else:
             await host.start(self.task_names)
             host.run_job_manager()
+            if self.t_sources is None:
+                self.t_sources = host.now()
             await host.start(self.source_names)
 
     async def supervise(self, host: JobHost) -> Outcome:

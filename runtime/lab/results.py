@@ -169,6 +169,7 @@ class Timing(TypedDict, total=False):
     run_s: float
     total_s: float
     actors_up_s: float | None
+    sources_started_at: float | None  # epoch s (Ray): the first launch began starting the sources
     processes_up_at_run: int
 
 

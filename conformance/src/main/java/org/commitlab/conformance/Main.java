@@ -194,7 +194,7 @@ public final class Main {
     private void buildPipeline(StreamExecutionEnvironment env, org.apache.flink.configuration.Configuration conf) {
       RowType rowType = rowType();
       DataStream<RowData> source = env
-          .addSource(new RoundSource(w.rounds, w.fields), "round_source", InternalTypeInfo.of(rowType))
+          .addSource(new RoundSource(w.rounds, w.fields, w.preloadRounds), "round_source", InternalTypeInfo.of(rowType))
           .setParallelism(w.writers);
       CrashInSnapshot<HoodieRecord> crash = w.crashRound > 0 ? new CrashInSnapshot<>(w.crashRound, w.crashTask) : null;
       DataStream<Object> pipeline = ReleaseApi.write(conf, rowType, source, crash, w.hudiRouting, w.noticeDelaysMs);
@@ -308,6 +308,8 @@ public final class Main {
       r.put("checkpoints", w.checkpoints);
       r.put("options", options);
       r.put("wall_s", wallS);
+      long firstEmit = RunState.FIRST_EMIT_MS.get();
+      r.put("first_emit_ms", firstEmit > 0 ? firstEmit : null);
       r.put("instants", TimelineReport.instants(table, ".hoodie", ""));
       r.put("metadata_table_instants",
           TimelineReport.instants(table, ".hoodie/metadata/.hoodie", ".hoodie/metadata/"));

@@ -11,6 +11,9 @@ final class RunState {
   /** Checkpoint id -> epoch ms of the first notifyCheckpointComplete seen by a source subtask. */
   static final Map<Long, Long> CHECKPOINT_COMPLETED_MS = new ConcurrentHashMap<>();
 
+  /** Epoch ms of the first record a source subtask handed on (0: none yet). */
+  static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_MS = new java.util.concurrent.atomic.AtomicLong();
+
   /** The highest attempt number a source subtask started with: the job's failovers. */
   static final java.util.concurrent.atomic.AtomicInteger ATTEMPTS = new java.util.concurrent.atomic.AtomicInteger();
 

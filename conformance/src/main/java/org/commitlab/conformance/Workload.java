@@ -47,6 +47,7 @@ final class Workload {
   final int crashTask;
   final long stallMs; // a task thread in the same Hudi wait this long is dumped
   final boolean hudiRouting; // Hudi's own edge into the write tasks instead of the lab's forward one
+  final boolean preloadRounds; // every round read before the first is emitted (a throughput run)
   /** Checkpoint id -> ms its completion notice reaches Hudi's coordinator late (the lab's notify_delay_s). */
   final Map<Long, Long> noticeDelaysMs = new LinkedHashMap<>();
 
@@ -76,6 +77,7 @@ final class Workload {
       }
       rounds.add(files);
     }
+    preloadRounds = j.has("preload_rounds") && j.get("preload_rounds").asBoolean();
     JsonNode sc = j.has("scenario") ? j.get("scenario") : mapperNode();
     scenario = sc.has("name") ? sc.get("name").asText() : "happy-path";
     checkpointTimeoutMs = sc.has("checkpoint_timeout_ms") ? sc.get("checkpoint_timeout_ms").asLong() : 0;
