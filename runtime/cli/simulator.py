@@ -12,6 +12,7 @@ run at the first event that differs, naming it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from rich.console import Console
 
 from runtime.cli import exits
 from runtime.cli.exits import ExitCode
+from runtime.cli.jobs_options import add_jobs_options, jobs_exit, jobs_spec_from, print_jobs
 from runtime.cli.options import (
     CommandParser,
     add_config_option,
@@ -32,6 +34,7 @@ from runtime.cli.options import (
     protocol_spec,
 )
 from runtime.core.config import ConfigError, JobConfig
+from runtime.core.jobs_spec import JobsSpec, concurrency_mode
 from runtime.core.json_doc import JsonObject
 from runtime.hudi.client.lock import Heartbeat, check_free
 
@@ -78,12 +81,14 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument(
         "--scenario",
-        choices=["none", "deadlock", "lock-held"],
+        choices=["none", "deadlock", "lock-held", "job-restart-overlap"],
         default="none",
         help="a named schedule from runtime.faults.scenarios (deadlock: P1's CommitAckEvent deadlock; "
-        "lock-held: a cleaner holds the table lock, #19902; default: none)",
+        "lock-held: a cleaner holds the table lock, #19902; job-restart-overlap: two jobs, the old one's "
+        "coordinator commits after the restarted one started, #19357; default: none)",
     )
     _add_simulation_options(p)
+    add_jobs_options(p)
     add_config_option(p, job=True)
     add_job_options(p, JobConfig(), exclude=NOT_SIMULATED, flags={"seed": "--data-seed"})
     p.set_defaults(func=cmd_simulate, table=None)
@@ -130,9 +135,22 @@ def config_from(args: argparse.Namespace, table: str) -> JobConfig:
     from runtime.faults.scenarios import SCENARIOS
 
     cfg = config_from_args(args, table=table, source="generator")
-    if args.scenario != "none":
+    if args.scenario in SCENARIOS:
         cfg = SCENARIOS[args.scenario](cfg)
     return cfg
+
+
+def jobs_from(args: argparse.Namespace, cfg: JobConfig) -> tuple[JobConfig, JobsSpec]:
+    """The jobs of the arguments (``--jobs``, or a scenario of two jobs), validated."""
+    from runtime.faults.scenarios import JOBS_SCENARIOS
+
+    spec = jobs_spec_from(args, cfg)
+    scenario = JOBS_SCENARIOS.get(getattr(args, "scenario", "none"))
+    if scenario is None:
+        return cfg, spec
+    cfg, jobs = scenario(cfg)
+    spec = dataclasses.replace(jobs, overlap=spec.overlap, writer_guard=spec.writer_guard)
+    return cfg, spec.validate(concurrency_mode(cfg))
 
 
 def _fresh_table(workdir: str, console: Console, quiet: bool, heartbeat: Heartbeat | None = None) -> None:
@@ -176,10 +194,12 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.host import simulate
 
     out = check_writable_dir(args.out, "--out")
-    cfg = config_from(args, os.path.join(out, "table"))
+    cfg, spec = jobs_from(args, config_from(args, os.path.join(out, "table")))
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet, Heartbeat.of(cfg))
     kwargs = _simulation_kwargs(args)
+    if spec.several:
+        return _simulate_jobs(args, console, cfg, spec, out, kwargs)
     record = simulate(
         cfg,
         seed=args.schedule_seed,
@@ -195,6 +215,44 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     _write_simulation(out, record, events if args.trace else None, determinism)
     _print_simulation(console, record, determinism, out, args.trace)
     return exits.of_simulation(record, determinism)
+
+
+def _simulate_jobs(
+    args: argparse.Namespace, console: Console, cfg: JobConfig, spec: JobsSpec, out: str, kwargs: dict[str, Any]
+) -> int:
+    """``simulate --jobs 2``: every job on the one table, the verdict of both streams."""
+    from runtime.lab.run_output import remove_result, write_result_doc
+    from runtime.sim.multi_job import simulate_jobs
+    from runtime.sim.recorder import write_jsonl
+
+    if args.check_determinism:
+        raise ConfigError("--check-determinism runs one job; drop it with --jobs 2 (compare two runs' trace sha256)")
+    remove_result(out)
+    result = simulate_jobs(cfg, spec, seed=args.schedule_seed, workdir=out, trace=args.trace, **kwargs)
+    sim = result.simulation
+    if args.trace and sim is not None and sim.trace is not None:
+        write_jsonl(os.path.join(out, "trace.jsonl"), sim.trace)
+    write_result_doc(out, result.to_json())
+    print_jobs(console, result, out, None if result.verified else _jobs_command(args, spec))
+    return jobs_exit(result)
+
+
+def _jobs_command(args: argparse.Namespace, spec: JobsSpec) -> str:
+    """The command that runs these jobs again (the flags that made them; a scenario's name)."""
+    cmd = f"commitlab simulate --protocol {args.protocol} --seed {args.schedule_seed}"
+    if args.scenario != "none":
+        cmd += f" --scenario {args.scenario}"
+    else:
+        cmd += f" --jobs {spec.jobs}" + (f" --jobs-start {args.jobs_start}" if args.jobs_start else "")
+    if spec.overlap != "none":
+        cmd += f" --jobs-overlap {spec.overlap}"
+    mode = concurrency_mode(args)
+    cmd += f" --concurrency-mode {mode}" if hasattr(args, "concurrency_mode") else ""
+    for flag in ("writers", "checkpoints", "records", "table_type"):
+        default = getattr(JobConfig(), flag)
+        if getattr(args, flag, default) not in (None, default):
+            cmd += f" --{flag.replace('_', '-')} {getattr(args, flag)}"
+    return cmd + (f" --storage {args.storage}" if args.storage != "disk" else "")
 
 
 def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:

@@ -155,21 +155,12 @@ class _SimRun:
     async def main(self) -> None:
         cfg = self.cfg
         t0 = time.perf_counter()
-        self.stream, self.shards = _stream_and_shards(cfg)
+        self.stream, self.shards = self._workload()
         stream = self.stream
         dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         table = write_client.create_or_open(dfs, base, self.props)
-        # the table as the run finds it (an earlier run's commits): what the stream merges into
-        # (listed apart from the driver's DFS counters: result.json's figures stay the run's own)
-        completed = HudiTable(self._open_dfs(roles.DRIVER, OneThreadCounters())[0], base, self.props).timeline()
-        self.before, self.table_before = read_table_before(
-            completed.completed_instants(),
-            lambda: _snapshot(self, self.store),
-            cfg.key_field,
-            cfg.partition_field,
-        )
-        self.expected = _expected(cfg, stream, self.before)
+        self._table_before_and_expected(base, stream)
         self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
@@ -182,6 +173,24 @@ class _SimRun:
             if pending:
                 await asyncio.wait(pending, timeout=SOURCE_DONE_S)
         self.recorder.add("host", roles.DRIVER, "end", self.outcome.status.value, self.outcome.error)
+
+    def _workload(self) -> tuple[pa.Table, list[Any]]:
+        """The job's stream and its shards (``[task][round-1]``)."""
+        return _stream_and_shards(self.cfg)
+
+    def _table_before_and_expected(self, base: str, stream: pa.Table) -> None:
+        """The table as the run finds it (an earlier run's commits), which the stream merges into,
+        and the state the run should leave (listed apart from the driver's DFS counters:
+        result.json's figures stay the run's own)."""
+        cfg = self.cfg
+        completed = HudiTable(self._open_dfs(roles.DRIVER, OneThreadCounters())[0], base, self.props).timeline()
+        self.before, self.table_before = read_table_before(
+            completed.completed_instants(),
+            lambda: _snapshot(self, self.store),
+            cfg.key_field,
+            cfg.partition_field,
+        )
+        self.expected = _expected(cfg, stream, self.before)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)

@@ -1,0 +1,89 @@
+"""Two jobs on one table under the simulator: the merged verdict, #19357, a damaged table."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+import pytest
+
+from runtime.cli import main
+from runtime.core.config import JobConfig
+from runtime.core.jobs_spec import JobsSpec
+from runtime.faults.scenarios import job_restart_overlap
+from runtime.lab.status import Status
+from runtime.sim.multi_job import job_streams, simulate_jobs, verify_jobs
+
+SMALL = dict(protocol="coordination-rpc", writers=1, checkpoints=3, records=600)
+
+
+def _share(result, job):
+    return next(s for s in result.shares if s.job == job)
+
+
+def test_two_jobs_one_after_the_other_verify_both_streams_merged(tmp_path):
+    cfg = JobConfig(**SMALL)
+    # the second starts after the first finished: nothing of the first is pending
+    result = simulate_jobs(cfg, JobsSpec(jobs=2, start_s=(0.0, 3.0)), seed=0, workdir=str(tmp_path))
+    assert result.status == Status.FINISHED
+    assert result.verified, result.verdict_line()
+    assert [s.expected for s in result.shares] == [300, 300]  # 600 records, 300 keys each
+    assert result.exactly_once.expected == 600
+    assert all(s.intact for s in result.shares)
+    assert [len(j.commits) for j in result.jobs] == [3, 3]  # each job's own commits
+
+
+def test_job_restart_overlap_loses_the_old_jobs_rows_under_single_writer():
+    """#19357: the restarted job's EAGER rollbackFailedWrites removes the old job's pending
+    instant, which the old coordinator then commits: job 1's rows are lost, job 2's intact."""
+    cfg, spec = job_restart_overlap(JobConfig(**SMALL))
+    result = simulate_jobs(cfg, spec, seed=0, storage="memory")
+    assert result.status == Status.FINISHED
+    assert not result.verified
+    old, new = _share(result, "job-1"), _share(result, "job-2")
+    assert old.lost + old.mismatched > 0 and new.intact
+    assert "job-1" in result.verdict_line() and "job-2" not in result.verdict_line()
+    last = result.jobs[0].commits[-1]["instant"]
+    assert last in result.jobs[1].rolled_back  # the new job rolled back what the old one committed
+
+
+def test_the_verdict_names_the_job_whose_commit_was_removed(tmp_path):
+    cfg = JobConfig(**SMALL)
+    spec = JobsSpec(jobs=2, start_s=(0.0, 3.0))
+    result = simulate_jobs(cfg, spec, seed=0, workdir=str(tmp_path))
+    assert result.verified, result.verdict_line()
+    table = str(tmp_path / "table")
+    last = result.jobs[1].commits[-1]["instant"]
+    (commit_file,) = glob.glob(os.path.join(table, ".hoodie", "**", f"{last}*.commit"), recursive=True)
+    os.remove(commit_file)  # job 2's last commit is gone from the timeline
+    verdict, shares = verify_jobs(cfg.replace(table=table), job_streams(cfg, spec))
+    assert not verdict.verified
+    by_job = {s.job: s for s in shares}
+    assert by_job["job-1"].intact
+    assert by_job["job-2"].lost + by_job["job-2"].mismatched > 0
+
+
+def test_overlapping_keys_expect_the_merge_rules_winner_across_jobs(tmp_path):
+    cfg = JobConfig(**SMALL)
+    spec = JobsSpec(jobs=2, overlap="keys", start_s=(0.0, 3.0))
+    result = simulate_jobs(cfg, spec, seed=0, workdir=str(tmp_path))
+    assert result.verified, result.verdict_line()
+    assert result.exactly_once.expected == 300  # one row per shared key
+    assert sum(s.expected for s in result.shares) == 300
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--jobs", "3"], "--jobs 3"),
+        (["--jobs", "0"], "--jobs 0"),
+        (["--jobs", "2", "--jobs-start", "0,x"], "--jobs-start"),
+        (["--jobs", "2", "--jobs-start", "0,1,2"], "--jobs-start"),
+        (["--jobs", "2", "--writer-guard", "lab-lock"], "--writer-guard none"),
+    ],
+)
+def test_bad_jobs_options_exit_2_naming_the_flag(tmp_path, capsys, argv, says):
+    code = main(["simulate", "--out", str(tmp_path / "out"), *argv])
+    assert code == 2
+    assert says in capsys.readouterr().out.replace("\n", "")
+    assert not os.path.exists(tmp_path / "out" / "table")
