@@ -70,3 +70,26 @@ def print_jobs(console: Console, result: Any, out: str, again: str | None = None
 
 def jobs_exit(result: Any) -> ExitCode:
     return ExitCode.OK if result.verified else ExitCode.FAILED
+
+
+def add_table_jobs_options(p: Any) -> None:
+    """``--table-jobs`` and ``--jobs-overlap`` of explore, replay and check, whose ``--jobs`` is
+    their worker processes: each run puts that many whole jobs on its table."""
+    p.add_argument(
+        "--table-jobs",
+        type=int,
+        default=1,
+        help=f"whole Flink jobs on each run's table, each with its own stream (1 or {MAX_JOBS}; default: 1)",
+    )
+    p.add_argument(
+        "--jobs-overlap",
+        choices=OVERLAPS,
+        default="none",
+        help="what the jobs' streams share with --table-jobs 2 (as simulate's; default: none)",
+    )
+
+
+def table_jobs_from(args: argparse.Namespace, cfg: JobConfig) -> JobsSpec | None:
+    """The validated jobs of ``--table-jobs`` (None: one job, the single-job path unchanged)."""
+    spec = JobsSpec(jobs=args.table_jobs, overlap=args.jobs_overlap).validate(concurrency_mode(cfg))
+    return spec if spec.several else None

@@ -22,7 +22,14 @@ from rich.console import Console
 
 from runtime.cli import exits
 from runtime.cli.exits import ExitCode
-from runtime.cli.jobs_options import add_jobs_options, jobs_exit, jobs_spec_from, print_jobs
+from runtime.cli.jobs_options import (
+    add_jobs_options,
+    add_table_jobs_options,
+    jobs_exit,
+    jobs_spec_from,
+    print_jobs,
+    table_jobs_from,
+)
 from runtime.cli.options import (
     CommandParser,
     add_config_option,
@@ -367,6 +374,7 @@ def _add_explore_commands(subparsers: Any) -> None:
         help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table_jobs_options(p)
     _allow_empty_commit_option(p)
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_explore)
@@ -408,6 +416,8 @@ def _add_replay_commands(subparsers: Any) -> None:
         q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt (default: 24)")
         if name == "shrink":
             q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried (default: 200)")
+        else:
+            add_table_jobs_options(q)
         _allow_empty_commit_option(q)
         add_config_option(q, job=False)
         q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
@@ -486,6 +496,7 @@ def _explore_with_progress(
             jobs=args.jobs,
             on_run=on_run,
             allow_empty_commit=args.allow_empty_commit,
+            table_jobs=table_jobs_from(args, _base(args)),
         )
 
 
@@ -572,6 +583,8 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     protocols = [args.protocol] if args.protocol else protocol_names()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if table_jobs_from(args, _base(args)) is not None and args.shrink:
+        raise ConfigError("--shrink shrinks one job's schedule; drop it with --table-jobs 2 (replay the seed instead)")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     workdir = os.path.join(out, "tables") if _storage(args) == "disk" else None
@@ -616,10 +629,11 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     schedule = _schedule_of(args)
     console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
     workdir = _workdir(args, "replay")
+    jobs = table_jobs_from(args, _base(args))
     verdict, result = run_schedule(
-        schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args)
+        schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args), jobs=jobs
     )
-    if workdir is not None:  # the table's record: a later replay into OUT may replace the table
+    if workdir is not None and jobs is None:  # the table's record: a later replay into OUT may replace the table
         _write_simulation(workdir, result, None)
     _print_verdict(console, verdict, result, args.trace_events)
     return exits.of_replay(verdict.failing)

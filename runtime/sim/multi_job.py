@@ -34,7 +34,7 @@ from runtime.lab.results import SimulationRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.lab.verify import read_snapshot, verify_run
-from runtime.sim.chooser import RandomChooser
+from runtime.sim.chooser import Chooser, RandomChooser
 from runtime.sim.host import (
     DEFAULT_MAX_REAL_S,
     HARD_LIMIT_MARGIN_S,
@@ -107,8 +107,10 @@ def simulate_jobs(
     io_delay: Delay | None = None,
     max_real_s: float | None = DEFAULT_MAX_REAL_S,
     verify: bool = True,
+    chooser: Chooser | None = None,
 ) -> JobsResult:
-    """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``."""
+    """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``;
+    ``chooser`` decides the run (:mod:`runtime.sim.chooser`; the seeded one by default)."""
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
     mode = concurrency_mode(job)
@@ -117,7 +119,8 @@ def simulate_jobs(
     store = MemoryStore() if storage == "memory" else None
     cfg = resolved.config
     vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s + max(spec.start_s, default=0.0)
-    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s, chooser=RandomChooser(seed))
+    chooser = chooser if chooser is not None else RandomChooser(seed)
+    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s, chooser=chooser)
     recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"})
     runs: list[_JobRun] = []
     streams = job_streams(cfg, spec)
@@ -136,6 +139,9 @@ def simulate_jobs(
                 store=store,
             )
         )
+    attach = getattr(chooser, "attach", None)
+    if attach is not None:  # a search's fingerprint: the shared trace, and the loop's timers (any network's)
+        attach(recorder, runs[0].network)
     with _held(resolved, store):
         records = _run_all(runs, spec, loop, recorder)
     result = JobsResult(records, spec, mode)

@@ -87,3 +87,17 @@ def test_bad_jobs_options_exit_2_naming_the_flag(tmp_path, capsys, argv, says):
     assert code == 2
     assert says in capsys.readouterr().out.replace("\n", "")
     assert not os.path.exists(tmp_path / "out" / "table")
+
+
+def test_an_explored_seed_of_two_jobs_replays_with_both_jobs_on_its_table(capsys):
+    from runtime.sim.explore import replay_command, run_seed
+
+    rec = run_seed("lock-held", 2, "coordination-rpc", jobs=JobsSpec(jobs=2))
+    assert rec["outcome"] != "passed"  # both jobs' EAGER rollbacks remove each other's files
+    assert rec["replay"].endswith("--table-jobs 2")
+    assert "job-" in rec["detail"]
+    assert main(rec["replay"].split()[1:]) == 1
+    out = capsys.readouterr().out
+    assert "job-2/" in out and rec["detail"][:40] in out.replace("\n", "")
+    keys = replay_command("lock-held", 2, "coordination-rpc", jobs=JobsSpec(jobs=2, overlap="keys"))
+    assert keys.endswith("--table-jobs 2 --jobs-overlap keys")
