@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
+from runtime.cli.jobs_options import add_table_jobs_options, table_jobs_from
 from runtime.cli.options import CommandParser, add_config_option, check_writable_dir, protocol_help, protocol_spec
-from runtime.core.config import ConfigError
+from runtime.core.config import ConfigError, JobConfig
 
 if TYPE_CHECKING:
     from runtime.sim.schedule import SimSchedule
@@ -84,6 +85,7 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--replay", default=None, help="run one schedule: its deviations CHOICE:ALT,... (check.json)")
     p.add_argument("--out", default="commitlab-check", help="directory for check.json (default: commitlab-check)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table_jobs_options(p)
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_check)
 
@@ -199,6 +201,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         not args.no_symmetry,
         ready_order=not args.messages_only,
         lossy=_lossy(args.lose, args.protocol),
+        jobs=table_jobs_from(args, JobConfig()),
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "check.json")
