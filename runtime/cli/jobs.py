@@ -23,7 +23,8 @@ from runtime.cli.options import (
 )
 from runtime.cli.terminal import engine_log, engines_to_log, exit_code_of, interruptible
 from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.client.concurrency import hold_for_run
+from runtime.hudi.client.lock import command_line
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
@@ -51,8 +52,9 @@ def run_and_report(
     cfg = job.config
     with (
         interruptible(console) as stop,
-        # one writer per table: taken before Ray and Spark start, released however the run ends
-        hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=_say(console)) as lock,
+        # single-writer: one writer per table, taken before Ray and Spark start, released however
+        # the run ends (a multi-writer --concurrency-mode holds none: its commits take the lock)
+        hold_for_run(cfg, command_line(), on_take_over=_say(console)) as lock,
         engines_to_log(engines_log),
         ray_scope(),
         spark_scope(),

@@ -18,6 +18,7 @@ from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput, check_input
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
+from runtime.hudi.client.concurrency import warn_config
 from runtime.hudi.client.table_services import TableServices
 from runtime.hudi.formats.avro_schema import UnsupportedColumn, check_columns
 from runtime.hudi.table.layout import resolve_layout
@@ -90,6 +91,7 @@ def validate_job(cfg: JobConfig) -> JobConfig:
     ``--table-version release`` resolved to the version the protocol's Hudi release writes."""
     protocol = get_protocol(cfg.protocol)  # a spec that does not load fails here, before any host starts
     cfg.validate()
+    warn_config(cfg)  # --lock-provider without a multi-writer --concurrency-mode
     methods = rpc_methods(cfg.protocol)
     if cfg.allow_empty_commit != "release" and protocol.empty_commit_default is None:
         raise ConfigError(

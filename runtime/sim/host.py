@@ -34,7 +34,8 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.client import write_client
-from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.client.concurrency import hold_for_run
+from runtime.hudi.client.lock import command_line
 from runtime.hudi.table.base_files import avro_schema_json
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableProps
@@ -584,11 +585,12 @@ def _simulation_record(
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
     """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
     I/O and heartbeat are real time, outside the simulated network, disk and trace
-    (:mod:`runtime.hudi.client.lock`). The simulated disk has nothing to hold."""
+    (:mod:`runtime.hudi.client.lock`; none under a multi-writer --concurrency-mode). The simulated
+    disk has nothing to hold."""
     if store is not None:
         return contextlib.nullcontext()
     os.makedirs(job.config.table, exist_ok=True)
-    return hold_table(job.config.table, Heartbeat.of(job.config), command_line())
+    return hold_for_run(job.config, command_line())
 
 
 def _new_run(

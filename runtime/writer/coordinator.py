@@ -41,6 +41,17 @@ their names, which this table model's readers would not resolve); they are dropp
 reset and counted in ``stale_events_dropped``. The protocols modelled never produce them outside a
 region failover whose old instant is rolled back anyway.
 
+Concurrency control (``--concurrency-mode``, :mod:`runtime.hudi.client.concurrency`): under a
+multi-writer mode the write client (``self.client``) heartbeats each instant from its creation
+until its commit (:mod:`runtime.hudi.client.heartbeat`), the failed-writes policy is LAZY (no
+rollback when an instant starts or the coordinator re-initialises; the cleaner rolls back the
+instants whose heartbeat expired), and the creation of an instant, the commit (with its conflict
+check under optimistic, :mod:`runtime.hudi.client.conflict`), the scheduling of a compaction and a
+cleaning that holds the table lock each run in a transaction under the lock provider
+(:mod:`runtime.hudi.client.transaction`). A conflict, an expired own heartbeat or a lock not taken
+in time fails the commit as any commit failure does: the instant stays inflight and the job fails
+over (Hudi's ``doCommit`` throws on the coordinator's executor, whose hook calls ``failJob``).
+
 RPC surface: :attr:`Coordinator.RPC_METHODS` are the wire names the hosts dispatch through
 :meth:`Coordinator.rpc_handler` (the coordinator's own handlers, then those the protocol's
 coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``instant_time_request``).
@@ -49,8 +60,9 @@ coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``inst
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from runtime.core import codec, roles, trace_events
@@ -74,6 +86,8 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.hudi.client import compaction
+from runtime.hudi.client.concurrency import ConcurrencyControl
+from runtime.hudi.client.conflict import WriteConflict
 from runtime.hudi.client.table_services import TableServices
 from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.table import meta_client
@@ -179,7 +193,11 @@ class Coordinator:
         # the table's write client (what the coordinator does to the table goes through it), with the
         # cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
         services = (config.clean_retain_commits, config.archive_min_commits, config.archive_max_commits)
-        self.client = WriteClient(table, TableServices.parse(*services, protocol.table_service_defaults))
+        self.concurrency = ConcurrencyControl.of(config)  # --concurrency-mode, --lock-provider
+        self.client = WriteClient(
+            table, TableServices.parse(*services, protocol.table_service_defaults), self.concurrency
+        ).attach(env, f"{env.role} of {config.job_id or config.table_name}")
+        self.conflicts: list[str] = []  # commits a write conflict failed (optimistic)
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -308,20 +326,26 @@ class Coordinator:
         start the first instant of this run (message 0 for the message bus)."""
         recover = [e for e in self.events if e.write_stats]
         recommitted = ""
+        heartbeats = self.client.heartbeats
         if recover:
             instant = recover[0].instant
             committed = await self.env.io(self.table.is_committed, instant)
             if not committed:
+                if heartbeats is not None:  # initInstant: "Recommit should start heartbeat" (LAZY)
+                    await heartbeats.start(instant)
                 # the checkpoint completed but its commit never happened (a crash): commit now
                 await self.commit_instant(instant, recover[0].checkpoint_id)
                 recommitted = instant
             self.events.clear()
-        # instants that can never complete (a failed attempt's): roll them back first
-        # (startCommit -> rollbackFailedWrites, EAGER)
-        timeline = await self.env.io(self.table.timeline)
-        for pending in await self.env.io(self.client.failed_writes, timeline):
-            await self.env.io(functools.partial(self.client.rollback, pending, [], now=self.env.wall_time()))
-            self.rolled_back.append(pending)
+        if heartbeats is not None and self.instant != BOOTSTRAP_INSTANT:
+            await heartbeats.stop(self.instant)  # initInstant: "stop the heartbeat for old instant"
+        if not self.concurrency.lazy:
+            # instants that can never complete (a failed attempt's): roll them back first
+            # (startCommit -> rollbackFailedWrites, EAGER; under LAZY the cleaner does it)
+            timeline = await self.env.io(self.table.timeline)
+            for pending in await self.env.io(self.client.failed_writes, timeline):
+                await self.env.io(functools.partial(self.client.rollback, pending, [], now=self.env.wall_time()))
+                self.rolled_back.append(pending)
         if self.protocol.eager_instants:
             await self._start_instant(self.resume_checkpoint_id, committed=recommitted)
         await self.protocol.on_all_bootstrapped()
@@ -397,7 +421,7 @@ class Coordinator:
         """A table service (Hudi's cleaner) that holds the table lock for ``hold_s``: the
         lock-held scenario of #19902."""
         start = self.env.now()
-        async with self.table_lock:
+        async with self.table_lock, self.transaction("", "clean"):
             acquired = self.env.now()
             await self.env.sleep(hold_s)
         self.cleanings.append(
@@ -448,7 +472,7 @@ class Coordinator:
             return instant, len(ops), False
 
         start = self.env.now()
-        async with self.table_lock:
+        async with self.table_lock, self.transaction("", "schedule a compaction"):
             instant, operations, postponed = await self.env.io(schedule)
         self.compactions_postponed += postponed
         if instant is not None:
@@ -471,7 +495,7 @@ class Coordinator:
             if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
-            if self.protocol.rolls_back_at_start_commit:
+            if self.protocol.rolls_back_at_start_commit and not self.concurrency.lazy:
                 # startCommit -> rollbackFailedWrites (EAGER): every pending writer's instant first
                 spared = self.protocol.instants_in_use()
                 undone = [i for i in self.client.failed_writes(timeline) if i not in spared]
@@ -480,11 +504,13 @@ class Coordinator:
                     self.rolled_back.append(pending)
                 timeline = self.table.timeline() if undone else timeline
             instant = self.table.new_instant_time(self.env.wall_time(), timeline)
-            self.client.start_instant(instant)
+            self.client.start_instant(instant, timeline)
             return instant
 
-        async with self.table_lock:
+        async with self.table_lock, self.transaction("", "create an instant"):
             instant = await self.env.io(create)
+            if self.client.heartbeats is not None:  # startCommit: the heartbeat starts (LAZY)
+                await self.client.heartbeats.start(instant)
         if self.env.faults.fire("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
             # HUDI-6194: the whole task side fails over while this instant is being announced
             for task in self.task_names:
@@ -505,6 +531,16 @@ class Coordinator:
             cat=trace_events.INSTANT,
             args={"checkpoint": checkpoint_id},
         )
+
+    @contextlib.asynccontextmanager
+    async def transaction(self, instant: str, what: str) -> AsyncIterator[None]:
+        """The write client's transaction under a multi-writer mode (the lock provider's lock);
+        nothing more under single-writer, whose run holds the table."""
+        if self.client.transactions is None:
+            yield
+            return
+        async with self.client.transactions.transaction(instant, what):
+            yield
 
     def release(self, instant: str) -> None:
         """Records that writers may now learn ``instant`` (the start of commit-to-unblock)."""
@@ -535,10 +571,23 @@ class Coordinator:
             self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:
-                await self.env.io(
-                    functools.partial(self._commit, instant, stats, metadata, empty=empty, now=self.env.now())
-                )
+                if self.client.heartbeats is not None:  # commitStats: abortIfHeartbeatExpired
+                    await self.client.heartbeats.abort_if_expired(instant)
+                async with self.transaction(instant, f"commit {instant}"):
+                    await self.env.io(
+                        functools.partial(
+                            self._commit,
+                            instant,
+                            stats,
+                            metadata,
+                            empty=empty,
+                            now=self.env.now(),
+                            wall=self.env.wall_time(),
+                        )
+                    )
         except (OSError, TableError) as exc:
+            if isinstance(exc, WriteConflict):
+                self.conflicts.append(str(exc))
             # No rollback here: the checkpoint this commit belongs to has completed, so the sources
             # will not replay its records. The instant stays inflight; the job fails over and the
             # next coordinator recommits it from the checkpoint's write statuses, as Hudi's does.
@@ -546,6 +595,8 @@ class Coordinator:
             self.events = events + self.events
             self.error = f"commit of {instant} failed; the instant stays inflight for the restarted coordinator: {exc}"
             raise CommitError(self.error) from exc
+        if self.client.heartbeats is not None:  # the instant completed: its heartbeat stops
+            await self.client.heartbeats.stop(instant)
         rows = sum(s.keys_written for s in stats)
         rec = CommitRecord(instant, checkpoint_id, rows, len(stats), self.env.wall_time())
         self.commits.append(rec)
@@ -560,7 +611,7 @@ class Coordinator:
         return rec
 
     def _commit(
-        self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float
+        self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float, wall: float
     ) -> None:
         """``commitStats``: the tables it and the post-commit services build, then the commit file."""
         services = self.client.services.any
@@ -570,7 +621,7 @@ class Coordinator:
         if not services:
             return
         try:  # the commit is done: a table service that fails leaves it committed, as Hudi's async clean
-            self.client.clean_and_archive(now)
+            self.rolled_back.extend(self.client.clean_and_archive(now, wall_time=wall))
         except OSError as exc:
             self.env.tracer.instant(f"clean/archive after {instant} failed: {exc}"[:300], thread="coordinator")
 
