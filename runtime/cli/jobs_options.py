@@ -93,3 +93,19 @@ def table_jobs_from(args: argparse.Namespace, cfg: JobConfig) -> JobsSpec | None
     """The validated jobs of ``--table-jobs`` (None: one job, the single-job path unchanged)."""
     spec = JobsSpec(jobs=args.table_jobs, overlap=args.jobs_overlap).validate(concurrency_mode(cfg))
     return spec if spec.several else None
+
+
+def base_options(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
+    """The base configuration's options explore, replay and check pass to every run
+    (:data:`runtime.sim.explore.OPTION_FIELDS`): those given, and the mode always with
+    ``--table-jobs 2`` (it decides what two jobs do to the table)."""
+    defaults = JobConfig()
+    jobs = getattr(args, "table_jobs", 1)
+    out = []
+    for name in ("concurrency_mode", "lock_provider", "table_type"):
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        if value != getattr(defaults, name) or (name == "concurrency_mode" and jobs > 1):
+            out.append((name, str(value)))
+    return tuple(out)

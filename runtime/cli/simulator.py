@@ -25,6 +25,7 @@ from runtime.cli.exits import ExitCode
 from runtime.cli.jobs_options import (
     add_jobs_options,
     add_table_jobs_options,
+    base_options,
     jobs_exit,
     jobs_spec_from,
     print_jobs,
@@ -240,11 +241,11 @@ def _simulate_jobs(
     if args.trace and sim is not None and sim.trace is not None:
         write_jsonl(os.path.join(out, "trace.jsonl"), sim.trace)
     write_result_doc(out, result.to_json())
-    print_jobs(console, result, out, None if result.verified else _jobs_command(args, spec))
+    print_jobs(console, result, out, None if result.verified else _jobs_command(args, spec, cfg))
     return jobs_exit(result)
 
 
-def _jobs_command(args: argparse.Namespace, spec: JobsSpec) -> str:
+def _jobs_command(args: argparse.Namespace, spec: JobsSpec, cfg: JobConfig) -> str:
     """The command that runs these jobs again (the flags that made them; a scenario's name)."""
     cmd = f"commitlab simulate --protocol {args.protocol} --seed {args.schedule_seed}"
     if args.scenario != "none":
@@ -253,9 +254,8 @@ def _jobs_command(args: argparse.Namespace, spec: JobsSpec) -> str:
         cmd += f" --jobs {spec.jobs}" + (f" --jobs-start {args.jobs_start}" if args.jobs_start else "")
     if spec.overlap != "none":
         cmd += f" --jobs-overlap {spec.overlap}"
-    mode = concurrency_mode(args)
-    cmd += f" --concurrency-mode {mode}" if hasattr(args, "concurrency_mode") else ""
-    for flag in ("writers", "checkpoints", "records", "table_type"):
+    cmd += f" --concurrency-mode {cfg.concurrency_mode}"  # the mode decides the verdict: always shown
+    for flag in ("lock_provider", "writers", "checkpoints", "records", "table_type"):
         default = getattr(JobConfig(), flag)
         if getattr(args, flag, default) not in (None, default):
             cmd += f" --{flag.replace('_', '-')} {getattr(args, flag)}"
@@ -424,12 +424,14 @@ def _add_replay_commands(subparsers: Any) -> None:
 
 
 def _base(args: argparse.Namespace) -> JobConfig:
-    """The job options explore, replay and shrink take beside the schedule."""
-    return JobConfig(allow_empty_commit=args.allow_empty_commit)
+    """The job options explore, replay and shrink take beside the schedule (checked: exit 2)."""
+    return JobConfig(allow_empty_commit=args.allow_empty_commit).replace(**dict(base_options(args))).validate()
 
 
 def _allow_empty_commit_option(p: CommandParser) -> None:
-    add_job_options(p, JobConfig(), only=("allow_empty_commit",))
+    from runtime.sim.explore import OPTION_FIELDS
+
+    add_job_options(p, JobConfig(), only=("allow_empty_commit", *OPTION_FIELDS))
 
 
 def _storage(args: argparse.Namespace) -> str:
@@ -497,6 +499,7 @@ def _explore_with_progress(
             on_run=on_run,
             allow_empty_commit=args.allow_empty_commit,
             table_jobs=table_jobs_from(args, _base(args)),
+            options=base_options(args),
         )
 
 

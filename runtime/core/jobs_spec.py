@@ -31,12 +31,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.config import ConfigError
+from runtime.core.config import IN_PROCESS_LOCK, SINGLE_WRITER, ConfigError, JobConfig
 
 OVERLAPS = ("none", "file-groups", "keys")
 WRITER_GUARDS = ("none", "lab-lock")
 MAX_JOBS = 2  # the model and its verdict are built for two; more is a later change
-SINGLE_WRITER = "single-writer"
 
 
 def job_name(index: int) -> str:
@@ -99,8 +98,17 @@ def parse_start(text: str) -> tuple[float, ...]:
         raise ConfigError(f"--jobs-start {text!r}: seconds per job, comma-separated, e.g. --jobs-start 0,0.5") from None
 
 
-def concurrency_mode(cfg: object) -> str:
-    """Hudi's ``hoodie.write.concurrency.mode`` of a job's configuration (``--concurrency-mode``):
-    single-writer unless the configuration names another."""
-    mode = getattr(cfg, "concurrency_mode", SINGLE_WRITER)
-    return mode if isinstance(mode, str) else SINGLE_WRITER
+def concurrency_mode(cfg: JobConfig) -> str:
+    """Hudi's ``hoodie.write.concurrency.mode`` of a job's configuration (``--concurrency-mode``)."""
+    return cfg.concurrency_mode
+
+
+def check_simulated_lock(cfg: JobConfig, spec: JobsSpec) -> None:
+    """Several jobs in one simulated process: an in-process lock would exclude them, which the
+    jobs of two Flink deployments (two JobManager processes) never are."""
+    if spec.several and cfg.lock_provider == IN_PROCESS_LOCK:
+        raise ConfigError(
+            f"--lock-provider in-process with --jobs {spec.jobs} in the simulator: every job runs in this one "
+            "process, so Hudi's InProcessLockProvider would exclude them, which two Flink jobs (two JobManager "
+            "processes) never are; use --lock-provider filesystem (the Flink writer's default)"
+        )

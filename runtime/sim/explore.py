@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, NotRequired, TypedDict
 
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
 from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure, known_loss
@@ -202,12 +202,24 @@ def replay_command(
     schedule_file: str | None = None,
     allow_empty_commit: str = "release",
     jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> str:
     cmd = f"commitlab replay --seed {seed} --protocol {protocol}"
     cmd += f" --schedule {schedule_file}" if schedule_file else f" --scenario {scenario}"
     cmd += f" --allow-empty-commit {allow_empty_commit}" if allow_empty_commit != "release" else ""
-    cmd += jobs_flags(jobs)
+    cmd += options_flags(options) + jobs_flags(jobs)
     return cmd + (" --real-parquet" if storage == "disk" else "")
+
+
+# JobConfig fields a run's base configuration may set beside the schedule (--concurrency-mode,
+# --lock-provider, --table-type), as (field, value) pairs: what explore, replay and check pass on
+Options = tuple[tuple[str, str], ...]
+OPTION_FIELDS = ("concurrency_mode", "lock_provider", "table_type")
+
+
+def options_flags(options: Options) -> str:
+    """The flags of ``options``, for a replay command."""
+    return "".join(f" {flag_of(k)} {v}" for k, v in options if v)
 
 
 def jobs_flags(jobs: JobsSpec | None) -> str:
@@ -290,13 +302,14 @@ def run_seed(
     workdir: str | None = None,
     allow_empty_commit: str = "release",
     jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> SeedRun:
     """One exploration run: the record explore.json keeps for it (failures with their excerpt).
     ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it;
     ``jobs``: several jobs on the table (``--table-jobs``)."""
     schedule = draw(scenario, seed)
     t = time.perf_counter()
-    base = JobConfig(allow_empty_commit=allow_empty_commit)
+    base = JobConfig(allow_empty_commit=allow_empty_commit).replace(**dict(options))
     verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base, jobs=jobs)
     real_s = time.perf_counter() - t
     rec = SeedRun(
@@ -313,7 +326,7 @@ def run_seed(
     )
     if verdict.outcome != PASSED:
         rec["replay"] = replay_command(
-            scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit, jobs=jobs
+            scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit, jobs=jobs, options=options
         )
         rec["trace_excerpt"] = excerpt(result.sim.trace or [], verdict.role, at_failover=verdict.at_failover)
         rec["schedule_json"] = schedule.to_dict()
@@ -321,13 +334,15 @@ def run_seed(
     return rec
 
 
-# scenario, seed, protocol, storage, workdir, empty commits, jobs on the table
-Task = tuple[str, int, str, str, str | None, str, JobsSpec | None]
+# scenario, seed, protocol, storage, workdir, empty commits, jobs on the table, base options
+Task = tuple[str, int, str, str, str | None, str, JobsSpec | None, Options]
 
 
 def _run_seed_task(task: Task) -> SeedRun:
-    scenario, seed, protocol, storage, workdir, empty, jobs = task
-    return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty, jobs=jobs)
+    scenario, seed, protocol, storage, workdir, empty, jobs, options = task
+    return run_seed(
+        scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty, jobs=jobs, options=options
+    )
 
 
 def default_jobs(runs: int) -> int:
@@ -365,6 +380,7 @@ def explore(
     on_run: Callable[[SeedRun], None] | None = None,
     allow_empty_commit: str = "release",
     table_jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> JsonObject:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
     ``table_jobs``: several jobs on each run's table (``--table-jobs``);
@@ -374,7 +390,7 @@ def explore(
     for protocol in protocols:
         for seed in seeds:
             wd = os.path.join(workdir, f"{protocol}-{seed}") if storage == "disk" and workdir else None
-            tasks.append((scenario, seed, protocol, storage, wd, allow_empty_commit, table_jobs))
+            tasks.append((scenario, seed, protocol, storage, wd, allow_empty_commit, table_jobs, options))
     jobs = default_jobs(len(tasks)) if jobs is None else max(1, min(jobs, len(tasks)))
     runs = []
     real = []
@@ -393,6 +409,7 @@ def explore(
         "scenario": scenario,
         "allow_empty_commit": allow_empty_commit,
         "table_jobs": table_jobs.jobs if table_jobs is not None else 1,
+        **({"options": dict(options)} if options else {}),
         "protocols": protocols,
         "seeds": len(seeds),
         "first_seed": seeds[0] if seeds else None,

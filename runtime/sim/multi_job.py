@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from runtime.core import roles, trace_events
 from runtime.core.config import JobConfig
-from runtime.core.jobs_spec import JobsSpec, concurrency_mode, job_name
+from runtime.core.jobs_spec import JobsSpec, check_simulated_lock, concurrency_mode, job_name
 from runtime.data import generator
 from runtime.data.job_streams import job_config, job_stream, shards
 from runtime.job.driver import Outcome
@@ -115,6 +115,7 @@ def simulate_jobs(
     _freeze_the_interpreter()
     mode = concurrency_mode(job)
     spec.validate(mode)
+    check_simulated_lock(job, spec)
     resolved = prepare_config(job, workdir, storage)
     store = MemoryStore() if storage == "memory" else None
     cfg = resolved.config

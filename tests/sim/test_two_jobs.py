@@ -101,3 +101,26 @@ def test_an_explored_seed_of_two_jobs_replays_with_both_jobs_on_its_table(capsys
     assert "job-2/" in out and rec["detail"][:40] in out.replace("\n", "")
     keys = replay_command("lock-held", 2, "coordination-rpc", jobs=JobsSpec(jobs=2, overlap="keys"))
     assert keys.endswith("--table-jobs 2 --jobs-overlap keys")
+
+
+def test_job_restart_overlap_keeps_every_row_under_the_multi_writer_fix():
+    """The same overlap under optimistic: LAZY failed writes with per-instant heartbeats leave the
+    old job's pending instant alone (its heartbeat is alive), so its commit stands."""
+    cfg, spec = job_restart_overlap(JobConfig(**SMALL, concurrency_mode="optimistic"))
+    result = simulate_jobs(cfg, spec, seed=0, storage="memory")
+    assert result.verified, result.verdict_line()
+    assert [j.rolled_back for j in result.jobs] == [[], []]
+
+
+@pytest.mark.parametrize("overlap", ["none"])
+def test_two_concurrent_jobs_verify_under_optimistic(tmp_path, overlap):
+    cfg = JobConfig(**SMALL, concurrency_mode="optimistic")
+    result = simulate_jobs(cfg, JobsSpec(jobs=2, overlap=overlap), seed=0, workdir=str(tmp_path))
+    assert result.status == Status.FINISHED
+    assert result.verified, result.verdict_line()
+
+
+def test_an_in_process_lock_cannot_stand_between_two_simulated_jobs(tmp_path, capsys):
+    argv = ["simulate", "--jobs", "2", "--concurrency-mode", "optimistic", "--lock-provider", "in-process"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "--lock-provider filesystem" in capsys.readouterr().out.replace("\n", "")
