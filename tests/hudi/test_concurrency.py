@@ -25,8 +25,10 @@ from runtime.hudi.client.conflict import (
 )
 from runtime.hudi.client.heartbeat import InstantHeartbeat, expired_instants, heartbeat_path, is_expired
 from runtime.hudi.client.lock import Heartbeat, Holder
+from runtime.hudi.formats.avro_schema import avro_schema_json
 from runtime.hudi.timeline.active_timeline import Timeline
 from runtime.hudi.timeline.instant import COMMIT, COMPACTION, COMPLETED, INFLIGHT, REQUESTED, Instant
+from tests.hudi.test_table import table  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 T1, T2, T3, T4, T5 = (f"2026010100000{i}000" for i in range(1, 6))
@@ -212,3 +214,54 @@ def test_the_lock_document_names_a_transaction_and_a_runs_lock_reads_as_before()
     doc = InstantHeartbeat(T3, 123.5, "coordinator of t", 4)
     assert InstantHeartbeat.from_bytes(doc.to_bytes()) == doc
     assert InstantHeartbeat.from_bytes(b"") is None  # Hudi's own empty heartbeat file
+
+
+# -- the write client's commit under optimistic concurrency control ----------------------------
+
+
+def test_the_later_of_two_writers_on_one_file_group_is_refused_and_stays_inflight(table):  # noqa: F811
+    from runtime.hudi.client.write_client import WriteClient
+    from tests.hudi.test_table import I1, I2, I3, stream, write_files
+
+    occ = ConcurrencyControl.of(JobConfig(concurrency_mode="optimistic"))
+    metadata = {"schema": avro_schema_json(stream([]).schema, "t")}
+    first, second = WriteClient(table, concurrency=occ), WriteClient(table, concurrency=occ)
+    first.start_instant(I1)
+    first.commit(I1, write_files(table, I1, [("k0", "p0", 1)]), metadata)
+    # two writers start, one after the other, both writing partition p0's file group
+    first.start_instant(I2)
+    second.start_instant(I3)
+    assert second.last_completed_at_start[I3] == I1  # preTxn: what had completed when it started
+    first.commit(I2, write_files(table, I2, [("k1", "p0", 2)]), metadata)
+    late = write_files(table, I3, [("k2", "p0", 3)])
+    with pytest.raises(WriteConflict) as refused:
+        second.commit(I3, late, metadata)
+    assert (refused.value.instant, refused.value.other) == (I3, I2)
+    assert not table.is_committed(I3) and table.timeline().pending_commits() == [I3]
+
+
+def test_a_writer_on_other_file_groups_commits_and_non_blocking_checks_nothing(table):  # noqa: F811
+    from runtime.hudi.client.write_client import WriteClient
+    from tests.hudi.test_table import I1, I2, stream, write_files
+
+    metadata = {"schema": avro_schema_json(stream([]).schema, "t")}
+    occ = ConcurrencyControl.of(JobConfig(concurrency_mode="optimistic"))
+    first, second = WriteClient(table, concurrency=occ), WriteClient(table, concurrency=occ)
+    first.start_instant(I1)
+    second.start_instant(I2)
+    first.commit(I1, write_files(table, I1, [("k0", "p0", 1)]), metadata)
+    second.commit(I2, write_files(table, I2, [("k1", "p1", 1)]), metadata)  # partition p1: no overlap
+    assert table.is_committed(I2) and second.conflict_checks == 1
+    nbcc = ConcurrencyControl.of(JobConfig(concurrency_mode="non-blocking", table_type="merge-on-read"))
+    assert not WriteClient(table, concurrency=nbcc).concurrency.checks_conflicts
+
+
+def test_non_blocking_needs_a_table_version_whose_log_files_are_named_by_instant():
+    from runtime.job.prepare import validate_job
+
+    cfg = JobConfig(concurrency_mode="non-blocking", table_type="merge-on-read", protocol="message-bus")
+    with pytest.raises(ConfigError) as refused:
+        validate_job(cfg)  # message-bus models Hudi 0.10/0.11: table version 6
+    assert "needs table version 8 or 9" in str(refused.value) and "--table-version 8" in str(refused.value)
+    assert validate_job(cfg.replace(table_version="8")).table_version == "8"
+    assert validate_job(cfg.replace(protocol="coordination-rpc")).table_version == "9"
