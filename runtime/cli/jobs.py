@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
+from runtime.cli.jobs_options import add_jobs_options, jobs_spec_from
 from runtime.cli.kafka import add_broker_timeout, control_topic_for
 from runtime.cli.options import (
     CommandParser,
@@ -81,6 +82,12 @@ def _say(console: Console) -> Callable[[str], None]:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = check_writable_dir(args.out, "--out")
     cfg = job_config(args, out)
+    if jobs_spec_from(args, cfg).several:
+        raise ConfigError(
+            f"--jobs {args.jobs}: the Ray host runs one job per command so far. Two jobs on one table: "
+            "commitlab simulate --jobs 2 (the same role code, under the simulator), or two commitlab run "
+            "commands on the same --table under --concurrency-mode optimistic or non-blocking (no run-wide lock)"
+        )
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
     if cfg.control_topic != "model" and cfg.protocol != "control-topic":
@@ -287,6 +294,7 @@ def add_run_commands(sub: Any) -> None:
     protocol_option(run, JobConfig().protocol)
     run.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
     add_broker_timeout(run)
+    add_jobs_options(run)
     run.set_defaults(func=cmd_run)
 
     dl = job_command(

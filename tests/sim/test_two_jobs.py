@@ -124,3 +124,12 @@ def test_an_in_process_lock_cannot_stand_between_two_simulated_jobs(tmp_path, ca
     argv = ["simulate", "--jobs", "2", "--concurrency-mode", "optimistic", "--lock-provider", "in-process"]
     assert main([*argv, "--out", str(tmp_path / "out")]) == 2
     assert "--lock-provider filesystem" in capsys.readouterr().out.replace("\n", "")
+
+
+@pytest.mark.parametrize("argv", [["--jobs", "3"], ["--jobs", "2"], ["--jobs", "2", "--writer-guard", "lab-lock"]])
+def test_run_refuses_jobs_it_cannot_run_before_ray_starts(tmp_path, capsys, argv):
+    out = tmp_path / "out"
+    assert main(["run", "--source", "generator", "--out", str(out), *argv]) == 2
+    said = capsys.readouterr().out.replace("\n", "")
+    assert "--jobs" in said or "--writer-guard" in said
+    assert not (out / "table").exists()
