@@ -133,3 +133,19 @@ def test_run_refuses_jobs_it_cannot_run_before_ray_starts(tmp_path, capsys, argv
     said = capsys.readouterr().out.replace("\n", "")
     assert "--jobs" in said or "--writer-guard" in said
     assert not (out / "table").exists()
+
+
+def test_the_bound_1_counterexample_of_two_single_writer_jobs_replays_and_optimistic_passes_it(tmp_path):
+    """``check --table-jobs 2``'s counterexample under single-writer (one late message from job
+    1's coordinator; job 2's EAGER rollback deletes a file job 1 still merges onto) fails when
+    replayed, and the same deviation passes under optimistic (LAZY: nothing rolled back)."""
+    from runtime.sim.schedule import SimSchedule
+    from runtime.sim.search import CheckJob, run_deviations
+
+    schedule = SimSchedule(writers=1, rounds=[100, 100])  # check --writers 1 --checkpoints 2
+    two = JobsSpec(jobs=2)
+    failing = run_deviations(CheckJob(schedule, "coordination-rpc", jobs=two), ((39, 1),))
+    assert failing.verdict.failing and failing.verdict.detail.startswith("job-1:"), failing.verdict
+    optimistic = (("concurrency_mode", "optimistic"),)
+    fixed = run_deviations(CheckJob(schedule, "coordination-rpc", jobs=two, options=optimistic), ((39, 1),))
+    assert fixed.verdict.outcome == "passed", fixed.verdict
