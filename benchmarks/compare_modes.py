@@ -25,8 +25,7 @@ import _common  # noqa: E402,F401  (sets sys.path to the project root)
 from runtime.core.config import CONCURRENCY_MODES, JobConfig  # noqa: E402
 from runtime.core.jobs_spec import OVERLAPS, JobsSpec  # noqa: E402
 from runtime.faults.scenarios import job_restart_overlap  # noqa: E402
-from runtime.lab.jobs_result import JobsResult  # noqa: E402
-from runtime.sim.jobs_explore import conflict_failovers  # noqa: E402
+from runtime.lab.jobs_result import JobsResult, conflict_failovers  # noqa: E402
 from runtime.sim.multi_job import simulate_jobs  # noqa: E402
 
 SCENARIOS = ("concurrent", "job-restart-overlap")

@@ -18,6 +18,14 @@ from runtime.lab.results import JobResult, SimulationRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 
+CONFLICT = "HoodieWriteConflictException"  # runtime.hudi.client.conflict.WriteConflict's message names it
+
+
+def conflict_failovers(job: JobResult) -> int:
+    """The job's failovers a write conflict caused (optimistic: the commit fails, the job fails
+    over and replays from its last checkpoint, as Hudi's Flink writer does)."""
+    return sum(1 for f in job.failovers if CONFLICT in str(f.error or ""))
+
 
 @dataclass
 class JobsResult:
@@ -64,7 +72,19 @@ class JobsResult:
         return doc
 
 
-COLUMNS = ("job", "status", "commits", "failovers", "rolled back", "blocked s", "DFS ops", "expected", "lost", "dup")
+COLUMNS = (
+    "job",
+    "status",
+    "commits",
+    "conflicts",
+    "failovers",
+    "rolled back",
+    "blocked s",
+    "DFS ops",
+    "expected",
+    "lost",
+    "dup",
+)
 
 
 def _blocked_s(job: JobResult) -> float:
@@ -92,6 +112,7 @@ def jobs_table(result: JobsResult) -> Table:
             name,
             job.status.value,
             str(len(job.commits)),
+            str(conflict_failovers(job)),
             str(len(job.failovers)),
             str(len(job.rolled_back)),
             str(_blocked_s(job)),

@@ -16,7 +16,7 @@ from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
 from runtime.lab.fault_matrix import KNOWN, PASSED, VIOLATION, known_loss
 from runtime.lab.job_verdicts import named
-from runtime.lab.jobs_result import JobsResult
+from runtime.lab.jobs_result import CONFLICT, JobsResult, conflict_failovers
 from runtime.lab.results import JobResult
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.sim.chooser import Chooser
@@ -24,14 +24,6 @@ from runtime.sim.explore import MAX_REAL_S, Verdict, judge
 from runtime.sim.multi_job import simulate_jobs
 from runtime.sim.network import Delay
 from runtime.sim.schedule import SimSchedule
-
-CONFLICT = "HoodieWriteConflictException"  # runtime.hudi.client.conflict.WriteConflict's message names it
-
-
-def conflict_failovers(job: JobResult) -> int:
-    """The job's failovers a write conflict caused (optimistic: the commit fails, the job fails
-    over and replays from its last checkpoint, as Hudi's Flink writer does)."""
-    return sum(1 for f in job.failovers if CONFLICT in str(f.error or ""))
 
 
 def _known_losses(protocol: str, result: JobsResult) -> str | None:
