@@ -13,10 +13,10 @@ in seconds before scaling (:data:`HUDI_FLINK_DURATIONS_S`):
 * ``rpc_timeout_s`` 10 s: Flink ``akka.ask.timeout`` / ``pekko.ask.timeout``;
 * ``write_status_timeout_s`` 300 s: Hudi Kafka Connect ``hoodie.kafka.coordinator.write.timeout.secs``;
 * ``kafka_commit_interval_s`` 60 s: Hudi Kafka Connect ``hoodie.kafka.commit.interval.secs``
-  (``KafkaConnectConfigs.COMMIT_INTERVAL_SECS``);
-* ``lock_wait_s`` 2 s: Hudi ``hoodie.write.lock.wait_time_ms`` as Hudi's Flink writer sets it
-  (``FlinkWriteClients.getHoodieClientConfig``: ``withLockWaitTimeInMillis(2000L)``), used only
-  under a multi-writer ``--concurrency-mode`` (:mod:`runtime.hudi.client.transaction`).
+  (``KafkaConnectConfigs.COMMIT_INTERVAL_SECS``).
+
+The multi-writer durations (``lock_wait_s``, like ``heartbeat_interval_s``) stay UNSET here and are
+resolved by the concurrency control that uses them (:mod:`runtime.hudi.client.concurrency`).
 
 The default scale, 0.05, keeps a run to seconds on a shared machine (a 10 min timeout becomes
 30 s, the 1 s tick 50 ms: the values this lab used before the scale existed). What does not
@@ -70,7 +70,6 @@ HUDI_FLINK_DURATIONS_S: dict[str, float] = {
     "rpc_timeout_s": 10.0,
     "write_status_timeout_s": 300.0,
     "kafka_commit_interval_s": 60.0,
-    "lock_wait_s": 2.0,
 }
 # durations whose default is the (effective) checkpoint timeout
 CHECKPOINT_TIMEOUT_DURATIONS = ("commit_ack_timeout_s", "instant_wait_timeout_s")
@@ -368,7 +367,7 @@ class JobConfig:
         "Hudi hoodie.write.lock.wait_time_ms: how long one attempt to take the transaction lock may wait "
         "(Hudi's Flink writer: 2 s)",
         CONCURRENCY,
-    )
+    )  # UNSET: 2 s x time_scale (runtime.hudi.client.concurrency)
     lock_retries: int = _opt(
         30,
         "Hudi hoodie.write.lock.client.num_retries (Hudi's Flink writer: 30): attempts to take the "
@@ -692,6 +691,8 @@ class JobConfig:
 
     def _validate_concurrency(self) -> None:
         """Hudi's own checks of hoodie.write.concurrency.mode (``HoodieWriteConfig.Builder.validate``)."""
+        if self.lock_wait_s != UNSET and not self.lock_wait_s > 0:
+            raise ConfigError(f"--lock-wait must be a positive number of seconds, got {self.lock_wait_s}")
         if self.concurrency_mode == NON_BLOCKING and self.table_type != "merge-on-read":
             # the lab's index is always the simple bucket index (runtime/writer/buckets.py)
             raise ConfigError(

@@ -41,16 +41,11 @@ their names, which this table model's readers would not resolve); they are dropp
 reset and counted in ``stale_events_dropped``. The protocols modelled never produce them outside a
 region failover whose old instant is rolled back anyway.
 
-Concurrency control (``--concurrency-mode``, :mod:`runtime.hudi.client.concurrency`): under a
-multi-writer mode the write client (``self.client``) heartbeats each instant from its creation
-until its commit (:mod:`runtime.hudi.client.heartbeat`), the failed-writes policy is LAZY (no
-rollback when an instant starts or the coordinator re-initialises; the cleaner rolls back the
-instants whose heartbeat expired), and the creation of an instant, the commit (with its conflict
-check under optimistic, :mod:`runtime.hudi.client.conflict`), the scheduling of a compaction and a
-cleaning that holds the table lock each run in a transaction under the lock provider
-(:mod:`runtime.hudi.client.transaction`). A conflict, an expired own heartbeat or a lock not taken
-in time fails the commit as any commit failure does: the instant stays inflight and the job fails
-over (Hudi's ``doCommit`` throws on the coordinator's executor, whose hook calls ``failJob``).
+Concurrency control (``--concurrency-mode``): under a multi-writer mode the write client heartbeats
+each instant until its commit, rolls back nothing when an instant starts (LAZY), and the instant's
+creation, its commit (with the conflict check under optimistic), a compaction's scheduling and a
+held clean run in its transaction (``self.client.transaction``); a commit that fails on a conflict
+fails over as any failed commit does (docs/CONCURRENCY.md, :mod:`runtime.hudi.client.concurrency`).
 
 RPC surface: :attr:`Coordinator.RPC_METHODS` are the wire names the hosts dispatch through
 :meth:`Coordinator.rpc_handler` (the coordinator's own handlers, then those the protocol's
@@ -60,9 +55,8 @@ coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``inst
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from runtime.core import codec, roles, trace_events
@@ -334,7 +328,11 @@ class Coordinator:
                 if heartbeats is not None:  # initInstant: "Recommit should start heartbeat" (LAZY)
                     await heartbeats.start(instant)
                 # the checkpoint completed but its commit never happened (a crash): commit now
-                await self.commit_instant(instant, recover[0].checkpoint_id)
+                try:
+                    await self.commit_instant(instant, recover[0].checkpoint_id)
+                except CommitError as exc:  # initInstant runs on the executor: its hook fails the job
+                    self.fail_job(str(exc))
+                    return
                 recommitted = instant
             self.events.clear()
         if heartbeats is not None and self.instant != BOOTSTRAP_INSTANT:
@@ -421,7 +419,7 @@ class Coordinator:
         """A table service (Hudi's cleaner) that holds the table lock for ``hold_s``: the
         lock-held scenario of #19902."""
         start = self.env.now()
-        async with self.table_lock, self.transaction("", "clean"):
+        async with self.table_lock, self.client.transaction("", "clean"):
             acquired = self.env.now()
             await self.env.sleep(hold_s)
         self.cleanings.append(
@@ -472,7 +470,7 @@ class Coordinator:
             return instant, len(ops), False
 
         start = self.env.now()
-        async with self.table_lock, self.transaction("", "schedule a compaction"):
+        async with self.table_lock, self.client.transaction("", "schedule a compaction"):
             instant, operations, postponed = await self.env.io(schedule)
         self.compactions_postponed += postponed
         if instant is not None:
@@ -507,7 +505,7 @@ class Coordinator:
             self.client.start_instant(instant, timeline)
             return instant
 
-        async with self.table_lock, self.transaction("", "create an instant"):
+        async with self.table_lock, self.client.transaction("", "create an instant"):
             instant = await self.env.io(create)
             if self.client.heartbeats is not None:  # startCommit: the heartbeat starts (LAZY)
                 await self.client.heartbeats.start(instant)
@@ -531,16 +529,6 @@ class Coordinator:
             cat=trace_events.INSTANT,
             args={"checkpoint": checkpoint_id},
         )
-
-    @contextlib.asynccontextmanager
-    async def transaction(self, instant: str, what: str) -> AsyncIterator[None]:
-        """The write client's transaction under a multi-writer mode (the lock provider's lock);
-        nothing more under single-writer, whose run holds the table."""
-        if self.client.transactions is None:
-            yield
-            return
-        async with self.client.transactions.transaction(instant, what):
-            yield
 
     def release(self, instant: str) -> None:
         """Records that writers may now learn ``instant`` (the start of commit-to-unblock)."""
@@ -573,7 +561,7 @@ class Coordinator:
             async with self.table_lock:
                 if self.client.heartbeats is not None:  # commitStats: abortIfHeartbeatExpired
                     await self.client.heartbeats.abort_if_expired(instant)
-                async with self.transaction(instant, f"commit {instant}"):
+                async with self.client.transaction(instant, f"commit {instant}"):
                     await self.env.io(
                         functools.partial(
                             self._commit,
@@ -643,4 +631,5 @@ class Coordinator:
             stale_events_dropped=self.stale_events_dropped,
             compactions_scheduled=list(self.compactions_scheduled),
             compactions_postponed=self.compactions_postponed,
+            concurrency=self.client.concurrency_figures(self.conflicts),
         )

@@ -47,7 +47,6 @@ def test_effective_durations_for_the_result():
         "wait_tick_s": pytest.approx(0.1),
         "checkpoint_timeout_s": pytest.approx(60.0),
         "checkpoint_interval_s": pytest.approx(0.4),
-        "lock_wait_s": pytest.approx(0.2),  # hoodie.write.lock.wait_time_ms as Hudi's Flink writer sets it
         "rpc_timeout_s": 10.0,
         "write_status_timeout_s": pytest.approx(30.0),
         "kafka_commit_interval_s": pytest.approx(6.0),

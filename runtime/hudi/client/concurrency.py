@@ -46,6 +46,7 @@ from runtime.core.config import (
     NON_BLOCKING,
     OPTIMISTIC,
     SINGLE_WRITER,
+    UNSET,
     JobConfig,
     flag_of,
 )
@@ -64,6 +65,7 @@ HUDI_LOCK_PROVIDERS = {
     FILESYSTEM_LOCK: "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
     "in-process": "org.apache.hudi.client.transaction.lock.InProcessLockProvider",
 }
+HUDI_LOCK_WAIT_S = 2.0  # FlinkWriteClients: withLockWaitTimeInMillis(2000L), hoodie.write.lock.wait_time_ms
 HUDI_LOCK_EXPIRY_S = 60.0  # FlinkWriteClients: withFileSystemLockExpire(1), in minutes
 LOCK_EXPIRY_FLOOR_S = HEARTBEAT_FLOOR_S * HUDI_TOLERABLE_MISSES  # a loaded 2-core host's commit fits in it
 # HoodieLockConfig.LOCK_ACQUIRE_CLIENT_RETRY_WAIT_TIME_IN_MILLIS (hoodie.write.lock.client.wait_time_ms_between_retry)
@@ -90,7 +92,7 @@ class ConcurrencyControl:
         return cls(
             mode=cfg.concurrency_mode,
             lock_provider=(cfg.lock_provider or FILESYSTEM_LOCK) if multi else "",
-            lock_wait_s=cfg.lock_wait_s,
+            lock_wait_s=HUDI_LOCK_WAIT_S * scale if cfg.lock_wait_s == UNSET else cfg.lock_wait_s,
             lock_retries=cfg.lock_retries,
             retry_wait_s=HUDI_RETRY_WAIT_S * scale,
             lock_expiry_s=max(LOCK_EXPIRY_FLOOR_S, HUDI_LOCK_EXPIRY_S * scale),

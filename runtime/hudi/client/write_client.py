@@ -29,7 +29,8 @@ table keeps one (``HoodieTable.getMetadataWriter``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 
 from runtime.core.dfs import Dfs
 from runtime.core.env import Env
@@ -84,6 +85,33 @@ class WriteClient:
             self.heartbeats = HeartbeatClient(env, dfs, base, self.concurrency.heartbeat, owner)
             self.transactions = TransactionManager(env, dfs, base, self.concurrency, owner)
         return self
+
+    @asynccontextmanager
+    async def transaction(self, instant: str, what: str) -> AsyncIterator[None]:
+        """``TransactionManager.beginTransaction`` ... ``endTransaction`` under a multi-writer mode
+        (the lock provider's lock, :mod:`runtime.hudi.client.transaction`; ``what`` for a timeout's
+        message); nothing under single-writer, whose run holds the table for its whole life."""
+        if self.transactions is None:
+            yield
+            return
+        async with self.transactions.transaction(instant, what):
+            yield
+
+    def concurrency_figures(self, conflicts: list[str]) -> dict[str, object]:
+        """A multi-writer mode's record: Hudi's options, the commits ``conflicts`` failed, what the
+        lock cost (acquisitions, seconds blocked), the heartbeats; empty under single-writer."""
+        if not self.concurrency.multi_writer:
+            return {}
+        txn, beats = self.transactions, self.heartbeats
+        return {
+            "options": self.concurrency.hudi_options(),
+            "conflicts": list(conflicts),
+            "conflict_checks": self.conflict_checks,
+            "lock_acquisitions": txn.acquisitions if txn else 0,
+            "lock_blocked_s": round(txn.blocked_s, 6) if txn else 0.0,
+            "heartbeats_running": beats.running() if beats else [],
+            "heartbeats_missed": beats.missed if beats else 0,
+        }
 
     def start_instant(self, instant: str, timeline: Timeline | None = None) -> None:
         """The instant requested and inflight; under a multi-writer mode ``timeline`` (listed

@@ -2,7 +2,7 @@
 checks (``--concurrency-mode``, ``--lock-provider``), the conflict strategy
 (``SimpleConcurrentFileWritesConflictResolutionStrategy``), the heartbeats' expiry and the LAZY
 policy's choice of instants to roll back, the lock file's document. The pieces on a clock (the
-transaction lock's waits, the heartbeat timers) and a whole job are in tests/sim/test_concurrency.py."""
+transaction lock's waits, the heartbeat timers) and a whole job are in tests/sim/test_sim_concurrency.py."""
 
 from __future__ import annotations
 

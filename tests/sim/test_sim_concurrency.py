@@ -1,7 +1,7 @@
 """Hudi's concurrency control on the simulator's virtual time: the transaction lock (both
 providers: exclusion, the bounded wait and its message, expiry), the heartbeat timers, the two
 instant-time generators, and one job under ``optimistic`` and ``non-blocking`` verified exactly
-once. The pieces without a clock are in tests/hudi/test_concurrency.py."""
+once. The pieces without a clock are in tests/hudi/test_concurrency_control.py."""
 
 from __future__ import annotations
 
@@ -152,17 +152,10 @@ def test_the_0x_clock_gives_two_writers_one_instant_time_and_the_1x_generator_do
     assert locked[0] != locked[1]
 
 
-def _one_job(mode: str, table_type: str, protocol: str, storage: str, workdir: str) -> Any:
-    cfg = JobConfig(
-        protocol=protocol,
-        writers=2,
-        checkpoints=4,
-        records=1200,
-        source="generator",
-        table_type=table_type,
-        concurrency_mode=mode,
-        compaction_delta_commits=2,
-    )
+def _one_job(mode: str, protocol: str, storage: str, workdir: str, **options: Any) -> Any:
+    """One simulated job of 2 writers and 4 checkpoints under ``mode``."""
+    base: dict[str, Any] = dict(writers=2, checkpoints=4, records=1200, source="generator")
+    cfg = JobConfig(protocol=protocol, concurrency_mode=mode, **base, **options)
     return simulate(cfg, seed=5, storage=storage, workdir=workdir, max_real_s=120)
 
 
@@ -176,7 +169,7 @@ def _one_job(mode: str, table_type: str, protocol: str, storage: str, workdir: s
 )
 def test_one_job_under_a_multi_writer_mode_is_exactly_once(mode, table_type, protocol, storage):
     workdir = tempfile.mkdtemp(prefix="commitlab-occ-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
-    r = _one_job(mode, table_type, protocol, storage, workdir)
+    r = _one_job(mode, protocol, storage, workdir, table_type=table_type, compaction_delta_commits=2)
     assert r.status == "finished", r.error
     assert r.exactly_once is not None and r.exactly_once.verified, r.exactly_once
     assert len(r.commits) == 4 and r.rolled_back == []
@@ -184,7 +177,31 @@ def test_one_job_under_a_multi_writer_mode_is_exactly_once(mode, table_type, pro
     # the lock taken and released around each instant's creation and commit, counted apart
     assert coordinator[Component.LOCK]["create"] >= 8 and coordinator[Component.LOCK]["delete"] >= 8
     assert coordinator[Component.HEARTBEAT]["delete"] >= 4  # each committed instant's heartbeat is gone
+    figures = r.coordinator.concurrency
+    assert figures["options"]["hoodie.clean.failed.writes.policy"] == "LAZY" and figures["conflicts"] == []
+    assert figures["lock_acquisitions"] >= 8 and figures["conflict_checks"] == (4 if mode == "optimistic" else 0)
     if storage == "disk":
         beats = os.path.join(workdir, "table", ".hoodie", ".heartbeat")
         assert len(os.listdir(beats)) <= 1  # at most the instant started after the last commit
         assert not os.path.exists(os.path.join(workdir, "table", ".hoodie", ".aux", "lock"))
+
+
+def test_under_optimistic_a_recommit_by_a_restarted_coordinator_conflicts_and_the_job_fails():
+    """Hudi's Flink coordinator records the last completed instant (``preTxn``) only when it starts
+    an instant; the coordinator of a restarted job recommits the checkpoint's instant with none, so
+    every completed instant is a candidate and one that wrote the same file groups conflicts. The
+    job fails over again on each attempt (``initInstant`` on the executor: ``failJob``) until its
+    restarts are spent. Single-writer recommits the same instant and finishes."""
+    from runtime.core.fault_spec import parse_faults
+
+    def run(mode: str) -> Any:
+        workdir = tempfile.mkdtemp(prefix="commitlab-occ-")
+        return _one_job(mode, "ckp-meta", "memory", workdir, faults=parse_faults("coordinator.before_commit_file@2"))
+
+    single = run("single-writer")
+    assert single.status == "finished" and single.exactly_once.verified and len(single.failovers) == 1
+    assert single.coordinator.concurrency == {}  # single-writer records nothing new
+    occ = run("optimistic")
+    assert occ.status == "failed" and len(occ.failovers) == occ.config["max_restarts"]
+    assert "Cannot resolve conflicts for overlapping writes" in occ.error
+    assert len(occ.commits) == 1  # the first checkpoint's; the second's rows are in no commit
