@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import Any
 
 from rich.console import Console
 
 from runtime.cli.exits import ExitCode
-from runtime.core.config import JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.jobs_spec import MAX_JOBS, OVERLAPS, WRITER_GUARDS, JobsSpec, concurrency_mode, parse_start
 
 
@@ -109,3 +110,53 @@ def base_options(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
         if value != getattr(defaults, name) or (name == "concurrency_mode" and jobs > 1):
             out.append((name, str(value)))
     return tuple(out)
+
+
+def jobs_from(args: argparse.Namespace, cfg: JobConfig) -> tuple[JobConfig, JobsSpec]:
+    """The jobs of the arguments (``--jobs``, or a scenario of two jobs), validated."""
+    from runtime.faults.scenarios import JOBS_SCENARIOS
+
+    spec = jobs_spec_from(args, cfg)
+    scenario = JOBS_SCENARIOS.get(getattr(args, "scenario", "none"))
+    if scenario is None:
+        return cfg, spec
+    cfg, jobs = scenario(cfg)
+    spec = dataclasses.replace(jobs, overlap=spec.overlap, writer_guard=spec.writer_guard)
+    return cfg, spec.validate(concurrency_mode(cfg))
+
+
+def simulate_jobs_command(
+    args: argparse.Namespace, console: Console, cfg: JobConfig, spec: JobsSpec, out: str, kwargs: dict[str, Any]
+) -> int:
+    """``simulate --jobs 2``: every job on the one table, the verdict of both streams."""
+    from runtime.lab.run_output import remove_result, write_result_doc
+    from runtime.sim.multi_job import simulate_jobs
+    from runtime.sim.recorder import write_jsonl
+
+    if args.check_determinism:
+        raise ConfigError("--check-determinism runs one job; drop it with --jobs 2 (compare two runs' trace sha256)")
+    remove_result(out)
+    result = simulate_jobs(cfg, spec, seed=args.schedule_seed, workdir=out, trace=args.trace, **kwargs)
+    sim = result.simulation
+    if args.trace and sim is not None and sim.trace is not None:
+        write_jsonl(os.path.join(out, "trace.jsonl"), sim.trace)
+    write_result_doc(out, result.to_json())
+    print_jobs(console, result, out, None if result.verified else replay_line(args, spec, cfg))
+    return jobs_exit(result)
+
+
+def replay_line(args: argparse.Namespace, spec: JobsSpec, cfg: JobConfig) -> str:
+    """The command that runs these jobs again (the flags that made them; a scenario's name)."""
+    cmd = f"commitlab simulate --protocol {args.protocol} --seed {args.schedule_seed}"
+    if args.scenario != "none":
+        cmd += f" --scenario {args.scenario}"
+    else:
+        cmd += f" --jobs {spec.jobs}" + (f" --jobs-start {args.jobs_start}" if args.jobs_start else "")
+    if spec.overlap != "none":
+        cmd += f" --jobs-overlap {spec.overlap}"
+    cmd += f" --concurrency-mode {cfg.concurrency_mode}"  # the mode decides the verdict: always shown
+    for flag in ("lock_provider", "writers", "checkpoints", "records", "table_type"):
+        default = getattr(JobConfig(), flag)
+        if getattr(args, flag, default) not in (None, default):
+            cmd += f" --{flag.replace('_', '-')} {getattr(args, flag)}"
+    return cmd + (f" --storage {args.storage}" if args.storage != "disk" else "")

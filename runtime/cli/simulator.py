@@ -12,7 +12,6 @@ run at the first event that differs, naming it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -26,9 +25,8 @@ from runtime.cli.jobs_options import (
     add_jobs_options,
     add_table_jobs_options,
     base_options,
-    jobs_exit,
-    jobs_spec_from,
-    print_jobs,
+    jobs_from,
+    simulate_jobs_command,
     table_jobs_from,
 )
 from runtime.cli.options import (
@@ -42,7 +40,6 @@ from runtime.cli.options import (
     protocol_spec,
 )
 from runtime.core.config import ConfigError, JobConfig
-from runtime.core.jobs_spec import JobsSpec, concurrency_mode
 from runtime.core.json_doc import JsonObject
 from runtime.hudi.client.lock import Heartbeat, check_free
 
@@ -148,19 +145,6 @@ def config_from(args: argparse.Namespace, table: str) -> JobConfig:
     return cfg
 
 
-def jobs_from(args: argparse.Namespace, cfg: JobConfig) -> tuple[JobConfig, JobsSpec]:
-    """The jobs of the arguments (``--jobs``, or a scenario of two jobs), validated."""
-    from runtime.faults.scenarios import JOBS_SCENARIOS
-
-    spec = jobs_spec_from(args, cfg)
-    scenario = JOBS_SCENARIOS.get(getattr(args, "scenario", "none"))
-    if scenario is None:
-        return cfg, spec
-    cfg, jobs = scenario(cfg)
-    spec = dataclasses.replace(jobs, overlap=spec.overlap, writer_guard=spec.writer_guard)
-    return cfg, spec.validate(concurrency_mode(cfg))
-
-
 def _fresh_table(workdir: str, console: Console, quiet: bool, heartbeat: Heartbeat | None = None) -> None:
     """A simulation writes a fresh table: a previous simulation's under OUT is removed; any other
     table there (a job's, a user's) is refused, never touched, and so is one a live run holds."""
@@ -207,7 +191,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     _fresh_table(out, console, args.quiet, Heartbeat.of(cfg))
     kwargs = _simulation_kwargs(args)
     if spec.several:
-        return _simulate_jobs(args, console, cfg, spec, out, kwargs)
+        return simulate_jobs_command(args, console, cfg, spec, out, kwargs)
     record = simulate(
         cfg,
         seed=args.schedule_seed,
@@ -223,43 +207,6 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     _write_simulation(out, record, events if args.trace else None, determinism)
     _print_simulation(console, record, determinism, out, args.trace)
     return exits.of_simulation(record, determinism)
-
-
-def _simulate_jobs(
-    args: argparse.Namespace, console: Console, cfg: JobConfig, spec: JobsSpec, out: str, kwargs: dict[str, Any]
-) -> int:
-    """``simulate --jobs 2``: every job on the one table, the verdict of both streams."""
-    from runtime.lab.run_output import remove_result, write_result_doc
-    from runtime.sim.multi_job import simulate_jobs
-    from runtime.sim.recorder import write_jsonl
-
-    if args.check_determinism:
-        raise ConfigError("--check-determinism runs one job; drop it with --jobs 2 (compare two runs' trace sha256)")
-    remove_result(out)
-    result = simulate_jobs(cfg, spec, seed=args.schedule_seed, workdir=out, trace=args.trace, **kwargs)
-    sim = result.simulation
-    if args.trace and sim is not None and sim.trace is not None:
-        write_jsonl(os.path.join(out, "trace.jsonl"), sim.trace)
-    write_result_doc(out, result.to_json())
-    print_jobs(console, result, out, None if result.verified else _jobs_command(args, spec, cfg))
-    return jobs_exit(result)
-
-
-def _jobs_command(args: argparse.Namespace, spec: JobsSpec, cfg: JobConfig) -> str:
-    """The command that runs these jobs again (the flags that made them; a scenario's name)."""
-    cmd = f"commitlab simulate --protocol {args.protocol} --seed {args.schedule_seed}"
-    if args.scenario != "none":
-        cmd += f" --scenario {args.scenario}"
-    else:
-        cmd += f" --jobs {spec.jobs}" + (f" --jobs-start {args.jobs_start}" if args.jobs_start else "")
-    if spec.overlap != "none":
-        cmd += f" --jobs-overlap {spec.overlap}"
-    cmd += f" --concurrency-mode {cfg.concurrency_mode}"  # the mode decides the verdict: always shown
-    for flag in ("lock_provider", "writers", "checkpoints", "records", "table_type"):
-        default = getattr(JobConfig(), flag)
-        if getattr(args, flag, default) not in (None, default):
-            cmd += f" --{flag.replace('_', '-')} {getattr(args, flag)}"
-    return cmd + (f" --storage {args.storage}" if args.storage != "disk" else "")
 
 
 def _simulation_kwargs(args: argparse.Namespace) -> dict[str, Any]:
