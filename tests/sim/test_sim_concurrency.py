@@ -180,6 +180,11 @@ def test_one_job_under_a_multi_writer_mode_is_exactly_once(mode, table_type, pro
     figures = r.coordinator.concurrency
     assert figures["options"]["hoodie.clean.failed.writes.policy"] == "LAZY" and figures["conflicts"] == []
     assert figures["lock_acquisitions"] >= 8 and figures["conflict_checks"] == (4 if mode == "optimistic" else 0)
+    if table_type == "merge-on-read":  # each compaction committed in a transaction of its own
+        completed = r.compactions["completed"]
+        assert completed and r.figures.dfs_ops_by_component["compaction-commit"][Component.LOCK]["create"] == len(
+            completed
+        )
     if storage == "disk":
         beats = os.path.join(workdir, "table", ".hoodie", ".heartbeat")
         assert len(os.listdir(beats)) <= 1  # at most the instant started after the last commit
