@@ -210,3 +210,15 @@ def test_under_optimistic_a_recommit_by_a_restarted_coordinator_conflicts_and_th
     assert occ.status == "failed" and len(occ.failovers) == occ.config["max_restarts"]
     assert "Cannot resolve conflicts for overlapping writes" in occ.error
     assert len(occ.commits) == 1  # the first checkpoint's; the second's rows are in no commit
+
+
+@pytest.mark.parametrize("generator", ["0.x", "1.x"])
+def test_a_job_takes_its_instant_times_from_hudis_generator_when_asked(generator):
+    workdir = tempfile.mkdtemp(prefix="commitlab-occ-")
+    r = _one_job("optimistic", "message-bus", "memory", workdir, instant_times=generator)
+    assert r.status == "finished" and r.exactly_once.verified, r.error
+    # one writer's 0.x times are its clock's milliseconds, distinct in one process (the collision
+    # needs two writers: test_the_0x_clock_gives_two_writers_one_instant_time_...)
+    if generator == "1.x":  # the lock is held 200 ms after each reading: no two instants within it
+        times = sorted(int(c["instant"]) for c in r.commits)
+        assert all(b - a >= 200 for a, b in zip(times, times[1:], strict=False))
