@@ -165,6 +165,9 @@ CONCURRENCY_MODES = (SINGLE_WRITER, OPTIMISTIC, NON_BLOCKING)
 # --lock-provider values ("": the default, filesystem under a multi-writer mode)
 FILESYSTEM_LOCK, IN_PROCESS_LOCK = "filesystem", "in-process"
 LOCK_PROVIDERS = ("", FILESYSTEM_LOCK, IN_PROCESS_LOCK)
+# --instant-times: who makes a writer's instant times (runtime.hudi.client.transaction)
+TABLE_INSTANT_TIMES, UNLOCKED_0X, LOCKED_1X = "table", "0.x", "1.x"
+INSTANT_TIMES = (TABLE_INSTANT_TIMES, UNLOCKED_0X, LOCKED_1X)
 
 
 @message
@@ -368,6 +371,15 @@ class JobConfig:
         "(Hudi's Flink writer: 2 s)",
         CONCURRENCY,
     )  # UNSET: 2 s x time_scale (runtime.hudi.client.concurrency)
+    instant_times: str = _opt(
+        TABLE_INSTANT_TIMES,
+        "who makes the coordinator's instant times: table (the lab's: after every instant on the timeline, "
+        "listed under the table's lock), 0.x (Hudi 0.x createNewInstantTime: the millisecond clock, no lock, so "
+        "two writers can take one time), 1.x (Hudi 1.x, HUDI-7507: the clock read holding the lock, held 200 ms "
+        "more for clock skew)",
+        CONCURRENCY,
+        choices=INSTANT_TIMES,
+    )
     lock_retries: int = _opt(
         30,
         "Hudi hoodie.write.lock.client.num_retries (Hudi's Flink writer: 30): attempts to take the "

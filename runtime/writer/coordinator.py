@@ -489,7 +489,7 @@ class Coordinator:
         """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
         checkpoint the instant is for, when the caller knows it (fault points use it)."""
 
-        def create() -> str:
+        def create(generated: str | None) -> str:
             if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
@@ -501,12 +501,12 @@ class Coordinator:
                     self.client.rollback(pending, [], now=self.env.wall_time())
                     self.rolled_back.append(pending)
                 timeline = self.table.timeline() if undone else timeline
-            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
+            instant = generated or self.table.new_instant_time(self.env.wall_time(), timeline)
             self.client.start_instant(instant, timeline)
             return instant
 
         async with self.table_lock, self.client.transaction("", "create an instant"):
-            instant = await self.env.io(create)
+            instant = await self.env.io(create, await self.client.new_instant_time(self.env))
             if self.client.heartbeats is not None:  # startCommit: the heartbeat starts (LAZY)
                 await self.client.heartbeats.start(instant)
         if self.env.faults.fire("tasks.fail_at_instant_start", checkpoint=checkpoint_id):

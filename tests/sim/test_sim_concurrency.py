@@ -180,6 +180,11 @@ def test_one_job_under_a_multi_writer_mode_is_exactly_once(mode, table_type, pro
     figures = r.coordinator.concurrency
     assert figures["options"]["hoodie.clean.failed.writes.policy"] == "LAZY" and figures["conflicts"] == []
     assert figures["lock_acquisitions"] >= 8 and figures["conflict_checks"] == (4 if mode == "optimistic" else 0)
+    if table_type == "merge-on-read":  # each compaction committed in a transaction of its own
+        completed = r.compactions["completed"]
+        assert completed and r.figures.dfs_ops_by_component["compaction-commit"][Component.LOCK]["create"] == len(
+            completed
+        )
     if storage == "disk":
         beats = os.path.join(workdir, "table", ".hoodie", ".heartbeat")
         assert len(os.listdir(beats)) <= 1  # at most the instant started after the last commit
@@ -205,3 +210,15 @@ def test_under_optimistic_a_recommit_by_a_restarted_coordinator_conflicts_and_th
     assert occ.status == "failed" and len(occ.failovers) == occ.config["max_restarts"]
     assert "Cannot resolve conflicts for overlapping writes" in occ.error
     assert len(occ.commits) == 1  # the first checkpoint's; the second's rows are in no commit
+
+
+@pytest.mark.parametrize("generator", ["0.x", "1.x"])
+def test_a_job_takes_its_instant_times_from_hudis_generator_when_asked(generator):
+    workdir = tempfile.mkdtemp(prefix="commitlab-occ-")
+    r = _one_job("optimistic", "message-bus", "memory", workdir, instant_times=generator)
+    assert r.status == "finished" and r.exactly_once.verified, r.error
+    # one writer's 0.x times are its clock's milliseconds, distinct in one process (the collision
+    # needs two writers: test_the_0x_clock_gives_two_writers_one_instant_time_...)
+    if generator == "1.x":  # the lock is held 200 ms after each reading: no two instants within it
+        times = sorted(int(c["instant"]) for c in r.commits)
+        assert all(b - a >= 200 for a, b in zip(times, times[1:], strict=False))

@@ -83,6 +83,7 @@ class ConcurrencyControl:
     retry_wait_s: float = HUDI_RETRY_WAIT_S  # between attempts
     lock_expiry_s: float = HUDI_LOCK_EXPIRY_S  # a transaction lock older than this is taken over
     heartbeat: Heartbeat = Heartbeat(HEARTBEAT_FLOOR_S)
+    instant_times: str = "table"  # --instant-times: table, 0.x or 1.x (runtime.hudi.client.transaction)
 
     @classmethod
     def of(cls, cfg: JobConfig) -> ConcurrencyControl:
@@ -97,6 +98,7 @@ class ConcurrencyControl:
             retry_wait_s=HUDI_RETRY_WAIT_S * scale,
             lock_expiry_s=max(LOCK_EXPIRY_FLOOR_S, HUDI_LOCK_EXPIRY_S * scale),
             heartbeat=Heartbeat.of(cfg),
+            instant_times=cfg.instant_times,
         )
 
     @property

@@ -49,6 +49,8 @@ from typing import Protocol
 import pyarrow.fs as pafs
 
 from runtime.core.config import FILESYSTEM_LOCK, flag_of
+from runtime.core.config import LOCKED_1X as LOCKED_1X  # the two instant-time generators (--instant-times)
+from runtime.core.config import UNLOCKED_0X as UNLOCKED_0X
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.env import Env
 from runtime.hudi.client.concurrency import ConcurrencyControl
@@ -57,7 +59,6 @@ from runtime.hudi.table.table_config import TableError
 from runtime.hudi.timeline.instant import bump_instant, format_instant
 
 HUDI_MAX_CLOCK_SKEW_S = 0.2  # the time generator's maximum expected clock skew (200 ms)
-UNLOCKED_0X, LOCKED_1X = "0.x", "1.x"  # the two instant-time generators (generate_instant_time)
 
 
 class LockTimeout(TableError):

@@ -42,7 +42,13 @@ from runtime.hudi.client.heartbeat import HeartbeatClient, expired_instants
 from runtime.hudi.client.metadata_writer import METADATA_PARTITIONS_KEY, MetadataTableWriter, metadata_writer
 from runtime.hudi.client.table_metadata import publish
 from runtime.hudi.client.table_services import TableServices
-from runtime.hudi.client.transaction import TransactionManager
+from runtime.hudi.client.transaction import (
+    HUDI_MAX_CLOCK_SKEW_S,
+    LOCKED_1X,
+    UNLOCKED_0X,
+    TransactionManager,
+    instant_time_0x,
+)
 from runtime.hudi.formats.commit_metadata import commit_metadata_doc
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableError, TableProps
@@ -76,6 +82,7 @@ class WriteClient:
         # preTxn: the last completed instant of the commits timeline when each instant started
         self.last_completed_at_start: dict[str, str | None] = {}
         self.conflict_checks = 0  # commits checked for conflicts (optimistic)
+        self.last_generated: str | None = None  # the last instant time the 0.x/1.x generator gave
 
     def attach(self, env: Env, owner: str) -> WriteClient:
         """A multi-writer mode's heartbeats and transaction lock, on ``env``'s clock; ``owner``
@@ -96,6 +103,22 @@ class WriteClient:
             return
         async with self.transactions.transaction(instant, what):
             yield
+
+    async def new_instant_time(self, env: Env) -> str | None:
+        """``--instant-times``: the instant time Hudi's generator gives now, or None for the lab's
+        own (``table``: after every instant on the timeline). 0.x: the millisecond clock, monotonic
+        in this writer only (``HoodieActiveTimeline.createNewInstantTime``); 1.x: the same clock read
+        by a caller that holds the transaction lock, which is then held for the maximum expected
+        clock skew (``SkewAdjustingTimeGenerator.generateTime``, the lock not taken again:
+        ``startCommit`` calls it inside its transaction)."""
+        generator = self.concurrency.instant_times
+        if generator not in (UNLOCKED_0X, LOCKED_1X):
+            return None
+        ts = instant_time_0x(env.wall_time(), self.last_generated)
+        if generator == LOCKED_1X:
+            await env.sleep(HUDI_MAX_CLOCK_SKEW_S)
+        self.last_generated = ts
+        return ts
 
     def concurrency_figures(self, conflicts: list[str]) -> dict[str, object]:
         """A multi-writer mode's record: Hudi's options, the commits ``conflicts`` failed, what the
