@@ -93,7 +93,7 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--out", default="commitlab-check", help="directory for check.json (default: commitlab-check)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_table_jobs_options(p)
-    add_job_options(p, JobConfig(), only=("concurrency_mode", "lock_provider", "table_type"))
+    add_job_options(p, JobConfig(), only=("concurrency_mode", "lock_provider", "instant_times", "table_type"))
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_check)
 

@@ -103,7 +103,7 @@ def base_options(args: argparse.Namespace) -> tuple[tuple[str, str], ...]:
     defaults = JobConfig()
     jobs = getattr(args, "table_jobs", 1)
     out = []
-    for name in ("concurrency_mode", "lock_provider", "table_type"):
+    for name in ("concurrency_mode", "lock_provider", "instant_times", "table_type"):
         value = getattr(args, name, None)
         if value is None:
             continue
@@ -155,7 +155,7 @@ def replay_line(args: argparse.Namespace, spec: JobsSpec, cfg: JobConfig) -> str
     if spec.overlap != "none":
         cmd += f" --jobs-overlap {spec.overlap}"
     cmd += f" --concurrency-mode {cfg.concurrency_mode}"  # the mode decides the verdict: always shown
-    for flag in ("lock_provider", "writers", "checkpoints", "records", "table_type"):
+    for flag in ("lock_provider", "instant_times", "writers", "checkpoints", "records", "table_type"):
         default = getattr(JobConfig(), flag)
         if getattr(args, flag, default) not in (None, default):
             cmd += f" --{flag.replace('_', '-')} {getattr(args, flag)}"

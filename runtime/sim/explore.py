@@ -214,7 +214,7 @@ def replay_command(
 # JobConfig fields a run's base configuration may set beside the schedule (--concurrency-mode,
 # --lock-provider, --table-type), as (field, value) pairs: what explore, replay and check pass on
 Options = tuple[tuple[str, str], ...]
-OPTION_FIELDS = ("concurrency_mode", "lock_provider", "table_type")
+OPTION_FIELDS = ("concurrency_mode", "lock_provider", "instant_times", "table_type")
 
 
 def options_flags(options: Options) -> str:

@@ -149,3 +149,16 @@ def test_the_bound_1_counterexample_of_two_single_writer_jobs_replays_and_optimi
     optimistic = (("concurrency_mode", "optimistic"),)
     fixed = run_deviations(CheckJob(schedule, "coordination-rpc", jobs=two, options=optimistic), ((39, 1),))
     assert fixed.verdict.outcome == "passed", fixed.verdict
+
+
+def test_two_jobs_on_hudi_0x_instant_times_collide_and_1x_keeps_them_apart():
+    """The 0.x generator reads the millisecond clock without the lock: two coordinators take the
+    same instant time, the second job's commit of it fails and its checkpoint is lost (the
+    verdict names job 2). 1.x reads the clock inside the lock: distinct instants, verified."""
+    base = JobConfig(**SMALL, concurrency_mode="optimistic")
+    old = simulate_jobs(base.replace(instant_times="0.x"), JobsSpec(jobs=2), seed=2, storage="memory")
+    first_instants = [c["instant"] for c in old.jobs[0].commits]
+    assert any(f.error and first_instants[0] in f.error for f in old.jobs[1].failovers)  # job 2 took it too
+    assert not old.verified and "job-2" in old.verdict_line() and _share(old, "job-1").intact
+    new = simulate_jobs(base.replace(instant_times="1.x"), JobsSpec(jobs=2), seed=2, storage="memory")
+    assert new.verified, new.verdict_line()
