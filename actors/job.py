@@ -38,7 +38,8 @@ from runtime.core.trace import TraceEvent, write_trace
 from runtime.faults.markers import faults_path
 from runtime.flink.state_backend import StateBackend
 from runtime.hudi.client import write_client
-from runtime.hudi.client.lock import Heartbeat, TableLock, command_line, hold_table
+from runtime.hudi.client.concurrency import hold_for_run, is_multi_writer
+from runtime.hudi.client.lock import TableLock, command_line
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableProps
 from runtime.job.driver import POLL_S, JobDriver, Outcome, root_cause
@@ -631,14 +632,16 @@ def run_job(
     the lock is taken here, before Ray starts (another run's live lock: TableLocked), and
     released however the run ends."""
     resolved = prepared(job)
-    if table_lock is not None:
+    if table_lock is not None or is_multi_writer(resolved.config):  # a multi-writer run holds none
         return _run_on_ray(resolved, out_dir, table_lock, kwargs)
     cfg = resolved.config
-    with hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=kwargs.get("on_phase")) as lock:
+    with hold_for_run(cfg, command_line(), on_take_over=kwargs.get("on_phase")) as lock:
         return _run_on_ray(resolved, out_dir, lock, kwargs)
 
 
-def _run_on_ray(job: ResolvedJob, out_dir: str | None, table_lock: TableLock, kwargs: dict[str, Any]) -> JobResult:
+def _run_on_ray(
+    job: ResolvedJob, out_dir: str | None, table_lock: TableLock | None, kwargs: dict[str, Any]
+) -> JobResult:
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
     stop: StopRequest | None = kwargs.get("stop")

@@ -19,8 +19,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
-from runtime.cli.options import CommandParser, add_config_option, check_writable_dir, protocol_help, protocol_spec
-from runtime.core.config import ConfigError
+from runtime.cli.jobs_options import add_table_jobs_options, base_options, table_jobs_from
+from runtime.cli.options import (
+    CommandParser,
+    add_config_option,
+    add_job_options,
+    check_writable_dir,
+    protocol_help,
+    protocol_spec,
+)
+from runtime.core.config import ConfigError, JobConfig
 
 if TYPE_CHECKING:
     from runtime.sim.schedule import SimSchedule
@@ -84,6 +92,8 @@ def add_command(subparsers: Any) -> None:
     p.add_argument("--replay", default=None, help="run one schedule: its deviations CHOICE:ALT,... (check.json)")
     p.add_argument("--out", default="commitlab-check", help="directory for check.json (default: commitlab-check)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table_jobs_options(p)
+    add_job_options(p, JobConfig(), only=("concurrency_mode", "lock_provider", "instant_times", "table_type"))
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_check)
 
@@ -190,6 +200,7 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.search import CheckJob
 
     _check_args(args)
+    options = base_options(args)
     out = check_writable_dir(args.out, "--out")
     job = CheckJob(
         schedule_from(args),
@@ -199,6 +210,8 @@ def cmd_check(args: argparse.Namespace, console: Console) -> int:
         not args.no_symmetry,
         ready_order=not args.messages_only,
         lossy=_lossy(args.lose, args.protocol),
+        jobs=table_jobs_from(args, JobConfig().replace(**dict(options)).validate()),
+        options=options,
     )
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "check.json")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
+from runtime.cli.jobs_options import add_jobs_options, jobs_spec_from
 from runtime.cli.kafka import add_broker_timeout, control_topic_for
 from runtime.cli.options import (
     CommandParser,
@@ -23,7 +24,8 @@ from runtime.cli.options import (
 )
 from runtime.cli.terminal import engine_log, engines_to_log, exit_code_of, interruptible
 from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.client.concurrency import hold_for_run
+from runtime.hudi.client.lock import command_line
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
 from runtime.lab.status import Status
@@ -51,8 +53,9 @@ def run_and_report(
     cfg = job.config
     with (
         interruptible(console) as stop,
-        # one writer per table: taken before Ray and Spark start, released however the run ends
-        hold_table(cfg.table, Heartbeat.of(cfg), command_line(), on_take_over=_say(console)) as lock,
+        # single-writer: one writer per table, taken before Ray and Spark start, released however
+        # the run ends (a multi-writer --concurrency-mode holds none: its commits take the lock)
+        hold_for_run(cfg, command_line(), on_take_over=_say(console)) as lock,
         engines_to_log(engines_log),
         ray_scope(),
         spark_scope(),
@@ -79,6 +82,12 @@ def _say(console: Console) -> Callable[[str], None]:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = check_writable_dir(args.out, "--out")
     cfg = job_config(args, out)
+    if jobs_spec_from(args, cfg).several:
+        raise ConfigError(
+            f"--jobs {args.jobs}: the Ray host runs one job per command so far. Two jobs on one table: "
+            "commitlab simulate --jobs 2 (the same role code, under the simulator), or two commitlab run "
+            "commands on the same --table under --concurrency-mode optimistic or non-blocking (no run-wide lock)"
+        )
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
     if cfg.control_topic != "model" and cfg.protocol != "control-topic":
@@ -285,6 +294,7 @@ def add_run_commands(sub: Any) -> None:
     protocol_option(run, JobConfig().protocol)
     run.add_argument("--trace", default=None, help="write a Chrome trace-event file for Perfetto (default: none)")
     add_broker_timeout(run)
+    add_jobs_options(run)
     run.set_defaults(func=cmd_run)
 
     dl = job_command(

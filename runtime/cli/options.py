@@ -113,6 +113,10 @@ def _default_text(name: str, value: Any) -> str:
         return f"{HUDI_FLINK_DURATIONS_S[name]:g} s x --time-scale"
     if value == UNSET and name in CHECKPOINT_TIMEOUT_DURATIONS:
         return "the checkpoint timeout"
+    if value == UNSET and name == "lock_wait_s":
+        from runtime.hudi.client.concurrency import HUDI_LOCK_WAIT_S
+
+        return f"{HUDI_LOCK_WAIT_S:g} s x --time-scale"
     if value == UNSET and name == "heartbeat_interval_s":
         from runtime.hudi.client.lock import HEARTBEAT_DEFAULT_TEXT
 

@@ -21,6 +21,14 @@ from rich.console import Console
 
 from runtime.cli import exits
 from runtime.cli.exits import ExitCode
+from runtime.cli.jobs_options import (
+    add_jobs_options,
+    add_table_jobs_options,
+    base_options,
+    jobs_from,
+    simulate_jobs_command,
+    table_jobs_from,
+)
 from runtime.cli.options import (
     CommandParser,
     add_config_option,
@@ -78,12 +86,14 @@ def add_commands(subparsers: Any) -> None:
     )
     p.add_argument(
         "--scenario",
-        choices=["none", "deadlock", "lock-held"],
+        choices=["none", "deadlock", "lock-held", "job-restart-overlap"],
         default="none",
         help="a named schedule from runtime.faults.scenarios (deadlock: P1's CommitAckEvent deadlock; "
-        "lock-held: a cleaner holds the table lock, #19902; default: none)",
+        "lock-held: a cleaner holds the table lock, #19902; job-restart-overlap: two jobs, the old one's "
+        "coordinator commits after the restarted one started, #19357; default: none)",
     )
     _add_simulation_options(p)
+    add_jobs_options(p)
     add_config_option(p, job=True)
     add_job_options(p, JobConfig(), exclude=NOT_SIMULATED, flags={"seed": "--data-seed"})
     p.set_defaults(func=cmd_simulate, table=None)
@@ -130,7 +140,7 @@ def config_from(args: argparse.Namespace, table: str) -> JobConfig:
     from runtime.faults.scenarios import SCENARIOS
 
     cfg = config_from_args(args, table=table, source="generator")
-    if args.scenario != "none":
+    if args.scenario in SCENARIOS:
         cfg = SCENARIOS[args.scenario](cfg)
     return cfg
 
@@ -176,10 +186,12 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.host import simulate
 
     out = check_writable_dir(args.out, "--out")
-    cfg = config_from(args, os.path.join(out, "table"))
+    cfg, spec = jobs_from(args, config_from(args, os.path.join(out, "table")))
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, console, args.quiet, Heartbeat.of(cfg))
     kwargs = _simulation_kwargs(args)
+    if spec.several:
+        return simulate_jobs_command(args, console, cfg, spec, out, kwargs)
     record = simulate(
         cfg,
         seed=args.schedule_seed,
@@ -309,6 +321,7 @@ def _add_explore_commands(subparsers: Any) -> None:
         help="shrink the first failure (or known failure) of each protocol; OUT/shrunk-*.json",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_table_jobs_options(p)
     _allow_empty_commit_option(p)
     add_config_option(p, job=False)
     p.set_defaults(func=cmd_explore)
@@ -350,18 +363,22 @@ def _add_replay_commands(subparsers: Any) -> None:
         q.add_argument("--trace-events", type=int, default=24, help="events in the trace excerpt (default: 24)")
         if name == "shrink":
             q.add_argument("--max-runs", type=int, default=200, help="bound on the simulations tried (default: 200)")
+        else:
+            add_table_jobs_options(q)
         _allow_empty_commit_option(q)
         add_config_option(q, job=False)
         q.set_defaults(func=cmd_replay if name == "replay" else cmd_shrink)
 
 
 def _base(args: argparse.Namespace) -> JobConfig:
-    """The job options explore, replay and shrink take beside the schedule."""
-    return JobConfig(allow_empty_commit=args.allow_empty_commit)
+    """The job options explore, replay and shrink take beside the schedule (checked: exit 2)."""
+    return JobConfig(allow_empty_commit=args.allow_empty_commit).replace(**dict(base_options(args))).validate()
 
 
 def _allow_empty_commit_option(p: CommandParser) -> None:
-    add_job_options(p, JobConfig(), only=("allow_empty_commit",))
+    from runtime.sim.explore import OPTION_FIELDS
+
+    add_job_options(p, JobConfig(), only=("allow_empty_commit", *OPTION_FIELDS))
 
 
 def _storage(args: argparse.Namespace) -> str:
@@ -428,6 +445,8 @@ def _explore_with_progress(
             jobs=args.jobs,
             on_run=on_run,
             allow_empty_commit=args.allow_empty_commit,
+            table_jobs=table_jobs_from(args, _base(args)),
+            options=base_options(args),
         )
 
 
@@ -514,6 +533,8 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--jobs must be at least 1, got {args.jobs}")
     protocols = [args.protocol] if args.protocol else protocol_names()
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    if table_jobs_from(args, _base(args)) is not None and args.shrink:
+        raise ConfigError("--shrink shrinks one job's schedule; drop it with --table-jobs 2 (replay the seed instead)")
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
     workdir = os.path.join(out, "tables") if _storage(args) == "disk" else None
@@ -558,10 +579,11 @@ def cmd_replay(args: argparse.Namespace, console: Console) -> int:
     schedule = _schedule_of(args)
     console.print(f"{args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
     workdir = _workdir(args, "replay")
+    jobs = table_jobs_from(args, _base(args))
     verdict, result = run_schedule(
-        schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args)
+        schedule, args.protocol, args.seed, storage=_storage(args), workdir=workdir, base=_base(args), jobs=jobs
     )
-    if workdir is not None:  # the table's record: a later replay into OUT may replace the table
+    if workdir is not None and jobs is None:  # the table's record: a later replay into OUT may replace the table
         _write_simulation(workdir, result, None)
     _print_verdict(console, verdict, result, args.trace_events)
     return exits.of_replay(verdict.failing)

@@ -15,6 +15,9 @@ in seconds before scaling (:data:`HUDI_FLINK_DURATIONS_S`):
 * ``kafka_commit_interval_s`` 60 s: Hudi Kafka Connect ``hoodie.kafka.commit.interval.secs``
   (``KafkaConnectConfigs.COMMIT_INTERVAL_SECS``).
 
+The multi-writer durations (``lock_wait_s``, like ``heartbeat_interval_s``) stay UNSET here and are
+resolved by the concurrency control that uses them (:mod:`runtime.hudi.client.concurrency`).
+
 The default scale, 0.05, keeps a run to seconds on a shared machine (a 10 min timeout becomes
 30 s, the 1 s tick 50 ms: the values this lab used before the scale existed). What does not
 scale: RPC and DFS latencies (real or simulated) and lock hold times are what they are, so at a
@@ -107,12 +110,13 @@ class Schedule:
 
 
 # the command line's option groups, in the order --help shows them
-WORKLOAD, SPARK, WRITE_PATH, TIMING, RECOVERY = (
+WORKLOAD, SPARK, WRITE_PATH, TIMING, RECOVERY, CONCURRENCY = (
     "workload",
     "Spark on Ray",
     "write path",
     "timing (Hudi's and Flink's defaults times --time-scale)",
     "faults and recovery",
+    "concurrency control (Hudi's hoodie.write.concurrency.mode)",
 )
 
 
@@ -155,6 +159,15 @@ def flag_of(name: str) -> str:
 TABLE_TYPES = ("copy-on-write", "merge-on-read")
 HOODIE_TABLE_TYPE = {"copy-on-write": "COPY_ON_WRITE", "merge-on-read": "MERGE_ON_READ"}
 TABLE_VERSION_CHOICES = ("release", "6", "8", "9")
+# --concurrency-mode values -> hoodie.write.concurrency.mode (runtime.hudi.client.concurrency)
+SINGLE_WRITER, OPTIMISTIC, NON_BLOCKING = "single-writer", "optimistic", "non-blocking"
+CONCURRENCY_MODES = (SINGLE_WRITER, OPTIMISTIC, NON_BLOCKING)
+# --lock-provider values ("": the default, filesystem under a multi-writer mode)
+FILESYSTEM_LOCK, IN_PROCESS_LOCK = "filesystem", "in-process"
+LOCK_PROVIDERS = ("", FILESYSTEM_LOCK, IN_PROCESS_LOCK)
+# --instant-times: who makes a writer's instant times (runtime.hudi.client.transaction)
+TABLE_INSTANT_TIMES, UNLOCKED_0X, LOCKED_1X = "table", "0.x", "1.x"
+INSTANT_TIMES = (TABLE_INSTANT_TIMES, UNLOCKED_0X, LOCKED_1X)
 
 
 @message
@@ -333,6 +346,46 @@ class JobConfig:
         TIMING,
     )
     max_restarts: int = _opt(3, "failovers from the last completed checkpoint before the job gives up", RECOVERY)
+    # Hudi's concurrency control (runtime.hudi.client.concurrency, docs/CONCURRENCY.md)
+    concurrency_mode: str = _opt(
+        SINGLE_WRITER,
+        "Hudi hoodie.write.concurrency.mode: single-writer (one run holds the table for its whole life), "
+        "optimistic (OPTIMISTIC_CONCURRENCY_CONTROL: each commit takes the lock and fails on a file group "
+        "another writer committed since the instant started), non-blocking (NON_BLOCKING_CONCURRENCY_CONTROL: "
+        "merge-on-read only, writers append logs to the same file groups); both multi-writer modes heartbeat "
+        "each instant and roll back only instants whose heartbeat expired (LAZY)",
+        CONCURRENCY,
+        choices=CONCURRENCY_MODES,
+    )
+    lock_provider: str = _opt(
+        "",
+        "Hudi hoodie.write.lock.provider under a multi-writer --concurrency-mode: filesystem "
+        "(FileSystemBasedLockProvider, the file .hoodie/.aux/lock; the default) or in-process "
+        "(InProcessLockProvider: excludes only writers of one process, so two jobs on Ray are not excluded)",
+        CONCURRENCY,
+        choices=LOCK_PROVIDERS,
+    )
+    lock_wait_s: float = _opt(
+        UNSET,
+        "Hudi hoodie.write.lock.wait_time_ms: how long one attempt to take the transaction lock may wait "
+        "(Hudi's Flink writer: 2 s)",
+        CONCURRENCY,
+    )  # UNSET: 2 s x time_scale (runtime.hudi.client.concurrency)
+    instant_times: str = _opt(
+        TABLE_INSTANT_TIMES,
+        "who makes the coordinator's instant times: table (the lab's: after every instant on the timeline, "
+        "listed under the table's lock), 0.x (Hudi 0.x createNewInstantTime: the millisecond clock, no lock, so "
+        "two writers can take one time), 1.x (Hudi 1.x, HUDI-7507: the clock read holding the lock, held 200 ms "
+        "more for clock skew)",
+        CONCURRENCY,
+        choices=INSTANT_TIMES,
+    )
+    lock_retries: int = _opt(
+        30,
+        "Hudi hoodie.write.lock.client.num_retries (Hudi's Flink writer: 30): attempts to take the "
+        "transaction lock after the first before the commit fails",
+        CONCURRENCY,
+    )
     # Flink's job id ($internal.pipeline.job-id, fixed by the Kubernetes operator in application
     # mode) and its --fromSavepoint: what a sink that records the job in its commits sees
     job_id: str = _opt("", "Flink's job id, kept across restarts when given (empty: a new one per job)", RECOVERY)
@@ -570,6 +623,7 @@ class JobConfig:
         self._validate_counts()
         self._validate_durations()
         self._validate_fields()
+        self._validate_concurrency()
         self._validate_schedule()
         self._validate_faults()
         return self
@@ -610,6 +664,7 @@ class JobConfig:
             "compaction_delta_commits",
             "compaction_tasks",
             "from_checkpoint",
+            "lock_retries",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{flag_of(name)} must not be negative, got {getattr(self, name)}")
@@ -644,6 +699,19 @@ class JobConfig:
             raise ConfigError(
                 "--write-precombine false: Hudi de-duplicates every copy-on-write upsert "
                 "(HoodieTableFactory.setupWriteOptions sets write.precombine); use it with --table-type merge-on-read"
+            )
+
+    def _validate_concurrency(self) -> None:
+        """Hudi's own checks of hoodie.write.concurrency.mode (``HoodieWriteConfig.Builder.validate``)."""
+        if self.lock_wait_s != UNSET and not self.lock_wait_s > 0:
+            raise ConfigError(f"--lock-wait must be a positive number of seconds, got {self.lock_wait_s}")
+        if self.concurrency_mode == NON_BLOCKING and self.table_type != "merge-on-read":
+            # the lab's index is always the simple bucket index (runtime/writer/buckets.py)
+            raise ConfigError(
+                "--concurrency-mode non-blocking: Hudi's non-blocking concurrency control requires a merge-on-read "
+                'table with the simple bucket index (HoodieWriteConfig: "Non-blocking concurrency control requires '
+                'the MOR table with simple bucket index"); add --table-type merge-on-read, or use '
+                "--concurrency-mode optimistic"
             )
 
     def _validate_schedule(self) -> None:

@@ -530,6 +530,8 @@ class CoordinatorView:
     stale_events_dropped: int = 0
     compactions_scheduled: list[str] = field(default_factory=list)
     compactions_postponed: int = 0
+    # a multi-writer --concurrency-mode's figures (runtime.hudi.client.concurrency); empty under single-writer
+    concurrency: dict[str, object] = field(default_factory=dict)
 
 
 @message

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from runtime.core.config import ConfigError, JobConfig, Schedule
+from runtime.core.jobs_spec import JobsSpec
 
 
 def deadlock_config(base: JobConfig) -> JobConfig:
@@ -97,3 +98,35 @@ def wrong_instant_config(base: JobConfig, *, slow_task_s: float = 5.0) -> JobCon
 
 
 SCENARIOS["wrong-instant"] = wrong_instant_config
+
+
+# -- two jobs on one table (runtime.core.jobs_spec) --------------------------------------------------
+
+
+def job_restart_overlap(base: JobConfig) -> tuple[JobConfig, JobsSpec]:
+    """apache/hudi #19357: a cancelled job's ``StreamWriteOperatorCoordinator.close()`` takes
+    minutes on slow storage, and the restarted job's coordinator starts meanwhile. Job 1 is the
+    old job: its last checkpoint completes, but the completion reaches its coordinator
+    ``CLOSE_DELAY_INTERVALS`` checkpoint intervals late (the slow close, which still commits);
+    job 2, the new job, starts half an interval after that checkpoint. Under single-writer the new
+    coordinator's first instant runs ``BaseHoodieWriteClient.startCommit`` ->
+    ``rollbackFailedWrites`` (EAGER: every pending instant is a failed write), which rolls back the
+    old job's pending instant and deletes its files before the old coordinator commits it: the
+    checkpoint's rows are lost, and the verdict names job 1. Under multi-writer (LAZY with
+    per-instant heartbeats) the instant's heartbeat is alive, so it is left alone.
+
+    The difference from the report: the restarted job carries its own stream here (the
+    report's restores the old job's checkpoint, whose rows it then does not replay either)."""
+    interval = base.checkpoint_interval_s
+    checkpoints = 3
+    per_round = max(base.writers * 200, base.records // checkpoints if base.records else 0)
+    cfg = base.replace(checkpoints=checkpoints, records=checkpoints * per_round)
+    late = Schedule(notify_delay_s={checkpoints: CLOSE_DELAY_INTERVALS * interval})
+    spec = JobsSpec(jobs=2, start_s=(0.0, (checkpoints + 0.5) * interval), overrides=({"schedule": late},))
+    return cfg, spec
+
+
+CLOSE_DELAY_INTERVALS = 5.0  # how late the old job's last completion reaches its coordinator
+
+# name -> (configuration, jobs) of the command's: the scenarios of two jobs on one table
+JOBS_SCENARIOS = {"job-restart-overlap": job_restart_overlap}

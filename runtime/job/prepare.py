@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.core.config import ConfigError, JobConfig
+from runtime.core.config import NON_BLOCKING, ConfigError, JobConfig
 from runtime.core.fault_spec import MESSAGE_FAULTS
 from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput, check_input
 from runtime.flink.job_manager import JobManager
 from runtime.flink.source import Source
+from runtime.hudi.client.concurrency import warn_config
 from runtime.hudi.client.table_services import TableServices
 from runtime.hudi.formats.avro_schema import UnsupportedColumn, check_columns
 from runtime.hudi.table.layout import resolve_layout
@@ -90,6 +91,7 @@ def validate_job(cfg: JobConfig) -> JobConfig:
     ``--table-version release`` resolved to the version the protocol's Hudi release writes."""
     protocol = get_protocol(cfg.protocol)  # a spec that does not load fails here, before any host starts
     cfg.validate()
+    warn_config(cfg)  # --lock-provider without a multi-writer --concurrency-mode
     methods = rpc_methods(cfg.protocol)
     if cfg.allow_empty_commit != "release" and protocol.empty_commit_default is None:
         raise ConfigError(
@@ -115,6 +117,14 @@ def validate_job(cfg: JobConfig) -> JobConfig:
             )
     if cfg.table_version == "release":  # the version the protocol's Hudi release writes
         cfg = cfg.replace(table_version=str(protocol.release_table_version))
+    if cfg.concurrency_mode == NON_BLOCKING and cfg.table_version == "6":
+        raise ConfigError(
+            "--concurrency-mode non-blocking needs table version 8 or 9 (Hudi 1.x, which brought non-blocking "
+            "concurrency control): there each log file is named after the instant that wrote it and joins its "
+            "file slice by completion time; on version 6 a log file is named after its slice's base instant and "
+            "a version, which two writers appending to one file group would both take. Give --table-version 8 "
+            "or 9, or a protocol of Hudi 1.x (coordination-rpc, coordination-rpc-async)"
+        )
     # the cleaner's and archiver's options, checked as Hudi's write config checks them
     TableServices.parse(
         cfg.clean_retain_commits, cfg.archive_min_commits, cfg.archive_max_commits, protocol.table_service_defaults

@@ -274,7 +274,7 @@ def job_result(
         faults_not_fired=faults_not_fired(driver, fired),
         rolled_back=[r["instant"] for r in rolled_back],
         rollbacks=rolled_back,
-        coordinator=CoordinatorRecord(coord.resets, coord.deleted_by_fault, coord.protocol),
+        coordinator=CoordinatorRecord(coord.resets, coord.deleted_by_fault, coord.protocol, coord.concurrency),
         deadlock=outcome.deadlock,
         stalls=list(outcome.stalls),
         timing=timing,

@@ -285,6 +285,8 @@ class CoordinatorRecord:
     resets: list[dict[str, object]]  # the coordinator's answer to each region failover's reset
     deleted_by_fault: list[str]
     protocol: dict[str, object]  # each protocol reports its own
+    # a multi-writer --concurrency-mode: the mode as Hudi's options, conflicts, the lock's cost
+    concurrency: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -445,7 +447,10 @@ class JobResult:
         if isinstance(value, (Deadlock, CommittedPrefix, TableBefore)):
             return value.to_json()
         if isinstance(value, CoordinatorRecord):
-            return asdict(value)
+            doc = asdict(value)
+            if not value.concurrency:  # single-writer: the document it always was
+                del doc["concurrency"]
+            return doc
         return [asdict(s) for s in self.stalls] if name == "stalls" else value
 
     @classmethod

@@ -46,12 +46,17 @@ def draw_timeline(out_dir: str, record: JobResult, events: Iterable[Mapping[str,
 def write_result(out_dir: str, record: JobResult, extra: JsonObject | None = None) -> str:
     """``OUT/result.json``: the record's JSON form, with ``extra`` fields of the command that ran
     it (a simulation's determinism check). Returns the path."""
+    return write_result_doc(out_dir, record.to_json() | (extra or {}))
+
+
+def write_result_doc(out_dir: str, doc: JsonObject) -> str:
+    """``OUT/result.json`` holding ``doc``. Returns the path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, RESULT_FILE)
     # written aside and renamed: a reader (or a run ended mid-write) sees a whole record or none
     part = f"{path}.part"
     with open(part, "w") as f:
-        json.dump(record.to_json() | (extra or {}), f, indent=2, default=str)
+        json.dump(doc, f, indent=2, default=str)
     os.replace(part, path)
     return path
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from runtime.core.json_doc import JsonObject
 from runtime.sim.chooser import ChoicePoint
+from runtime.sim.explore import jobs_flags, options_flags
 from runtime.sim.search import LIVENESS, BoundedSearch, CheckJob, CheckRun, invariants_of
 from runtime.sim.strategies import format_deviations
 
@@ -28,6 +29,7 @@ def replay_command(job: CheckJob, schedule_file: str, run: CheckRun) -> str:
     cmd += f" --late-s {job.late_s:g}" if job.late_s != 0.5 else ""
     cmd += "" if job.ready_order else " --messages-only"
     cmd += f" --lose {','.join(job.lossy)}" if job.lossy else ""
+    cmd += options_flags(job.options) + jobs_flags(job.jobs)
     return cmd + f" --replay '{format_deviations(run.deviations)}'"
 
 
@@ -90,6 +92,8 @@ def certificate(search: BoundedSearch, schedule_file: str = "check.json") -> Jso
         "symmetry": job.symmetry,
         "ready_order_searched": job.ready_order,
         "lossy_methods": list(job.lossy),
+        "table_jobs": job.jobs.jobs if job.jobs is not None else 1,
+        "options": dict(job.options),
         "certificate": {
             "bound": search.bound,
             "complete": search.complete,

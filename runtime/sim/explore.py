@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any, NotRequired, TypedDict
 
-from runtime.core.config import JobConfig
+from runtime.core.config import JobConfig, flag_of
+from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import COMMIT_ACK_DEADLOCK, FAILED, KNOWN, PASSED, VIOLATION, known_failure, known_loss
 from runtime.lab.results import JobResult
@@ -200,11 +201,33 @@ def replay_command(
     storage: str = "memory",
     schedule_file: str | None = None,
     allow_empty_commit: str = "release",
+    jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> str:
     cmd = f"commitlab replay --seed {seed} --protocol {protocol}"
     cmd += f" --schedule {schedule_file}" if schedule_file else f" --scenario {scenario}"
     cmd += f" --allow-empty-commit {allow_empty_commit}" if allow_empty_commit != "release" else ""
+    cmd += options_flags(options) + jobs_flags(jobs)
     return cmd + (" --real-parquet" if storage == "disk" else "")
+
+
+# JobConfig fields a run's base configuration may set beside the schedule (--concurrency-mode,
+# --lock-provider, --table-type), as (field, value) pairs: what explore, replay and check pass on
+Options = tuple[tuple[str, str], ...]
+OPTION_FIELDS = ("concurrency_mode", "lock_provider", "instant_times", "table_type")
+
+
+def options_flags(options: Options) -> str:
+    """The flags of ``options``, for a replay command."""
+    return "".join(f" {flag_of(k)} {v}" for k, v in options if v)
+
+
+def jobs_flags(jobs: JobsSpec | None) -> str:
+    """The flags that give a replay the same jobs on its table ("" for one job)."""
+    if jobs is None or not jobs.several:
+        return ""
+    out = f" --table-jobs {jobs.jobs}"
+    return out + (f" --jobs-overlap {jobs.overlap}" if jobs.overlap != "none" else "")
 
 
 def run_schedule(
@@ -216,9 +239,17 @@ def run_schedule(
     workdir: str | None = None,
     base: JobConfig | None = None,
     chooser: Chooser | None = None,
+    jobs: JobsSpec | None = None,
 ) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
-    (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None)."""
+    (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None);
+    ``jobs``: several jobs on the table (:mod:`runtime.sim.jobs_explore`)."""
+    if jobs is not None and jobs.several:
+        from runtime.sim.jobs_explore import run_jobs_schedule
+
+        return run_jobs_schedule(
+            schedule, protocol, seed, jobs, storage=storage, workdir=workdir, base=base, chooser=chooser
+        )
     cfg = schedule.config(protocol, base)
     probe = InstantProbe()
     result = simulate(
@@ -270,13 +301,16 @@ def run_seed(
     storage: str = "memory",
     workdir: str | None = None,
     allow_empty_commit: str = "release",
+    jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> SeedRun:
     """One exploration run: the record explore.json keeps for it (failures with their excerpt).
-    ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it."""
+    ``allow_empty_commit``: hoodie.allow.empty.commit, as ``--allow-empty-commit`` takes it;
+    ``jobs``: several jobs on the table (``--table-jobs``)."""
     schedule = draw(scenario, seed)
     t = time.perf_counter()
-    base = JobConfig(allow_empty_commit=allow_empty_commit)
-    verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base)
+    base = JobConfig(allow_empty_commit=allow_empty_commit).replace(**dict(options))
+    verdict, result = run_schedule(schedule, protocol, seed, storage=storage, workdir=workdir, base=base, jobs=jobs)
     real_s = time.perf_counter() - t
     rec = SeedRun(
         seed=seed,
@@ -291,19 +325,24 @@ def run_seed(
         schedule=schedule.describe(),
     )
     if verdict.outcome != PASSED:
-        rec["replay"] = replay_command(scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit)
+        rec["replay"] = replay_command(
+            scenario, seed, protocol, storage, allow_empty_commit=allow_empty_commit, jobs=jobs, options=options
+        )
         rec["trace_excerpt"] = excerpt(result.sim.trace or [], verdict.role, at_failover=verdict.at_failover)
         rec["schedule_json"] = schedule.to_dict()
     rec["_real_s"] = real_s  # moved to the timing section by explore()
     return rec
 
 
-Task = tuple[str, int, str, str, str | None, str]  # scenario, seed, protocol, storage, workdir, empty commits
+# scenario, seed, protocol, storage, workdir, empty commits, jobs on the table, base options
+Task = tuple[str, int, str, str, str | None, str, JobsSpec | None, Options]
 
 
 def _run_seed_task(task: Task) -> SeedRun:
-    scenario, seed, protocol, storage, workdir, empty = task
-    return run_seed(scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty)
+    scenario, seed, protocol, storage, workdir, empty, jobs, options = task
+    return run_seed(
+        scenario, seed, protocol, storage=storage, workdir=workdir, allow_empty_commit=empty, jobs=jobs, options=options
+    )
 
 
 def default_jobs(runs: int) -> int:
@@ -340,15 +379,18 @@ def explore(
     jobs: int | None = None,
     on_run: Callable[[SeedRun], None] | None = None,
     allow_empty_commit: str = "release",
+    table_jobs: JobsSpec | None = None,
+    options: Options = (),
 ) -> JsonObject:
     """Runs every (protocol, seed), in ``jobs`` worker processes (None: :func:`default_jobs`);
+    ``table_jobs``: several jobs on each run's table (``--table-jobs``);
     returns the explore.json document. Everything but ``timing`` is a pure function of the
     arguments: each run is its own seeded simulation, whichever process runs it."""
     tasks: list[Task] = []
     for protocol in protocols:
         for seed in seeds:
             wd = os.path.join(workdir, f"{protocol}-{seed}") if storage == "disk" and workdir else None
-            tasks.append((scenario, seed, protocol, storage, wd, allow_empty_commit))
+            tasks.append((scenario, seed, protocol, storage, wd, allow_empty_commit, table_jobs, options))
     jobs = default_jobs(len(tasks)) if jobs is None else max(1, min(jobs, len(tasks)))
     runs = []
     real = []
@@ -366,6 +408,8 @@ def explore(
     return {
         "scenario": scenario,
         "allow_empty_commit": allow_empty_commit,
+        "table_jobs": table_jobs.jobs if table_jobs is not None else 1,
+        **({"options": dict(options)} if options else {}),
         "protocols": protocols,
         "seeds": len(seeds),
         "first_seed": seeds[0] if seeds else None,

@@ -34,7 +34,8 @@ from runtime.faults.injector import COORDINATOR_DFS_FAULTS, FaultInjector, coord
 from runtime.faults.points import ArmedFaultPoints
 from runtime.flink.source import InMemoryShard
 from runtime.hudi.client import write_client
-from runtime.hudi.client.lock import Heartbeat, command_line, hold_table
+from runtime.hudi.client.concurrency import hold_for_run
+from runtime.hudi.client.lock import command_line
 from runtime.hudi.table.base_files import avro_schema_json
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableProps
@@ -155,21 +156,12 @@ class _SimRun:
     async def main(self) -> None:
         cfg = self.cfg
         t0 = time.perf_counter()
-        self.stream, self.shards = _stream_and_shards(cfg)
+        self.stream, self.shards = self._workload()
         stream = self.stream
         dfs, base = self._open_dfs(roles.DRIVER, self.driver_counters)
         HudiTable.check_compatible(dfs, base, self.props)
         table = write_client.create_or_open(dfs, base, self.props)
-        # the table as the run finds it (an earlier run's commits): what the stream merges into
-        # (listed apart from the driver's DFS counters: result.json's figures stay the run's own)
-        completed = HudiTable(self._open_dfs(roles.DRIVER, OneThreadCounters())[0], base, self.props).timeline()
-        self.before, self.table_before = read_table_before(
-            completed.completed_instants(),
-            lambda: _snapshot(self, self.store),
-            cfg.key_field,
-            cfg.partition_field,
-        )
-        self.expected = _expected(cfg, stream, self.before)
+        self._table_before_and_expected(base, stream)
         self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
@@ -182,6 +174,24 @@ class _SimRun:
             if pending:
                 await asyncio.wait(pending, timeout=SOURCE_DONE_S)
         self.recorder.add("host", roles.DRIVER, "end", self.outcome.status.value, self.outcome.error)
+
+    def _workload(self) -> tuple[pa.Table, list[Any]]:
+        """The job's stream and its shards (``[task][round-1]``)."""
+        return _stream_and_shards(self.cfg)
+
+    def _table_before_and_expected(self, base: str, stream: pa.Table) -> None:
+        """The table as the run finds it (an earlier run's commits), which the stream merges into,
+        and the state the run should leave (listed apart from the driver's DFS counters:
+        result.json's figures stay the run's own)."""
+        cfg = self.cfg
+        completed = HudiTable(self._open_dfs(roles.DRIVER, OneThreadCounters())[0], base, self.props).timeline()
+        self.before, self.table_before = read_table_before(
+            completed.completed_instants(),
+            lambda: _snapshot(self, self.store),
+            cfg.key_field,
+            cfg.partition_field,
+        )
+        self.expected = _expected(cfg, stream, self.before)
 
     async def _bounded(self, aw: Any, what: str) -> Any:
         start_timeout = max(60.0, self.cfg.rpc_timeout_s)
@@ -575,11 +585,12 @@ def _simulation_record(
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
     """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
     I/O and heartbeat are real time, outside the simulated network, disk and trace
-    (:mod:`runtime.hudi.client.lock`). The simulated disk has nothing to hold."""
+    (:mod:`runtime.hudi.client.lock`; none under a multi-writer --concurrency-mode). The simulated
+    disk has nothing to hold."""
     if store is not None:
         return contextlib.nullcontext()
     os.makedirs(job.config.table, exist_ok=True)
-    return hold_table(job.config.table, Heartbeat.of(job.config), command_line())
+    return hold_for_run(job.config, command_line())
 
 
 def _new_run(

@@ -48,9 +48,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runtime.core.config import JobConfig
+from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
-from runtime.sim.explore import ONE_INSTANT_PER_CHECKPOINT, Verdict, excerpt, run_schedule
+from runtime.sim.explore import ONE_INSTANT_PER_CHECKPOINT, Options, Verdict, excerpt, run_schedule
 from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
@@ -82,6 +83,8 @@ class CheckJob:
     allow_empty_commit: str = "release"
     ready_order: bool = True  # False: only message delays deviate (the ready queue stays FIFO)
     lossy: tuple[str, ...] = ()  # RPC methods whose messages a deviation may lose
+    jobs: JobsSpec | None = None  # several jobs on the table (--table-jobs), each on the schedule
+    options: Options = ()  # the base configuration's --concurrency-mode, --lock-provider, --table-type
 
 
 @dataclass
@@ -141,8 +144,8 @@ def run_deviations(
     """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
     and judges it; ``covered``: see :func:`scripted_chooser`."""
     chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered)
-    base = JobConfig(allow_empty_commit=job.allow_empty_commit)
-    verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser)
+    base = JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
+    verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
     trace = result.sim.trace or []
     failing = verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")

@@ -44,6 +44,7 @@ from runtime.core.config import JobConfig
 from runtime.core.env import Env
 from runtime.core.messages import CheckpointNotice, CompactionCommitEvent, CompactionPlanEvent, WriteStat
 from runtime.hudi.client import compaction
+from runtime.hudi.client.concurrency import ConcurrencyControl
 from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.formats.compaction_plan import CompactionOperation
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
@@ -230,6 +231,10 @@ class CompactionCommitSink:
         self.schema_json = schema_json
         self.buffer: dict[str, dict[str, CompactionCommitEvent]] = {}
         self.plan_sizes: dict[str, int] = {}
+        # under a multi-writer --concurrency-mode the compaction completes in a transaction
+        # (BaseHoodieTableServiceClient.completeCompaction: beginTransaction ... endTransaction)
+        control = ConcurrencyControl.of(config)
+        self.client = WriteClient(table, concurrency=control).attach(env, f"{env.role} of {config.table_name}")
 
     async def commit_event(self, event: CompactionCommitEvent) -> None:
         events = self.buffer.setdefault(event.instant, {})
@@ -243,7 +248,8 @@ class CompactionCommitSink:
         self.plan_sizes.pop(event.instant)
         failed = [e for e in done.values() if e.failed]
         if failed:
-            await self.env.io(WriteClient(self.table).rollback_compaction, event.instant, self.env.wall_time())
+            async with self.client.transaction(event.instant, f"roll back compaction {event.instant}"):
+                await self.env.io(self.client.rollback_compaction, event.instant, self.env.wall_time())
             self.env.metrics.count("compactions_rolled_back")
             self.env.tracer.instant(
                 f"roll back compaction {event.instant}",
@@ -255,11 +261,10 @@ class CompactionCommitSink:
         checkpoint = max((e.checkpoint_id for e in done.values()), default=-1)
         if self.env.faults.fire("compaction.commit_lost", checkpoint=checkpoint):
             self.env.crash("injected crash at compaction.commit_lost")
-        await self.env.io(
-            functools.partial(
-                WriteClient(self.table).commit_compaction, event.instant, stats, self.schema_json, self.env.now()
+        async with self.client.transaction(event.instant, f"commit compaction {event.instant}"):
+            await self.env.io(
+                functools.partial(self.client.commit_compaction, event.instant, stats, self.schema_json, self.env.now())
             )
-        )
         self.env.metrics.count("compactions_committed")
         self.env.tracer.instant(
             f"commit compaction {event.instant}",

@@ -41,6 +41,12 @@ their names, which this table model's readers would not resolve); they are dropp
 reset and counted in ``stale_events_dropped``. The protocols modelled never produce them outside a
 region failover whose old instant is rolled back anyway.
 
+Concurrency control (``--concurrency-mode``): under a multi-writer mode the write client heartbeats
+each instant until its commit, rolls back nothing when an instant starts (LAZY), and the instant's
+creation, its commit (with the conflict check under optimistic), a compaction's scheduling and a
+held clean run in its transaction (``self.client.transaction``); a commit that fails on a conflict
+fails over as any failed commit does (docs/CONCURRENCY.md, :mod:`runtime.hudi.client.concurrency`).
+
 RPC surface: :attr:`Coordinator.RPC_METHODS` are the wire names the hosts dispatch through
 :meth:`Coordinator.rpc_handler` (the coordinator's own handlers, then those the protocol's
 coordinator side declares in its ``RPC_METHODS``, e.g. coordination-rpc's ``instant_time_request``).
@@ -74,6 +80,8 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.hudi.client import compaction
+from runtime.hudi.client.concurrency import ConcurrencyControl
+from runtime.hudi.client.conflict import WriteConflict
 from runtime.hudi.client.table_services import TableServices
 from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.table import meta_client
@@ -179,7 +187,11 @@ class Coordinator:
         # the table's write client (what the coordinator does to the table goes through it), with the
         # cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
         services = (config.clean_retain_commits, config.archive_min_commits, config.archive_max_commits)
-        self.client = WriteClient(table, TableServices.parse(*services, protocol.table_service_defaults))
+        self.concurrency = ConcurrencyControl.of(config)  # --concurrency-mode, --lock-provider
+        self.client = WriteClient(
+            table, TableServices.parse(*services, protocol.table_service_defaults), self.concurrency
+        ).attach(env, f"{env.role} of {config.job_id or config.table_name}")
+        self.conflicts: list[str] = []  # commits a write conflict failed (optimistic)
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -308,20 +320,30 @@ class Coordinator:
         start the first instant of this run (message 0 for the message bus)."""
         recover = [e for e in self.events if e.write_stats]
         recommitted = ""
+        heartbeats = self.client.heartbeats
         if recover:
             instant = recover[0].instant
             committed = await self.env.io(self.table.is_committed, instant)
             if not committed:
+                if heartbeats is not None:  # initInstant: "Recommit should start heartbeat" (LAZY)
+                    await heartbeats.start(instant)
                 # the checkpoint completed but its commit never happened (a crash): commit now
-                await self.commit_instant(instant, recover[0].checkpoint_id)
+                try:
+                    await self.commit_instant(instant, recover[0].checkpoint_id)
+                except CommitError as exc:  # initInstant runs on the executor: its hook fails the job
+                    self.fail_job(str(exc))
+                    return
                 recommitted = instant
             self.events.clear()
-        # instants that can never complete (a failed attempt's): roll them back first
-        # (startCommit -> rollbackFailedWrites, EAGER)
-        timeline = await self.env.io(self.table.timeline)
-        for pending in await self.env.io(self.client.failed_writes, timeline):
-            await self.env.io(functools.partial(self.client.rollback, pending, [], now=self.env.wall_time()))
-            self.rolled_back.append(pending)
+        if heartbeats is not None and self.instant != BOOTSTRAP_INSTANT:
+            await heartbeats.stop(self.instant)  # initInstant: "stop the heartbeat for old instant"
+        if not self.concurrency.lazy:
+            # instants that can never complete (a failed attempt's): roll them back first
+            # (startCommit -> rollbackFailedWrites, EAGER; under LAZY the cleaner does it)
+            timeline = await self.env.io(self.table.timeline)
+            for pending in await self.env.io(self.client.failed_writes, timeline):
+                await self.env.io(functools.partial(self.client.rollback, pending, [], now=self.env.wall_time()))
+                self.rolled_back.append(pending)
         if self.protocol.eager_instants:
             await self._start_instant(self.resume_checkpoint_id, committed=recommitted)
         await self.protocol.on_all_bootstrapped()
@@ -397,7 +419,7 @@ class Coordinator:
         """A table service (Hudi's cleaner) that holds the table lock for ``hold_s``: the
         lock-held scenario of #19902."""
         start = self.env.now()
-        async with self.table_lock:
+        async with self.table_lock, self.client.transaction("", "clean"):
             acquired = self.env.now()
             await self.env.sleep(hold_s)
         self.cleanings.append(
@@ -448,7 +470,7 @@ class Coordinator:
             return instant, len(ops), False
 
         start = self.env.now()
-        async with self.table_lock:
+        async with self.table_lock, self.client.transaction("", "schedule a compaction"):
             instant, operations, postponed = await self.env.io(schedule)
         self.compactions_postponed += postponed
         if instant is not None:
@@ -467,11 +489,11 @@ class Coordinator:
         """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the
         checkpoint the instant is for, when the caller knows it (fault points use it)."""
 
-        def create() -> str:
+        def create(generated: str | None) -> str:
             if self.builds_meta_clients:  # startCommit's and transitionRequestedToInflight's tables
                 meta_client.meta_clients(self.table, loaded=1, bare=2)
             timeline = self.table.timeline()
-            if self.protocol.rolls_back_at_start_commit:
+            if self.protocol.rolls_back_at_start_commit and not self.concurrency.lazy:
                 # startCommit -> rollbackFailedWrites (EAGER): every pending writer's instant first
                 spared = self.protocol.instants_in_use()
                 undone = [i for i in self.client.failed_writes(timeline) if i not in spared]
@@ -479,12 +501,14 @@ class Coordinator:
                     self.client.rollback(pending, [], now=self.env.wall_time())
                     self.rolled_back.append(pending)
                 timeline = self.table.timeline() if undone else timeline
-            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
-            self.client.start_instant(instant)
+            instant = generated or self.table.new_instant_time(self.env.wall_time(), timeline)
+            self.client.start_instant(instant, timeline)
             return instant
 
-        async with self.table_lock:
-            instant = await self.env.io(create)
+        async with self.table_lock, self.client.transaction("", "create an instant"):
+            instant = await self.env.io(create, await self.client.new_instant_time(self.env))
+            if self.client.heartbeats is not None:  # startCommit: the heartbeat starts (LAZY)
+                await self.client.heartbeats.start(instant)
         if self.env.faults.fire("tasks.fail_at_instant_start", checkpoint=checkpoint_id):
             # HUDI-6194: the whole task side fails over while this instant is being announced
             for task in self.task_names:
@@ -535,10 +559,23 @@ class Coordinator:
             self.env.crash("injected crash at coordinator.before_commit_file")
         try:
             async with self.table_lock:
-                await self.env.io(
-                    functools.partial(self._commit, instant, stats, metadata, empty=empty, now=self.env.now())
-                )
+                if self.client.heartbeats is not None:  # commitStats: abortIfHeartbeatExpired
+                    await self.client.heartbeats.abort_if_expired(instant)
+                async with self.client.transaction(instant, f"commit {instant}"):
+                    await self.env.io(
+                        functools.partial(
+                            self._commit,
+                            instant,
+                            stats,
+                            metadata,
+                            empty=empty,
+                            now=self.env.now(),
+                            wall=self.env.wall_time(),
+                        )
+                    )
         except (OSError, TableError) as exc:
+            if isinstance(exc, WriteConflict):
+                self.conflicts.append(str(exc))
             # No rollback here: the checkpoint this commit belongs to has completed, so the sources
             # will not replay its records. The instant stays inflight; the job fails over and the
             # next coordinator recommits it from the checkpoint's write statuses, as Hudi's does.
@@ -546,6 +583,8 @@ class Coordinator:
             self.events = events + self.events
             self.error = f"commit of {instant} failed; the instant stays inflight for the restarted coordinator: {exc}"
             raise CommitError(self.error) from exc
+        if self.client.heartbeats is not None:  # the instant completed: its heartbeat stops
+            await self.client.heartbeats.stop(instant)
         rows = sum(s.keys_written for s in stats)
         rec = CommitRecord(instant, checkpoint_id, rows, len(stats), self.env.wall_time())
         self.commits.append(rec)
@@ -560,7 +599,7 @@ class Coordinator:
         return rec
 
     def _commit(
-        self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float
+        self, instant: str, stats: list[WriteStat], metadata: dict[str, str], *, empty: bool, now: float, wall: float
     ) -> None:
         """``commitStats``: the tables it and the post-commit services build, then the commit file."""
         services = self.client.services.any
@@ -570,7 +609,7 @@ class Coordinator:
         if not services:
             return
         try:  # the commit is done: a table service that fails leaves it committed, as Hudi's async clean
-            self.client.clean_and_archive(now)
+            self.rolled_back.extend(self.client.clean_and_archive(now, wall_time=wall))
         except OSError as exc:
             self.env.tracer.instant(f"clean/archive after {instant} failed: {exc}"[:300], thread="coordinator")
 
@@ -592,4 +631,5 @@ class Coordinator:
             stale_events_dropped=self.stale_events_dropped,
             compactions_scheduled=list(self.compactions_scheduled),
             compactions_postponed=self.compactions_postponed,
+            concurrency=self.client.concurrency_figures(self.conflicts),
         )

@@ -133,13 +133,19 @@ class Holder:
     started_at: float  # seconds since the epoch
     expiry_s: float  # the holder's own expiry: a challenger judges the lock by it, not by its own options
     renewals: int = 0
+    # the instant of a multi-writer transaction lock (runtime.hudi.client.transaction); empty for a
+    # run's lock. A transaction's lock is never renewed: it expires expiry_s after started_at
+    transaction: str = ""
 
     @classmethod
     def this_process(cls, command: str, expiry_s: float) -> Holder:
         return cls(uuid.uuid4().hex, socket.gethostname(), os.getpid(), command, time.time(), expiry_s)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        doc = asdict(self)
+        if not self.transaction:  # a run's lock reads as it always did
+            del doc["transaction"]
+        return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Holder | None:
@@ -154,6 +160,7 @@ class Holder:
                 float(doc["started_at"]),
                 float(doc["expiry_s"]),
                 int(doc.get("renewals", 0)),
+                str(doc.get("transaction", "")),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -163,7 +170,8 @@ class Holder:
         return f"pid {self.pid} on {self.host} ({self.command!r}), started {started}"
 
 
-def _describe(holder: Holder | None) -> str:
+def describe_holder(holder: Holder | None) -> str:
+    """Who holds a lock, for a message."""
     return holder.describe() if holder is not None else "a lock file this lab cannot read"
 
 
@@ -276,13 +284,13 @@ class TableLock:
         if again is None or (again[0] != expired):
             return  # another run took it or renewed it meanwhile: look again
         self.dfs.delete(self.path)
-        log.warning("deleted the expired lock %s of %s", self.path, _describe(expired))
+        log.warning("deleted the expired lock %s of %s", self.path, describe_holder(expired))
         self.taken_over, self.took_over, self.expired_for_s = True, expired, age
 
     def _refusal(self, holder: Holder | None, age: float) -> str:
         expiry = self._expiry_of(holder)
         return (
-            f"{redact(self.table)} is being written by another run: {_describe(holder)}{_gone(holder)}; its lock "
+            f"{redact(self.table)} is being written by another run: {describe_holder(holder)}{_gone(holder)}; its lock "
             f"({self.path}) was renewed {age:.1f} s ago. One writer per table: wait until that run ends, "
             f"or write another --table. If that run was killed, its lock expires {max(0.0, expiry - age):.0f} s "
             f"from now (that run's {flag_of('heartbeat_interval_s')} x {flag_of('heartbeat_tolerable_misses')}: "
@@ -291,7 +299,7 @@ class TableLock:
 
     def took_over_text(self) -> str:
         """Whose expired lock this run took."""
-        return _describe(self.took_over)
+        return describe_holder(self.took_over)
 
     def takeover_line(self) -> str:
         """What a run that took an expired lock says."""
@@ -320,7 +328,7 @@ class TableLock:
     def _renew(self) -> None:
         current = self._read()
         if current is None or current[0] is None or current[0].token != self.holder.token:
-            log.error("the lock %s is no longer this run's: %s", self.path, _describe(current and current[0]))
+            log.error("the lock %s is no longer this run's: %s", self.path, describe_holder(current and current[0]))
             self.lost.set()
             return
         self.holder = replace(self.holder, renewals=self.holder.renewals + 1)

@@ -1,0 +1,243 @@
+"""The simulation host of several jobs on one table: each job whole, all on one virtual clock.
+
+Every job is a :class:`~runtime.sim.host._SimRun` as a single simulated job is (its own job
+driver, job manager, coordinator, write tasks, sources and simulated network: role names are
+per job, as each Flink job has its own), with its own stream (:mod:`runtime.data.job_streams`).
+The jobs share the loop (one virtual clock, one seed), the table (the simulated disk or a
+directory) and the trace, where every role's name carries its job's (``job-1/coordinator``).
+Job ``j`` starts ``JobsSpec.start_of(j)`` virtual seconds after the command.
+
+Nothing between the jobs is the lab's: what keeps them apart is what Hudi's mode gives them
+(``--concurrency-mode``: single-writer's EAGER rollback of every pending instant at the start of a
+commit, or multi-writer's lock, heartbeats and conflict check). The verdict is the table's against
+both streams merged under the merge rule (:mod:`runtime.lab.job_verdicts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pyarrow as pa
+
+from runtime.core import roles, trace_events
+from runtime.core.config import JobConfig
+from runtime.core.jobs_spec import JobsSpec, check_simulated_lock, concurrency_mode, job_name
+from runtime.data import generator
+from runtime.data.job_streams import job_config, job_stream, shards
+from runtime.job.driver import Outcome
+from runtime.job.prepare import ResolvedJob
+from runtime.lab.job_verdicts import JobShare, merged_expected, shares
+from runtime.lab.jobs_result import JobsResult
+from runtime.lab.results import SimulationRecord
+from runtime.lab.status import Status
+from runtime.lab.verdicts import ExactlyOnce
+from runtime.lab.verify import read_snapshot, verify_run
+from runtime.sim.chooser import Chooser, RandomChooser
+from runtime.sim.host import (
+    DEFAULT_MAX_REAL_S,
+    HARD_LIMIT_MARGIN_S,
+    _freeze_the_interpreter,
+    _held,
+    _shutdown,
+    _SimRun,
+    prepare_config,
+    verify_memory,
+)
+from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
+from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
+from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
+from runtime.sim.network import DEFAULT_DELAY, Delay
+from runtime.sim.recorder import TraceRecorder, trace_sha256
+
+SEED_STRIDE = 7919  # job j's roles draw from seed + j * SEED_STRIDE: the jobs' schedules differ
+
+
+class JobRecorder:
+    """One job's view of the shared trace: every role name it records carries the job's."""
+
+    def __init__(self, shared: TraceRecorder, job: str) -> None:
+        self.shared = shared
+        self.prefix = f"{job}/"
+        self.clock = shared.clock
+
+    @property
+    def events(self) -> list[Any]:
+        return self.shared.events
+
+    @property
+    def divergence(self) -> Any:
+        return self.shared.divergence
+
+    def add(self, kind: str, role: str, *fields: Any) -> None:
+        self.shared.add(kind, self.prefix + role, *fields)
+
+    def add_message(self, kind: str, role: str, to: str, method: str, what: str, call_id: int) -> None:
+        self.shared.add_message(kind, self.prefix + role, self.prefix + to, method, what, call_id)
+
+    def close(self) -> None:
+        pass  # the host closes the shared trace when every job is done
+
+
+class _JobRun(_SimRun):
+    """One job of several: its stream is its own; the expected state is the host's (both streams)."""
+
+    def __init__(self, job: ResolvedJob, stream: pa.Table, **kwargs: Any) -> None:
+        super().__init__(job, **kwargs)
+        self.own_stream = stream
+
+    def _workload(self) -> tuple[pa.Table, list[Any]]:
+        return self.own_stream, shards(self.cfg, self.own_stream)
+
+    def _table_before_and_expected(self, base: str, stream: pa.Table) -> None:
+        pass  # the table starts empty; the host verifies both streams merged
+
+
+def simulate_jobs(
+    job: JobConfig,
+    spec: JobsSpec,
+    *,
+    seed: int,
+    workdir: str | None = None,
+    storage: str = "disk",
+    trace: bool = False,
+    max_virtual_s: float | None = None,
+    delay: Delay | None = None,
+    io_delay: Delay | None = None,
+    max_real_s: float | None = DEFAULT_MAX_REAL_S,
+    verify: bool = True,
+    chooser: Chooser | None = None,
+) -> JobsResult:
+    """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``;
+    ``chooser`` decides the run (:mod:`runtime.sim.chooser`; the seeded one by default)."""
+    wall0 = time.perf_counter()
+    _freeze_the_interpreter()
+    mode = concurrency_mode(job)
+    spec.validate(mode)
+    check_simulated_lock(job, spec)
+    resolved = prepare_config(job, workdir, storage)
+    store = MemoryStore() if storage == "memory" else None
+    cfg = resolved.config
+    vlimit = max_virtual_s if max_virtual_s is not None else cfg.job_timeout_s + max(spec.start_s, default=0.0)
+    chooser = chooser if chooser is not None else RandomChooser(seed)
+    loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s, chooser=chooser)
+    recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"})
+    runs: list[_JobRun] = []
+    streams = job_streams(cfg, spec)
+    for i, (_, stream) in enumerate(streams):
+        runs.append(
+            _JobRun(
+                ResolvedJob(job_config(cfg, i, spec.overrides_of(i))),
+                stream,
+                seed=seed + i * SEED_STRIDE,
+                loop=loop,
+                recorder=JobRecorder(recorder, job_name(i)),
+                delay=delay or DEFAULT_DELAY,
+                io_delay=io_delay,
+                chrome_trace=False,
+                max_virtual_s=max_virtual_s,
+                store=store,
+            )
+        )
+    attach = getattr(chooser, "attach", None)
+    if attach is not None:  # a search's fingerprint: the shared trace, and the loop's timers (any network's)
+        attach(recorder, runs[0].network)
+    with _held(resolved, store):
+        records = _run_all(runs, spec, loop, recorder)
+    result = JobsResult(records, spec, mode)
+    t = time.perf_counter()
+    if verify and result.status == Status.FINISHED:
+        result.exactly_once, result.shares = verify_jobs(cfg, streams, store)
+    result.simulation = SimulationRecord(
+        host="simulator",
+        storage=storage,
+        seed=seed,
+        virtual_s=round(loop.time(), 6),
+        wall_s=round(time.perf_counter() - wall0, 3),
+        verify_s=round(time.perf_counter() - t, 3),
+        sim={
+            "loop_iterations": loop.iterations,
+            "clock_jumps": loop.clock_jumps,
+            "messages": sum(r.network.messages for r in runs),
+            "delay": repr(delay or DEFAULT_DELAY),
+            "io_delay": repr(io_delay) if io_delay else None,
+            "inline_executor_calls": loop.inline_executor_calls,
+        },
+        trace_events=len(recorder.events),
+        trace_sha256=trace_sha256(recorder.events),
+        divergence=None,
+        trace=recorder.events if trace else None,
+    )
+    return result
+
+
+def _run_all(runs: list[_JobRun], spec: JobsSpec, loop: SimLoop, recorder: TraceRecorder) -> list[Any]:
+    """Runs every job to its verdict on the loop; their result records, in job order."""
+
+    async def one(i: int, run: _JobRun) -> None:
+        if spec.start_of(i):
+            await asyncio.sleep(spec.start_of(i))
+        await run.main()
+
+    async def every() -> None:
+        await asyncio.gather(*(one(i, r) for i, r in enumerate(runs)))
+
+    try:
+        try:
+            loop.run_until_complete(every())
+        except SimulationError as exc:
+            status = Status.ABORTED if isinstance(exc, SimulationAborted) else Status.TIMED_OUT
+            for run in runs:
+                if run.outcome is None:
+                    stalls = run.driver.stalls if run.driver is not None else []
+                    run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
+                    run.t_end = loop.time()
+                    run.recorder.add("host", roles.DRIVER, "end", status.value, run.outcome.error)
+        recorder.close()
+        records = [run.collect() for run in runs]
+        for i, record in enumerate(records):  # the table's commits are both jobs': keep the job's own
+            own = own_commits(recorder.events, job_name(i))
+            record.commits = [c for c in record.commits if c["instant"] in own]
+        return records
+    finally:
+        for run in runs:
+            run.reap()
+        _shutdown(loop)
+
+
+def own_commits(events: list[Any], job: str) -> set[str]:
+    """The instants ``job``'s coordinators committed, from the shared trace (their ``commit``
+    steps: ``(t, "X", role, thread, cat, name, ...)``)."""
+    prefix = f"{job}/"
+    return {
+        str(e[5]).split(" ", 1)[1]
+        for e in events
+        if e[1] == "X" and e[4] == trace_events.COMMIT and str(e[2]).startswith(prefix)
+    }
+
+
+def job_streams(cfg: JobConfig, spec: JobsSpec) -> list[tuple[str, pa.Table]]:
+    """Every job's name and stream (``cfg``: the command's configuration)."""
+    return [
+        (job_name(i), job_stream(job_config(cfg, i, spec.overrides_of(i)), i, spec.jobs, spec.overlap))
+        for i in range(spec.jobs)
+    ]
+
+
+def verify_jobs(
+    cfg: JobConfig, streams: list[tuple[str, pa.Table]], store: MemoryStore | None = None
+) -> tuple[ExactlyOnce, list[JobShare]]:
+    """The table ``cfg.table`` against every stream merged under the merge rule, and each job's
+    share (on the simulated disk ``store``, or on disk with the official reader)."""
+    key, part = cfg.key_field, cfg.partition_field
+    tagged = merged_expected(streams, key, cfg.precombine_field, part, None)
+    expected = tagged.select([generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
+    verdict: ExactlyOnce
+    if store is not None:
+        verdict = verify_memory(store, cfg.table, expected, key, part)
+        actual = read_memory_snapshot(MemoryDfs(store, role="verifier"), cfg.table)
+    else:
+        verdict = verify_run(cfg.table, expected, key, part)
+        actual = read_snapshot(cfg.table) if verdict.error is None else pa.table({})
+    return verdict, shares(tagged, actual, verdict, [name for name, _ in streams], key, part)
