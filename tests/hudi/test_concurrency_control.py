@@ -286,3 +286,10 @@ def test_the_cleaner_rolls_back_an_expired_instant_and_deletes_its_heartbeat_a_l
     assert client.clean_and_archive(now, wall_time=now) == [I2]
     assert table.timeline().pending_commits() == [I3]
     assert not dfs.exists(heartbeat_path(base, I2)) and dfs.exists(heartbeat_path(base, I3))
+
+
+def test_two_phase_commit_runs_single_writer_only():
+    from runtime.job.prepare import validate_job
+
+    with pytest.raises(ConfigError, match="--protocol two-phase-commit with --concurrency-mode optimistic"):
+        validate_job(JobConfig(protocol="two-phase-commit", concurrency_mode="optimistic"))
