@@ -529,6 +529,8 @@ class ControlTopicCoordinator(CoordinatorSide):
         policy, Hudi's default): every pending instant on the timeline is a failed write here
         (the coordinator is the table's only writer) and is rolled back before a new one starts."""
         ctx = self.ctx
+        if ctx.client.concurrency.lazy:
+            return  # a multi-writer --concurrency-mode (LAZY): the cleaner rolls back expired instants only
         async with ctx.table_lock:
             for pending in (await ctx.env.io(ctx.table.timeline)).pending_commits():
                 await ctx.env.io(ctx.client.rollback, pending, [])

@@ -350,6 +350,13 @@ class TwoPhaseCommitProtocol(Protocol):
         """Table version 6 slices a merge-on-read file group by instant time, so a compaction
         named from the clock orders itself after delta commits the writers named before it and
         wrote after it (the lab lost rows so): refused; Hudi 1.x's completion times make it sound."""
+        if config.concurrency_mode != "single-writer":
+            raise ConfigError(
+                f"--protocol {cls.name} with {flag_of('concurrency_mode')} {config.concurrency_mode}: its writers "
+                "name their instants from their checkpoints, not through the write client's startCommit, so no "
+                "instant gets the heartbeat a multi-writer mode needs (its commit would abort on an expired "
+                f"heartbeat); use {flag_of('concurrency_mode')} single-writer with this protocol"
+            )
         if config.compacts and config.table_version == "6":
             raise ConfigError(
                 f"--protocol {cls.name} with --table-type merge-on-read and --table-version 6: writers name "

@@ -265,3 +265,31 @@ def test_non_blocking_needs_a_table_version_whose_log_files_are_named_by_instant
     assert "needs table version 8 or 9" in str(refused.value) and "--table-version 8" in str(refused.value)
     assert validate_job(cfg.replace(table_version="8")).table_version == "8"
     assert validate_job(cfg.replace(protocol="coordination-rpc")).table_version == "9"
+
+
+def test_the_cleaner_rolls_back_an_expired_instant_and_deletes_its_heartbeat_a_live_one_stays(table):  # noqa: F811
+    from runtime.hudi.client.table_services import TableServices
+    from runtime.hudi.client.write_client import WriteClient
+    from tests.hudi.test_table import I1, I2, I3, stream, write_files
+
+    occ = ConcurrencyControl.of(JobConfig(concurrency_mode="optimistic"))
+    client = WriteClient(table, TableServices(clean_retain_commits=5), occ)
+    metadata = {"schema": avro_schema_json(stream([]).schema, "t")}
+    dfs, base, now = table.dfs, table.base_path, 10_000.0
+    dfs.mkdirs(Dfs.join(base, ".hoodie", ".heartbeat"))
+    client.start_instant(I1)
+    client.commit(I1, write_files(table, I1, [("k0", "p0", 1)]), metadata)
+    for instant, renewed in ((I2, now - 3 * occ.heartbeat.expiry_s), (I3, now)):  # a dead and a live writer
+        client.start_instant(instant)
+        write_files(table, instant, [("k1", "p1", 1)])
+        _beat(dfs, base, instant, at=renewed)
+    assert client.clean_and_archive(now, wall_time=now) == [I2]
+    assert table.timeline().pending_commits() == [I3]
+    assert not dfs.exists(heartbeat_path(base, I2)) and dfs.exists(heartbeat_path(base, I3))
+
+
+def test_two_phase_commit_runs_single_writer_only():
+    from runtime.job.prepare import validate_job
+
+    with pytest.raises(ConfigError, match="--protocol two-phase-commit with --concurrency-mode optimistic"):
+        validate_job(JobConfig(protocol="two-phase-commit", concurrency_mode="optimistic"))

@@ -38,7 +38,7 @@ from runtime.core.messages import WriteStat
 from runtime.hudi.client import compaction, rollback
 from runtime.hudi.client.concurrency import ConcurrencyControl
 from runtime.hudi.client.conflict import ConcurrentOperation, resolve_write_conflict_if_any
-from runtime.hudi.client.heartbeat import HeartbeatClient, expired_instants
+from runtime.hudi.client.heartbeat import HeartbeatClient, expired_instants, heartbeat_path
 from runtime.hudi.client.metadata_writer import METADATA_PARTITIONS_KEY, MetadataTableWriter, metadata_writer
 from runtime.hudi.client.table_metadata import publish
 from runtime.hudi.client.table_services import TableServices
@@ -192,6 +192,8 @@ class WriteClient:
         if self.concurrency.lazy and self.services.clean_retain_commits:
             for pending in self.failed_writes(self.table.timeline(), now=wall_time):
                 self.rollback(pending, now=now)
+                # rollbackFailedWrites under LAZY: HeartbeatUtils.deleteHeartbeatFile
+                self.table.dfs.delete(heartbeat_path(self.table.base_path, pending))
                 undone.append(pending)
         self.services.after_commit(self.table, now, metadata_writer(self.table))
         return undone
