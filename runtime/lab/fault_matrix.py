@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -74,6 +75,36 @@ KNOWN_FAILURES = (
 )
 
 
+# PR #3915 as shipped (apache/hudi dbf8c44, hudi-flink): a restarted coordinator's
+# StreamWriteOperatorCoordinator.start builds a MessageDriver, whose initialize deletes the whole bus,
+# and initInstant writes message 0 only; a restored task's checkpointId is -1, set to k by
+# snapshotState, so the barrier of the first checkpoint k after the restore reads message k - 1
+# (AbstractStreamWriteFunction.prevCkp): absent. instantToWrite waits WRITE_COMMIT_ACK_TIMEOUT (the
+# checkpoint timeout), so checkpoint k times out first and the coordinator writes k.aborted; the
+# wait then assumes a silent cancel, and the second eager flush after the abort takes the literal
+# 'aborted' as its instant ("Receive an unexpected event for instant aborted"): the job fails and
+# the next restart does it again, a checkpoint timeout per restart and nothing committed.
+MESSAGE_BUS_RESTART_STALL = (
+    "#3915: after a global failover the restarted coordinator's MessageDriver emptied the bus, and a restored "
+    "task's barrier waits for message k-1 (prevCkp) until the checkpoint timeout; each restart repeats it"
+)
+_BUS_WAIT = re.compile(r"message bus file (\d+)\.commit or \1\.aborted")
+
+
+def known_stall(protocol: str, result: JobResult) -> str | None:
+    """Which documented stall of ``protocol`` a run that did not finish in time shows: for the
+    message bus, tasks waiting for a message that the coordinator restarted by the last global
+    failover never wrote (its bus emptied at start); None when it is none."""
+    if protocol != "message-bus" or result.status != Status.TIMED_OUT:
+        return None
+    wait = _BUS_WAIT.search(str(result.error or ""))
+    restarts = [f for f in result.failovers if f.strategy == "global"]
+    if wait is None or not restarts:
+        return None
+    restored = restarts[-1].restored_checkpoint or 0
+    return MESSAGE_BUS_RESTART_STALL if int(wait.group(1)) >= restored else None
+
+
 def known_failure(protocol: str, error: str) -> str | None:
     """Which of ``protocol``'s documented failures ``error`` (a failed run's, or a failover's
     cause) is; None when it is none of them."""
@@ -86,6 +117,19 @@ def known_failure(protocol: str, error: str) -> str | None:
 # reporter shows it with a failed commit, the lab with a failed DFS call or a crash in the commit.
 INTERRUPTED_COMMIT_LOSS = {
     p: "Hudi 1.1 loses a completed checkpoint whose commit a failure interrupted (#19215; fixed after 1.1 by PR #19237)"
+    for p in ("coordination-rpc", "coordination-rpc-async")
+}
+
+# Hudi 1.1's coordinator restores the event buffers of the checkpoint it restarts from
+# (StreamWriteOperatorCoordinator.resetToCheckpoint -> EventBuffers.addEventsToBuffer); start ->
+# restoreEvents -> recommitInstant skips a buffer whose instant already completed (the restored
+# checkpoint's own completion committed it) but leaves it in eventBuffers, and the restored tasks'
+# empty bootstraps (attempt > 0) clean only the keys from the restored checkpoint on
+# (EventBuffers.cleanLegacyEvents); the next notifyCheckpointComplete -> commitInstants commits every
+# key below it, that instant again, after the instants committed since.
+RECOMMITTED_COMPLETED = {
+    p: "Hudi 1.1 commits a restored, already completed instant a second time (restoreEvents keeps its "
+    "event buffer; commitInstants commits it after later instants)"
     for p in ("coordination-rpc", "coordination-rpc-async")
 }
 
@@ -198,7 +242,7 @@ def classify(protocol: str, fault: str, result: JobResult) -> tuple[str, str]:
         return KNOWN, f"spurious restart reproduced (#19902), {verdict}"
     if status != Status.FINISHED:
         error = str(result.error or "")
-        known = known_failure(protocol, error) if status == Status.FAILED else None
+        known = known_failure(protocol, error) if status == Status.FAILED else known_stall(protocol, result)
         if known is not None:
             return KNOWN, f"{known}: {error[:200]}"
         return FAILED, f"{status.value}: {error}"

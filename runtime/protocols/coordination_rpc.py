@@ -25,8 +25,10 @@ Sources (apache/hudi, module hudi-flink, Hudi 1.1 and master):
   status resets the buffer and leaves the instant pending (no rollback). ``checkpointCoordinator``
   serializes ``eventBuffers.getAllCompletedEvents()`` (buffers in which every task sent its last
   batch); ``resetToCheckpoint`` restores them and ``start`` -> ``restoreEvents`` ->
-  ``recommitInstant`` commits each one whose instant is not completed (HUDI-9570, PR #13543). An
-  abort does nothing: the next success commits the backlog. ``subtaskReset`` does nothing.
+  ``recommitInstant`` commits each one whose instant is not completed (HUDI-9570, PR #13543); one
+  already completed stays buffered, so the next ``commitInstants`` commits it a second time, after
+  later instants (``runtime.lab.fault_matrix.RECOMMITTED_COMPLETED``). An abort does nothing: the
+  next success commits the backlog. ``subtaskReset`` does nothing.
 - ``sink/utils/EventBuffers``: one slot per task; an event of the slot's instant merges into it.
 
 ``sync`` (Hudi 1.1): the instant is created inside the request, under the table lock; a cleaning

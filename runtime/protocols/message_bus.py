@@ -31,6 +31,11 @@ instant of every (re)start or re-initialisation is message 0, never the restored
 an empty round writes ``commitCkp(ckp, instant, instant)``; ``notifyCheckpointAborted`` ->
 ``abortCkp(ckp)``; ``close`` closes the driver.
 
+So after a global failover the first barrier of a restored task (checkpoint k) waits for message
+k - 1, which the restarted coordinator (its bus emptied at ``start``) never writes, until the
+checkpoint timeout, and each restart repeats it: #3915's own stall
+(``runtime.lab.fault_matrix.known_stall``).
+
 Differences, each named: ``JobConfig.p2_fix_aborted_reread`` (off by default) makes a call made
 when not confirming return the instant the round confirmed, instead of re-reading the message;
 a wait for message 0 that reaches its timeout fails the task with a diagnosis, where #3915's

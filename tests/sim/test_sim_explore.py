@@ -20,7 +20,7 @@ from runtime.lab.results import FailoverRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import Deadlock, ExactlyOnce
 from runtime.sim import simulate
-from runtime.sim.explore import InstantProbe, explore, judge, run_schedule
+from runtime.sim.explore import InstantProbe, committed_twice, explore, judge, run_schedule
 from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
 from runtime.sim.shrink import shrink
 
@@ -315,3 +315,34 @@ def test_the_instant_probe_counts_per_failover_epoch():
     assert probe.by_key == {1: {"a"}}
     reply("c")  # two instants for one key within an epoch: what the invariant catches
     assert probe.by_key == {1: {"b", "c"}}
+
+
+def test_the_message_bus_stall_after_a_restart_is_3915s_own():
+    """Seed 17 of ``random``: a failed commit restarts the job; the restarted coordinator's
+    MessageDriver empties the bus and re-initialises on message 0, the restored tasks' barrier of
+    checkpoint 3 reads message 2 (prevCkp) until the checkpoint timeout, a later flush takes the
+    literal 'aborted', and every restart repeats it until the job times out: #3915 as shipped."""
+    verdict, result = run_schedule(draw("random", 17), "message-bus", 17)
+    assert result.status == Status.TIMED_OUT and "message bus file" in str(result.error)
+    assert [f.strategy for f in result.failovers][:1] == ["global"]
+    assert (verdict.outcome, verdict.invariant) == ("known failure", None)
+    assert "#3915" in verdict.detail and "MessageDriver" in verdict.detail
+    # the same wait with no restart, or under another protocol, is no documented stall
+    assert judge("message-bus", dataclasses.replace(result, failovers=[])).outcome == "FAILED"
+    assert judge("ckp-meta", result).outcome == "FAILED"
+
+
+@pytest.mark.parametrize(("protocol", "seed"), [("coordination-rpc", 1068), ("coordination-rpc-async", 885)])
+def test_a_second_commit_of_a_restored_instant_is_hudi_1_1s_own(protocol, seed):
+    """A global failover restores a coordinator state holding a buffer whose instant the restored
+    checkpoint's completion committed; restoreEvents skips its recommit but keeps it, and the next
+    commitInstants commits it again after later instants: the commits' checkpoints are out of
+    order, and that instant alone explains it. The table is still exactly-once."""
+    verdict, result = run_schedule(draw("random", seed), protocol, seed)
+    (again,) = committed_twice(result)
+    assert result.coordinator.protocol["restored"] and result.exactly_once.verified
+    assert (verdict.outcome, verdict.invariant) == ("known failure", "ascending-commits")
+    assert again in verdict.detail and "restoreEvents" in verdict.detail
+    # without the second commit in the trace the disorder is unexplained: a violation
+    no_trace = dataclasses.replace(result, simulation=dataclasses.replace(result.sim, trace=[]))
+    assert judge(protocol, no_trace).outcome == "VIOLATION"

@@ -184,7 +184,9 @@ class MetadataTableWriter:
 
     def __init__(self, table: HudiTable, compaction_delta_commits: int = DEFAULT_COMPACTION_DELTA_COMMITS) -> None:
         self.table = table
-        self.mdt = HudiTable(table.dfs, metadata_table_path(table), metadata_table_props(table.props))
+        # one process, one instant clock (HoodieInstantTimeGenerator): the metadata table's own
+        # clean and compaction times come after every instant time the data table issued
+        self.mdt = HudiTable(table.dfs, metadata_table_path(table), metadata_table_props(table.props), table.clock)
         self.files_dir = Dfs.join(self.mdt.base_path, FILES_PARTITION)
         self.compaction_delta_commits = compaction_delta_commits
 
@@ -202,7 +204,7 @@ class MetadataTableWriter:
         dfs.write_bytes(Dfs.join(mdt.hoodie, "hoodie.properties"), ("#Properties saved by commitlab\n" + body).encode())
         instant = bootstrap_instant(self.table)
         # its completion time comes after the data table's latest instant (the one committing)
-        mdt._last_issued = self.table.timeline().latest_ts() or format_instant(time.time() if now is None else now)
+        mdt.clock.raise_to(self.table.timeline().latest_ts() or format_instant(time.time() if now is None else now))
         mdt.start_instant(instant)
         dfs.write_bytes(
             Dfs.join(self.files_dir, PARTITION_METADATA),
@@ -273,7 +275,7 @@ class MetadataTableWriter:
         timeline = self.mdt.timeline()
         # completion times after everything on the metadata timeline: a log completing at or
         # before the last compaction's time would fall out of its file slice
-        self.mdt._last_issued = timeline.latest_ts()
+        self.mdt.clock.raise_to(timeline.latest_ts())
         self.mdt.start_instant(instant)
         name = self._next_log(instant, timeline)
         self._mark_log(instant, name)

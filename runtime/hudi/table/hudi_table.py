@@ -64,12 +64,32 @@ def refuse_foreign_directory(dfs: Dfs, base_path: str) -> None:
         )
 
 
+class InstantClock:
+    """The last instant time issued: Hudi's ``HoodieInstantTimeGenerator.lastInstantTime`` (0.14
+    and 1.x, ``hudi-common``; ``HoodieActiveTimeline.lastInstantTime`` before), a static
+    ``AtomicReference`` of the JVM, so every instant time a process creates, of the data table or of
+    its metadata table, is strictly after the last one it created. A data table shares its clock
+    with the metadata table it writes (:class:`runtime.hudi.client.metadata_writer.MetadataTableWriter`):
+    with a clock each, the metadata table's own clean took the time of the data table's clean it
+    was recording, and two of its instants had one requested time."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, last: str | None = None) -> None:
+        self.last = last
+
+    def raise_to(self, ts: str | None) -> None:
+        """Never again an instant time at or before ``ts``."""
+        if ts is not None and (self.last is None or ts > self.last):
+            self.last = ts
+
+
 class HudiTable:
     """One Hudi table (copy-on-write or merge-on-read, version 6, 8 or 9) on a :class:`Dfs`."""
 
     _instant_lock = threading.Lock()
 
-    def __init__(self, dfs: Dfs, base_path: str, props: TableProps) -> None:
+    def __init__(self, dfs: Dfs, base_path: str, props: TableProps, clock: InstantClock | None = None) -> None:
         self.dfs = dfs
         self.base_path = base_path.rstrip("/")
         self.props = props
@@ -78,7 +98,15 @@ class HudiTable:
         # the active timeline's folder: .hoodie, or .hoodie/timeline from table version 8
         folder = self.version.timeline_folder
         self.timeline_dir = Dfs.join(self.hoodie, folder) if folder else self.hoodie
-        self._last_issued: str | None = None
+        self.clock = clock if clock is not None else InstantClock()
+
+    @property
+    def _last_issued(self) -> str | None:
+        return self.clock.last
+
+    @_last_issued.setter
+    def _last_issued(self, ts: str | None) -> None:
+        self.clock.last = ts
 
     def with_dfs(self, dfs: Dfs) -> HudiTable:
         """The same table seen through another role's DFS view."""
