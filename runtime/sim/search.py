@@ -26,6 +26,16 @@ That is sound exactly as far as the fingerprint is complete; its module docstrin
 not (virtual time, the table's files, write-task symmetry), so "holds within the bound" means:
 in every schedule the search ran, and in the ones it pruned as equal by fingerprint.
 
+A run's prefix is its parent's: the run ``D + (i, alt)`` makes the decisions of ``D`` up to choice
+point ``i``, so by the simulator's determinism (not the fingerprint's completeness: the same code
+on the same inputs) its states at choice points ``0..i`` are those the parent's run recorded. The
+search hands them over (``reuse_prefix``) and the chooser does not fingerprint them again; the
+fingerprint's running hashes fold the skipped trace events at the next state it computes, in the
+same order, so every state after ``i`` is what computing them all gives. The certificate is the
+same, figure for figure and state for state (``tests/sim/test_check.py``, ``bench_check.py``).
+It saves what fingerprinting cost in the prefix, about a tenth of a run; the prefix itself is
+still executed: ``benchmarks/bench_check.py`` measures how much of the search that is.
+
 With ``--jobs N`` (:mod:`runtime.sim.parallel_search`) N processes share the search: each runs
 the default schedule and walks it as above, but explores only every N-th first deviation (round
 robin), with the states it met itself. Each is sound alone for its share, and their union is the
@@ -44,7 +54,7 @@ wait a timeout breaks is not the watchdog's deadlock, which no timeout ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from runtime.core.config import JobConfig
@@ -119,10 +129,12 @@ def scripted_chooser(
     deviations: Deviations = (),
     covered: Callable[[int, int], bool] | None = None,
     branch: Callable[[int, int, int], int] | None = None,
+    known: Sequence[int] = (),
 ) -> ScriptedChooser:
     """The chooser of one run of ``job``: ``deviations``, ``covered`` (choice index, state) -> True
     stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own); ``branch``: the fork
-    search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`)."""
+    search's walk, asked at every choice point (:mod:`runtime.sim.fork_search`); ``known``: the
+    states of the run's first choice points, when an earlier run made the same decisions there."""
     return ScriptedChooser(
         job.seed,
         deviations,
@@ -132,6 +144,7 @@ def scripted_chooser(
         covered=covered,
         lossy=frozenset(job.lossy),
         branch=branch,
+        known=known,
     )
 
 
@@ -140,10 +153,11 @@ def run_deviations(
     deviations: Deviations = (),
     covered: Callable[[int, int], bool] | None = None,
     chooser: ScriptedChooser | None = None,
+    known: Sequence[int] = (),
 ) -> CheckRun:
     """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
-    and judges it; ``covered``: see :func:`scripted_chooser`."""
-    chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered)
+    and judges it; ``covered``, ``known``: see :func:`scripted_chooser`."""
+    chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered, known=known)
     base = JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
     verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
     trace = result.sim.trace or []
@@ -205,8 +219,13 @@ class BoundedSearch:
         prune: bool = True,
         share: tuple[int, int] = (0, 1),
         halt: Callable[[], str | None] | None = None,
+        reuse_prefix: bool = True,
     ) -> None:
         self.job = job
+        # a run takes the states before its last deviation from its parent's run, whose decisions
+        # it repeats there, rather than fingerprinting them again (False: as before; the same
+        # certificate, compared by tests/sim/test_check.py and benchmarks/bench_check.py)
+        self.reuse_prefix = reuse_prefix
         # (k, n): explore only every n-th first deviation, from the k-th (one of n processes)
         self.share = share
         self.halt = halt  # a reason to stop now (another process found a failure), or None
@@ -250,7 +269,8 @@ class BoundedSearch:
             for alt in range(1, choice.alternatives):
                 if not parent.deviations and not self._mine():
                     continue
-                child = self._execute((*parent.deviations, (i, alt)))
+                known = [c.fingerprint for c in parent.choices[: i + 1]] if self.reuse_prefix else ()
+                child = self._execute((*parent.deviations, (i, alt)), known)
                 if child is not None:
                     self._visit(child)
 
@@ -263,7 +283,7 @@ class BoundedSearch:
     _firsts = 0  # first deviations met so far
     root_choices = 0  # choice points of the default schedule
 
-    def _execute(self, deviations: Deviations) -> CheckRun | None:
+    def _execute(self, deviations: Deviations, known: Sequence[int] = ()) -> CheckRun | None:
         reason = self.halt() if self.halt is not None else None
         if reason is not None:
             raise _Stop(reason)
@@ -271,7 +291,7 @@ class BoundedSearch:
             raise _Stop(f"stopped at --max-runs {self.max_runs}")
         if self.max_s is not None and self.stats.real_s >= self.max_s:
             raise _Stop(f"stopped at --max-seconds {self.max_s:g}")
-        run = run_deviations(self.job, deviations, self._covered(deviations) if self.prune else None)
+        run = run_deviations(self.job, deviations, self._covered(deviations) if self.prune else None, known=known)
         s = self.stats
         s.runs += 1
         s.transitions += len(run.choices)

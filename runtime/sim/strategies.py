@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,9 +79,13 @@ class ScriptedChooser(RandomChooser):
         covered: Callable[[int, int], bool] | None = None,
         lossy: frozenset[str] = frozenset(),
         branch: Callable[[int, int, int], int] | None = None,
+        known: Sequence[int] = (),
     ) -> None:
         super().__init__(seed)
         self.lossy = lossy
+        # the states of the first choice points, known from the run this one shares them with
+        # (its parent in the search): not fingerprinted again (see :meth:`_state`)
+        self.known = known
         # (choice index, state) -> True when the rest of the run is known already: the run stops
         self.covered = covered
         # (choice index, state, alternatives) -> the alternative to take from here on (0: the
@@ -109,8 +113,7 @@ class ScriptedChooser(RandomChooser):
         if self.cut_at is not None:
             return 0  # stopping: the loop ends the run at its next iteration
         index = len(self.choices)
-        # what is decided is part of the state: the same roles' state, asked about another sender
-        state = hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
+        state = self._state(index, point, n, stream)
         self.choices.append(Choice(point, n, state, stream))
         if self.branch is not None:
             self._branch(index, state, n)
@@ -123,6 +126,17 @@ class ScriptedChooser(RandomChooser):
             self.unmet.append(index)
             return 0
         return alt
+
+    def _state(self, index: int, point: ChoicePoint, n: int, stream: str) -> int:
+        """The state's fingerprint before the decision at ``index``. A run that shares its first
+        choice points with an earlier one (the same decisions before them: the simulator is
+        deterministic, so the same states) takes those states from ``known`` and skips computing
+        them; the fingerprint's running hashes fold the skipped events at its next call, in the
+        same order, so every later state is the one computed at every step."""
+        if index < len(self.known):
+            return self.known[index]
+        # what is decided is part of the state: the same roles' state, asked about another sender
+        return hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
 
     def _branch(self, index: int, state: int, n: int) -> None:
         """Asks the walk; a forked child takes its alternative here. The time a parent spends

@@ -10,6 +10,7 @@ import pytest
 
 from runtime.cli.command import main
 from runtime.lab.fault_matrix import KNOWN, PASSED
+from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
 from runtime.sim.explore import Verdict, run_schedule
@@ -216,3 +217,21 @@ def test_no_message_between_the_job_manager_and_the_coordinator_is_lost() -> Non
     run = run_deviations(LOSSY)
     losses = [c for c in run.choices if c.point.value == "message-loss"]
     assert losses and all(c.stream.startswith("writer-") for c in losses)
+
+
+@pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
+def test_a_run_takes_its_prefix_states_from_its_parent_and_certifies_the_same(protocol: str) -> None:
+    """A run repeats its parent's decisions before its last deviation, so it takes those states
+    from the parent's run rather than fingerprinting them again: the same certificate (figures,
+    verdicts, counterexamples) and the same set of distinct states, on every protocol (one with
+    a failure within the bound among them: P1's deadlock)."""
+    rounds = [100, 0, 100] if protocol == "operator-event" else [100, 100]
+    job = CheckJob(SimSchedule(writers=1, rounds=rounds), protocol)
+    again = BoundedSearch(job, 1, reuse_prefix=False).run()
+    reused = BoundedSearch(job, 1).run()
+    a, b = certificate(again), certificate(reused)
+    for doc in (a, b):
+        assert isinstance(doc["certificate"], dict)
+        doc["certificate"].pop("real_s")
+    assert b == a and reused.stats.states == again.stats.states
+    assert reused.complete and reused.stats.runs > 1
