@@ -443,12 +443,11 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     archived = archived_instants(table)
     prev = max((a.completion or a.ts for a in archived.values()), default="19700101000000000")
     unreadable = 0
-    for instant, data in data_instants(timeline.instants).items():
-        if data.state != COMPLETED:
-            continue
-        # from table version 8 the reader's incremental range is one of completion times (Hudi
-        # 1.x's incremental query); before, of instant times
-        end = timeline.completion_of(instant) or instant
+    # from table version 8 the reader's incremental range is one of completion times (Hudi 1.x's
+    # incremental query); before, of instant times. The ranges follow in the order of their ends:
+    # two writers' instants may complete out of instant order (multi-writer)
+    completed = [(timeline.completion_of(i) or i, i, d) for i, d in data_instants(timeline.instants).items()]
+    for end, instant, data in sorted(c for c in completed if c[2].state == COMPLETED):
         if instant in checked:
             where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"
             problem = _commit_checked(table_uri, table, timeline, instant, (prev, end), where)
