@@ -1,16 +1,19 @@
 """``commitlab run`` stopped every way a user stops it, at random moments: its record, the verdict
 on what it committed, its exit code, and nothing of it left running.
 
-The ways: Ctrl-C (SIGINT to the whole process group, which reaches Ray's processes too), SIGINT
-to the driver alone, SIGTERM to the driver (a container's stop), SIGTERM to the group (a service
-manager's stop of the whole unit), SIGHUP to the group (the terminal closed), and a second Ctrl-C
-while the first is handled. The moments: during the start-up, while the job runs (between
+The ways: Ctrl-C (SIGINT to the whole process group: the driver and Spark's JVM; the local Ray's
+processes run in process groups of their own), SIGINT to the driver alone, SIGTERM to the driver
+(a container's stop), SIGTERM to the group (a service manager's stop of the whole unit), SIGHUP to
+the group (the terminal closed), and a second Ctrl-C while the first is handled. The moments:
+during the start-up (at random in its first seconds, and within 4 s after "starting Ray", while
+``ray.init`` starts the local Ray and connects the driver), while the job runs (between
 checkpoints or inside one), and during the final verification. Each run is a command of its own,
 in a session of its own, with a Ray temp directory of its own, so its processes are known.
 
 A stop while the command's modules load ends it with a line saying nothing ran (no record: no
-table was opened). Four stops run by default; ``COMMITLAB_STOPS_PER_WAY=20`` runs 20 per way at
-random moments (about 15 minutes a way on two busy cores).
+table was opened). Six stops run by default; ``COMMITLAB_STOPS_PER_WAY=20`` runs 20 per way at
+random moments (about 15 minutes a way on two busy cores). ``ray job stop`` of a submitted run:
+``tests/ray/test_job_stop.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 STOPS_PER_WAY = int(os.environ.get("COMMITLAB_STOPS_PER_WAY", "0"))
-RUNNING, START_UP, VERIFYING = "running", "start-up", "verification"
+RUNNING, START_UP, RAY_INIT, VERIFYING = "running", "start-up", "ray.init", "verification"
+# how long after "starting Ray" a stop may come: ray.init takes a second or two, more on busy cores
+RAY_INIT_WINDOW_S = 4.0
 RUN_TIMEOUT_S = 240
 
 
@@ -125,6 +130,9 @@ def stop_a_run(way: Way, moment: str, work: Path, rng: random.Random) -> Stopped
             # its modules load, Ray starts, the stream is made (not the interpreter's own first
             # second: a signal there is Python's, before any of the command's code runs)
             time.sleep(rng.uniform(1.0, 5.0))
+        elif moment == RAY_INIT:  # while ray.init starts the local Ray and connects the driver
+            assert console.wait_for("starting Ray", proc, 120), "".join(console.lines)
+            time.sleep(rng.uniform(0.0, RAY_INIT_WINDOW_S))
         elif moment == RUNNING:
             assert console.wait_for("running 60 checkpoints", proc, 120), "".join(console.lines)
             time.sleep(rng.uniform(0.0, 2.5))
@@ -194,12 +202,15 @@ def check(stopped: Stopped, way: Way, what: str) -> None:
     assert prefix["verified"] is True or "a second signal" in prefix["prefix"], tail
 
 
-# the handful the suite runs (about a minute on two idle cores): Ctrl-C in the start-up and while
-# running, SIGTERM to the driver, SIGHUP to the group; a second signal's handling is tested without
-# Ray (tests/test_cli_signals.py) and on Ray by COMMITLAB_STOPS_PER_WAY
+# the handful the suite runs (about a minute and a half on two idle cores): Ctrl-C in the start-up
+# and while running, SIGTERM to the driver and to the group while ray.init connects (Ray's own
+# SIGTERM handlers, kept out) and while running, SIGHUP to the group; a second signal's handling is
+# tested without Ray (tests/test_cli_signals.py) and on Ray by COMMITLAB_STOPS_PER_WAY
 HANDFUL = [
     ("ctrl-c", START_UP),
     ("ctrl-c", RUNNING),
+    ("sigterm-driver", RAY_INIT),
+    ("sigterm-group", RAY_INIT),
     ("sigterm-driver", RUNNING),
     ("sighup-group", RUNNING),
 ]
@@ -212,12 +223,13 @@ def test_a_stopped_run_leaves_its_record_a_checked_prefix_and_no_process(way, mo
 
 
 @pytest.mark.skipif(not STOPS_PER_WAY, reason="set COMMITLAB_STOPS_PER_WAY=N for N stops per way")
+@pytest.mark.timeout(STOPS_PER_WAY * (RUN_TIMEOUT_S + 120) + 60)  # each stop is bounded; the loop is not 300 s
 @pytest.mark.parametrize("way", sorted(WAYS))
 def test_many_stops_at_random_moments(way, tmp_path):
     rng = random.Random(f"{way}-{os.environ.get('COMMITLAB_STOPS_SEED', '0')}")
     failures, counts = [], {}
     for n in range(STOPS_PER_WAY):
-        moment = rng.choice([START_UP, RUNNING, RUNNING, VERIFYING])
+        moment = rng.choice([START_UP, RAY_INIT, RUNNING, RUNNING, VERIFYING])
         work = tmp_path / f"stop-{n}"
         stopped = stop_a_run(WAYS[way], moment, work, rng)
         record = stopped.record
