@@ -1,5 +1,6 @@
-"""The local Ray cluster a command starts: its start, the mark that says this project started it,
-and the reaping of what a predecessor killed with ``kill -9`` left behind.
+"""The local Ray cluster a command starts: its start (its head processes in process groups of their
+own, the command's SIGTERM handler kept through ``ray.init``), the mark that says this project
+started it, and the reaping of what a predecessor killed with ``kill -9`` left behind.
 
 Ray ties its head processes (GCS, raylet, monitor, dashboard head, log monitor) to the driver that
 started them (the kernel's parent-death signal), but the raylet's agents (the dashboard agent, the
@@ -190,9 +191,10 @@ def own_session_dir() -> str | None:
 
 
 def local_ray_alive() -> bool:
-    """False once the local Ray this driver started lost its GCS or raylet (a signal to the whole
-    process group, SIGTERM or SIGHUP, ends them with the driver's): then no actor can answer and a
-    call would wait for its bound. True for a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
+    """False once the local Ray this driver started lost its GCS or raylet (killed, or ended by a
+    signal sent to them: a signal to the terminal's process group no longer reaches them, see
+    :class:`_OwnGroupPopen`): then no actor can answer and a call would wait for its bound. True for
+    a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
     node: Any = getattr(ray._private.worker, "_global_node", None)
     if node is None or own_session_dir() is None:
         return True
