@@ -28,8 +28,9 @@ import pytest
 from test_cli_stops import RUNNING, START_UP, STOPS_PER_WAY, VERIFYING
 from test_job_submit import RAY, ROOT, LocalCluster, _ray_env, local_cluster  # noqa: F401 (a fixture)
 
-# RAY_JOB_STOP_WAIT_TIME_S for the job (its stop writes the record well within 30 s);
-# COMMITLAB_JOB_STOP_GRACE_S=3 shows what Ray's default does
+# RAY_JOB_STOP_WAIT_TIME_S for the job: at 30 s every stop measured here left its record (the
+# driver took 10 to 13 s on a loaded machine); COMMITLAB_JOB_STOP_GRACE_S=3 shows Ray's default
+# failing (the driver is killed before its record)
 GRACE_S = int(os.environ.get("COMMITLAB_JOB_STOP_GRACE_S", "30"))
 WAIT_S = 180  # for the job to reach a moment, and to end once stopped
 ENDED = ("STOPPED", "SUCCEEDED", "FAILED")
