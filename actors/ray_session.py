@@ -1,5 +1,6 @@
-"""The local Ray cluster a command starts: its start, the mark that says this project started it,
-and the reaping of what a predecessor killed with ``kill -9`` left behind.
+"""The local Ray cluster a command starts: its start (its head processes in process groups of their
+own, the command's SIGTERM handler kept through ``ray.init``), the mark that says this project
+started it, and the reaping of what a predecessor killed with ``kill -9`` left behind.
 
 Ray ties its head processes (GCS, raylet, monitor, dashboard head, log monitor) to the driver that
 started them (the kernel's parent-death signal), but the raylet's agents (the dashboard agent, the
@@ -30,6 +31,8 @@ import ray
 # closed by exit time ("Exception ignored in atexit callback ... I/O operation on closed file").
 import ray.autoscaler._private.cli_logger  # noqa: F401
 from ray._private import auto_init_hook
+from ray._private import services as ray_services
+from ray._private import utils as ray_utils
 
 log = logging.getLogger(__name__)
 
@@ -65,23 +68,70 @@ def ensure_ray(num_cpus: int | None = None) -> bool:
 
 @contextlib.contextmanager
 def _sigterm_kept() -> Iterator[None]:
-    """``ray.init`` replaces the driver's SIGTERM handler with ``sys.exit(15)``
-    (``ray._private.worker.init``); the command's own (a stopped run writes its record) is put back."""
+    """The command's SIGTERM handler (a stopped run writes its record) answers throughout
+    ``ray.init``. Ray 2.50.1 replaces it twice: ``ray._private.worker.init`` first sets
+    ``sys.exit(15)`` and the head node's start ``sys.exit(1)`` (both through
+    ``ray._private.utils.set_sigterm_handler``, a no-op here meanwhile); then the driver's core
+    worker (``ray._raylet.CoreWorker``) installs absl's failure signal handler, which passes a
+    SIGTERM on to the handler it found but arms a 3 s alarm that aborts the process (SIGABRT), so
+    the command's handler is set again the moment the core worker exists (and disarms that alarm:
+    :func:`runtime.cli.terminal.interruptible`)."""
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread sets handlers, Ray's init included
         return
     mine = signal.getsignal(signal.SIGTERM)
+    raylet: Any = ray._raylet  # a compiled module: its attributes are not typed
+    setter, core_worker = ray_utils.set_sigterm_handler, raylet.CoreWorker
+
+    def core_worker_keeping_mine(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return core_worker(*args, **kwargs)
+        finally:
+            signal.signal(signal.SIGTERM, mine)
+
+    ray_utils.set_sigterm_handler = _keep_sigterm_handler
+    raylet.CoreWorker = core_worker_keeping_mine
     try:
         yield
     finally:
+        ray_utils.set_sigterm_handler, raylet.CoreWorker = setter, core_worker
         signal.signal(signal.SIGTERM, mine)
+
+
+def _keep_sigterm_handler(_handler: Callable[[int, Any], object]) -> None:
+    """Ray's ``set_sigterm_handler`` while ``ray.init`` runs: the command's handler stays."""
+
+
+class _OwnGroupPopen(ray_services.ConsolePopen):
+    """How Ray starts its head processes (GCS, raylet, dashboard, log monitor) while this driver
+    starts a local Ray: each in a process group of its own (the raylet's workers and agents join
+    the raylet's). A signal to the terminal's process group (Ctrl-C, SIGTERM to a service's group,
+    SIGHUP) then reaches the driver alone, which stops the job, writes its record from live actors
+    and ends Ray (:func:`end_own_ray`); before, it ended the GCS and the raylet under a driver still
+    connecting to them, whose calls then hung until Ray ended it (exit 1 after a minute)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("process_group", 0)
+        super().__init__(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _ray_in_own_groups() -> Iterator[None]:
+    services: Any = ray_services  # the class it names is replaced while Ray starts
+    started_with = services.ConsolePopen
+    services.ConsolePopen = _OwnGroupPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = started_with
 
 
 def start_local_ray(num_cpus: int, **kwargs: Any) -> list[int]:
     """A new local Ray cluster for this driver, after reaping the leftovers of dead predecessors;
     returns the process ids reaped."""
     reaped = reap_orphaned_sessions()
-    ray.init(address="local", num_cpus=num_cpus, **kwargs)
+    with _ray_in_own_groups():
+        ray.init(address="local", num_cpus=num_cpus, **kwargs)
     mark_session(_session_dir())
     return reaped
 
@@ -141,9 +191,10 @@ def own_session_dir() -> str | None:
 
 
 def local_ray_alive() -> bool:
-    """False once the local Ray this driver started lost its GCS or raylet (a signal to the whole
-    process group, SIGTERM or SIGHUP, ends them with the driver's): then no actor can answer and a
-    call would wait for its bound. True for a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
+    """False once the local Ray this driver started lost its GCS or raylet (killed, or ended by a
+    signal sent to them: a signal to the terminal's process group no longer reaches them, see
+    :class:`_OwnGroupPopen`): then no actor can answer and a call would wait for its bound. True for
+    a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
     node: Any = getattr(ray._private.worker, "_global_node", None)
     if node is None or own_session_dir() is None:
         return True

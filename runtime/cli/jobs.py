@@ -43,26 +43,30 @@ def run_and_report(
 ) -> tuple[JobResult, int]:
     """Runs the prepared job with its phases, progress bar, signals and the engines' log; prints its
     summary. Returns the result and, for a job a signal stopped, the exit code of that signal."""
-    from actors.job import run_job
-    from actors.ray_session import ray_scope
-    from actors.spark import spark_scope
-    from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
-
     quiet, trace, engines_log = args.quiet, args.trace, engine_log(args, out)
-    phases = PhaseLog(console, enabled=not quiet)
     cfg = job.config
-    with (
-        interruptible(console) as stop,
-        # single-writer: one writer per table, taken before Ray and Spark start, released however
-        # the run ends (a multi-writer --concurrency-mode holds none: its commits take the lock)
-        hold_for_run(cfg, command_line(), on_take_over=_say(console)) as lock,
-        engines_to_log(engines_log),
-        ray_scope(),
-        spark_scope(),
-        checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
-    ):
-        result = run_job(job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock)
-        stop.ending = True  # the record is made; Spark and Ray are stopped next
+    with interruptible(console) as stop:
+        # Ray's and Spark's modules load under the command's handlers (a second or more on busy
+        # cores): a stop meanwhile is a stop in the start-up, with its record
+        from actors.job import run_job
+        from actors.ray_session import ray_scope
+        from actors.spark import spark_scope
+        from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
+
+        phases = PhaseLog(console, enabled=not quiet)
+        with (
+            # single-writer: one writer per table, taken before Ray and Spark start, released however
+            # the run ends (a multi-writer --concurrency-mode holds none: its commits take the lock)
+            hold_for_run(cfg, command_line(), on_take_over=_say(console)) as lock,
+            engines_to_log(engines_log),
+            ray_scope(),
+            spark_scope(),
+            checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
+        ):
+            result = run_job(
+                job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock
+            )
+            stop.ending = True  # the record is made; Spark and Ray are stopped next
     phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
     console.print(summary_table(result))
     if result.deadlock:

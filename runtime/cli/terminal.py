@@ -48,6 +48,10 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
 
     def on_signal(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
+        if signum == signal.SIGTERM:
+            # a SIGTERM that met absl's failure handler (Ray's core worker installs it as ray.init
+            # connects) comes here with a 3 s alarm armed that aborts the process: disarmed
+            signal.alarm(0)
         if stop.request(name):
             console.print(
                 f"[yellow]{name}: stopping the job and writing its record (a second signal stops at once)[/yellow]"

@@ -119,6 +119,9 @@ def ray_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     # `python` in the job's entrypoint and in `ray start` is this environment's interpreter
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
+    # the dashboard starts its modules in subprocesses and gives up on one after 30 s; on this
+    # 2-core machine under load the head's `ray start` exited so ("Module MetricsHead failed to start")
+    env.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "120")
     return {**env, **(extra or {})}
 
 
