@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgpack
@@ -179,19 +180,15 @@ def _copy(obj: Any) -> Any:
         return obj
     if cls is list or cls is tuple:
         return _copy_sequence(obj)
-    names = _FIELD_NAMES.get(cls) or _field_names(cls)
+    copier = _COPIERS.get(cls)
+    if copier is not None:
+        return copier(obj)
+    names = _field_names(cls)
     if names is not None:
         if not _copyable(cls):
             raise _NeedsBytes
-        kwargs = {}
-        for name in names:
-            value = getattr(obj, name)
-            t = type(value)
-            if t is str and value.isascii() or t is int and _LO <= value < _HI or t in _AS_THEY_ARE:
-                kwargs[name] = value
-            else:
-                kwargs[name] = _copy(value)
-        return cls(**kwargs)
+        copier = _COPIERS[cls] = _copier(cls, names)
+        return copier(obj)
     if cls is dict:
         if _TYPE_KEY in obj:  # read back as a message
             raise _NeedsBytes
@@ -202,6 +199,29 @@ def _copy(obj: Any) -> Any:
             out[_copy(k)] = _copy(obj[k])
         return out
     raise _NeedsBytes
+
+
+# a copier per registered dataclass, written out field by field (as ``dataclasses`` writes an
+# ``__init__``): the fields of every message, without a loop, a ``getattr`` and a dict of kwargs
+_COPIERS: dict[type, Callable[[Any], Any]] = {}
+
+
+def _copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
+    """``cls(**{name: copy of obj.name})`` for an instance ``obj``: a field's value as it is when
+    it is a scalar msgpack gives back equal (the tests of :func:`_copy`), else ``_copy`` of it."""
+    lines = ["def copy(obj):"]
+    for i, name in enumerate(names):
+        lines += [
+            f"    v{i} = obj.{name}",
+            f"    t = type(v{i})",
+            f"    if not (t is str and v{i}.isascii() or t is int and _LO <= v{i} < _HI or t in _AS_THEY_ARE):",
+            f"        v{i} = _copy(v{i})",
+        ]
+    lines.append(f"    return cls({', '.join(f'{name}=v{i}' for i, name in enumerate(names))})")
+    scope: dict[str, Any] = {"cls": cls, "_copy": _copy, "_LO": _LO, "_HI": _HI, "_AS_THEY_ARE": _AS_THEY_ARE}
+    exec("\n".join(lines), scope)  # noqa: S102 - code written here from a dataclass's field names
+    copy: Callable[[Any], Any] = scope["copy"]
+    return copy
 
 
 def _copy_sequence(obj: list[Any] | tuple[Any, ...]) -> list[Any]:

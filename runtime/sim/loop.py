@@ -31,7 +31,7 @@ import time
 from asyncio import format_helpers
 from collections.abc import Callable
 from contextvars import Context, copy_context
-from typing import Any, NoReturn, TypeVar, TypeVarTuple, Unpack
+from typing import Any, NoReturn, TypeVar, TypeVarTuple, Unpack, cast
 
 from runtime.sim.chooser import ChoicePoint, Chooser
 
@@ -85,51 +85,78 @@ class _VirtualSelector:
         pass
 
 
-class _Timer(asyncio.TimerHandle):
-    """A timer; the loop's heap holds ``(when, sequence, timer)``, so equal virtual times fire in
-    the order they were set and the heap compares tuples in C, never timers."""
+class _Call:
+    """A ready callback: what ``asyncio.Handle`` holds and does (the callback, its args and
+    context; ``cancel``), without its debug fields and its ``__init__``'s look-ups. The loop
+    makes tens of thousands a run; it reads the same attributes as asyncio's handles (a debug
+    loop's ``call_soon`` puts asyncio's own in the queue, and the search reads these)."""
 
-    __slots__ = ()
-    # asyncio's own slots, which typeshed does not declare
-    _when: float
-    _scheduled: bool
-    _loop: SimLoop
+    __slots__ = ("_callback", "_args", "_context", "_cancelled")
+    _source_traceback = None  # asyncio's handles keep one in debug mode; these never do
+
+    def __init__(self, callback: Any, args: tuple[Any, ...], context: Context) -> None:
+        self._callback = callback
+        self._args = args
+        self._context = context
+        self._cancelled = False
 
     def cancel(self) -> None:
-        """``TimerHandle.cancel`` with the loop's ``_timer_handle_cancelled`` and ``get_debug``
-        inline (a bounded wait that ends in time cancels its timer)."""
         if not self._cancelled:
-            loop = self._loop
-            if self._scheduled:
-                loop._timer_cancelled_count += 1
             self._cancelled = True
-            if loop._debug:
-                self._repr = repr(self)
             self._callback = None
             self._args = None  # type: ignore[assignment]
 
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def get_context(self) -> Context:
+        return self._context
+
+    def __repr__(self) -> str:
+        state = " cancelled" if self._cancelled else ""
+        if self._callback is None:
+            return f"<{type(self).__name__}{state}>"
+        source = format_helpers._format_callback_source(self._callback, self._args)
+        return f"<{type(self).__name__}{state} {source}>"
+
+
+class _Timer(_Call):
+    """A timer (``asyncio.TimerHandle``'s part the loop uses); the loop's heap holds
+    ``(when, sequence, timer)``, so equal virtual times fire in the order they were set and the
+    heap compares tuples in C, never timers."""
+
+    __slots__ = ("_when", "_scheduled", "_loop")
+
+    def __init__(self, callback: Any, args: tuple[Any, ...], context: Context, when: float, loop: SimLoop) -> None:
+        self._callback = callback
+        self._args = args
+        self._context = context
+        self._cancelled = False
+        self._when = when
+        self._scheduled = True
+        self._loop = loop
+
+    def cancel(self) -> None:
+        """``TimerHandle.cancel``: the loop counts the cancelled timers still in its heap (a
+        bounded wait that ends in time cancels its timer)."""
+        if not self._cancelled:
+            if self._scheduled:
+                self._loop._timer_cancelled_count += 1
+            self._cancelled = True
+            self._callback = None
+            self._args = None  # type: ignore[assignment]
+
+    def when(self) -> float:
+        return self._when
+
 
 _Entry = tuple[float, int, _Timer]
-_Handle = asyncio.Handle
-
-
-def _handle(cls: type[_Handle], loop: SimLoop, callback: Any, args: tuple[Any, ...], context: Context | None) -> Any:
-    """A handle with the fields ``Handle.__init__`` sets, without its debug look-ups (the loop
-    makes tens of thousands a run; debug mode takes asyncio's own path)."""
-    h: Any = cls.__new__(cls)
-    h._context = context if context is not None else copy_context()
-    h._loop = loop
-    h._callback = callback
-    h._args = args
-    h._cancelled = False
-    h._repr = None
-    h._source_traceback = None
-    return h
 
 
 _MAXIMUM_SELECT_TIMEOUT = 24 * 3600  # asyncio.base_events.MAXIMUM_SELECT_TIMEOUT
 _MIN_SCHEDULED_TIMER_HANDLES = 100  # asyncio's thresholds for purging cancelled timers
-_MIN_CANCELLED_TIMER_HANDLES_FRACTION = 0.5
+_CANCELLED_FRACTION = 0.5
+_REAL_TIME_CHECK_MASK = 63  # the real-time guard reads the clock once in 64 iterations
 
 
 class SimLoop(asyncio.BaseEventLoop):
@@ -144,7 +171,7 @@ class SimLoop(asyncio.BaseEventLoop):
     # (only call_at below fills it: it holds (when, sequence, timer) entries), the ready queue,
     # the cancelled-timer count, the stop flag and the closed-loop check
     _scheduled: list[_Entry]
-    _ready: collections.deque[asyncio.Handle]
+    _ready: collections.deque[Any]  # _Call and _Timer (asyncio's own Handle in debug mode)
     _timer_cancelled_count: int
     _stopping: bool
     _closed: bool
@@ -220,12 +247,9 @@ class SimLoop(asyncio.BaseEventLoop):
             raise TypeError("when cannot be None")
         if self._closed:
             self._check_closed()
-        timer: Any = _handle(_Timer, self, callback, args, context)
-        timer._when = when
+        timer = _Timer(callback, args, context if context is not None else copy_context(), when, self)
         heapq.heappush(self._scheduled, (when, next(self._timer_seq), timer))
-        timer._scheduled = True
-        result: asyncio.TimerHandle = timer
-        return result
+        return cast(asyncio.TimerHandle, timer)
 
     def call_later(
         self,
@@ -246,17 +270,19 @@ class SimLoop(asyncio.BaseEventLoop):
             return super().call_soon(callback, *args, context=context)
         if self._closed:
             self._check_closed()
-        handle: Any = _handle(_Handle, self, callback, args, context)
+        handle = _Call(callback, args, context if context is not None else copy_context())
         self._ready.append(handle)
-        result: asyncio.Handle = handle
-        return result
+        return cast(asyncio.Handle, handle)
 
     # -- the iteration ------------------------------------------------------------------------
     # asyncio's BaseEventLoop._run_once (3.11) step for step, over the (when, sequence, timer)
     # heap: the same callbacks run in the same order; it is most of what the loop itself costs.
     # ``run_forever`` calls ``_run_once`` until ``_stopping``: here one call runs the iterations
     # until then (the same check, made here), with ``_advance`` inline, so an iteration costs no
-    # method call of its own.
+    # method call of its own. A run makes about as many iterations as callbacks (one or two
+    # ready at a time), so the iteration's own work is kept to tests of locals: the counters are
+    # added up on the way out, and the real-time guard reads the clock every
+    # ``_REAL_TIME_CHECK_EVERY`` iterations (a guard of seconds; no callback is interrupted anyway).
 
     def _run_once(self) -> None:
         if self._orders_ready:
@@ -265,62 +291,66 @@ class SimLoop(asyncio.BaseEventLoop):
         scheduled = self._scheduled
         ready = self._ready
         popleft = ready.popleft
+        append = ready.append
         heappop = heapq.heappop
         monotonic = time.monotonic
         resolution = self._clock_resolution
-        while True:
-            n = len(scheduled)  # ``_worth_purging`` inline (a call an iteration otherwise)
-            if (
-                n > _MIN_SCHEDULED_TIMER_HANDLES
-                and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
-            ):
-                scheduled = self._purge_cancelled()
-            else:
-                while scheduled and scheduled[0][2]._cancelled:
-                    self._timer_cancelled_count -= 1
-                    heappop(scheduled)[2]._scheduled = False
-            # ``_advance`` inline while no guard has anything to say (it raises what one says)
-            if self._abort_reason is not None or (
-                self._real_deadline is not None and monotonic() > self._real_deadline
-            ):
-                self._advance(0)
-            self.iterations += 1
-            if ready or self._stopping:
-                pass
-            elif scheduled:
-                now, when = self._now, scheduled[0][0]
-                if when > now:  # jump to the next timer
-                    target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
-                    if self.max_virtual_s is not None and target > self.max_virtual_s:
-                        self._past_limit(target)
-                    self._now = target
-                    self.clock_jumps += 1
-            else:
-                self._stuck()
-            end_time = self._now + resolution
-            while scheduled and scheduled[0][0] < end_time:
-                timer = heappop(scheduled)[2]
-                timer._scheduled = False
-                ready.append(timer)
-            for _ in range(len(ready)):
-                handle: Any = popleft()
-                if handle._cancelled:
-                    continue
-                # ``Handle._run`` inline: one frame less for every callback of the run
-                try:
-                    handle._context.run(handle._callback, *handle._args)
-                except (SystemExit, KeyboardInterrupt):
-                    raise
-                except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
-                    self._callback_failed(handle, exc)
-            if self._stopping:
-                return
+        max_virtual_s = self.max_virtual_s
+        iterations = jumps = 0
+        try:
+            while True:
+                n = len(scheduled)  # ``_worth_purging`` inline (a call an iteration otherwise)
+                if n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _CANCELLED_FRACTION:
+                    scheduled = self._purge_cancelled()
+                else:
+                    while scheduled and scheduled[0][2]._cancelled:
+                        self._timer_cancelled_count -= 1
+                        heappop(scheduled)[2]._scheduled = False
+                # ``_advance`` inline while no guard has anything to say (it raises what one says)
+                if self._abort_reason is not None or (
+                    not iterations & _REAL_TIME_CHECK_MASK
+                    and self._real_deadline is not None
+                    and monotonic() > self._real_deadline
+                ):
+                    self._advance(0)
+                iterations += 1
+                if ready or self._stopping:
+                    pass
+                elif scheduled:
+                    now, when = self._now, scheduled[0][0]
+                    if when > now:  # jump to the next timer
+                        target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
+                        if max_virtual_s is not None and target > max_virtual_s:
+                            self._past_limit(target)
+                        self._now = target
+                        jumps += 1
+                else:
+                    self._stuck()
+                end_time = self._now + resolution
+                while scheduled and scheduled[0][0] < end_time:
+                    timer = heappop(scheduled)[2]
+                    timer._scheduled = False
+                    append(timer)
+                for _ in range(len(ready)):
+                    handle: Any = popleft()
+                    if handle._cancelled:
+                        continue
+                    # ``_run_callback`` inline: one frame less for every callback of the run
+                    try:
+                        handle._context.run(handle._callback, *handle._args)
+                    except (SystemExit, KeyboardInterrupt):
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
+                        self._callback_failed(handle, exc)
+                if self._stopping:
+                    return
+        finally:
+            self.iterations += iterations
+            self.clock_jumps += jumps
 
     def _worth_purging(self, n: int) -> bool:
         """asyncio's rule: purge when the heap is large and cancelled timers are most of it."""
-        return (
-            n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _MIN_CANCELLED_TIMER_HANDLES_FRACTION
-        )
+        return n > _MIN_SCHEDULED_TIMER_HANDLES and self._timer_cancelled_count / n > _CANCELLED_FRACTION
 
     def _timeout_to_next(self, scheduled: list[_Entry]) -> float | None:
         """How long a real loop would block in select: until the next timer (None: no timer)."""
@@ -358,6 +388,15 @@ class SimLoop(asyncio.BaseEventLoop):
             ready.append(timer)
         self._run_chosen(len(ready))
 
+    def _run_callback(self, handle: Any) -> None:
+        """``Handle._run``: the callback, its exception to the loop's exception handler."""
+        try:
+            handle._context.run(handle._callback, *handle._args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported as Handle._run reports it
+            self._callback_failed(handle, exc)
+
     def _callback_failed(self, handle: Any, exc: BaseException) -> None:
         """What ``Handle._run`` does with a callback's exception: the loop's exception handler."""
         context = {
@@ -383,7 +422,7 @@ class SimLoop(asyncio.BaseEventLoop):
             else:
                 handle = ready.popleft()
             if not handle._cancelled:
-                handle._run()
+                self._run_callback(handle)
 
     # -- guards -------------------------------------------------------------------------------
 
