@@ -56,6 +56,7 @@ class JobOfSeveral(JobRun):
         super().__init__(job, None, timeline=False, **kwargs)
         self.own_stream = stream
         self.own_commits: set[str] = set()
+        self.own_compactions: set[str] = set()
 
     def _plan(self) -> StreamPlan:
         self.on_phase(f"handing its stream to Ray: {self.own_stream.num_rows:,} records")
@@ -65,12 +66,16 @@ class JobOfSeveral(JobRun):
         coord, jm, dumps = await super()._views()
         if coord is not None:  # the instants this job's coordinator committed
             self.own_commits = {c.instant for c in coord.commits}
+            self.own_compactions = set(coord.compactions_scheduled)
         return coord, jm, dumps
 
     def _collect(self, outcome: Outcome, counters: Any, run_s: float) -> JobResult:
         record = super()._collect(outcome, counters, run_s)
         # the table's commits are every job's: keep the job's own (its coordinator's record of them)
         record.commits = [c for c in record.commits if c["instant"] in self.own_commits]
+        if "completed" in record.compactions:  # and the compactions its coordinator scheduled
+            done = record.compactions["completed"]
+            record.compactions["completed"] = [c for c in done if c["instant"] in self.own_compactions]
         return record
 
     def _verify(self, record: JobResult, outcome: Outcome) -> None:
