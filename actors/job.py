@@ -128,18 +128,28 @@ class JobRun:
             self._shutdown()  # whatever happened, the job's processes and placement group go
 
     def _run(self) -> JobResult:
-        t0 = time.time()
-        counters = DfsCounters()
-        endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
+        self.start_up()
+        return self.finish()
+
+    def start_up(self) -> None:
+        """Opens (or creates) the table, starts the job's processes and plans its stream: nothing
+        of the job runs yet (:meth:`finish` runs it)."""
+        self.t0 = time.time()
+        self.counters = DfsCounters()
+        self.endpoint_before = cluster_info.endpoint_counts(self.cfg.table)  # what an S3 endpoint serves
         if self.out_dir:  # an earlier run's record here is not this run's, even if this one is stopped at once
             remove_result(self.out_dir)
         try:
-            self._prepare(counters)
-            ready_at_run = self._processes_ready()
+            self._prepare(self.counters)
+            self.ready_at_run = self._processes_ready()
         except KeyboardInterrupt as exc:
             if self.stop is None or not self.stop.stopped_start_up(exc):
                 raise
-            self.plan, ready_at_run = None, 0
+            self.plan, self.ready_at_run = None, 0
+
+    def finish(self) -> JobResult:
+        """Runs the started-up job to its end, gathers its record and checks the table."""
+        t0, counters, endpoint_before, ready_at_run = self.t0, self.counters, self.endpoint_before, self.ready_at_run
         cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
         t_started = time.time()
         outcome = self._drive(ready_at_run)
@@ -295,7 +305,7 @@ class JobRun:
         self.driver = JobDriver(self.job, self.table, schema_json="")
         with self.stop.start_up() if self.stop is not None else contextlib.nullcontext():
             self._start_processes()  # they come up while the stream is planned
-            plan = plan_stream(cfg, self.on_phase, self.job.input)
+            plan = self._plan()
         table = write_client.create_or_open(dfs, base, props)
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
@@ -318,6 +328,9 @@ class JobRun:
         self.driver = JobDriver(self.job, table, schema_json=plan.schema_json)
         if self.table_lock is not None and self.table_lock.taken_over:
             self.driver.left_pending_by = f"a run whose heartbeat expired ({self.table_lock.took_over_text()})"
+
+    def _plan(self) -> StreamPlan:
+        return plan_stream(self.cfg, self.on_phase, self.job.input)
 
     # -- the host --------------------------------------------------------------------------------
 

@@ -44,7 +44,12 @@ def plan_generator(cfg: JobConfig, on_phase: PhaseHook = None) -> StreamPlan:
         on_phase(f"generating the stream: {cfg.records:,} records")
     t0 = time.time()
     stream = generator.generate(cfg)
-    shards = generator.shards_by_round(cfg, stream)
+    return plan_of_stream(cfg, stream, generator.shards_by_round(cfg, stream), t0)
+
+
+def plan_of_stream(cfg: JobConfig, stream: pa.Table, shards: list[list[pa.Table]], t0: float) -> StreamPlan:
+    """The plan of a stream made in this process (the generator's, or one job's of several,
+    :mod:`runtime.data.job_streams`): ``shards[task][round-1]`` go to Ray's object store."""
     props = TableProps.for_job(cfg)
     expected = expected_state(stream, cfg.key_field, cfg.precombine_field, cfg.partition_field).select(
         [generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, PAYLOAD]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from runtime.cli import exits
-from runtime.cli.jobs_options import add_jobs_options, jobs_spec_from
+from runtime.cli.jobs_options import add_jobs_options, jobs_exit, jobs_spec_from, print_jobs
 from runtime.cli.kafka import add_broker_timeout, control_topic_for
 from runtime.cli.options import (
     CommandParser,
@@ -23,8 +23,9 @@ from runtime.cli.options import (
     protocol_option,
 )
 from runtime.cli.terminal import engine_log, engines_to_log, exit_code_of, interruptible
-from runtime.core.config import ConfigError, JobConfig
-from runtime.hudi.client.concurrency import hold_for_run
+from runtime.core.config import IN_PROCESS_LOCK, ConfigError, JobConfig
+from runtime.core.jobs_spec import JobsSpec
+from runtime.hudi.client.concurrency import hold_for_run, is_multi_writer
 from runtime.hudi.client.lock import command_line
 from runtime.job.prepare import ResolvedJob, prepare_job
 from runtime.lab.results import JobResult
@@ -86,12 +87,9 @@ def _say(console: Console) -> Callable[[str], None]:
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
     out = check_writable_dir(args.out, "--out")
     cfg = job_config(args, out)
-    if jobs_spec_from(args, cfg).several:
-        raise ConfigError(
-            f"--jobs {args.jobs}: the Ray host runs one job per command so far. Two jobs on one table: "
-            "commitlab simulate --jobs 2 (the same role code, under the simulator), or two commitlab run "
-            "commands on the same --table under --concurrency-mode optimistic or non-blocking (no run-wide lock)"
-        )
+    spec = jobs_spec_from(args, cfg)
+    if spec.several:
+        return run_jobs_command(console, cfg, spec, out, args)
     if "://" not in cfg.table:
         check_writable_dir(cfg.table, "--table")
     if cfg.control_topic != "model" and cfg.protocol != "control-topic":
@@ -108,6 +106,64 @@ def cmd_run(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[yellow]{note}[/yellow]", highlight=False)
         result, stopped_by = run_and_report(job, out, console, args, f"{cfg.protocol}: {cfg.records:,} records")
     return exits.of_run(result, stopped_by)
+
+
+def run_jobs_command(console: Console, cfg: JobConfig, spec: JobsSpec, out: str, args: argparse.Namespace) -> int:
+    """``run --jobs 2``: every job on Ray in one session, sharing the table, verified once against
+    both streams merged (:mod:`actors.multi_job`)."""
+    from actors.multi_job import run_jobs
+    from actors.ray_session import ensure_ray, ray_scope
+    from runtime.lab.report import PhaseLog
+    from runtime.lab.run_output import remove_result, write_result_doc
+
+    for given, flag in ((cfg.input_path, "--input"), (cfg.from_checkpoint, "--from-checkpoint")):
+        if given:
+            raise ConfigError(
+                f"{flag} with --jobs {spec.jobs}: each job writes a stream of its own, made by the built-in "
+                f"generator (--jobs-overlap says what they share); drop {flag}, or run one job"
+            )
+    if cfg.control_topic != "model":
+        raise ConfigError(
+            f"--control-topic {cfg.control_topic} with --jobs {spec.jobs}: one broker's topic would carry both "
+            "jobs' events; drop --control-topic (the modelled topic is each job's own)"
+        )
+    if "://" not in cfg.table:
+        check_writable_dir(cfg.table, "--table")
+    given_source = cfg.source
+    # the options and the table's layout checked before Ray starts; each job's stream is the generator's
+    cfg = prepare_job(cfg.replace(source="generator")).config
+    if given_source == "spark":
+        console.print(
+            f"[yellow]--jobs {spec.jobs}: each job's stream is the built-in generator's, made the job's own "
+            "(runtime/data/job_streams.py); Spark is not started[/yellow]",
+            highlight=False,
+        )
+    if cfg.lock_provider == IN_PROCESS_LOCK and is_multi_writer(cfg):
+        console.print(
+            "[yellow]--lock-provider in-process: each job's coordinator runs in a process of its own (a Flink "
+            "job's JobManager JVM), so Hudi's InProcessLockProvider excludes nothing between the two jobs, as "
+            "between two Flink deployments; --lock-provider filesystem is the lock they share[/yellow]",
+            highlight=False,
+        )
+    remove_result(out)
+    phases = PhaseLog(console, enabled=not args.quiet)
+    engines_log = engine_log(args, out)
+    with (
+        interruptible(console) as stop,
+        hold_for_run(cfg, command_line(), on_take_over=_say(console)) as lock,  # single-writer: one for the command
+        engines_to_log(engines_log),
+        ray_scope(),
+    ):
+        with stop.start_up():
+            phases("starting Ray")
+            ensure_ray()
+        result = run_jobs(cfg, spec, on_phase=phases, stop=stop, table_lock=lock)
+        stop.ending = True
+    write_result_doc(out, result.to_json())
+    print_jobs(console, result, out)
+    if result.status == Status.INTERRUPTED:
+        return exit_code_of(stop.signal)
+    return int(jobs_exit(result))
 
 
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:

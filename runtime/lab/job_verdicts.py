@@ -26,9 +26,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from runtime.core.json_doc import JsonObject
+from runtime.data import generator
 from runtime.data.job_streams import JOB_COLUMN, job_of_payload
 from runtime.lab.verdicts import ExactlyOnce, emit, known_fields
-from runtime.lab.verify import _actual_identity, _expected_identity, expected_state
+from runtime.lab.verify import _actual_identity, _expected_identity, expected_state, read_snapshot, verify_run
 
 PAYLOAD = "payload"
 SAMPLE = 5
@@ -83,6 +84,28 @@ def merged_expected(
     # ties across jobs are impossible (job_streams makes the ordering values distinct); within a
     # job the later offset wins, as one job's merge does: order by (ordering value, offset)
     return expected_state(both, key, precombine, partition, before)
+
+
+def expected_rows(tagged: pa.Table) -> pa.Table:
+    """The columns of :func:`merged_expected`'s rows the table is compared on."""
+    return tagged.select([generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, PAYLOAD])
+
+
+def verify_jobs_on_disk(
+    table: str,
+    streams: list[tuple[str, pa.Table]],
+    key: str,
+    precombine: str,
+    partition: str,
+    before: pa.Table | None = None,
+) -> tuple[ExactlyOnce, list[JobShare]]:
+    """The table at ``table`` (a path or URI), read by the official reader, against every stream
+    merged under the merge rule into ``before`` (what it held when the jobs started), and each
+    job's share of the verdict."""
+    tagged = merged_expected(streams, key, precombine, partition, before)
+    verdict = verify_run(table, expected_rows(tagged), key, partition)
+    actual = read_snapshot(table) if verdict.error is None else pa.table({})
+    return verdict, shares(tagged, actual, verdict, [name for name, _ in streams], key, partition)
 
 
 def shares(

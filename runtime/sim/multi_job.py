@@ -24,16 +24,14 @@ import pyarrow as pa
 from runtime.core import roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec, check_simulated_lock, concurrency_mode, job_name
-from runtime.data import generator
 from runtime.data.job_streams import job_config, job_stream, shards
 from runtime.job.driver import Outcome
 from runtime.job.prepare import ResolvedJob
-from runtime.lab.job_verdicts import JobShare, merged_expected, shares
+from runtime.lab.job_verdicts import JobShare, expected_rows, merged_expected, shares, verify_jobs_on_disk
 from runtime.lab.jobs_result import JobsResult
 from runtime.lab.results import SimulationRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
-from runtime.lab.verify import read_snapshot, verify_run
 from runtime.sim.chooser import Chooser, RandomChooser
 from runtime.sim.host import (
     DEFAULT_MAX_REAL_S,
@@ -231,13 +229,9 @@ def verify_jobs(
     """The table ``cfg.table`` against every stream merged under the merge rule, and each job's
     share (on the simulated disk ``store``, or on disk with the official reader)."""
     key, part = cfg.key_field, cfg.partition_field
+    if store is None:
+        return verify_jobs_on_disk(cfg.table, streams, key, cfg.precombine_field, part)
     tagged = merged_expected(streams, key, cfg.precombine_field, part, None)
-    expected = tagged.select([generator.KEY_FIELD, generator.PARTITION_FIELD, generator.PRECOMBINE_FIELD, "payload"])
-    verdict: ExactlyOnce
-    if store is not None:
-        verdict = verify_memory(store, cfg.table, expected, key, part)
-        actual = read_memory_snapshot(MemoryDfs(store, role="verifier"), cfg.table)
-    else:
-        verdict = verify_run(cfg.table, expected, key, part)
-        actual = read_snapshot(cfg.table) if verdict.error is None else pa.table({})
+    verdict = verify_memory(store, cfg.table, expected_rows(tagged), key, part)
+    actual = read_memory_snapshot(MemoryDfs(store, role="verifier"), cfg.table)
     return verdict, shares(tagged, actual, verdict, [name for name, _ in streams], key, part)

@@ -126,7 +126,15 @@ def test_an_in_process_lock_cannot_stand_between_two_simulated_jobs(tmp_path, ca
     assert "--lock-provider filesystem" in capsys.readouterr().out.replace("\n", "")
 
 
-@pytest.mark.parametrize("argv", [["--jobs", "3"], ["--jobs", "2"], ["--jobs", "2", "--writer-guard", "lab-lock"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--jobs", "3"],
+        ["--jobs", "2", "--writer-guard", "lab-lock"],
+        ["--jobs", "2", "--concurrency-mode", "optimistic", "--from-checkpoint", "1"],
+        ["--jobs", "2", "--concurrency-mode", "optimistic", "--input", "in.parquet"],
+    ],
+)
 def test_run_refuses_jobs_it_cannot_run_before_ray_starts(tmp_path, capsys, argv):
     out = tmp_path / "out"
     assert main(["run", "--source", "generator", "--out", str(out), *argv]) == 2
