@@ -45,7 +45,8 @@ from runtime.hudi.client.lock import Heartbeat, check_free
 
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
-    from runtime.sim.explore import SeedRun, Verdict
+    from runtime.sim.explore import SeedRun
+    from runtime.sim.judge import Verdict
 
 # what a simulation does not take: it generates its stream in Python and runs in one process
 NOT_SIMULATED = (

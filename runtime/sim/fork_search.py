@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.lab.fault_matrix import PASSED
-from runtime.sim.explore import Verdict
+from runtime.sim.judge import Verdict
 from runtime.sim.search import BoundedSearch, CheckRun, keep_shortest, run_deviations, scripted_chooser
 from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
 

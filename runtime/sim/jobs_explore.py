@@ -20,7 +20,7 @@ from runtime.lab.jobs_result import CONFLICT, JobsResult, conflict_failovers
 from runtime.lab.results import JobResult
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.sim.chooser import Chooser
-from runtime.sim.explore import MAX_REAL_S, Verdict, judge
+from runtime.sim.judge import MAX_REAL_S, Verdict, judge
 from runtime.sim.multi_job import simulate_jobs
 from runtime.sim.network import Delay
 from runtime.sim.schedule import SimSchedule

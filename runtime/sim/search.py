@@ -61,8 +61,9 @@ from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
 from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
-from runtime.sim.explore import ONE_INSTANT_PER_CHECKPOINT, Options, Verdict, excerpt, run_schedule
+from runtime.sim.explore import Options, excerpt, run_schedule
 from runtime.sim.fingerprint import StateFingerprint
+from runtime.sim.judge import ONE_INSTANT_PER_CHECKPOINT, Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from runtime.core.config import JobConfig
 from runtime.core.fault_spec import parse_faults
-from runtime.sim.explore import Verdict, run_schedule
+from runtime.sim.explore import run_schedule
+from runtime.sim.judge import Verdict
 from runtime.sim.schedule import DELAYS, SimSchedule
 
 MAX_RUNS = 200

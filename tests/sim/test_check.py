@@ -13,7 +13,8 @@ from runtime.lab.fault_matrix import KNOWN, PASSED
 from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
-from runtime.sim.explore import Verdict, run_schedule
+from runtime.sim.explore import run_schedule
+from runtime.sim.judge import Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
 from runtime.sim.strategies import PCTChooser, parse_deviations

@@ -20,7 +20,8 @@ from runtime.lab.results import FailoverRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import Deadlock, ExactlyOnce
 from runtime.sim import simulate
-from runtime.sim.explore import InstantProbe, committed_twice, explore, judge, run_schedule
+from runtime.sim.explore import explore, run_schedule
+from runtime.sim.judge import InstantProbe, committed_twice, judge
 from runtime.sim.schedule import SCENARIOS, SimSchedule, draw
 from runtime.sim.shrink import shrink
 
