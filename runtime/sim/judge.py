@@ -95,18 +95,9 @@ def judge(
                 "one-instant-per-checkpoint",
                 f"the writers of checkpoint {k} were given instants {', '.join(twice[k])}",
             )
-    order = [int(c["checkpoint"]) for c in commits]
-    instants = [c["instant"] for c in commits]
-    recommitted = None  # Hudi 1.1's second commit of a restored instant, the only disorder found
-    if not _ascending(order) or not _ascending(instants):
-        again = committed_twice(result) if protocol in RECOMMITTED_COMPLETED else set()
-        rest = [c for c in commits if c["instant"] not in again]
-        if again and _ascending([int(c["checkpoint"]) for c in rest]) and _ascending([c["instant"] for c in rest]):
-            recommitted = f"{RECOMMITTED_COMPLETED[protocol]}: {', '.join(sorted(again))}; checkpoint order {order}"
-        elif not _ascending(order):
-            return Verdict(VIOLATION, "ascending-commits", f"commits landed in checkpoint order {order}")
-        else:
-            return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
+    recommitted = _commit_order(protocol, result)
+    if isinstance(recommitted, Verdict):
+        return recommitted
     d = result.deadlock
     if status == Status.DEADLOCKED and d is not None:
         text = (
@@ -132,9 +123,35 @@ def judge(
         if loss is not None:
             return Verdict(KNOWN, "exactly-once", f"{loss}: {detail}")
         return Verdict(VIOLATION, "exactly-once", detail)
-    # a failover nothing injected is a failure the job only survived by restarting (a run that
-    # lost a message may fail over for it: Flink fails a task whose ask timed out)
-    for f in [] if lost else result.failovers:
+    survived = None if lost else _unexpected_failover(protocol, result)
+    if survived is not None:
+        return survived
+    if recommitted is not None:
+        return Verdict(KNOWN, "ascending-commits", recommitted)
+    return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
+
+
+def _commit_order(protocol: str, result: JobResult) -> Verdict | str | None:
+    """The ascending-commits invariant: a violation, or Hudi 1.1's second commit of a restored
+    instant (the only disorder found, a known failure named once the rest is judged), or None."""
+    commits = result.commits
+    order = [int(c["checkpoint"]) for c in commits]
+    instants = [c["instant"] for c in commits]
+    if _ascending(order) and _ascending(instants):
+        return None
+    again = committed_twice(result) if protocol in RECOMMITTED_COMPLETED else set()
+    rest = [c for c in commits if c["instant"] not in again]
+    if again and _ascending([int(c["checkpoint"]) for c in rest]) and _ascending([c["instant"] for c in rest]):
+        return f"{RECOMMITTED_COMPLETED[protocol]}: {', '.join(sorted(again))}; checkpoint order {order}"
+    if not _ascending(order):
+        return Verdict(VIOLATION, "ascending-commits", f"commits landed in checkpoint order {order}")
+    return Verdict(VIOLATION, "ascending-commits", f"commit instants out of order: {instants}")
+
+
+def _unexpected_failover(protocol: str, result: JobResult) -> Verdict | None:
+    """A failover nothing injected: a failure the job only survived by restarting (a run that
+    lost a message may fail over for it, Flink failing a task whose ask timed out: not asked then)."""
+    for f in result.failovers:
         cause = str(f.error or "")
         if any(m in cause for m in INJECTED):
             continue
@@ -142,9 +159,7 @@ def judge(
         if known is None:
             return Verdict(FAILED, None, f"recovered only by an unexpected failover: {cause[:300]}", at_failover=True)
         return Verdict(KNOWN, None, f"{known}, then a failover recovered it: {cause[:240]}", at_failover=True)
-    if recommitted is not None:
-        return Verdict(KNOWN, "ascending-commits", recommitted)
-    return Verdict(PASSED, None, f"{len(commits)} commit(s), exactly-once")
+    return None
 
 
 def _ascending(values: list[Any]) -> bool:

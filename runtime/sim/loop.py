@@ -317,13 +317,7 @@ class SimLoop(asyncio.BaseEventLoop):
                 if ready or self._stopping:
                     pass
                 elif scheduled:
-                    now, when = self._now, scheduled[0][0]
-                    if when > now:  # jump to the next timer
-                        target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
-                        if max_virtual_s is not None and target > max_virtual_s:
-                            self._past_limit(target)
-                        self._now = target
-                        jumps += 1
+                    jumps += self._jump_to(scheduled[0][0], max_virtual_s)
                 else:
                     self._stuck()
                 end_time = self._now + resolution
@@ -347,6 +341,18 @@ class SimLoop(asyncio.BaseEventLoop):
         finally:
             self.iterations += iterations
             self.clock_jumps += jumps
+
+    def _jump_to(self, when: float, max_virtual_s: float | None) -> int:
+        """No callback is ready: the clock jumps to the next timer, ``when`` (1), unless it is due
+        already (0); past the virtual-time limit, the run ends (:meth:`_past_limit`)."""
+        now = self._now
+        if when <= now:
+            return 0
+        target = when if when - now <= _MAXIMUM_SELECT_TIMEOUT else now + _MAXIMUM_SELECT_TIMEOUT
+        if max_virtual_s is not None and target > max_virtual_s:
+            self._past_limit(target)
+        self._now = target
+        return 1
 
     def _worth_purging(self, n: int) -> bool:
         """asyncio's rule: purge when the heap is large and cancelled timers are most of it."""

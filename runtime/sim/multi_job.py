@@ -147,7 +147,28 @@ def simulate_jobs(
     t = time.perf_counter()
     if verify and result.status == Status.FINISHED:
         result.exactly_once, result.shares = verify_jobs(cfg, streams, store)
-    result.simulation = SimulationRecord(
+    result.simulation = _simulation_record(
+        runs, loop, recorder, storage=storage, seed=seed, delay=delay, io_delay=io_delay, trace=trace, wall0=wall0, t=t
+    )
+    return result
+
+
+def _simulation_record(
+    runs: list[_JobRun],
+    loop: SimLoop,
+    recorder: TraceRecorder,
+    *,
+    storage: str,
+    seed: int,
+    delay: Delay | None,
+    io_delay: Delay | None,
+    trace: bool,
+    wall0: float,
+    t: float,
+) -> SimulationRecord:
+    """The simulator's part of the record of several jobs (``wall0``: the run's start, ``t``: the
+    verification's)."""
+    return SimulationRecord(
         host="simulator",
         storage=storage,
         seed=seed,
@@ -167,7 +188,6 @@ def simulate_jobs(
         divergence=None,
         trace=recorder.events if trace else None,
     )
-    return result
 
 
 def _run_all(runs: list[_JobRun], spec: JobsSpec, loop: SimLoop, recorder: TraceRecorder) -> list[Any]:
