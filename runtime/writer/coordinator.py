@@ -184,14 +184,19 @@ class Coordinator:
         # the num_commits trigger counts completed delta commits from Hudi 1.0 (table version 8)
         self.counts_completed_delta_commits = compaction.counts_completed_delta_commits(protocol.release_table_version)
         self.compaction_pending_guard = config.compaction_pending_guard == "on"
-        # the table's write client (what the coordinator does to the table goes through it), with the
-        # cleaner and archiver after each writers' commit (--clean-retain-commits, --archive-*-commits)
-        services = (config.clean_retain_commits, config.archive_min_commits, config.archive_max_commits)
         self.concurrency = ConcurrencyControl.of(config)  # --concurrency-mode, --lock-provider
-        self.client = WriteClient(
-            table, TableServices.parse(*services, protocol.table_service_defaults), self.concurrency
-        ).attach(env, f"{env.role} of {config.job_id or config.table_name}")
+        self.client = self._write_client(protocol)
         self.conflicts: list[str] = []  # commits a write conflict failed (optimistic)
+
+    def _write_client(self, protocol: type[Protocol]) -> WriteClient:
+        """The table's write client (what the coordinator does to the table goes through it), with
+        the cleaner and archiver after each writers' commit (--clean-retain-commits,
+        --archive-*-commits) and the concurrency control of --concurrency-mode."""
+        config = self.config
+        services = (config.clean_retain_commits, config.archive_min_commits, config.archive_max_commits)
+        return WriteClient(
+            self.table, TableServices.parse(*services, protocol.table_service_defaults), self.concurrency
+        ).attach(self.env, f"{self.env.role} of {config.job_id or config.table_name}")
 
     @property
     def RPC_METHODS(self) -> tuple[str, ...]:  # noqa: N802 - the name every host looks up
@@ -545,13 +550,7 @@ class Coordinator:
         start = self.env.now()
         events = [e for e in self.events if e.instant == instant]
         self.events = [e for e in self.events if e.instant != instant]
-        latest: dict[str, WriteStat] = {}
-        for e in events:
-            for s in e.write_stats:
-                # a later flush of the same file version supersedes (copy-on-write rewrites one
-                # base file per file group and instant; merge-on-read writes a log file per flush)
-                latest[s.path] = s
-        stats = list(latest.values())
+        stats = _latest_stats(events)
         if not stats and not empty:
             return None
         metadata = {"schema": self.schema_json, "checkpoint.id": str(checkpoint_id), **(extra or {})}
@@ -633,3 +632,14 @@ class Coordinator:
             compactions_postponed=self.compactions_postponed,
             concurrency=self.client.concurrency_figures(self.conflicts),
         )
+
+
+def _latest_stats(events: list[WriteMetadataEvent]) -> list[WriteStat]:
+    """The write stats of an instant's events, a later flush of the same file version superseding
+    (copy-on-write rewrites one base file per file group and instant; merge-on-read writes a log
+    file per flush)."""
+    latest: dict[str, WriteStat] = {}
+    for e in events:
+        for s in e.write_stats:
+            latest[s.path] = s
+    return list(latest.values())
