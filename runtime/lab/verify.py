@@ -443,11 +443,11 @@ def verify_commits(table_uri: str) -> dict[str, Any]:
     archived = archived_instants(table)
     prev = max((a.completion or a.ts for a in archived.values()), default="19700101000000000")
     unreadable = 0
-    for instant, data in data_instants(timeline.instants).items():
-        if data.state != COMPLETED:
-            continue
-        # from table version 8 the reader's incremental range is one of completion times (Hudi
-        # 1.x's incremental query); before, of instant times
+    # from table version 8 the reader's incremental range is one of completion times (Hudi 1.x's
+    # incremental query), before of instant times: commits in that order (two writers complete
+    # instants out of their instant order)
+    completed = [(i, d) for i, d in data_instants(timeline.instants).items() if d.state == COMPLETED]
+    for instant, data in sorted(completed, key=lambda c: timeline.completion_of(c[0]) or c[0]):
         end = timeline.completion_of(instant) or instant
         if instant in checked:
             where = f"{table.timeline_rel}/{table.commit_file(instant, timeline)}"

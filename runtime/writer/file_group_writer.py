@@ -11,6 +11,12 @@ flush goes through decides how the file group is written (``FlinkWriteHandleFact
 
 Each writer keeps what it learnt of the table between flushes (the file versions it wrote, the
 slices and listings) and forgets what was not committed when a commit is abandoned and rolled back.
+That is the file-system view only while it is the table's one writer: under a multi-writer mode
+another job commits to the same file groups, so a copy-on-write writer lists each partition's
+committed base files again at its first touch in every instant and merges onto another writer's
+newer version (Hudi 1.1: ``HoodieFlinkWriteClient.upsert`` -> ``getTableAndInitCtx`` builds the
+instant's table, whose view ``HoodieMergeHandle`` asks for the file group's latest base file; the
+merge-on-read writer lists its slices per instant already).
 With ``per_handle`` (``--meta-client release``) each flush also reads what Hudi's write handle
 reads: the table's meta client, the partition metadata, the files' statuses
 (:mod:`runtime.hudi.table.meta_client`).

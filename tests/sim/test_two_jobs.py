@@ -182,3 +182,20 @@ def test_two_optimistic_jobs_on_the_same_file_groups_lose_only_the_conflicting_c
     assert loser.lost and not (loser.mismatched or loser.duplicated or loser.unexpected)
     line = result.verdict_line()
     assert line.startswith("KNOWN LOSS") and "job-2: Hudi 1.1 loses a completed checkpoint" in line and "#19215" in line
+
+
+def test_a_delta_commit_completing_after_the_other_jobs_compaction_was_scheduled_joins_its_slice(tmp_path):
+    """Merge-on-read with compaction on, seed 0: job 1 schedules a compaction while job 2's delta
+    commit is in flight; the plan leaves that commit's log files out (they are not completed), and
+    the commit completes after the compaction instant, its completion time taken under the lock
+    after every time on the timeline (Hudi 1.x's ``ActiveTimelineV2.createCompleteFileInMetaPath``
+    from the ``TimeGenerator``), so its log files join the compacted file slice
+    (``HoodieFileGroup.addLogFile`` by completion time) and no row is lost."""
+    cfg = JobConfig(**{**SMALL, "records": 1200}, table_type="merge-on-read", concurrency_mode="non-blocking")
+    assert cfg.compacts
+    result = simulate_jobs(cfg, JobsSpec(jobs=2), seed=0, workdir=str(tmp_path))
+    timeline = os.listdir(tmp_path / "table" / ".hoodie" / "timeline")
+    (compaction,) = [n.split(".")[0] for n in timeline if n.endswith(".compaction.requested")]
+    completed = [n.split(".")[0].split("_") for n in timeline if n.endswith(".deltacommit") and "_" in n]
+    assert any(instant < compaction < done for instant, done in completed)  # in flight across the schedule
+    assert result.verified, result.verdict_line()
