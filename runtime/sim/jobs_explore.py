@@ -14,40 +14,15 @@ import dataclasses
 
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
-from runtime.lab.fault_matrix import KNOWN, PASSED, VIOLATION, known_loss
+from runtime.lab.fault_matrix import KNOWN, PASSED, VIOLATION
 from runtime.lab.job_verdicts import named
-from runtime.lab.jobs_result import CONFLICT, JobsResult, conflict_failovers
+from runtime.lab.jobs_result import CONFLICT, JobsResult, conflict_failovers, known_losses
 from runtime.lab.results import JobResult
-from runtime.lab.verdicts import ExactlyOnce
 from runtime.sim.chooser import Chooser
 from runtime.sim.judge import MAX_REAL_S, Verdict, judge
 from runtime.sim.multi_job import simulate_jobs
 from runtime.sim.network import Delay
 from runtime.sim.schedule import SimSchedule
-
-
-def _known_losses(protocol: str, result: JobsResult) -> str | None:
-    """Hudi's own loss (:func:`runtime.lab.fault_matrix.known_loss`) when every job that lost rows
-    lost them its documented way, judged on its own share of the table; None otherwise."""
-    by_job = {s.job: s for s in result.shares}
-    found = []
-    for job in result.jobs:
-        share = by_job.get(str(job.config.get("job_id", "")))
-        if share is None or share.intact:
-            continue
-        own = ExactlyOnce(
-            verified=False,
-            expected=share.expected,
-            lost=share.lost,
-            duplicated=share.duplicated,
-            unexpected=share.unexpected,
-            mismatched=share.mismatched,
-        )
-        loss = known_loss(protocol, None, dataclasses.replace(job, exactly_once=own))
-        if loss is None:
-            return None
-        found.append(f"{share.job}: {loss}")
-    return "; ".join(found) or None
 
 
 def judge_jobs(protocol: str, result: JobsResult) -> Verdict:
@@ -64,7 +39,7 @@ def judge_jobs(protocol: str, result: JobsResult) -> Verdict:
     eo = result.exactly_once
     if eo is not None and not eo.verified:
         detail = named(result.shares) or eo.error or "the table differs"
-        known = _known_losses(protocol, result)
+        known = known_losses(protocol, result)
         if known is not None:
             return Verdict(KNOWN, "exactly-once", f"{known}: {detail}")
         return Verdict(VIOLATION, "exactly-once", detail)

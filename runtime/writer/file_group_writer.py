@@ -11,6 +11,12 @@ flush goes through decides how the file group is written (``FlinkWriteHandleFact
 
 Each writer keeps what it learnt of the table between flushes (the file versions it wrote, the
 slices and listings) and forgets what was not committed when a commit is abandoned and rolled back.
+That is the file-system view only while it is the table's one writer: under a multi-writer mode
+another job commits to the same file groups, so a copy-on-write writer lists each partition's
+committed base files again at its first touch in every instant and merges onto another writer's
+newer version (Hudi 1.1: ``HoodieFlinkWriteClient.upsert`` -> ``getTableAndInitCtx`` builds the
+instant's table, whose view ``HoodieMergeHandle`` asks for the file group's latest base file; the
+merge-on-read writer lists its slices per instant already).
 With ``per_handle`` (``--meta-client release``) each flush also reads what Hudi's write handle
 reads: the table's meta client, the partition metadata, the files' statuses
 (:mod:`runtime.hudi.table.meta_client`).
@@ -122,14 +128,17 @@ class FileGroupWriter(ABC):
 
 
 def file_group_writer(
-    table: HudiTable, task_id: int, parquet: ParquetWriteOptions, *, per_handle: bool = False
+    table: HudiTable, task_id: int, parquet: ParquetWriteOptions, *, per_handle: bool = False, shared: bool = False
 ) -> FileGroupWriter:
     """The writer of the table's type, with the table's record key and ordering (precombine)
-    fields; ``per_handle``: each flush reads what Hudi's write handle reads (``--meta-client``)."""
+    fields; ``per_handle``: each flush reads what Hudi's write handle reads (``--meta-client``);
+    ``shared``: another writer may commit to the table (a multi-writer mode)."""
     key, precombine = table.props.record_key_field, table.props.precombine_field
     if table.props.merge_on_read:
         return MergeOnReadWriter(table, task_id, key=key, precombine=precombine, per_handle=per_handle)
-    return CopyOnWriteWriter(table, task_id, key=key, precombine=precombine, parquet=parquet, per_handle=per_handle)
+    return CopyOnWriteWriter(
+        table, task_id, key=key, precombine=precombine, parquet=parquet, per_handle=per_handle, shared=shared
+    )
 
 
 KEEP_FILTER_FROM_KEYS = 4096  # keys of a version whose footer filter the next merge extends
@@ -187,17 +196,23 @@ class CopyOnWriteWriter(FileGroupWriter):
         precombine: str,
         parquet: ParquetWriteOptions,
         per_handle: bool = False,
+        shared: bool = False,
     ) -> None:
         super().__init__(table, task_id, key=key, precombine=precombine, per_handle=per_handle)
         self.parquet = parquet
         self.versions: dict[tuple[str, str], FileVersion] = {}  # (partition, file_id) -> latest
         self._listed_partitions: set[str] = set()
+        # another writer may commit to the table (a multi-writer mode): each instant reads the
+        # committed base files anew, as Hudi's merge handle asks the file-system view per instant
+        self.shared = shared
+        self._instant = ""
         self._first_touch_timeline: Timeline | None = None  # read ahead of the view's request
         self._held = HeldRows(parquet)  # the versions' rows
 
     def _write(
         self, partition: str, fid: str, instant: str, records: pa.Table, files: PartitionFiles | None
     ) -> WriteStat:
+        self._see_instant(instant)
         prev = self._latest_version(partition, fid, files)
         table = self.table
         base = table.read_base_file(prev.rel_path, prev.rows) if prev is not None else None
@@ -265,12 +280,21 @@ class CopyOnWriteWriter(FileGroupWriter):
                 self._held.let_go(version.rows)
             version.rows = None
 
+    def _see_instant(self, instant: str) -> None:
+        """A shared table's new instant lists each partition's committed base files again at its
+        first touch (``HoodieMergeHandle`` looks its base file up in the view of the instant's
+        table, ``HoodieFlinkWriteClient.getTableAndInitCtx``); one writer's own cache is that view."""
+        if self.shared and instant != self._instant:
+            self._listed_partitions.clear()
+            self._instant = instant
+
     def _asks_view(self, partition: str, fid: str) -> bool:
         """The bucket index's first load of the partition, or a merge handle's base file."""
         return (partition, fid) in self.versions or partition not in self._listed_partitions
 
     def _slices_timeline(self, partition: str, fid: str, instant: str) -> Timeline | None:
-        if (partition, fid) in self.versions or partition in self._listed_partitions:
+        self._see_instant(instant)
+        if partition in self._listed_partitions or (not self.shared and (partition, fid) in self.versions):
             return None
         self._first_touch_timeline = self.table.timeline()
         return self._first_touch_timeline
@@ -289,10 +313,12 @@ class CopyOnWriteWriter(FileGroupWriter):
     def _latest_version(self, partition: str, fid: str, files: PartitionFiles | None) -> FileVersion | None:
         """The file group's latest version: this task's, or the latest committed one."""
         prev = self.versions.get((partition, fid))
-        if prev is None and partition not in self._listed_partitions:
-            # first touch of this partition: find the committed base files once
+        if (prev is None or self.shared) and partition not in self._listed_partitions:
+            # first touch of this partition (of this instant, on a shared table): its committed base files
             timeline, self._first_touch_timeline = self._first_touch_timeline or self.table.timeline(), None
             committed = self.table.committed_base_files(partition, timeline, files)
+            if self.shared:
+                self._adopt_committed(partition, committed)
             for other_fid, (inst, rel) in committed.items():
                 self.versions.setdefault(
                     (partition, other_fid),
@@ -301,6 +327,15 @@ class CopyOnWriteWriter(FileGroupWriter):
             self._listed_partitions.add(partition)
             prev = self.versions.get((partition, fid))
         return prev
+
+    def _adopt_committed(self, partition: str, committed: dict[str, tuple[str, str]]) -> None:
+        """Forgets a remembered version another writer's commit has superseded (a later instant's
+        base file of the file group), so the merge reads that one; this writer's own versions,
+        committed or pending, stay."""
+        for key in [k for k in self.versions if k[0] == partition]:
+            version, latest = self.versions[key], committed.get(key[1])
+            if latest is not None and latest[0] > version.instant and latest[1] != version.rel_path:
+                self._let_go(self.versions.pop(key))
 
     def remembers_writes(self) -> bool:
         return bool(self.versions)

@@ -57,6 +57,7 @@ from runtime.core.messages import (
     WriteStat,
 )
 from runtime.flink.mailbox import Controller
+from runtime.hudi.client.concurrency import is_multi_writer
 from runtime.hudi.formats.parquet_format import ParquetWriteOptions
 from runtime.hudi.table.file_system_view import (
     REMOTE_TIMEOUT_OPTION,
@@ -105,6 +106,7 @@ class WriteTask(StreamTask):
             task_id,
             ParquetWriteOptions.of(config),
             per_handle=meta_client_per_handle(config.meta_client),
+            shared=is_multi_writer(config),
         )
         # the file slices come from the coordinator's embedded timeline server (--file-system-view)
         self.remote_view = tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view)

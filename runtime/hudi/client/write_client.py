@@ -163,10 +163,13 @@ class WriteClient:
                 f"refusing to commit {instant} with no write stats: an empty commit is committed only "
                 "with hoodie.allow.empty.commit (--allow-empty-commit)"
             )
-        if self.concurrency.checks_conflicts:  # preCommit: resolveWriteConflict, under the lock
-            self.conflict_checks += 1
-            this = ConcurrentOperation.of_stats(instant, stats)
-            resolve_write_conflict_if_any(table, table.timeline(), this, self.last_completed_at_start.get(instant))
+        if self.concurrency.multi_writer:  # under the lock: what the other writers completed
+            timeline = table.timeline()
+            if self.concurrency.checks_conflicts:  # preCommit: resolveWriteConflict
+                self.conflict_checks += 1
+                this = ConcurrentOperation.of_stats(instant, stats)
+                resolve_write_conflict_if_any(table, timeline, this, self.last_completed_at_start.get(instant))
+            table.after_timeline(timeline)  # the completion time comes after theirs
         if table.props.markers:
             self._reconcile_against_markers(instant, stats)
         doc = commit_metadata_doc(stats, extra)
@@ -213,6 +216,8 @@ class WriteClient:
         return rollback.rollback(self.table, instant, data_files, now=now, metadata=metadata_writer(self.table))
 
     def commit_compaction(self, instant: str, stats: list[WriteStat], schema_json: str, now: float | None) -> None:
+        if self.concurrency.multi_writer:  # completeCompaction, under the lock
+            self.table.after_timeline(self.table.timeline())
         compaction.commit_compaction(self.table, instant, stats, schema_json, now, metadata_writer(self.table))
 
     def rollback_compaction(self, instant: str, now: float | None) -> list[str]:

@@ -248,10 +248,21 @@ class HudiTable:
         self._last_issued = ts
         return ts
 
+    def after_timeline(self, timeline: Timeline) -> None:
+        """The next time this table issues (an instant or a completion) comes after every time on
+        ``timeline``: another writer's, read under the table lock (Hudi's ``TimeGenerator`` hands
+        out times under the lock and waits out the clock skew, so two writers never share one)."""
+        latest = timeline.latest_ts()
+        if latest is not None and latest > (self._last_issued or ""):
+            self._last_issued = latest
+
     def completion_time(self, instant: str, now: float | None) -> str | None:
         """The completion time of ``instant`` completing now (layout 2; None before): a fresh
-        instant time after the instant itself (``HoodieActiveTimeline`` takes it from the same
-        generator). Without a clock, the time just after everything issued."""
+        instant time after the instant and every time this table issued or saw
+        (:meth:`after_timeline`: under a multi-writer mode's lock, the other writers' times), as
+        Hudi 1.x's ``ActiveTimelineV2.createCompleteFileInMetaPath`` takes it from the
+        ``TimeGenerator`` that makes instant times. Without a clock, the time just after
+        everything issued."""
         if not self.version.layout_2:
             return None
         if now is None:
