@@ -310,7 +310,9 @@ class JobRun:
         self.cfg = plan.config
         self.job = ResolvedJob(plan.config)  # the prepared job, with the input's record count
         self.plan, self.props, self.table = plan, props, table
-        StateBackend(dfs, base, self.cfg.job_id).clear()  # checkpoints of an earlier job on this table are not ours
+        StateBackend(
+            dfs, base, self.cfg.checkpoint_store
+        ).clear()  # checkpoints of an earlier job on this table are not ours
         if dfs.exists(faults_path(base)):  # nor are the fault markers of an earlier job
             dfs.delete(faults_path(base), recursive=True)
         self.commits_before = completed_instants(table)  # the table exists now

@@ -1,5 +1,5 @@
 import sys
 
-from runtime.cli import main
+from runtime.cli import script
 
-sys.exit(main())
+sys.exit(script())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from typing import Any
@@ -28,6 +29,20 @@ def _before_the_command(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
 
 
+def script(argv: list[str] | None = None) -> int:
+    """The ``commitlab`` script and ``python -m runtime``: :func:`main`, and a run a signal stopped
+    ends with the signal's exit code at once once its record is written and Ray and Spark are
+    stopped. Ray's core worker can crash in its own teardown at interpreter exit after a stop that
+    came while ``ray.init`` connected (Ray 2.52.1: SIGSEGV, exit -11, after the record was written),
+    which would hide the stop's exit code; nothing of the run is left for the exit handlers then."""
+    code = main(argv)
+    if code in {128 + int(sig) for sig in STOPPING_SIGNALS} and "ray" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 main = _guarded_main
 
-__all__ = ["main"]
+__all__ = ["main", "script"]

@@ -527,6 +527,9 @@ class JobConfig:
     schedule: Schedule = field(default_factory=Schedule)
     # the durations set explicitly (not from the time scale); None until resolved at construction
     explicit_durations: list[str] | None = None
+    # one of several jobs on the table (--jobs 2): its own folder of the table's checkpoint store,
+    # as Flink keys checkpoints by job id (runtime.flink.state_backend); empty: the table's store
+    checkpoint_store: str = ""
 
     def __post_init__(self) -> None:
         if self.explicit_durations is not None:

@@ -28,7 +28,8 @@ JOB_COLUMN = "_job"  # the expected state's column naming the job whose record i
 def job_config(cfg: JobConfig, index: int, overrides: dict[str, Any] | None = None) -> JobConfig:
     """Job ``index``'s configuration: the command's, with its own Flink job id and data seed, and
     what ``overrides`` changes (a scenario's)."""
-    return cfg.replace(job_id=job_name(index), seed=cfg.seed + index, **(overrides or {}))
+    name = job_name(index)
+    return cfg.replace(job_id=name, checkpoint_store=name, seed=cfg.seed + index, **(overrides or {}))
 
 
 def job_of_payload(payload: str) -> str | None:

@@ -4,10 +4,12 @@ The job manager writes every role's state of a checkpoint (tasks, sources, the c
 ``<table>/.hoodie/.aux/commitlab/checkpoints/<id>.ckp`` before it notifies completion, so a
 restarted job resumes from the last completed checkpoint wherever its actors land. A few are kept.
 
-A job with an id of its own (``--job-id``, and each of several jobs on one table: ``--jobs 2``)
-keeps its checkpoints under ``checkpoints/<job id>/``, as Flink's checkpoint storage does
-(``FsCheckpointStorageAccess``: ``<state.checkpoints.dir>/<job id>/chk-<n>``), so one job's
-failover never restores another's checkpoint.
+Each of several jobs on one table (``--jobs 2``) keeps its checkpoints under
+``checkpoints/<job id>/``, as Flink's checkpoint storage keys them (``FsCheckpointStorageAccess``:
+``<state.checkpoints.dir>/<job id>/chk-<n>``), so one job's failover never restores another's
+checkpoint. A single job keeps the table's store whatever its ``--job-id``: a job started with a
+new id restores an earlier job's checkpoint from it with ``--from-checkpoint``, as Flink's
+``--fromSavepoint`` takes any job's checkpoint path.
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from runtime.core.messages import CompletedCheckpoint
 KEEP = 3
 
 
-def checkpoints_path(table_base: str, job_id: str = "") -> str:
-    """The checkpoint store of the job ``job_id`` (empty: the job of a run given no id)."""
+def checkpoints_path(table_base: str, own: str = "") -> str:
+    """The table's checkpoint store, or the folder ``own`` of one of several jobs in it."""
     path = Dfs.join(table_base, ".hoodie", ".aux", "commitlab", "checkpoints")
-    return Dfs.join(path, job_id) if job_id else path
+    return Dfs.join(path, own) if own else path
 
 
 class StateBackend:
-    def __init__(self, dfs: Dfs, table_base: str, job_id: str = "") -> None:
+    def __init__(self, dfs: Dfs, table_base: str, own: str = "") -> None:
         self.dfs = dfs
-        self.path = checkpoints_path(table_base, job_id)
+        self.path = checkpoints_path(table_base, own)
 
     def save(self, ckp: CompletedCheckpoint) -> None:
         self.dfs.mkdirs(self.path)

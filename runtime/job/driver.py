@@ -187,7 +187,7 @@ class JobDriver:
         wanted = self.cfg.from_checkpoint
         if not wanted:
             return Resume()
-        store = StateBackend(self.table.dfs, self.table.base_path, self.cfg.job_id)
+        store = StateBackend(self.table.dfs, self.table.base_path, self.cfg.checkpoint_store)
         held = store.list_ids()
         restore = store.keep_up_to(wanted)
         if restore is None:
@@ -257,7 +257,7 @@ class JobDriver:
         """Restarts from the last completed checkpoint: globally (every task, source, the
         coordinator and the job manager) or by region (the coordinator lives on and is told to
         reset; it re-initialises once every task has bootstrapped again)."""
-        restore = StateBackend(self.table.dfs, self.table.base_path, self.cfg.job_id).latest()
+        restore = StateBackend(self.table.dfs, self.table.base_path, self.cfg.checkpoint_store).latest()
         jm = await host.describe_job_manager()
         if jm is not None:
             self.last_triggered = max([self.last_triggered, jm.current, *jm.checkpoints])

@@ -168,7 +168,7 @@ def checkpoints(driver: JobDriver, jm: JobManagerView | None, *, final: bool = T
         for k, v in sorted(every.items())
     }
     if not final:
-        stored = StateBackend(driver.table.dfs, driver.table.base_path, driver.cfg.job_id).completed()
+        stored = StateBackend(driver.table.dfs, driver.table.base_path, driver.cfg.checkpoint_store).completed()
         for done in (c for c in stored if c.checkpoint_id > driver.cfg.from_checkpoint):  # not an earlier job's
             if done.checkpoint_id not in out or out[done.checkpoint_id]["status"] != "completed":
                 acks = sorted(r for r in done.states if r != roles.COORDINATOR)

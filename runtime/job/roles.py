@@ -161,7 +161,7 @@ def _build_job_manager(spec: RoleSpec, env: Env, cfg: JobConfig, table: HudiTabl
         cfg,
         names.task_names,
         names.source_names,
-        state_backend=StateBackend(env.dfs, table.base_path, cfg.job_id),
+        state_backend=StateBackend(env.dfs, table.base_path, cfg.checkpoint_store),
         start_checkpoint_id=spec.args.start_checkpoint_id,
         start_round=spec.args.start_round,
         compaction_plan=PLAN_OPERATOR if cfg.compacts else "",

@@ -225,7 +225,9 @@ class Coordinator:
         completed checkpoint, read from the completed-checkpoint store the hosts restore from."""
         from runtime.flink.state_backend import StateBackend
 
-        latest = await self.env.io(StateBackend(self.table.dfs, self.table.base_path, self.config.job_id).latest)
+        latest = await self.env.io(
+            StateBackend(self.table.dfs, self.table.base_path, self.config.checkpoint_store).latest
+        )
         raw = latest.states.get(roles.COORDINATOR) if latest is not None else None
         if raw:  # the state crossed the network as a message: it may come back decoded
             await self.protocol.restore_state(raw if isinstance(raw, bytes) else codec.encode(raw))
