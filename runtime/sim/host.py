@@ -582,6 +582,19 @@ def _simulation_record(
     )
 
 
+def sim_counts(loop: SimLoop, runs: Sequence[_SimRun]) -> SimCounts:
+    """The simulator's own figures of ``runs`` on ``loop``: its iterations and clock jumps, the
+    messages their networks carried, the delays they ran with (one for all)."""
+    return {
+        "loop_iterations": loop.iterations,
+        "clock_jumps": loop.clock_jumps,
+        "messages": sum(r.network.messages for r in runs),
+        "delay": repr(runs[0].network.delay),
+        "io_delay": repr(runs[0].io_delay) if runs[0].io_delay else None,
+        "inline_executor_calls": loop.inline_executor_calls,
+    }
+
+
 def _held(job: ResolvedJob, store: MemoryStore | None) -> contextlib.AbstractContextManager[Any]:
     """A table on the real disk is held as a run on Ray holds it (one writer at a time): its lock's
     I/O and heartbeat are real time, outside the simulated network, disk and trace
@@ -648,14 +661,7 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
             run.t_end = loop.time()
             run.recorder.add("host", roles.DRIVER, "end", run.outcome.status.value, run.outcome.error)
         record = run.collect()
-        run.sim_info = {
-            "loop_iterations": loop.iterations,
-            "clock_jumps": loop.clock_jumps,
-            "messages": run.network.messages,
-            "delay": repr(run.network.delay),
-            "io_delay": repr(run.io_delay) if run.io_delay else None,
-            "inline_executor_calls": loop.inline_executor_calls,
-        }
+        run.sim_info = sim_counts(loop, [run])
         chrome = run.chrome_events() if chrome_trace_path else []
     finally:
         run.reap()

@@ -41,6 +41,7 @@ from runtime.sim.host import (
     _shutdown,
     _SimRun,
     prepare_config,
+    sim_counts,
     verify_memory,
 )
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
@@ -148,7 +149,7 @@ def simulate_jobs(
     if verify and result.status == Status.FINISHED:
         result.exactly_once, result.shares = verify_jobs(cfg, streams, store)
     result.simulation = _simulation_record(
-        runs, loop, recorder, storage=storage, seed=seed, delay=delay, io_delay=io_delay, trace=trace, wall0=wall0, t=t
+        runs, loop, recorder, storage=storage, seed=seed, trace=trace, wall0=wall0, t=t
     )
     return result
 
@@ -160,8 +161,6 @@ def _simulation_record(
     *,
     storage: str,
     seed: int,
-    delay: Delay | None,
-    io_delay: Delay | None,
     trace: bool,
     wall0: float,
     t: float,
@@ -175,14 +174,7 @@ def _simulation_record(
         virtual_s=round(loop.time(), 6),
         wall_s=round(time.perf_counter() - wall0, 3),
         verify_s=round(time.perf_counter() - t, 3),
-        sim={
-            "loop_iterations": loop.iterations,
-            "clock_jumps": loop.clock_jumps,
-            "messages": sum(r.network.messages for r in runs),
-            "delay": repr(delay or DEFAULT_DELAY),
-            "io_delay": repr(io_delay) if io_delay else None,
-            "inline_executor_calls": loop.inline_executor_calls,
-        },
+        sim=sim_counts(loop, runs),
         trace_events=len(recorder.events),
         trace_sha256=trace_sha256(recorder.events),
         divergence=None,

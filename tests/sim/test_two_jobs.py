@@ -9,8 +9,11 @@ import pytest
 
 from runtime.cli import main
 from runtime.core.config import JobConfig
+from runtime.core.dfs import open_dfs
+from runtime.core.fault_spec import parse_faults
 from runtime.core.jobs_spec import JobsSpec
 from runtime.faults.scenarios import job_restart_overlap
+from runtime.flink.state_backend import StateBackend
 from runtime.lab.jobs_result import conflict_failovers
 from runtime.lab.status import Status
 from runtime.sim.multi_job import job_streams, simulate_jobs, verify_jobs
@@ -177,10 +180,6 @@ def test_each_job_restores_its_own_checkpoints_after_a_failover(tmp_path):
     """Flink keeps a job's checkpoints under its job id: job 2 (started half a second after job 1)
     fails over and restores its own last checkpoint, not job 1's, whose sources stood elsewhere
     (with one store for both, job 2 lost 200 of its 400 rows)."""
-    from runtime.core.dfs import open_dfs
-    from runtime.core.fault_spec import parse_faults
-    from runtime.flink.state_backend import StateBackend
-
     cfg = JobConfig(**{**SMALL, "checkpoints": 4, "records": 800}, concurrency_mode="optimistic")
     spec = JobsSpec(jobs=2, start_s=(0.0, 0.5), overrides=({}, {"faults": parse_faults("task.before_flush@3")}))
     result = simulate_jobs(cfg, spec, seed=0, workdir=str(tmp_path))
