@@ -268,9 +268,9 @@ class JobConfig:
         choices=("on", "off"),
     )
     parquet_compression: str = _opt(
-        "snappy",
-        "base-file codec, Hudi's hoodie.parquet.compression.codec (Hudi's default is gzip: "
-        "runtime/hudi/formats/parquet_format.py says why this one is snappy)",
+        "gzip",
+        "base-file codec, Hudi's hoodie.parquet.compression.codec (gzip, Hudi's default); snappy "
+        "is about a fifth of gzip's encode time and writes about twice the bytes",
         WRITE_PATH,
         choices=PARQUET_CODECS,
     )

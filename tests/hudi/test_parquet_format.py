@@ -22,9 +22,16 @@ def test_a_column_keeps_its_dictionary_only_where_parquet_mr_would():
         }
     )
     args = ParquetWriteOptions("gzip").write_table_args(table, distinct=("key",))
-    assert args == {"compression": "gzip", "use_dictionary": ["repeated", "few_ints"]}
+    # gzip at zlib's default level, as parquet-mr's GzipCodec compresses (pyarrow's default is 9)
+    assert args == {"compression": "gzip", "use_dictionary": ["repeated", "few_ints"], "compression_level": 6}
+    assert "compression_level" not in ParquetWriteOptions("snappy").write_table_args(table)
     # one row: a dictionary of one value is as large as the value (the fixture tables' files)
     assert ParquetWriteOptions("snappy").write_table_args(table.slice(0, 1))["use_dictionary"] == []
+
+
+def test_the_default_codec_is_hudis():
+    # HoodieStorageConfig: hoodie.parquet.compression.codec defaults to gzip
+    assert ParquetWriteOptions().compression == "gzip"
 
 
 def test_an_unknown_codec_is_refused_with_the_choices():

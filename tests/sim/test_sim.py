@@ -96,7 +96,7 @@ def test_every_protocol_commits_every_checkpoint_exactly_once(simdir, protocol):
 
 @pytest.mark.parametrize("codec", ["snappy", "gzip"])
 def test_base_files_carry_the_chosen_codec_and_encodings_and_the_official_reader_reads_them(simdir, codec):
-    # gzip is Hudi's hoodie.parquet.compression.codec default; snappy ours (parquet_format.py)
+    # gzip is Hudi's hoodie.parquet.compression.codec default and ours; snappy the named option (parquet_format.py)
     import pyarrow.parquet as pq
 
     result = _sim(_cfg(parquet_compression=codec), simdir, codec, seed=SEED, storage="disk")

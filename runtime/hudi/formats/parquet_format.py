@@ -3,13 +3,16 @@
 Hudi 0.11 - 1.x ``hudi-common/.../config/HoodieStorageConfig``: ``hoodie.parquet.compression.codec``
 defaults to ``gzip``, and base files are written by parquet-mr (``HoodieAvroParquetWriter``);
 the reference tables under the design notes' fixtures carry ``parquet-mr version 1.12.3`` and
-GZIP column chunks.
+GZIP column chunks. The Flink writer sets no codec of its own (``FlinkWriteClients`` builds the
+storage config from the parquet sizes only), so gzip is what it writes, and the default here.
+parquet-mr compresses GZIP pages through Hadoop's ``GzipCodec`` at zlib's default level
+(``ZlibCompressor.CompressionLevel.DEFAULT_COMPRESSION``, level 6); pyarrow's own gzip default is
+level 9, so the writer asks for 6.
 
-Deliberate difference, by default: this writer compresses with ``snappy``, the codec of Spark's
-and pyarrow's own writers, because gzip costs about 3.5 times snappy's write time here (a
-31,000-row base file: 47 ms against 13 ms) and the data-plane benchmark compares against Spark's
-snappy write. ``--parquet-compression gzip`` writes what Hudi writes; every codec is read by the
-official reader.
+``--parquet-compression snappy`` (a deliberate difference, named: Spark's and pyarrow's own
+default codec) costs about a fifth of gzip's encode time here (a 31,000-row base file: about 7 ms
+against 33 ms of CPU) and writes about twice the bytes; ``zstd`` and ``uncompressed`` are offered
+too. Every codec is read by the official reader.
 
 Dictionary encoding (``hoodie.parquet.dictionary.enabled``, true): parquet-mr 1.12's
 ``DictionaryValuesWriter`` starts every column dictionary-encoded and falls back to PLAIN at the
@@ -64,6 +67,7 @@ from runtime.hudi.formats.bloom_filter import KeyFilter
 RECORD_KEY_COLUMN = "_hoodie_record_key"
 AVRO_SCHEMA_KEY = "parquet.avro.schema"  # AvroWriteSupport.AVRO_SCHEMA
 WRITER_MODEL_KEY = "writer.model.name"  # ParquetWriter.OBJECT_MODEL_NAME_PROP
+GZIP_LEVEL = 6  # zlib's default, which parquet-mr's GzipCodec compresses at (pyarrow's default: 9)
 FOOTER_KEYS = frozenset((AVRO_SCHEMA_KEY, WRITER_MODEL_KEY, *BLOOM_FOOTER_KEYS))
 
 
@@ -136,8 +140,12 @@ class ParquetWriteOptions:
         """``pyarrow.parquet.write_table`` keyword arguments for ``table``, of whose columns
         ``distinct`` hold a different value in every row."""
         keep = [c for c in table.column_names if c not in distinct and _dictionary_pays(table.column(c))]
+        return {**self.codec_args(), "use_dictionary": keep}
+
+    def codec_args(self) -> JsonObject:
+        """The codec's ``pyarrow.parquet.write_table`` keyword arguments (gzip at :data:`GZIP_LEVEL`)."""
         codec = "none" if self.compression == "uncompressed" else self.compression
-        return {"compression": codec, "use_dictionary": keep}
+        return {"compression": codec, "compression_level": GZIP_LEVEL} if codec == "gzip" else {"compression": codec}
 
 
 def writer_schema_json(schema: pa.Schema, table_name: str, key_field: str, meta: tuple[str, ...]) -> str:
