@@ -157,14 +157,16 @@ def write_json(path: str, doc: Any) -> None:
 
 
 class ActorMemorySampler(threading.Thread):
-    """Samples the RSS of a :class:`actors.job.JobRun`'s processes while it runs.
+    """Samples the RSS and CPU time of a :class:`actors.job.JobRun`'s processes while it runs.
 
     It watches ``job_run.processes`` (filled as the job creates them), asks each new actor for its
     PID once (``__ray_call__``, answered by the actor's event loop even while a write task's
     mailbox is blocked), then reads ``memory_info()`` of every known PID every ``interval_s``.
     Per process: the first RSS seen (the idle worker), the peak RSS, and the peak of RSS minus
     shared pages (private memory; shared pages are the interpreter's libraries and objects
-    mapped from Ray's object store).
+    mapped from Ray's object store); and its CPU seconds (user + system) at every sample, so a
+    caller counts the CPU a span of the run took (:meth:`cpu_between`), which moves less with the
+    machine's load than the span's wall time.
     """
 
     def __init__(self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None) -> None:
@@ -181,6 +183,7 @@ class ActorMemorySampler(threading.Thread):
         self.peak_private: dict[str, int] = {}
         self.samples = 0
         self.errors: list[str] = []
+        self.cpu: dict[str, list[tuple[float, float]]] = {}  # name -> (epoch s, CPU s so far) per sample
 
     def _wanted(self, name: str) -> bool:
         return self.prefixes is None or name.startswith(self.prefixes)
@@ -218,6 +221,8 @@ class ActorMemorySampler(threading.Thread):
             for name, proc in list(self._procs.items()):
                 try:
                     mi = proc.memory_info()
+                    ct = proc.cpu_times()
+                    self.cpu.setdefault(name, []).append((time.time(), ct.user + ct.system))
                 except psutil.Error:
                     del self._procs[name]
                     continue
@@ -232,6 +237,17 @@ class ActorMemorySampler(threading.Thread):
         self._halt.set()
         self.join(timeout_s)
         return self.report()
+
+    def cpu_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds each sampled process spent from epoch ``start`` to ``end``: from its last
+        sample at or before ``start`` (its first sample when it came up later) to its first sample
+        at or after ``end`` (its last when it ended before), so within a sample interval each side."""
+        out = {}
+        for name, series in self.cpu.items():
+            before = [c for t, c in series if t <= start]
+            after = [c for t, c in series if t >= end]
+            out[name] = round((after[0] if after else series[-1][1]) - (before[-1] if before else series[0][1]), 3)
+        return dict(sorted(out.items(), key=lambda kv: _natural(kv[0])))
 
     def report(self) -> dict[str, Any]:
         def mib(d: dict[str, int]) -> dict[str, float]:
@@ -274,7 +290,8 @@ def run_job_sampled(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     sample_kinds: Iterable[str] | None = None,
 ) -> tuple[JobResult, dict[str, Any], float]:
-    """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
+    """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds);
+    ``memory["run_phase_cpu_s"]``: the CPU seconds of each sampled process in the run phase.
 
     Same as ``run_job`` (ensure Ray, ``JobRun(prepared(cfg), out_dir).run()``); the JobRun object is built
     here only so the sampler can see its process handles."""
@@ -285,12 +302,16 @@ def run_job_sampled(
     ensure_ray()
     sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds)
     sampler.start()
-    t = time.monotonic()
+    t, t_epoch = time.monotonic(), time.time()  # (the job's own t0 is taken first thing in run())
     try:
         result = job.run()
     finally:
         wall = time.monotonic() - t
         memory = sampler.stop()
+    tm = result.timing
+    if tm.get("setup_s") is not None and tm.get("run_s") is not None:
+        start = t_epoch + tm["setup_s"]
+        memory["run_phase_cpu_s"] = sampler.cpu_between(start, start + tm["run_s"])
     return result, memory, wall
 
 

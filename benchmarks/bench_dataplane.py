@@ -1,7 +1,8 @@
 """Data plane: commitlab runs (Hudi copy-on-write, merge-on-read) against Spark and pyarrow writing the same rows.
 
     .venv/bin/python benchmarks/bench_dataplane.py [--records 1000000] [--writers 4] [--checkpoints 10]
-                                                  [--table-types copy-on-write,merge-on-read]
+                                                  [--table-types copy-on-write,merge-on-read] [--runs 3]
+                                                  [--parquet-compression CODEC]
                                                   [--out benchmarks/results/dataplane] [--no-precompile]
 
 First the project's bytecode is written (``__pycache__``, as an installed package has it;
@@ -14,31 +15,39 @@ processes. Then one process, one Ray, one Spark session:
    (a) ``df.write.parquet`` of that prepared DataFrame: a warm-up write, then three timed, the
        median the figure;
    (b) the same rows handed to Ray (``shards_to_ray``, the hand-off commitlab uses), assembled into
-       one Arrow table and written by ``pq.write_table`` from memory, timed.
-2. One ``commitlab`` run per table type (``--table-types``, in that order), each with
-   ``source="spark"``, ``protocol="message-bus"`` on the same workload and its own table (its own
-   prepare and hand-off in the warm Spark session, then the streaming write into a Hudi
-   copy-on-write or merge-on-read table, merge-on-read compacting every
+       one Arrow table in memory.
+2. ``--runs`` rounds (3), each: ``pq.write_table`` of that table with the runs' codec (its wall
+   time and its CPU seconds), then one ``commitlab`` run per table type (``--table-types``, in that
+   order), each with ``source="spark"``, ``protocol="message-bus"`` on the same workload and a new
+   table (its own prepare and hand-off in the warm Spark session, then the streaming write into a
+   Hudi copy-on-write or merge-on-read table, merge-on-read compacting every
    ``compaction_delta_commits`` delta commits, then exactly-once verification by the official
-   reader), while a background thread samples the RSS of every role actor's process with psutil
-   (nothing is added to the runtime).
+   reader), while a background thread samples the RSS and the CPU seconds of every role actor's
+   process with psutil (nothing is added to the runtime). A figure is the median of the rounds.
 
-Reports rows/s of each and the ratios (each table type over Spark's and pyarrow's write,
-merge-on-read over copy-on-write in rows/s and in bytes written), for the run phase and for its
-part after the roles are up (``stream``: the run phase less ``actors_up_s``, the roles' start).
-The job's processes start while Spark hands the stream over (``actors.job``), as Spark's
-executors are up before its write: on two cores their start's CPU is then paid in the hand-off,
-so compare end to end too; per run the timing breakdown,
+Why CPU seconds too: on a shared machine a short single-threaded write (pyarrow's, under a second)
+gets one process's share of the cores while the job's six processes get six, so the ratio of wall
+times moves with the machine's load; the CPU each side spent moves much less. Each round puts
+pyarrow's write beside the runs, at the same load, and the per-round ratios are reported too.
+
+Reports rows/s of each and the ratios (each table type over Spark's and pyarrow's write, in wall
+time and in CPU seconds; merge-on-read over copy-on-write in rows/s, per CPU second and in bytes
+written), for the run phase and for its part after the roles are up (``stream``: the run phase
+less ``actors_up_s``, the roles' start). The job's processes start while Spark hands the stream
+over (``actors.job``), as Spark's executors are up before its write: on two cores their start's
+CPU is then paid in the hand-off, so compare end to end too; per run the timing breakdown,
 the bytes its commits and compactions wrote (the run's ``data_written``) and the write
 amplification (bytes written / input bytes), the base and log files written, the compactions
 completed, and peak RSS per write task; writes ``<out>.json`` and ``<out>.png``. Measures and
 prints; asserts nothing (exit 1 only when a run failed or was not verified).
+
+``PYTHONPATH=<a checkout of another commit>`` runs that commit's job with this script (the
+before/after figures in docs/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import shutil
 import statistics
@@ -54,7 +63,8 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 if TYPE_CHECKING:
     from runtime.lab.results import JobResult
 
-SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
+COW, MOR = "copy-on-write", "merge-on-read"
+SHORT = {COW: "cow", MOR: "mor"}
 LABEL = {"copy-on-write": "COW", "merge-on-read": "MOR"}
 COLOR = {"copy-on-write": "tab:blue", "merge-on-read": "tab:red"}
 SPARK_WRITES = 3  # timed df.write.parquet runs after the warm-up; the median is the figure
@@ -113,6 +123,17 @@ def parse_args() -> argparse.Namespace:
         default=",".join(TABLE_TYPES),
         help=f"comma-separated, one commitlab run each, in this order (of {', '.join(TABLE_TYPES)})",
     )
+    ap.add_argument(
+        "--parquet-compression",
+        default=None,
+        help="the runs' base-file codec and pyarrow's (default: JobConfig's, Hudi's gzip)",
+    )
+    ap.add_argument(
+        "--runs",
+        type=int,
+        default=3,
+        help="rounds, each pyarrow's write and one run per table type (a new table each); the median is the figure",
+    )
     ap.add_argument("--out", default="benchmarks/results/dataplane", help="writes OUT.json and OUT.png")
     ap.add_argument("--tmp", default=None, help="scratch directory for the tables (default: a new temp dir)")
     ap.add_argument("--keep-tmp", action="store_true", help="keep the written tables")
@@ -131,6 +152,8 @@ def parse_args() -> argparse.Namespace:
     if not types or bad or len(set(types)) != len(types):
         ap.error(f"--table-types: one or more of {', '.join(TABLE_TYPES)}, each once (got {args.table_types!r})")
     args.table_types = types
+    if args.runs < 1:
+        ap.error(f"--runs: at least 1 (got {args.runs})")
     return args
 
 
@@ -147,6 +170,8 @@ def job_configs(args: argparse.Namespace, scratch: str) -> dict[str, Any]:
         table=os.path.join(scratch, "hudi-table"),
         job_timeout_s=args.job_timeout,
     )
+    if args.parquet_compression is not None:
+        base = base.replace(parquet_compression=args.parquet_compression)
     out = {}
     for t in args.table_types:
         cfg = base.replace(table_type=t, table=os.path.join(scratch, f"hudi-{t}"))
@@ -161,6 +186,7 @@ def params(args: argparse.Namespace, cfg: Any) -> dict[str, Any]:
         "writers": args.writers,
         "checkpoints": args.checkpoints,
         "table_types": args.table_types,
+        "runs": args.runs,
         "protocol": cfg.protocol,
         "source": cfg.source,
         "buckets_per_partition": cfg.num_buckets,
@@ -280,10 +306,9 @@ def spark_write(
     }
 
 
-def pyarrow_write(steps: Steps, prepared: Any, writers: int, scratch: str, timeout_s: float) -> dict[str, Any]:
-    """(b) the same rows in Ray's object store, then one Arrow table written by pyarrow."""
+def pyarrow_table(steps: Steps, prepared: Any, writers: int, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+    """(b) the same rows in Ray's object store, then one Arrow table (written by :func:`pyarrow_write`)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from actors.shards import shards_to_ray
 
@@ -294,36 +319,67 @@ def pyarrow_write(steps: Steps, prepared: Any, writers: int, scratch: str, timeo
     t = time.monotonic()
     table = pa.concat_tables([s.table() for s in shards if s.num_rows])
     assemble_s = time.monotonic() - t
-    steps.start("pyarrow: pq.write_table")
-    pa_path = os.path.join(scratch, "pyarrow.parquet")
-    t = time.monotonic()
-    common.bounded(functools.partial(pq.write_table, table, pa_path), timeout_s, "pq.write_table")
-    write_s = time.monotonic() - t
-    size = os.path.getsize(pa_path)
-    steps.con.log(
-        f"    hand-off {handoff_s:.2f} s; pq.write_table: {write_s:.2f} s, "
-        f"{table.num_rows / write_s:,.0f} rows/s, {size / common.MiB:.1f} MiB"
-    )
-    return {
+    steps.con.log(f"    hand-off {handoff_s:.2f} s, one Arrow table of {table.num_rows:,} rows")
+    return table, {
         "rows": table.num_rows,
         "handoff_s": round(handoff_s, 3),
         "assemble_s": round(assemble_s, 3),
-        "write_s": round(write_s, 3),
-        "rows_per_s": round(table.num_rows / write_s, 1),
         "table_bytes_in_memory": table.nbytes,
-        "bytes": size,
         "columns": table.column_names,
     }
 
 
-def run_step(table_type: str) -> str:
-    return f"commitlab run ({table_type}, message-bus, Spark source)"
+def pyarrow_write(steps: Steps, table: Any, scratch: str, timeout_s: float, compression: str) -> dict[str, Any]:
+    """One ``pq.write_table`` of the Arrow table from memory, with the lab's codec (and level), else
+    pyarrow's defaults: its wall time and its CPU seconds (the writing thread's: pyarrow writes one
+    file on one thread)."""
+    import pyarrow.parquet as pq
+
+    from runtime.hudi.formats.parquet_format import ParquetWriteOptions
+
+    pa_path = os.path.join(scratch, "pyarrow.parquet")
+    options = ParquetWriteOptions(compression)
+    if hasattr(options, "codec_args"):
+        codec_args = options.codec_args()
+    else:  # a checkout from before the codec's level was set (PYTHONPATH=<it> measures it): pyarrow's level
+        codec_args = {"compression": "none" if compression == "uncompressed" else compression}
+    codec = codec_args["compression"]
+
+    def write() -> float:
+        cpu = time.thread_time()
+        pq.write_table(table, pa_path, **codec_args)
+        return time.thread_time() - cpu
+
+    t = time.monotonic()
+    cpu_s = common.bounded(write, timeout_s, "pq.write_table")
+    write_s = time.monotonic() - t
+    size = os.path.getsize(pa_path)
+    steps.con.log(
+        f"    pq.write_table ({codec}): {write_s:.2f} s ({cpu_s:.2f} s of CPU), "
+        f"{table.num_rows / write_s:,.0f} rows/s, {size / common.MiB:.1f} MiB"
+    )
+    return {
+        "rows": table.num_rows,
+        "compression": codec,
+        "write_s": round(write_s, 3),
+        "cpu_s": round(cpu_s, 3),
+        "rows_per_s": round(table.num_rows / write_s, 1),
+        "rows_per_cpu_s": round(table.num_rows / cpu_s, 1) if cpu_s > 0 else None,
+        "bytes": size,
+    }
+
+
+def run_step(table_type: str, k: int, runs: int) -> str:
+    return f"round {k + 1}/{runs}: commitlab run ({table_type}, message-bus, Spark source)"
+
+
+def pyarrow_step(k: int, runs: int) -> str:
+    return f"round {k + 1}/{runs}: pyarrow pq.write_table"
 
 
 def run_commitlab(steps: Steps, cfg: Any, scratch: str, sample_interval: float) -> dict[str, Any]:
     """One commitlab run, its write-task processes sampled from outside: its figures, memory included.
     A run that raises is recorded (its error and traceback) so the other table types still run."""
-    steps.start(run_step(cfg.table_type))
     con, progress = steps.con, steps.progress
     run_bar = progress.add_task(f"  checkpoints ({SHORT[cfg.table_type]})", total=cfg.checkpoints)
     seen: dict[str, Any] = {"completed": -1}
@@ -348,14 +404,27 @@ def run_commitlab(steps: Steps, cfg: Any, scratch: str, sample_interval: float) 
         con.log(f"    [red]{cfg.table_type} run raised[/red]: {row['error']}")
         return row
     progress.update(run_bar, completed=result.figures.checkpoints.completed)
-    c = commitlab_figures(result, wall, cfg.table) | {"memory": memory}
+    c = commitlab_figures(result, wall, cfg.table) | {"memory": memory} | cpu_figures(result, memory)
     w = c["data_written"]
     con.log(
         f"    {c['status']}, exactly-once {'verified' if c['verified'] else 'NOT verified'}: "
-        f"{c['rows_per_s_run']:,.0f} rows/s in the run phase; {w.get('bytes', 0) / common.MiB:.1f} MiB written "
+        f"{c['rows_per_s_run']:,.0f} rows/s in the run phase ({_num(c['cpu_s_run'], '.2f')} s of the roles' CPU); "
+        f"{w.get('bytes', 0) / common.MiB:.1f} MiB written "
         f"(write amplification {c['write_amplification']}), {c['compactions_completed']} compactions"
     )
     return c
+
+
+def cpu_figures(result: JobResult, memory: dict[str, Any]) -> dict[str, Any]:
+    """The CPU seconds the job's processes (job manager, coordinator, task managers) spent in the
+    run phase, sampled from outside, and the rows per such second."""
+    per = memory.get("run_phase_cpu_s") or {}
+    cpu = round(sum(per.values()), 3) if per else None
+    return {
+        "cpu_s_run": cpu,
+        "cpu_s_run_per_process": per,
+        "rows_per_cpu_s_run": round(result.records / cpu, 1) if cpu else None,
+    }
 
 
 def commitlab_figures(result: JobResult, wall: float, table: str) -> dict[str, Any]:
@@ -445,12 +514,20 @@ def ratios(doc: dict[str, Any]) -> dict[str, float | None]:
         out[f"{k}_run_over_pyarrow_write"] = _ratio(c["rows_per_s_run"], p["rows_per_s"])
         out[f"{k}_end_to_end_over_spark_end_to_end"] = _ratio(c["rows_per_s_end_to_end"], s["rows_per_s_end_to_end"])
         out[f"{k}_stream_over_spark_write"] = _ratio(c.get("rows_per_s_stream"), s["rows_per_s"])
-    cow, mor = runs.get("copy-on-write"), runs.get("merge-on-read")
+        out[f"{k}_run_cpu_over_pyarrow_cpu"] = _ratio(c.get("rows_per_cpu_s_run"), p.get("rows_per_cpu_s"))
+        out[f"{k}_run_over_pyarrow_write_round_median"] = _median(
+            [_ratio(r["runs"][t].get("rows_per_s_run"), r["pyarrow"]["rows_per_s"]) for r in doc["rounds"]]
+        )
+    cow, mor = runs.get(COW), runs.get(MOR)
     if cow and mor:
         out["mor_over_cow_rows_per_s"] = _ratio(mor["rows_per_s_run"], cow["rows_per_s_run"])
         out["mor_over_cow_rows_per_s_end_to_end"] = _ratio(mor["rows_per_s_end_to_end"], cow["rows_per_s_end_to_end"])
         out["mor_over_cow_bytes_written"] = _ratio(mor["bytes_written"], cow["bytes_written"])
         out["mor_over_cow_rows_per_s_stream"] = _ratio(mor.get("rows_per_s_stream"), cow.get("rows_per_s_stream"))
+        out["mor_over_cow_rows_per_cpu_s"] = _ratio(mor.get("rows_per_cpu_s_run"), cow.get("rows_per_cpu_s_run"))
+        out["mor_over_cow_rows_per_s_round_median"] = _median(
+            [_ratio(r["runs"][MOR].get("rows_per_s_run"), r["runs"][COW].get("rows_per_s_run")) for r in doc["rounds"]]
+        )
     return out
 
 
@@ -471,8 +548,11 @@ def main() -> int:
         "Spark: df.write.parquet (warm-up)",
         f"Spark: df.write.parquet x {SPARK_WRITES}",
         "hand-off to Ray + one Arrow table",
-        "pyarrow: pq.write_table",
-        *[run_step(t) for t in cfgs],
+        *[
+            name
+            for k in range(args.runs)
+            for name in (pyarrow_step(k, args.runs), *[run_step(t, k, args.runs) for t in cfgs])
+        ],
         "write JSON and plot",
     ]
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
@@ -501,21 +581,79 @@ def main() -> int:
     import ray
 
     ray.shutdown()
-    good = ok_runs(doc)
-    return 0 if len(good) == len(cfgs) and all(r["verified"] for r in good.values()) else 1
+    every = [r for rnd in doc.get("rounds", []) for r in rnd["runs"].values()]
+    return 0 if all(r.get("verified") for r in every) else 1
 
 
 def measure(
     steps: Steps, spark: Any, cfgs: dict[str, Any], args: argparse.Namespace, scratch: str, doc: dict[str, Any]
 ) -> None:
-    """Spark's and pyarrow's writes of the prepared rows, then one commitlab run per table type."""
+    """Spark's writes of the prepared rows, then ``--runs`` rounds of pyarrow's write and one
+    commitlab run per table type (each on a new table), the same load for all in a round."""
     first = next(iter(cfgs.values()))
     prepared, n, materialize_s = prepare_workload(steps, spark, first, args.step_timeout)
     doc["spark"] = spark_write(steps, spark, prepared, n, materialize_s, scratch, args.step_timeout)
-    doc["pyarrow"] = pyarrow_write(steps, prepared, first.writers, scratch, args.step_timeout)
+    table, handoff = pyarrow_table(steps, prepared, first.writers, args.step_timeout)
     prepared.unpersist()
-    for t, cfg in cfgs.items():
-        doc["runs"][t] = run_commitlab(steps, cfg, scratch, args.sample_interval)
+    rounds: list[dict[str, Any]] = []
+    for k in range(args.runs):
+        steps.start(pyarrow_step(k, args.runs))
+        rnd: dict[str, Any] = {
+            "pyarrow": pyarrow_write(steps, table, scratch, args.step_timeout, first.parquet_compression)
+        }
+        rnd["runs"] = {}
+        for t, cfg in cfgs.items():
+            cfg_k = cfg.replace(table=f"{cfg.table}-{k + 1}")
+            steps.start(run_step(t, k, args.runs))
+            rnd["runs"][t] = run_commitlab(steps, cfg_k, scratch, args.sample_interval)
+            if not args.keep_tmp:  # (a round's tables are not read again)
+                shutil.rmtree(cfg_k.table, ignore_errors=True)
+        rounds.append(rnd)
+    doc["rounds"] = rounds
+    doc["pyarrow"] = handoff | median_pyarrow([r["pyarrow"] for r in rounds])
+    doc["runs"] = {t: median_run([r["runs"][t] for r in rounds]) for t in cfgs}
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def median_pyarrow(writes: list[dict[str, Any]]) -> dict[str, Any]:
+    """pyarrow's figure over the rounds: the median wall time and the median CPU seconds."""
+    rows, write_s, cpu_s = (
+        writes[0]["rows"],
+        statistics.median(w["write_s"] for w in writes),
+        _median([w["cpu_s"] for w in writes]),
+    )
+    return writes[0] | {
+        "write_s": round(write_s, 3),
+        "writes_s": [w["write_s"] for w in writes],
+        "cpu_s": cpu_s,
+        "cpus_s": [w["cpu_s"] for w in writes],
+        "rows_per_s": round(rows / write_s, 1),
+        "rows_per_cpu_s": round(rows / cpu_s, 1) if cpu_s else None,
+    }
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table type's figure over the rounds: the run of the median run-phase rows/s (the lower
+    middle of an even count), with every run's rows/s and the median of the runs' CPU seconds."""
+    good = [r for r in runs if "rows_per_s_run" in r]
+    if not good:
+        return runs[0]
+    mid = sorted(good, key=lambda r: r["rows_per_s_run"])[(len(good) - 1) // 2]
+    cpu = _median([r.get("cpu_s_run") for r in good])
+    return mid | {
+        "runs": len(runs),
+        "runs_ok": len(good),
+        "rows_per_s_run_each": [r.get("rows_per_s_run") for r in runs],
+        "run_s_each": [r["timing"]["run_s"] if "timing" in r else None for r in runs],
+        "cpu_s_run_each": [r.get("cpu_s_run") for r in runs],
+        "cpu_s_run": cpu,
+        "rows_per_cpu_s_run": round(mid["records"] / cpu, 1) if cpu else None,
+        "verified_each": [r.get("verified") for r in runs],
+    }
 
 
 # ---- the report -------------------------------------------------------------------------------
@@ -533,6 +671,7 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
     for t, r in doc["runs"].items():
         if "rows_per_s_run" not in r:
             con.print(f"[red]{t} run failed[/red]: {r.get('error')}")
+    print_rounds(con, doc)
     print_throughput(con, doc)
     runs = ok_runs(doc)
     if runs:
@@ -540,6 +679,33 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
         print_breakdown(con, doc, runs)
         print_memory(con, runs)
     print_ratios(con, doc)
+
+
+def print_rounds(con: Any, doc: dict[str, Any]) -> None:
+    """Each round side by side (the same load for its writes): wall and CPU seconds, the ratios."""
+    from rich.table import Table
+
+    types = list(doc["runs"])
+    t = Table(title="rounds: wall s (CPU s); the medians are the figures below", title_justify="left")
+    t.add_column("round")
+    t.add_column("pyarrow write", justify="right")
+    for tt in types:
+        t.add_column(f"{LABEL[tt]} run phase", justify="right")
+    for tt in types:
+        t.add_column(f"{LABEL[tt]} / pyarrow rows/s", justify="right")
+    if COW in types and MOR in types:
+        t.add_column("MOR / COW rows/s", justify="right")
+    for k, r in enumerate(doc["rounds"], start=1):
+        p, runs = r["pyarrow"], r["runs"]
+        cells = [str(k), f"{p['write_s']:.2f} ({_num(p['cpu_s'], '.2f')})"]
+        for tt in types:
+            c = runs[tt]
+            cells.append(f"{c['timing']['run_s']:.2f} ({_num(c['cpu_s_run'], '.2f')})" if "timing" in c else "failed")
+        cells += [_num(_ratio(runs[tt].get("rows_per_s_run"), p["rows_per_s"]), ".3f") for tt in types]
+        if COW in types and MOR in types:
+            cells.append(_num(_ratio(runs[MOR].get("rows_per_s_run"), runs[COW].get("rows_per_s_run")), ".3f"))
+        t.add_row(*cells)
+    con.print(t)
 
 
 def print_throughput(con: Any, doc: dict[str, Any]) -> None:
@@ -704,11 +870,17 @@ def ratio_labels() -> dict[str, str]:
         out[f"{k}_stream_over_spark_write"] = (
             f"{LABEL[t]} run phase with its roles up / Spark df.write.parquet on warm executors (rows/s)"
         )
+        out[f"{k}_run_cpu_over_pyarrow_cpu"] = f"{LABEL[t]} run phase / pyarrow pq.write_table (rows per CPU second)"
+        out[f"{k}_run_over_pyarrow_write_round_median"] = (
+            f"{LABEL[t]} run phase / pyarrow pq.write_table in the same round, median of the rounds (rows/s)"
+        )
     return out | {
         "mor_over_cow_rows_per_s": "MOR / COW, run phase (rows/s)",
         "mor_over_cow_rows_per_s_end_to_end": "MOR / COW, end to end (rows/s)",
         "mor_over_cow_bytes_written": "MOR / COW, bytes written (commits + compactions)",
         "mor_over_cow_rows_per_s_stream": "MOR / COW, run phase with the roles up (rows/s)",
+        "mor_over_cow_rows_per_cpu_s": "MOR / COW, run phase (rows per CPU second of the job's processes)",
+        "mor_over_cow_rows_per_s_round_median": "MOR / COW, run phase in the same round, median of the rounds (rows/s)",
     }
 
 
