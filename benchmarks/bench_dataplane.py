@@ -114,7 +114,7 @@ def table_files_on_disk(table: str) -> dict[str, int]:
 
 
 def parse_args() -> argparse.Namespace:
-    from runtime.core.config import TABLE_TYPES
+    from runtime.core.config import PARQUET_CODECS, TABLE_TYPES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common.add_workload_args(ap)
@@ -126,6 +126,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--parquet-compression",
         default=None,
+        choices=PARQUET_CODECS,
         help="the runs' base-file codec and pyarrow's (default: JobConfig's, Hudi's gzip)",
     )
     ap.add_argument(
