@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -88,7 +89,7 @@ def test_check_stopped_by_ctrl_c_writes_its_partial_certificate_and_exits_130(
     calls: list[int] = []
     real = search_module.run_deviations
 
-    def ctrl_c_on_the_third_run(*args: object, **kw: object) -> CheckRun:
+    def ctrl_c_on_the_third_run(*args: Any, **kw: Any) -> CheckRun:
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
