@@ -300,6 +300,7 @@ def _figures(bound: int, runs: int, s: SearchStats) -> str:
 
 def _report(search: BoundedSearch, path: str, console: Console) -> int:
     from runtime.sim.certificate import certificate
+    from runtime.sim.search import INTERRUPTED
 
     doc = certificate(search, path)
     _write(path, doc)
@@ -322,7 +323,7 @@ def _report(search: BoundedSearch, path: str, console: Console) -> int:
     for name, rec in doc.get("counterexamples_by_invariant", {}).items():
         _print_run(console, f"shortest counterexample of {name}", rec)
     console.print(f"check.json: {path}")
-    return exits.of_check(cert["failures"])
+    return exits.of_check(cert["failures"], interrupted=search.stopped == INTERRUPTED)
 
 
 def _print_run(console: Console, what: str, rec: dict[str, Any]) -> None:

@@ -82,7 +82,10 @@ def of_replay(failing: bool) -> ExitCode:
     return ExitCode.FAILED if failing else ExitCode.OK
 
 
-def of_check(failures: int) -> ExitCode:
+def of_check(failures: int, interrupted: bool = False) -> ExitCode:
     """``check``: no schedule the search ran violated an invariant or failed (a protocol's known
-    failure is no failure)."""
+    failure is no failure); a search Ctrl-C stopped exits 130 once its partial certificate is
+    written, as a stopped run does, never 0 as if it had certified the bound."""
+    if interrupted:
+        return ExitCode.INTERRUPTED
     return ExitCode.FAILED if failures else ExitCode.OK

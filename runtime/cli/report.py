@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from runtime.cli.exits import ExitCode
-from runtime.cli.options import CommandParser, add_config_option
+from runtime.cli.options import CommandParser, add_config_option, check_writable_dir
 from runtime.core.config import ConfigError
 
 
@@ -19,6 +19,8 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
     if not os.path.isdir(args.dir):
         raise ConfigError(f"report: {args.dir} is not a directory; give the --out directory of a command")
+    # the page's directory, checked before the page is built (DIR itself by default)
+    check_writable_dir(os.path.dirname(os.path.abspath(args.html)) if args.html else args.dir, "--html")
     try:
         path = write_report(args.dir, args.html)
     except FileNotFoundError as exc:
@@ -37,6 +39,7 @@ def cmd_timeline(args: argparse.Namespace, console: Console) -> int:
             problems = validate_trace(json.load(f))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"timeline: cannot read the trace file {args.trace}: {exc}") from None
+    check_writable_dir(os.path.dirname(os.path.abspath(args.out)), "OUT (the PNG)")
     for line in problems:
         console.print(f"trace: {line}", highlight=False)
     plot = plot_trace_file(args.trace, args.out, result=args.result, title=args.title)

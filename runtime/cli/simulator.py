@@ -403,7 +403,7 @@ def _workdir(args: argparse.Namespace, what: str) -> str | None:
         return None
     if not args.out:
         raise ConfigError(f"--real-parquet writes a table: give --out DIR for {what}")
-    out: str = os.path.abspath(args.out)
+    out = check_writable_dir(args.out, "--out")
     os.makedirs(out, exist_ok=True)
     _fresh_table(out, Console(quiet=True), True)
     return out
@@ -536,7 +536,7 @@ def cmd_explore(args: argparse.Namespace, console: Console) -> int:
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     if table_jobs_from(args, _base(args)) is not None and args.shrink:
         raise ConfigError("--shrink shrinks one job's schedule; drop it with --table-jobs 2 (replay the seed instead)")
-    out = os.path.abspath(args.out)
+    out = check_writable_dir(args.out, "--out")
     os.makedirs(out, exist_ok=True)
     workdir = os.path.join(out, "tables") if _storage(args) == "disk" else None
     if workdir:
@@ -595,6 +595,7 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
     from runtime.sim.shrink import shrink
 
     schedule = _schedule_of(args)
+    out = check_writable_dir(args.out or ".", "--out")  # before the shrink's many runs, not after them
     console.print(f"shrinking {args.protocol}, seed {args.seed}: {schedule.describe()}", highlight=False)
     try:
         res = shrink(
@@ -608,7 +609,6 @@ def cmd_shrink(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]", highlight=False)
         return ExitCode.USAGE  # the schedule does not fail: nothing to shrink
-    out = os.path.abspath(args.out or ".")
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, f"shrunk-{args.protocol}-{args.seed}.json")
     with open(path, "w") as f:

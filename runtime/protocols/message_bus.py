@@ -222,10 +222,14 @@ class MessageBusCoordinator(CoordinatorSide):
         return self.driver.path
 
     def describe(self) -> dict[str, Any]:
-        return {"bus_recreated": self.driver.recreated}
+        # a coordinator whose start the run's end cut short (a failover's restart, a search's cut
+        # run) has opened no bus yet: its record says so instead of failing the run's collection
+        driver = getattr(self, "driver", None)
+        return {"bus_recreated": driver.recreated if driver is not None else 0}
 
     async def close(self) -> None:
-        self.driver.close()
+        if getattr(self, "driver", None) is not None:  # opened (see describe)
+            self.driver.close()
 
 
 class MessageBusProtocol(Protocol):

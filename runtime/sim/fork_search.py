@@ -65,7 +65,7 @@ from typing import Any
 
 from runtime.lab.fault_matrix import PASSED
 from runtime.sim.judge import Verdict
-from runtime.sim.search import BoundedSearch, CheckRun, keep_shortest, run_deviations, scripted_chooser
+from runtime.sim.search import INTERRUPTED, BoundedSearch, CheckRun, keep_shortest, run_deviations, scripted_chooser
 from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
 
 __all__ = ["ForkSearch", "NotForkable"]
@@ -135,7 +135,7 @@ class ForkSearch(BoundedSearch):
             self._chooser = scripted_chooser(self.job, (), covered, self._branch)
             self._finish_run(run_deviations(self.job, chooser=self._chooser))
         except KeyboardInterrupt:
-            self.stopped = "interrupted (Ctrl-C)"
+            self.stopped = INTERRUPTED
         except BaseException as exc:
             if self._pipe is None:
                 raise
@@ -281,7 +281,7 @@ class ForkSearch(BoundedSearch):
             return False
         self._merge(report)
         if interrupted:
-            self.stopped = self.stopped or "interrupted (Ctrl-C)"
+            self.stopped = self.stopped or INTERRUPTED
         return False
 
     def _become_child(self, write_end: int, index: int, alt: int, parent: int) -> None:

@@ -79,6 +79,8 @@ __all__ = [
 ]
 
 LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
+# why a search a SIGINT stopped is partial (its certificate says it; check exits 130)
+INTERRUPTED = "interrupted (Ctrl-C)"
 
 
 @dataclass(frozen=True)
@@ -251,7 +253,7 @@ class BoundedSearch:
                 self.root_choices = len(root.choices)
                 self._visit(root)
         except KeyboardInterrupt:
-            self.stopped = "interrupted (Ctrl-C)"
+            self.stopped = INTERRUPTED
         except _Stop as stop:
             self.stopped = str(stop)
         return self

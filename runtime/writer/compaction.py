@@ -18,7 +18,7 @@ Sources (apache/hudi 0.13 - 0.15, ``hudi-flink/.../sink/compact/`` and ``util/Co
   (``CompactionUtil.rollbackCompaction(table, instant)``) if any failed, otherwise writes the
   compaction's commit (``CompactHelpers.createCompactionMetadata``, ``completeCompaction``).
 
-The coordinator schedules the plans (:meth:`runtime.writer.coordinator.Coordinator.schedule_compaction`);
+The coordinator schedules the plans (:mod:`runtime.writer.compaction_schedule`);
 the file-level work is :mod:`runtime.hudi.client.compaction`.
 
 Differences: the compaction operators take no part in checkpoints (they keep no state Flink would

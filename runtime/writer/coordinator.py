@@ -24,16 +24,8 @@ It owns the instants on the table's timeline (requested -> inflight -> completed
 data reuses the instant; an abort leaves it pending. What writers are told, and how, is the
 protocol's coordinator side.
 
-Differences: with ``--compaction-pending-guard on`` (the default) a compaction is not scheduled
-while a writer's instant newer than the last completed one is pending (the instants a protocol
-creates on request can be; an older pending one was abandoned, and every reader skips its blocks):
-in table version 6 a plan lists the log files present when it is made, and a delta commit still
-writing into a file group's old slice would be shadowed by the compacted base file (Hudi issue
-#7969). Hudi checks the same for Spark writers only (``ScheduleCompactionActionExecutor``:
-"Earliest write inflight instant time must be later than compaction time"); from table version 8
-a log joins the slice by its completion time, so Hudi 1.x needs no guard. The postponed compaction
-is scheduled after a later commit and counted in ``compactions_postponed``; ``off`` schedules as
-Hudi's Flink writer does.
+Differences: ``--compaction-pending-guard`` (on by default) postpones a compaction while a newer
+writer's instant is pending (:mod:`runtime.writer.compaction_schedule` says why).
 
 Events of an instant older than the current one are accepted (as Hudi) but not
 committed into the current instant (Hudi's would be: their base files carry the older instant in
@@ -85,38 +77,16 @@ from runtime.hudi.client.conflict import WriteConflict
 from runtime.hudi.client.table_services import TableServices
 from runtime.hudi.client.write_client import WriteClient
 from runtime.hudi.table import meta_client
-from runtime.hudi.table.file_system_view import EmbeddedViewServer, save_view_storage_properties, tasks_use_remote_view
+from runtime.hudi.table.file_system_view import save_view_storage_properties
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableError
 from runtime.protocols.base import CoordinatorSide, Protocol
-from runtime.protocols.timeline_server import SERVER as TIMELINE_SERVER
+from runtime.writer import compaction_schedule
+from runtime.writer.timeline_service import EmbeddedTimelineService
 
 
 class CommitError(RuntimeError):
     pass
-
-
-class EmbeddedTimelineService:
-    """The embedded timeline server the coordinator's write client starts: its file-system view,
-    on its own thread (a lock of its own, not the coordinator's executor); its DFS calls are the
-    timeline server's, as Hudi's are."""
-
-    def __init__(self, env: Env, table: HudiTable) -> None:
-        self.env = env
-        self.server = EmbeddedViewServer(table.with_dfs(env.dfs.for_role(TIMELINE_SERVER)))
-        self._lock = asyncio.Lock()
-
-    @classmethod
-    def of(
-        cls, env: Env, config: JobConfig, table: HudiTable, protocol: type[Protocol]
-    ) -> EmbeddedTimelineService | None:
-        """The server whose view the write tasks ask, or None when they list partitions themselves."""
-        remote = tasks_use_remote_view(config.file_system_view, protocol.release_file_system_view)
-        return cls(env, table) if remote else None
-
-    async def latest_file_slices(self, request: FileSliceRequest) -> PartitionFiles:
-        async with self._lock:
-            return await self.env.io(self.server.latest_file_slices, request)
 
 
 class Coordinator:
@@ -451,46 +421,8 @@ class Coordinator:
         self.events.clear()
 
     async def schedule_compaction(self, checkpoint_id: int) -> str | None:
-        """``CompactionUtil.scheduleCompaction`` after a commit (merge-on-read with compaction on):
-        a plan of every file slice with log files outside a pending compaction, saved as
-        ``<C>.compaction.requested`` once enough delta commits follow the last compaction.
-        Returns the compaction's instant, or None."""
-        if not self.config.compacts:
-            return None
-
-        def schedule() -> tuple[str | None, int, bool]:
-            """(the compaction's instant or None, its operations, whether it was postponed)."""
-            if self.builds_meta_clients:  # scheduleCompaction's tables
-                meta_client.meta_clients(self.table, loaded=0, bare=2)
-            timeline = self.table.timeline()
-            if not compaction.needs_compaction(
-                timeline, self.config.compaction_delta_commits, completed_only=self.counts_completed_delta_commits
-            ):
-                return None, 0, False
-            if self.compaction_pending_guard and compaction.newer_writer_pending(timeline):
-                return None, 0, True  # see the module docstring
-            ops = compaction.generate_plan(self.table, timeline)
-            if not ops:
-                return None, 0, False
-            instant = self.table.new_instant_time(self.env.wall_time(), timeline)
-            compaction.save_plan(self.table, instant, ops)
-            return instant, len(ops), False
-
-        start = self.env.now()
-        async with self.table_lock, self.client.transaction("", "schedule a compaction"):
-            instant, operations, postponed = await self.env.io(schedule)
-        self.compactions_postponed += postponed
-        if instant is not None:
-            self.compactions_scheduled.append(instant)
-            self.env.tracer.complete(
-                f"schedule compaction {instant}",
-                start,
-                self.env.now(),
-                thread="coordinator",
-                cat=trace_events.COMPACTION,
-                args={"checkpoint": checkpoint_id, "file_groups": operations},
-            )
-        return instant
+        """``CompactionUtil.scheduleCompaction`` after a commit (:mod:`runtime.writer.compaction_schedule`)."""
+        return await compaction_schedule.schedule_compaction(self, checkpoint_id)
 
     async def create_instant(self, checkpoint_id: int = -1) -> str:
         """requested -> inflight on the timeline, under the table lock. ``checkpoint_id``: the

@@ -79,11 +79,13 @@ class StreamTask(ABC):
         try:
             await self.processor.run_mailbox_loop()
             self.state = "finished"
-        except BaseException as exc:  # the task failed: report it to the job manager
-            if isinstance(exc, asyncio.CancelledError):
-                self.state = "cancelled"
-                raise
+        except asyncio.CancelledError:
+            self.state = "cancelled"
+            raise
+        except Exception as exc:  # noqa: BLE001 - the task failed: report it to the job manager
             self._fail(f"{type(exc).__name__}: {exc}")
+        # a KeyboardInterrupt or SystemExit is the process's stop (Ctrl-C in the simulator's one
+        # process), not the task's failure: it ends the run instead of failing the job over
 
     def _fail(self, error: str) -> None:
         self.state = "failed"

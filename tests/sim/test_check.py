@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,31 @@ def test_ctrl_c_keeps_a_partial_certificate() -> None:
     search = BoundedSearch(SMALL, 2, on_run=interrupt).run()
     doc = certificate(search)["certificate"]
     assert not doc["complete"] and "interrupted" in doc["stopped"] and doc["runs"] == 3
+
+
+def test_check_stopped_by_ctrl_c_writes_its_partial_certificate_and_exits_130(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A partial certificate is no certificate: the command says the signal stopped it (130, as a
+    stopped run), not 0 as if every schedule within the bound held."""
+    import runtime.sim.search as search_module
+
+    calls: list[int] = []
+    real = search_module.run_deviations
+
+    def ctrl_c_on_the_third_run(*args: Any, **kw: Any) -> CheckRun:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kw)
+
+    monkeypatch.setattr(search_module, "run_deviations", ctrl_c_on_the_third_run)
+    out = str(tmp_path)
+    code = main(["check", "--protocol", "message-bus", "--writers", "1", "--checkpoints", "2", "--quiet", "--out", out])
+    assert code == 130
+    with open(os.path.join(out, "check.json")) as f:
+        cert = json.load(f)["certificate"]
+    assert not cert["complete"] and cert["stopped"] == "interrupted (Ctrl-C)" and cert["runs"] == 2
 
 
 def test_a_run_saved_only_by_a_timeout_is_told_apart() -> None:

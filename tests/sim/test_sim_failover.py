@@ -139,3 +139,24 @@ def test_an_instant_a_crashed_snapshot_left_pending_is_rolled_back_at_the_next_i
     pending = started - {f.split("_")[0] for f in timeline if f.endswith(".commit")} - rolled_back
     assert not pending, f"instants left pending: {sorted(pending)}"
     assert any(f.endswith(".clean") for f in timeline), "cleaning never ran past the pending instant"
+
+
+def test_ctrl_c_inside_a_write_task_ends_the_simulation_instead_of_failing_the_task_over(monkeypatch):
+    """SIGINT lands in whatever coroutine runs: in the simulator's one process, most often a write
+    task's mailbox. It is the process's stop (check and explore then write their partial record),
+    not a task failure that a failover would absorb while the search or the exploration goes on."""
+    from runtime.writer.write_task import WriteTask
+
+    original = WriteTask.process_batch
+    pressed = []
+
+    async def ctrl_c_once(self, records):
+        if not pressed:
+            pressed.append(self.env.role)
+            raise KeyboardInterrupt
+        await original(self, records)
+
+    monkeypatch.setattr(WriteTask, "process_batch", ctrl_c_once)
+    with pytest.raises(KeyboardInterrupt):
+        _sim(_cfg())
+    assert pressed

@@ -150,3 +150,14 @@ def test_the_rpc_surface_is_declared_not_grafted(sim, tmp_path):
     assert rpc_handler(coord, "write_metadata").__self__ is coord
     with pytest.raises(ValueError, match="no RPC method 'describe'"):
         rpc_handler(coord, "describe")
+
+
+@pytest.mark.parametrize("protocol", list(PROTOCOLS))
+def test_a_coordinator_whose_start_never_ran_still_describes_itself(sim, tmp_path, protocol):
+    """A run can end between a coordinator's placement and its start (a failover's restart that a
+    search cuts, a time limit): the run's record is still collected from its description
+    (``commitlab check --protocol message-bus`` ended in an AttributeError traceback there)."""
+    coord, _ = _coordinator(tmp_path, protocol)
+    view = coord.describe()
+    if protocol == "message-bus":
+        assert view.protocol == {"bus_recreated": 0}
