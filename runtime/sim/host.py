@@ -68,14 +68,20 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
 
 
+class RoleStartFailed(Exception):
+    """A role's start raised: on Ray the call's error comes back as a ``RayTaskError`` and the job
+    fails over (``actors/job.py``'s start errors); the simulated host does the same."""
+
+
 class _SimRun:
     """One simulated job: the simulation host of :class:`~runtime.job.driver.JobDriver`.
     Every role is an object in this process with its own :class:`SimEnv`; a role is killed by
     cancelling its tasks, and every wait is on virtual time."""
 
-    # a role whose own bounded wait gave up while starting (a lost bootstrap event's ask) fails
-    # the job, which fails over, as a failed start on Ray does; any other error aborts the run
-    start_errors: tuple[type[BaseException], ...] = (WaitTimeout,)
+    # a role whose start failed (its own bounded wait gave up, as a lost bootstrap event's ask
+    # does, or its code raised) fails the job, which fails over, as a failed start on Ray does;
+    # the simulator's own errors (its guards, a stuck loop) end the run
+    start_errors: tuple[type[BaseException], ...] = (WaitTimeout, RoleStartFailed)
 
     def __init__(
         self,
@@ -201,6 +207,10 @@ class _SimRun:
             raise  # the role's own bound: a start error (start_errors)
         except asyncio.TimeoutError:
             raise SimulationError(f"{what} did not start within {start_timeout:.0f} virtual s") from None
+        except SimulationError:
+            raise
+        except Exception as exc:  # the role's code raised while starting: what Ray reports as RayTaskError
+            raise RoleStartFailed(f"{what}: {_root_cause(exc)}") from exc
 
     # -- the host ------------------------------------------------------------------------------
 

@@ -225,3 +225,15 @@ def test_a_delta_commit_completing_after_the_other_jobs_compaction_was_scheduled
     completed = [n.split(".")[0].split("_") for n in timeline if n.endswith(".deltacommit") and "_" in n]
     assert any(instant < compaction < done for instant, done in completed)  # in flight across the schedule
     assert result.verified, result.verdict_line()
+
+
+def test_a_coordinator_whose_start_raises_fails_the_job_over_instead_of_ending_the_replay(capsys):
+    """A restarted coordinator's recommit that meets a write conflict raises in its start: on Ray
+    that is a RayTaskError and the job fails over; the simulated host does the same and the
+    replay ends with a verdict naming the cause (before: a CommitError traceback)."""
+    argv = "replay --seed 4 --scenario random --protocol coordination-rpc --table-jobs 2"
+    code = main([*argv.split(), "--jobs-overlap", "keys", "--concurrency-mode", "optimistic"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "Traceback" not in out.out + out.err
+    assert "RoleStartFailed: coordinator: CommitError" in out.out
