@@ -164,10 +164,13 @@ class ActorMemorySampler(threading.Thread):
     mailbox is blocked), then reads ``memory_info()`` of every known PID every ``interval_s``.
     Per process: the first RSS seen (the idle worker), the peak RSS, and the peak of RSS minus
     shared pages (private memory; shared pages are the interpreter's libraries and objects
-    mapped from Ray's object store).
+    mapped from Ray's object store). ``record_cpu``: the report also has ``cpu_series``, the
+    processes' CPU seconds summed at each sample (:func:`cpu_between` reads a span of it).
     """
 
-    def __init__(self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None) -> None:
+    def __init__(
+        self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None, record_cpu: bool = False
+    ) -> None:
         super().__init__(name="actor-memory-sampler", daemon=True)
         self.job_run = job_run
         self.interval_s = interval_s
@@ -181,6 +184,11 @@ class ActorMemorySampler(threading.Thread):
         self.peak_private: dict[str, int] = {}
         self.samples = 0
         self.errors: list[str] = []
+        # CPU seconds (user + system, every thread) of each process when last read, and the sum
+        # over the processes at each sample: (epoch s, CPU s) (a process that ended keeps its last)
+        self.cpu_s: dict[str, float] = {}
+        self.cpu_series: list[tuple[float, float]] = []
+        self.record_cpu = record_cpu  # the report carries cpu_series
 
     def _wanted(self, name: str) -> bool:
         return self.prefixes is None or name.startswith(self.prefixes)
@@ -221,10 +229,16 @@ class ActorMemorySampler(threading.Thread):
                 except psutil.Error:
                     del self._procs[name]
                     continue
+                try:
+                    ct = proc.cpu_times()
+                    self.cpu_s[name] = ct.user + ct.system
+                except psutil.Error:
+                    pass
                 private = mi.rss - getattr(mi, "shared", 0)
                 self.first_rss.setdefault(name, mi.rss)
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), mi.rss)
                 self.peak_private[name] = max(self.peak_private.get(name, 0), private)
+            self.cpu_series.append((time.time(), sum(self.cpu_s.values())))
             self.samples += 1
             self._halt.wait(self.interval_s)
 
@@ -258,7 +272,24 @@ class ActorMemorySampler(threading.Thread):
                 out["task_manager_first_rss_mean_mib"] = round(sum(firsts) / len(firsts) / MiB, 1)
         if self.errors:
             out["errors"] = self.errors[:20]
+        if self.record_cpu:
+            out["cpu_series"] = [(round(t, 3), round(c, 3)) for t, c in self.cpu_series]
         return out
+
+
+def cpu_between(series: list[tuple[float, float]], t0: float, t1: float) -> float | None:
+    """From an :class:`ActorMemorySampler` report's ``cpu_series``: the CPU seconds its processes
+    spent from epoch ``t0`` to ``t1`` (linear between samples; None when the samples do not span both)."""
+    if len(series) < 2 or not series[0][0] <= t0 <= t1 <= series[-1][0]:
+        return None
+
+    def at(t: float) -> float:
+        for (ta, ca), (tb, cb) in zip(series, series[1:], strict=False):
+            if ta <= t <= tb:
+                return ca + (cb - ca) * ((t - ta) / (tb - ta) if tb > ta else 1.0)
+        return series[-1][1]
+
+    return at(t1) - at(t0)
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -273,6 +304,7 @@ def run_job_sampled(
     interval_s: float = 0.1,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     sample_kinds: Iterable[str] | None = None,
+    record_cpu: bool = False,
 ) -> tuple[JobResult, dict[str, Any], float]:
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds).
 
@@ -283,7 +315,7 @@ def run_job_sampled(
 
     job = JobRun(prepared(cfg), out_dir, on_progress=on_progress)  # the options checked before Ray starts
     ensure_ray()
-    sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds)
+    sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds, record_cpu=record_cpu)
     sampler.start()
     t = time.monotonic()
     try:

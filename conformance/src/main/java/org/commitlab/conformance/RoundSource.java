@@ -49,7 +49,7 @@ public class RoundSource extends RichParallelSourceFunction<RowData>
     for (int k = first; k <= mine.size() && running; k++) {
       List<RowData> rows = preload ? loaded.set(k - first, null) : Workload.readRows(mine.get(k - 1), fields);
       long before;
-      RunState.FIRST_EMIT_MS.compareAndSet(0L, System.currentTimeMillis());
+      RunState.firstEmit();
       synchronized (ctx.getCheckpointLock()) {
         for (RowData row : rows) {
           ctx.collect(row);
