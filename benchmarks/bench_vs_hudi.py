@@ -3,7 +3,8 @@ both table types, rows/s of the write phase, bytes and files written, write ampl
 
     [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/bench_vs_hudi.py [--records 1000000] [--writers 4]
                                    [--checkpoints 10] [--runs 3] [--table-types copy-on-write,merge-on-read]
-                                   [--release 0.14.0] [--out benchmarks/results/vs-hudi.json]
+                                   [--release 0.14.0] [--gc g1] [--lab-parquet-compression gzip]
+                                   [--out benchmarks/results/vs-hudi.json]
 
 Every run, in one command on one machine: for each round (``--runs``) and each table type, the lab
 on Ray (``ckp-meta``, the protocol Hudi 0.11-0.15's Flink writer runs, ``source=generator``) and
@@ -23,6 +24,17 @@ timeline; a merge-on-read compaction still running then is not in it).
 * The lab: ``result.json``'s ``timing.sources_started_at`` (when the job began starting its
   sources; their first records go out from then) to the modification time of the last data
   instant's completed file in the lab's table.
+
+CPU seconds of the write phase, each side's cost whatever else runs on the machine: Hudi, its
+JVM's CPU time (every thread: Flink, Hudi, the harness; ``getProcessCpuTime``) and its collectors'
+time between the first record and the last commit, recorded by the harness; the lab, the CPU
+time of its actor processes (coordinator, job manager, task managers), sampled every 0.25 s and
+read at the same two moments.
+
+Hudi runs as a user would run it: the JVM's default collector here (G1; ``--gc serial`` is the
+harness's collector for the protocol scenarios), no stall-watch thread dumps (each stops every
+thread at a safepoint), permissions set without a ``chmod`` child process (the harness's file
+system; Hadoop's local one forks one per file without libhadoop).
 
 Both sides use the same checkpoint interval (the lab's default, ``--checkpoint-interval-ms``
 overrides both) and each side's defaults otherwise. Bytes and files: what the completed data
@@ -52,7 +64,7 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 from runtime.conformance.harness import HarnessError, run_harness  # noqa: E402
 from runtime.conformance.releases import RELEASES, Release, check_built, java_command  # noqa: E402
 from runtime.conformance.workload import export_workload  # noqa: E402
-from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
+from runtime.core.config import PARQUET_CODECS, TABLE_TYPES, JobConfig  # noqa: E402
 from runtime.core.errors import UserError  # noqa: E402
 
 SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
@@ -69,6 +81,12 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--release", default="0.14.0", choices=list(RELEASES), help="Hudi release whose writer runs")
     ap.add_argument(
         "--checkpoint-interval-ms", type=int, default=0, help="both sides' checkpoint interval (0: the lab's default)"
+    )
+    ap.add_argument(
+        "--lab-parquet-compression",
+        default=None,
+        choices=PARQUET_CODECS,
+        help="the lab's base-file codec (default: the lab's own, snappy; gzip is what Hudi writes)",
     )
     ap.add_argument("--timeout", type=float, default=900.0, help="bound on each run (lab job and Hudi harness), s")
     ap.add_argument("--xmx", default="3g", help="the harness JVM's heap (it holds every round in memory)")
@@ -103,6 +121,8 @@ def config(args: argparse.Namespace, table_type: str, table: str) -> JobConfig:
     )
     if args.checkpoint_interval_ms:
         cfg = cfg.replace(checkpoint_interval_s=args.checkpoint_interval_ms / 1000.0)
+    if args.lab_parquet_compression:
+        cfg = cfg.replace(parquet_compression=args.lab_parquet_compression)
     return cfg.validate()
 
 
@@ -339,6 +359,7 @@ def main() -> int:
         "checkpoint_interval_ms": round(first.checkpoint_interval_s * 1000),
         "lab_protocol": first.protocol,
         "lab_source": first.source,
+        "lab_parquet_compression": first.parquet_compression,
         "num_buckets": first.num_buckets,
         "partitions": first.partitions,
         "harness_xmx": args.xmx,
