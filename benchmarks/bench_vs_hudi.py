@@ -17,8 +17,8 @@ The write phase, the same span on both sides: from the first record handed to th
 the completion of the last checkpoint's commit (the last data instant's completed file on the
 timeline; a merge-on-read compaction still running then is not in it).
 
-* Hudi: the harness's ``first_emit_ms`` (the first ``collect`` of a source subtask; the sources
-  parse all their rounds before it, ``preload_rounds``, as the lab's sources hold theirs in memory)
+* Hudi: the harness's ``first_emit_ms`` (the first ``collect`` of a source subtask; every source
+  parses all its rounds before any emits, ``preload_rounds``, as the lab's sources hold theirs in memory)
   to its ``checkpoints_detail[-1].commit_completed_ms`` (when its counting file system saw the
   last commit's completed instant file created).
 * The lab: ``result.json``'s ``timing.sources_started_at`` (when the job began starting its

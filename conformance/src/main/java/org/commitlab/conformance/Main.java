@@ -337,6 +337,8 @@ public final class Main {
       r.put("first_emit_cpu_ms", firstEmit > 0 ? RunState.FIRST_EMIT_CPU_NS.get() / 1_000_000 : null);
       r.put("first_emit_gc_ms", firstEmit > 0 ? RunState.FIRST_EMIT_GC_MS.get() : null);
       r.put("jvm", jvm());
+      long sourcesRunning = RunState.SOURCES_RUNNING_MS.get();
+      r.put("sources_running_ms", sourcesRunning > 0 ? sourcesRunning : null);
       r.put("instants", TimelineReport.instants(table, ".hoodie", ""));
       r.put("metadata_table_instants",
           TimelineReport.instants(table, ".hoodie/metadata/.hoodie", ".hoodie/metadata/"));

@@ -18,6 +18,10 @@ final class RunState {
   static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_CPU_NS = new java.util.concurrent.atomic.AtomicLong();
   static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_GC_MS = new java.util.concurrent.atomic.AtomicLong();
 
+  /** Preload: the source subtasks that finished parsing their rounds and run, and when the last did. */
+  static final java.util.concurrent.atomic.AtomicInteger SOURCES_RUNNING = new java.util.concurrent.atomic.AtomicInteger();
+  static final java.util.concurrent.atomic.AtomicLong SOURCES_RUNNING_MS = new java.util.concurrent.atomic.AtomicLong();
+
   /** The highest attempt number a source subtask started with: the job's failovers. */
   static final java.util.concurrent.atomic.AtomicInteger ATTEMPTS = new java.util.concurrent.atomic.AtomicInteger();
 
