@@ -166,10 +166,13 @@ class ActorMemorySampler(threading.Thread):
     shared pages (private memory; shared pages are the interpreter's libraries and objects
     mapped from Ray's object store); and its CPU seconds (user + system) at every sample, so a
     caller counts the CPU a span of the run took (:meth:`cpu_between`), which moves less with the
-    machine's load than the span's wall time.
+    machine's load than the span's wall time. ``record_cpu``: the report also has ``cpu_series``,
+    the processes' CPU seconds summed at each sample (:func:`cpu_in_span` reads a span of it).
     """
 
-    def __init__(self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None) -> None:
+    def __init__(
+        self, job_run: Any, interval_s: float = 0.1, kinds: Iterable[str] | None = None, record_cpu: bool = False
+    ) -> None:
         super().__init__(name="actor-memory-sampler", daemon=True)
         self.job_run = job_run
         self.interval_s = interval_s
@@ -184,6 +187,9 @@ class ActorMemorySampler(threading.Thread):
         self.samples = 0
         self.errors: list[str] = []
         self.cpu: dict[str, list[tuple[float, float]]] = {}  # name -> (epoch s, CPU s so far) per sample
+        # the sum over the processes at each sample (a process that ended keeps its last)
+        self.cpu_series: list[tuple[float, float]] = []
+        self.record_cpu = record_cpu  # the report carries cpu_series
 
     def _wanted(self, name: str) -> bool:
         return self.prefixes is None or name.startswith(self.prefixes)
@@ -230,6 +236,7 @@ class ActorMemorySampler(threading.Thread):
                 self.first_rss.setdefault(name, mi.rss)
                 self.peak_rss[name] = max(self.peak_rss.get(name, 0), mi.rss)
                 self.peak_private[name] = max(self.peak_private.get(name, 0), private)
+            self.cpu_series.append((time.time(), sum(series[-1][1] for series in self.cpu.values())))
             self.samples += 1
             self._halt.wait(self.interval_s)
 
@@ -274,7 +281,24 @@ class ActorMemorySampler(threading.Thread):
                 out["task_manager_first_rss_mean_mib"] = round(sum(firsts) / len(firsts) / MiB, 1)
         if self.errors:
             out["errors"] = self.errors[:20]
+        if self.record_cpu:
+            out["cpu_series"] = [(round(t, 3), round(c, 3)) for t, c in self.cpu_series]
         return out
+
+
+def cpu_in_span(series: list[tuple[float, float]], t0: float, t1: float) -> float | None:
+    """From an :class:`ActorMemorySampler` report's ``cpu_series``: the CPU seconds its processes
+    spent from epoch ``t0`` to ``t1`` (linear between samples; None when the samples do not span both)."""
+    if len(series) < 2 or not series[0][0] <= t0 <= t1 <= series[-1][0]:
+        return None
+
+    def at(t: float) -> float:
+        for (ta, ca), (tb, cb) in zip(series, series[1:], strict=False):
+            if ta <= t <= tb:
+                return ca + (cb - ca) * ((t - ta) / (tb - ta) if tb > ta else 1.0)
+        return series[-1][1]
+
+    return at(t1) - at(t0)
 
 
 def _natural(name: str) -> tuple[str, int]:
@@ -289,6 +313,7 @@ def run_job_sampled(
     interval_s: float = 0.1,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     sample_kinds: Iterable[str] | None = None,
+    record_cpu: bool = False,
 ) -> tuple[JobResult, dict[str, Any], float]:
     """``actors.job.run_job`` with the memory sampler alongside: (result, memory, wall seconds);
     ``memory["run_phase_cpu_s"]``: the CPU seconds of each sampled process in the run phase.
@@ -300,7 +325,7 @@ def run_job_sampled(
 
     job = JobRun(prepared(cfg), out_dir, on_progress=on_progress)  # the options checked before Ray starts
     ensure_ray()
-    sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds)
+    sampler = ActorMemorySampler(job, interval_s=interval_s, kinds=sample_kinds, record_cpu=record_cpu)
     sampler.start()
     t, t_epoch = time.monotonic(), time.time()  # (the job's own t0 is taken first thing in run())
     try:

@@ -3,7 +3,8 @@ both table types, rows/s of the write phase, bytes and files written, write ampl
 
     [PYTHONPATH=<checkout>] .venv/bin/python benchmarks/bench_vs_hudi.py [--records 1000000] [--writers 4]
                                    [--checkpoints 10] [--runs 3] [--table-types copy-on-write,merge-on-read]
-                                   [--release 0.14.0] [--out benchmarks/results/vs-hudi.json]
+                                   [--release 0.14.0] [--gc g1] [--lab-parquet-compression gzip]
+                                   [--out benchmarks/results/vs-hudi.json]
 
 Every run, in one command on one machine: for each round (``--runs``) and each table type, the lab
 on Ray (``ckp-meta``, the protocol Hudi 0.11-0.15's Flink writer runs, ``source=generator``) and
@@ -16,13 +17,24 @@ The write phase, the same span on both sides: from the first record handed to th
 the completion of the last checkpoint's commit (the last data instant's completed file on the
 timeline; a merge-on-read compaction still running then is not in it).
 
-* Hudi: the harness's ``first_emit_ms`` (the first ``collect`` of a source subtask; the sources
-  parse all their rounds before it, ``preload_rounds``, as the lab's sources hold theirs in memory)
+* Hudi: the harness's ``first_emit_ms`` (the first ``collect`` of a source subtask; every source
+  parses all its rounds before any emits, ``preload_rounds``, as the lab's sources hold theirs in memory)
   to its ``checkpoints_detail[-1].commit_completed_ms`` (when its counting file system saw the
   last commit's completed instant file created).
 * The lab: ``result.json``'s ``timing.sources_started_at`` (when the job began starting its
   sources; their first records go out from then) to the modification time of the last data
   instant's completed file in the lab's table.
+
+CPU seconds of the write phase, each side's cost whatever else runs on the machine: Hudi, its
+JVM's CPU time (every thread: Flink, Hudi, the harness; ``getProcessCpuTime``) and its collectors'
+time between the first record and the last commit, recorded by the harness; the lab, the CPU
+time of its actor processes (coordinator, job manager, task managers), sampled every 0.25 s and
+read at the same two moments.
+
+Hudi runs as a user would run it: the JVM's default collector here (G1; ``--gc serial`` is the
+harness's collector for the protocol scenarios), no stall-watch thread dumps (each stops every
+thread at a safepoint), permissions set without a ``chmod`` child process (the harness's file
+system; Hadoop's local one forks one per file without libhadoop).
 
 Both sides use the same checkpoint interval (the lab's default, ``--checkpoint-interval-ms``
 overrides both) and each side's defaults otherwise. Bytes and files: what the completed data
@@ -52,7 +64,7 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 from runtime.conformance.harness import HarnessError, run_harness  # noqa: E402
 from runtime.conformance.releases import RELEASES, Release, check_built, java_command  # noqa: E402
 from runtime.conformance.workload import export_workload  # noqa: E402
-from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
+from runtime.core.config import PARQUET_CODECS, TABLE_TYPES, JobConfig  # noqa: E402
 from runtime.core.errors import UserError  # noqa: E402
 
 SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
@@ -70,8 +82,20 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument(
         "--checkpoint-interval-ms", type=int, default=0, help="both sides' checkpoint interval (0: the lab's default)"
     )
+    ap.add_argument(
+        "--lab-parquet-compression",
+        default=None,
+        choices=PARQUET_CODECS,
+        help="the lab's base-file codec (default: the lab's own, snappy; gzip is what Hudi writes)",
+    )
     ap.add_argument("--timeout", type=float, default=900.0, help="bound on each run (lab job and Hudi harness), s")
     ap.add_argument("--xmx", default="3g", help="the harness JVM's heap (it holds every round in memory)")
+    ap.add_argument(
+        "--gc",
+        default="g1",
+        choices=("g1", "serial"),
+        help="the harness JVM's collector (g1: the JVM's default here, which Flink's scripts leave in place)",
+    )
     ap.add_argument("--out", default="benchmarks/results/vs-hudi.json")
     ap.add_argument("--tmp", default=None, help="scratch directory (default: a new temp dir, removed at the end)")
     args = ap.parse_args()
@@ -97,6 +121,8 @@ def config(args: argparse.Namespace, table_type: str, table: str) -> JobConfig:
     )
     if args.checkpoint_interval_ms:
         cfg = cfg.replace(checkpoint_interval_s=args.checkpoint_interval_ms / 1000.0)
+    if args.lab_parquet_compression:
+        cfg = cfg.replace(parquet_compression=args.lab_parquet_compression)
     return cfg.validate()
 
 
@@ -125,10 +151,11 @@ def table_written(table_path: str) -> dict[str, Any]:
 
 
 def run_lab(cfg: JobConfig, out_dir: str) -> dict[str, Any]:
-    result, _memory, wall = common.run_job_sampled(cfg, out_dir, interval_s=1.0)
+    result, memory, wall = common.run_job_sampled(cfg, out_dir, interval_s=0.25, record_cpu=True)
     w = table_written(cfg.table)
     started = result.timing.get("sources_started_at")
     write_s = w["last_at"] - started if started and w["last_at"] else None
+    cpu_s = common.cpu_in_span(memory.get("cpu_series") or [], started, w["last_at"]) if started and write_s else None
     verified = bool(result.exactly_once and result.exactly_once.verified)
     return {
         "status": result.status.value,
@@ -136,6 +163,7 @@ def run_lab(cfg: JobConfig, out_dir: str) -> dict[str, Any]:
         "error": result.error,
         "rows": result.records,
         "write_s": round(write_s, 3) if write_s else None,
+        "cpu_s": round(cpu_s, 3) if cpu_s is not None else None,
         "input_bytes": result.data_written.get("input_bytes"),
         "timing": dict(result.timing),
         "wall_s": round(wall, 3),
@@ -165,16 +193,32 @@ def run_hudi(release: Release, input_dir: str, table: str, out_dir: str, timeout
             f"mvn -q -f conformance/pom.xml -P {release.profile} package -DskipTests)"
         )
     write_s = (last_ms - real.first_emit_ms) / 1000.0 if last_ms and real.first_emit_ms else None
+    cost = real.write_cost(real.checkpoints)
     w = table_written(table) if os.path.isdir(os.path.join(table, ".hoodie")) else {}
     return {
         "status": real.job_status,
         "error": real.error,
         "write_s": round(write_s, 3) if write_s else None,
+        "cpu_s": round(cost.cpu_ms / 1000.0, 3) if cost else None,
+        "gc_s": round(cost.gc_ms / 1000.0, 3) if cost else None,
+        "collectors": real.collectors,
+        "checkpoints_s": _checkpoint_spans(real),
         "wall_s": real.wall_s,
         "last_at_file_mtime": w.get("last_at"),
         "last_at_harness": last_ms / 1000.0 if last_ms else None,
         **w,
     }
+
+
+def _checkpoint_spans(real: Any) -> list[float | None]:
+    """Seconds from the first record (then from each commit) to each checkpoint's commit."""
+    out: list[float | None] = []
+    prev = real.first_emit_ms
+    for k in range(1, real.checkpoints + 1):
+        at = real.commit_completed_ms.get(k)
+        out.append(round((at - prev) / 1000.0, 3) if at and prev else None)
+        prev = at
+    return out
 
 
 # ---- the figures ------------------------------------------------------------------------------
@@ -194,6 +238,9 @@ def summarise(runs: list[dict[str, Any]], rows: int, input_bytes: int | None) ->
         "write_s": _median([r.get("write_s") for r in runs]),
         "rows_per_s": _median(rate),
         "rows_per_s_each": [round(x, 1) if x else None for x in rate],
+        "cpu_s": _median([r.get("cpu_s") for r in runs]),
+        "rows_per_cpu_s": _median([rows / r["cpu_s"] if r.get("cpu_s") else None for r in runs]),
+        "gc_s": _median([r.get("gc_s") for r in runs]),
         "bytes": _median(data_bytes),
         "base_files": _median([r.get("base_files") for r in runs]),
         "log_files": _median([r.get("log_files") for r in runs]),
@@ -223,6 +270,8 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
         "write phase s",
         "rows/s",
         "lab/Hudi rows/s",
+        "CPU s (GC s)",
+        "lab/Hudi rows/CPU s",
         "MiB written",
         "base files",
         "log files",
@@ -239,6 +288,8 @@ def print_report(con: Any, doc: dict[str, Any]) -> None:
                 _fmt(m["write_s"], ".2f"),
                 _fmt(m["rows_per_s"], ",.0f"),
                 _fmt(s["lab_over_hudi_rows_per_s"], ".3f") if system == "lab" else "",
+                _fmt(m["cpu_s"], ".1f") + (f" ({_fmt(m['gc_s'], '.1f')})" if system == "hudi" else ""),
+                _fmt(s["lab_over_hudi_rows_per_cpu_s"], ".3f") if system == "lab" else "",
                 _fmt(m["bytes"] / common.MiB if m["bytes"] else None, ",.1f"),
                 _fmt(m["base_files"], ".0f"),
                 _fmt(m["log_files"], ".0f"),
@@ -268,6 +319,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     os.environ["CONFORMANCE_XMX"] = args.xmx
+    os.environ["CONFORMANCE_GC"] = args.gc
     scratch = args.tmp or tempfile.mkdtemp(prefix="commitlab-bench-vs-hudi-")
     doc: dict[str, Any] = {
         "benchmark": "vs-hudi",
@@ -284,7 +336,12 @@ def main() -> int:
         t = time.monotonic()
         directory = os.path.join(scratch, f"input-{SHORT[tt]}")
         export_workload(
-            cfg, directory, os.path.join(scratch, "unused"), round(cfg.checkpoint_interval_s * 1000), preload=True
+            cfg,
+            directory,
+            os.path.join(scratch, "unused"),
+            round(cfg.checkpoint_interval_s * 1000),
+            preload=True,
+            watch_stalls=False,
         )
         con.log(f"{tt}: {args.records:,} records exported for Hudi's harness in {time.monotonic() - t:.1f} s")
         inputs[tt] = (directory, cfg)
@@ -302,9 +359,12 @@ def main() -> int:
         "checkpoint_interval_ms": round(first.checkpoint_interval_s * 1000),
         "lab_protocol": first.protocol,
         "lab_source": first.source,
+        "lab_parquet_compression": first.parquet_compression,
         "num_buckets": first.num_buckets,
         "partitions": first.partitions,
         "harness_xmx": args.xmx,
+        "harness_gc": args.gc,
+        "harness_stall_watch": False,
     }
     failed = False
     total = args.runs * len(args.table_types) * 2
@@ -318,6 +378,7 @@ def main() -> int:
                 where = os.path.join(scratch, f"{SHORT[tt]}-{system}-{r}")
                 con.log(f"[{n}/{total}] run {r + 1}/{args.runs}, {tt}: {system} writing {args.records:,} records")
                 t0 = time.monotonic()
+                load_before = os.getloadavg()[0]
                 try:
                     if system == "lab":
                         row = run_lab(cfg.replace(table=os.path.join(where, "table")), os.path.join(where, "out"))
@@ -328,11 +389,13 @@ def main() -> int:
                 except Exception as exc:  # noqa: BLE001 - recorded; the other runs go on
                     row = common.error_row(exc, t0)
                     failed = True
+                row["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
                 doc["runs"][tt][system].append(row)
                 rate = args.records / row["write_s"] if row.get("write_s") else None
                 con.log(
                     f"    {row.get('status')}: write phase {_fmt(row.get('write_s'), '.2f')} s, "
-                    f"{_fmt(rate, ',.0f')} rows/s, "
+                    f"{_fmt(rate, ',.0f')} rows/s, CPU {_fmt(row.get('cpu_s'), '.1f')} s, "
+                    f"load {row['load_avg_1m'][0]:.1f}-{row['load_avg_1m'][1]:.1f}, "
                     f"{_fmt((row.get('bytes') or 0) / common.MiB, ',.1f')} MiB, {row.get('error') or ''} "
                     f"({time.monotonic() - t0:.0f} s with start and verification)"
                 )
@@ -344,6 +407,7 @@ def main() -> int:
         s: dict[str, Any] = {system: summarise(runs[system], args.records, input_bytes) for system in SYSTEMS}
         s["input_bytes"] = input_bytes
         s["lab_over_hudi_rows_per_s"] = _ratio(s["lab"]["rows_per_s"], s["hudi"]["rows_per_s"])
+        s["lab_over_hudi_rows_per_cpu_s"] = _ratio(s["lab"]["rows_per_cpu_s"], s["hudi"]["rows_per_cpu_s"])
         s["lab_over_hudi_bytes"] = _ratio(s["lab"]["bytes"], s["hudi"]["bytes"])
         doc["summary"][tt] = s
     if {"copy-on-write", "merge-on-read"} <= set(doc["summary"]):

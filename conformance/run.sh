@@ -24,6 +24,13 @@ done
 # jol.skipHotspotSAAttach: Hudi's record size estimate (ObjectSizeCalculator, JOL) would otherwise
 # attach the HotSpot serviceability agent, a child process, from inside a write task; allowAttachSelf
 # lets it take the JVM's instrumentation instead (without either, sizing a record takes milliseconds)
-exec "${JAVA:-java}" -Xmx"${CONFORMANCE_XMX:-1g}" -XX:+UseSerialGC -XX:ActiveProcessorCount=2 "${opens[@]}" \
+# CONFORMANCE_GC: serial (default: the protocol scenarios, one collector thread) or g1 (the JVM's own
+# default on this machine and what Flink's scripts leave in place: benchmarks/bench_vs_hudi.py)
+case "${CONFORMANCE_GC:-serial}" in
+  serial) gc=-XX:+UseSerialGC ;;
+  g1) gc=-XX:+UseG1GC ;;
+  *) echo "error: CONFORMANCE_GC=${CONFORMANCE_GC}: serial or g1" >&2; exit 2 ;;
+esac
+exec "${JAVA:-java}" -Xmx"${CONFORMANCE_XMX:-1g}" "$gc" -XX:ActiveProcessorCount=2 "${opens[@]}" \
   -Djol.skipHotspotSAAttach=true -Djdk.attach.allowAttachSelf=true \
   -jar "$jar" "$@"

@@ -91,6 +91,21 @@ class Blocked:
         return self.frames[0] if self.frames else "?"
 
 
+@dataclass(frozen=True)
+class JvmCost:
+    """The harness JVM's CPU time (every thread: Hudi, Flink and the harness) and its collectors'
+    time at one moment, ms: a write phase's cost whatever else runs on the machine."""
+
+    cpu_ms: float
+    gc_ms: float
+
+    @classmethod
+    def read(cls, cpu_ms: object, gc_ms: object) -> JvmCost | None:
+        if not isinstance(cpu_ms, int | float) or not isinstance(gc_ms, int | float) or cpu_ms < 0:
+            return None
+        return cls(float(cpu_ms), float(gc_ms))
+
+
 @dataclass
 class RealRun:
     release: str
@@ -117,6 +132,11 @@ class RealRun:
     crashes: list[str] = field(default_factory=list)
     # epoch ms of the first record a source handed to the write tasks (None: the harness predates it)
     first_emit_ms: float | None = None
+    # the JVM's CPU time (every thread) and collectors' time, ms, at the first record and when the
+    # harness saw each checkpoint's commit completed (None: the harness predates them)
+    first_emit_cost: JvmCost | None = None
+    commit_cost: dict[int, JvmCost] = field(default_factory=dict)
+    collectors: list[str] = field(default_factory=list)  # the JVM's garbage collectors
 
     @classmethod
     def read(cls, path: str) -> RealRun:
@@ -153,7 +173,21 @@ class RealRun:
             blocked=_blocked(doc.get("blocked")),
             crashes=[str(c) for c in doc.get("crashes") or []],
             first_emit_ms=None if doc.get("first_emit_ms") is None else float(doc["first_emit_ms"]),
+            first_emit_cost=JvmCost.read(doc.get("first_emit_cpu_ms"), doc.get("first_emit_gc_ms")),
+            commit_cost={
+                int(c["id"]): cost
+                for c in detail
+                if (cost := JvmCost.read(c.get("commit_cpu_ms"), c.get("commit_gc_ms"))) is not None
+            },
+            collectors=[str(g) for g in (doc.get("jvm") or {}).get("collectors") or []],
         )
+
+    def write_cost(self, checkpoint: int) -> JvmCost | None:
+        """What the JVM spent from the first record to ``checkpoint``'s commit: CPU and GC seconds."""
+        start, end = self.first_emit_cost, self.commit_cost.get(checkpoint)
+        if start is None or end is None:
+            return None
+        return JvmCost(cpu_ms=end.cpu_ms - start.cpu_ms, gc_ms=end.gc_ms - start.gc_ms)
 
     def commit_latencies_s(self) -> list[float]:
         """From each checkpoint's completion to the completion of the instant it committed."""

@@ -41,11 +41,19 @@ class ExportedWorkload:
 
 
 def export_workload(
-    cfg: JobConfig, directory: str, real_table: str, checkpoint_interval_ms: int, *, preload: bool = False
+    cfg: JobConfig,
+    directory: str,
+    real_table: str,
+    checkpoint_interval_ms: int,
+    *,
+    preload: bool = False,
+    watch_stalls: bool = True,
 ) -> ExportedWorkload:
     """Writes ``workload.json`` and the round files the harness reads (the contract in
     ``conformance/README.md``). ``preload``: the harness's sources read every round before the
-    first record goes out (a throughput run: reading the input is then outside the write)."""
+    first record goes out (a throughput run: reading the input is then outside the write).
+    ``watch_stalls`` false: no thread dump every 250 ms looking for a Hudi wait that does not end
+    (each dump stops every thread of the JVM at a safepoint: a throughput run turns it off)."""
     stream = generate(cfg)
     data = stream.drop_columns([c for c in _INTERNAL if c in stream.column_names])
     schema = [{"name": f.name, "type": _json_type(f)} for f in data.schema]
@@ -72,6 +80,7 @@ def export_workload(
         "hudi_options": {},
         "rounds": rounds,
         "preload_rounds": preload,
+        "watch_stalls": watch_stalls,
     }
     with open(os.path.join(directory, "workload.json"), "w") as f:
         json.dump(doc, f, indent=1)

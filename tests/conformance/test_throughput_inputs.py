@@ -1,5 +1,6 @@
 """What benchmarks/bench_vs_hudi.py relies on (no Java needed): the workload's preload switch, the
-harness's first_emit_ms, and the files and bytes read back from a table's commits."""
+harness's first_emit_ms and CPU and GC times, the lab's CPU seconds over a span, and the files and
+bytes read back from a table's commits."""
 
 from __future__ import annotations
 
@@ -41,6 +42,45 @@ def test_preload_is_asked_only_by_a_throughput_run_and_the_rounds_are_the_same(t
     for task in plain.rounds:
         for rel in task:
             assert (tmp_path / "plain" / rel).read_bytes() == (tmp_path / "loaded" / rel).read_bytes()
+
+
+def test_the_stall_watch_is_on_unless_a_throughput_run_turns_it_off(tmp_path):
+    cfg = _cfg().validate()
+    export_workload(cfg, str(tmp_path / "plain"), str(tmp_path / "t"), 200)
+    export_workload(cfg, str(tmp_path / "fast"), str(tmp_path / "t"), 200, preload=True, watch_stalls=False)
+    assert json.loads((tmp_path / "plain" / "workload.json").read_text())["watch_stalls"] is True
+    assert json.loads((tmp_path / "fast" / "workload.json").read_text())["watch_stalls"] is False
+
+
+def test_the_write_phase_cost_is_from_the_first_record_to_the_last_commit_and_absent_when_not_recorded():
+    doc = {"release": "0.14.0", "flink": "1.17.2", "table_type": "COPY_ON_WRITE", "writers": 2, "checkpoints": 2}
+    detail = [
+        {"id": 1, "commit_completed_ms": 10.0, "commit_cpu_ms": 9_000, "commit_gc_ms": 400},
+        {"id": 2, "commit_completed_ms": 20.0, "commit_cpu_ms": 15_500, "commit_gc_ms": 700},
+    ]
+    run = RealRun.from_json(
+        doc
+        | {
+            "first_emit_cpu_ms": 6_000,
+            "first_emit_gc_ms": 100,
+            "checkpoints_detail": detail,
+            "jvm": {"collectors": ["G1 Young Generation"]},
+        }
+    )
+    cost = run.write_cost(2)
+    assert cost is not None and (cost.cpu_ms, cost.gc_ms) == (9_500.0, 600.0)
+    assert run.collectors == ["G1 Young Generation"]
+    assert RealRun.from_json(doc | {"checkpoints_detail": detail}).write_cost(2) is None
+    assert run.write_cost(3) is None
+
+
+def test_the_lab_s_cpu_seconds_over_a_span_are_read_between_samples():
+    bench = _bench()
+    series = [(100.0, 1.0), (101.0, 2.0), (102.0, 4.0)]
+    assert bench.common.cpu_between(series, 100.5, 101.5) == 1.5
+    assert bench.common.cpu_between(series, 100.0, 102.0) == 3.0
+    assert bench.common.cpu_between(series, 99.0, 101.0) is None  # before the first sample
+    assert bench.common.cpu_between(series[:1], 100.0, 100.0) is None
 
 
 def test_the_harness_s_first_record_time_is_read_and_absent_from_an_older_harness():

@@ -19,8 +19,42 @@ import java.io.IOException;
  * with every public call counted in {@link FsCallLog}. Only the outermost call of a thread is
  * counted: Hadoop's own {@code exists -> getFileStatus} or {@code create -> mkdirs} nesting is one
  * logical call, as Hudi made it.
+ *
+ * <p>Its raw file system sets a file's permission with java.nio instead of a {@code chmod} child
+ * process: Hadoop 3.3's {@code RawLocalFileSystem.setPermission} runs
+ * {@code Shell.execCommand(chmod)} when libhadoop's {@code NativeIO} is not loaded (it is not
+ * here), once for every file and directory it creates (a data file and its {@code .crc}, each
+ * marker, each timeline file), from inside Hudi's write tasks. That fork is this machine's missing
+ * native library, not Hudi's writer: on HDFS the same call is one name-node RPC, on S3A nothing.
  */
 public class CountingLocalFileSystem extends LocalFileSystem {
+
+  /** Hadoop's raw local file system with {@code setPermission} through java.nio (no child process). */
+  static final class NioPermissionsRawFileSystem extends org.apache.hadoop.fs.RawLocalFileSystem {
+    @Override
+    public void setPermission(Path p, FsPermission permission) throws IOException {
+      java.io.File f = pathToFile(p);
+      // the nine rwx bits, owner first, as chmod takes them (Hadoop's sticky bit has no java.nio form)
+      java.nio.file.attribute.PosixFilePermission[] bits = java.nio.file.attribute.PosixFilePermission.values();
+      java.util.Set<java.nio.file.attribute.PosixFilePermission> perms =
+          java.util.EnumSet.noneOf(java.nio.file.attribute.PosixFilePermission.class);
+      int mode = permission.toShort();
+      for (int i = 0; i < 9; i++) {
+        if ((mode & (1 << (8 - i))) != 0) {
+          perms.add(bits[i]);
+        }
+      }
+      try {
+        java.nio.file.Files.setPosixFilePermissions(f.toPath(), perms);
+      } catch (java.nio.file.NoSuchFileException e) {
+        throw new FileNotFoundException("File " + p + " does not exist");
+      }
+    }
+  }
+
+  public CountingLocalFileSystem() {
+    super(new NioPermissionsRawFileSystem());
+  }
 
   private static final ThreadLocal<int[]> DEPTH = ThreadLocal.withInitial(() -> new int[1]);
 

@@ -85,6 +85,9 @@ public final class Main {
     private final long graceMs;
     private final Map<String, String> options = new TreeMap<>();
     private final List<long[]> commitSeen = new ArrayList<>(); // [seq, timeMs] per data commit, in order
+    /** Data instant -> [JVM CPU ns, GC ms] when the monitor first saw it completed (within its 10 ms poll). */
+    private final Map<String, long[]> commitCost = new java.util.HashMap<>();
+    private final List<String> costOrder = new ArrayList<>(); // the data instants completed, in order
     private String error;
     private int expectedCommits;
     private String jobStatus = "RUNNING";
@@ -223,7 +226,9 @@ public final class Main {
       String dataAction = w.tableType.equalsIgnoreCase("COPY_ON_WRITE") ? "commit" : "deltacommit";
       while (true) {
         collectCommits(dataAction);
-        stalls.sample(w.stallMs);
+        if (w.watchStalls) {
+          stalls.sample(w.stallMs);
+        }
         if (result.isDone()) {
           try {
             result.get();
@@ -292,6 +297,23 @@ public final class Main {
       }
       commitSeen.clear();
       done.values().forEach(s -> commitSeen.add(new long[] {s.seq(), s.timeMs()}));
+      for (String instant : done.keySet()) {
+        commitCost.computeIfAbsent(instant, i -> new long[] {RunState.cpuNs(), RunState.gcMs()});
+      }
+      costOrder.clear();
+      costOrder.addAll(done.keySet());
+    }
+
+    /** The JVM Hudi ran in: its collectors, heap bound and processors (as java was started). */
+    private static Map<String, Object> jvm() {
+      Map<String, Object> j = new LinkedHashMap<>();
+      List<String> gcs = new ArrayList<>();
+      java.lang.management.ManagementFactory.getGarbageCollectorMXBeans().forEach(g -> gcs.add(g.getName()));
+      j.put("collectors", gcs);
+      j.put("max_heap_mb", Runtime.getRuntime().maxMemory() / (1024 * 1024));
+      j.put("processors", Runtime.getRuntime().availableProcessors());
+      j.put("version", System.getProperty("java.version"));
+      return j;
     }
 
     private void writeReport(double wallS) throws IOException {
@@ -310,6 +332,13 @@ public final class Main {
       r.put("wall_s", wallS);
       long firstEmit = RunState.FIRST_EMIT_MS.get();
       r.put("first_emit_ms", firstEmit > 0 ? firstEmit : null);
+      // what the write phase cost the JVM whatever else runs on the machine: CPU (every thread) and
+      // GC time at the first record and when each commit was seen
+      r.put("first_emit_cpu_ms", firstEmit > 0 ? RunState.FIRST_EMIT_CPU_NS.get() / 1_000_000 : null);
+      r.put("first_emit_gc_ms", firstEmit > 0 ? RunState.FIRST_EMIT_GC_MS.get() : null);
+      r.put("jvm", jvm());
+      long sourcesRunning = RunState.SOURCES_RUNNING_MS.get();
+      r.put("sources_running_ms", sourcesRunning > 0 ? sourcesRunning : null);
       r.put("instants", TimelineReport.instants(table, ".hoodie", ""));
       r.put("metadata_table_instants",
           TimelineReport.instants(table, ".hoodie/metadata/.hoodie", ".hoodie/metadata/"));
@@ -319,6 +348,9 @@ public final class Main {
         c.put("id", k);
         c.put("completed_ms", RunState.CHECKPOINT_COMPLETED_MS.get((long) k));
         c.put("commit_completed_ms", k <= commitSeen.size() ? commitSeen.get(k - 1)[1] : null);
+        long[] cost = k <= costOrder.size() ? commitCost.get(costOrder.get(k - 1)) : null;
+        c.put("commit_cpu_ms", cost != null ? cost[0] / 1_000_000 : null);
+        c.put("commit_gc_ms", cost != null ? cost[1] : null);
         cps.add(c);
       }
       r.put("checkpoints_detail", cps);

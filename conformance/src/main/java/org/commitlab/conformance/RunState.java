@@ -14,6 +14,14 @@ final class RunState {
   /** Epoch ms of the first record a source subtask handed on (0: none yet). */
   static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_MS = new java.util.concurrent.atomic.AtomicLong();
 
+  /** The JVM's CPU time (ns, every thread) and GC time (ms, every collector) at the first record handed on. */
+  static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_CPU_NS = new java.util.concurrent.atomic.AtomicLong();
+  static final java.util.concurrent.atomic.AtomicLong FIRST_EMIT_GC_MS = new java.util.concurrent.atomic.AtomicLong();
+
+  /** Preload: the source subtasks that finished parsing their rounds and run, and when the last did. */
+  static final java.util.concurrent.atomic.AtomicInteger SOURCES_RUNNING = new java.util.concurrent.atomic.AtomicInteger();
+  static final java.util.concurrent.atomic.AtomicLong SOURCES_RUNNING_MS = new java.util.concurrent.atomic.AtomicLong();
+
   /** The highest attempt number a source subtask started with: the job's failovers. */
   static final java.util.concurrent.atomic.AtomicInteger ATTEMPTS = new java.util.concurrent.atomic.AtomicInteger();
 
@@ -30,4 +38,27 @@ final class RunState {
   static volatile boolean released;
 
   private RunState() {}
+
+  /** The first record is going out now: its time, and the JVM's CPU and GC time so far (once). */
+  static void firstEmit() {
+    if (FIRST_EMIT_MS.compareAndSet(0L, System.currentTimeMillis())) {
+      FIRST_EMIT_CPU_NS.set(cpuNs());
+      FIRST_EMIT_GC_MS.set(gcMs());
+    }
+  }
+
+  /** CPU time of every thread of this JVM so far, ns (what the write phase costs, whatever the load). */
+  static long cpuNs() {
+    java.lang.management.OperatingSystemMXBean os = java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+    return os instanceof com.sun.management.OperatingSystemMXBean sun ? sun.getProcessCpuTime() : -1L;
+  }
+
+  /** Time the collectors spent so far (their pauses and, for a concurrent collector, its cycles), ms. */
+  static long gcMs() {
+    long ms = 0;
+    for (java.lang.management.GarbageCollectorMXBean gc : java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()) {
+      ms += Math.max(0L, gc.getCollectionTime());
+    }
+    return ms;
+  }
 }

@@ -48,6 +48,7 @@ final class Workload {
   final long stallMs; // a task thread in the same Hudi wait this long is dumped
   final boolean hudiRouting; // Hudi's own edge into the write tasks instead of the lab's forward one
   final boolean preloadRounds; // every round read before the first is emitted (a throughput run)
+  final boolean watchStalls; // thread dumps every 250 ms for a Hudi wait that does not end (off: a throughput run)
   /** Checkpoint id -> ms its completion notice reaches Hudi's coordinator late (the lab's notify_delay_s). */
   final Map<Long, Long> noticeDelaysMs = new LinkedHashMap<>();
 
@@ -78,6 +79,7 @@ final class Workload {
       rounds.add(files);
     }
     preloadRounds = j.has("preload_rounds") && j.get("preload_rounds").asBoolean();
+    watchStalls = !j.has("watch_stalls") || j.get("watch_stalls").asBoolean();
     JsonNode sc = j.has("scenario") ? j.get("scenario") : mapperNode();
     scenario = sc.has("name") ? sc.get("name").asText() : "happy-path";
     checkpointTimeoutMs = sc.has("checkpoint_timeout_ms") ? sc.get("checkpoint_timeout_ms").asLong() : 0;
