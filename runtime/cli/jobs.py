@@ -213,6 +213,8 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     if not audit.reader_opens:
         console.print("no commit's incremental read checked: the official reader cannot open the table")
         return _verified(console, table, audit, 0, False)
+    if isinstance(run, RecordedRun) and not run.finished and not args.input:
+        return _verified_prefix(console, table, audit, run)
     if isinstance(run, RecordedRun):
         try:
             expected = _expected_of_run(run, table, console)
@@ -234,6 +236,26 @@ def cmd_verify(args: argparse.Namespace, console: Console) -> int:
     verdict = verify_run(table, expected, key, partition)
     console.print(verdict_table(verdict, title=f"verify {table} against {source}"))
     return _verified(console, table, audit, len(verdict.commit_problems or []), verdict.verified)
+
+
+def _verified_prefix(console: Console, table: str, audit: Audit, run: RecordedRun) -> int:
+    """``verify --result`` of a run that did not finish: its committed prefix, checked as the run
+    checks it (the record says what it committed; a stop may have ended the run before its own
+    check). The stream is regenerated: the built-in generator's only (Spark keeps no copy)."""
+    from runtime.data import generator
+    from runtime.lab.prefix import verify_recorded_prefix
+    from runtime.lab.report import prefix_line
+
+    if not run.from_generator:
+        console.print(
+            f"committed prefix of the {run.status} run not checked: its stream was Spark's, which keeps no "
+            "copy; verify --table with --input checks the table against the input",
+            highlight=False,
+        )
+        return _verified(console, table, audit, 0, False)
+    prefix = verify_recorded_prefix(run, table, generator.generate(run.config))
+    console.print(f"committed prefix of the {run.status} run: {prefix_line(prefix)}", highlight=False)
+    return _verified(console, table, audit, 0, prefix.verified is True)
 
 
 def _commits_line(checked: dict[str, Any]) -> str:
