@@ -46,6 +46,7 @@ def run_and_report(
     summary. Returns the result and, for a job a signal stopped, the exit code of that signal."""
     quiet, trace, engines_log = args.quiet, args.trace, engine_log(args, out)
     cfg = job.config
+    say_stop_wait(console)
     with interruptible(console) as stop:
         # Ray's and Spark's modules load under the command's handlers (a second or more on busy
         # cores): a stop meanwhile is a stop in the start-up, with its record
@@ -78,6 +79,17 @@ def run_and_report(
         + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
     return result, exit_code_of(stop.signal)
+
+
+def say_stop_wait(console: Console) -> None:
+    """A run submitted as a Ray job whose ``ray job stop`` would SIGKILL it before a stop's
+    record is checked says so as it starts, with the fix (:mod:`actors.submitted_job`)."""
+    from actors.submitted_job import submitted_job
+
+    job = submitted_job()
+    warning = job.stop_warning() if job is not None else None
+    if warning:
+        console.print(f"[yellow]{warning}[/yellow]", highlight=False)
 
 
 def _say(console: Console) -> Callable[[str], None]:
@@ -146,6 +158,7 @@ def run_jobs_command(console: Console, cfg: JobConfig, spec: JobsSpec, out: str,
             highlight=False,
         )
     remove_result(out)
+    say_stop_wait(console)
     phases = PhaseLog(console, enabled=not args.quiet)
     engines_log = engine_log(args, out)
     with (
