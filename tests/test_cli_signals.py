@@ -56,3 +56,23 @@ def test_a_stop_during_a_start_up_step_ends_the_step(monkeypatch):
         assert stop.signal == "SIGTERM" and not stop.abortable
         with pytest.raises(StartUpStopped), stop.start_up():  # a later step does not start
             pass
+
+
+def test_a_ctrl_c_before_the_jobs_handlers_stops_the_job_even_when_its_interrupt_was_swallowed():
+    """Between the command's start and a job's handlers, SIGINT is Python's KeyboardInterrupt and
+    is noted: a library that catches everything while it loads cannot make the stop vanish."""
+    previous = signal.signal(signal.SIGINT, terminal.noting_sigint)
+    try:
+        try:  # as a library's `except BaseException: pass` would
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        console = Console(record=True, width=200)
+        with interruptible(console) as stop:
+            assert stop.is_set() and stop.signal == "SIGINT"
+        assert "SIGINT before the job started: stopping it" in console.export_text()
+        with interruptible(console) as stop:  # noted once: the next job is not stopped by it
+            assert not stop.is_set()
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -17,10 +17,17 @@ def _guarded_main(argv: list[str] | None = None) -> int:
     previous = {sig: signal.signal(sig, _before_the_command) for sig in STOPPING_SIGNALS}
     try:
         from runtime.cli.command import main as command
+        from runtime.cli.terminal import noting_sigint
     finally:  # the process's own handlers again: the command sets its own while it runs a job
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return command(argv)
+    if previous[signal.SIGINT] is not signal.default_int_handler:  # a caller's own handler stays
+        return command(argv)
+    signal.signal(signal.SIGINT, noting_sigint)  # still a KeyboardInterrupt, and noted
+    try:
+        return command(argv)
+    finally:
+        signal.signal(signal.SIGINT, previous[signal.SIGINT])
 
 
 def _before_the_command(signum: int, _frame: Any) -> None:

@@ -37,6 +37,19 @@ def exit_code_of(signal_name: str) -> int:
     return 128 + int(signal.Signals[signal_name]) if signal_name else 130
 
 
+# a Ctrl-C after the command's modules loaded and before a job's own handlers (the options read,
+# the table prepared: :func:`noting_sigint`); :func:`interruptible` stops the job with it
+_noted: list[str] = []
+
+
+def noting_sigint(signum: int, _frame: Any) -> None:
+    """SIGINT before a job's handlers: Python's KeyboardInterrupt, and the signal noted, so that a
+    library that catches every exception while it loads cannot make the stop vanish (the run
+    would go on and finish): the job it starts stops at once, in its start-up."""
+    _noted.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt
+
+
 @contextlib.contextmanager
 def interruptible(console: Console) -> Iterator[StopRequest]:
     """SIGINT (Ctrl-C), SIGTERM (a container's or a service manager's stop) and SIGHUP (the
@@ -68,6 +81,10 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
         raise StopNow(stop.signal)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}
+    if _noted:  # a Ctrl-C that came before, whose KeyboardInterrupt something swallowed
+        stop.request(_noted.pop())
+        _noted.clear()
+        console.print(f"[yellow]{stop.signal} before the job started: stopping it and writing its record[/yellow]")
     try:
         yield stop
     except KeyboardInterrupt as exc:
