@@ -58,21 +58,34 @@ def test_a_stop_during_a_start_up_step_ends_the_step(monkeypatch):
             pass
 
 
-def test_a_ctrl_c_before_the_jobs_handlers_stops_the_job_even_when_its_interrupt_was_swallowed():
-    """Between the command's start and a job's handlers, SIGINT is Python's KeyboardInterrupt and
-    is noted: a library that catches everything while it loads cannot make the stop vanish."""
-    previous = signal.signal(signal.SIGINT, terminal.noting_sigint)
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_stop_before_the_jobs_handlers_stops_the_job_even_when_its_interrupt_was_swallowed(sig, code):
+    """Between the command's start and a job's handlers, a stopping signal ends the command with
+    its exit code and is noted: a library that catches everything while it loads cannot make the
+    stop vanish."""
+    previous = signal.signal(sig, terminal.noting_stop)
     try:
         try:  # as a library's `except BaseException: pass` would
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), sig)
             time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+        except KeyboardInterrupt as exc:
+            assert getattr(exc, "exit_code", None) == code
         console = Console(record=True, width=200)
         with interruptible(console) as stop:
-            assert stop.is_set() and stop.signal == "SIGINT"
-        assert "SIGINT before the job started: stopping it" in console.export_text()
+            assert stop.is_set() and stop.signal == sig.name
+        assert f"{sig.name} before the job started: stopping it" in console.export_text()
         with interruptible(console) as stop:  # noted once: the next job is not stopped by it
             assert not stop.is_set()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(sig, previous)
+        terminal._noted.clear()
+
+
+def test_a_stop_while_the_modules_load_ends_the_command_even_when_an_import_swallowed_it(monkeypatch, capsys):
+    import runtime.cli as cli
+
+    monkeypatch.setattr(cli, "_stopped_before", [])
+    with pytest.raises(SystemExit):
+        cli._before_the_command(int(signal.SIGHUP), None)
+    assert cli._guarded_main(["--help-not-reached"]) == 129  # the command did not start
+    assert "SIGHUP: stopped before the command started" in capsys.readouterr().err

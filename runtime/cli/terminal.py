@@ -37,17 +37,27 @@ def exit_code_of(signal_name: str) -> int:
     return 128 + int(signal.Signals[signal_name]) if signal_name else 130
 
 
-# a Ctrl-C after the command's modules loaded and before a job's own handlers (the options read,
-# the table prepared: :func:`noting_sigint`); :func:`interruptible` stops the job with it
+# a stopping signal after the command's modules loaded and before a job's own handlers (the
+# options read, the table prepared: :func:`noting_stop`); :func:`interruptible` stops the job with it
 _noted: list[str] = []
 
 
-def noting_sigint(signum: int, _frame: Any) -> None:
-    """SIGINT before a job's handlers: Python's KeyboardInterrupt, and the signal noted, so that a
-    library that catches every exception while it loads cannot make the stop vanish (the run
-    would go on and finish): the job it starts stops at once, in its start-up."""
-    _noted.append(signal.Signals(signum).name)
-    raise KeyboardInterrupt
+class StoppedBeforeTheJob(KeyboardInterrupt):
+    """A stopping signal before a job's handlers: the command ends, with the signal's exit code."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.exit_code = exit_code_of(name)
+
+
+def noting_stop(signum: int, _frame: Any) -> None:
+    """SIGINT, SIGTERM or SIGHUP before a job's handlers: the command ends (a KeyboardInterrupt
+    with the signal's exit code), and the signal is noted, so that a library that catches every
+    exception while it loads cannot make the stop vanish (the run would go on and finish): the
+    job it starts stops at once, in its start-up."""
+    name = signal.Signals(signum).name
+    _noted.append(name)
+    raise StoppedBeforeTheJob(name)
 
 
 @contextlib.contextmanager
@@ -81,8 +91,8 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
         raise StopNow(stop.signal)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}
-    if _noted:  # a Ctrl-C that came before, whose KeyboardInterrupt something swallowed
-        stop.request(_noted.pop())
+    if _noted:  # a stop that came before, whose KeyboardInterrupt something swallowed
+        stop.request(_noted[0])
         _noted.clear()
         console.print(f"[yellow]{stop.signal} before the job started: stopping it and writing its record[/yellow]")
     try:
