@@ -224,7 +224,8 @@ def check(stopped: Stopped, way: Way, what: str, moment: str = RUNNING) -> None:
     completed = {int(k) for k, v in record["checkpoints"]["detail"].items() if v["status"] == "completed"}
     assert commits <= completed, f"{what}: commits of checkpoints the record does not say completed: {tail}"
     if record["status"] == "finished":  # the signal came once the job had finished
-        assert moment not in (START_UP, RAY_INIT), f"{what}: the stop was lost, the run went on: {tail}"
+        lost = f"{what}: the stop was lost, the run went on and finished; its first lines:\n{stopped.console[:1200]}"
+        assert moment not in (START_UP, RAY_INIT), lost
         assert (record.get("exactly_once") or {}).get("verified"), tail
         assert stopped.code in (0, way.exit_code), tail
         return
