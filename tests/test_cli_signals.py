@@ -89,3 +89,18 @@ def test_a_stop_while_the_modules_load_ends_the_command_even_when_an_import_swal
         cli._before_the_command(int(signal.SIGHUP), None)
     assert cli._guarded_main(["--help-not-reached"]) == 129  # the command did not start
     assert "SIGHUP: stopped before the command started" in capsys.readouterr().err
+
+
+def test_a_signal_the_command_was_started_to_ignore_stays_ignored():
+    """``nohup commitlab run``: closing the terminal does not stop the job (nor does a SIGINT to
+    a script's background job), as Python leaves an ignored SIGINT ignored."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interruptible(Console(record=True, width=200)) as stop:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.2)
+            assert not stop.is_set()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)

@@ -16,7 +16,9 @@ def _guarded_main(argv: list[str] | None = None) -> int:
     128 + the signal's number and a line saying nothing ran, rather than a traceback; one that
     comes after, before a job's handlers, is noted (:func:`runtime.cli.terminal.noting_stop`).
     Either way a library that swallows the exception while it loads cannot make the stop vanish."""
-    previous = {sig: signal.signal(sig, _before_the_command) for sig in STOPPING_SIGNALS}
+    # a signal the process was started to ignore (nohup's SIGHUP, a background job's SIGINT) stays ignored
+    watched = [sig for sig in STOPPING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, _before_the_command) for sig in watched}
     try:
         from runtime.cli.command import main as command
         from runtime.cli.terminal import noting_stop
@@ -28,7 +30,7 @@ def _guarded_main(argv: list[str] | None = None) -> int:
     # the process's defaults; a caller's own handler (a program that runs the command) stays
     defaults: dict[signal.Signals, Any] = {signal.SIGINT: signal.default_int_handler}
     defaults |= {signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
-    noted = [sig for sig in STOPPING_SIGNALS if previous[sig] is defaults[sig]]
+    noted = [sig for sig in watched if previous[sig] is defaults[sig]]
     for sig in noted:
         signal.signal(sig, noting_stop)
     try:

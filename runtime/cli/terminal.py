@@ -31,6 +31,11 @@ class StopNow(KeyboardInterrupt):
         self.exit_code = exit_code_of(first)
 
 
+def ignored(sig: signal.Signals) -> bool:
+    """Whether the process ignores ``sig`` (it was started so: ``nohup``, a background job)."""
+    return signal.getsignal(sig) is signal.SIG_IGN
+
+
 def exit_code_of(signal_name: str) -> int:
     """As a shell reports a command a signal ended: 128 + the signal's number (SIGINT 130,
     SIGTERM 143, SIGHUP 129)."""
@@ -90,7 +95,9 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
             return
         raise StopNow(stop.signal)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}
+    # a signal the command was started to ignore stays ignored: nohup's SIGHUP, SIGINT in a
+    # shell script's background job (as Python itself leaves an ignored SIGINT ignored)
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS if not ignored(sig)}
     if _noted:  # a stop that came before, whose KeyboardInterrupt something swallowed
         stop.request(_noted[0])
         _noted.clear()

@@ -124,6 +124,7 @@ def stop_a_run(way: Way, moment: str, work: Path, rng: random.Random) -> Stopped
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=_as_a_terminal_starts_it,
     )
     console = _Console(proc)
     try:
@@ -165,6 +166,14 @@ def stop_a_run(way: Way, moment: str, work: Path, rng: random.Random) -> Stopped
             except psutil.Error:
                 pass
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _as_a_terminal_starts_it() -> None:
+    """The run's signals as a shell in a terminal leaves them, whatever this test runs under: a
+    test session started by ``nohup`` or in a script's background ignores SIGHUP or SIGINT, which
+    its children would inherit (and the command then keeps ignoring: tests/test_cli_signals.py)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _ended_by_itself(proc: subprocess.Popen[str], console: _Console, out: Path) -> Stopped:
