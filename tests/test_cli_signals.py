@@ -16,6 +16,18 @@ from runtime.cli import terminal
 from runtime.cli.terminal import StopNow, interruptible
 
 
+@pytest.fixture(autouse=True)
+def _signals_as_a_terminal_leaves_them():
+    """The test session's signals as a terminal's shell leaves them: a session started by nohup
+    or in a script's background ignores SIGHUP or SIGINT, which the command keeps ignoring."""
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+    defaults[signal.SIGHUP] = signal.SIG_DFL
+    previous = {sig: signal.signal(sig, handler) for sig, handler in defaults.items()}
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_the_first_signal_asks_the_job_to_stop_and_a_later_second_ends_at_once(sig, code, monkeypatch):
     monkeypatch.setattr(terminal, "SAME_STOP_S", 0.2)
