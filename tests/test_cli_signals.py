@@ -116,3 +116,14 @@ def test_a_signal_the_command_was_started_to_ignore_stays_ignored():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_stop_before_the_jobs_handlers_ends_the_command_with_a_line_and_its_code(monkeypatch, capsys):
+    from runtime.cli import command
+
+    def stopped_while_the_options_are_read(argv):
+        raise terminal.StoppedBeforeTheJob("SIGHUP")
+
+    monkeypatch.setattr(command, "parse_args", stopped_while_the_options_are_read)
+    assert command.main(["run"]) == 129
+    assert "SIGHUP: stopped before the job started (no result.json)" in capsys.readouterr().out

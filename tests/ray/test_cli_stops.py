@@ -219,7 +219,8 @@ def check(stopped: Stopped, way: Way, what: str, moment: str = RUNNING) -> None:
     assert "Traceback" not in stopped.console and "Exception ignored" not in stopped.console, tail
     assert not stopped.left, f"{what}: left running: {stopped.left}"
     record = stopped.record
-    if "stopped before the command started" in stopped.console:  # while its modules loaded
+    # while its modules loaded, or after and before the job's handlers (the options, the table's check)
+    if "stopped before the command started" in stopped.console or "stopped before the job started" in stopped.console:
         assert record is None and stopped.code == way.exit_code, tail
         return
     if way.again_after_s is not None and "stopped at once" in stopped.console:
