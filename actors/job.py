@@ -68,7 +68,12 @@ log = logging.getLogger(__name__)
 HEARTBEAT_TIMEOUT_S = 50.0
 DUMP_TIMEOUT_S = 5.0
 STOPPED = "interrupted (Ctrl-C, SIGTERM or SIGHUP): the job was stopped"
-PREFIX_UNCHECKED = "not checked: the run ended during the check (a second signal); commitlab verify --result checks it"
+# the run ended between its first record and the check: a second signal, or the SIGKILL `ray job
+# stop` sends RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM
+PREFIX_UNCHECKED = (
+    "not checked: the run ended during the check (a second signal, or ray job stop's SIGKILL); "
+    "commitlab verify --result OUT/result.json checks it"
+)
 
 
 class JobRun:
@@ -224,10 +229,10 @@ class JobRun:
     def _verify(self, record: JobResult, outcome: Outcome) -> None:
         """Checks the table with the official reader: exactly-once for a finished run, the
         committed prefix for one that did not finish. The record is written first, so that a
-        second signal during the check still leaves it (the check said not done)."""
+        second signal during the check (or ``ray job stop``'s SIGKILL) still leaves it, saying
+        the check was not done; the timeline picture is drawn last, once the record is complete:
+        a stop that ends the run meanwhile costs only the picture."""
         cfg, finished = self.cfg, outcome.status == Status.FINISHED
-        if self.out_dir and self.trace_events:
-            draw_timeline(self.out_dir, record, self.trace_events)
         if self.out_dir:  # a record before the check: what a stop (or Ray ending the driver) during it leaves
             record.committed_prefix = None if finished else CommittedPrefix(verified=None, prefix=PREFIX_UNCHECKED)
             early = write_result(self.out_dir, record)
@@ -243,10 +248,14 @@ class JobRun:
             record.committed_prefix = verify_committed_prefix(
                 self.driver, record, self.plan.stream, lambda: read_snapshot(reader), self.before
             )
-        if self.out_dir:
-            path = write_result(self.out_dir, record)
-            if self.stop is not None:
-                self.stop.record_written(path, complete=True)
+        if not self.out_dir:
+            return
+        path = write_result(self.out_dir, record)
+        if self.stop is not None:
+            self.stop.record_written(path, complete=True)
+        if self.trace_events:
+            draw_timeline(self.out_dir, record, self.trace_events)
+            write_result(self.out_dir, record)  # the same record, naming its picture
 
     def _start_processes(self) -> None:
         """Starts the job's processes (its task managers, the job manager's and coordinator's, a

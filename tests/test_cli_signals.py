@@ -16,6 +16,18 @@ from runtime.cli import terminal
 from runtime.cli.terminal import StopNow, interruptible
 
 
+@pytest.fixture(autouse=True)
+def _signals_as_a_terminal_leaves_them():
+    """The test session's signals as a terminal's shell leaves them: a session started by nohup
+    or in a script's background ignores SIGHUP or SIGINT, which the command keeps ignoring."""
+    defaults = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+    defaults[signal.SIGHUP] = signal.SIG_DFL
+    previous = {sig: signal.signal(sig, handler) for sig, handler in defaults.items()}
+    yield
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+
+
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_the_first_signal_asks_the_job_to_stop_and_a_later_second_ends_at_once(sig, code, monkeypatch):
     monkeypatch.setattr(terminal, "SAME_STOP_S", 0.2)
@@ -56,3 +68,62 @@ def test_a_stop_during_a_start_up_step_ends_the_step(monkeypatch):
         assert stop.signal == "SIGTERM" and not stop.abortable
         with pytest.raises(StartUpStopped), stop.start_up():  # a later step does not start
             pass
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_stop_before_the_jobs_handlers_stops_the_job_even_when_its_interrupt_was_swallowed(sig, code):
+    """Between the command's start and a job's handlers, a stopping signal ends the command with
+    its exit code and is noted: a library that catches everything while it loads cannot make the
+    stop vanish."""
+    previous = signal.signal(sig, terminal.noting_stop)
+    try:
+        try:  # as a library's `except BaseException: pass` would
+            os.kill(os.getpid(), sig)
+            time.sleep(1)
+        except KeyboardInterrupt as exc:
+            assert getattr(exc, "exit_code", None) == code
+        console = Console(record=True, width=200)
+        with interruptible(console) as stop:
+            assert stop.is_set() and stop.signal == sig.name
+        assert f"{sig.name} before the job started: stopping it" in console.export_text()
+        with interruptible(console) as stop:  # noted once: the next job is not stopped by it
+            assert not stop.is_set()
+    finally:
+        signal.signal(sig, previous)
+        terminal._noted.clear()
+
+
+def test_a_stop_while_the_modules_load_ends_the_command_even_when_an_import_swallowed_it(monkeypatch, capsys):
+    import runtime.cli as cli
+
+    monkeypatch.setattr(cli, "_stopped_before", [])
+    with pytest.raises(SystemExit):
+        cli._before_the_command(int(signal.SIGHUP), None)
+    assert cli._guarded_main(["--help-not-reached"]) == 129  # the command did not start
+    assert "SIGHUP: stopped before the command started" in capsys.readouterr().err
+
+
+def test_a_signal_the_command_was_started_to_ignore_stays_ignored():
+    """``nohup commitlab run``: closing the terminal does not stop the job (nor does a SIGINT to
+    a script's background job), as Python leaves an ignored SIGINT ignored."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interruptible(Console(record=True, width=200)) as stop:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.2)
+            assert not stop.is_set()
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_stop_before_the_jobs_handlers_ends_the_command_with_a_line_and_its_code(monkeypatch, capsys):
+    from runtime.cli import command
+
+    def stopped_while_the_options_are_read(argv):
+        raise terminal.StoppedBeforeTheJob("SIGHUP")
+
+    monkeypatch.setattr(command, "parse_args", stopped_while_the_options_are_read)
+    assert command.main(["run"]) == 129
+    assert "SIGHUP: stopped before the job started (no result.json)" in capsys.readouterr().out

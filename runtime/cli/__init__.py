@@ -13,19 +13,41 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def _guarded_main(argv: list[str] | None = None) -> int:
     """The command. A stopping signal that comes while its modules load (a second or two, before
     the command's own handlers: :func:`runtime.cli.terminal.interruptible`) ends it there, with
-    128 + the signal's number and a line saying nothing ran, rather than a traceback."""
-    previous = {sig: signal.signal(sig, _before_the_command) for sig in STOPPING_SIGNALS}
+    128 + the signal's number and a line saying nothing ran, rather than a traceback; one that
+    comes after, before a job's handlers, is noted (:func:`runtime.cli.terminal.noting_stop`).
+    Either way a library that swallows the exception while it loads cannot make the stop vanish."""
+    # a signal the process was started to ignore (nohup's SIGHUP, a background job's SIGINT) stays ignored
+    watched = [sig for sig in STOPPING_SIGNALS if signal.getsignal(sig) is not signal.SIG_IGN]
+    previous = {sig: signal.signal(sig, _before_the_command) for sig in watched}
     try:
         from runtime.cli.command import main as command
+        from runtime.cli.terminal import noting_stop
     finally:  # the process's own handlers again: the command sets its own while it runs a job
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return command(argv)
+    if _stopped_before:  # its SystemExit was swallowed by an import: the command does not start
+        return 128 + _stopped_before[0]
+    # the process's defaults; a caller's own handler (a program that runs the command) stays
+    defaults: dict[signal.Signals, Any] = {signal.SIGINT: signal.default_int_handler}
+    defaults |= {signal.SIGTERM: signal.SIG_DFL, signal.SIGHUP: signal.SIG_DFL}
+    noted = [sig for sig in watched if previous[sig] is defaults[sig]]
+    for sig in noted:
+        signal.signal(sig, noting_stop)
+    try:
+        return command(argv)
+    finally:
+        for sig in noted:
+            signal.signal(sig, previous[sig])
+
+
+_stopped_before: list[int] = []  # the signal that came while the command's modules loaded
 
 
 def _before_the_command(signum: int, _frame: Any) -> None:
     name = signal.Signals(signum).name
-    print(f"{name}: stopped before the command started (nothing ran; no result.json)", file=sys.stderr, flush=True)
+    if not _stopped_before:
+        print(f"{name}: stopped before the command started (nothing ran; no result.json)", file=sys.stderr, flush=True)
+    _stopped_before.append(signum)
     raise SystemExit(128 + signum)
 
 

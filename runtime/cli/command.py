@@ -11,7 +11,7 @@ from rich.console import Console
 from runtime.cli import check, conformance, experiments, jobs, kafka, report, s3_endpoint, simulator, soak
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import CommandParser, apply_config_file
-from runtime.cli.terminal import console_width, terminal
+from runtime.cli.terminal import StoppedBeforeTheJob, console_width, terminal
 from runtime.core.errors import UserError
 
 
@@ -73,6 +73,9 @@ def _main(argv: list[str] | None, console: Console) -> int:
     except UserError as exc:  # bad input: its message, no traceback
         console.print(f"[red]{exc.title()}:[/red] {exc}", highlight=False)
         return ExitCode.USAGE
+    except StoppedBeforeTheJob as exc:  # after the modules loaded, before a job's own handlers
+        console.print(f"[yellow]{exc}: stopped before the job started (no result.json)[/yellow]", highlight=False)
+        return exc.exit_code
     except KeyboardInterrupt as exc:  # a second stopping signal (StopNow), or one outside a job
         console.print("[yellow]interrupted[/yellow]")
         return int(getattr(exc, "exit_code", ExitCode.INTERRUPTED))

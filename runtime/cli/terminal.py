@@ -31,10 +31,38 @@ class StopNow(KeyboardInterrupt):
         self.exit_code = exit_code_of(first)
 
 
+def ignored(sig: signal.Signals) -> bool:
+    """Whether the process ignores ``sig`` (it was started so: ``nohup``, a background job)."""
+    return signal.getsignal(sig) is signal.SIG_IGN
+
+
 def exit_code_of(signal_name: str) -> int:
     """As a shell reports a command a signal ended: 128 + the signal's number (SIGINT 130,
     SIGTERM 143, SIGHUP 129)."""
     return 128 + int(signal.Signals[signal_name]) if signal_name else 130
+
+
+# a stopping signal after the command's modules loaded and before a job's own handlers (the
+# options read, the table prepared: :func:`noting_stop`); :func:`interruptible` stops the job with it
+_noted: list[str] = []
+
+
+class StoppedBeforeTheJob(KeyboardInterrupt):
+    """A stopping signal before a job's handlers: the command ends, with the signal's exit code."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.exit_code = exit_code_of(name)
+
+
+def noting_stop(signum: int, _frame: Any) -> None:
+    """SIGINT, SIGTERM or SIGHUP before a job's handlers: the command ends (a KeyboardInterrupt
+    with the signal's exit code), and the signal is noted, so that a library that catches every
+    exception while it loads cannot make the stop vanish (the run would go on and finish): the
+    job it starts stops at once, in its start-up."""
+    name = signal.Signals(signum).name
+    _noted.append(name)
+    raise StoppedBeforeTheJob(name)
 
 
 @contextlib.contextmanager
@@ -67,7 +95,13 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
             return
         raise StopNow(stop.signal)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS}
+    # a signal the command was started to ignore stays ignored: nohup's SIGHUP, SIGINT in a
+    # shell script's background job (as Python itself leaves an ignored SIGINT ignored)
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS if not ignored(sig)}
+    if _noted:  # a stop that came before, whose KeyboardInterrupt something swallowed
+        stop.request(_noted[0])
+        _noted.clear()
+        console.print(f"[yellow]{stop.signal} before the job started: stopping it and writing its record[/yellow]")
     try:
         yield stop
     except KeyboardInterrupt as exc:

@@ -20,7 +20,14 @@ from runtime.data.columns import OFFSET, TASK
 from runtime.hudi.formats.commit_metadata import CommitSummary
 from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommittedPrefix
-from runtime.lab.verify import compare, expected_state
+from runtime.lab.verify import (
+    RecordedRun,
+    VerifyError,
+    compare,
+    expected_state,
+    read_snapshot,
+    recorded_table_before,
+)
 from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
 
 
@@ -77,3 +84,33 @@ def verify_prefix(
     v = compare(expected_state(rows, key, precombine, partition, before), actual, key, partition)
     counts = (v.expected, v.actual, v.lost, v.duplicated, v.unexpected, v.mismatched)
     return CommittedPrefix(v.verified, what, v.identity, *counts, samples=v.samples)
+
+
+def verify_recorded_prefix(run: RecordedRun, table_uri: str, stream: pa.Table) -> CommittedPrefix:
+    """``verify --result`` of a run that did not finish (a record written before its own check,
+    which a second signal or ``ray job stop``'s SIGKILL cut short): its committed prefix, checked
+    as the run checks it, from what the record says it committed and ``stream`` (its stream,
+    regenerated), merged into the table as the run found it (read back by time travel)."""
+    from runtime.core.dfs import open_dfs
+    from runtime.hudi.table.hudi_table import HudiTable
+
+    cfg, commits = run.config, run.commit_records
+    extra: dict[str, str] = {}
+    if commits:
+        dfs, base = open_dfs(table_uri, role="verifier")
+        extra = HudiTable.open(dfs, base).read_commit_metadata(commits[-1]["instant"]).get("extraMetadata", {})
+    try:
+        return verify_prefix(
+            read_snapshot(table_uri),
+            stream,
+            commits,
+            run.checkpoints,
+            cfg.round_bounds(),
+            extra,
+            key=cfg.key_field,
+            precombine=cfg.precombine_field,
+            partition=cfg.partition_field,
+            before=recorded_table_before(table_uri, run),
+        )
+    except (VerifyError, ValueError) as exc:
+        return CommittedPrefix(verified=False, prefix="not checked", error=str(exc))

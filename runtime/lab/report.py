@@ -131,7 +131,7 @@ def summary_table(result: JobResult) -> Table:
     else:
         t.add_row("exactly-once", verdict_line(result.exactly_once))
     if result.committed_prefix is not None:
-        t.add_row("committed prefix", _prefix_line(result.committed_prefix))
+        t.add_row("committed prefix", prefix_line(result.committed_prefix))
     return t
 
 
@@ -186,7 +186,7 @@ def blocked_line(blocked_s: dict[str, float]) -> str:
     return f"{len(blocked_s)} {noun} blocked" + which + ", ".join(f"{k} {v:.2f}s" for k, v in shown)
 
 
-def _prefix_line(prefix: CommittedPrefix) -> str:
+def prefix_line(prefix: CommittedPrefix) -> str:
     """What a run that did not finish committed, checked: its commits must hold exactly ``prefix``."""
     if prefix.verified is None:
         return escape(prefix.prefix)

@@ -20,8 +20,8 @@ count mismatches differently on the same table).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -30,10 +30,11 @@ import pyarrow.compute as pc
 from runtime.core.config import JobConfig
 from runtime.core.storage import redact
 from runtime.data.columns import INTERNAL_COLUMNS
-from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, write_stats
+from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, CommitSummary, write_stats
 from runtime.hudi.table.merge import dedupe_latest
 from runtime.hudi.table.merge_rule import incoming_wins
 from runtime.hudi.table.table_config import META_COLUMNS
+from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
 SAMPLE = 10
@@ -515,12 +516,21 @@ def unreadable(expected: pa.Table, exc: Exception) -> ExactlyOnce:
 class RecordedRun:
     """What a run's ``result.json`` says of it for ``verify --result``: its configuration (which
     regenerates or re-reads its stream), the instants it committed, its table, and the table
-    as the run found it (``table_before``)."""
+    as the run found it (``table_before``); for a run that did not finish, its status, its
+    commits' summaries and its checkpoints, which say the prefix it committed
+    (:func:`runtime.lab.prefix.verify_recorded_prefix`)."""
 
     config: JobConfig
     commits: list[str]
     table: str
     table_before: TableBefore | None
+    status: str = "finished"
+    commit_records: list[CommitSummary] = field(default_factory=list)
+    checkpoints: dict[str, CheckpointEntry] = field(default_factory=dict)
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
 
     @property
     def from_generator(self) -> bool:
@@ -551,10 +561,20 @@ def recorded_run(result_path: str) -> RecordedRun:
     known = {f for f in JobConfig.__dataclass_fields__}
     fields: dict[str, Any] = {k: v for k, v in recorded.items() if k in known and isinstance(v, scalar)}
     cfg = JobConfig(**fields)
-    commits = [c["instant"] for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
+    # the commits' summaries as result.json holds them (CommitSummary's JSON form)
+    records = [cast("CommitSummary", c) for c in doc.get("commits") or [] if isinstance(c, dict) and "instant" in c]
     before = doc.get("table_before")
     table_before = TableBefore.from_json(before) if isinstance(before, dict) else None
-    return RecordedRun(cfg, commits, str(doc.get("table") or cfg.table), table_before)
+    detail = (doc.get("checkpoints") or {}).get("detail") if isinstance(doc.get("checkpoints"), dict) else None
+    return RecordedRun(
+        cfg,
+        [c["instant"] for c in records],
+        str(doc.get("table") or cfg.table),
+        table_before,
+        str(doc.get("status") or "finished"),
+        records,
+        detail if isinstance(detail, dict) else {},
+    )
 
 
 def generator_state(cfg: JobConfig) -> pa.Table:
@@ -572,9 +592,19 @@ def with_table_before(table_uri: str, state: pa.Table, run: RecordedRun) -> pa.T
     """``state`` (the run's stream, deduplicated) merged into the table as the run found it: read
     back as of ``table_before.as_of`` by the official reader's time travel and checked against the
     recorded content hash (a history rewritten since, e.g. by a clean, cannot be checked)."""
+    before = recorded_table_before(table_uri, run)
+    if before is None:
+        return state
+    cfg = run.config
+    return merged_with_table(before, state, cfg.key_field, cfg.precombine_field, cfg.partition_field)
+
+
+def recorded_table_before(table_uri: str, run: RecordedRun) -> pa.Table | None:
+    """The table as the run found it (None: new or empty), read back as of ``table_before.as_of``
+    by the official reader's time travel and checked against the recorded content hash."""
     rec = run.table_before
     if rec is None or rec.as_of is None:
-        return state
+        return None
     cfg = run.config
     before = read_snapshot(table_uri, as_of=rec.as_of)
     got = snapshot_record(before, cfg.key_field, cfg.partition_field, rec.as_of)
@@ -584,7 +614,7 @@ def with_table_before(table_uri: str, state: pa.Table, run: RecordedRun) -> pa.T
             f"but the run recorded {rec.rows} rows with hash {rec.content_hash[:12]}: the table's history changed "
             "since the run, so the run's expected state cannot be rebuilt"
         )
-    return merged_with_table(before, state, cfg.key_field, cfg.precombine_field, cfg.partition_field)
+    return before
 
 
 def read_table_before(

@@ -103,3 +103,39 @@ def test_a_failed_run_verifies_what_it_committed(protocol):
 
 def test_a_finished_run_has_no_prefix_record():
     assert simulate(CFG, seed=1, storage="memory").committed_prefix is None
+
+
+def _failed_run_on_disk(tmp_path):
+    """A run that did not finish on disk (checkpoints 1 and 2 committed, the job failed in 3) and
+    its result.json: what ``verify --result`` reads after a stop ended a run before its own check
+    (a second signal, or ``ray job stop``'s SIGKILL)."""
+    from runtime.lab.run_output import write_result
+
+    cfg = CFG.replace(
+        records=2_000, bucket_flush_rows=400, max_restarts=0, faults=[FaultSpec("task.in_snapshot", 3, 0)]
+    )
+    result = simulate(cfg, seed=1, workdir=str(tmp_path), storage="disk")
+    assert result.status == "failed" and len(result.commits) == 2, result.to_json()
+    write_result(str(tmp_path / "out"), result)
+    return tmp_path / "out"
+
+
+def test_verify_result_of_a_run_that_did_not_finish_checks_its_committed_prefix(tmp_path, capsys):
+    from runtime.cli import main
+
+    out = _failed_run_on_disk(tmp_path)
+    assert main(["verify", "--result", str(out)]) == 0
+    assert "committed prefix of the failed run: the table holds rounds 1 to 2" in capsys.readouterr().out
+
+
+def test_verify_result_says_violated_when_the_table_holds_more_than_the_record_committed(tmp_path, capsys):
+    import json
+
+    from runtime.cli import main
+
+    out = _failed_run_on_disk(tmp_path)
+    doc = json.loads((out / "result.json").read_text())
+    doc["commits"] = doc["commits"][:-1]  # the table holds a commit the record does not
+    (out / "result.json").write_text(json.dumps(doc))
+    assert main(["verify", "--result", str(out)]) == 1
+    assert "rounds 1 to 1 (closed by checkpoint 1, the last committed): VIOLATED" in capsys.readouterr().out
