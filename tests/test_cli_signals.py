@@ -127,3 +127,31 @@ def test_a_stop_before_the_jobs_handlers_ends_the_command_with_a_line_and_its_co
     monkeypatch.setattr(command, "parse_args", stopped_while_the_options_are_read)
     assert command.main(["run"]) == 129
     assert "SIGHUP: stopped before the job started (no result.json)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stop_while_a_job_command_checks_its_options_is_left_to_the_job_which_writes_its_record(sig, code, capsys):
+    """Once ``run`` has read its arguments, a first stop before the job's handlers is noted, not
+    raised: the option checks go on and the job stops in its start-up, so its record is written
+    (before: the command ended with "no result.json"). A second signal meanwhile ends it at once."""
+    previous = signal.signal(sig, terminal.noting_stop)
+    try:
+        terminal.defer_stops_to_the_job()
+        os.kill(os.getpid(), sig)  # no KeyboardInterrupt: the option checks go on
+        time.sleep(0.2)
+        assert f"{sig.name}: the job stops as it starts and writes its record" in capsys.readouterr().err
+        with pytest.raises(terminal.StoppedBeforeTheJob) as second:
+            os.kill(os.getpid(), sig)
+            time.sleep(1)
+        assert second.value.exit_code == code
+        console = Console(record=True, width=200)
+        with interruptible(console) as stop:  # the job's handlers: it stops in its start-up
+            assert stop.is_set() and stop.signal == sig.name
+        assert f"{sig.name} before the job started: stopping it and writing its record" in console.export_text()
+        with pytest.raises(KeyboardInterrupt):  # the job's command is over: a stop is not deferred any more
+            os.kill(os.getpid(), sig)
+            time.sleep(1)
+    finally:
+        signal.signal(sig, previous)
+        terminal._noted.clear()
+        terminal._deferred.clear()

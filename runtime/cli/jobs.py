@@ -22,7 +22,7 @@ from runtime.cli.options import (
     job_config,
     protocol_option,
 )
-from runtime.cli.terminal import engine_log, engines_to_log, exit_code_of, interruptible
+from runtime.cli.terminal import defer_stops_to_the_job, engine_log, engines_to_log, exit_code_of, interruptible
 from runtime.core.config import IN_PROCESS_LOCK, ConfigError, JobConfig
 from runtime.core.jobs_spec import JobsSpec
 from runtime.hudi.client.concurrency import hold_for_run, is_multi_writer
@@ -97,6 +97,7 @@ def _say(console: Console) -> Callable[[str], None]:
 
 
 def cmd_run(args: argparse.Namespace, console: Console) -> int:
+    defer_stops_to_the_job()  # a stop from here on leaves the job's record
     out = check_writable_dir(args.out, "--out")
     cfg = job_config(args, out)
     spec = jobs_spec_from(args, cfg)
@@ -182,6 +183,7 @@ def run_jobs_command(console: Console, cfg: JobConfig, spec: JobsSpec, out: str,
 def cmd_deadlock(args: argparse.Namespace, console: Console) -> int:
     from runtime.faults.scenarios import deadlock_config
 
+    defer_stops_to_the_job()  # a stop from here on leaves the job's record
     out = check_writable_dir(args.out, "--out")
     job = prepare_job(deadlock_config(job_config(args, out)))
     cfg = job.config

@@ -55,13 +55,31 @@ class StoppedBeforeTheJob(KeyboardInterrupt):
         self.exit_code = exit_code_of(name)
 
 
+# set once a command that runs a job has read its arguments: a first stop from then on is left to
+# the job, which stops in its start-up and writes its record (:func:`defer_stops_to_the_job`)
+_deferred: list[bool] = []
+
+
+def defer_stops_to_the_job() -> None:
+    """A command that starts a job calls this first: a stopping signal from now until the job's own
+    handlers (:func:`interruptible`, a second or two of option checks) is noted and not raised, so
+    the job stops in its start-up and still writes its record (``interrupted``, nothing committed)
+    instead of the command ending with no record. A second signal meanwhile ends it at once."""
+    _deferred.append(True)
+
+
 def noting_stop(signum: int, _frame: Any) -> None:
-    """SIGINT, SIGTERM or SIGHUP before a job's handlers: the command ends (a KeyboardInterrupt
-    with the signal's exit code), and the signal is noted, so that a library that catches every
-    exception while it loads cannot make the stop vanish (the run would go on and finish): the
-    job it starts stops at once, in its start-up."""
+    """SIGINT, SIGTERM or SIGHUP before a job's handlers: the signal is noted, so that a library that
+    catches every exception while it loads cannot make the stop vanish (the run would go on and
+    finish): the job it starts stops at once, in its start-up. Before a job's command has read its
+    arguments (or for a command without a job, or for a second signal) the command ends there too
+    (a KeyboardInterrupt with the signal's exit code)."""
     name = signal.Signals(signum).name
+    first = not _noted
     _noted.append(name)
+    if _deferred and first:
+        print(f"{name}: the job stops as it starts and writes its record", file=sys.stderr, flush=True)
+        return
     raise StoppedBeforeTheJob(name)
 
 
@@ -98,7 +116,8 @@ def interruptible(console: Console) -> Iterator[StopRequest]:
     # a signal the command was started to ignore stays ignored: nohup's SIGHUP, SIGINT in a
     # shell script's background job (as Python itself leaves an ignored SIGINT ignored)
     previous = {sig: signal.signal(sig, on_signal) for sig in STOPPING_SIGNALS if not ignored(sig)}
-    if _noted:  # a stop that came before, whose KeyboardInterrupt something swallowed
+    _deferred.clear()  # the job's own handlers from here
+    if _noted:  # a stop that came before: deferred to the job, or its KeyboardInterrupt swallowed
         stop.request(_noted[0])
         _noted.clear()
         console.print(f"[yellow]{stop.signal} before the job started: stopping it and writing its record[/yellow]")
