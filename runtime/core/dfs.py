@@ -191,6 +191,8 @@ class Dfs:
 
     @staticmethod
     def join(*parts: str) -> str:
+        if len(parts) == 2:  # the commonest (a folder and a name): the same path, without the loop
+            return f"{parts[0].rstrip('/')}/{parts[1].strip('/')}"
         head, *rest = parts
         out = head.rstrip("/")
         for part in rest:

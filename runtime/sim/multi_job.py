@@ -24,6 +24,7 @@ import pyarrow as pa
 from runtime.core import roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec, check_simulated_lock, concurrency_mode, job_name
+from runtime.core.json_doc import JsonObject
 from runtime.data.job_streams import job_config, job_stream, shards
 from runtime.job.driver import Outcome
 from runtime.job.prepare import ResolvedJob
@@ -74,6 +75,11 @@ class JobRecorder:
 
     def add_message(self, kind: str, role: str, to: str, method: str, what: str, call_id: int) -> None:
         self.shared.add_message(kind, self.prefix + role, self.prefix + to, method, what, call_id)
+
+    def add_span(
+        self, role: str, thread: str, cat: str, name: str, ts_us: float, dur_us: float, args: JsonObject | None
+    ) -> None:
+        self.shared.add_span(self.prefix + role, thread, cat, name, ts_us, dur_us, args)
 
     def close(self) -> None:
         pass  # the host closes the shared trace when every job is done

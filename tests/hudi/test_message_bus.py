@@ -117,6 +117,18 @@ def test_read_cleaning(base, driver):
     assert ids(client.ckp_cache) == "5,6,7,8,9,10,11,12,13,14"
 
 
+def test_the_read_cache_is_kept_by_checkpoint_id_whatever_the_order_of_reads(base, driver):
+    dfs, path = base
+    client = MessageClient(dfs, path)
+    for i in range(20):
+        driver.commit_ckp(i, str(i), str(i + 1))
+    for i in [*range(10, 19), 3]:  # an earlier checkpoint read last
+        client.get_ckp_message(i)
+    assert ids(client.ckp_cache) == "3,10,11,12,13,14,15,16,17,18"
+    client.get_ckp_message(19)  # the lowest id goes first (TreeMap.pollFirstEntry), not the oldest read
+    assert ids(client.ckp_cache) == "10,11,12,13,14,15,16,17,18,19"
+
+
 # -- the runtime's additions ----------------------------------------------------------------------
 
 

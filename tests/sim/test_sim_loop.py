@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import threading
 import time
@@ -74,6 +75,24 @@ def test_executor_work_runs_inline_on_the_loop_thread():
     ident, loop = run(main())
     assert ident == threading.get_ident()
     assert loop.inline_executor_calls == 1
+
+
+def test_a_run_collects_young_objects_less_often_and_gives_the_process_its_collector_back():
+    before = gc.get_threshold()
+
+    async def main():
+        return gc.get_threshold()
+
+    during, _ = run(main())
+    assert during[0] >= 20_000 and during[1:] == before[1:]
+    assert gc.get_threshold() == before
+
+    async def fails():
+        raise ValueError("the run's own error")
+
+    with pytest.raises(ValueError):
+        run(fails())
+    assert gc.get_threshold() == before
 
 
 def test_a_wait_nothing_can_end_is_reported_not_hung():

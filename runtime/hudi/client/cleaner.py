@@ -129,7 +129,10 @@ def _file_groups(table: HudiTable, partition: str, timeline: Timeline) -> dict[s
     for e in entries:
         parsed = parse_base_file_name(e.name)
         if parsed is not None and timeline.contains_or_before_start(parsed[2]):
-            groups.setdefault(parsed[0], {}).setdefault(parsed[2], []).append(e.path)
+            slices = groups.get(parsed[0])
+            if slices is None:  # (not setdefault: it would build a dict for every file)
+                slices = groups[parsed[0]] = {}
+            slices.setdefault(parsed[2], []).append(e.path)
         elif (log := LogFileName.parse(e.name)) is not None:
             logs.append((log, e.path))
     for log, path in sorted(logs, key=lambda x: (x[0].base_instant, x[0].version)):

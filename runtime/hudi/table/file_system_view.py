@@ -112,7 +112,9 @@ def by_file_group(files: PartitionFiles) -> dict[str, PartitionFiles]:
     for name, size in zip(files.names, files.sizes, strict=True):
         fid = _file_group_of(name)
         if fid is not None:
-            group = groups.setdefault(fid, PartitionFiles([], []))
+            group = groups.get(fid)
+            if group is None:  # (not setdefault: it would build a group for every file)
+                group = groups[fid] = PartitionFiles([], [])
             group.names.append(name)
             group.sizes.append(size)
     return groups

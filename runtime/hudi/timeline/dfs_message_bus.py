@@ -200,8 +200,10 @@ class MessageClient:
                 self.read_errors += 1
                 self.last_error = str(exc)
                 return None
+            in_order = not self.ckp_cache or checkpoint_id > next(reversed(self.ckp_cache))
             self.ckp_cache[checkpoint_id] = msg
-            self.ckp_cache = OrderedDict(sorted(self.ckp_cache.items()))
+            if not in_order:  # kept by id (a TreeMap); a later id keeps that order as it is
+                self.ckp_cache = OrderedDict(sorted(self.ckp_cache.items()))
             return msg
         return None
 
