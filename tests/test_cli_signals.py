@@ -155,3 +155,27 @@ def test_a_stop_while_a_job_command_checks_its_options_is_left_to_the_job_which_
         signal.signal(sig, previous)
         terminal._noted.clear()
         terminal._deferred.clear()
+
+
+def test_a_first_stop_while_a_job_commands_modules_load_is_left_to_the_job(monkeypatch, capsys):
+    """``commitlab run`` stopped in its first second or two, while its modules load: the first
+    signal is noted for the job (which stops in its start-up with its record), not the end of the
+    command with no record; a second one meanwhile ends the command there."""
+    import runtime.cli as cli
+    from runtime.cli import command
+
+    monkeypatch.setattr(cli, "_stopped_before", [])
+    monkeypatch.setattr(cli, "_left_to_the_job", [])
+    cli._before_a_job(int(signal.SIGTERM), None)  # no SystemExit: the modules go on loading
+    assert "SIGTERM: the job stops as it starts and writes its record" in capsys.readouterr().err
+    seen: list[list[str]] = []
+    monkeypatch.setattr(command, "main", lambda argv: seen.append(list(terminal._noted)) or 0)
+    try:
+        assert cli._guarded_main(["run", "--records", "10"]) == 0
+        assert seen == [["SIGTERM"]]  # the job's handlers find it (interruptible) and stop the job
+    finally:
+        terminal._noted.clear()
+    cli._before_a_job(int(signal.SIGTERM), None)
+    with pytest.raises(SystemExit) as second:
+        cli._before_a_job(int(signal.SIGINT), None)
+    assert second.value.code == 130

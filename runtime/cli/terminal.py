@@ -68,6 +68,12 @@ def defer_stops_to_the_job() -> None:
     _deferred.append(True)
 
 
+def note_stop(name: str) -> None:
+    """A stop that came while the command's modules loaded, left to the job (:func:`interruptible`
+    stops it in its start-up); a signal from now on is a second one."""
+    _noted.append(name)
+
+
 def noting_stop(signum: int, _frame: Any) -> None:
     """SIGINT, SIGTERM or SIGHUP before a job's handlers: the signal is noted, so that a library that
     catches every exception while it loads cannot make the stop vanish (the run would go on and
