@@ -77,10 +77,10 @@ def test_the_write_phase_cost_is_from_the_first_record_to_the_last_commit_and_ab
 def test_the_lab_s_cpu_seconds_over_a_span_are_read_between_samples():
     bench = _bench()
     series = [(100.0, 1.0), (101.0, 2.0), (102.0, 4.0)]
-    assert bench.common.cpu_between(series, 100.5, 101.5) == 1.5
-    assert bench.common.cpu_between(series, 100.0, 102.0) == 3.0
-    assert bench.common.cpu_between(series, 99.0, 101.0) is None  # before the first sample
-    assert bench.common.cpu_between(series[:1], 100.0, 100.0) is None
+    assert bench.common.cpu_in_span(series, 100.5, 101.5) == 1.5
+    assert bench.common.cpu_in_span(series, 100.0, 102.0) == 3.0
+    assert bench.common.cpu_in_span(series, 99.0, 101.0) is None  # before the first sample
+    assert bench.common.cpu_in_span(series[:1], 100.0, 100.0) is None
 
 
 def test_the_harness_s_first_record_time_is_read_and_absent_from_an_older_harness():
