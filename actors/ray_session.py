@@ -13,6 +13,7 @@ touched.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -157,12 +158,16 @@ def end_own_ray() -> None:
     step is done, then the interruption goes on."""
     started = [p for p in psutil.Process().children(recursive=True) if _an_engine(p)]
     session = own_session_dir()
+    # the session its processes name, known before the driver's mark (a stop while ray.init ran):
+    # the raylet's agents it spawned after ``started`` was listed outlive it, orphaned
+    named = session_names(started)
     # a call after the shutdown (RayDP's start, still under way in its thread after a signal)
     # must not start a new local Ray, which would print on the terminal and outlive the command
     auto_init_hook.enable_auto_connect = False
     ending: list[Callable[[], object]] = [lambda: _end_processes([p for p in started if p.is_running()])]
     if session:
         ending.insert(0, lambda: _end_processes_naming(session))
+    ending += [functools.partial(_end_processes_naming, name) for name in sorted(named)]
     shutdown: list[Callable[[], object]] = [ray.shutdown] if ray.is_initialized() else []
     # a Ray whose GCS or raylet a signal ended is ended first: its shutdown waits on them, and Ray
     # may end the driver meanwhile (a minute after its GCS went)
@@ -253,6 +258,18 @@ def _end_processes_naming(session_dir: str) -> list[int]:
         if proc.pid != os.getpid() and any(session_dir in arg for arg in cmdline):
             procs.append(proc)
     return _end_processes(procs)
+
+
+def session_names(procs: list[psutil.Process]) -> set[str]:
+    """The Ray sessions ``procs`` run in (``--session-name``, a flag of the GCS, the raylet and the
+    agents): unique names, one per ``ray.init`` that started a node."""
+    names: set[str] = set()
+    for proc in procs:
+        try:
+            names.update(arg.split("=", 1)[1] for arg in proc.cmdline() if arg.startswith("--session-name=session_"))
+        except psutil.Error:
+            continue
+    return names
 
 
 def _an_engine(proc: psutil.Process) -> bool:
