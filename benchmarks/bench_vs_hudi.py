@@ -86,7 +86,7 @@ def parse_args() -> argparse.Namespace:
         "--lab-parquet-compression",
         default=None,
         choices=PARQUET_CODECS,
-        help="the lab's base-file codec (default: the lab's own, snappy; gzip is what Hudi writes)",
+        help="the lab's base-file codec (default: the lab's own, gzip, which is what Hudi writes)",
     )
     ap.add_argument("--timeout", type=float, default=900.0, help="bound on each run (lab job and Hudi harness), s")
     ap.add_argument("--xmx", default="3g", help="the harness JVM's heap (it holds every round in memory)")
