@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from runtime.data.input_format import CheckedInput
-    from runtime.lab.table_audit import Audit
+    from runtime.lab.audit_findings import Audit
     from runtime.lab.verify import RecordedRun
 
 
