@@ -21,7 +21,8 @@ from runtime.cli.options import (
     protocol_specs,
 )
 from runtime.cli.terminal import engine_log, engines_to_log
-from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.job_options import TABLE_TYPES
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
