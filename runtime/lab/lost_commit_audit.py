@@ -11,7 +11,7 @@ Sources (Apache Hudi 0.14/1.0, ``hudi-common``, ``hudi-client-common``, ``hudi-f
   table names it (:mod:`runtime.lab.timeline_audit`), or the run's ``result.json`` lists it. Each is
   an error: readers lost that commit's rows, or hold rows of an instant that never completed.
   Without such evidence a deleted last ``.commit`` looks exactly like a write that failed before
-  committing; that is a warning, not an error (see docs/fidelity/checker.md).
+  committing; that is a warning, not an error (docs/FIDELITY.md, the lost commit (gap) row).
 - **Pending instants** (``.commit.requested`` / ``.inflight`` without ``.commit``) are legal before
   completed ones: a failed or concurrent write awaiting rollback. With the default failed-writes
   policy EAGER, ``BaseHoodieWriteClient.startCommit`` calls ``CleanerUtils.rollbackFailedWrites``
