@@ -27,7 +27,8 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 from runtime.conformance.comparison import Comparison, Ratio  # noqa: E402
 from runtime.conformance.releases import RELEASES, release_for  # noqa: E402
 from runtime.conformance.run import run_check  # noqa: E402
-from runtime.core.config import TABLE_TYPES, JobConfig  # noqa: E402
+from runtime.core.config import JobConfig  # noqa: E402
+from runtime.core.job_options import TABLE_TYPES  # noqa: E402
 
 PARTS = ("data", "timeline", "markers", "messages", "metadata", "aux", "clean", "rollback", "archive")
 

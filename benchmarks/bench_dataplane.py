@@ -114,7 +114,7 @@ def table_files_on_disk(table: str) -> dict[str, int]:
 
 
 def parse_args() -> argparse.Namespace:
-    from runtime.core.config import PARQUET_CODECS, TABLE_TYPES
+    from runtime.core.job_options import PARQUET_CODECS, TABLE_TYPES
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common.add_workload_args(ap)

@@ -249,7 +249,7 @@ def run_points(
         bar = progress.add_task("scaling", total=len(runs))
         for i, (host, w, name) in enumerate(runs, 1):
             if host == "ray" and rtt_s is None:
-                from actors.job import measure_rpc_round_trip
+                from actors.rpc_round_trip import measure_rpc_round_trip
 
                 ray_s = common.start_ray()
                 doc["rpc_round_trip"] = rtt = measure_rpc_round_trip()

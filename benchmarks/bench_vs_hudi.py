@@ -64,8 +64,9 @@ import _common as common  # noqa: E402  (sets sys.path to the project root)
 from runtime.conformance.harness import HarnessError, run_harness  # noqa: E402
 from runtime.conformance.releases import RELEASES, Release, check_built, java_command  # noqa: E402
 from runtime.conformance.workload import export_workload  # noqa: E402
-from runtime.core.config import PARQUET_CODECS, TABLE_TYPES, JobConfig  # noqa: E402
+from runtime.core.config import JobConfig  # noqa: E402
 from runtime.core.errors import UserError  # noqa: E402
+from runtime.core.job_options import PARQUET_CODECS, TABLE_TYPES  # noqa: E402
 
 SHORT = {"copy-on-write": "cow", "merge-on-read": "mor"}
 SYSTEMS = ("lab", "hudi")

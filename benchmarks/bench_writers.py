@@ -175,7 +175,7 @@ def main() -> int:
     writer_counts = [int(x) for x in args.writers.split(",") if x.strip()]
     layouts = [int(x) for x in args.slots.split(",") if x.strip()]
 
-    from actors.job import measure_rpc_round_trip
+    from actors.rpc_round_trip import measure_rpc_round_trip
     from runtime.core.config import JobConfig
     from runtime.protocols import PROTOCOLS
 

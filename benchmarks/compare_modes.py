@@ -22,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402,F401  (sets sys.path to the project root)
 
-from runtime.core.config import CONCURRENCY_MODES, JobConfig  # noqa: E402
+from runtime.core.config import JobConfig  # noqa: E402
+from runtime.core.job_options import CONCURRENCY_MODES  # noqa: E402
 from runtime.core.jobs_spec import OVERLAPS, JobsSpec  # noqa: E402
 from runtime.faults.scenarios import job_restart_overlap  # noqa: E402
 from runtime.lab.jobs_result import JobsResult, conflict_failovers  # noqa: E402

@@ -8,7 +8,7 @@ import sys
 
 from rich.console import Console
 
-from runtime.cli import check, conformance, experiments, jobs, kafka, report, s3_endpoint, simulator, soak
+from runtime.cli import check, conformance, experiments, explore, jobs, kafka, report, s3_endpoint, simulator, soak
 from runtime.cli.exits import ExitCode
 from runtime.cli.options import CommandParser, apply_config_file
 from runtime.cli.terminal import StoppedBeforeTheJob, console_width, terminal
@@ -27,6 +27,7 @@ def build_parser() -> tuple[CommandParser, dict[str, CommandParser]]:
     jobs.add_verify_command(sub)
     report.add_command(sub)
     simulator.add_commands(sub)
+    explore.add_commands(sub)
     check.add_command(sub)
     s3_endpoint.add_command(sub)
     kafka.add_command(sub)

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 from runtime.cli import exits
 from runtime.cli.options import CommandParser, add_config_option, check_writable_dir
 from runtime.conformance.scenarios import HAPPY_PATH, SCENARIOS
-from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.job_options import TABLE_TYPES
 
 DEFAULT_RECORDS = 4_000
 

@@ -21,12 +21,14 @@ from runtime.cli.options import (
     protocol_specs,
 )
 from runtime.cli.terminal import engine_log, engines_to_log
-from runtime.core.config import TABLE_TYPES, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.job_options import TABLE_TYPES
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from actors.job import measure_rpc_round_trip, run_job
+    from actors.job import run_job
     from actors.ray_session import ray_scope
+    from actors.rpc_round_trip import measure_rpc_round_trip
     from runtime.faults.scenarios import with_quiet_round
     from runtime.lab.compare import compare_tables, plot_compare, run_compare, run_count
     from runtime.lab.report import runs_progress

@@ -23,7 +23,8 @@ from runtime.cli.options import (
     protocol_option,
 )
 from runtime.cli.terminal import defer_stops_to_the_job, engine_log, engines_to_log, exit_code_of, interruptible
-from runtime.core.config import IN_PROCESS_LOCK, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.job_options import IN_PROCESS_LOCK
 from runtime.core.jobs_spec import JobsSpec
 from runtime.hudi.client.concurrency import hold_for_run, is_multi_writer
 from runtime.hudi.client.lock import command_line
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from runtime.data.input_format import CheckedInput
-    from runtime.lab.table_audit import Audit
+    from runtime.lab.audit_findings import Audit
     from runtime.lab.verify import RecordedRun
 
 

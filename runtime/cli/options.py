@@ -3,7 +3,7 @@
 Each command's parser is a :class:`CommandParser`: it keeps its own list of the options added to
 it (argparse keeps no public one), which is what a configuration file is checked against.
 
-Every JobConfig field that carries an :class:`~runtime.core.config.Option` becomes a flag, in its
+Every JobConfig field that carries an :class:`~runtime.core.job_options.Option` becomes a flag, in its
 group, with its help and its default shown; a command picks the fields it takes (``exclude``) and
 may give them other defaults or flag names. :func:`config_from_args` reads the same fields back,
 so the flags and the configuration cannot drift apart.
@@ -24,20 +24,16 @@ from typing import Any, Protocol
 
 import yaml
 
-from runtime.core.config import (
+from runtime.core.config import ConfigError, JobConfig, Schedule, flag_of, option_of
+from runtime.core.durations import (
     CHECKPOINT_TIMEOUT_DURATIONS,
     HUDI_FLINK_DURATIONS_S,
     TRANSPORT_DEADLINE_FLOORS_S,
     TRANSPORT_DEADLINE_PER_CALLER_S,
     UNSET,
-    WORKLOAD,
-    ConfigError,
-    JobConfig,
-    Schedule,
-    flag_of,
-    option_of,
 )
 from runtime.core.fault_spec import parse_faults
+from runtime.core.job_options import WORKLOAD
 
 _TYPES: dict[str, type] = {"int": int, "float": float, "str": str}
 

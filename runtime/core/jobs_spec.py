@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.core.config import IN_PROCESS_LOCK, SINGLE_WRITER, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.job_options import IN_PROCESS_LOCK, SINGLE_WRITER
 
 OVERLAPS = ("none", "file-groups", "keys")
 WRITER_GUARDS = ("none", "lab-lock")

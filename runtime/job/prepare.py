@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.core.config import NON_BLOCKING, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.fault_spec import MESSAGE_FAULTS
+from runtime.core.job_options import NON_BLOCKING
 from runtime.data.errors import InputError
 from runtime.data.input_format import CheckedInput, check_input
 from runtime.flink.job_manager import JobManager

@@ -15,7 +15,8 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.config import TRANSPORT_DEADLINE_FLOORS_S, JobConfig, flag_of, transport_floor
+from runtime.core.config import JobConfig, flag_of
+from runtime.core.durations import TRANSPORT_DEADLINE_FLOORS_S, transport_floor
 from runtime.core.json_doc import JsonObject
 from runtime.protocols import protocol_name
 

@@ -20,7 +20,7 @@ from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
 
 if TYPE_CHECKING:
-    from runtime.lab.table_audit import Audit
+    from runtime.lab.audit_findings import Audit
 
 # The progress bars leave sys.stdout and sys.stderr alone: redirected, they would print what Ray's
 # and Spark's threads write there (a raylet's warning, a worker's error) on the terminal, which

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime.core import codec
-from runtime.core.config import DEFAULT_TIME_SCALE, TRANSPORT_DEADLINE_FLOORS_S, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
+from runtime.core.durations import DEFAULT_TIME_SCALE, TRANSPORT_DEADLINE_FLOORS_S
 
 
 def test_the_default_scale_multiplies_hudi_and_flink_defaults():

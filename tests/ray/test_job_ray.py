@@ -244,10 +244,10 @@ def test_a_task_that_answers_slowly_is_busy_not_dead_until_the_heartbeat_timeout
 ):
     """Every liveness probe times out (as with 16 writer processes on 2 busy cores): within Flink's
     heartbeat timeout the job runs on and commits; past it the silent task is declared lost."""
-    import actors.job
+    import actors.ray_host
 
-    monkeypatch.setattr(actors.job, "DUMP_TIMEOUT_S", 0.0)
-    monkeypatch.setattr(actors.job, "HEARTBEAT_TIMEOUT_S", heartbeat_s)
+    monkeypatch.setattr(actors.ray_host, "DUMP_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(actors.ray_host, "HEARTBEAT_TIMEOUT_S", heartbeat_s)
     result = run_job(_cfg(tmp_path, protocol="coordination-rpc", max_restarts=0), None)
     if heartbeat_s:
         assert result.status == "finished", result.error

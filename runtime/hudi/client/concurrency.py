@@ -41,15 +41,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from runtime.core.config import (
-    FILESYSTEM_LOCK,
-    NON_BLOCKING,
-    OPTIMISTIC,
-    SINGLE_WRITER,
-    UNSET,
-    JobConfig,
-    flag_of,
-)
+from runtime.core.config import JobConfig, flag_of
+from runtime.core.durations import UNSET
+from runtime.core.job_options import FILESYSTEM_LOCK, NON_BLOCKING, OPTIMISTIC, SINGLE_WRITER
 from runtime.hudi.client.lock import HEARTBEAT_FLOOR_S, HUDI_TOLERABLE_MISSES, Heartbeat, TableLock, hold_table
 
 log = logging.getLogger(__name__)

@@ -67,8 +67,9 @@ from datetime import datetime, timezone
 
 import pyarrow.fs as pafs
 
-from runtime.core.config import UNSET, ConfigError, JobConfig, flag_of
+from runtime.core.config import ConfigError, JobConfig, flag_of
 from runtime.core.dfs import Dfs, DfsCounters, DfsError, DfsNotFound
+from runtime.core.durations import UNSET
 from runtime.core.errors import UserError
 from runtime.core.storage import StorageError, check_location, open_filesystem, redact
 

@@ -48,11 +48,12 @@ from typing import Protocol
 
 import pyarrow.fs as pafs
 
-from runtime.core.config import FILESYSTEM_LOCK, flag_of
-from runtime.core.config import LOCKED_1X as LOCKED_1X  # the two instant-time generators (--instant-times)
-from runtime.core.config import UNLOCKED_0X as UNLOCKED_0X
+from runtime.core.config import flag_of
 from runtime.core.dfs import Dfs, DfsNotFound
 from runtime.core.env import Env
+from runtime.core.job_options import FILESYSTEM_LOCK
+from runtime.core.job_options import LOCKED_1X as LOCKED_1X  # the two instant-time generators (--instant-times)
+from runtime.core.job_options import UNLOCKED_0X as UNLOCKED_0X
 from runtime.hudi.client.concurrency import ConcurrencyControl
 from runtime.hudi.client.lock import LOCK_PATH, Holder, describe_holder
 from runtime.hudi.table.table_config import TableError

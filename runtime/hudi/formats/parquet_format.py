@@ -57,8 +57,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from runtime.core.config import BLOOM_FILTERS, JobConfig
-from runtime.core.config import PARQUET_CODECS as CODECS
+from runtime.core.config import JobConfig
+from runtime.core.job_options import BLOOM_FILTERS
+from runtime.core.job_options import PARQUET_CODECS as CODECS
 from runtime.core.json_doc import JsonObject
 from runtime.hudi.formats import avro_schema
 from runtime.hudi.formats.bloom_filter import FOOTER_KEYS as BLOOM_FOOTER_KEYS

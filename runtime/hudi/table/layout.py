@@ -35,8 +35,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.core.config import HOODIE_TABLE_TYPE, ConfigError, JobConfig
+from runtime.core.config import ConfigError, JobConfig
 from runtime.core.dfs import Dfs, DfsError, DfsNotFound, open_dfs
+from runtime.core.job_options import HOODIE_TABLE_TYPE
 from runtime.hudi.table.hudi_table import refuse_foreign_directory
 from runtime.hudi.table.table_config import BUCKETS_KEY, COPY_ON_WRITE, TableProps, parse_properties
 from runtime.hudi.timeline.instant import HOODIE

@@ -7,8 +7,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field
 
-from runtime.core.config import HOODIE_TABLE_TYPE, JobConfig
+from runtime.core.config import JobConfig
 from runtime.core.errors import UserError
+from runtime.core.job_options import HOODIE_TABLE_TYPE
 from runtime.hudi.formats.rollback_metadata import rollback_instants_on
 from runtime.hudi.table.markers import markers_on
 from runtime.hudi.timeline.instant import COMMIT, DELTA_COMMIT
