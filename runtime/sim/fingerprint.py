@@ -49,6 +49,12 @@ _MESSAGE_EVENTS = frozenset(("deliver", "reply", "reply-error", "reply-late", "s
 _ROLE_EVENTS = frozenset(("X", "i", "s", "f"))
 _TASK_NAME = re.compile(r"\b(writer|source)-\d+\b")
 _INSTANT = re.compile(r"\d{14,}")  # an instant time (yyyyMMddHHmmss[SSS]): minted from virtual time
+# What an event contributes (:meth:`StateFingerprint._local`) is a pure function of its fields
+# 1..5 and of ``symmetry``, except for a role event whose name holds an instant time (its rank is
+# the run's): that one is never kept. A check folds some 70 events per choice point, nearly all
+# seen in an earlier run, so they are computed once per process, not once per run.
+_LOCAL_LIMIT = 200_000
+_LOCALS: dict[bool, dict[tuple[Any, ...], tuple[str, tuple[Any, ...]]]] = {True: {}, False: {}}
 
 
 class StateFingerprint:
@@ -98,13 +104,25 @@ class StateFingerprint:
             return str(ev[2]), (kind, ev[3], ev[4], self.mask(name))
         return str(ev[2]), (kind, *(self.mask(x) for x in ev[3:5]))
 
+    def _local_kept(self, ev: Event, fields: tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+        """:meth:`_local`, kept under ``fields`` (``ev[1:6]``) unless it ranked an instant time."""
+        local = self._local(ev)
+        ranked = ev[1] in _ROLE_EVENTS and len(ev) >= 6 and type(ev[5]) is str and _INSTANT.search(ev[5])
+        kept = _LOCALS[self.symmetry]
+        if not ranked and len(kept) < _LOCAL_LIMIT:
+            kept[fields] = local
+        return local
+
     def __call__(self) -> int:
         events = self._events
         if events is None:
             return 0
         hashes = self._hashes
+        kept = _LOCALS[self.symmetry]
         for ev in events[self._seen :]:
-            owner, key = self._local(ev)
+            fields = ev[1:6]
+            local = kept.get(fields)
+            owner, key = local if local is not None else self._local_kept(ev, fields)
             hashes[owner] = hash((hashes.get(owner, 0), key))
         self._seen = len(events)
         flight = self._in_flight()

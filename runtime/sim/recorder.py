@@ -42,6 +42,12 @@ _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _SCALARS = frozenset((int, float, bool))
 # json.dumps(value, sort_keys=True, default=str), without building an encoder per call
 _FIELD_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+# A string field scrubbed (TraceRecorder._field) is a pure function of the string and the scrub
+# map, so the scrubbed names are kept per scrub map for the whole process: the runs of a check
+# (hundreds, one table path) name the same roles, methods and messages, and each run scrubbed
+# them again. A few maps at most (a map per table path); each map's names bounded.
+_SCRUBBED_BY_MAP: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+_SCRUBBED_LIMIT = 100_000
 
 
 class TraceRecorder:
@@ -64,7 +70,7 @@ class TraceRecorder:
         self.on_divergence = on_divergence
         self.divergence: Divergence | None = None
         self.closed = False
-        self._scrubbed: dict[str, str] = {}
+        self._scrubbed = _scrubbed_names(tuple(self.scrub))
 
     def _field(self, value: Any) -> Any:
         if value is None or type(value) in _SCALARS:
@@ -74,7 +80,7 @@ class TraceRecorder:
             done = self._scrubbed.get(value)
             if done is None:
                 done = self._scrub_text(value)
-                if len(self._scrubbed) < 100_000:
+                if len(self._scrubbed) < _SCRUBBED_LIMIT:
                     self._scrubbed[value] = done
             return done
         return self._scrub_text(_encode_field(value))
@@ -165,6 +171,16 @@ class TraceRecorder:
     def close(self) -> None:
         """Stops recording (the run is over; clean-up must not add events)."""
         self.closed = True
+
+
+def _scrubbed_names(scrub: tuple[tuple[str, str], ...]) -> dict[str, str]:
+    """The names scrubbed with ``scrub`` so far in this process (see ``_SCRUBBED_BY_MAP``)."""
+    names = _SCRUBBED_BY_MAP.get(scrub)
+    if names is None:
+        if len(_SCRUBBED_BY_MAP) >= 8:  # another table path per run (runs on disk): start afresh
+            _SCRUBBED_BY_MAP.clear()
+        names = _SCRUBBED_BY_MAP[scrub] = {}
+    return names
 
 
 _LINE_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
