@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from typing import Any
 
 import pytest
 
@@ -102,8 +103,8 @@ def test_a_search_process_that_dies_is_reported_and_nothing_is_left_behind(monke
     certificate naming that run and its signal; every process was waited for."""
     become = ForkSearch._become_child
 
-    def die(self: ForkSearch, write_end: int, index: int, alt: int, parent: int) -> None:
-        become(self, write_end, index, alt, parent)
+    def die(self: ForkSearch, *child: Any) -> None:
+        become(self, *child)
         os.kill(os.getpid(), signal.SIGKILL)
 
     monkeypatch.setattr(fork_search.ForkSearch, "_become_child", die)
