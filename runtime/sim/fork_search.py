@@ -11,7 +11,13 @@ it, then takes the next alternative, and finally the default one. A child report
 pipe what the certificate needs: its runs' figures, the distinct states they met, the states it
 marked explored (with the deviations left), its failing, known-failure and timeout-saved runs,
 and why it stopped early, if it did. At most ``bound + 1`` processes are alive (one per
-deviation, each waiting for the next), and one runs at a time.
+deviation, each waiting for the next), and one runs at a time. Where an alternative's prefix is
+short (a choice point before ``rerun_below``, 20 by default) a fork costs more than re-running
+the prefix (see below), so that run is run from the start in this process instead, nested in
+the run under way, which waits at its choice point (the nested run has its own loop: asyncio's
+running loop is set aside meanwhile, and it starts in the context the search started in), and
+walked the same way; its prefix's states are its parent's (``reuse_prefix``). Only the root
+process re-runs (a child is forked at ``rerun_below`` or later and walks from there).
 
 The same certificate. Write ``seen`` for the explored states (state -> most deviations left it
 was explored with; values only grow). The re-running search runs a schedule ``D`` in full,
@@ -33,15 +39,31 @@ shortest counterexample of each invariant is chosen, first of equals as before. 
 matters when the search stops early: ``--first``, ``--max-runs``, ``--max-seconds`` and Ctrl-C
 stop new runs and let the runs under way finish, so a partial certificate may count a few runs
 more or other runs than the re-running search's, and under ``--first`` the failure found may be
-a deeper run's (its alternatives are searched before a run's own verdict is known).
+a deeper run's (its alternatives are searched before a run's own verdict is known). A run
+re-run nested makes the same steps as a forked one: it starts when the fork would have, its
+stops read ``seen`` as it was then, its walk reads the current one.
 
-What it costs (``benchmarks/bench_check.py``, a 2-core VM): a fork and its child's exit copy
-and drop the page tables of the process's ~67 MB of heap (about 6.5 ms of CPU together), and a
-child writes to every page whose objects it touches, if only their reference counts (CPython
-3.11), each write a copy-on-write fault of about 2.6 us: some 1,200 pages for a run cut a few
-choice points after its deviation, 4,300 for one that runs to its verdict (the verification and
-the trace's hash read the whole run). That is about what re-running a prefix costs, so this
-search is not faster than the re-running one here, and it is not the default.
+What it costs (``benchmarks/bench_check.py``, a 2-core VM shared with other work): a fork and
+its child's exit copy and drop the page tables of the process's anonymous memory, about 0.07 ms
+of CPU per MB: 44 MB here, 3 ms, since pyarrow is kept from importing pandas (22 MB more, which
+it imports only to ask whether an input is a pandas object: :func:`keep_pandas_out`). A child
+then writes to every page whose objects it touches, if only their reference counts (CPython
+3.11), each write a copy-on-write fault of about 2.6 us: some 300 pages in the fork's return
+alone (the interpreter's own after-fork work), 750 for a run cut a few choice points after its
+deviation, 2,850 for one that runs to its verdict (1,050 of them in the verification, which
+reads the whole table), and the parent faults again on the pages it writes after each fork. A
+fork thus costs some 6 ms beyond the child's own steps, about what re-running 20 choice points
+costs (2.5 ms to start a run, 0.21 ms a choice point). Measured side by side (one round each,
+a load of 12 to 18 on the two cores), message-bus, 2 writers, 2 checkpoints, bound 2 (2,043
+runs, 25,741 states, the same certificate and states every time): re-running 34.5 CPU s,
+forking at every choice point 40.7, re-running below choice point 20 and forking from there
+33.0 (40: 33.9; 70: 36.0); with 1 writer (runs of at most 54 choice points) forking everywhere
+cost 7.1 CPU s to re-running's 5.1 (with pandas imported: 8.5); the issue's job (2 writers, 3
+checkpoints: 4,826 runs, 100,379 states, the same) 105.1 CPU s forking, 104.5 re-running. So
+this search costs about what the re-running one does, not ten times less: it is not the
+default. The collector is off in a child (a collection would walk, and so copy, the parent's
+pages) and the interpreter's objects are frozen before the first run (``runtime.sim.host``);
+glibc's ``malloc_trim`` before a fork gives back 0.3 MB, not worth a call.
 
 A fork needs a process with one thread (the child has only the forking one): no progress thread,
 no Ray; pyarrow's idle pool threads are fork-safe (Arrow reinitialises its pools in a child).
@@ -85,7 +107,7 @@ from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviation
 __all__ = ["ForkSearch", "NotForkable"]
 
 _PR_SET_PDEATHSIG = 1
-RERUN_BELOW = 0  # measured: see the module docstring
+RERUN_BELOW = 20  # an alternative before this choice point is re-run, not forked (measured: module docstring)
 _CUT = "cut"  # the outcome and status of a run cut short in a child (never judged, never reported)
 
 
