@@ -57,9 +57,12 @@ costs (2.5 ms to start a run, 0.21 ms a choice point). Measured side by side (on
 a load of 12 to 18 on the two cores), message-bus, 2 writers, 2 checkpoints, bound 2 (2,043
 runs, 25,741 states, the same certificate and states every time): re-running 34.5 CPU s,
 forking at every choice point 40.7, re-running below choice point 20 and forking from there
-33.0 (40: 33.9; 70: 36.0); with 1 writer (runs of at most 54 choice points) forking everywhere
-cost 7.1 CPU s to re-running's 5.1 (with pandas imported: 8.5); the issue's job (2 writers, 3
-checkpoints: 4,826 runs, 100,379 states, the same) 105.1 CPU s forking, 104.5 re-running. So
+33.0 (40: 33.9; 70: 36.0); the issue's job (2 writers, 3 checkpoints: 4,826 runs, 100,379
+states, the same) 105.1 CPU s forking, 104.5 re-running. With 1 writer (``--writers 1
+--checkpoints 2 --rounds 3 --searches rerun,fork,fork:0``: 496 runs of at most 54 choice points,
+a median of 3 rounds at a load of 7) re-running took 4.98 CPU s (rounds 5.16, 4.98, 4.34),
+this search 6.40 (6.40, 6.74, 6.13), forking everywhere 7.51 (with pandas imported, an earlier
+round: 8.5): the best split depends on the job (its runs' length, its process's size). So
 this search costs about what the re-running one does, not ten times less: it is not the
 default. The collector is off in a child (a collection would walk, and so copy, the parent's
 pages) and the interpreter's objects are frozen before the first run (``runtime.sim.host``);
