@@ -6,7 +6,9 @@ they certify the same thing:
 * ``rerun``: the default, ``commitlab check --search rerun`` (every schedule from the start; the
   states before a run's last deviation are its parent's, not computed again);
 * ``fork``: ``--search fork`` (the simulator forks at a choice point, a child takes the
-  alternative from there).
+  alternative from there; an alternative before choice point 20 is re-run instead);
+  ``fork:K``: the same, re-running the alternatives before choice point ``K`` (``fork:0``:
+  forking at every choice point).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_check.py [--protocols message-bus]
                     [--writers 2] [--checkpoints 3] [--bound 2] [--rounds 3]
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -63,8 +66,8 @@ def on_run(run, stats):
 def cpu(t):
     return t.user + t.system + t.children_user + t.children_system
 t0, f0 = os.times(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-if kind == "fork":
-    done = ForkSearch(job, bound).run()
+if kind.startswith("fork"):
+    done = ForkSearch(job, bound, **({"rerun_below": int(kind[5:])} if ":" in kind else {})).run()
 else:
     done = BoundedSearch(job, bound, on_run=on_run, reuse_prefix=kind == "rerun").run()
 t1, f1 = os.times(), resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
@@ -79,7 +82,7 @@ print(json.dumps({
     "real_s": t1.elapsed - t0.elapsed,
     "children_minor_faults": f1 - f0,  # the fork search's copy-on-write pages (and the rest)
     "states_sha256": states,
-    "shape": shape if kind != "fork" else None,
+    "shape": shape if not kind.startswith("fork") else None,
     "rss_anon_kb": int(next(l.split()[1] for l in open("/proc/self/status") if l.startswith("RssAnon"))),
     "certificate": doc,
 }))
@@ -192,15 +195,16 @@ def main() -> int:
     p.add_argument(
         "--searches",
         default=",".join(SEARCHES),
-        help=f"comma-separated, the first is the reference of the ratios (default: {','.join(SEARCHES)})",
+        help=f"comma-separated, the first is the reference of the ratios; fork:K re-runs the alternatives "
+        f"before choice point K (default: {','.join(SEARCHES)})",
     )
     p.add_argument("--out", default=str(common.ROOT / "benchmarks" / "results" / "check.json"))
     args = p.parse_args()
     protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
     args.searches = [x.strip() for x in args.searches.split(",") if x.strip()]
-    unknown = sorted(set(args.searches) - set(SEARCHES))
+    unknown = sorted(k for k in args.searches if k not in SEARCHES and not re.fullmatch(r"fork:\d+", k))
     if unknown or not args.searches:
-        p.error(f"--searches: unknown {unknown or 'none given'}; choose among {', '.join(SEARCHES)}")
+        p.error(f"--searches: unknown {unknown or 'none given'}; choose among {', '.join(SEARCHES)} or fork:K")
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {pr: {k: [] for k in args.searches} for pr in protocols}
     environment = common.environment()
     for r in range(args.rounds):

@@ -11,7 +11,13 @@ it, then takes the next alternative, and finally the default one. A child report
 pipe what the certificate needs: its runs' figures, the distinct states they met, the states it
 marked explored (with the deviations left), its failing, known-failure and timeout-saved runs,
 and why it stopped early, if it did. At most ``bound + 1`` processes are alive (one per
-deviation, each waiting for the next), and one runs at a time.
+deviation, each waiting for the next), and one runs at a time. Where an alternative's prefix is
+short (a choice point before ``rerun_below``, 20 by default) a fork costs more than re-running
+the prefix (see below), so that run is run from the start in this process instead, nested in
+the run under way, which waits at its choice point (the nested run has its own loop: asyncio's
+running loop is set aside meanwhile, and it starts in the context the search started in), and
+walked the same way; its prefix's states are its parent's (``reuse_prefix``). Only the root
+process re-runs (a child is forked at ``rerun_below`` or later and walks from there).
 
 The same certificate. Write ``seen`` for the explored states (state -> most deviations left it
 was explored with; values only grow). The re-running search runs a schedule ``D`` in full,
@@ -33,15 +39,34 @@ shortest counterexample of each invariant is chosen, first of equals as before. 
 matters when the search stops early: ``--first``, ``--max-runs``, ``--max-seconds`` and Ctrl-C
 stop new runs and let the runs under way finish, so a partial certificate may count a few runs
 more or other runs than the re-running search's, and under ``--first`` the failure found may be
-a deeper run's (its alternatives are searched before a run's own verdict is known).
+a deeper run's (its alternatives are searched before a run's own verdict is known). A run
+re-run nested makes the same steps as a forked one: it starts when the fork would have, its
+stops read ``seen`` as it was then, its walk reads the current one.
 
-What it costs (``benchmarks/bench_check.py``, a 2-core VM): a fork and its child's exit copy
-and drop the page tables of the process's ~67 MB of heap (about 6.5 ms of CPU together), and a
-child writes to every page whose objects it touches, if only their reference counts (CPython
-3.11), each write a copy-on-write fault of about 2.6 us: some 1,200 pages for a run cut a few
-choice points after its deviation, 4,300 for one that runs to its verdict (the verification and
-the trace's hash read the whole run). That is about what re-running a prefix costs, so this
-search is not faster than the re-running one here, and it is not the default.
+What it costs (``benchmarks/bench_check.py``, a 2-core VM shared with other work): a fork and
+its child's exit copy and drop the page tables of the process's anonymous memory, about 0.07 ms
+of CPU per MB: 44 MB here, 3 ms, since pyarrow is kept from importing pandas (22 MB more, which
+it imports only to ask whether an input is a pandas object: :func:`keep_pandas_out`). A child
+then writes to every page whose objects it touches, if only their reference counts (CPython
+3.11), each write a copy-on-write fault of about 2.6 us: some 300 pages in the fork's return
+alone (the interpreter's own after-fork work), 750 for a run cut a few choice points after its
+deviation, 2,850 for one that runs to its verdict (1,050 of them in the verification, which
+reads the whole table), and the parent faults again on the pages it writes after each fork. A
+fork thus costs some 6 ms beyond the child's own steps, about what re-running 20 choice points
+costs (2.5 ms to start a run, 0.21 ms a choice point). Measured side by side (one round each,
+a load of 12 to 18 on the two cores), message-bus, 2 writers, 2 checkpoints, bound 2 (2,043
+runs, 25,741 states, the same certificate and states every time): re-running 34.5 CPU s,
+forking at every choice point 40.7, re-running below choice point 20 and forking from there
+33.0 (40: 33.9; 70: 36.0); the issue's job (2 writers, 3 checkpoints: 4,826 runs, 100,379
+states, the same) 105.1 CPU s forking, 104.5 re-running. With 1 writer (``--writers 1
+--checkpoints 2 --rounds 3 --searches rerun,fork,fork:0``: 496 runs of at most 54 choice points,
+a median of 3 rounds at a load of 7) re-running took 4.98 CPU s (rounds 5.16, 4.98, 4.34),
+this search 6.40 (6.40, 6.74, 6.13), forking everywhere 7.51 (with pandas imported, an earlier
+round: 8.5): the best split depends on the job (its runs' length, its process's size). So
+this search costs about what the re-running one does, not ten times less: it is not the
+default. The collector is off in a child (a collection would walk, and so copy, the parent's
+pages) and the interpreter's objects are frozen before the first run (``runtime.sim.host``);
+glibc's ``malloc_trim`` before a fork gives back 0.3 MB, not worth a call.
 
 A fork needs a process with one thread (the child has only the forking one): no progress thread,
 no Ray; pyarrow's idle pool threads are fork-safe (Arrow reinitialises its pools in a child).
@@ -53,24 +78,39 @@ which says which run's process died and how: the certificate is then partial, no
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ctypes
+import functools
 import gc
+import importlib.abc
 import os
 import pickle
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
+
+import pyarrow as pa
 
 from runtime.lab.fault_matrix import PASSED
 from runtime.sim.judge import Verdict
-from runtime.sim.search import INTERRUPTED, BoundedSearch, CheckRun, keep_shortest, run_deviations, scripted_chooser
+from runtime.sim.search import (
+    INTERRUPTED,
+    BoundedSearch,
+    CheckJob,
+    CheckRun,
+    keep_shortest,
+    run_deviations,
+    scripted_chooser,
+)
 from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
 
 __all__ = ["ForkSearch", "NotForkable"]
 
 _PR_SET_PDEATHSIG = 1
+RERUN_BELOW = 20  # an alternative before this choice point is re-run, not forked (measured: module docstring)
 _CUT = "cut"  # the outcome and status of a run cut short in a child (never judged, never reported)
 
 
@@ -80,12 +120,16 @@ class NotForkable(RuntimeError):
 
 @dataclass
 class _Walk:
-    """What the process's own run is: its deviations, where its walk starts, deviations left."""
+    """A run under way in this process: its deviations, where its walk starts, the deviations
+    left, its chooser, and the explored states' values as they were when it started (those
+    changed since: what its stops read)."""
 
     deviations: Deviations
     start: int
     left: int
     walking: bool = True
+    seen_before: dict[int, int] = field(default_factory=dict)
+    chooser: ScriptedChooser | None = None
 
 
 @dataclass
@@ -107,10 +151,9 @@ class _Report:
 
 @dataclass
 class _Since:
-    """What changed since this process's run started (what it reports, what its run's stops read)."""
+    """What this process found since its own run started (what a child reports)."""
 
     states: set[int] = field(default_factory=set)  # distinct states first met
-    seen_before: dict[int, int] = field(default_factory=dict)  # state -> its seen value at the start
     runs: int = 0
     transitions: int = 0
     pruned: int = 0
@@ -118,22 +161,29 @@ class _Since:
 
 class ForkSearch(BoundedSearch):
     """The bounded search of :class:`BoundedSearch`, forking at choice points instead of
-    re-running prefixes (see the module docstring); the same options and results."""
+    re-running prefixes (see the module docstring); the same options and results.
+    ``rerun_below``: an alternative at a choice point before this one is run from the start in
+    this process instead (a prefix that short costs less to re-run than a fork costs)."""
 
     _pipe: int | None = None  # a child's end of the pipe to its parent (None: the root)
-    _chooser: ScriptedChooser
+    _failed: Exception | None = None  # a re-run's error, raised when the root's own run is over
+
+    def __init__(self, job: CheckJob, bound: int, *, rerun_below: int = RERUN_BELOW, **options: Any) -> None:
+        super().__init__(job, bound, **options)
+        self.rerun_below = rerun_below
 
     def run(self) -> ForkSearch:
         check_forkable()
-        self._walk = _Walk((), 0, self.bound)
+        keep_pandas_out()
         self._since = _Since()
+        self._walks: list[_Walk] = []  # the runs under way here, outermost first (re-runs nest)
+        self._context = contextvars.copy_context()  # what a run re-run here starts in
         if self._out_of_budget():
             return self
         try:
-            self._start_run()
-            covered = self._covered_from_start if self.prune else None
-            self._chooser = scripted_chooser(self.job, (), covered, self._branch)
-            self._finish_run(run_deviations(self.job, chooser=self._chooser))
+            self._run_walk(_Walk((), 0, self.bound))
+            if self._failed is not None:
+                raise self._failed
         except KeyboardInterrupt:
             self.stopped = INTERRUPTED
         except BaseException as exc:
@@ -146,10 +196,24 @@ class ForkSearch(BoundedSearch):
         self._in_search_order()
         return self
 
-    # -- the walk (asked at every choice point of this process's run) ---------------------------
+    def _run_walk(self, walk: _Walk, known: Sequence[int] = ()) -> None:
+        """Runs ``walk``'s run here and walks it (nested in the run under way here, if any). In a
+        child, the run it was forked for reports and exits when it ends."""
+        self._walks.append(walk)
+        self._start_run(walk)
+        covered = functools.partial(self._covered_from_start, walk) if self.prune else None
+        walk.chooser = scripted_chooser(
+            self.job, walk.deviations, covered, functools.partial(self._branch, walk), known
+        )
+        run = run_deviations(self.job, chooser=walk.chooser)
+        self._finish_run(run)
+        if self._pipe is not None and walk is self._walks[0]:
+            self._report_and_exit()
+        self._walks.pop()
 
-    def _branch(self, index: int, state: int, alternatives: int) -> int:
-        w = self._walk
+    # -- the walk (asked at every choice point of a run under way here) ------------------------
+
+    def _branch(self, w: _Walk, index: int, state: int, alternatives: int) -> int:
         if not w.walking or index < w.start:
             return 0
         if self.prune and self._seen.get(state, -1) >= w.left:
@@ -166,29 +230,32 @@ class ForkSearch(BoundedSearch):
             if self._out_of_budget():
                 w.walking = False
                 return 0
-            if self._fork(index, alt):
+            if index < self.rerun_below:
+                self._rerun(w, index, alt)
+            elif self._fork(w, index, alt):
                 return alt  # this is the child: its run takes ``alt`` here
             if self.stopped is not None:
                 w.walking = False
                 return 0
         return 0
 
-    def _covered_from_start(self, index: int, state: int) -> bool:
+    def _covered_from_start(self, w: _Walk, index: int, state: int) -> bool:
         """Whether the run stops here: past its last deviation, at a state ``seen`` covered when
         the run started (the entries changed since read as they were then)."""
-        w, before = self._walk, self._since.seen_before
         if w.deviations and index <= w.deviations[-1][0]:
             return False
+        before = w.seen_before
         cut = (before[state] if state in before else self._seen.get(state, -1)) >= w.left
-        if cut and self._pipe is not None:
-            self._cut_child(index)
+        if cut and self._pipe is not None and w is self._walks[0]:
+            self._cut_child(w, index)
         return cut
 
-    def _cut_child(self, index: int) -> None:
+    def _cut_child(self, w: _Walk, index: int) -> None:
         """A child whose run stops here reports now: a run cut short has no verdict, so the
         simulator's wind-down (the loop's abort, the result, the trace's hash) would be work for
         nothing, and in a forked process, copying every page it reads."""
-        chooser = self._chooser
+        chooser = w.chooser
+        assert chooser is not None
         chooser.cut_at = index
         run = CheckRun(
             tuple(sorted(chooser.deviations.items())),
@@ -205,8 +272,9 @@ class ForkSearch(BoundedSearch):
         self._report_and_exit()
 
     def _mark(self, state: int, left: int) -> None:
-        if state not in self._since.seen_before:
-            self._since.seen_before[state] = self._seen.get(state, -1)
+        old = self._seen.get(state, -1)
+        for w in self._walks:
+            w.seen_before.setdefault(state, old)
         self._seen[state] = left
 
     def _out_of_budget(self) -> bool:
@@ -220,10 +288,10 @@ class ForkSearch(BoundedSearch):
 
     # -- runs -----------------------------------------------------------------------------------
 
-    def _start_run(self) -> None:
+    def _start_run(self, w: _Walk) -> None:
         self.stats.runs += 1
         self._since.runs += 1
-        self.stats.deepest_deviations = max(self.stats.deepest_deviations, len(self._walk.deviations))
+        self.stats.deepest_deviations = max(self.stats.deepest_deviations, len(w.deviations))
 
     def _finish_run(self, run: CheckRun) -> None:
         s = self.stats
@@ -250,14 +318,32 @@ class ForkSearch(BoundedSearch):
         for run in self.failures:
             keep_shortest(self.violated, run)
 
+    def _rerun(self, w: _Walk, index: int, alt: int) -> None:
+        """Runs ``w.deviations + (index, alt)`` from the start in this process, nested in ``w``'s
+        run (paused at ``index``): its own loop, in the context the search started in; the
+        states of its first choice points are ``w``'s (see ``reuse_prefix``)."""
+        nested = _Walk((*w.deviations, (index, alt)), index + 1, w.left - 1)
+        assert w.chooser is not None
+        known = [c.fingerprint for c in w.chooser.choices[: index + 1]] if self.reuse_prefix else ()
+        paused = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(None)  # asyncio runs one loop at a time: ``w``'s waits
+        try:
+            self._context.copy().run(self._run_walk, nested, known)
+        except Exception as exc:  # noqa: BLE001 - raised by run() once the paused runs end
+            self._walks.remove(nested)
+            self._failed = self._failed or exc
+            self.stopped = self.stopped or f"run {format_deviations(nested.deviations)} failed: {type(exc).__name__}"
+        finally:
+            asyncio.events._set_running_loop(paused)
+
     # -- processes ------------------------------------------------------------------------------
 
-    def _fork(self, index: int, alt: int) -> bool:
-        """Forks the run of ``deviations + (index, alt)``; True in the child. The parent waits for
-        the child's report and merges it."""
+    def _fork(self, w: _Walk, index: int, alt: int) -> bool:
+        """Forks the run of ``w.deviations + (index, alt)``; True in the child. The parent waits
+        for the child's report and merges it."""
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        child = format_deviations((*self._walk.deviations, (index, alt)))
+        child = format_deviations((*w.deviations, (index, alt)))
         loop, parent = asyncio.get_running_loop(), os.getpid()
         try:
             read_end, write_end = os.pipe()
@@ -269,7 +355,7 @@ class ForkSearch(BoundedSearch):
             # asyncio forgets the running loop in a forked child (it checks the pid): this run's loop goes on
             asyncio.events._set_running_loop(loop)
             os.close(read_end)
-            self._become_child(write_end, index, alt, parent)
+            self._become_child(write_end, w, index, alt, parent)
             return True
         os.close(write_end)
         data, interrupted = _read_all(read_end)
@@ -284,17 +370,20 @@ class ForkSearch(BoundedSearch):
             self.stopped = self.stopped or INTERRUPTED
         return False
 
-    def _become_child(self, write_end: int, index: int, alt: int, parent: int) -> None:
+    def _become_child(self, write_end: int, w: _Walk, index: int, alt: int, parent: int) -> None:
+        """The child goes on as the run of ``w.deviations + (index, alt)`` (``w`` is its run now:
+        its chooser asks the walk through it) and is this process's only run."""
         _die_with_parent(parent)
         # a child lives for one run and its alternatives: a collection would only walk (and so
         # copy) the parent's pages; what the run leaves goes when the process exits
         gc.disable()
         self._pipe = write_end
-        w = self._walk
-        self._walk = _Walk((*w.deviations, (index, alt)), index + 1, w.left - 1)
+        w.deviations, w.start, w.left = (*w.deviations, (index, alt)), index + 1, w.left - 1
+        w.walking, w.seen_before = True, {}
+        self._walks = [w]
         self._since = _Since()
         self.failures, self.known, self.recovered_by_timeout = [], [], []
-        self._start_run()
+        self._start_run(w)
 
     def _merge(self, r: _Report) -> None:
         s, since = self.stats, self._since
@@ -315,7 +404,7 @@ class ForkSearch(BoundedSearch):
         self.recovered_by_timeout += r.recovered_by_timeout
         self.stopped = self.stopped or r.stopped
 
-    def _report_and_exit(self) -> None:
+    def _report_and_exit(self) -> NoReturn:
         """The child's last act: its report down the pipe, then exit without running the
         parent's clean-up (it is the parent's, copied)."""
         code = 0
@@ -328,7 +417,7 @@ class ForkSearch(BoundedSearch):
                 since.pruned,
                 s.deepest_deviations,
                 since.states,
-                {state: self._seen[state] for state in since.seen_before},
+                {state: self._seen[state] for state in self._walks[0].seen_before},
                 self.failures,
                 self.known,
                 self.recovered_by_timeout,
@@ -342,7 +431,7 @@ class ForkSearch(BoundedSearch):
         os._exit(code)
 
     def _named(self) -> str:
-        return format_deviations(self._walk.deviations) or "(the default schedule)"
+        return format_deviations(self._walks[0].deviations) if self._walks else "(the default schedule)"
 
 
 def check_forkable() -> None:
@@ -355,6 +444,34 @@ def check_forkable() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         raise NotForkable("the fork search cannot run in a process connected to Ray; use --search rerun")
+
+
+class _NoPandas(importlib.abc.MetaPathFinder):
+    """An import of pandas fails while this finder is first on ``sys.meta_path``."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == "pandas":
+            raise ModuleNotFoundError("No module named 'pandas' (kept out of the fork search)", name=fullname)
+
+
+def keep_pandas_out() -> None:
+    """Keeps pyarrow from importing pandas into this process, which every fork copies: pyarrow
+    imports it (28 MB of the process's 66 MB, a third of a fork's cost) only to ask whether an
+    input is a pandas object, at the job's first ``pa.array`` (pyarrow's pandas shim,
+    ``_is_array_like``) and its first conversion to NumPy (Arrow's ``InitPandasStaticData``). Both
+    ask once per process and remember the answer, so they are asked here with pandas refused: the
+    answer "no pandas" changes no conversion of the simulator's inputs (lists and Arrow arrays,
+    never pandas objects). pyarrow's own pandas conversions (``to_pandas``) still import it when
+    called (the shim tries again). Nothing to do if pandas is imported already."""
+    if "pandas" in sys.modules:
+        return
+    refuse = _NoPandas()
+    sys.meta_path.insert(0, refuse)
+    try:
+        pa.array([""], pa.string())
+        pa.chunked_array([pa.array([0], pa.int64())]).to_numpy()
+    finally:
+        sys.meta_path.remove(refuse)
 
 
 def _prctl() -> Any:

@@ -3,9 +3,13 @@ the certificate the re-running search gives, its failures replay, and it leaves 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 
@@ -16,7 +20,7 @@ from runtime.sim import fork_search
 from runtime.sim.certificate import certificate
 from runtime.sim.fork_search import ForkSearch
 from runtime.sim.schedule import SimSchedule
-from runtime.sim.search import BoundedSearch, CheckJob
+from runtime.sim.search import BoundedSearch, CheckJob, run_deviations
 
 pytestmark = pytest.mark.one_thread  # tests/sim/conftest.py: a fresh interpreter beside Ray's threads
 
@@ -41,10 +45,12 @@ def _children() -> list[int]:
     return out
 
 
-def _same(job: CheckJob, bound: int) -> tuple[BoundedSearch, ForkSearch]:
+def _same(job: CheckJob, bound: int, rerun_below: int = 0) -> tuple[BoundedSearch, ForkSearch]:
+    """The two searches' certificates; the fork search forks at every choice point unless
+    ``rerun_below`` says otherwise."""
     before = _children()
     rerun = BoundedSearch(job, bound).run()
-    fork = ForkSearch(job, bound).run()
+    fork = ForkSearch(job, bound, rerun_below=rerun_below).run()
     assert _children() == before  # every search process was waited for
     a, b = certificate(rerun), certificate(fork)
     for doc in (a, b):
@@ -60,6 +66,48 @@ def _same(job: CheckJob, bound: int) -> tuple[BoundedSearch, ForkSearch]:
 def test_the_fork_search_gives_the_same_certificate_as_the_rerunning_one() -> None:
     rerun, fork = _same(ONE, 2)
     assert fork.complete and fork.stats.pruned > 0 and fork.stats.deepest_deviations == 2
+
+
+def test_alternatives_re_run_before_a_choice_point_and_forked_after_it_give_the_same_certificate() -> None:
+    """``rerun_below``: an alternative at an early choice point is run from the start, nested in
+    the run under way, and later ones are forked; where the split falls changes no figure."""
+    for below in (5, 1000):
+        _same(ONE, 2, rerun_below=below)
+    _same(P1, 1, rerun_below=3)
+
+
+def test_a_re_run_that_fails_fails_the_search_as_in_the_rerunning_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error in a run re-run nested in another is the search's error, raised once the run it
+    was nested in is over; no process is left and asyncio has no loop running any more."""
+
+    def fails(job: CheckJob, *args: Any, **kwargs: Any) -> Any:
+        if kwargs["chooser"].deviations:  # the first run that deviates
+            raise RuntimeError("the simulator broke")
+        return run_deviations(job, *args, **kwargs)
+
+    monkeypatch.setattr("runtime.sim.fork_search.run_deviations", fails)
+    before = _children()
+    with pytest.raises(RuntimeError, match="the simulator broke"):
+        ForkSearch(ONE, 1, rerun_below=1000).run()
+    assert _children() == before
+    assert asyncio.events._get_running_loop() is None
+
+
+def test_the_fork_search_keeps_pandas_out_of_the_process_it_forks() -> None:
+    """pyarrow would import pandas (a third of the process every fork copies) only to ask whether
+    an input is a pandas object; pandas still comes when a conversion to it is asked for."""
+    code = (
+        "import sys\n"
+        "from runtime.sim.fork_search import ForkSearch\n"
+        "from runtime.sim.schedule import SimSchedule\n"
+        "from runtime.sim.search import CheckJob\n"
+        "search = ForkSearch(CheckJob(SimSchedule(writers=1, rounds=[100]), 'message-bus'), 1).run()\n"
+        "print(search.complete, 'pandas' in sys.modules)\n"
+        "import pyarrow as pa\n"
+        "print(type(pa.table({'a': [1]}).to_pandas()).__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split() == ["True", "False", "DataFrame"]
 
 
 def test_the_same_failures_in_the_same_order() -> None:
@@ -102,13 +150,13 @@ def test_a_search_process_that_dies_is_reported_and_nothing_is_left_behind(monke
     certificate naming that run and its signal; every process was waited for."""
     become = ForkSearch._become_child
 
-    def die(self: ForkSearch, write_end: int, index: int, alt: int, parent: int) -> None:
-        become(self, write_end, index, alt, parent)
+    def die(self: ForkSearch, *child: Any) -> None:
+        become(self, *child)
         os.kill(os.getpid(), signal.SIGKILL)
 
     monkeypatch.setattr(fork_search.ForkSearch, "_become_child", die)
     before = _children()
-    search = ForkSearch(SMALL, 1).run()
+    search = ForkSearch(SMALL, 1, rerun_below=0).run()
     assert _children() == before
     assert not search.complete and search.stopped is not None
     assert "died without its report (killed by signal SIGKILL)" in search.stopped
