@@ -175,6 +175,8 @@ class _Handling:
         tasks[task] = None
 
 
+_Known = tuple[Any, Callable[[Any], Any] | None, bool]  # SimNetwork._learn_handler
+
 START_WAIT_S = 60.0  # as the Ray host: how long a message waits for its role to finish starting
 
 
@@ -216,8 +218,8 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
-        # (role, method) -> (the role object, its handler if a plain function, else None)
-        self._plain_handlers: dict[tuple[str, str], tuple[Any, Callable[[Any], Any] | None]] = {}
+        # (role, method) -> (the role object, its handler, whether that is a plain function)
+        self._handlers: dict[tuple[str, str], _Known] = {}
         # each sender's delay draws, when the chooser is the seeded one (:meth:`_draw`)
         self._draws: dict[str, Callable[[], float]] = {}
 
@@ -315,10 +317,10 @@ class SimNetwork:
         self.recorder.add_message("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
         if env.dest not in self._starting:
             role = self.roles.get(env.dest)
-            known = self._plain_handlers.get((env.dest, env.method))
+            known = self._handlers.get((env.dest, env.method))
             if known is None or known[0] is not role:
                 known = self._learn_handler(role, env.dest, env.method)
-            if known[1] is not None:
+            if known[2]:
                 # the callback runs where the dispatch task's first step would, and a synchronous
                 # handler finishes in that step: the same order, without a task per message
                 self.loop.call_soon(self._dispatch_now, env, role, known[1])
@@ -354,11 +356,16 @@ class SimNetwork:
                             f"starting within {START_WAIT_S:.0f} virtual s"
                         ) from None
                 role = self.roles.get(env.dest)
-                if role is None:
-                    raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
-                if env.method not in getattr(role, "RPC_METHODS", ()):
-                    raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
-                result = rpc_handler(role, env.method)(from_wire(env.payload))
+                known = self._handlers.get((env.dest, env.method))
+                if known is not None and known[0] is role and known[1] is not None:
+                    handler = known[1]  # looked up for this role object already (_learn_handler)
+                else:
+                    if role is None:
+                        raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
+                    if env.method not in getattr(role, "RPC_METHODS", ()):
+                        raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
+                    handler = rpc_handler(role, env.method)
+                result = handler(from_wire(env.payload))
             else:
                 result = started
             if asyncio.iscoroutine(result):
@@ -370,22 +377,21 @@ class SimNetwork:
             return
         self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
 
-    def _learn_handler(self, role: Any, dest: str, method: str) -> tuple[Any, Callable[[Any], Any] | None]:
-        """``role``'s handler of ``method`` if it is a plain function, else None (also when
-        looking it up fails: the dispatch task reports that, as before); kept by (dest, method)
-        with the role object it belongs to."""
+    def _learn_handler(self, role: Any, dest: str, method: str) -> _Known:
+        """``role``'s handler of ``method`` (None when looking it up fails: the dispatch task
+        reports that, as before) and whether it is a plain function; kept by (dest, method) with
+        the role object it belongs to."""
         handler: Callable[[Any], Any] | None = None
         try:
             if role is not None and method in getattr(role, "RPC_METHODS", ()):
                 handler = rpc_handler(role, method)
-                if inspect.iscoroutinefunction(handler):
-                    handler = None
         except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
             handler = None
-        known = self._plain_handlers[(dest, method)] = (role, handler)
+        plain = handler is not None and not inspect.iscoroutinefunction(handler)
+        known = self._handlers[(dest, method)] = (role, handler, plain)
         return known
 
-    def _dispatch_now(self, env: _Envelope, role: Any, handler: Callable[[Any], Any]) -> None:
+    def _dispatch_now(self, env: _Envelope, role: Any, handler: Callable[[Any], Any] | None) -> None:
         """:meth:`_dispatch` for a synchronous handler (``role``'s when it was delivered), as a
         plain callback. A kill since the delivery skips it, as it cancels a dispatch task that
         has not started."""
@@ -393,10 +399,11 @@ class SimNetwork:
             return
         try:
             current = self.roles[env.dest]
-            if current is not role:  # rebound since the delivery
+            if current is not role or handler is None:  # rebound since the delivery
                 handler = rpc_handler(current, env.method)
             result = handler(from_wire(env.payload))
-            if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
+            # a plain function that returned a coroutine (most return None: no ABC check for it)
+            if result is not None and asyncio.iscoroutine(result):
                 self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
                 return
         except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
