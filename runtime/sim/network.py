@@ -37,12 +37,26 @@ DelayModel = Callable[[random.Random], float]
 class Delay:
     """A named delay distribution (seconds), drawn from a role's random source."""
 
-    def __init__(self, name: str, draw: DelayModel) -> None:
+    def __init__(
+        self,
+        name: str,
+        draw: DelayModel,
+        bind: Callable[[random.Random], Callable[[], float]] | None = None,
+    ) -> None:
         self.name = name
         self._draw = draw
+        self._bind = bind
 
     def __call__(self, rng: random.Random) -> float:
         return max(0.0, self._draw(rng))
+
+    def sampler(self, rng: random.Random) -> Callable[[], float]:
+        """``lambda: self(rng)``: the same numbers from the same calls on ``rng``, in one call
+        (the network draws one per message and one per reply: about 12,000 a run)."""
+        if self._bind is not None:
+            return self._bind(rng)
+        draw = self._draw
+        return lambda: max(0.0, draw(rng))
 
     def __repr__(self) -> str:
         return self.name
@@ -51,8 +65,15 @@ class Delay:
     def uniform(lo: float, hi: float) -> Delay:
         if not 0 <= lo <= hi:
             raise ValueError(f"uniform delay needs 0 <= lo <= hi, got {lo}, {hi}")
+        span = hi - lo
+
+        def bind(rng: random.Random) -> Callable[[], float]:
+            # never below 0 (lo >= 0, span >= 0): ``max(0.0, ...)`` would return the same float
+            uniform = rng.random
+            return lambda: lo + span * uniform()
+
         # ``r.uniform(lo, hi)`` is ``lo + (hi - lo) * r.random()``: the same float, one call less a message
-        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: lo + (hi - lo) * r.random())
+        return Delay(f"uniform:{lo:g}:{hi:g}", lambda r: lo + span * r.random(), bind)
 
     @staticmethod
     def fixed(seconds: float) -> Delay:
@@ -154,6 +175,8 @@ class _Handling:
         tasks[task] = None
 
 
+_Known = tuple[Any, Callable[[Any], Any] | None, bool]  # SimNetwork._learn_handler
+
 START_WAIT_S = 60.0  # as the Ray host: how long a message waits for its role to finish starting
 
 
@@ -195,9 +218,10 @@ class SimNetwork:
         # calls each role is handling now, in the order they started (cancelled in that order)
         self._handling: dict[str, _Handling] = {}
         self._starting: dict[str, asyncio.Event] = {}  # roles bound but not started yet
-        # (role, method) -> (the role object, whether its handler is a plain function, that handler)
-        self._plain_handlers: dict[tuple[str, str], tuple[Any, bool, Callable[[Any], Any] | None]] = {}
-        self._delay_sources: dict[str, random.Random] = {}  # by sender, when the chooser is the seeded one
+        # (role, method) -> (the role object, its handler, whether that is a plain function)
+        self._handlers: dict[tuple[str, str], _Known] = {}
+        # each sender's delay draws, when the chooser is the seeded one (:meth:`_draw`)
+        self._draws: dict[str, Callable[[], float]] = {}
 
     def add(self, name: str) -> None:
         """Registers a role by name (messages to it fail until :meth:`bind`)."""
@@ -221,14 +245,15 @@ class SimNetwork:
         return name in self.roles
 
     def _draw(self, who: str) -> float:
-        rng = self._delay_sources.get(who)
-        if rng is not None:
-            return self.delay(rng)
+        """The delay of a message ``who`` sends (a reply: ``who`` replies), the chooser's decision."""
+        draw = self._draws.get(who)
+        if draw is not None:
+            return draw()
         if type(self.chooser) is RandomChooser:
             # the seeded strategy's draw is ``delay(source)``: its source, kept by sender, is
             # drawn from directly (the same calls on the same ``random.Random``)
-            rng = self._delay_sources[who] = self.chooser.source(ChoicePoint.MESSAGE_DELAY, who)
-            return self.delay(rng)
+            draw = self._draws[who] = self.delay.sampler(self.chooser.source(ChoicePoint.MESSAGE_DELAY, who))
+            return draw()
         return self.chooser.draw(ChoicePoint.MESSAGE_DELAY, who, self.delay)
 
     def post(
@@ -247,13 +272,14 @@ class SimNetwork:
         message sent after it on the lane (head-of-line, as on a TCP connection). A message of a
         method the chooser names lossy may be lost (a search's deviation): it never arrives, and a
         caller's reply never comes (its own bound, or Flink's ask timeout, notices)."""
-        reply = self.loop.create_future() if want_reply else None
+        loop = self.loop
+        reply = loop.create_future() if want_reply else None
+        self.messages += 1
         if (
             method in self.chooser.lossy
             and not (sender in JOB_MANAGER_PROCESS and dest in JOB_MANAGER_PROCESS)
             and self.chooser.choose(ChoicePoint.MESSAGE_LOSS, 2, sender)
         ):
-            self.messages += 1
             self.recorder.add(DROPPED, sender, dest, method)
             return reply
         env = _Envelope(
@@ -270,12 +296,14 @@ class SimNetwork:
         lane = self._lanes.get((sender, dest))
         if lane is None:
             lane = self._lanes[(sender, dest)] = _Lane()
-        at = max(self.loop.time() + self._draw(sender) + late_s, lane.last_at)
+        draw = self._draws.get(sender)  # :meth:`_draw`, its common case without the call
+        at = loop.time() + (draw() if draw is not None else self._draw(sender)) + late_s
+        if at < lane.last_at:
+            at = lane.last_at
         lane.last_at = at
         lane.queue.append(env)
-        self.messages += 1
         # each timer delivers the lane's head, so equal times can never reorder a lane
-        self.loop.call_at(at, self._deliver_head, lane)
+        loop.call_at(at, self._deliver_head, lane)
         return reply
 
     def _deliver_head(self, lane: _Lane) -> None:
@@ -287,11 +315,16 @@ class SimNetwork:
             )
             return
         self.recorder.add_message("deliver", env.sender, env.dest, env.method, env.kind, env.call_id)
-        if env.dest not in self._starting and self._synchronous(env):
-            # the callback runs where the dispatch task's first step would, and a synchronous
-            # handler finishes in that step: the same order, without a task per message
-            self.loop.call_soon(self._dispatch_now, env)
-            return
+        if env.dest not in self._starting:
+            role = self.roles.get(env.dest)
+            known = self._handlers.get((env.dest, env.method))
+            if known is None or known[0] is not role:
+                known = self._learn_handler(role, env.dest, env.method)
+            if known[2]:
+                # the callback runs where the dispatch task's first step would, and a synchronous
+                # handler finishes in that step: the same order, without a task per message
+                self.loop.call_soon(self._dispatch_now, env, role, known[1])
+                return
         self._handle_in_task(env, self.loop.create_task(self._dispatch(env)))
 
     def _handle_in_task(self, env: _Envelope, task: asyncio.Task[None]) -> None:
@@ -323,11 +356,16 @@ class SimNetwork:
                             f"starting within {START_WAIT_S:.0f} virtual s"
                         ) from None
                 role = self.roles.get(env.dest)
-                if role is None:
-                    raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
-                if env.method not in getattr(role, "RPC_METHODS", ()):
-                    raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
-                result = rpc_handler(role, env.method)(from_wire(env.payload))
+                known = self._handlers.get((env.dest, env.method))
+                if known is not None and known[0] is role and known[1] is not None:
+                    handler = known[1]  # looked up for this role object already (_learn_handler)
+                else:
+                    if role is None:
+                        raise RoleNotStarted(f"{env.dest} received {env.method} before it started")
+                    if env.method not in getattr(role, "RPC_METHODS", ()):
+                        raise ValueError(f"{env.dest} ({type(role).__name__}) has no RPC method {env.method!r}")
+                    handler = rpc_handler(role, env.method)
+                result = handler(from_wire(env.payload))
             else:
                 result = started
             if asyncio.iscoroutine(result):
@@ -339,40 +377,33 @@ class SimNetwork:
             return
         self._respond(env, ok=True, value=delivered(result), kind=message_kind(result))
 
-    def _synchronous(self, env: _Envelope) -> bool:
-        """Whether ``env``'s handler is a plain function (False when looking it up fails: the
-        dispatch task reports that, as before). Kept per role object and method, with the
-        handler itself."""
-        role = self.roles.get(env.dest)
-        known = self._plain_handlers.get((env.dest, env.method))
-        if known is not None and known[0] is role:
-            return known[1]
+    def _learn_handler(self, role: Any, dest: str, method: str) -> _Known:
+        """``role``'s handler of ``method`` (None when looking it up fails: the dispatch task
+        reports that, as before) and whether it is a plain function; kept by (dest, method) with
+        the role object it belongs to."""
         handler: Callable[[Any], Any] | None = None
         try:
-            plain = role is not None and env.method in getattr(role, "RPC_METHODS", ())
-            if plain:
-                handler = rpc_handler(role, env.method)
-                plain = not inspect.iscoroutinefunction(handler)
+            if role is not None and method in getattr(role, "RPC_METHODS", ()):
+                handler = rpc_handler(role, method)
         except Exception:  # noqa: BLE001 - a look-up that fails: the dispatch task reports it
-            plain = False
-        self._plain_handlers[(env.dest, env.method)] = (role, plain, handler if plain else None)
-        return plain
+            handler = None
+        plain = handler is not None and not inspect.iscoroutinefunction(handler)
+        known = self._handlers[(dest, method)] = (role, handler, plain)
+        return known
 
-    def _plain_handler(self, role: Any, method: str, dest: str) -> Callable[[Any], Any]:
-        """``rpc_handler(role, method)``: the one :meth:`_synchronous` kept for this role object."""
-        known = self._plain_handlers.get((dest, method))
-        if known is not None and known[0] is role and known[2] is not None:
-            return known[2]
-        return rpc_handler(role, method)
-
-    def _dispatch_now(self, env: _Envelope) -> None:
-        """:meth:`_dispatch` for a synchronous handler, as a plain callback. A kill since the
-        delivery skips it, as it cancels a dispatch task that has not started."""
+    def _dispatch_now(self, env: _Envelope, role: Any, handler: Callable[[Any], Any] | None) -> None:
+        """:meth:`_dispatch` for a synchronous handler (``role``'s when it was delivered), as a
+        plain callback. A kill since the delivery skips it, as it cancels a dispatch task that
+        has not started."""
         if env.incarnation != self.incarnations.get(env.dest, 0):
             return
         try:
-            result = self._plain_handler(self.roles[env.dest], env.method, env.dest)(from_wire(env.payload))
-            if asyncio.iscoroutine(result):  # a plain function that returned a coroutine
+            current = self.roles[env.dest]
+            if current is not role or handler is None:  # rebound since the delivery
+                handler = rpc_handler(current, env.method)
+            result = handler(from_wire(env.payload))
+            # a plain function that returned a coroutine (most return None: no ABC check for it)
+            if result is not None and asyncio.iscoroutine(result):
                 self._handle_in_task(env, self.loop.create_task(self._dispatch(env, result)))
                 return
         except Exception as exc:  # noqa: BLE001 - travels back to the caller, as on Ray
@@ -386,7 +417,9 @@ class SimNetwork:
                 # a one-way message that failed: the sender learns it when the error comes back
                 self.loop.call_at(self.loop.time() + self._draw(env.dest), self._send_failed, env, value)
             return
-        self.loop.call_at(self.loop.time() + self._draw(env.dest), self._complete, env, ok, value, kind)
+        draw = self._draws.get(env.dest)  # :meth:`_draw`, its common case without the call
+        delay = draw() if draw is not None else self._draw(env.dest)
+        self.loop.call_at(self.loop.time() + delay, self._complete, env, ok, value, kind)
 
     def _send_failed(self, env: _Envelope, exc: BaseException) -> None:
         self.recorder.add("send-error", env.dest, env.sender, env.method, type(exc).__name__, env.call_id)
