@@ -193,3 +193,18 @@ def test_a_column_the_flush_lacks_leaves_the_version_as_it_leaves_the_arrow_merg
     expected = merge_file_group(first.table, narrow, **both_kw).table
     assert "old" not in expected.column_names
     assert rows.table.equals(expected)
+
+
+def test_a_flush_merged_again_onto_another_version_is_merged_as_a_fresh_one():
+    # a simulator's runs of one job flush the same batch again (what the merge works out of the
+    # flush is remembered): onto another version, the result is a fresh flush's, row for row
+    rows = [("k1", 5, "a", 1.0, True), ("k2", 1, "b", 2.0, False), ("k1", 7, "c", 3.0, True)]
+    incoming = flush(rows, 10, pa.int64())
+    onto = [created([("k2", 3, "x", 0.5, False)]), created([("k3", 0, "y", 0.5, True)]), None]
+    for base in onto:
+        kw = dict(TARGET, instant=INSTANTS[1], base_instant=INSTANTS[0] if base is not None else None)
+        again = merge_rows(base, incoming, **kw)
+        fresh = merge_rows(base, flush(rows, 10, pa.int64()), **kw)
+        assert again is not None and fresh is not None
+        assert again.table.rows == fresh.table.rows and again.table.row_bytes == fresh.table.row_bytes
+        assert (again.inserts, again.updates, again.written) == (fresh.inserts, fresh.updates, fresh.written)

@@ -29,6 +29,7 @@ from typing import Any, NotRequired, TypedDict, Unpack
 import numpy as np
 import pyarrow as pa
 
+from runtime.data.batch_memo import BatchMemo
 from runtime.data.columns import OFFSET
 from runtime.hudi.formats.java_hashmap import SMALL_MAP, small_orders
 from runtime.hudi.table.merge import (
@@ -230,6 +231,40 @@ class _Flush:
         return _Flush(dd.keys, [column_values(dd.records.column(c)) for c in layout.data_cols])
 
 
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """What a merge works out of a small flush whatever it merges onto: the deduplicated flush,
+    each of its records' data values, and the two hash maps' orders of its keys (the grouping
+    map's, ``keyToNewRecords``')."""
+
+    flush: _Flush
+    records: list[tuple[Any, ...]]
+    grouped: list[int]
+    to_write: list[int]
+
+    @staticmethod
+    def of(incoming: pa.Table, layout: _Layout, key: str, precombine: str) -> _Prepared:
+        """Worked out once a flush: the simulator's runs of one job flush the same file group
+        parts of the same batches run after run (:mod:`runtime.data.batch_memo`); the layout
+        is the flush's schema's and ``key``'s and ``precombine``'s."""
+        known = _PREPARED.get(incoming, (key, precombine))
+        if known is not None:
+            return known
+        flush = _Flush.of(incoming, layout)
+        keys = flush.keys
+        records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
+        hashes = [_KEY_HASHES[k] for k in keys]
+        if len(keys) <= SMALL_MAP:
+            grouped, to_write = small_orders(hashes)
+        else:
+            orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
+            grouped, to_write = orders[0].tolist(), orders[1].tolist()
+        return _PREPARED.put(incoming, _Prepared(flush, records, grouped, to_write), (key, precombine))
+
+
+_PREPARED: BatchMemo[_Prepared] = BatchMemo()
+
+
 class MergeTarget(TypedDict):
     """What a merge writes and onto what: :func:`~runtime.hudi.table.merge.merge_file_group`'s keywords."""
 
@@ -275,22 +310,15 @@ def merge_rows(
     layout = _Layout.of(incoming.schema, old_schema, key, target["precombine"])
     if layout is None:
         return None
-    flush = _Flush.of(incoming, layout)
-    keys = flush.keys
-    records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
-    hashes = [_KEY_HASHES[k] for k in keys]
-    if len(keys) <= SMALL_MAP:
-        grouped, to_write = small_orders(hashes)
-    else:
-        orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
-        grouped, to_write = orders[0].tolist(), orders[1].tolist()
+    prepared = _Prepared.of(incoming, layout, key, target["precombine"])
+    keys, records, grouped = prepared.flush.keys, prepared.records, prepared.grouped
     prefix = f"{instant}_{target['partition_id']}_"
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         rows = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in enumerate(grouped)]
         version = FileRows(layout.schema, rows, target["file_name"], layout.sizes.of_rows(rows))
         n = len(rows)
         return MergeResult(version, n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
-    return _onto(base, flush, records, to_write, layout, prefix, target)
+    return _onto(base, prepared.flush, records, prepared.to_write, layout, prefix, target)
 
 
 def _onto(
