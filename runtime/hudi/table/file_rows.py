@@ -148,11 +148,12 @@ class _Layout:
     @staticmethod
     def of(incoming: pa.Schema, old: pa.Schema | None, key: str, precombine: str) -> _Layout | None:
         """None when the rows do not hold the merge (a type, the old version's columns)."""
-        last = _LAYOUTS.get((key, precombine))
+        which = (key, precombine, old is None)
+        last = _LAYOUTS.get(which)
         if last is not None and last[0].equals(incoming) and _same(last[1], old):
             return last[2]
         layout = _Layout._work_out(incoming, old, key, precombine)
-        _LAYOUTS[(key, precombine)] = (incoming, old, layout)
+        _LAYOUTS[which] = (incoming, old, layout)
         return layout
 
     @staticmethod
@@ -187,8 +188,9 @@ def _same(a: pa.Schema | None, b: pa.Schema | None) -> bool:
     return a is b or (a is not None and b is not None and a.equals(b))
 
 
-# the last layout worked out, by (key, precombine): (flush schema, old schema, layout or None)
-_LAYOUTS: dict[tuple[str, str], tuple[pa.Schema, pa.Schema | None, _Layout | None]] = {}
+# the last layout worked out, by (key, precombine, whether there is no old version): (flush schema,
+# old schema, layout or None); a create and a merge each keep theirs (a job's flushes do both)
+_LAYOUTS: dict[tuple[str, str, bool], tuple[pa.Schema, pa.Schema | None, _Layout | None]] = {}
 
 
 @dataclass(slots=True)
