@@ -22,8 +22,9 @@ and write amplification in a simulated run's ``result.json``); it never reaches 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import numpy as np
@@ -89,15 +90,20 @@ class _RowSizes:
         return text + self.fixed * len(rows)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class FileRows:
     """A file version's rows: a tuple of Python values per row, in the columns of ``schema`` but
-    the file name (every row's is ``file_name``), and the size model's bytes of those columns."""
+    the file name (every row's is ``file_name``), and the size model's bytes of those columns.
+    Its rows never change once made (a merge copies them): a run reads, and the next run of a job
+    may merge onto, the very version an earlier run made (:class:`_Merges`)."""
 
     schema: pa.Schema  # every column, the file name's included, the meta columns first
     rows: list[tuple[Any, ...]]
     file_name: str
     row_bytes: int
+    arrow: pa.Table | None = field(default=None, compare=False, repr=False)  # to_arrow's, once built
+    # the merges onto it met before, of a generation of :data:`_MERGES`
+    merges: tuple[int, dict[_MergeKey, _Merged]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -108,6 +114,13 @@ class FileRows:
         return self.row_bytes + (len(self.file_name.encode()) + 4) * len(self.rows)
 
     def to_arrow(self) -> pa.Table:
+        """The rows as an Arrow table, built once (a reader of the simulated disk reads a version
+        of an earlier run again)."""
+        if self.arrow is None:
+            self.arrow = self._build_arrow()
+        return self.arrow
+
+    def _build_arrow(self) -> pa.Table:
         n = len(self.rows)
         columns: list[Sequence[Any]] = list(zip(*self.rows, strict=True)) if n else [()] * (len(self.schema) - 1)
         columns.insert(_NAME_AT, (self.file_name,) * n)
@@ -280,6 +293,79 @@ class MergeTarget(TypedDict):
     base_positions: NotRequired[KeyPositions | None]
 
 
+_MergeKey = tuple[int, str, str, str, str, str, int, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Merged:
+    """A merge met before: of which flush, with which base positions (the very dict), its result."""
+
+    incoming: weakref.ref[pa.Table]
+    positions: KeyPositions | None
+    result: MergeResult[FileRows]
+
+
+class _Merges:
+    """The small merges met before, each kept on what it merged onto: a version's on the version
+    (they go with it), a create's by its flush (:class:`~runtime.data.batch_memo.BatchMemo`).
+
+    A simulator's runs of one job merge the same flushes (:class:`_Prepared`) onto the same
+    versions run after run, and a merge's result is a function of the version's rows, the flush's
+    and the target alone: a version is never changed, nor is a flush, and its base positions are
+    the very dict the earlier merge had. A run that meets a merge again takes the version it made
+    (the same rows, the same order, the same types) and the next merges onto it are met again too.
+    Bounded: past :data:`MEMO_ROWS` rows of versions kept, it starts over (a new generation)."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self.rows = 0
+        self.creates: BatchMemo[dict[_MergeKey, _Merged]] = BatchMemo(size=1024)
+
+    @staticmethod
+    def key(incoming: pa.Table, target: MergeTarget) -> _MergeKey:
+        return (
+            id(incoming),
+            target["instant"],
+            target["partition"],
+            target["file_name"],
+            target["key"],
+            target["precombine"],
+            target["partition_id"],
+            target.get("base_instant"),
+        )
+
+    def _kept(self, base: FileRows | None, incoming: pa.Table, *, make: bool) -> dict[_MergeKey, _Merged] | None:
+        if base is None:
+            kept = self.creates.get(incoming)
+            return self.creates.put(incoming, {}) if kept is None and make else kept
+        if base.merges is None or base.merges[0] != self.generation:
+            if not make:
+                return None
+            base.merges = (self.generation, {})
+        return base.merges[1]
+
+    def get(self, base: FileRows | None, incoming: pa.Table, target: MergeTarget) -> MergeResult[FileRows] | None:
+        kept = self._kept(base, incoming, make=False)
+        met = kept.get(self.key(incoming, target)) if kept is not None else None
+        if met is None or met.incoming() is not incoming or met.positions is not target.get("base_positions"):
+            return None
+        return met.result
+
+    def put(
+        self, base: FileRows | None, incoming: pa.Table, target: MergeTarget, result: MergeResult[FileRows]
+    ) -> None:
+        if self.rows > MEMO_ROWS:
+            self.generation, self.rows, self.creates = self.generation + 1, 0, BatchMemo(size=1024)
+        kept = self._kept(base, incoming, make=True)
+        assert kept is not None
+        kept[self.key(incoming, target)] = _Merged(weakref.ref(incoming), target.get("base_positions"), result)
+        self.rows += result.table.num_rows
+
+
+MEMO_ROWS = 1 << 14  # rows of the versions the merges met before keep, at most
+_MERGES = _Merges()
+
+
 def merge_version(
     base: pa.Table | FileRows | None, incoming: pa.Table, *, as_rows: bool, **target: Unpack[MergeTarget]
 ) -> MergeResult[pa.Table] | MergeResult[FileRows]:
@@ -293,7 +379,11 @@ def merge_version(
         else:
             rows = base
         if rows is not None or base is None:
-            merged = merge_rows(rows, incoming, **target)
+            merged = _MERGES.get(rows, incoming, target)
+            if merged is None:
+                merged = merge_rows(rows, incoming, **target)
+                if merged is not None:
+                    _MERGES.put(rows, incoming, target, merged)
             if merged is not None:
                 return merged
     return merge_file_group(base.to_arrow() if isinstance(base, FileRows) else base, incoming, **target)
