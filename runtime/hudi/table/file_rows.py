@@ -246,7 +246,7 @@ class _Flush:
         return _Flush(dd.keys, [column_values(dd.records.column(c)) for c in layout.data_cols])
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # (not frozen: a frozen one's fields cost a call each to set, at every flush)
 class _Prepared:
     """What a merge works out of a small flush whatever it merges onto: the deduplicated flush,
     each of its records' data values, and the two hash maps' orders of its keys (the grouping
@@ -296,13 +296,9 @@ class MergeTarget(TypedDict):
 _MergeKey = tuple[int, str, str, str, str, str, int, str | None]
 
 
-@dataclass(frozen=True, slots=True)
-class _Merged:
-    """A merge met before: of which flush, with which base positions (the very dict), its result."""
-
-    incoming: weakref.ref[pa.Table]
-    positions: KeyPositions | None
-    result: MergeResult[FileRows]
+# a merge met before: of which flush, with which base positions (the very dict), its result (a
+# tuple: a merge met for the first time makes one, at every flush of a run that meets none again)
+_Merged = tuple[weakref.ref[pa.Table], KeyPositions | None, MergeResult[FileRows]]
 
 
 class _Merges:
@@ -347,9 +343,9 @@ class _Merges:
     def get(self, base: FileRows | None, incoming: pa.Table, target: MergeTarget) -> MergeResult[FileRows] | None:
         kept = self._kept(base, incoming, make=False)
         met = kept.get(self.key(incoming, target)) if kept is not None else None
-        if met is None or met.incoming() is not incoming or met.positions is not target.get("base_positions"):
+        if met is None or met[0]() is not incoming or met[1] is not target.get("base_positions"):
             return None
-        return met.result
+        return met[2]
 
     def put(
         self, base: FileRows | None, incoming: pa.Table, target: MergeTarget, result: MergeResult[FileRows]
@@ -358,7 +354,7 @@ class _Merges:
             self.generation, self.rows, self.creates = self.generation + 1, 0, BatchMemo(size=1024)
         kept = self._kept(base, incoming, make=True)
         assert kept is not None
-        kept[self.key(incoming, target)] = _Merged(weakref.ref(incoming), target.get("base_positions"), result)
+        kept[self.key(incoming, target)] = (weakref.ref(incoming), target.get("base_positions"), result)
         self.rows += result.table.num_rows
 
 
