@@ -193,3 +193,54 @@ def test_a_column_the_flush_lacks_leaves_the_version_as_it_leaves_the_arrow_merg
     expected = merge_file_group(first.table, narrow, **both_kw).table
     assert "old" not in expected.column_names
     assert rows.table.equals(expected)
+
+
+def test_a_flush_merged_again_onto_another_version_is_merged_as_a_fresh_one():
+    # a simulator's runs of one job flush the same batch again (what the merge works out of the
+    # flush is remembered): onto another version, the result is a fresh flush's, row for row
+    rows = [("k1", 5, "a", 1.0, True), ("k2", 1, "b", 2.0, False), ("k1", 7, "c", 3.0, True)]
+    incoming = flush(rows, 10, pa.int64())
+    onto = [created([("k2", 3, "x", 0.5, False)]), created([("k3", 0, "y", 0.5, True)]), None]
+    for base in onto:
+        kw = dict(TARGET, instant=INSTANTS[1], base_instant=INSTANTS[0] if base is not None else None)
+        again = merge_rows(base, incoming, **kw)
+        fresh = merge_rows(base, flush(rows, 10, pa.int64()), **kw)
+        assert again is not None and fresh is not None
+        assert again.table.rows == fresh.table.rows and again.table.row_bytes == fresh.table.row_bytes
+        assert (again.inserts, again.updates, again.written) == (fresh.inserts, fresh.updates, fresh.written)
+
+
+def test_a_merge_met_again_gives_the_version_it_made_and_no_other():
+    # a simulator's runs of one job merge the same flushes onto the same versions again: the
+    # version made before is taken (rows, counters and key positions); another target or another
+    # base is merged afresh, as a fresh flush would be
+    one = flush([("k1", 5, "a", 1.0, True), ("k2", 1, "b", 2.0, False)], 0, pa.int64())
+    two = flush([("k2", 4, "c", 3.0, True), ("k3", 2, "d", 4.0, False)], 2, pa.int64())
+
+    def run(instants: list[str]) -> list:
+        first = merge_version(None, one, as_rows=True, instant=instants[0], **TARGET)
+        second = merge_version(
+            first.table,
+            two,
+            as_rows=True,
+            instant=instants[1],
+            base_instant=instants[0],
+            base_positions=first.key_positions,
+            **TARGET,
+        )
+        return [first, second]
+
+    a, b = run(INSTANTS[:2]), run(INSTANTS[:2])
+    assert a[0] is b[0] and a[1] is b[1]
+    other = run(INSTANTS[1:3])
+    assert other[1].table.rows[0][0] == INSTANTS[1] and other[1].table.rows[1][0] == INSTANTS[2]
+    fresh = merge_rows(
+        created([("k1", 5, "a", 1.0, True), ("k2", 1, "b", 2.0, False)]),
+        flush([("k2", 4, "c", 3.0, True), ("k3", 2, "d", 4.0, False)], 2, pa.int64()),
+        instant=INSTANTS[1],
+        base_instant=INSTANTS[0],
+        **TARGET,
+    )
+    assert fresh is not None and fresh.table.rows == a[1].table.rows and fresh.key_positions == a[1].key_positions
+    assert a[1].table.to_arrow() is a[1].table.to_arrow()  # built once
+    assert a[1].table.to_arrow().equals(fresh.table.to_arrow())

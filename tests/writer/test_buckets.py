@@ -31,3 +31,15 @@ def test_each_file_group_keeps_its_records_in_stream_order(n):
     for i, key in enumerate(zip(parts, buckets, strict=True)):
         want.setdefault(key, []).append(i)
     assert {k: g.column("n").to_pylist() for k, g in groups.items()} == want
+
+
+@pytest.mark.parametrize("n", [5, 500])
+def test_a_batch_split_again_gives_the_same_groups(n):
+    # a simulator's runs of one job split the same batches again: the split is remembered
+    records = batch([f"p{i % 3}" for i in range(n)], [i % 2 for i in range(n)])
+    first, again = split_by_file_group(records, "partition"), split_by_file_group(records, "partition")
+    assert [k for k, _ in first] == [k for k, _ in again]
+    assert all(a.equals(b) for (_, a), (_, b) in zip(first, again, strict=True))
+    [(_, whole)] = split_by_file_group(one := batch(["p"] * n, [1] * n), "partition")
+    [(_, whole_again)] = split_by_file_group(one, "partition")
+    assert whole is one and whole_again is one

@@ -22,13 +22,15 @@ and write amplification in a simulated run's ``result.json``); it never reaches 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NotRequired, TypedDict, Unpack
 
 import numpy as np
 import pyarrow as pa
 
+from runtime.data.batch_memo import BatchMemo
 from runtime.data.columns import OFFSET
 from runtime.hudi.formats.java_hashmap import SMALL_MAP, small_orders
 from runtime.hudi.table.merge import (
@@ -88,15 +90,20 @@ class _RowSizes:
         return text + self.fixed * len(rows)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class FileRows:
     """A file version's rows: a tuple of Python values per row, in the columns of ``schema`` but
-    the file name (every row's is ``file_name``), and the size model's bytes of those columns."""
+    the file name (every row's is ``file_name``), and the size model's bytes of those columns.
+    Its rows never change once made (a merge copies them): a run reads, and the next run of a job
+    may merge onto, the very version an earlier run made (:class:`_Merges`)."""
 
     schema: pa.Schema  # every column, the file name's included, the meta columns first
     rows: list[tuple[Any, ...]]
     file_name: str
     row_bytes: int
+    arrow: pa.Table | None = field(default=None, compare=False, repr=False)  # to_arrow's, once built
+    # the merges onto it met before, of a generation of :data:`_MERGES`
+    merges: tuple[int, dict[_MergeKey, _Merged]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -107,6 +114,13 @@ class FileRows:
         return self.row_bytes + (len(self.file_name.encode()) + 4) * len(self.rows)
 
     def to_arrow(self) -> pa.Table:
+        """The rows as an Arrow table, built once (a reader of the simulated disk reads a version
+        of an earlier run again)."""
+        if self.arrow is None:
+            self.arrow = self._build_arrow()
+        return self.arrow
+
+    def _build_arrow(self) -> pa.Table:
         n = len(self.rows)
         columns: list[Sequence[Any]] = list(zip(*self.rows, strict=True)) if n else [()] * (len(self.schema) - 1)
         columns.insert(_NAME_AT, (self.file_name,) * n)
@@ -147,11 +161,12 @@ class _Layout:
     @staticmethod
     def of(incoming: pa.Schema, old: pa.Schema | None, key: str, precombine: str) -> _Layout | None:
         """None when the rows do not hold the merge (a type, the old version's columns)."""
-        last = _LAYOUTS.get((key, precombine))
+        which = (key, precombine, old is None)
+        last = _LAYOUTS.get(which)
         if last is not None and last[0].equals(incoming) and _same(last[1], old):
             return last[2]
         layout = _Layout._work_out(incoming, old, key, precombine)
-        _LAYOUTS[(key, precombine)] = (incoming, old, layout)
+        _LAYOUTS[which] = (incoming, old, layout)
         return layout
 
     @staticmethod
@@ -186,8 +201,9 @@ def _same(a: pa.Schema | None, b: pa.Schema | None) -> bool:
     return a is b or (a is not None and b is not None and a.equals(b))
 
 
-# the last layout worked out, by (key, precombine): (flush schema, old schema, layout or None)
-_LAYOUTS: dict[tuple[str, str], tuple[pa.Schema, pa.Schema | None, _Layout | None]] = {}
+# the last layout worked out, by (key, precombine, whether there is no old version): (flush schema,
+# old schema, layout or None); a create and a merge each keep theirs (a job's flushes do both)
+_LAYOUTS: dict[tuple[str, str, bool], tuple[pa.Schema, pa.Schema | None, _Layout | None]] = {}
 
 
 @dataclass(slots=True)
@@ -230,6 +246,40 @@ class _Flush:
         return _Flush(dd.keys, [column_values(dd.records.column(c)) for c in layout.data_cols])
 
 
+@dataclass(slots=True)  # (not frozen: a frozen one's fields cost a call each to set, at every flush)
+class _Prepared:
+    """What a merge works out of a small flush whatever it merges onto: the deduplicated flush,
+    each of its records' data values, and the two hash maps' orders of its keys (the grouping
+    map's, ``keyToNewRecords``')."""
+
+    flush: _Flush
+    records: list[tuple[Any, ...]]
+    grouped: list[int]
+    to_write: list[int]
+
+    @staticmethod
+    def of(incoming: pa.Table, layout: _Layout, key: str, precombine: str) -> _Prepared:
+        """Worked out once a flush: the simulator's runs of one job flush the same file group
+        parts of the same batches run after run (:mod:`runtime.data.batch_memo`); the layout
+        is the flush's schema's and ``key``'s and ``precombine``'s."""
+        known = _PREPARED.get(incoming, (key, precombine))
+        if known is not None:
+            return known
+        flush = _Flush.of(incoming, layout)
+        keys = flush.keys
+        records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
+        hashes = [_KEY_HASHES[k] for k in keys]
+        if len(keys) <= SMALL_MAP:
+            grouped, to_write = small_orders(hashes)
+        else:
+            orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
+            grouped, to_write = orders[0].tolist(), orders[1].tolist()
+        return _PREPARED.put(incoming, _Prepared(flush, records, grouped, to_write), (key, precombine))
+
+
+_PREPARED: BatchMemo[_Prepared] = BatchMemo()
+
+
 class MergeTarget(TypedDict):
     """What a merge writes and onto what: :func:`~runtime.hudi.table.merge.merge_file_group`'s keywords."""
 
@@ -241,6 +291,75 @@ class MergeTarget(TypedDict):
     partition_id: int
     base_instant: NotRequired[str | None]
     base_positions: NotRequired[KeyPositions | None]
+
+
+_MergeKey = tuple[int, str, str, str, str, str, int, str | None]
+
+
+# a merge met before: of which flush, with which base positions (the very dict), its result (a
+# tuple: a merge met for the first time makes one, at every flush of a run that meets none again)
+_Merged = tuple[weakref.ref[pa.Table], KeyPositions | None, MergeResult[FileRows]]
+
+
+class _Merges:
+    """The small merges met before, each kept on what it merged onto: a version's on the version
+    (they go with it), a create's by its flush (:class:`~runtime.data.batch_memo.BatchMemo`).
+
+    A simulator's runs of one job merge the same flushes (:class:`_Prepared`) onto the same
+    versions run after run, and a merge's result is a function of the version's rows, the flush's
+    and the target alone: a version is never changed, nor is a flush, and its base positions are
+    the very dict the earlier merge had. A run that meets a merge again takes the version it made
+    (the same rows, the same order, the same types) and the next merges onto it are met again too.
+    Bounded: past :data:`MEMO_ROWS` rows of versions kept, it starts over (a new generation)."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self.rows = 0
+        self.creates: BatchMemo[dict[_MergeKey, _Merged]] = BatchMemo(size=1024)
+
+    @staticmethod
+    def key(incoming: pa.Table, target: MergeTarget) -> _MergeKey:
+        return (
+            id(incoming),
+            target["instant"],
+            target["partition"],
+            target["file_name"],
+            target["key"],
+            target["precombine"],
+            target["partition_id"],
+            target.get("base_instant"),
+        )
+
+    def _kept(self, base: FileRows | None, incoming: pa.Table, *, make: bool) -> dict[_MergeKey, _Merged] | None:
+        if base is None:
+            kept = self.creates.get(incoming)
+            return self.creates.put(incoming, {}) if kept is None and make else kept
+        if base.merges is None or base.merges[0] != self.generation:
+            if not make:
+                return None
+            base.merges = (self.generation, {})
+        return base.merges[1]
+
+    def get(self, base: FileRows | None, incoming: pa.Table, target: MergeTarget) -> MergeResult[FileRows] | None:
+        kept = self._kept(base, incoming, make=False)
+        met = kept.get(self.key(incoming, target)) if kept is not None else None
+        if met is None or met[0]() is not incoming or met[1] is not target.get("base_positions"):
+            return None
+        return met[2]
+
+    def put(
+        self, base: FileRows | None, incoming: pa.Table, target: MergeTarget, result: MergeResult[FileRows]
+    ) -> None:
+        if self.rows > MEMO_ROWS:
+            self.generation, self.rows, self.creates = self.generation + 1, 0, BatchMemo(size=1024)
+        kept = self._kept(base, incoming, make=True)
+        assert kept is not None
+        kept[self.key(incoming, target)] = (weakref.ref(incoming), target.get("base_positions"), result)
+        self.rows += result.table.num_rows
+
+
+MEMO_ROWS = 1 << 14  # rows of the versions the merges met before keep, at most
+_MERGES = _Merges()
 
 
 def merge_version(
@@ -256,7 +375,11 @@ def merge_version(
         else:
             rows = base
         if rows is not None or base is None:
-            merged = merge_rows(rows, incoming, **target)
+            merged = _MERGES.get(rows, incoming, target)
+            if merged is None:
+                merged = merge_rows(rows, incoming, **target)
+                if merged is not None:
+                    _MERGES.put(rows, incoming, target, merged)
             if merged is not None:
                 return merged
     return merge_file_group(base.to_arrow() if isinstance(base, FileRows) else base, incoming, **target)
@@ -275,22 +398,15 @@ def merge_rows(
     layout = _Layout.of(incoming.schema, old_schema, key, target["precombine"])
     if layout is None:
         return None
-    flush = _Flush.of(incoming, layout)
-    keys = flush.keys
-    records = list(zip(*flush.columns, strict=True))  # each deduplicated record's data values
-    hashes = [_KEY_HASHES[k] for k in keys]
-    if len(keys) <= SMALL_MAP:
-        grouped, to_write = small_orders(hashes)
-    else:
-        orders = hashmap_orders(np.array(hashes, dtype=np.uint32))
-        grouped, to_write = orders[0].tolist(), orders[1].tolist()
+    prepared = _Prepared.of(incoming, layout, key, target["precombine"])
+    keys, records, grouped = prepared.flush.keys, prepared.records, prepared.grouped
     prefix = f"{instant}_{target['partition_id']}_"
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         rows = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in enumerate(grouped)]
         version = FileRows(layout.schema, rows, target["file_name"], layout.sizes.of_rows(rows))
         n = len(rows)
         return MergeResult(version, n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
-    return _onto(base, flush, records, to_write, layout, prefix, target)
+    return _onto(base, prepared.flush, records, prepared.to_write, layout, prefix, target)
 
 
 def _onto(
