@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import gc
 import os
 import time
@@ -168,7 +169,7 @@ class _SimRun:
         HudiTable.check_compatible(dfs, base, self.props)
         table = write_client.create_or_open(dfs, base, self.props)
         self._table_before_and_expected(base, stream)
-        self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
+        self.driver = JobDriver(self.job, table, schema_json=_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
         self.recorder.add("host", roles.DRIVER, "start", cfg.protocol, cfg.writers)
@@ -497,6 +498,13 @@ def _expected(cfg: JobConfig, stream: pa.Table, before: pa.Table | None) -> pa.T
         _EXPECTED.clear()
         _EXPECTED[key] = expected
     return expected
+
+
+@functools.lru_cache(maxsize=8)
+def _schema_json(schema: pa.Schema, table_name: str) -> str:
+    """The stream's Avro schema (a search's runs share their stream's): a schema is immutable,
+    compared and hashed by value, and the text is a function of it and the name."""
+    return avro_schema_json(schema, table_name)
 
 
 _frozen = False  # whether this process froze what was alive at its first simulated run
