@@ -338,11 +338,16 @@ def _differing_in_arrow(a: pa.Table, e: pa.Table, others: list[str]) -> list[str
         if pa.types.is_floating(x.type):  # by their bits, as texts are: -0.0 is not 0.0
             bits = _FLOAT_BITS[x.type.bit_width]
             same = pc.fill_null(pc.equal(x.combine_chunks().view(bits), y.combine_chunks().view(bits)), False)
+        elif not x.null_count and not y.null_count:  # no null (and no NaN): equal is the answer
+            differs |= ~pc.equal(x, y).to_numpy(zero_copy_only=False)
+            continue
         else:
             same = pc.fill_null(pc.equal(x, y), False)
         missing_x, missing_y = pc.is_null(x, nan_is_null=True), pc.is_null(y, nan_is_null=True)
         same = pc.or_(same, pc.and_(missing_x, missing_y))
         differs |= ~same.to_numpy(zero_copy_only=False)
+    if not differs.any():
+        return []
     ids = e.column("_id").filter(pa.array(differs))
     return [str(v) for v in ids.take(pc.sort_indices(ids)).to_pylist()]
 
