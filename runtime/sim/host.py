@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import gc
 import os
 import time
@@ -500,11 +499,17 @@ def _expected(cfg: JobConfig, stream: pa.Table, before: pa.Table | None) -> pa.T
     return expected
 
 
-@functools.lru_cache(maxsize=8)
+# The stream's Avro schema text by (schema, table name): a search's runs share their stream's. A
+# schema is immutable, hashed and compared by value, and the text is a function of the two.
+_SCHEMA_JSON: dict[tuple[pa.Schema, str], str] = {}
+
+
 def _schema_json(schema: pa.Schema, table_name: str) -> str:
-    """The stream's Avro schema (a search's runs share their stream's): a schema is immutable,
-    compared and hashed by value, and the text is a function of it and the name."""
-    return avro_schema_json(schema, table_name)
+    found = _SCHEMA_JSON.get((schema, table_name))
+    if found is None:
+        _SCHEMA_JSON.clear()
+        found = _SCHEMA_JSON[(schema, table_name)] = avro_schema_json(schema, table_name)
+    return found
 
 
 _frozen = False  # whether this process froze what was alive at its first simulated run

@@ -163,7 +163,7 @@ def run_deviations(
     and judges it; ``covered``, ``known``: see :func:`scripted_chooser`."""
     chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered, known=known)
     if job.jobs is not None and job.jobs.several:
-        base = JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
+        base = _base_config(job)
         verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
     else:
         prepared = _PREPARED.of(job)
@@ -184,6 +184,11 @@ def run_deviations(
     )
 
 
+def _base_config(job: CheckJob) -> JobConfig:
+    """What a check's configuration sets beside its schedule."""
+    return JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
+
+
 class _PreparedJobs:
     """The job a check runs, built from its schedule and validated once, not at every run (a
     third of a millisecond a run, thousands of runs a certificate). Keyed by value: the
@@ -199,8 +204,7 @@ class _PreparedJobs:
     def of(self, job: CheckJob) -> ResolvedJob:
         key = (repr(job.schedule), job.protocol, job.allow_empty_commit, job.options)
         if self.job is None or key != self.key:
-            base = JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
-            self.key, self.job = key, prepared_schedule(job.schedule, job.protocol, base, "memory")
+            self.key, self.job = key, prepared_schedule(job.schedule, job.protocol, _base_config(job), "memory")
         return self.job
 
 
