@@ -30,6 +30,39 @@ from runtime.lab.verify import (
 )
 from runtime.protocols.control_topic import OFFSETS_KEY, parse_offsets
 
+# Which records of the stream a prefix holds: none, the first ones of each partition by the
+# offsets text of the last commit, or those before an offset (the end of the last closed round).
+Selection = tuple[str, str | int]
+
+
+def _selection(
+    commits: list[CommitSummary],
+    checkpoints: dict[str, CheckpointEntry],
+    round_bounds: list[int],
+    last_commit_extra: dict[str, str],
+) -> tuple[Selection, str]:
+    """Which records the run's commits must hold (a value: the stream is not read), in words."""
+    if not commits:
+        return ("none", 0), "nothing: the run committed no instant"
+    if OFFSETS_KEY in last_commit_extra:
+        text = last_commit_extra[OFFSETS_KEY]
+        return ("offsets", text), f"the offsets of its last commit ({text})"
+    ckp = max(c["checkpoint"] for c in commits)
+    entry = checkpoints.get(str(ckp))
+    if entry is None:
+        raise ValueError(f"the job manager recorded no round for checkpoint {ckp}, the last committed one")
+    closed = entry["round"]
+    return ("below", round_bounds[closed]), f"rounds 1 to {closed} (closed by checkpoint {ckp}, the last committed)"
+
+
+def _selected(stream: pa.Table, selection: Selection) -> pa.Table:
+    kind, value = selection
+    if kind == "none":
+        return stream.slice(0, 0)
+    if kind == "offsets":
+        return _first_per_partition(stream, parse_offsets(str(value)))
+    return stream.filter(pc.less(stream.column(OFFSET), value))
+
 
 def prefix_rows(
     stream: pa.Table,
@@ -40,18 +73,8 @@ def prefix_rows(
 ) -> tuple[pa.Table, str]:
     """The records the run's commits must hold, and in words which. ``stream`` has ``_offset``
     and ``_task``; ``round_bounds[k]`` is the offset where round ``k + 1`` starts."""
-    if not commits:
-        return stream.slice(0, 0), "nothing: the run committed no instant"
-    if OFFSETS_KEY in last_commit_extra:
-        text = last_commit_extra[OFFSETS_KEY]
-        return _first_per_partition(stream, parse_offsets(text)), f"the offsets of its last commit ({text})"
-    ckp = max(c["checkpoint"] for c in commits)
-    entry = checkpoints.get(str(ckp))
-    if entry is None:
-        raise ValueError(f"the job manager recorded no round for checkpoint {ckp}, the last committed one")
-    closed = entry["round"]
-    rows = stream.filter(pc.less(stream.column(OFFSET), round_bounds[closed]))
-    return rows, f"rounds 1 to {closed} (closed by checkpoint {ckp}, the last committed)"
+    selection, what = _selection(commits, checkpoints, round_bounds, last_commit_extra)
+    return _selected(stream, selection), what
 
 
 def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
@@ -63,6 +86,32 @@ def _first_per_partition(stream: pa.Table, offsets: dict[int, int]) -> pa.Table:
         in_p = np.flatnonzero(tasks == p)[:n]
         keep[order[in_p]] = True
     return stream.filter(pa.array(keep))
+
+
+class _PrefixStates:
+    """The expected state of each prefix of one stream, computed once: a bounded search verifies
+    the committed prefix of thousands of runs of one job, and they commit the same few prefixes.
+    Pure: an Arrow table is immutable, the entry is for the stream object it holds (the same
+    object, so the same records) and the selection and fields it is keyed by, and the state is a
+    function of them alone (merged into no earlier table). A new stream replaces them all."""
+
+    def __init__(self) -> None:
+        self.stream: pa.Table | None = None
+        self.states: dict[tuple[Selection, str, str, str | None], pa.Table] = {}
+
+    def expected(
+        self, stream: pa.Table, selection: Selection, key: str, precombine: str, partition: str | None
+    ) -> pa.Table:
+        if stream is not self.stream:
+            self.stream, self.states = stream, {}
+        at = (selection, key, precombine, partition)
+        found = self.states.get(at)
+        if found is None:
+            found = self.states[at] = expected_state(_selected(stream, selection), key, precombine, partition)
+        return found
+
+
+_PREFIXES = _PrefixStates()
 
 
 def verify_prefix(
@@ -80,8 +129,12 @@ def verify_prefix(
 ) -> CommittedPrefix:
     """The verdict on a run's committed prefix: ``compare``'s record plus ``prefix`` (which
     records the commits must hold), merged into ``before`` (the table as the run found it)."""
-    rows, what = prefix_rows(stream, commits, checkpoints, round_bounds, last_commit_extra)
-    v = compare(expected_state(rows, key, precombine, partition, before), actual, key, partition)
+    selection, what = _selection(commits, checkpoints, round_bounds, last_commit_extra)
+    if before is not None:
+        expected = expected_state(_selected(stream, selection), key, precombine, partition, before)
+    else:
+        expected = _PREFIXES.expected(stream, selection, key, precombine, partition)
+    v = compare(expected, actual, key, partition)
     counts = (v.expected, v.actual, v.lost, v.duplicated, v.unexpected, v.mismatched)
     return CommittedPrefix(v.verified, what, v.identity, *counts, samples=v.samples)
 

@@ -31,6 +31,7 @@ from typing import Any, NotRequired, TypedDict
 from runtime.core.config import JobConfig, flag_of
 from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
+from runtime.job.prepare import ResolvedJob
 from runtime.lab.fault_matrix import (
     FAILED,
     KNOWN,
@@ -39,7 +40,7 @@ from runtime.lab.fault_matrix import (
 )
 from runtime.lab.results import JobResult
 from runtime.sim.chooser import Chooser
-from runtime.sim.host import simulate
+from runtime.sim.host import prepare_config, simulate
 from runtime.sim.judge import (
     MAX_REAL_S,
     InstantProbe,
@@ -132,17 +133,20 @@ def run_schedule(
     base: JobConfig | None = None,
     chooser: Chooser | None = None,
     jobs: JobsSpec | None = None,
+    prepared: ResolvedJob | None = None,
 ) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
     (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None);
-    ``jobs``: several jobs on the table (:mod:`runtime.sim.jobs_explore`)."""
+    ``jobs``: several jobs on the table (:mod:`runtime.sim.jobs_explore`); ``prepared``: the
+    job of ``schedule``, ``protocol`` and ``base`` as :func:`prepared_schedule` made it already
+    (a search runs one job thousands of times)."""
     if jobs is not None and jobs.several:
         from runtime.sim.jobs_explore import run_jobs_schedule
 
         return run_jobs_schedule(
             schedule, protocol, seed, jobs, storage=storage, workdir=workdir, base=base, chooser=chooser
         )
-    cfg = schedule.config(protocol, base)
+    cfg = prepared if prepared is not None else schedule.config(protocol, base)
     probe = InstantProbe()
     result = simulate(
         cfg,
@@ -157,6 +161,12 @@ def run_schedule(
     )
     lost = sum(1 for e in result.sim.trace or () if e[1] == DROPPED) if result.sim is not None else 0
     return judge(protocol, result, probe.by_key, lost=lost), result
+
+
+def prepared_schedule(schedule: SimSchedule, protocol: str, base: JobConfig | None, storage: str) -> ResolvedJob:
+    """The job :func:`run_schedule` runs for ``schedule`` and ``protocol`` on ``storage``, built
+    and checked (:func:`~runtime.sim.host.prepare_config`), to hand to it as ``prepared``."""
+    return prepare_config(schedule.config(protocol, base), None, storage)
 
 
 def _delay(text: str) -> Any:

@@ -168,7 +168,7 @@ class _SimRun:
         HudiTable.check_compatible(dfs, base, self.props)
         table = write_client.create_or_open(dfs, base, self.props)
         self._table_before_and_expected(base, stream)
-        self.driver = JobDriver(self.job, table, schema_json=avro_schema_json(stream.schema, cfg.table_name))
+        self.driver = JobDriver(self.job, table, schema_json=_schema_json(stream.schema, cfg.table_name))
         self.driver.failover_clock = "at_virtual_s"
         self.prepare_s = time.perf_counter() - t0
         self.recorder.add("host", roles.DRIVER, "start", cfg.protocol, cfg.writers)
@@ -497,6 +497,19 @@ def _expected(cfg: JobConfig, stream: pa.Table, before: pa.Table | None) -> pa.T
         _EXPECTED.clear()
         _EXPECTED[key] = expected
     return expected
+
+
+# The stream's Avro schema text by (schema, table name): a search's runs share their stream's. A
+# schema is immutable, hashed and compared by value, and the text is a function of the two.
+_SCHEMA_JSON: dict[tuple[pa.Schema, str], str] = {}
+
+
+def _schema_json(schema: pa.Schema, table_name: str) -> str:
+    found = _SCHEMA_JSON.get((schema, table_name))
+    if found is None:
+        _SCHEMA_JSON.clear()
+        found = _SCHEMA_JSON[(schema, table_name)] = avro_schema_json(schema, table_name)
+    return found
 
 
 _frozen = False  # whether this process froze what was alive at its first simulated run

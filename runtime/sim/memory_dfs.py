@@ -19,6 +19,7 @@ parquet path (``simulate(..., storage="disk")``) stays available where ``hudi`` 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,7 +27,9 @@ import pyarrow.fs as pafs
 
 from runtime.core import roles
 from runtime.core.dfs import Dfs, DfsCounters, DfsNotFound, FaultHook, FileEntry, KeptRows
+from runtime.hudi.table.file_rows import FileRows
 from runtime.hudi.table.hudi_table import HudiTable
+from runtime.hudi.table.merge import FILE_NAME
 
 PLACEHOLDER = b"commitlab-sim base file (kept in memory)\n"
 
@@ -218,15 +221,20 @@ class MemoryDfs(Dfs):
         return table.nbytes
 
     def read_parquet(self, path: str, columns: list[str] | None = None) -> pa.Table:
+        kept = self.read_kept(path)
+        table = kept if isinstance(kept, pa.Table) else kept.to_arrow()
+        return table if columns is None else table.select(columns)
+
+    def read_kept(self, path: str) -> pa.Table | KeptRows:
+        """A base file's rows as they were written (a read, counted as :meth:`read_parquet`'s)."""
         self._op("read", path)
         kept = self.store.fs.tables.get(_key(path))
         if kept is None or not self._found(self.fs.get_file_info(path)):
             raise DfsNotFound(f"file {path} does not exist")
-        table = kept if isinstance(kept, pa.Table) else kept.to_arrow()
-        return table if columns is None else table.select(columns)
+        return kept
 
 
-def read_snapshot(dfs: Dfs, base_path: str) -> pa.Table:
+def read_snapshot(dfs: MemoryDfs, base_path: str) -> pa.Table:
     """The table's snapshot by the project's own rules: in every partition, the latest version of
     each file group written by a completed commit (what a snapshot query returns)."""
     table = HudiTable.open(dfs, base_path)
@@ -236,7 +244,25 @@ def read_snapshot(dfs: Dfs, base_path: str) -> pa.Table:
         if not entry.is_dir or entry.name.startswith("."):
             continue
         for _, rel in sorted(table.committed_base_files(entry.name, timeline).values()):
-            parts.append(table.read_base_file(rel))
+            parts.append(dfs.read_kept(Dfs.join(table.base_path, rel)))
     if not parts:
         return pa.table({})
-    return pa.concat_tables(parts, promote_options="default")
+    return _concatenated(parts)
+
+
+def _concatenated(parts: list[pa.Table | KeptRows]) -> pa.Table:
+    """The rows of ``parts`` in order, as one table. Versions kept as rows of one schema are
+    converted to Arrow together, a column at a time (the verifier reads every run's snapshot, and
+    a conversion per file version was most of it); others one by one, then concatenated."""
+    held = [p for p in parts if isinstance(p, FileRows)]
+    schema = held[0].schema if held else None
+    if len(held) == len(parts) and all(p.schema == schema for p in held):
+        assert schema is not None
+        rows = [r for p in held for r in p.rows]
+        names = [p.file_name for p in held for _ in p.rows]
+        columns: list[Sequence[Any]] = list(zip(*rows, strict=True)) if rows else [()] * (len(schema) - 1)
+        columns.insert(schema.get_field_index(FILE_NAME), names)
+        arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=schema)
+    tables = [p if isinstance(p, pa.Table) else p.to_arrow() for p in parts]
+    return pa.concat_tables(tables, promote_options="default")

@@ -60,8 +60,9 @@ from dataclasses import dataclass, field
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
+from runtime.job.prepare import ResolvedJob
 from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
-from runtime.sim.explore import Options, excerpt, run_schedule
+from runtime.sim.explore import Options, excerpt, prepared_schedule, run_schedule
 from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.judge import ONE_INSTANT_PER_CHECKPOINT, Verdict
 from runtime.sim.schedule import SimSchedule
@@ -161,8 +162,12 @@ def run_deviations(
     """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
     and judges it; ``covered``, ``known``: see :func:`scripted_chooser`."""
     chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered, known=known)
-    base = JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
-    verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
+    if job.jobs is not None and job.jobs.several:
+        base = _base_config(job)
+        verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
+    else:
+        prepared = _PREPARED.of(job)
+        verdict, result = run_schedule(job.schedule, job.protocol, job.seed, chooser=chooser, prepared=prepared)
     trace = result.sim.trace or []
     failing = verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")
@@ -177,6 +182,33 @@ def run_deviations(
         deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
         cut_at=chooser.cut_at,
     )
+
+
+def _base_config(job: CheckJob) -> JobConfig:
+    """What a check's configuration sets beside its schedule."""
+    return JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
+
+
+class _PreparedJobs:
+    """The job a check runs, built from its schedule and validated once, not at every run (a
+    third of a millisecond a run, thousands of runs a certificate). Keyed by value: the
+    schedule's fields (its repr names every one), the protocol, --allow-empty-commit and the
+    options, all the configuration is made of. Pure: building and checking a configuration reads
+    nothing else (the table is always a new one on the simulated disk), a ResolvedJob is frozen
+    and no run changes its configuration (the simulation takes its own copy)."""
+
+    def __init__(self) -> None:
+        self.key: tuple[object, ...] | None = None
+        self.job: ResolvedJob | None = None
+
+    def of(self, job: CheckJob) -> ResolvedJob:
+        key = (repr(job.schedule), job.protocol, job.allow_empty_commit, job.options)
+        if self.job is None or key != self.key:
+            self.key, self.job = key, prepared_schedule(job.schedule, job.protocol, _base_config(job), "memory")
+        return self.job
+
+
+_PREPARED = _PreparedJobs()
 
 
 def invariants_of(protocol: str) -> list[str]:
