@@ -32,7 +32,13 @@ def message(cls: type[T]) -> type[T]:
     if name in _REGISTRY and _REGISTRY[name] is not cls:
         raise TypeError(f"two message classes are named {name}")
     _REGISTRY[name] = cls
+    _REGISTERED.add(cls)
     return cls
+
+
+# the registered classes themselves: ``type(msg) in _REGISTERED`` is ``_REGISTRY.get(name) is type(msg)``
+# (a name is registered once), without the name's look-up; every message sent asks it
+_REGISTERED: set[type] = set()
 
 
 # field names per dataclass, looked up once: ``dataclasses.fields`` is slow, and encoding runs for
@@ -133,7 +139,7 @@ def roundtrip(obj: T) -> T:
 def to_wire(msg: Any) -> Any:
     """What a host sends: control messages as msgpack bytes (the same on every host), anything
     else (Arrow data batches) as it is, for the host to pass by reference."""
-    if _REGISTRY.get(type(msg).__name__) is type(msg):
+    if type(msg) in _REGISTERED:
         return encode(msg)
     return msg
 
@@ -227,11 +233,14 @@ def _copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
 def _copy_sequence(obj: list[Any] | tuple[Any, ...]) -> list[Any]:
     """A list or tuple as a list; a column of plain strings or ints (a file listing's names and
     sizes) is checked in one pass each, not an item at a time."""
-    if obj and all(type(x) is str for x in obj):
+    if not obj:
+        return []
+    first = type(obj[0])  # (a list of messages is not asked twice whether it holds only strings or ints)
+    if first is str and all(type(x) is str for x in obj):
         if "".join(obj).isascii():
             return list(obj)
         raise _NeedsBytes
-    if obj and all(type(x) is int for x in obj):
+    if first is int and all(type(x) is int for x in obj):
         if _LO <= min(obj) and max(obj) < _HI:
             return list(obj)
         raise _NeedsBytes
@@ -244,9 +253,11 @@ def delivered(msg: Any) -> Any:
     dataclass, tuples as lists, dicts in sorted key order) when that is plainly a copy, or else
     the bytes themselves (which fail to encode or decode where they always did). The simulator
     needs no bytes between two roles of one process; the decoded message is the same."""
-    if _REGISTRY.get(type(msg).__name__) is not type(msg):
+    cls = type(msg)
+    if cls not in _REGISTERED:
         return msg
     try:
-        return _copy(msg)
+        copier = _COPIERS.get(cls)  # (what ``_copy`` does with a registered class it has seen)
+        return copier(msg) if copier is not None else _copy(msg)
     except Exception:  # noqa: BLE001 - the bytes raise it again, where they always did
         return encode(msg)

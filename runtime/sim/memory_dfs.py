@@ -45,30 +45,34 @@ def _parent(path: str) -> str:
 class _Listing:
     """One directory's listing as last built, and the names changed in it since."""
 
-    __slots__ = ("path", "entries", "names", "changed", "view")
+    __slots__ = ("path", "names", "view", "changed")
 
     def __init__(self, path: str, entries: list[FileEntry]) -> None:
         self.path = path  # as listed: the entries' paths take its form
-        self.entries = {e.name: e for e in entries}
         self.names = [e.name for e in entries]  # in the file system's order (by name)
+        self.view = entries  # the entries of those names, in that order
         self.changed: set[str] = set()
-        self.view: list[FileEntry] | None = entries
 
     def current(self, fs: pafs.FileSystem) -> list[FileEntry]:
-        """The listing now: each changed name looked up alone, the rest as it was."""
-        if self.view is None:
-            for name in self.changed:
-                info = fs.get_file_info(f"{self.path.rstrip('/')}/{name}")
-                if info.mtime_ns is None:  # gone (only a missing path has no time)
-                    if self.entries.pop(name, None) is not None:
-                        self.names.remove(name)
-                    continue
-                if name not in self.entries:
-                    bisect.insort(self.names, name)
-                self.entries[name] = FileEntry(name, info.path, info.size or 0, info.size is None)
-            self.changed.clear()
-            self.view = [self.entries[n] for n in self.names]
-        return self.view
+        """The listing now: each changed name looked up alone and put in its place (a partition
+        holds hundreds of files, and a commit changes a few), the rest as it was."""
+        names, view = self.names, self.view
+        for name in self.changed:
+            info = fs.get_file_info(f"{self.path.rstrip('/')}/{name}")
+            at = bisect.bisect_left(names, name)
+            listed = at < len(names) and names[at] == name
+            if info.mtime_ns is None:  # gone (only a missing path has no time)
+                if listed:
+                    del names[at], view[at]
+                continue
+            entry = FileEntry(name, info.path, info.size or 0, info.size is None)
+            if listed:
+                view[at] = entry
+            else:
+                names.insert(at, name)
+                view.insert(at, entry)
+        self.changed.clear()
+        return view
 
 
 class ListedFileSystem:
@@ -84,6 +88,9 @@ class ListedFileSystem:
         # the base files' rows by path (no outer slashes): what a read of a base file hands back,
         # let go when the file goes (a run's cleaner deletes old versions all run long)
         self.tables: dict[str, pa.Table | KeptRows] = {}
+        # the same paths by their directory: a directory's delete (a marker folder's, a hundred a
+        # run) lets go of the tables in it without a look at every base file of the table
+        self._tables_in: dict[str, set[str]] = {}
         self.get_file_info = fs.get_file_info
         self.open_input_stream = fs.open_input_stream
         self.open_input_file = fs.open_input_file
@@ -93,7 +100,6 @@ class ListedFileSystem:
         listing = self.listings.get(parent)
         if listing is not None:
             listing.changed.add(name)
-            listing.view = None
 
     def _changed_tree(self, path: str) -> None:
         """A directory moved or went: the listings in it and below are dropped."""
@@ -105,19 +111,44 @@ class ListedFileSystem:
 
     def open_output_stream(self, path: str, *args: Any, **kwargs: Any) -> Any:
         self._changed(path)
-        self.tables.pop(_key(path), None)  # (a base file's write sets its rows after this)
+        self.drop_table(_key(path))  # (a base file's write sets its rows after this)
         return self._fs.open_output_stream(path, *args, **kwargs)
+
+    def keep_table(self, key: str, rows: pa.Table | KeptRows) -> None:
+        """``rows`` are what a read of the file ``key`` (no outer slashes) hands back."""
+        self.tables[key] = rows
+        directory = key.rpartition("/")[0]
+        keys = self._tables_in.get(directory)
+        if keys is None:
+            keys = self._tables_in[directory] = set()
+        keys.add(key)
+
+    def drop_table(self, key: str) -> pa.Table | KeptRows | None:
+        """The rows kept for the file ``key``, let go (None: none kept)."""
+        rows = self.tables.pop(key, None)
+        if rows is not None:
+            directory = key.rpartition("/")[0]
+            keys = self._tables_in[directory]
+            keys.discard(key)
+            if not keys:
+                del self._tables_in[directory]
+        return rows
+
+    def _tables_under(self, path: str) -> list[str]:
+        """The files in and below the directory ``path`` that have rows kept."""
+        key = _key(path)
+        inside = f"{key}/"
+        return [k for d, keys in self._tables_in.items() if d == key or d.startswith(inside) for k in keys]
 
     def _tables_gone(self, path: str) -> None:
         """The tables of the files in and below the directory ``path``, let go."""
-        inside = f"{_key(path)}/"
-        for gone in [k for k in self.tables if k.startswith(inside)]:
-            del self.tables[gone]
+        for gone in self._tables_under(path):
+            self.drop_table(gone)
 
     def delete_file(self, path: str) -> None:
         self._changed(path)
         self._fs.delete_file(path)
-        self.tables.pop(_key(path), None)
+        self.drop_table(_key(path))
 
     def delete_dir(self, path: str) -> None:
         self._changed_tree(path)
@@ -141,22 +172,24 @@ class ListedFileSystem:
         self._changed_tree(dest)
         self._fs.move(src, dest)
         self._tables_gone(dest)
-        self.tables.pop(_key(dest), None)
-        moved = self.tables.pop(_key(src), None)
+        self.drop_table(_key(dest))
+        moved = self.drop_table(_key(src))
         if moved is not None:
-            self.tables[_key(dest)] = moved
+            self.keep_table(_key(dest), moved)
         inside = f"{_key(src)}/"
-        for key in [k for k in self.tables if k.startswith(inside)]:
-            self.tables[f"{_key(dest)}/{key[len(inside) :]}"] = self.tables.pop(key)
+        for key in self._tables_under(src):
+            rows = self.drop_table(key)
+            if rows is not None:
+                self.keep_table(f"{_key(dest)}/{key[len(inside) :]}", rows)
 
     def copy_file(self, src: str, dest: str) -> None:
         self._changed(dest)
         self._fs.copy_file(src, dest)
         copied = self.tables.get(_key(src))
         if copied is not None:
-            self.tables[_key(dest)] = copied  # (rows are never changed in place)
+            self.keep_table(_key(dest), copied)  # (rows are never changed in place)
         else:
-            self.tables.pop(_key(dest), None)
+            self.drop_table(_key(dest))
 
 
 class MemoryStore:
@@ -214,7 +247,7 @@ class MemoryDfs(Dfs):
         # the placeholder appears in one step, as the rename of a real write would
         with self.fs.open_output_stream(path) as f:
             f.write(PLACEHOLDER)
-        self.store.fs.tables[_key(path)] = table
+        self.store.fs.keep_table(_key(path), table)
         if isinstance(table, pa.Table):
             size: int = table.get_total_buffer_size()  # (``nbytes`` walks every buffer: slow)
             return size

@@ -3,6 +3,8 @@ listing must still be what the file system holds, after every kind of change."""
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -75,3 +77,35 @@ def test_a_base_file_s_rows_go_with_the_file_and_follow_a_rename():
     dfs.write_parquet("/t/p1/c.parquet", one)
     dfs.delete("/t/p1", recursive=True)
     assert not store.fs.tables
+
+
+def test_a_directory_s_delete_lets_go_of_the_rows_in_and_below_it_only():
+    store = MemoryStore()
+    dfs = MemoryDfs(store, role="writer.data")
+    rows = pa.table({"x": [1]})
+    for path in ("/t/p/a.parquet", "/t/p/q/b.parquet", "/t/p0/c.parquet", "/t/pa.parquet"):
+        dfs.mkdirs(path.rpartition("/")[0])
+        dfs.write_parquet(path, rows)
+    dfs.delete("/t/p", recursive=True)  # not its sibling p0, nor the file pa.parquet beside it
+    assert sorted(store.fs.tables) == ["t/p0/c.parquet", "t/pa.parquet"]
+    dfs.rename("/t/p0", "/t/p")
+    assert dfs.read_parquet("/t/p/c.parquet").equals(rows)
+    dfs.delete("/t/p", recursive=True)
+    assert list(store.fs.tables) == ["t/pa.parquet"]
+
+
+def test_a_kept_listing_follows_many_changes_between_two_listings():
+    # several names changed at once, each put in its place among many (as a commit changes a few
+    # files of a partition of hundreds)
+    rng = random.Random(3)
+    store = MemoryStore()
+    dfs = MemoryDfs(store, role="writer.data")
+    dfs.mkdirs("/t/p")
+    names = [f"f{i:03d}" for i in range(60)]
+    for _ in range(40):
+        for name in rng.sample(names, rng.randrange(1, 8)):
+            if rng.random() < 0.4:
+                dfs.delete(f"/t/p/{name}")
+            else:
+                dfs.write_bytes(f"/t/p/{name}", b"x" * rng.randrange(1, 9))
+        assert _listed(dfs, "/t/p") == _fresh(store, "/t/p")

@@ -4,6 +4,7 @@ completed instants and compactions, and layout 2's completion times."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 
 from runtime.hudi.timeline.instant import (
@@ -17,6 +18,10 @@ from runtime.hudi.timeline.instant import (
     Instant,
 )
 
+# (built once: a simulated run reads about 200 timelines of about 50 instants)
+_STATE_ORDER = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+_TIME_AND_ACTION = operator.attrgetter("ts", "action")  # the instants' order: (time, action)
+
 
 class Timeline:
     """The instants of ``.hoodie`` as read by one listing (Hudi's active timeline).
@@ -27,18 +32,20 @@ class Timeline:
 
     def __init__(self, instants: Iterable[Instant]) -> None:
         latest: dict[tuple[str, str], Instant] = {}
-        order = {REQUESTED: 0, INFLIGHT: 1, COMPLETED: 2}
+        order = _STATE_ORDER
         self.compactions: set[str] = set()  # times of every compaction, pending or completed
         self.completions: dict[str, str] = {}  # requested time -> completion time (layout 2)
         for inst in instants:
+            ts, action = inst.ts, inst.action
             if inst.completion is not None:
-                self.completions[inst.ts] = inst.completion
-            if inst.action == COMPACTION:
-                self.compactions.add(inst.ts)
-            key = (inst.ts, COMMIT if inst.action == COMPACTION else inst.action)
-            if key not in latest or order[inst.state] > order[latest[key].state]:
-                latest[key] = inst
-        self.instants = sorted(latest.values(), key=lambda i: (i.ts, i.action))
+                self.completions[ts] = inst.completion
+            if action == COMPACTION:
+                self.compactions.add(ts)
+                action = COMMIT
+            held = latest.get((ts, action))
+            if held is None or order[inst.state] > order[held.state]:
+                latest[ts, action] = inst
+        self.instants = sorted(latest.values(), key=_TIME_AND_ACTION)
         data = [i for i in self.instants if i.action in WRITE_ACTIONS or i.ts in self.compactions]
         self._committed = {i.ts for i in data if i.state == COMPLETED and i.action in WRITE_ACTIONS}
         self._first_data = data[0].ts if data else None
