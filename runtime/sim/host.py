@@ -547,6 +547,7 @@ def simulate(
     store: MemoryStore | None = None,
     existing_table: bool = False,
     chooser: Chooser | None = None,
+    hash_trace: bool = True,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -563,6 +564,8 @@ def simulate(
     writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
     the table ``workdir`` holds instead of refusing it. ``chooser``: who makes the run's
     nondeterministic decisions (:mod:`runtime.sim.chooser`; the seeded ``RandomChooser(seed)``).
+    ``hash_trace=False``: the record's ``trace_sha256`` is :data:`TRACE_NOT_HASHED` (a bounded
+    search's runs, which nobody replays by hash: hashing is some 3 % of a check's CPU).
     """
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
@@ -581,14 +584,19 @@ def simulate(
             record.committed_prefix = verify_committed_prefix(
                 run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
             )
-    record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, trace or expect_trace is not None)
+    keep_trace = trace or expect_trace is not None
+    record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, keep_trace, hash_trace)
     return record
 
 
+TRACE_NOT_HASHED = ""  # a record's trace_sha256 when its run was asked not to hash (a check's runs)
+
+
 def _simulation_record(
-    run: _SimRun, storage: str, seed: int, wall0: float, verify_s: float, keep_trace: bool
+    run: _SimRun, storage: str, seed: int, wall0: float, verify_s: float, keep_trace: bool, hash_trace: bool
 ) -> SimulationRecord:
-    """What only the simulator reports of a run: its seed, virtual time, the trace's hash."""
+    """What only the simulator reports of a run: its seed, virtual time, the trace's hash (unless
+    ``hash_trace`` is False)."""
     events = run.recorder.events
     return SimulationRecord(
         host="simulator",
@@ -599,7 +607,7 @@ def _simulation_record(
         verify_s=round(verify_s, 3),
         sim=run.sim_info,
         trace_events=len(events),
-        trace_sha256=trace_sha256(events),
+        trace_sha256=trace_sha256(events) if hash_trace else TRACE_NOT_HASHED,
         divergence=run.recorder.divergence,
         trace=events if keep_trace else None,
     )

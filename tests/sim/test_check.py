@@ -15,6 +15,7 @@ from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
 from runtime.sim.explore import run_schedule
+from runtime.sim.host import TRACE_NOT_HASHED
 from runtime.sim.judge import Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
@@ -31,6 +32,17 @@ def test_the_default_schedule_is_the_seeds_random_run() -> None:
     scripted = run_deviations(SMALL)
     assert scripted.verdict.outcome == PASSED
     assert scripted.choices and scripted.events == random_run.sim.trace_events
+
+
+def test_only_a_checks_runs_skip_the_trace_hash() -> None:
+    """A check's run does not hash its trace (nobody replays it by hash) and says so; every other
+    run keeps the hash its replay is compared by, the same hash for the same run."""
+    _, hashed = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed)
+    _, unhashed = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed, hash_trace=False)
+    assert len(hashed.sim.trace_sha256) == 64 and unhashed.sim.trace_sha256 == TRACE_NOT_HASHED
+    assert unhashed.sim.trace == hashed.sim.trace and unhashed.sim.trace_events == hashed.sim.trace_events
+    _, again = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed)
+    assert again.sim.trace_sha256 == hashed.sim.trace_sha256
 
 
 def test_the_search_finds_p1s_deadlock_at_bound_1_and_not_0() -> None:
