@@ -400,7 +400,7 @@ def _shutdown(loop: SimLoop) -> None:
     loop.disarm_guards()
     loop.arm_real_time_guard(CLEANUP_REAL_S)  # a task that ignores cancellation cannot hang us
     try:
-        tasks = sorted((t for t in asyncio.all_tasks(loop) if not t.done()), key=lambda t: t.get_name())
+        tasks = sorted(loop.pending_tasks(), key=lambda t: t.get_name())
         for t in tasks:
             t.cancel()
         if tasks:
