@@ -167,9 +167,16 @@ def run_deviations(
         verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
     else:
         prepared = _PREPARED.of(job)
-        # a check's run is judged and counted, never replayed by its hash: the trace is not hashed
+        # a check's run is judged and counted, never replayed by its hash: the trace is not hashed;
+        # the judge reads an unfinished run's status, commits and trace, not its committed prefix
         verdict, result = run_schedule(
-            job.schedule, job.protocol, job.seed, chooser=chooser, prepared=prepared, hash_trace=False
+            job.schedule,
+            job.protocol,
+            job.seed,
+            chooser=chooser,
+            prepared=prepared,
+            hash_trace=False,
+            check_prefix=False,
         )
     trace = result.sim.trace or []
     failing = verdict.outcome != PASSED

@@ -11,11 +11,13 @@ import pytest
 
 from runtime.cli.command import main
 from runtime.lab.fault_matrix import KNOWN, PASSED
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
-from runtime.sim.explore import run_schedule
-from runtime.sim.host import TRACE_NOT_HASHED
+from runtime.sim.explore import prepared_schedule, run_schedule
+from runtime.sim.host import PREFIX_NOT_CHECKED, TRACE_NOT_HASHED, simulate
 from runtime.sim.judge import Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
@@ -43,6 +45,21 @@ def test_only_a_checks_runs_skip_the_trace_hash() -> None:
     assert unhashed.sim.trace == hashed.sim.trace and unhashed.sim.trace_events == hashed.sim.trace_events
     _, again = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed)
     assert again.sim.trace_sha256 == hashed.sim.trace_sha256
+
+
+def test_only_a_checks_unfinished_runs_skip_the_committed_prefix() -> None:
+    """A run stopped before its end: its commits are checked one by one, unless a check's run asks
+    not to (its judge reads status, commits and trace), which its record then says."""
+    job = prepared_schedule(SMALL.schedule, SMALL.protocol, None, "memory")
+    checked = simulate(job, seed=SMALL.seed, storage="memory", max_virtual_s=0.25)
+    skipped = simulate(job, seed=SMALL.seed, storage="memory", max_virtual_s=0.25, check_prefix=False)
+    assert checked.status == skipped.status == Status.TIMED_OUT and len(checked.commits) == 1
+    assert checked.commits == skipped.commits
+    assert checked.committed_prefix is not None and checked.committed_prefix.verified is True
+    assert skipped.committed_prefix == CommittedPrefix(verified=None, prefix=PREFIX_NOT_CHECKED)
+    finished = simulate(job, seed=SMALL.seed, storage="memory", check_prefix=False)
+    assert finished.status == Status.FINISHED and finished.committed_prefix is None
+    assert finished.exactly_once is not None and finished.exactly_once.verified
 
 
 def test_the_search_finds_p1s_deadlock_at_bound_1_and_not_0() -> None:
