@@ -179,7 +179,9 @@ def run_deviations(
             check_prefix=False,
         )
     trace = result.sim.trace or []
-    failing = verdict.outcome != PASSED
+    # a run cut at a state explored before has no verdict of its own: the report shows nothing of it
+    shown = chooser.cut_at is None
+    failing = shown and verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")
     return CheckRun(
         deviations=tuple(sorted(chooser.deviations.items())),
@@ -188,7 +190,9 @@ def run_deviations(
         events=len(trace),
         choices=chooser.choices,
         timeouts=timeouts,
-        excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover) if failing or timeouts else [],
+        excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover)
+        if shown and (failing or timeouts)
+        else [],
         deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
         cut_at=chooser.cut_at,
     )
