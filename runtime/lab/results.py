@@ -301,7 +301,7 @@ class SimulationRecord:
     verify_s: float
     sim: SimCounts
     trace_events: int
-    trace_sha256: str
+    trace_sha256: str  # "" when not computed: the bounded search's runs (simulate's hash_trace)
     divergence: Divergence | None  # the first event that differed from the expected trace
     # the events, when asked for: kept in memory (replays, excerpts) and written to trace.jsonl,
     # never into result.json

@@ -134,12 +134,17 @@ def run_schedule(
     chooser: Chooser | None = None,
     jobs: JobsSpec | None = None,
     prepared: ResolvedJob | None = None,
+    hash_trace: bool = True,
+    check_prefix: bool = True,
 ) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
     (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None);
     ``jobs``: several jobs on the table (:mod:`runtime.sim.jobs_explore`); ``prepared``: the
     job of ``schedule``, ``protocol`` and ``base`` as :func:`prepared_schedule` made it already
-    (a search runs one job thousands of times)."""
+    (a search runs one job thousands of times); ``hash_trace=False``: the record does not hash
+    its trace (:func:`~runtime.sim.host.simulate`; a search's runs, which nobody reads by hash);
+    ``check_prefix=False``: an unfinished run's commits are not checked one by one (the judge
+    does not read them: a search's runs)."""
     if jobs is not None and jobs.several:
         from runtime.sim.jobs_explore import run_jobs_schedule
 
@@ -158,6 +163,8 @@ def run_schedule(
         max_real_s=MAX_REAL_S,
         reply_probes=[probe],
         chooser=chooser,
+        hash_trace=hash_trace,
+        check_prefix=check_prefix,
     )
     lost = sum(1 for e in result.sim.trace or () if e[1] == DROPPED) if result.sim is not None else 0
     return judge(protocol, result, probe.by_key, lost=lost), result

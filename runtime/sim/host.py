@@ -46,7 +46,7 @@ from runtime.job.record import job_result, trace_markers, verify_committed_prefi
 from runtime.job.roles import RoleSpec, make_role, role_kind, start_role
 from runtime.lab.results import Divergence, JobResult, SimCounts, SimulationRecord, Timing
 from runtime.lab.status import Status
-from runtime.lab.verdicts import ExactlyOnce, TableBefore
+from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce, TableBefore
 from runtime.lab.verify import expected_state, read_snapshot, read_table_before, verify_run
 from runtime.sim.chooser import Chooser, RandomChooser
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
@@ -400,7 +400,7 @@ def _shutdown(loop: SimLoop) -> None:
     loop.disarm_guards()
     loop.arm_real_time_guard(CLEANUP_REAL_S)  # a task that ignores cancellation cannot hang us
     try:
-        tasks = sorted((t for t in asyncio.all_tasks(loop) if not t.done()), key=lambda t: t.get_name())
+        tasks = sorted(loop.pending_tasks(), key=lambda t: t.get_name())
         for t in tasks:
             t.cancel()
         if tasks:
@@ -547,6 +547,8 @@ def simulate(
     store: MemoryStore | None = None,
     existing_table: bool = False,
     chooser: Chooser | None = None,
+    hash_trace: bool = True,
+    check_prefix: bool = True,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -563,6 +565,11 @@ def simulate(
     writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
     the table ``workdir`` holds instead of refusing it. ``chooser``: who makes the run's
     nondeterministic decisions (:mod:`runtime.sim.chooser`; the seeded ``RandomChooser(seed)``).
+    ``hash_trace=False``: the record's ``trace_sha256`` is :data:`TRACE_NOT_HASHED` (a bounded
+    search's runs, which nobody replays by hash: hashing is some 3 % of a check's CPU).
+    ``check_prefix=False``: a verified run that did not finish is not checked commit by commit;
+    its ``committed_prefix`` says so (:data:`PREFIX_NOT_CHECKED`; a bounded search's runs, judged
+    by their status, commits and trace: the check is some 7 % of a check's CPU).
     """
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
@@ -577,18 +584,26 @@ def simulate(
         record = _run_loop(run, run.loop, chrome_trace_path)
         record.table_before = run.table_before
         record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
-        if verify and run.driver is not None:
+        if verify and run.driver is not None and not check_prefix and record.status != Status.FINISHED:
+            record.committed_prefix = CommittedPrefix(verified=None, prefix=PREFIX_NOT_CHECKED)
+        elif verify and run.driver is not None:
             record.committed_prefix = verify_committed_prefix(
                 run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
             )
-    record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, trace or expect_trace is not None)
+    keep_trace = trace or expect_trace is not None
+    record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, keep_trace, hash_trace)
     return record
 
 
+PREFIX_NOT_CHECKED = "not checked: a bounded search's run, judged by its status, commits and trace"
+TRACE_NOT_HASHED = ""  # a record's trace_sha256 when its run was asked not to hash (a check's runs)
+
+
 def _simulation_record(
-    run: _SimRun, storage: str, seed: int, wall0: float, verify_s: float, keep_trace: bool
+    run: _SimRun, storage: str, seed: int, wall0: float, verify_s: float, keep_trace: bool, hash_trace: bool
 ) -> SimulationRecord:
-    """What only the simulator reports of a run: its seed, virtual time, the trace's hash."""
+    """What only the simulator reports of a run: its seed, virtual time, the trace's hash (unless
+    ``hash_trace`` is False)."""
     events = run.recorder.events
     return SimulationRecord(
         host="simulator",
@@ -599,7 +614,7 @@ def _simulation_record(
         verify_s=round(verify_s, 3),
         sim=run.sim_info,
         trace_events=len(events),
-        trace_sha256=trace_sha256(events),
+        trace_sha256=trace_sha256(events) if hash_trace else TRACE_NOT_HASHED,
         divergence=run.recorder.divergence,
         trace=events if keep_trace else None,
     )

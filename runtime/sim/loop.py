@@ -29,6 +29,7 @@ import gc
 import heapq
 import itertools
 import time
+import weakref
 from asyncio import format_helpers
 from collections.abc import Callable
 from contextvars import Context, copy_context
@@ -203,6 +204,20 @@ class SimLoop(asyncio.BaseEventLoop):
         self.clock_jumps = 0  # times the clock moved forward
         self.inline_executor_calls = 0
         self._timer_seq = itertools.count()
+        # this loop's tasks, weakly as asyncio's own registry holds them (a finished task still goes
+        # when nothing else holds it): what ``asyncio.all_tasks(loop)`` finds without walking the
+        # tasks of every loop not yet collected (a search's earlier runs': 0.2 ms at each run's end)
+        self._tasks: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
+
+    def create_task(self, coro: Any, *, name: object = None, context: Context | None = None) -> asyncio.Task[Any]:
+        task = super().create_task(coro, name=name, context=context)
+        self._tasks.add(task)
+        return task
+
+    def pending_tasks(self) -> list[asyncio.Task[Any]]:
+        """This loop's tasks not done yet: ``asyncio.all_tasks(self)``, every task here being made
+        by :meth:`create_task` (``asyncio``'s ``ensure_future``, ``gather``, ``wait_for`` call it)."""
+        return [t for t in self._tasks if not t.done()]
 
     # -- the clock ----------------------------------------------------------------------------
 

@@ -167,9 +167,21 @@ def run_deviations(
         verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
     else:
         prepared = _PREPARED.of(job)
-        verdict, result = run_schedule(job.schedule, job.protocol, job.seed, chooser=chooser, prepared=prepared)
+        # a check's run is judged and counted, never replayed by its hash: the trace is not hashed;
+        # the judge reads an unfinished run's status, commits and trace, not its committed prefix
+        verdict, result = run_schedule(
+            job.schedule,
+            job.protocol,
+            job.seed,
+            chooser=chooser,
+            prepared=prepared,
+            hash_trace=False,
+            check_prefix=False,
+        )
     trace = result.sim.trace or []
-    failing = verdict.outcome != PASSED
+    # a run cut at a state explored before has no verdict of its own: the report shows nothing of it
+    shown = chooser.cut_at is None
+    failing = shown and verdict.outcome != PASSED
     timeouts = sum(1 for e in trace if e[1] == "timeout")
     return CheckRun(
         deviations=tuple(sorted(chooser.deviations.items())),
@@ -178,7 +190,9 @@ def run_deviations(
         events=len(trace),
         choices=chooser.choices,
         timeouts=timeouts,
-        excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover) if failing or timeouts else [],
+        excerpt=excerpt(trace, verdict.role, at_failover=verdict.at_failover)
+        if shown and (failing or timeouts)
+        else [],
         deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
         cut_at=chooser.cut_at,
     )

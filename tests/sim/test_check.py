@@ -11,10 +11,13 @@ import pytest
 
 from runtime.cli.command import main
 from runtime.lab.fault_matrix import KNOWN, PASSED
+from runtime.lab.status import Status
+from runtime.lab.verdicts import CommittedPrefix
 from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
-from runtime.sim.explore import run_schedule
+from runtime.sim.explore import prepared_schedule, run_schedule
+from runtime.sim.host import PREFIX_NOT_CHECKED, TRACE_NOT_HASHED, simulate
 from runtime.sim.judge import Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
@@ -33,9 +36,38 @@ def test_the_default_schedule_is_the_seeds_random_run() -> None:
     assert scripted.choices and scripted.events == random_run.sim.trace_events
 
 
+def test_only_a_checks_runs_skip_the_trace_hash() -> None:
+    """A check's run does not hash its trace (nobody replays it by hash) and says so; every other
+    run keeps the hash its replay is compared by, the same hash for the same run."""
+    _, hashed = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed)
+    _, unhashed = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed, hash_trace=False)
+    assert len(hashed.sim.trace_sha256) == 64 and unhashed.sim.trace_sha256 == TRACE_NOT_HASHED
+    assert unhashed.sim.trace == hashed.sim.trace and unhashed.sim.trace_events == hashed.sim.trace_events
+    _, again = run_schedule(SMALL.schedule, SMALL.protocol, SMALL.seed)
+    assert again.sim.trace_sha256 == hashed.sim.trace_sha256
+
+
+def test_only_a_checks_unfinished_runs_skip_the_committed_prefix() -> None:
+    """A run stopped before its end: its commits are checked one by one, unless a check's run asks
+    not to (its judge reads status, commits and trace), which its record then says."""
+    job = prepared_schedule(SMALL.schedule, SMALL.protocol, None, "memory")
+    checked = simulate(job, seed=SMALL.seed, storage="memory", max_virtual_s=0.25)
+    skipped = simulate(job, seed=SMALL.seed, storage="memory", max_virtual_s=0.25, check_prefix=False)
+    assert checked.status == skipped.status == Status.TIMED_OUT and len(checked.commits) == 1
+    assert checked.commits == skipped.commits
+    assert checked.committed_prefix is not None and checked.committed_prefix.verified is True
+    assert skipped.committed_prefix == CommittedPrefix(verified=None, prefix=PREFIX_NOT_CHECKED)
+    finished = simulate(job, seed=SMALL.seed, storage="memory", check_prefix=False)
+    assert finished.status == Status.FINISHED and finished.committed_prefix is None
+    assert finished.exactly_once is not None and finished.exactly_once.verified
+
+
 def test_the_search_finds_p1s_deadlock_at_bound_1_and_not_0() -> None:
     assert not BoundedSearch(P1, 0).run().known
-    search = BoundedSearch(P1, 1).run()
+    cut: list[CheckRun] = []
+    search = BoundedSearch(P1, 1, on_run=lambda run, _: cut.append(run) if run.cut else None).run()
+    # a run stopped at a state explored before has no verdict: nothing of it is kept to show
+    assert cut and all(not r.excerpt and r.deadlock is None for r in cut)
     assert search.complete
     found = search.shortest(search.known)
     assert found is not None and len(found.deviations) == 1

@@ -343,3 +343,43 @@ def test_a_failing_callback_goes_to_the_loops_exception_handler_and_the_run_goes
     assert ran == [1]
     assert [type(c["exception"]) for c in seen] == [ValueError]
     assert seen[0]["message"].startswith("Exception in callback") and "boom" in seen[0]["message"]
+
+
+def test_the_loops_pending_tasks_are_asyncios_all_tasks_of_it():
+    """What a run's end cancels: every task asyncio knows of on this loop (gather's, wait_for's,
+    ensure_future's, a task's own), not those of an earlier loop still alive, none done."""
+    seen = []
+
+    async def forever():
+        await asyncio.sleep(3600)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0)
+        asyncio.ensure_future(forever())
+        loop.create_task(forever(), name="named")
+        gathered = asyncio.gather(forever(), forever())
+        waited = loop.create_task(asyncio.wait_for(forever(), 10))
+        await asyncio.sleep(1)
+        seen.append((set(loop.pending_tasks()), asyncio.all_tasks(loop)))
+        gathered.cancel()
+        waited.cancel()
+        await asyncio.sleep(0)
+        seen.append((set(loop.pending_tasks()), asyncio.all_tasks(loop)))
+        rest = [t for t in loop.pending_tasks() if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, gathered, return_exceptions=True)
+
+    other = SimLoop()
+    left_behind = other.create_task(forever())  # another loop's task, not done
+    other.run_until_complete(asyncio.sleep(0))
+    try:
+        run(main())
+    finally:
+        left_behind.cancel()
+        other.run_until_complete(asyncio.gather(left_behind, return_exceptions=True))
+        other.close()
+    (mine, theirs), (after, theirs_after) = seen
+    assert mine == theirs and len(mine) == 7 and left_behind not in mine
+    assert after == theirs_after and len(after) < len(mine)
