@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +56,26 @@ def start_ray() -> float:
     else:
         ray.init(address="local", num_cpus=os.cpu_count() or 2, **kwargs)
     return time.monotonic() - t
+
+
+@contextmanager
+def checkout_of(rev: str, scratch: str) -> Iterator[str]:
+    """A temporary git worktree of ``rev`` under ``scratch`` (for a benchmark of this checkout
+    against another commit, side by side); removed on the way out."""
+    path = os.path.join(scratch, "baseline")
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        yield path
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", path], capture_output=True, timeout=120
+        )
 
 
 def compile_project() -> dict[str, Any]:

@@ -8,11 +8,15 @@ they certify the same thing:
 * ``fork``: ``--search fork`` (the simulator forks at a choice point, a child takes the
   alternative from there; an alternative before choice point 20 is re-run instead);
   ``fork:K``: the same, re-running the alternatives before choice point ``K`` (``fork:0``:
-  forking at every choice point).
+  forking at every choice point);
+* ``rerun@REV`` (``--baseline REV``): the re-running search of commit ``REV``, from a temporary
+  git worktree, measured first and the reference of the ratios: this checkout against an earlier
+  one, side by side.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_check.py [--protocols message-bus]
                     [--writers 2] [--checkpoints 3] [--bound 2] [--rounds 3]
-                    [--searches rerun-refingerprint,rerun,fork] [--out benchmarks/results/check.json]
+                    [--searches rerun-refingerprint,rerun,fork] [--baseline REV]
+                    [--out benchmarks/results/check.json]
 
 Each round runs each search once per protocol, each in a fresh process, in rotating order (the
 first search of round k is the k-th), so all see the same machine and the same neighbours. A
@@ -31,12 +35,15 @@ time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +97,16 @@ print(json.dumps({
 
 
 def measure(protocol: str, args: argparse.Namespace, kind: str) -> dict[str, Any]:
-    cmd = [sys.executable, "-c", TIMED, protocol, str(args.writers), str(args.checkpoints), str(args.bound), kind]
+    """One search of one job in a fresh process: of this checkout, or ``rerun@REV``, the re-running
+    search in ``args.baseline_path`` (a checkout of ``REV``)."""
+    search, _, rev = kind.partition("@")
+    cmd = [sys.executable, "-c", TIMED, protocol, str(args.writers), str(args.checkpoints), str(args.bound), search]
     # one hash seed for every process: the state hashes (``hash()`` of strings) compare across them
     env = {**os.environ, "PYTHONHASHSEED": "0"}
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=str(common.ROOT), env=env)
+    checkout = args.baseline_path if rev else str(common.ROOT)
+    if rev:
+        env["PYTHONPATH"] = checkout
+    out = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=checkout, env=env)
     if out.returncode != 0:
         raise SystemExit(f"the {kind} search of {protocol} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     doc: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -198,6 +211,12 @@ def main() -> int:
         help=f"comma-separated, the first is the reference of the ratios; fork:K re-runs the alternatives "
         f"before choice point K (default: {','.join(SEARCHES)})",
     )
+    p.add_argument(
+        "--baseline",
+        default="",
+        help="a git revision: its re-running search (rerun@REV, from a temporary worktree) is measured "
+        "too, first, and is the reference of the ratios (this checkout against an earlier commit)",
+    )
     p.add_argument("--out", default=str(common.ROOT / "benchmarks" / "results" / "check.json"))
     args = p.parse_args()
     protocols = [x.strip() for x in args.protocols.split(",") if x.strip()]
@@ -205,6 +224,19 @@ def main() -> int:
     unknown = sorted(k for k in args.searches if k not in SEARCHES and not re.fullmatch(r"fork:\d+", k))
     if unknown or not args.searches:
         p.error(f"--searches: unknown {unknown or 'none given'}; choose among {', '.join(SEARCHES)} or fork:K")
+    scratch = tempfile.mkdtemp(prefix="commitlab-check-")
+    try:
+        with contextlib.ExitStack() as stack:
+            if args.baseline:
+                args.baseline_path = stack.enter_context(common.checkout_of(args.baseline, scratch))
+                args.searches = [f"rerun@{args.baseline}"] + args.searches
+            return run_rounds(args, protocols)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_rounds(args: argparse.Namespace, protocols: list[str]) -> int:
+    """Every round of every search of every protocol; 0 when they certify the same thing."""
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {pr: {k: [] for k in args.searches} for pr in protocols}
     environment = common.environment()
     for r in range(args.rounds):

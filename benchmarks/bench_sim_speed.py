@@ -30,6 +30,7 @@ nothing about time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -137,18 +138,6 @@ def child(checkout: str, code: str, *args: object, timeout_s: float = 1800.0) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def baseline_checkout(rev: str, scratch: str) -> str:
-    path = os.path.join(scratch, "baseline")
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return path
-
-
 def describe_rev(checkout: str) -> str:
     done = subprocess.run(
         ["git", "-C", checkout, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
@@ -230,95 +219,94 @@ def main() -> int:
     overrides = {**(SAME_WORK_AS_D78E5FE if args.same_work else {}), **dict(s.split("=", 1) for s in args.set)}
 
     scratch = tempfile.mkdtemp(prefix="commitlab-sim-speed-")
-    made_worktree = not args.baseline_path
     try:
-        base = args.baseline_path or baseline_checkout(args.baseline, scratch)
-        current = str(ROOT)
-        checkouts = {"baseline": base, "current": current}
-        doc: dict[str, Any] = {
-            "benchmark": "simulator speed, side by side",
-            "environment": common.environment(),
-            "params": {
-                "protocol": args.protocol,
-                "writers": args.writers,
-                "checkpoints": args.checkpoints,
-                "workload": "protocol (10 rows per writer per round, one bucket per writer, simulated disk)",
-                "rounds": args.rounds,
-                "seeds": args.seeds,
-                "set": overrides,
-            },
-            "revisions": {k: describe_rev(v) for k, v in checkouts.items()},
-        }
-        timed: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
-        t0 = time.monotonic()
-        for i in range(args.rounds):
-            order = ["baseline", "current"] if i % 2 == 0 else ["current", "baseline"]
-            for name in order:
-                runs = child(
-                    checkouts[name],
-                    TIMED,
-                    args.protocol,
-                    args.writers,
-                    args.checkpoints,
-                    args.seeds,
-                    json.dumps(overrides),
-                )
-                timed[name].extend(runs)
-            b, c = (summary(timed[k][-args.seeds :]) for k in ("baseline", "current"))
-            print(
-                f"round {i + 1}/{args.rounds}: baseline {b['checkpoints_per_real_s_median']:.1f}, "
-                f"current {c['checkpoints_per_real_s_median']:.1f} checkpoints per real s",
-                flush=True,
-            )
-        doc["speed"] = {k: summary(v) for k, v in timed.items()}
-        sb, sc = doc["speed"]["baseline"], doc["speed"]["current"]
-        doc["ratio_real"] = round(sc["checkpoints_per_real_s_median"] / sb["checkpoints_per_real_s_median"], 3)
-        doc["ratio_cpu"] = round(sc["checkpoints_per_cpu_s_median"] / sb["checkpoints_per_cpu_s_median"], 3)
-        hashes: dict[str, dict[str, str]] = {"baseline": {}, "current": {}}
-        if args.equivalence_seeds:
-            print(f"equivalence: every scenario x protocol x {args.equivalence_seeds} seeds, in both", flush=True)
-            for name, path in checkouts.items():
-                hashes[name] = child(
-                    path,
-                    EQUIVALENCE,
-                    args.equivalence_seeds,
-                    args.protocol,
-                    args.writers,
-                    args.checkpoints,
-                    args.seeds,
-                    json.dumps(overrides),
-                )
-        differ = sorted(k for k in hashes["current"] if hashes["baseline"].get(k) != hashes["current"][k])
-        doc["equivalence"] = {"runs": len(hashes["current"]), "traces_differ": differ}
-        doc["elapsed_s"] = round(time.monotonic() - t0, 1)
-        common.write_json(args.out, doc)
-        print(
-            f"{args.protocol}, {args.writers} writers, {args.checkpoints} checkpoints, one process: "
-            f"baseline {doc['revisions']['baseline']} {sb['checkpoints_per_real_s_median']:.1f}, "
-            f"current {doc['revisions']['current']} {sc['checkpoints_per_real_s_median']:.1f} checkpoints per "
-            f"real s: {doc['ratio_real']:.2f}x (per CPU s {doc['ratio_cpu']:.2f}x)"
-            + (f"; options set: {overrides}" if overrides else "")
-        )
-        wb, wc = sb["work_per_checkpoint"], sc["work_per_checkpoint"]
-        print(
-            "work per checkpoint, baseline / current: "
-            + ", ".join(f"{k.replace('_', ' ')} {wb.get(k)} / {wc.get(k)}" for k in wc)
-            + ("" if wb == wc else " (the jobs differ: --same-work compares the simulator on the same work)")
-        )
-        print(
-            f"same trace bytes in {len(hashes['current']) - len(differ)} of {len(hashes['current'])} runs"
-            + (f"; they differ in {', '.join(differ[:10])}" if differ else "")
-        )
-        print(f"results: {args.out} ({doc['elapsed_s']:.0f} s)")
-        return 0 if not differ else 1
+        with contextlib.ExitStack() as stack:
+            base = args.baseline_path or stack.enter_context(common.checkout_of(args.baseline, scratch))
+            return measure(args, overrides, base)
     finally:
-        if made_worktree and os.path.isdir(os.path.join(scratch, "baseline")):
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", os.path.join(scratch, "baseline")],
-                capture_output=True,
-                timeout=120,
-            )
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure(args: argparse.Namespace, overrides: dict[str, str], base: str) -> int:
+    """The rounds, the equivalence runs and the results file; 0 when every trace compared is the same."""
+    current = str(ROOT)
+    checkouts = {"baseline": base, "current": current}
+    doc: dict[str, Any] = {
+        "benchmark": "simulator speed, side by side",
+        "environment": common.environment(),
+        "params": {
+            "protocol": args.protocol,
+            "writers": args.writers,
+            "checkpoints": args.checkpoints,
+            "workload": "protocol (10 rows per writer per round, one bucket per writer, simulated disk)",
+            "rounds": args.rounds,
+            "seeds": args.seeds,
+            "set": overrides,
+        },
+        "revisions": {k: describe_rev(v) for k, v in checkouts.items()},
+    }
+    timed: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+    t0 = time.monotonic()
+    for i in range(args.rounds):
+        order = ["baseline", "current"] if i % 2 == 0 else ["current", "baseline"]
+        for name in order:
+            runs = child(
+                checkouts[name],
+                TIMED,
+                args.protocol,
+                args.writers,
+                args.checkpoints,
+                args.seeds,
+                json.dumps(overrides),
+            )
+            timed[name].extend(runs)
+        b, c = (summary(timed[k][-args.seeds :]) for k in ("baseline", "current"))
+        print(
+            f"round {i + 1}/{args.rounds}: baseline {b['checkpoints_per_real_s_median']:.1f}, "
+            f"current {c['checkpoints_per_real_s_median']:.1f} checkpoints per real s",
+            flush=True,
+        )
+    doc["speed"] = {k: summary(v) for k, v in timed.items()}
+    sb, sc = doc["speed"]["baseline"], doc["speed"]["current"]
+    doc["ratio_real"] = round(sc["checkpoints_per_real_s_median"] / sb["checkpoints_per_real_s_median"], 3)
+    doc["ratio_cpu"] = round(sc["checkpoints_per_cpu_s_median"] / sb["checkpoints_per_cpu_s_median"], 3)
+    hashes: dict[str, dict[str, str]] = {"baseline": {}, "current": {}}
+    if args.equivalence_seeds:
+        print(f"equivalence: every scenario x protocol x {args.equivalence_seeds} seeds, in both", flush=True)
+        for name, path in checkouts.items():
+            hashes[name] = child(
+                path,
+                EQUIVALENCE,
+                args.equivalence_seeds,
+                args.protocol,
+                args.writers,
+                args.checkpoints,
+                args.seeds,
+                json.dumps(overrides),
+            )
+    differ = sorted(k for k in hashes["current"] if hashes["baseline"].get(k) != hashes["current"][k])
+    doc["equivalence"] = {"runs": len(hashes["current"]), "traces_differ": differ}
+    doc["elapsed_s"] = round(time.monotonic() - t0, 1)
+    common.write_json(args.out, doc)
+    print(
+        f"{args.protocol}, {args.writers} writers, {args.checkpoints} checkpoints, one process: "
+        f"baseline {doc['revisions']['baseline']} {sb['checkpoints_per_real_s_median']:.1f}, "
+        f"current {doc['revisions']['current']} {sc['checkpoints_per_real_s_median']:.1f} checkpoints per "
+        f"real s: {doc['ratio_real']:.2f}x (per CPU s {doc['ratio_cpu']:.2f}x)"
+        + (f"; options set: {overrides}" if overrides else "")
+    )
+    wb, wc = sb["work_per_checkpoint"], sc["work_per_checkpoint"]
+    print(
+        "work per checkpoint, baseline / current: "
+        + ", ".join(f"{k.replace('_', ' ')} {wb.get(k)} / {wc.get(k)}" for k in wc)
+        + ("" if wb == wc else " (the jobs differ: --same-work compares the simulator on the same work)")
+    )
+    print(
+        f"same trace bytes in {len(hashes['current']) - len(differ)} of {len(hashes['current'])} runs"
+        + (f"; they differ in {', '.join(differ[:10])}" if differ else "")
+    )
+    print(f"results: {args.out} ({doc['elapsed_s']:.0f} s)")
+    return 0 if not differ else 1
 
 
 if __name__ == "__main__":
