@@ -584,15 +584,23 @@ def simulate(
         record = _run_loop(run, run.loop, chrome_trace_path)
         record.table_before = run.table_before
         record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
-        if verify and run.driver is not None and not check_prefix and record.status != Status.FINISHED:
-            record.committed_prefix = CommittedPrefix(verified=None, prefix=PREFIX_NOT_CHECKED)
-        elif verify and run.driver is not None:
-            record.committed_prefix = verify_committed_prefix(
-                run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
-            )
+        if verify and run.driver is not None:
+            _check_committed_prefix(run, record, store, check_prefix)
     keep_trace = trace or expect_trace is not None
     record.simulation = _simulation_record(run, storage, seed, wall0, verify_s, keep_trace, hash_trace)
     return record
+
+
+def _check_committed_prefix(run: _SimRun, record: JobResult, store: MemoryStore | None, check_prefix: bool) -> None:
+    """``record.committed_prefix``: the run's committed prefix checked (a run that did not finish)
+    or, with ``check_prefix=False`` and a run that did not finish, a record that it was not."""
+    assert run.driver is not None
+    if not check_prefix and record.status != Status.FINISHED:
+        record.committed_prefix = CommittedPrefix(verified=None, prefix=PREFIX_NOT_CHECKED)
+    else:
+        record.committed_prefix = verify_committed_prefix(
+            run.driver, record, run.stream, lambda: _snapshot(run, store), before=run.before
+        )
 
 
 PREFIX_NOT_CHECKED = "not checked: a bounded search's run, judged by its status, commits and trace"
