@@ -317,7 +317,9 @@ def test_nested_values_verify_whatever_the_readers_chunks():
 
     def addr(cities: list[str | None], zips: list[int | None]) -> pa.StructArray:
         mask = pa.array([c is None for c in cities])  # a null row's children are null too, as Spark writes them
-        return pa.StructArray.from_arrays([pa.array(cities, pa.string()), pa.array(zips, pa.int64())], ["city", "zip"], mask=mask)
+        return pa.StructArray.from_arrays(
+            [pa.array(cities, pa.string()), pa.array(zips, pa.int64())], ["city", "zip"], mask=mask
+        )
 
     one_chunk = pa.chunked_array([addr(["Oslo", None, "Lyon"], [1, None, 2])])
     per_file = pa.chunked_array([addr(["Oslo"], [1]), addr([None], [None]), addr(["Lyon"], [2])])
