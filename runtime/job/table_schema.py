@@ -81,6 +81,24 @@ def _kind(avro: Any) -> Any:
     return avro
 
 
+def _unnamed(avro: Any) -> Any:
+    """An Avro type without the full names of its named types (a decimal's ``fixed``, a struct's
+    ``record``): they come from the writer's table name (``hoodie.<table>.<table>_record.<field>``),
+    not from the data, so a table written under another name (or a verify, which names none)
+    holds the same types. Hudi ignores them too where it compares atomic types
+    (``AvroSchemaUtils.isAtomicSchemasCompatible``: ``isSchemaCompatible(.., checkNaming=false, ..)``).
+    A record's field names are kept."""
+    if isinstance(avro, list):
+        return [_unnamed(t) for t in avro]
+    if not isinstance(avro, dict):
+        return avro
+    named = avro.get("type") in ("fixed", "record", "enum")
+    out = {k: _unnamed(v) for k, v in avro.items() if not (named and k in ("name", "namespace"))}
+    if "fields" in avro:
+        out["fields"] = [{**f, "type": _unnamed(f["type"])} for f in avro["fields"]]
+    return out
+
+
 def _primitive(avro: Any) -> Any:
     """The Avro type under a logical type (``long`` of a timestamp, ``int`` of a date)."""
     k = _kind(avro)
@@ -167,7 +185,7 @@ def reconcile(checked: CheckedInput, table: str, key: str, partition: str, table
     checks: list[ColumnCheck] = []
     for col, t in theirs.items():
         src = mine[col]
-        if _kind(src) == _kind(t):
+        if _unnamed(_kind(src)) == _unnamed(_kind(t)):
             continue
         target = arrow_type(_kind(t))
         detail = f"--input: column {col!r} is {_name(src)} in the input but {_name(t)} in {where}"

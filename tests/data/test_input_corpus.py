@@ -22,6 +22,7 @@ from runtime.hudi.table.base_files import avro_schema_json
 from runtime.hudi.table.hudi_table import HudiTable
 from runtime.hudi.table.table_config import TableProps
 from runtime.job.prepare import check_input_of
+from runtime.job.table_schema import reconcile
 
 INPUTS = Path(__file__).parent.parent / "fixtures" / "inputs"
 CASES: list[dict[str, Any]] = json.loads((INPUTS / "cases.json").read_text())
@@ -84,3 +85,14 @@ def test_a_reingest_casts_to_the_table_types_hudi_promotes_to(tmp_path):
     case = next(c for c in CASES if c["input"] == "reingest_2_decimals.csv")
     checked = precheck(case, table_from(tmp_path / "t", case["table_from"], case))
     assert dict(checked.casts) == {"price": pa.decimal128(10, 2)}
+
+
+@pytest.mark.parametrize("name", ["trips", ""], ids=["another table name", "verify's (none)"])
+def test_an_input_held_against_its_own_table_needs_no_cast_whatever_the_table_is_named(tmp_path, name):
+    """A decimal's ``fixed`` and a struct's ``record`` are named after the writer's table
+    (``hoodie.<table>.<table>_record.<field>``): the same types under another table's name, or
+    under ``commitlab verify``'s (it names none), are the same types, not a change Hudi refuses."""
+    case = {"key": "id", "partition": "region", "precombine": "ts"}
+    table = table_from(tmp_path / "t", "pandas_types.parquet", case)  # written as table "corpus"
+    checked = check_input(str(INPUTS / "pandas_types.parquet"), None, "id", "region", "ts")
+    assert reconcile(checked, table, "id", "region", name).casts == ()
