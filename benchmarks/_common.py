@@ -63,13 +63,15 @@ def checkout_of(rev: str, scratch: str) -> Iterator[str]:
     """A temporary git worktree of ``rev`` under ``scratch`` (for a benchmark of this checkout
     against another commit, side by side); removed on the way out."""
     path = os.path.join(scratch, "baseline")
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    made = subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", path, rev], capture_output=True, text=True, timeout=120
     )
+    if made.returncode != 0:
+        why = (made.stderr.strip().splitlines() or ["no reason given"])[-1]
+        print(
+            f"--baseline {rev}: git cannot check it out ({why}); fix: name a commit of this repository", file=sys.stderr
+        )
+        raise SystemExit(2)
     try:
         yield path
     finally:
