@@ -49,6 +49,7 @@ from runtime.job.record import (
 )
 from runtime.job.roles import first_launch
 from runtime.job.stop import StopRequest
+from runtime.lab.report import ProgressCallback
 from runtime.lab.results import JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, remove_result, write_result
 from runtime.lab.status import Status
@@ -76,7 +77,7 @@ class JobRun(RayHost):
         job: ResolvedJob,
         out_dir: str | None = None,
         *,
-        on_progress: Callable[[dict[str, Any]], None] | None = None,
+        on_progress: ProgressCallback | None = None,
         on_phase: Callable[[str], None] | None = None,
         trace_path: str | None = None,
         timeline: bool = True,

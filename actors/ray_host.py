@@ -38,6 +38,7 @@ from runtime.hudi.table.table_config import TableProps
 from runtime.job.driver import JobDriver, root_cause
 from runtime.job.roles import JobRoles, RoleSpec, first_launch, role_kind
 from runtime.job.stop import StopRequest
+from runtime.lab.report import ProgressCallback
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ class RayHost:
         self,
         cfg: JobConfig,
         *,
-        on_progress: Callable[[dict[str, Any]], None] | None,
+        on_progress: ProgressCallback | None,
         on_phase: Callable[[str], None] | None,
         tracing: bool,
         stop: StopRequest | None,

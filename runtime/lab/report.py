@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from rich.console import Console
 from rich.markup import escape
@@ -22,15 +22,24 @@ from runtime.lab.verdicts import CommittedPrefix, ExactlyOnce
 if TYPE_CHECKING:
     from runtime.lab.audit_findings import Audit
 
+
+class JobProgress(TypedDict, total=False):
+    """What a running job reports to its command's progress bar, about twice a second: the
+    checkpoint under way, how many completed, of how many (empty: the job manager did not answer)."""
+
+    checkpoint: int
+    completed: int
+    total: int
+
+
+ProgressCallback = Callable[[JobProgress], None]
+
+
 # The progress bars leave sys.stdout and sys.stderr alone: redirected, they would print what Ray's
 # and Spark's threads write there (a raylet's warning, a worker's error) on the terminal, which
 # the command line sends to the engines' log instead (runtime.cli.terminal.engines_to_log).
-
-
 @contextmanager
-def checkpoint_progress(
-    console: Console, total: int, label: str, enabled: bool = True
-) -> Iterator[Callable[[dict[str, Any]], None]]:
+def checkpoint_progress(console: Console, total: int, label: str, enabled: bool = True) -> Iterator[ProgressCallback]:
     """A progress bar over checkpoints; yields the callback a job run reports progress to."""
     if not enabled:
         yield lambda _p: None
@@ -47,7 +56,7 @@ def checkpoint_progress(
     ) as progress:
         task = progress.add_task(label, total=total)
 
-        def update(p: dict[str, Any]) -> None:
+        def update(p: JobProgress) -> None:
             if p:
                 progress.update(
                     task,
