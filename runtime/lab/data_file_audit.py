@@ -41,14 +41,8 @@ def check_commit_files(scan: TableScan, audit: Audit) -> None:
                 _check_log_file(scan, audit, instant, s)
                 continue
             f = on_disk.get(rel)
-            if f is None and _cleaned(scan, instant, s["fileId"]):
+            if not _there_as_recorded(scan, audit, instant, s, None if f is None else f.size):
                 continue
-            if f is None:
-                audit.add(ERROR, "missing-file", f"{scan.names[instant]} lists {rel}, which does not exist", rel)
-                continue
-            size = s.get("fileSizeInBytes") or 0
-            if size and size != f.size:
-                audit.add(ERROR, "size-mismatch", f"{rel} is {f.size} bytes; {scan.names[instant]} records {size}", rel)
             try:
                 rows = scan.table.dfs.read_parquet_metadata(Dfs.join(scan.table.base_path, rel)).num_rows
             except DfsError as exc:
@@ -58,6 +52,20 @@ def check_commit_files(scan: TableScan, audit: Audit) -> None:
             if isinstance(want, int) and want and want != rows:
                 name = scan.names[instant]
                 audit.add(ERROR, "row-count-mismatch", f"{rel} holds {rows} rows; {name} records {want}", rel)
+
+
+def _there_as_recorded(scan: TableScan, audit: Audit, instant: str, stat: WriteStatDoc, size: int | None) -> bool:
+    """A file a write stat lists (base or log; ``size`` on disk, None: not there) exists, unless the
+    cleaner deleted it, with the size its stat records; False when it is not there to read."""
+    rel, commit = stat["path"], scan.names[instant]
+    if size is None:
+        if not _cleaned(scan, instant, stat["fileId"]):
+            audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
+        return False
+    want = stat.get("fileSizeInBytes") or 0
+    if want and want != size:
+        audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
+    return True
 
 
 def _cleaned(scan: TableScan, instant: str, file_id: str) -> bool:
@@ -75,14 +83,8 @@ def _check_log_file(scan: TableScan, audit: Audit, instant: str, stat: WriteStat
     records of its data blocks written at the instant)."""
     rel, commit = stat["path"], scan.names[instant]
     size = scan.logs.get(rel)
-    if size is None and _cleaned(scan, instant, stat["fileId"]):
+    if not _there_as_recorded(scan, audit, instant, stat, size):
         return
-    if size is None:
-        audit.add(ERROR, "missing-file", f"{commit} lists {rel}, which does not exist", rel)
-        return
-    want = stat.get("fileSizeInBytes") or 0
-    if want and want != size:
-        audit.add(ERROR, "size-mismatch", f"{rel} is {size} bytes; {commit} records {want}", rel)
     try:
         blocks = list(read_blocks(scan.table.dfs.read_bytes(Dfs.join(scan.table.base_path, rel)), rel))
         rows = sum(row_count(b) for b in blocks if b.block_type in ROW_BLOCKS and b.instant == instant)

@@ -151,6 +151,15 @@ def test_a_truncated_parquet_file_is_a_finding_with_its_name(copy):
     assert main(["verify", "--table", table]) == 1
 
 
+def test_a_base_file_its_commit_lists_deleted_is_a_missing_file(copy):
+    table, commits, _ = copy
+    path = _latest_file(table, commits[-1])
+    os.remove(path)
+    found = {f.kind: f for f in audit_table(table).findings if f.severity == "error"}
+    assert found["missing-file"].file == os.path.relpath(path, table)
+    assert main(["verify", "--table", table]) == 1
+
+
 def test_a_base_file_of_no_instant_is_an_orphan(copy):
     table, commits, _ = copy
     src = _latest_file(table, commits[-1])
