@@ -93,6 +93,19 @@ def _port_taken(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def cluster_id() -> str:
+    """A new cluster id, as Kafka's ``org.apache.kafka.common.Uuid.randomUuid`` draws one: 16
+    random bytes in URL-safe base64 without padding, drawn again while the text starts with "-".
+
+    An id that starts with "-" reads as an option to ``kafka-storage format`` ("argument
+    --cluster-id/-t: expected one argument"), one format in 64.
+    """
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
 def _properties(port: int, controller_port: int, data_dir: str) -> str:
     return "\n".join(
         [
@@ -162,9 +175,8 @@ class KafkaBroker:
         return self.address
 
     def _format(self, props: str) -> None:
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         tool = [_java(), "-cp", str(libs_dir() / "*"), "kafka.tools.StorageTool"]
-        cmd = [*tool, "format", "-t", cluster_id, "-c", props]
+        cmd = [*tool, "format", f"--cluster-id={cluster_id()}", "-c", props]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=self.start_timeout_s)
         except subprocess.TimeoutExpired as exc:
