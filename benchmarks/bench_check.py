@@ -11,7 +11,9 @@ they certify the same thing:
   forking at every choice point);
 * ``rerun@REV`` (``--baseline REV``): the re-running search of commit ``REV``, from a temporary
   git worktree, measured first and the reference of the ratios: this checkout against an earlier
-  one, side by side.
+  one, side by side. A commit before the fingerprint named a paused coroutine's line from its
+  function's first line (``runtime/sim/fingerprint.py``'s ``_describe``) hashes the same states
+  to other values: against one, the counts are compared, not the digests.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_check.py [--protocols message-bus]
                     [--writers 2] [--checkpoints 3] [--bound 2] [--rounds 3]

@@ -165,12 +165,19 @@ _SEND_FAILED = SimNetwork._send_failed
 
 
 def _describe(callback: Any) -> tuple[Any, ...]:
-    """A callback as where it will resume: a task's coroutine and its line, else its name."""
+    """A callback as where it will resume: a task's coroutine and its line, else its name.
+
+    The line is counted from the coroutine function's first line, and the function named with its
+    module: an edit elsewhere in the module then changes no state's hash, so two commits' sets of
+    distinct states can be compared (``bench_check.py --baseline``)."""
     owner = getattr(callback, "__self__", None)
     if isinstance(owner, asyncio.Task):
         coro: Any = owner.get_coro()
         frame = getattr(coro, "cr_frame", None)
-        return (getattr(coro, "__qualname__", "?"), frame.f_lineno if frame is not None else -1)
+        if frame is None:
+            return (getattr(coro, "__qualname__", "?"), -1)
+        code = frame.f_code
+        return (frame.f_globals.get("__name__"), code.co_qualname, frame.f_lineno - code.co_firstlineno)
     if isinstance(owner, asyncio.Future):
         return ("future", len(owner._callbacks or ()))
     return (getattr(callback, "__qualname__", "?"),)
