@@ -34,6 +34,7 @@ from runtime.hudi.formats.commit_metadata import CommitMetadataDoc, CommitSummar
 from runtime.hudi.table.merge import dedupe_latest
 from runtime.hudi.table.merge_rule import incoming_wins
 from runtime.hudi.table.table_config import META_COLUMNS
+from runtime.lab import value_compare
 from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
@@ -249,15 +250,8 @@ def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | Non
         others = [c for c in value_cols if c not in (key, partition)]
         tie = [c for c in ("_hoodie_commit_time", "_hoodie_file_name") if c in actual.column_names]
         a = _one_row_per_identity(actual.select(value_cols + tie), act_ids, unique=not duplicated)
-        a = a.select(value_cols + ["_id"])
         e = expected.select(value_cols).append_column("_id", exp_ids)
-        differing = _differing_in_arrow(a, e, others)
-        if differing is None:
-            # pandas' text of a nested value depends on the arrays' chunks (a struct's int child
-            # in a chunk with a null is a float: 1.0, not 1): the text path gets one chunk, taken
-            # as the expected table's was, however the reader chunked the table
-            a = _one_row_per_identity(actual.select(value_cols + tie), act_ids).select(value_cols + ["_id"])
-            differing = _differing_as_text(a, e.combine_chunks(), others)
+        differing = value_compare.differing(a.select(value_cols + ["_id"]), e, others)
         n_mismatched = len(differing)
         mismatched = [_shown(k) for k in differing[:SAMPLE]]
     return ExactlyOnce(
@@ -291,69 +285,6 @@ def _duplicates(ids: pa.Array) -> tuple[list[str], int]:
         return [], 0
     values = counts.field("values").filter(pa.array(twice)).to_pylist()
     return sorted(values), int((n[twice] - 1).sum())
-
-
-def _differing_as_text(a: pa.Table, e: pa.Table, others: list[str]) -> list[str]:
-    """The identities both tables hold (each with an ``_id`` column, one row per identity) whose
-    values in ``others`` differ as text (pandas' ``astype(str)``: any column types, nested ones
-    too), in identity order."""
-    ap, ep = a.to_pandas().set_index("_id"), e.to_pandas().set_index("_id")
-    common = ep.index.intersection(ap.index).sort_values()
-    diff = (ap.loc[common, others].astype(str) != ep.loc[common, others].astype(str)).any(axis=1)
-    return [str(k) for k in diff[diff].index]
-
-
-def _flat(t: pa.DataType) -> bool:
-    """A type whose values Arrow compares for equality (not nested, not a dictionary, not an
-    interval)."""
-    return bool(
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_boolean(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_binary(t)
-        or pa.types.is_large_binary(t)
-        or pa.types.is_decimal(t)
-        or (pa.types.is_temporal(t) and not pa.types.is_interval(t))
-    )
-
-
-_FLOAT_BITS = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
-
-
-def _differing_in_arrow(a: pa.Table, e: pa.Table, others: list[str]) -> list[str] | None:
-    """:func:`_differing_as_text` in Arrow, without pandas, when every column of ``others`` has one
-    flat type in both tables and the expected identities are unique (None otherwise: the text
-    comparison decides). Equal text is equal value for such a column, with two nulls equal and a
-    float's null and NaN equal, as their texts are; a float's value by its bits (-0.0 is not 0.0)."""
-    if any(a.schema.field(c).type != e.schema.field(c).type or not _flat(e.schema.field(c).type) for c in others):
-        return None
-    e_ids = e.column("_id")
-    if pc.count_distinct(e_ids, mode="all").as_py() != e.num_rows:
-        return None
-    at = pc.index_in(e_ids, value_set=a.column("_id"))  # each expected identity's actual row
-    both = pc.is_valid(at)
-    e, at = e.filter(both), pc.drop_null(at)
-    a = a.take(at)
-    differs = np.zeros(e.num_rows, dtype=bool)
-    for c in others:
-        x, y = a.column(c), e.column(c)
-        if pa.types.is_floating(x.type):  # by their bits, as texts are: -0.0 is not 0.0
-            bits = _FLOAT_BITS[x.type.bit_width]
-            same = pc.fill_null(pc.equal(x.combine_chunks().view(bits), y.combine_chunks().view(bits)), False)
-        elif not x.null_count and not y.null_count:  # no null (and no NaN): equal is the answer
-            differs |= ~pc.equal(x, y).to_numpy(zero_copy_only=False)
-            continue
-        else:
-            same = pc.fill_null(pc.equal(x, y), False)
-        missing_x, missing_y = pc.is_null(x, nan_is_null=True), pc.is_null(y, nan_is_null=True)
-        same = pc.or_(same, pc.and_(missing_x, missing_y))
-        differs |= ~same.to_numpy(zero_copy_only=False)
-    if not differs.any():
-        return []
-    ids = e.column("_id").filter(pa.array(differs))
-    return [str(v) for v in ids.take(pc.sort_indices(ids)).to_pylist()]
 
 
 def table_partition_field(table_uri: str) -> str:

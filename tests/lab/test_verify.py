@@ -266,29 +266,28 @@ def _typed_tables() -> tuple[pa.Table, pa.Table]:
     return expected, actual
 
 
-def test_the_value_comparison_in_arrow_agrees_with_the_text_comparison():
-    """The Arrow comparison of flat columns gives the identities the text comparison (pandas'
-    astype(str), which any column type goes through) gives: nulls equal, NaN and null equal,
-    -0.0 not 0.0, a changed value or a value turned null found, in identity order."""
-    from runtime.lab.verify import _differing_as_text, _differing_in_arrow, _expected_identity
+def test_the_value_comparison_agrees_with_the_text_comparison_on_flat_columns():
+    """The comparison of flat columns gives the identities the text comparison (pandas'
+    astype(str)) gives: nulls equal, NaN and null equal, -0.0 not 0.0, a changed value or a
+    value turned null found, in identity order."""
+    from runtime.lab.value_compare import _differing_as_text, differing
+    from runtime.lab.verify import _expected_identity
 
     expected, actual = _typed_tables()
     others = [c for c in expected.column_names if c not in (KEY, PART)]
     ids = _expected_identity(expected, KEY, PART)
     e, a = expected.append_column("_id", ids), actual.append_column("_id", ids).take([8, 3, 0, 5, 1, 7, 2, 6, 4])
-    in_arrow = _differing_in_arrow(a, e, others)
-    assert in_arrow == _differing_as_text(a, e, others)
-    assert [k.split("\x1f")[1] for k in in_arrow] == ["k0", "k4", "k5", "k6", "k8"]
+    found = differing(a, e, others)
+    assert found == _differing_as_text(a, e, others)
+    assert [k.split("\x1f")[1] for k in found] == ["k0", "k4", "k5", "k6", "k8"]
     verdict = compare(expected, actual, KEY, PART)
     assert verdict.mismatched == 5 and not verdict.verified
     assert verdict.samples["mismatched"] == ["a/k0", "a/k4", "a/k5", "a/k6", "a/k8"]
 
 
-def test_nested_interval_or_retyped_columns_are_compared_as_text():
+def test_a_changed_value_in_a_nested_interval_or_retyped_column_is_found():
     """A nested or interval column (Arrow compares neither), or one whose type the table changed,
-    is compared as text (the Arrow comparison declines), so a changed value there is still found."""
-    from runtime.lab.verify import _differing_in_arrow
-
+    is compared by value, so a changed value there is found and an unchanged one is not."""
     span = pa.month_day_nano_interval()
     expected = pa.table(
         {
@@ -299,14 +298,103 @@ def test_nested_interval_or_retyped_columns_are_compared_as_text():
         }
     )
     nested = expected.set_column(1, "n", pa.array([{"x": 1}, {"x": 3}]))
-    retyped = expected.set_column(2, "i", pa.array(["1", "3"]))  # the same text for k1
+    retyped = expected.set_column(2, "i", pa.array(["1", "3"]))  # stored as text: "1" is 1
     interval = expected.set_column(3, "d", pa.array([pa.MonthDayNano([1, 0, 0]), pa.MonthDayNano([2, 1, 0])], span))
-    ids = pa.array(["k1", "k2"])
-    for actual, column in ((nested, "n"), (retyped, "i"), (interval, "d")):
-        a, e = actual.append_column("_id", ids), expected.append_column("_id", ids)
-        assert _differing_in_arrow(a, e, [column]) is None
+    for actual in (nested, retyped, interval):
         verdict = compare(expected, actual, KEY)
-        assert verdict.mismatched == 1 and verdict.samples["mismatched"] == ["k2"]
+        assert verdict.mismatched == 1 and verdict.samples["mismatched"] == ["k2"], verdict
+
+
+def _one_column(values: pa.Array | pa.ChunkedArray) -> pa.Table:
+    return pa.table({KEY: [f"k{i}" for i in range(len(values))], "c": values})
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        (pa.array([1, 200, None], pa.uint8()), pa.array([1, 200, None], pa.int32())),
+        (pa.array([1.5, float("nan"), -2.0], pa.float32()), pa.array([1.5, None, -2.0], pa.float64())),
+        (pa.array(["a", "b", "a"]).dictionary_encode(), pa.array(["a", "b", "a"])),
+        (pa.array(["a", None, "c"], pa.large_string()), pa.array(["a", None, "c"])),
+        (
+            pa.array([1, 2, 3], pa.decimal128(10, 2)),
+            pa.array([1, 2, 3], pa.decimal128(12, 3)),
+        ),
+        (  # a struct whose int child the table widened, chunked per file
+            pa.array(
+                [{"x": 1, "y": "a"}, None, {"x": 0, "y": None}], pa.struct([("x", pa.int16()), ("y", pa.string())])
+            ),
+            pa.chunked_array(
+                [
+                    pa.array([{"x": 1, "y": "a"}], pa.struct([("x", pa.int32()), ("y", pa.string())])),
+                    pa.array([None, {"x": 0, "y": None}], pa.struct([("x", pa.int32()), ("y", pa.string())])),
+                ]
+            ),
+        ),
+        (  # a struct field the table added (schema evolution): null in the table's rows
+            pa.array([{"x": 1.0}, {"x": float("nan")}]),
+            pa.array(
+                [{"x": 1.0, "z": None}, {"x": None, "z": None}], pa.struct([("x", pa.float64()), ("z", pa.int64())])
+            ),
+        ),
+        (  # a map's entries in another order (Avro's maps are unordered)
+            pa.array([[("a", 1), ("b", 2)], []], pa.map_(pa.string(), pa.int64())),
+            pa.array([[("b", 2), ("a", 1)], []], pa.map_(pa.string(), pa.int64())),
+        ),
+        (pa.array([[1, 2], None, []], pa.list_(pa.int8())), pa.array([[1, 2], None, []], pa.large_list(pa.int64()))),
+    ],
+    ids=[
+        "uint8-int32",
+        "float32-double",
+        "dictionary",
+        "large-string",
+        "decimal-scale",
+        "struct",
+        "added-field",
+        "map",
+        "list",
+    ],
+)
+def test_values_the_table_stores_as_another_type_verify(written, stored):
+    """The input's values stored in the table's types (as Hudi's writer converts them into the
+    table's schema) are the same records: verified."""
+    verdict = compare(_one_column(written), _one_column(stored), KEY)
+    assert verdict.verified, verdict
+
+
+@pytest.mark.parametrize(
+    ("written", "stored", "wrong"),
+    [
+        (pa.array([1, 200, 7], pa.uint8()), pa.array([1, 200, 8], pa.int32()), ["k2"]),
+        (pa.array([{"x": 0.0}, {"x": 1.0}]), pa.array([{"x": -0.0}, {"x": 1.0}]), ["k0"]),
+        (pa.array([{"x": 1}, {"x": 2}]), pa.array([{"x": 1, "z": 5}, {"x": 2, "z": None}]), ["k0"]),
+        (pa.array([[1, 2], [3]]), pa.array([[2, 1], [3]]), ["k0"]),
+        (
+            pa.array([[("a", 1)], [("a", 1)]], pa.map_(pa.string(), pa.int64())),
+            pa.array([[("a", 1)], [("a", 2)]], pa.map_(pa.string(), pa.int64())),
+            ["k1"],
+        ),
+        (pa.array([{"x": 1}, None]), pa.array([{"x": 1}, {"x": None}]), ["k1"]),
+        (pa.array([1.5, 2.0], pa.float32()), pa.array([1.5, 2.000001], pa.float64()), ["k1"]),
+    ],
+    ids=["int", "struct-negative-zero", "added-field-with-a-value", "list-order", "map-value", "null-struct", "float"],
+)
+def test_a_value_the_table_changed_is_mismatched_whatever_its_type(written, stored, wrong):
+    verdict = compare(_one_column(written), _one_column(stored), KEY)
+    assert not verdict.verified and verdict.samples["mismatched"] == wrong, verdict
+
+
+def test_a_null_struct_is_null_whatever_its_children_hold():
+    """Arrow lets a null struct row keep values in its children (Spark and pyarrow write either);
+    the row is null on both sides, so the record verifies, in one chunk or a chunk per file."""
+    kids = [pa.array([1, 2, 3], pa.int64()), pa.array(["a", "b", "c"])]
+    masked = pa.StructArray.from_arrays(kids, ["x", "y"], mask=pa.array([False, True, False]))
+    cleared = pa.array([{"x": 1, "y": "a"}, None, {"x": 3, "y": "c"}], masked.type)
+    assert masked.field(0).to_pylist()[1] == 2  # the null row's child still holds a value
+    per_file = pa.chunked_array([cleared.slice(0, 1), cleared.slice(1, 1), cleared.slice(2, 1)])
+    for stored in (cleared, per_file):
+        verdict = compare(_one_column(masked), _one_column(stored), KEY)
+        assert verdict.verified, verdict
 
 
 def test_nested_values_verify_whatever_the_readers_chunks():
