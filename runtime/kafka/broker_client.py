@@ -137,6 +137,7 @@ class BrokerConsumer:
         self._thread = _Thread(f"kafka-{name}")
         self._consumer: Any = None
         self._early: list[Any] = []  # records a poll returned while the group join was completing
+        self._start_at: int | None = None  # where the first assignment starts (None: assigned)
         self.position = -1
         self.other_jobs = 0  # records of another job on the same topic, dropped
         self.broker_errors = 0
@@ -160,17 +161,10 @@ class BrokerConsumer:
         )
         self._consumer = consumer
         _, end = consumer.get_watermark_offsets(partition, timeout=self.timeout_s, cached=False)
-        assigned: list[int] = []
-
-        def on_assign(c: Any, parts: list[Any]) -> None:
-            for p in parts:
-                p.offset = end  # latest, as of open (see the module docstring)
-            c.assign(parts)
-            assigned.append(end)
-
-        consumer.subscribe([self.address.topic], on_assign=on_assign)
+        self._start_at = int(end)
+        consumer.subscribe([self.address.topic], on_assign=self._on_assign)
         deadline = time.monotonic() + self.timeout_s
-        while not assigned:
+        while self._start_at is not None:
             if time.monotonic() > deadline:
                 raise WaitTimeout(
                     waited_text(self.name, self.timeout_s, f"its consumer group's join at {self.address}", RPC_FLAG)
@@ -179,6 +173,17 @@ class BrokerConsumer:
             if msg is not None and msg.error() is None:
                 self._early.append(msg)
         return int(end)
+
+    def _on_assign(self, consumer: Any, parts: list[Any]) -> None:
+        """The first assignment starts at the end the topic had at open (see the module
+        docstring); a later one (the group rejoined, e.g. after its coordinator's broker came
+        back) sets no offset, so Kafka resumes at the group's committed offset, as Hudi's agent
+        does: starting at open's end again would hand every message since then over twice."""
+        if self._start_at is not None:
+            for p in parts:
+                p.offset = self._start_at
+            self._start_at = None
+        consumer.assign(parts)
 
     async def poll(self, max_records: int = 100, timeout_s: float = 0.0) -> list[TopicRecord]:
         records = await self._thread.run(self._poll, max_records, timeout_s)

@@ -95,3 +95,40 @@ def test_a_topic_with_two_partitions_is_refused(broker):
     )
     with pytest.raises(ConfigError, match="has 2 partitions"):
         ensure_control_topic(BrokerAddress("127.0.0.1", broker.port, "two-partitions"), 10.0)
+
+
+def test_a_consumer_rejoining_after_a_broker_restart_goes_on_from_what_it_committed(tmp_path):
+    """Kafka's consumer, re-assigned its partition when its group coordinator comes back, resumes
+    at the group's committed offset (Hudi's agent sets nothing on assignment): it sees neither a
+    message it already handed over again nor one sent while the broker was away lost. Only the
+    first assignment starts at the end the topic had at open (the module's deliberate difference)."""
+    from runtime.kafka.broker_client import BrokerPort, ensure_control_topic
+
+    with running_broker(data_dir=str(tmp_path / "kafka")) as broker:
+        ensure_control_topic(broker.address, 30.0)
+
+        async def scenario():
+            coordinator = BrokerPort(_env("coordinator"), broker.address, job_key="/t", timeout_s=20.0)
+            participant = BrokerPort(_env("writer-0"), broker.address, job_key="/t", timeout_s=20.0)
+            consumer = participant.consumer("writer-0")
+            await consumer.open()
+            for t in ("001", "002"):
+                await coordinator.publish(ControlMessage(START_COMMIT, t, "coordinator"))
+            before = await _drain(consumer, 2)
+            await asyncio.to_thread(broker.restart, 1.0)
+            after: list = []
+            for t in ("003", "004"):
+                await coordinator.publish(ControlMessage(START_COMMIT, t, "coordinator"))
+            for _ in range(100):  # the rejoin, then what it missed (bounded: 100 polls of 0.2 s)
+                after += await consumer.poll(timeout_s=0.2)
+                if {r.message.commit_time for r in after} >= {"003", "004"}:
+                    break
+            after += await consumer.poll(timeout_s=1.0)  # anything replayed behind them
+            await consumer.close()
+            for port in (coordinator, participant):
+                await port.close()
+            return before, after
+
+        before, after = asyncio.run(scenario())
+    assert [r.message.commit_time for r in before] == ["001", "002"]
+    assert [r.message.commit_time for r in after] == ["003", "004"]

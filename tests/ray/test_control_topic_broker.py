@@ -94,7 +94,10 @@ def test_a_broker_restarted_mid_commit_loses_no_row(ray_session, broker, tmp_pat
     from actors.job import run_job
 
     # the stream's rounds a second apart: rows still arrive while the broker is away
-    cfg = _cfg(tmp_path, broker, checkpoints=6, checkpoint_interval_s=1.0, write_status_timeout_s=4.0)
+    # the job's own time limit below the test's (300 s): a run that does not end says why
+    cfg = _cfg(
+        tmp_path, broker, checkpoints=6, checkpoint_interval_s=1.0, write_status_timeout_s=4.0, job_timeout_s=200.0
+    )
     timeline = os.path.join(cfg.table, ".hoodie")  # table version 6: the timeline's folder
     restarted: list[float] = []
 
@@ -113,7 +116,7 @@ def test_a_broker_restarted_mid_commit_loses_no_row(ray_session, broker, tmp_pat
     result = run_job(cfg, str(tmp_path / "out"))
     watcher.join(60)
     assert restarted, "the job never had a commit open after its first one"
-    assert result.status == "finished", result.error
+    assert result.status == "finished", (result.error, result.coordinator)
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     assert result.exactly_once.expected == result.exactly_once.actual == 3_000
     assert len(result.commits) >= 2  # one before the restart, one after
