@@ -25,7 +25,9 @@ Hudi's settings, from hudi-kafka-connect (``org.apache.hudi.connect.kafka``, Hud
 A deliberate difference, where a consumer starts: Hudi's ``subscribe`` resolves ``latest`` when the
 group's join completes, some time after the agent starts; :meth:`BrokerConsumer.open` waits
 (bounded) for the join and starts at the end the topic had when ``open`` began, so a message sent
-after every role opened is never lost to a join still in progress.
+after every role opened is never lost to a join still in progress. Only that first assignment is
+moved: a later one (the group rejoined after its broker came back) resumes at the group's committed
+offset, as Kafka's consumer does.
 
 librdkafka's calls block, so each consumer and the producer run them on a thread of their own
 (one thread per client: a client is used by one thread at a time). A broker that goes away is not
