@@ -143,6 +143,12 @@ def _wait_for(what: str, check: Callable[[], bool], cluster: LocalCluster, timeo
     raise ClusterStartError(f"gave up after {timeout_s:.0f} s waiting for {what}:\n{cluster.log_tail()}")
 
 
+def _accepts(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex((host, port)) == 0
+
+
 def _alive_nodes(cluster: LocalCluster) -> int:
     request = urllib.request.Request(f"{cluster.dashboard}/nodes?view=summary", headers=cluster.headers)
     with urllib.request.urlopen(request, timeout=5) as r:
@@ -176,6 +182,10 @@ def _start_cluster(
     start(head_cmd, "head")
     # the head's `ray start` is done only once its raylet registered; the dashboard answers before
     _wait_for("the head node", lambda: _alive_nodes(cluster) == 1, cluster)
+    # `ray job submit` goes through the head's job agent, which starts after its raylet: on a busy
+    # machine a submission right after the node came up was refused ("Connect call failed")
+    agent = int(head_cmd[head_cmd.index("--dashboard-agent-listen-port") + 1])
+    _wait_for(f"the head's job agent on port {agent}", lambda: _accepts("127.0.0.1", agent), cluster)
     worker_cmd = [RAY, "start", "--address", cluster.gcs, "--resources", json.dumps({"worker-node": 1})]
     start([*worker_cmd, *_node_ports("127.0.0.2", taken)], "worker")
     _wait_for("two alive nodes", lambda: _alive_nodes(cluster) == 2, cluster)
