@@ -77,20 +77,50 @@ def _to_plain(obj: Any) -> Any:
     cls = type(obj)
     if cls in _PLAIN_SCALARS:
         return obj
+    plainer = _PLAINERS.get(cls)
+    if plainer is not None:
+        return plainer(obj)
     names = _field_names(cls)
     if names is not None:
-        out = {_TYPE_KEY: cls.__name__}
-        for name in names:
-            value = getattr(obj, name)
-            # most fields are scalars: no call for them (this runs for every message)
-            out[name] = value if type(value) in _PLAIN_SCALARS else _to_plain(value)
-        return out
+        plainer = _PLAINERS[cls] = _plainer(cls, names)
+        return plainer(obj)
     if isinstance(obj, (list, tuple)):
         return [x if type(x) in _PLAIN_SCALARS else _to_plain(x) for x in obj]
     if isinstance(obj, dict):
         # sorted keys: equal messages are equal bytes, whatever order a dict was filled in
         return {k: _to_plain(obj[k]) for k in sorted(obj, key=lambda k: (str(type(k)), k))}
     return obj
+
+
+# a converter per dataclass, written out field by field (as :func:`_copier` is): a task's state
+# (its write statuses, 17 fields each) is encoded at every checkpoint, a loop of ``getattr`` a field
+_PLAINERS: dict[type, Callable[[Any], dict[str, Any]]] = {}
+
+
+def _plainer(cls: type, names: tuple[str, ...]) -> Callable[[Any], dict[str, Any]]:
+    """``{"@t": name, field: value, ...}`` of an instance, fields in order: a field's value as it
+    is when its type is a plain scalar, else ``_to_plain`` of it."""
+    items = ", ".join([f"{_TYPE_KEY!r}: {cls.__name__!r}"] + [f"{name!r}: v{i}" for i, name in enumerate(names)])
+    return _field_by_field(
+        names,
+        lambda v: [f"    if type({v}) not in _PLAIN_SCALARS:", f"        {v} = _to_plain({v})"],
+        f"{{{items}}}",
+        {"_to_plain": _to_plain, "_PLAIN_SCALARS": _PLAIN_SCALARS},
+    )
+
+
+def _field_by_field(
+    names: tuple[str, ...], convert: Callable[[str], list[str]], result: str, scope: dict[str, Any]
+) -> Callable[[Any], Any]:
+    """A function of an instance ``obj`` written out field by field: ``v<i> = obj.<name>``, then
+    the lines ``convert(f"v<i>")`` gives, then ``return <result>`` (names defined in ``scope``)."""
+    lines = ["def convert(obj):"]
+    for i, name in enumerate(names):
+        lines += [f"    v{i} = obj.{name}", *convert(f"v{i}")]
+    lines.append(f"    return {result}")
+    exec("\n".join(lines), scope)  # noqa: S102 - code written here from a dataclass's field names
+    function: Callable[[Any], Any] = scope["convert"]
+    return function
 
 
 def _from_plain(obj: Any) -> Any:
@@ -215,19 +245,16 @@ _COPIERS: dict[type, Callable[[Any], Any]] = {}
 def _copier(cls: type, names: tuple[str, ...]) -> Callable[[Any], Any]:
     """``cls(**{name: copy of obj.name})`` for an instance ``obj``: a field's value as it is when
     it is a scalar msgpack gives back equal (the tests of :func:`_copy`), else ``_copy`` of it."""
-    lines = ["def copy(obj):"]
-    for i, name in enumerate(names):
-        lines += [
-            f"    v{i} = obj.{name}",
-            f"    t = type(v{i})",
-            f"    if not (t is str and v{i}.isascii() or t is int and _LO <= v{i} < _HI or t in _AS_THEY_ARE):",
-            f"        v{i} = _copy(v{i})",
-        ]
-    lines.append(f"    return cls({', '.join(f'{name}=v{i}' for i, name in enumerate(names))})")
-    scope: dict[str, Any] = {"cls": cls, "_copy": _copy, "_LO": _LO, "_HI": _HI, "_AS_THEY_ARE": _AS_THEY_ARE}
-    exec("\n".join(lines), scope)  # noqa: S102 - code written here from a dataclass's field names
-    copy: Callable[[Any], Any] = scope["copy"]
-    return copy
+    return _field_by_field(
+        names,
+        lambda v: [
+            f"    t = type({v})",
+            f"    if not (t is str and {v}.isascii() or t is int and _LO <= {v} < _HI or t in _AS_THEY_ARE):",
+            f"        {v} = _copy({v})",
+        ],
+        f"cls({', '.join(f'{name}=v{i}' for i, name in enumerate(names))})",
+        {"cls": cls, "_copy": _copy, "_LO": _LO, "_HI": _HI, "_AS_THEY_ARE": _AS_THEY_ARE},
+    )
 
 
 def _copy_sequence(obj: list[Any] | tuple[Any, ...]) -> list[Any]:

@@ -257,6 +257,11 @@ class SimTracer(Tracer):
     def __init__(self, process: str, recorder: TraceRecorder, *, enabled: bool, clock: Callable[[], float]) -> None:
         super().__init__(process, enabled=enabled, clock=clock)
         self.recorder = recorder
+        # the last span's start and its microseconds: a role's spans often start at one instant
+        # (a step and the mails it ran), and ``round(t, 1)`` costs a microsecond (a pure function
+        # of the float: an equal start has the same microseconds)
+        self._start: float | None = None
+        self._start_us = 0.0
 
     def _add(self, ev: TraceEvent) -> None:
         self.recorder.add(
@@ -285,15 +290,39 @@ class SimTracer(Tracer):
             super().complete(name, start, end, thread=thread, cat=cat, args=args)
             return
         # the commonest event (every mail and step), straight to the trace: the same fields as
-        # ``_add`` would take from the Chrome event, without building it
+        # ``_add`` would take from the Chrome event, without building it. Most spans last no
+        # virtual time (inline work): their duration is 0.0 without a ``round`` to one decimal,
+        # the dearest call here (``round(max(0.0, d) * 1e6, 1)`` is 0.0 for every d not above 0)
+        span = end - start
+        if start != self._start or not start:  # (0.0 and -0.0 are equal, their texts are not)
+            self._start, self._start_us = start, round(start * 1e6, 1)  # ``_us`` inline
         self.recorder.add_span(
             self.process,
             thread,
             cat or trace_events.RUN,
             name,
-            round(start * 1e6, 1),  # ``_us`` inline
-            round(max(0.0, end - start) * 1e6, 1),
+            self._start_us,
+            round(span * 1e6, 1) if span > 0 else 0.0,
             args,
+        )
+
+    def instant(
+        self,
+        name: str,
+        *,
+        thread: str = "main",
+        cat: str = "",
+        args: JsonObject | None = None,
+        at: float | None = None,
+    ) -> None:
+        if self.enabled:
+            super().instant(name, thread=thread, cat=cat, args=args, at=at)
+            return
+        # as ``complete``: the fields ``_add`` would take from the Chrome event (an instant has
+        # no duration; empty args are None), without building it
+        t = self.clock() if at is None else at
+        self.recorder.add(
+            "i", self.process, thread, cat or trace_events.EVENT, name, round(t * 1e6, 1), None, args or None
         )
 
 
