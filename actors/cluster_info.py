@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
 from runtime.core.dfs import Dfs
 from runtime.core.roles import writer_index
@@ -35,7 +36,7 @@ def endpoint_served(table: str, before: EndpointCounts | None) -> EndpointCounts
     return diff_counts(before, after) if after is not None else None
 
 
-def run_placement(processes: dict[str, Any], strategy: str, slots: int) -> RunPlacement:
+def run_placement(processes: dict[str, ActorHandle[Any]], strategy: str, slots: int) -> RunPlacement:
     """Node, process and memory of every live process, the roles each hosts, and where every
     role ran (a role's entry names its process; a task manager's memory is shared by its
     ``slots``)."""

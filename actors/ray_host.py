@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
 from actors.layout import ProcessLayout
 from actors.placement import Placement
@@ -29,6 +30,7 @@ from runtime.core import codec
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig, flag_of
 from runtime.core.env import bounded
+from runtime.core.json_doc import JsonObject
 from runtime.core.messages import CoordinatorView, JobManagerView, TaskDump
 from runtime.core.metrics import MetricsSnapshot
 from runtime.core.roles import COORDINATOR, DRIVER, JOB_MANAGER
@@ -83,12 +85,12 @@ class RayHost:
         self.stop = stop  # set by a signal (Ctrl-C, SIGTERM, SIGHUP): the job stops, its record is still written
         self.table_lock = table_lock  # this run's hold on the table (runtime.hudi.client.lock)
         self.namespace = f"commitlab-{uuid.uuid4().hex[:8]}"
-        self.processes: dict[str, Any] = {}  # process name -> its actor
-        self._ready: dict[str, Any] = {}  # process name -> its answer to ready(), once it is up
+        self.processes: dict[str, ActorHandle[Any]] = {}  # process name -> its actor
+        self._ready: dict[str, ray.ObjectRef[str]] = {}  # process name -> its answer to ready(), once it is up
         self.refs: dict[str, RoleRef] = {}  # role -> where it lives
         self.layout: ProcessLayout | None = None
         self.placement: Placement | None = None
-        self.stacks_at_timeout: dict[str, Any] = {}  # filled when the job times out
+        self.stacks_at_timeout: JsonObject = {}  # filled when the job times out: role -> its stacks
         self.trace_events: list[TraceEvent] = []
         self._last_progress = 0.0
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
@@ -327,8 +329,8 @@ class RayHost:
             else:
                 raise TimeoutError(f"the killed actor {name!r} still holds its name after {timeout}s")
 
-    async def _stacks(self, names: tuple[str, ...]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
+    async def _stacks(self, names: tuple[str, ...]) -> JsonObject:
+        out: JsonObject = {}
         for name in names:
             try:
                 out[name] = await awaited(self.refs[name].actor.stacks.remote(), 10, f"{name}.stacks")
