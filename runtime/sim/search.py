@@ -64,6 +64,7 @@ from runtime.job.prepare import ResolvedJob
 from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
 from runtime.sim.explore import Options, excerpt, prepared_schedule, run_schedule
 from runtime.sim.fingerprint import StateFingerprint
+from runtime.sim.host import RunCut
 from runtime.sim.judge import ONE_INSTANT_PER_CHECKPOINT, Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
@@ -77,11 +78,13 @@ __all__ = [
     "invariants_of",
     "keep_shortest",
     "scripted_chooser",
+    "cut_run",
 ]
 
 LIVENESS = "liveness"  # the job finishes without a failover nothing injected (explore's FAILED)
 # why a search a SIGINT stopped is partial (its certificate says it; check exits 130)
 INTERRUPTED = "interrupted (Ctrl-C)"
+CUT = "cut"  # the outcome and status of a run cut short at a state explored before (never judged)
 
 
 @dataclass(frozen=True)
@@ -168,16 +171,21 @@ def run_deviations(
     else:
         prepared = _PREPARED.of(job)
         # a check's run is judged and counted, never replayed by its hash: the trace is not hashed;
-        # the judge reads an unfinished run's status, commits and trace, not its committed prefix
-        verdict, result = run_schedule(
-            job.schedule,
-            job.protocol,
-            job.seed,
-            chooser=chooser,
-            prepared=prepared,
-            hash_trace=False,
-            check_prefix=False,
-        )
+        # the judge reads an unfinished run's status, commits and trace, not its committed prefix;
+        # a run cut short is not judged at all
+        try:
+            verdict, result = run_schedule(
+                job.schedule,
+                job.protocol,
+                job.seed,
+                chooser=chooser,
+                prepared=prepared,
+                hash_trace=False,
+                check_prefix=False,
+                cut=lambda: chooser.cut_at is not None,
+            )
+        except RunCut as cut:
+            return cut_run(chooser, cut.events)
     trace = result.sim.trace or []
     # a run cut at a state explored before has no verdict of its own: the report shows nothing of it
     shown = chooser.cut_at is None
@@ -194,6 +202,23 @@ def run_deviations(
         if shown and (failing or timeouts)
         else [],
         deadlock=result.deadlock.to_json() if failing and result.deadlock is not None else None,
+        cut_at=chooser.cut_at,
+    )
+
+
+def cut_run(chooser: ScriptedChooser, events: int) -> CheckRun:
+    """The run ``chooser`` cut short at a state explored before (``events``: its trace's length
+    then): it has no verdict of its own, and the report shows nothing of it."""
+    assert chooser.cut_at is not None
+    return CheckRun(
+        deviations=tuple(sorted(chooser.deviations.items())),
+        verdict=Verdict(CUT, None, f"the state at choice {chooser.cut_at} was explored before"),
+        status=CUT,
+        events=events,
+        choices=chooser.choices,
+        timeouts=0,
+        excerpt=[],
+        deadlock=None,
         cut_at=chooser.cut_at,
     )
 
