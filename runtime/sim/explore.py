@@ -136,6 +136,7 @@ def run_schedule(
     prepared: ResolvedJob | None = None,
     hash_trace: bool = True,
     check_prefix: bool = True,
+    cut: Callable[[], bool] | None = None,
 ) -> tuple[Verdict, JobResult]:
     """Simulates ``schedule`` for ``protocol`` with ``seed``; returns the verdict and the result
     (with its trace). ``chooser``: who decides the run (``RandomChooser(seed)`` if None);
@@ -144,7 +145,8 @@ def run_schedule(
     (a search runs one job thousands of times); ``hash_trace=False``: the record does not hash
     its trace (:func:`~runtime.sim.host.simulate`; a search's runs, which nobody reads by hash);
     ``check_prefix=False``: an unfinished run's commits are not checked one by one (the judge
-    does not read them: a search's runs)."""
+    does not read them: a search's runs); ``cut``: a search's run it cut short raises
+    :class:`~runtime.sim.host.RunCut`, unjudged (:func:`~runtime.sim.host.simulate`)."""
     if jobs is not None and jobs.several:
         from runtime.sim.jobs_explore import run_jobs_schedule
 
@@ -165,6 +167,7 @@ def run_schedule(
         chooser=chooser,
         hash_trace=hash_trace,
         check_prefix=check_prefix,
+        cut=cut,
     )
     lost = sum(1 for e in result.sim.trace or () if e[1] == DROPPED) if result.sim is not None else 0
     return judge(protocol, result, probe.by_key, lost=lost), result

@@ -95,12 +95,12 @@ from typing import Any, NoReturn
 import pyarrow as pa
 
 from runtime.lab.fault_matrix import PASSED
-from runtime.sim.judge import Verdict
 from runtime.sim.search import (
     INTERRUPTED,
     BoundedSearch,
     CheckJob,
     CheckRun,
+    cut_run,
     keep_shortest,
     run_deviations,
     scripted_chooser,
@@ -111,7 +111,6 @@ __all__ = ["ForkSearch", "NotForkable"]
 
 _PR_SET_PDEATHSIG = 1
 RERUN_BELOW = 20  # an alternative before this choice point is re-run, not forked (measured: module docstring)
-_CUT = "cut"  # the outcome and status of a run cut short in a child (never judged, never reported)
 
 
 class NotForkable(RuntimeError):
@@ -257,18 +256,7 @@ class ForkSearch(BoundedSearch):
         chooser = w.chooser
         assert chooser is not None
         chooser.cut_at = index
-        run = CheckRun(
-            tuple(sorted(chooser.deviations.items())),
-            Verdict(_CUT, None, f"the state at choice {index} was explored before"),
-            _CUT,
-            0,
-            chooser.choices,
-            0,
-            [],
-            None,
-            cut_at=index,
-        )
-        self._finish_run(run)
+        self._finish_run(cut_run(chooser, 0))
         self._report_and_exit()
 
     def _mark(self, state: int, left: int) -> None:

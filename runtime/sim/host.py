@@ -68,6 +68,15 @@ def _root_cause(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:2000]
 
 
+class RunCut(Exception):
+    """A run a search cut short (``simulate``'s ``cut``): it has no verdict, and no result is
+    collected; ``events``: its trace's length."""
+
+    def __init__(self, events: int) -> None:
+        super().__init__(f"cut short after {events} trace events")
+        self.events = events
+
+
 class RoleStartFailed(Exception):
     """A role's start raised: on Ray the call's error comes back as a ``RayTaskError`` and the job
     fails over (``actors/job.py``'s start errors); the simulated host does the same."""
@@ -127,6 +136,7 @@ class _SimRun:
             loop_iterations=0, clock_jumps=0, messages=0, delay="", io_delay=None, inline_executor_calls=0
         )
         self.wall_s = 0.0  # when the loop was closed (perf_counter)
+        self.cut: Callable[[], bool] | None = None  # True: a search cut the run short (simulate's cut)
 
     # -- set-up --------------------------------------------------------------------------------
 
@@ -549,6 +559,7 @@ def simulate(
     chooser: Chooser | None = None,
     hash_trace: bool = True,
     check_prefix: bool = True,
+    cut: Callable[[], bool] | None = None,
 ) -> JobResult:
     """Runs ``job`` under the simulator with ``seed``; returns the result record.
 
@@ -565,22 +576,21 @@ def simulate(
     writes on (a second ingest, a rerun after a crash); ``existing_table``: on disk, write on
     the table ``workdir`` holds instead of refusing it. ``chooser``: who makes the run's
     nondeterministic decisions (:mod:`runtime.sim.chooser`; the seeded ``RandomChooser(seed)``).
-    ``hash_trace=False``: the record's ``trace_sha256`` is :data:`TRACE_NOT_HASHED` (a bounded
-    search's runs, which nobody replays by hash: hashing is some 3 % of a check's CPU).
-    ``check_prefix=False``: a verified run that did not finish is not checked commit by commit;
-    its ``committed_prefix`` says so (:data:`PREFIX_NOT_CHECKED`; a bounded search's runs, judged
-    by their status, commits and trace: the check is some 7 % of a check's CPU).
+    A search's runs (never replayed by hash, judged by status, commits and trace) skip what they
+    need not: ``hash_trace=False``: no ``trace_sha256`` (:data:`TRACE_NOT_HASHED`, 3 % of a check's
+    CPU); ``check_prefix=False``: no commit-by-commit check of an unfinished run (:data:`PREFIX_NOT_CHECKED`,
+    7 %); ``cut() -> True`` after the loop: the search cut the run short, it raises :class:`RunCut` (10 %).
     """
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
     resolved = prepare_config(job, workdir, storage, existing_table)
-    if storage == "memory":
-        store = store or MemoryStore()
+    store = store or MemoryStore() if storage == "memory" else store
     with _held(resolved, store):
         run = _new_run(
             resolved, seed, store, max_virtual_s, max_real_s, delay, io_delay, chrome_trace_path, expect_trace, chooser
         )
         run.network.reply_probes.extend(reply_probes or [])
+        run.cut = cut
         record = _run_loop(run, run.loop, chrome_trace_path)
         record.table_before = run.table_before
         record.exactly_once, verify_s = _verify(run, store, verify and record.status == Status.FINISHED)
@@ -706,6 +716,9 @@ def _run_loop(run: _SimRun, loop: SimLoop, chrome_trace_path: str | None) -> Job
             run.outcome = Outcome(status, f"{type(exc).__name__}: {exc}", stalls=stalls)
             run.t_end = loop.time()
             run.recorder.add("host", roles.DRIVER, "end", run.outcome.status.value, run.outcome.error)
+        if run.cut is not None and run.cut():
+            run.recorder.close()  # as collect() does: the clean-up adds no event
+            raise RunCut(len(run.recorder.events))
         record = run.collect()
         run.sim_info = sim_counts(loop, [run])
         chrome = run.chrome_events() if chrome_trace_path else []

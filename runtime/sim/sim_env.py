@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -60,8 +61,7 @@ class SimEnv(Env):
         # a restarted role draws new numbers, as a new process would
         self.incarnation = incarnation
         key = role if incarnation == 0 else f"{role}#{incarnation}"
-        # the role's draws are the network's chooser's decisions (seeded by the run's seed)
-        self.rng = network.chooser.source(ChoicePoint.ROLE_DRAW, key)
+        self._rng: random.Random | None = None  # the role's draws: see rng
         self._io_key = key
         self.alive = True
         self.crashed: str | None = None  # why an injected crash ended this role
@@ -74,6 +74,20 @@ class SimEnv(Env):
         self.recorder = recorder
         self.send_errors: list[str] = []
         network.add(role)
+
+    @property
+    def rng(self) -> random.Random:
+        """The role's draws: the network's chooser's decisions (seeded by the run's seed and the
+        role's name), its source taken at the first draw: most roles never draw, and seeding a
+        source from its name was half of making a role's env (a check makes thousands)."""
+        rng = self._rng
+        if rng is None:
+            rng = self._rng = self.network.chooser.source(ChoicePoint.ROLE_DRAW, self._io_key)
+        return rng
+
+    @rng.setter
+    def rng(self, rng: random.Random) -> None:  # a test's own draws
+        self._rng = rng
 
     def now(self) -> float:
         # inside an inline I/O call a slowed DFS operation has taken its time already (paid on

@@ -12,7 +12,11 @@ from runtime.sim.chooser import ChoicePoint, RandomChooser
 from runtime.sim.explore import run_schedule
 from runtime.sim.host import simulate
 from runtime.sim.loop import SimLoop
+from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
+from runtime.sim.network import SimNetwork
+from runtime.sim.recorder import TraceRecorder
 from runtime.sim.schedule import draw
+from runtime.sim.sim_env import SimEnv
 
 CFG = JobConfig(protocol="message-bus", source="generator", writers=3, checkpoints=3, records=300, buckets=3)
 
@@ -54,8 +58,26 @@ def test_every_delay_and_role_draw_of_a_run_asks_the_chooser():
     chooser = Recording(3)
     _run(chooser)
     assert chooser.asked[ChoicePoint.MESSAGE_DELAY] > 100  # one per message and per reply
-    assert chooser.asked[ChoicePoint.ROLE_DRAW] >= CFG.writers  # each role's own random source
+    assert chooser.asked[ChoicePoint.ROLE_DRAW] == 0  # message-bus's roles draw nothing of their own
     assert chooser.asked[ChoicePoint.READY_ORDER] == 0  # FIFO: the loop does not ask
+
+
+def test_a_roles_own_draws_come_from_the_chooser_at_its_first_draw() -> None:
+    """A role's ``env.rng`` is the chooser's source of the role's name, a new one per incarnation
+    (a restarted process draws new numbers), asked for when the role first draws."""
+    chooser = Recording(3)
+    loop = SimLoop(chooser=chooser)
+    try:
+        recorder = TraceRecorder(loop.time)
+        network = SimNetwork(loop, 3, recorder, chooser=chooser)
+        dfs = MemoryDfs(MemoryStore(), role="writer-0")
+        first, again = (SimEnv("writer-0", dfs, network, seed=3, recorder=recorder, incarnation=i) for i in (0, 1))
+        assert chooser.asked[ChoicePoint.ROLE_DRAW] == 0
+        assert first.rng.random() == random.Random("commitlab-sim/3/role/writer-0").random()
+        assert first.rng is first.rng is chooser.source(ChoicePoint.ROLE_DRAW, "writer-0")
+        assert again.rng.random() == random.Random("commitlab-sim/3/role/writer-0#1").random()
+    finally:
+        loop.close()
 
 
 def test_a_scenario_draws_what_it_leaves_open_from_the_chooser():
