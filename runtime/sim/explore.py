@@ -151,7 +151,16 @@ def run_schedule(
         from runtime.sim.jobs_explore import run_jobs_schedule
 
         return run_jobs_schedule(
-            schedule, protocol, seed, jobs, storage=storage, workdir=workdir, base=base, chooser=chooser
+            schedule,
+            protocol,
+            seed,
+            jobs,
+            storage=storage,
+            workdir=workdir,
+            base=base,
+            chooser=chooser,
+            hash_trace=hash_trace,
+            cut=cut,
         )
     cfg = prepared if prepared is not None else schedule.config(protocol, base)
     probe = InstantProbe()

@@ -11,6 +11,7 @@ merged (:mod:`runtime.lab.job_verdicts`), naming the job whose rows were lost or
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
@@ -59,9 +60,12 @@ def run_jobs_schedule(
     workdir: str | None = None,
     base: JobConfig | None = None,
     chooser: Chooser | None = None,
+    hash_trace: bool = True,
+    cut: Callable[[], bool] | None = None,
 ) -> tuple[Verdict, JobResult]:
     """:func:`runtime.sim.explore.run_schedule` for several jobs: the verdict, and one record
-    standing for the run (the first job's, with the run's simulation, status and table verdict)."""
+    standing for the run (the first job's, with the run's simulation, status and table verdict);
+    ``hash_trace``, ``cut``: :func:`~runtime.sim.multi_job.simulate_jobs`'."""
     cfg = schedule.config(protocol, base)
     result = simulate_jobs(
         cfg,
@@ -73,6 +77,8 @@ def run_jobs_schedule(
         delay=Delay.parse(schedule.delay),
         max_real_s=MAX_REAL_S,
         chooser=chooser,
+        hash_trace=hash_trace,
+        cut=cut,
     )
     verdict = judge_jobs(protocol, result)
     first = result.jobs[0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -37,6 +38,8 @@ from runtime.sim.chooser import Chooser, RandomChooser
 from runtime.sim.host import (
     DEFAULT_MAX_REAL_S,
     HARD_LIMIT_MARGIN_S,
+    TRACE_NOT_HASHED,
+    RunCut,
     _freeze_the_interpreter,
     _held,
     _shutdown,
@@ -113,9 +116,12 @@ def simulate_jobs(
     max_real_s: float | None = DEFAULT_MAX_REAL_S,
     verify: bool = True,
     chooser: Chooser | None = None,
+    hash_trace: bool = True,
+    cut: Callable[[], bool] | None = None,
 ) -> JobsResult:
     """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``;
-    ``chooser`` decides the run (:mod:`runtime.sim.chooser`; the seeded one by default)."""
+    ``chooser`` decides the run (:mod:`runtime.sim.chooser`; the seeded one by default).
+    ``hash_trace`` and ``cut``: as :func:`~runtime.sim.host.simulate`'s (a bounded search's runs)."""
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
     mode = concurrency_mode(job)
@@ -149,13 +155,13 @@ def simulate_jobs(
     if attach is not None:  # a search's fingerprint: the shared trace, and the loop's timers (any network's)
         attach(recorder, runs[0].network)
     with _held(resolved, store):
-        records = _run_all(runs, spec, loop, recorder)
+        records = _run_all(runs, spec, loop, recorder, cut)
     result = JobsResult(records, spec, mode)
     t = time.perf_counter()
     if verify and result.status == Status.FINISHED:
         result.exactly_once, result.shares = verify_jobs(cfg, streams, store)
     result.simulation = _simulation_record(
-        runs, loop, recorder, storage=storage, seed=seed, trace=trace, wall0=wall0, t=t
+        runs, loop, recorder, storage=storage, seed=seed, trace=trace, wall0=wall0, t=t, hash_trace=hash_trace
     )
     return result
 
@@ -170,6 +176,7 @@ def _simulation_record(
     trace: bool,
     wall0: float,
     t: float,
+    hash_trace: bool,
 ) -> SimulationRecord:
     """The simulator's part of the record of several jobs (``wall0``: the run's start, ``t``: the
     verification's)."""
@@ -182,14 +189,17 @@ def _simulation_record(
         verify_s=round(time.perf_counter() - t, 3),
         sim=sim_counts(loop, runs),
         trace_events=len(recorder.events),
-        trace_sha256=trace_sha256(recorder.events),
+        trace_sha256=trace_sha256(recorder.events) if hash_trace else TRACE_NOT_HASHED,
         divergence=None,
         trace=recorder.events if trace else None,
     )
 
 
-def _run_all(runs: list[_JobRun], spec: JobsSpec, loop: SimLoop, recorder: TraceRecorder) -> list[Any]:
-    """Runs every job to its verdict on the loop; their result records, in job order."""
+def _run_all(
+    runs: list[_JobRun], spec: JobsSpec, loop: SimLoop, recorder: TraceRecorder, cut: Callable[[], bool] | None
+) -> list[Any]:
+    """Runs every job to its verdict on the loop; their result records, in job order (a run
+    ``cut`` says a search cut short raises :class:`~runtime.sim.host.RunCut` instead)."""
 
     async def one(i: int, run: _JobRun) -> None:
         if spec.start_of(i):
@@ -211,6 +221,8 @@ def _run_all(runs: list[_JobRun], spec: JobsSpec, loop: SimLoop, recorder: Trace
                     run.t_end = loop.time()
                     run.recorder.add("host", roles.DRIVER, "end", status.value, run.outcome.error)
         recorder.close()
+        if cut is not None and cut():
+            raise RunCut(len(recorder.events))
         records = [run.collect() for run in runs]
         for i, record in enumerate(records):  # the table's commits are both jobs': keep the job's own
             own = own_commits(recorder.events, job_name(i))

@@ -175,27 +175,25 @@ def run_deviations(
     """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
     and judges it; ``covered``, ``known``: see :func:`scripted_chooser`."""
     chooser = chooser if chooser is not None else scripted_chooser(job, deviations, covered, known=known)
-    if job.jobs is not None and job.jobs.several:
-        base = _base_config(job)
-        verdict, result = run_schedule(job.schedule, job.protocol, job.seed, base=base, chooser=chooser, jobs=job.jobs)
-    else:
-        prepared = _PREPARED.of(job)
-        # a check's run is judged and counted, never replayed by its hash: the trace is not hashed;
-        # the judge reads an unfinished run's status, commits and trace, not its committed prefix;
-        # a run cut short is not judged at all
-        try:
-            verdict, result = run_schedule(
-                job.schedule,
-                job.protocol,
-                job.seed,
-                chooser=chooser,
-                prepared=prepared,
-                hash_trace=False,
-                check_prefix=False,
-                cut=lambda: chooser.cut_at is not None,
-            )
-        except RunCut as cut:
-            return cut_run(chooser, cut.events)
+    several = job.jobs is not None and job.jobs.several
+    # a check's run is judged and counted, never replayed by its hash: the trace is not hashed;
+    # the judge reads an unfinished run's status, commits and trace, not its committed prefix;
+    # a run cut short is not judged at all
+    try:
+        verdict, result = run_schedule(
+            job.schedule,
+            job.protocol,
+            job.seed,
+            chooser=chooser,
+            prepared=None if several else _PREPARED.of(job),
+            base=_base_config(job) if several else None,
+            jobs=job.jobs if several else None,
+            hash_trace=False,
+            check_prefix=False,
+            cut=lambda: chooser.cut_at is not None,
+        )
+    except RunCut as cut:
+        return cut_run(chooser, cut.events)
     trace = result.sim.trace or []
     # a run cut at a state explored before has no verdict of its own: the report shows nothing of it
     shown = chooser.cut_at is None
