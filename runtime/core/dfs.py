@@ -68,21 +68,26 @@ class DfsCounters:
         with self._lock:
             self._counts[key] += n
 
+    # (plain dicts, not nested defaultdicts: a bounded check takes every role's counts at the end
+    # of each of its thousands of runs; the same counts in the same order)
     def snapshot(self) -> DfsOps:
         """``{role: {op: count}}``, every component added up."""
-        out: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        out: dict[str, dict[str, int]] = {}
         with self._lock:
             for (role, _component, op), n in self._counts.items():
-                out[role][op] += n
-        return {role: dict(ops) for role, ops in out.items()}
+                ops = out.get(role)
+                if ops is None:
+                    ops = out[role] = {}
+                ops[op] = ops.get(op, 0) + n
+        return out
 
     def by_component(self) -> DfsComponentOps:
         """``{role: {component: {op: count}}}``."""
-        out: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+        out: dict[str, dict[str, dict[str, int]]] = {}
         with self._lock:
             for (role, component, op), n in self._counts.items():
-                out[role][component][op] = n
-        return {role: {c: dict(ops) for c, ops in parts.items()} for role, parts in out.items()}
+                _ops_of(out, role, component)[op] = n
+        return out
 
     def reset(self) -> None:
         with self._lock:
@@ -91,23 +96,42 @@ class DfsCounters:
     @staticmethod
     def merge(parts: Iterable[DfsOps]) -> DfsOps:
         """Adds several snapshots (one per process) into one."""
-        total: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        total: dict[str, dict[str, int]] = {}
         for part in parts:
             for role, ops in part.items():
+                if not ops:  # (a role with none adds no entry)
+                    continue
+                into = total.get(role)
+                if into is None:
+                    into = total[role] = {}
                 for op, n in ops.items():
-                    total[role][op] += n
-        return {role: dict(ops) for role, ops in total.items()}
+                    into[op] = into.get(op, 0) + n
+        return total
 
     @staticmethod
     def merge_components(parts: Iterable[DfsComponentOps]) -> DfsComponentOps:
         """Adds several :meth:`by_component` snapshots into one."""
-        total: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        total: dict[str, dict[str, dict[str, int]]] = {}
         for part in parts:
             for role, components in part.items():
                 for component, ops in components.items():
+                    if not ops:  # (a component with none adds no entry)
+                        continue
+                    into = _ops_of(total, role, component)
                     for op, n in ops.items():
-                        total[role][component][op] += n
-        return {role: {c: dict(ops) for c, ops in parts.items()} for role, parts in total.items()}
+                        into[op] = into.get(op, 0) + n
+        return total
+
+
+def _ops_of(out: DfsComponentOps, role: str, component: str) -> dict[str, int]:
+    """``out[role][component]``, made empty where missing."""
+    parts = out.get(role)
+    if parts is None:
+        parts = out[role] = {}
+    ops = parts.get(component)
+    if ops is None:
+        ops = parts[component] = {}
+    return ops
 
 
 class OneThreadCounters(DfsCounters):

@@ -105,6 +105,8 @@ def test_the_row_merge_gives_the_arrow_merge_s_version_flush_after_flush(
         # the size model's books, kept merge by merge, are the model's of the rows from scratch
         fresh = FileRows.from_arrow(table)
         assert fresh is not None and merged.table.nbytes == fresh.nbytes
+        # and so are the rows' commit times, counted merge by merge (what a re-flush's counts read)
+        assert merged.table.commit_times() == fresh.commit_times()
         base_arrow, base_rows, prev_instant = arrow.table, merged.table, instant
         positions = merged.key_positions if keep_positions else None
 

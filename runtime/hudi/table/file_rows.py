@@ -104,6 +104,8 @@ class FileRows:
     arrow: pa.Table | None = field(default=None, compare=False, repr=False)  # to_arrow's, once built
     # the merges onto it met before, of a generation of :data:`_MERGES`
     merges: tuple[int, dict[_MergeKey, _Merged]] | None = field(default=None, compare=False, repr=False)
+    # commit time -> how many rows carry it (:meth:`commit_times`'s, once built)
+    times: dict[str, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_rows(self) -> int:
@@ -112,6 +114,17 @@ class FileRows:
     @property
     def nbytes(self) -> int:
         return self.row_bytes + (len(self.file_name.encode()) + 4) * len(self.rows)
+
+    def commit_times(self) -> dict[str, int]:
+        """How many rows carry each commit time (a merge's version has them from the version it
+        merged onto: a merge asks how many rows its own instant wrote, and a scan of every row for
+        it was a fortieth of a simulated run)."""
+        if self.times is None:
+            times: dict[str, int] = {}
+            for row in self.rows:
+                times[row[COMMIT_TIME]] = times.get(row[COMMIT_TIME], 0) + 1
+            self.times = times
+        return self.times
 
     def to_arrow(self) -> pa.Table:
         """The rows as an Arrow table, built once (a reader of the simulated disk reads a version
@@ -403,8 +416,10 @@ def merge_rows(
     prefix = f"{instant}_{target['partition_id']}_"
     if base is None or not n_base:  # FlinkCreateHandle: the records in the grouping map's order
         rows = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in enumerate(grouped)]
-        version = FileRows(layout.schema, rows, target["file_name"], layout.sizes.of_rows(rows))
         n = len(rows)
+        version = FileRows(
+            layout.schema, rows, target["file_name"], layout.sizes.of_rows(rows), times={instant: n} if n else {}
+        )
         return MergeResult(version, n, 0, 0, n, _positions_of(keys, grouped, {}, 0))
     return _onto(base, prepared.flush, records, prepared.to_write, layout, prefix, target)
 
@@ -438,11 +453,11 @@ def _onto(
     replaced = [at[i] for i in updated]
     new = [r for r in to_write if at[r] < 0]  # keyToNewRecords' order, the keys the old file lacked
     rewritten = kept_written = 0
-    if base_instant is None or base_instant == instant:
-        of_instant = [p for p, r in enumerate(old) if r[COMMIT_TIME] == instant]
-        if of_instant:
-            rewritten = len(set(of_instant).intersection(replaced))
-            kept_written = len(of_instant) - rewritten
+    times = base.commit_times()
+    if (base_instant is None or base_instant == instant) and times.get(instant):
+        # the rows this instant wrote before (an earlier flush's): those replaced, and the rest
+        rewritten = len({p for p in replaced if old[p][COMMIT_TIME] == instant})
+        kept_written = times[instant] - rewritten
     placed = [*zip(replaced, updated, strict=True), *enumerate(new, start=n_base)]  # (position, record)
     fresh = [(instant, prefix + str(p), keys[r], partition, *records[r]) for p, r in placed]
     rows = old.copy()
@@ -450,12 +465,30 @@ def _onto(
         rows[p] = row
     rows += fresh[len(replaced) :]
     sizes = layout.sizes
-    row_bytes = base.row_bytes - sizes.of_rows([old[p] for p in replaced]) + sizes.of_rows(fresh)
+    gone = [old[p] for p in replaced]
+    row_bytes = base.row_bytes - sizes.of_rows(gone) + sizes.of_rows(fresh)
     return MergeResult(
-        FileRows(layout.schema, rows, target["file_name"], row_bytes),
+        FileRows(
+            layout.schema, rows, target["file_name"], row_bytes, times=_times_after(times, gone, instant, len(fresh))
+        ),
         len(new),
         len(replaced) - rewritten,
         rewritten,
         len(fresh) + kept_written,
         _positions_of(keys, new, base_positions, n_base),
     )
+
+
+def _times_after(times: dict[str, int], gone: list[tuple[Any, ...]], instant: str, written: int) -> dict[str, int]:
+    """A version's :meth:`FileRows.commit_times` from its base's: ``gone`` rows replaced by
+    ``written`` rows of ``instant``."""
+    after = dict(times)
+    for row in gone:
+        left = after[row[COMMIT_TIME]] - 1
+        if left:
+            after[row[COMMIT_TIME]] = left
+        else:
+            del after[row[COMMIT_TIME]]
+    if written:
+        after[instant] = after.get(instant, 0) + written
+    return after
