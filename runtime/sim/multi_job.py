@@ -119,9 +119,8 @@ def simulate_jobs(
     hash_trace: bool = True,
     cut: Callable[[], bool] | None = None,
 ) -> JobsResult:
-    """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``;
-    ``chooser`` decides the run (:mod:`runtime.sim.chooser`; the seeded one by default).
-    ``hash_trace`` and ``cut``: as :func:`~runtime.sim.host.simulate`'s (a bounded search's runs)."""
+    """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``; ``chooser``
+    decides the run (the seeded one by default); ``hash_trace``, ``cut``: :func:`~runtime.sim.host.simulate`'s."""
     wall0 = time.perf_counter()
     _freeze_the_interpreter()
     mode = concurrency_mode(job)
@@ -134,23 +133,22 @@ def simulate_jobs(
     chooser = chooser if chooser is not None else RandomChooser(seed)
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s, chooser=chooser)
     recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"})
-    runs: list[_JobRun] = []
     streams = _STREAMS.of(cfg, spec)
-    for i, (_, stream) in enumerate(streams):
-        runs.append(
-            _JobRun(
-                ResolvedJob(job_config(cfg, i, spec.overrides_of(i))),
-                stream,
-                seed=seed + i * SEED_STRIDE,
-                loop=loop,
-                recorder=JobRecorder(recorder, job_name(i)),
-                delay=delay or DEFAULT_DELAY,
-                io_delay=io_delay,
-                chrome_trace=False,
-                max_virtual_s=max_virtual_s,
-                store=store,
-            )
+    runs = [
+        _JobRun(
+            ResolvedJob(job_config(cfg, i, spec.overrides_of(i))),
+            stream,
+            seed=seed + i * SEED_STRIDE,
+            loop=loop,
+            recorder=JobRecorder(recorder, job_name(i)),
+            delay=delay or DEFAULT_DELAY,
+            io_delay=io_delay,
+            chrome_trace=False,
+            max_virtual_s=max_virtual_s,
+            store=store,
         )
+        for i, (_, stream) in enumerate(streams)
+    ]
     attach = getattr(chooser, "attach", None)
     if attach is not None:  # a search's fingerprint: the shared trace, and the loop's timers (any network's)
         attach(recorder, runs[0].network)
