@@ -26,6 +26,7 @@ from runtime.core import roles, trace_events
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec, check_simulated_lock, concurrency_mode, job_name
 from runtime.core.json_doc import JsonObject
+from runtime.core.last_value import LastValue
 from runtime.data.job_streams import job_config, job_stream, shards
 from runtime.job.driver import Outcome
 from runtime.job.prepare import ResolvedJob
@@ -133,7 +134,7 @@ def simulate_jobs(
     chooser = chooser if chooser is not None else RandomChooser(seed)
     loop = SimLoop(max_virtual_s=vlimit + HARD_LIMIT_MARGIN_S, max_real_s=max_real_s, chooser=chooser)
     recorder = TraceRecorder(loop.time, scrub={cfg.table: "<table>"})
-    streams = _STREAMS.of(cfg, spec)
+    streams = _STREAMS.of((repr(cfg), repr(spec)), lambda: job_streams(cfg, spec))
     runs = [
         _JobRun(
             ResolvedJob(job_config(cfg, i, spec.overrides_of(i))),
@@ -243,24 +244,10 @@ def own_commits(events: list[Any], job: str) -> set[str]:
     }
 
 
-class _StreamsMemo:
-    """The last configuration's :func:`job_streams`: a bounded search runs one configuration
-    thousands of times, and generating both streams was a tenth of a two-job run. Keyed by value
-    (``repr`` names every field of both); pure: the streams are the generator's for the
-    configuration, and Arrow tables are immutable, so a run cannot change the next one's."""
-
-    def __init__(self) -> None:
-        self.key: tuple[str, str] | None = None
-        self.streams: list[tuple[str, pa.Table]] = []
-
-    def of(self, cfg: JobConfig, spec: JobsSpec) -> list[tuple[str, pa.Table]]:
-        key = (repr(cfg), repr(spec))
-        if key != self.key:
-            self.streams, self.key = job_streams(cfg, spec), key
-        return self.streams
-
-
-_STREAMS = _StreamsMemo()
+# Both jobs' streams, generated once per configuration (a tenth of a two-job run): a bounded search
+# runs one configuration thousands of times. Keyed by value (``repr`` names every field of both);
+# the streams are the generator's for the configuration, and Arrow tables are immutable.
+_STREAMS: LastValue[list[tuple[str, pa.Table]]] = LastValue()
 
 
 def job_streams(cfg: JobConfig, spec: JobsSpec) -> list[tuple[str, pa.Table]]:

@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from runtime.core.config import JobConfig
 from runtime.core.jobs_spec import JobsSpec
 from runtime.core.json_doc import JsonObject
+from runtime.core.last_value import LastValue
 from runtime.job.prepare import ResolvedJob
 from runtime.lab.fault_matrix import FAILED, KNOWN, PASSED, VIOLATION
 from runtime.sim.explore import Options, excerpt, prepared_schedule, run_schedule
@@ -185,7 +186,7 @@ def run_deviations(
             job.protocol,
             job.seed,
             chooser=chooser,
-            prepared=None if several else _PREPARED.of(job),
+            prepared=None if several else _prepared(job),
             base=_base_config(job) if several else None,
             jobs=job.jobs if several else None,
             hash_trace=False,
@@ -236,26 +237,17 @@ def _base_config(job: CheckJob) -> JobConfig:
     return JobConfig(allow_empty_commit=job.allow_empty_commit).replace(**dict(job.options))
 
 
-class _PreparedJobs:
-    """The job a check runs, built from its schedule and validated once, not at every run (a
-    third of a millisecond a run, thousands of runs a certificate). Keyed by value: the
-    schedule's fields (its repr names every one), the protocol, --allow-empty-commit and the
-    options, all the configuration is made of. Pure: building and checking a configuration reads
-    nothing else (the table is always a new one on the simulated disk), a ResolvedJob is frozen
-    and no run changes its configuration (the simulation takes its own copy)."""
-
-    def __init__(self) -> None:
-        self.key: tuple[object, ...] | None = None
-        self.job: ResolvedJob | None = None
-
-    def of(self, job: CheckJob) -> ResolvedJob:
-        key = (repr(job.schedule), job.protocol, job.allow_empty_commit, job.options)
-        if self.job is None or key != self.key:
-            self.key, self.job = key, prepared_schedule(job.schedule, job.protocol, _base_config(job), "memory")
-        return self.job
+# The job a check runs, built from its schedule and validated once, not at every run (a third of a
+# millisecond a run, thousands of runs a certificate), keyed by all the configuration is made of:
+# the schedule's fields (its repr names every one), the protocol, --allow-empty-commit and the
+# options. Building and checking a configuration reads nothing else (the table is always a new one
+# on the simulated disk), and a ResolvedJob is frozen (the simulation takes its own copy).
+_PREPARED: LastValue[ResolvedJob] = LastValue()
 
 
-_PREPARED = _PreparedJobs()
+def _prepared(job: CheckJob) -> ResolvedJob:
+    key = (repr(job.schedule), job.protocol, job.allow_empty_commit, job.options)
+    return _PREPARED.of(key, lambda: prepared_schedule(job.schedule, job.protocol, _base_config(job), "memory"))
 
 
 def invariants_of(protocol: str) -> list[str]:
