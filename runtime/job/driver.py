@@ -1,6 +1,6 @@
 """One job on any host: the launch in Flink's order, the supervision loop and the failover.
 
-The Ray host (``actors/ray_host.py``) and the simulation host (``runtime/sim/host.py``) implement
+The Ray host (``actors/ray_host.py``) and the simulation host (``runtime/sim/sim_run.py``) implement
 :class:`JobHost`: how a role is placed, started, killed, called and awaited, and how time passes.
 :class:`JobDriver` does everything else once, for both: which roles exist and in which order they
 start (:mod:`runtime.job.roles`), the watchdog, the failover decision (Flink's restart-all or

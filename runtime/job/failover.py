@@ -1,5 +1,5 @@
 """What a failover restarts and where the restarted roles resume: shared by the Ray host
-(``actors/ray_host.py``) and the simulation host (``runtime/sim/host.py``), so both decide alike."""
+(``actors/ray_host.py``) and the simulation host (``runtime/sim/sim_run.py``), so both decide alike."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 how it starts, whether a failover restarts it, and what a host must know of it.
 
 Every host builds and starts roles through this table (the Ray host in ``actors/``, the
-simulation host in ``runtime/sim/host.py``), so a new kind of role is one entry here. The kinds:
+simulation host in ``runtime/sim/sim_run.py``), so a new kind of role is one entry here. The kinds:
 the coordinator, the job manager, the merge-on-read compaction operators
 (:mod:`runtime.writer.compaction`), one write task and one source per writer, and the protocol's
 own roles (timeline server, control topic: ``protocol.extra_roles``) through one generic entry.

@@ -3,8 +3,9 @@
 FoundationDB-simulation / TigerBeetle-VOPR / madsim in miniature: :mod:`runtime.sim.loop` is an
 asyncio event loop whose clock is virtual, :mod:`runtime.sim.sim_env` the roles' environment on it,
 :mod:`runtime.sim.network` the in-process network with seeded delays, :mod:`runtime.sim.chooser`
-the one place every nondeterministic decision of a run is made, :mod:`runtime.sim.host` builds
-and supervises a job like ``actors/job.py`` does. Nothing here imports Ray.
+the one place every nondeterministic decision of a run is made, :mod:`runtime.sim.host` runs
+a job (:mod:`runtime.sim.sim_run` builds and supervises it like ``actors/job.py`` does). Nothing
+here imports Ray.
 """
 
 from __future__ import annotations

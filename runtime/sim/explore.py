@@ -40,13 +40,14 @@ from runtime.lab.fault_matrix import (
 )
 from runtime.lab.results import JobResult
 from runtime.sim.chooser import Chooser
-from runtime.sim.host import prepare_config, simulate
+from runtime.sim.host import simulate
 from runtime.sim.judge import (
     MAX_REAL_S,
     InstantProbe,
     Verdict,
     judge,
 )
+from runtime.sim.prepare import prepare_config
 from runtime.sim.recorder import DROPPED, Event
 from runtime.sim.schedule import SimSchedule, draw
 
@@ -184,7 +185,7 @@ def run_schedule(
 
 def prepared_schedule(schedule: SimSchedule, protocol: str, base: JobConfig | None, storage: str) -> ResolvedJob:
     """The job :func:`run_schedule` runs for ``schedule`` and ``protocol`` on ``storage``, built
-    and checked (:func:`~runtime.sim.host.prepare_config`), to hand to it as ``prepared``."""
+    and checked (:func:`~runtime.sim.prepare.prepare_config`), to hand to it as ``prepared``."""
     return prepare_config(schedule.config(protocol, base), None, storage)
 
 

@@ -65,7 +65,7 @@ this search 6.40 (6.40, 6.74, 6.13), forking everywhere 7.51 (with pandas import
 round: 8.5): the best split depends on the job (its runs' length, its process's size). So
 this search costs about what the re-running one does, not ten times less: it is not the
 default. The collector is off in a child (a collection would walk, and so copy, the parent's
-pages) and the interpreter's objects are frozen before the first run (``runtime.sim.host``);
+pages) and the interpreter's objects are frozen before the first run (``runtime.sim.lifecycle``);
 glibc's ``malloc_trim`` before a fork gives back 0.3 MB, not worth a call.
 
 A fork needs a process with one thread (the child has only the forking one): no progress thread,

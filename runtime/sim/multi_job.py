@@ -1,6 +1,6 @@
 """The simulation host of several jobs on one table: each job whole, all on one virtual clock.
 
-Every job is a :class:`~runtime.sim.host._SimRun` as a single simulated job is (its own job
+Every job is a :class:`~runtime.sim.sim_run.SimRun` as a single simulated job is (its own job
 driver, job manager, coordinator, write tasks, sources and simulated network: role names are
 per job, as each Flink job has its own), with its own stream (:mod:`runtime.data.job_streams`).
 The jobs share the loop (one virtual clock, one seed), the table (the simulated disk or a
@@ -36,24 +36,16 @@ from runtime.lab.results import SimulationRecord
 from runtime.lab.status import Status
 from runtime.lab.verdicts import ExactlyOnce
 from runtime.sim.chooser import Chooser, RandomChooser
-from runtime.sim.host import (
-    DEFAULT_MAX_REAL_S,
-    HARD_LIMIT_MARGIN_S,
-    TRACE_NOT_HASHED,
-    RunCut,
-    _freeze_the_interpreter,
-    _held,
-    _shutdown,
-    _SimRun,
-    prepare_config,
-    sim_counts,
-    verify_memory,
-)
+from runtime.sim.host import DEFAULT_MAX_REAL_S, HARD_LIMIT_MARGIN_S, TRACE_NOT_HASHED, RunCut, sim_counts
+from runtime.sim.lifecycle import freeze_the_interpreter, hold_table, shutdown_loop
 from runtime.sim.loop import SimLoop, SimulationAborted, SimulationError
 from runtime.sim.memory_dfs import MemoryDfs, MemoryStore
 from runtime.sim.memory_dfs import read_snapshot as read_memory_snapshot
 from runtime.sim.network import DEFAULT_DELAY, Delay
+from runtime.sim.prepare import prepare_config
 from runtime.sim.recorder import TraceRecorder, trace_sha256
+from runtime.sim.sim_run import SimRun
+from runtime.sim.verify import verify_memory
 
 SEED_STRIDE = 7919  # job j's roles draw from seed + j * SEED_STRIDE: the jobs' schedules differ
 
@@ -89,7 +81,7 @@ class JobRecorder:
         pass  # the host closes the shared trace when every job is done
 
 
-class _JobRun(_SimRun):
+class _JobRun(SimRun):
     """One job of several: its stream is its own; the expected state is the host's (both streams)."""
 
     def __init__(self, job: ResolvedJob, stream: pa.Table, **kwargs: Any) -> None:
@@ -123,7 +115,7 @@ def simulate_jobs(
     """Runs ``spec.jobs`` jobs of ``job`` on one new table under the simulator with ``seed``; ``chooser``
     decides the run (the seeded one by default); ``hash_trace``, ``cut``: :func:`~runtime.sim.host.simulate`'s."""
     wall0 = time.perf_counter()
-    _freeze_the_interpreter()
+    freeze_the_interpreter()
     mode = concurrency_mode(job)
     spec.validate(mode)
     check_simulated_lock(job, spec)
@@ -153,7 +145,7 @@ def simulate_jobs(
     attach = getattr(chooser, "attach", None)
     if attach is not None:  # a search's fingerprint: the shared trace, and the loop's timers (any network's)
         attach(recorder, runs[0].network)
-    with _held(resolved, store):
+    with hold_table(resolved, store):
         records = _run_all(runs, spec, loop, recorder, cut)
     result = JobsResult(records, spec, mode)
     t = time.perf_counter()
@@ -230,7 +222,7 @@ def _run_all(
     finally:
         for run in runs:
             run.reap()
-        _shutdown(loop)
+        shutdown_loop(loop)
 
 
 def own_commits(events: list[Any], job: str) -> set[str]:

@@ -17,11 +17,12 @@ from runtime.protocols import PROTOCOLS
 from runtime.sim.certificate import HOLDS, KNOWN_FAILURE, certificate
 from runtime.sim.chooser import RandomChooser
 from runtime.sim.explore import prepared_schedule, run_schedule
-from runtime.sim.host import PREFIX_NOT_CHECKED, TRACE_NOT_HASHED, simulate
+from runtime.sim.host import TRACE_NOT_HASHED, simulate
 from runtime.sim.judge import Verdict
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.search import BoundedSearch, CheckJob, CheckRun, run_deviations
 from runtime.sim.strategies import PCTChooser, parse_deviations
+from runtime.sim.verify import PREFIX_NOT_CHECKED
 
 # P1's deadlock needs the commit ack of a quiet round to reach a writer late (commitlab deadlock)
 P1 = CheckJob(SimSchedule(writers=1, rounds=[100, 0, 100]), "operator-event")

@@ -142,7 +142,7 @@ def test_runs_of_one_process_give_the_figures_of_a_fresh_process(simdir):
     batches' byte counts: a job that differs only in its rows' payload width, run after another,
     counts and verifies what it counts in a process of its own."""
     import runtime.flink.source as source
-    import runtime.sim.host as host
+    import runtime.sim.job_workload as job_workload
 
     def figures(cfg: JobConfig) -> tuple[object, ...]:
         r = _sim(cfg, simdir, seed=2)
@@ -156,8 +156,8 @@ def test_runs_of_one_process_give_the_figures_of_a_fresh_process(simdir):
 
     narrow, wide = _cfg(protocol="message-bus"), _cfg(protocol="message-bus", payload_bytes=64)
     after_another = (figures(narrow), figures(wide), figures(wide))
-    host._WORKLOAD.clear()  # what a fresh process starts with
-    host._EXPECTED.clear()
+    job_workload._WORKLOAD.clear()  # what a fresh process starts with
+    job_workload._EXPECTED.clear()
     source._BATCH_BYTES.clear()
     fresh = figures(wide)
     assert after_another[1] == after_another[2] == fresh
