@@ -35,6 +35,7 @@ from runtime.hudi.table.merge import dedupe_latest
 from runtime.hudi.table.merge_rule import incoming_wins
 from runtime.hudi.table.table_config import META_COLUMNS
 from runtime.lab import value_compare
+from runtime.lab.recent_comparisons import RecentComparisons
 from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
@@ -234,7 +235,16 @@ def _one_row_per_identity(actual: pa.Table, ids: pa.Array, unique: bool = False)
 def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """Compares the expected final state with what the reader returned, record by record, a
     record being (partition path, record key) when ``partition`` names the partition field (a
-    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index)."""
+    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index). A table
+    equal to one compared just before gets a copy of its verdict (a search's runs end in a few
+    tables: :mod:`runtime.lab.recent_comparisons`)."""
+    return _RECENT.verdict(expected, actual, key, partition, lambda: _compare(expected, actual, key, partition))
+
+
+_RECENT = RecentComparisons()
+
+
+def _compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None) -> ExactlyOnce:
     value_cols = [c for c in expected.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
     exp_ids = _expected_identity(expected, key, partition)
     act_ids = _actual_identity(actual, key, partition) if actual.num_rows else pa.array([], pa.string())
