@@ -105,7 +105,7 @@ from runtime.sim.search import (
     run_deviations,
     scripted_chooser,
 )
-from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
+from runtime.sim.strategies import Choice, Deviations, ScriptedChooser, format_deviations
 
 __all__ = ["ForkSearch", "NotForkable"]
 
@@ -195,7 +195,7 @@ class ForkSearch(BoundedSearch):
         self._in_search_order()
         return self
 
-    def _run_walk(self, walk: _Walk, known: Sequence[int] = ()) -> None:
+    def _run_walk(self, walk: _Walk, known: Sequence[Choice] = ()) -> None:
         """Runs ``walk``'s run here and walks it (nested in the run under way here, if any). In a
         child, the run it was forked for reports and exits when it ends."""
         self._walks.append(walk)
@@ -312,7 +312,7 @@ class ForkSearch(BoundedSearch):
         states of its first choice points are ``w``'s (see ``reuse_prefix``)."""
         nested = _Walk((*w.deviations, (index, alt)), index + 1, w.left - 1)
         assert w.chooser is not None
-        known = [c.fingerprint for c in w.chooser.choices[: index + 1]] if self.reuse_prefix else ()
+        known = w.chooser.choices[: index + 1] if self.reuse_prefix else ()
         paused = asyncio.events._get_running_loop()
         asyncio.events._set_running_loop(None)  # asyncio runs one loop at a time: ``w``'s waits
         try:
