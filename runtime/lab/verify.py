@@ -19,6 +19,7 @@ count mismatches differently on the same table).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -167,6 +168,11 @@ def snapshot_record(snapshot: pa.Table, key: str, partition: str | None, as_of: 
     return TableBefore(rows=snapshot.num_rows, content_hash=digest.hexdigest(), as_of=as_of)
 
 
+@functools.cache  # (a search's every run starts a new table)
+def _no_records_hash() -> str:
+    return snapshot_record(pa.table({}), "", None, None).content_hash
+
+
 ID_SEP = "\x1f"  # joins partition path and record key into one identity string (in neither)
 
 
@@ -235,9 +241,8 @@ def _one_row_per_identity(actual: pa.Table, ids: pa.Array, unique: bool = False)
 def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """Compares the expected final state with what the reader returned, record by record, a
     record being (partition path, record key) when ``partition`` names the partition field (a
-    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index). A table
-    equal to one compared just before gets a copy of its verdict (a search's runs end in a few
-    tables: :mod:`runtime.lab.recent_comparisons`)."""
+    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index); a table
+    compared just before: a copy of that verdict (:mod:`runtime.lab.recent_comparisons`)."""
     return _RECENT.verdict(expected, actual, key, partition, lambda: _compare(expected, actual, key, partition))
 
 
@@ -592,7 +597,7 @@ def read_table_before(
     it. A new or empty table is not read: nothing to merge into. A table the reader cannot read
     is refused (TableError: the user's input, exit 2), before anything is written."""
     if not completed:
-        return None, TableBefore(rows=0, content_hash=snapshot_record(pa.table({}), key, partition, None).content_hash)
+        return None, TableBefore(rows=0, content_hash=_no_records_hash())
     try:
         snapshot = read()
     except VerifyError as exc:

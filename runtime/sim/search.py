@@ -71,6 +71,7 @@ from runtime.sim.explore import Options, excerpt, prepared_schedule, run_schedul
 from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.host import RunCut
 from runtime.sim.judge import ONE_INSTANT_PER_CHECKPOINT, Verdict
+from runtime.sim.pandas_kept_out import keep_pandas_out
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 
@@ -320,6 +321,7 @@ class BoundedSearch:
         self._seen: dict[int, int] = {}  # fingerprint -> most deviations left it was explored with
 
     def run(self) -> BoundedSearch:
+        keep_pandas_out()  # (a tenth of a CPU second, never used)
         try:
             with _collected_between_runs():
                 root = self._execute(())
