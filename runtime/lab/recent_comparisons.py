@@ -27,7 +27,7 @@ from runtime.lab.verdicts import ExactlyOnce
 __all__ = ["RecentComparisons"]
 
 KEPT = 16  # comparisons kept, the latest first (a miss looks at each: a few microseconds apiece)
-MAX_BYTES = 4 << 20  # only tables this small are kept
+MAX_BYTES = 1 << 20  # only tables this small are kept (a check's: tens of kB; at most 32 MB held)
 
 
 class RecentComparisons:
