@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["differing"]
+__all__ = ["differing", "holds_float"]
 
 _FLOAT_BITS = {16: pa.int16(), 32: pa.int32(), 64: pa.int64()}
 _Column: TypeAlias = pa.ChunkedArray | pa.Array
@@ -72,19 +72,19 @@ def _column_differs(x: _Column, y: _Column) -> _Rows:
             y = pc.cast(y, x.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return _values_differ(x, y)
-    if x.type == y.type and not _holds_float(x.type) and _one_chunk(x).equals(_one_chunk(y)):
+    if x.type == y.type and not holds_float(x.type) and _one_chunk(x).equals(_one_chunk(y)):
         return np.zeros(len(x), dtype=bool)  # the common case, in C (no float: Arrow's -0.0 is 0.0)
     return _values_differ(x, y)
 
 
-def _holds_float(t: pa.DataType) -> bool:
+def holds_float(t: pa.DataType) -> bool:
     if pa.types.is_floating(t):
         return True
     if pa.types.is_dictionary(t):
-        return _holds_float(t.value_type)
+        return holds_float(t.value_type)
     if pa.types.is_map(t):
-        return _holds_float(t.key_type) or _holds_float(t.item_type)
-    return any(_holds_float(t.field(i).type) for i in range(t.num_fields))
+        return holds_float(t.key_type) or holds_float(t.item_type)
+    return any(holds_float(t.field(i).type) for i in range(t.num_fields))
 
 
 def _flat(t: pa.DataType) -> bool:

@@ -19,6 +19,7 @@ count mismatches differently on the same table).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -35,6 +36,7 @@ from runtime.hudi.table.merge import dedupe_latest
 from runtime.hudi.table.merge_rule import incoming_wins
 from runtime.hudi.table.table_config import META_COLUMNS
 from runtime.lab import value_compare
+from runtime.lab.recent_comparisons import RecentComparisons
 from runtime.lab.results import CheckpointEntry
 from runtime.lab.verdicts import CommitProblem, ExactlyOnce, TableBefore
 
@@ -166,6 +168,11 @@ def snapshot_record(snapshot: pa.Table, key: str, partition: str | None, as_of: 
     return TableBefore(rows=snapshot.num_rows, content_hash=digest.hexdigest(), as_of=as_of)
 
 
+@functools.cache  # (a search's every run starts a new table)
+def _no_records_hash() -> str:
+    return snapshot_record(pa.table({}), "", None, None).content_hash
+
+
 ID_SEP = "\x1f"  # joins partition path and record key into one identity string (in neither)
 
 
@@ -234,7 +241,15 @@ def _one_row_per_identity(actual: pa.Table, ids: pa.Array, unique: bool = False)
 def compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None = None) -> ExactlyOnce:
     """Compares the expected final state with what the reader returned, record by record, a
     record being (partition path, record key) when ``partition`` names the partition field (a
-    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index)."""
+    non-global index: Hudi's ``HoodieKey``), the key alone otherwise (a global index); a table
+    compared just before: a copy of that verdict (:mod:`runtime.lab.recent_comparisons`)."""
+    return _RECENT.verdict(expected, actual, key, partition, lambda: _compare(expected, actual, key, partition))
+
+
+_RECENT = RecentComparisons()
+
+
+def _compare(expected: pa.Table, actual: pa.Table, key: str, partition: str | None) -> ExactlyOnce:
     value_cols = [c for c in expected.column_names if c not in INTERNAL_COLUMNS and c not in META_COLUMNS]
     exp_ids = _expected_identity(expected, key, partition)
     act_ids = _actual_identity(actual, key, partition) if actual.num_rows else pa.array([], pa.string())
@@ -582,7 +597,7 @@ def read_table_before(
     it. A new or empty table is not read: nothing to merge into. A table the reader cannot read
     is refused (TableError: the user's input, exit 2), before anything is written."""
     if not completed:
-        return None, TableBefore(rows=0, content_hash=snapshot_record(pa.table({}), key, partition, None).content_hash)
+        return None, TableBefore(rows=0, content_hash=_no_records_hash())
     try:
         snapshot = read()
     except VerifyError as exc:

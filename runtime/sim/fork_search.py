@@ -46,7 +46,7 @@ stops read ``seen`` as it was then, its walk reads the current one.
 What it costs (``benchmarks/bench_check.py``, a 2-core VM shared with other work): a fork and
 its child's exit copy and drop the page tables of the process's anonymous memory, about 0.07 ms
 of CPU per MB: 44 MB here, 3 ms, since pyarrow is kept from importing pandas (22 MB more, which
-it imports only to ask whether an input is a pandas object: :func:`keep_pandas_out`). A child
+it imports only to ask whether an input is a pandas object: :mod:`runtime.sim.pandas_kept_out`). A child
 then writes to every page whose objects it touches, if only their reference counts (CPython
 3.11), each write a copy-on-write fault of about 2.6 us: some 300 pages in the fork's return
 alone (the interpreter's own after-fork work), 750 for a run cut a few choice points after its
@@ -82,7 +82,6 @@ import contextvars
 import ctypes
 import functools
 import gc
-import importlib.abc
 import os
 import pickle
 import signal
@@ -92,9 +91,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-import pyarrow as pa
-
 from runtime.lab.fault_matrix import PASSED
+from runtime.sim.pandas_kept_out import keep_pandas_out
 from runtime.sim.search import (
     INTERRUPTED,
     BoundedSearch,
@@ -105,7 +103,7 @@ from runtime.sim.search import (
     run_deviations,
     scripted_chooser,
 )
-from runtime.sim.strategies import Deviations, ScriptedChooser, format_deviations
+from runtime.sim.strategies import Choice, Deviations, ScriptedChooser, format_deviations
 
 __all__ = ["ForkSearch", "NotForkable"]
 
@@ -195,7 +193,7 @@ class ForkSearch(BoundedSearch):
         self._in_search_order()
         return self
 
-    def _run_walk(self, walk: _Walk, known: Sequence[int] = ()) -> None:
+    def _run_walk(self, walk: _Walk, known: Sequence[Choice] = ()) -> None:
         """Runs ``walk``'s run here and walks it (nested in the run under way here, if any). In a
         child, the run it was forked for reports and exits when it ends."""
         self._walks.append(walk)
@@ -312,7 +310,7 @@ class ForkSearch(BoundedSearch):
         states of its first choice points are ``w``'s (see ``reuse_prefix``)."""
         nested = _Walk((*w.deviations, (index, alt)), index + 1, w.left - 1)
         assert w.chooser is not None
-        known = [c.fingerprint for c in w.chooser.choices[: index + 1]] if self.reuse_prefix else ()
+        known = w.chooser.choices[: index + 1] if self.reuse_prefix else ()
         paused = asyncio.events._get_running_loop()
         asyncio.events._set_running_loop(None)  # asyncio runs one loop at a time: ``w``'s waits
         try:
@@ -432,34 +430,6 @@ def check_forkable() -> None:
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         raise NotForkable("the fork search cannot run in a process connected to Ray; use --search rerun")
-
-
-class _NoPandas(importlib.abc.MetaPathFinder):
-    """An import of pandas fails while this finder is first on ``sys.meta_path``."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == "pandas":
-            raise ModuleNotFoundError("No module named 'pandas' (kept out of the fork search)", name=fullname)
-
-
-def keep_pandas_out() -> None:
-    """Keeps pyarrow from importing pandas into this process, which every fork copies: pyarrow
-    imports it (28 MB of the process's 66 MB, a third of a fork's cost) only to ask whether an
-    input is a pandas object, at the job's first ``pa.array`` (pyarrow's pandas shim,
-    ``_is_array_like``) and its first conversion to NumPy (Arrow's ``InitPandasStaticData``). Both
-    ask once per process and remember the answer, so they are asked here with pandas refused: the
-    answer "no pandas" changes no conversion of the simulator's inputs (lists and Arrow arrays,
-    never pandas objects). pyarrow's own pandas conversions (``to_pandas``) still import it when
-    called (the shim tries again). Nothing to do if pandas is imported already."""
-    if "pandas" in sys.modules:
-        return
-    refuse = _NoPandas()
-    sys.meta_path.insert(0, refuse)
-    try:
-        pa.array([""], pa.string())
-        pa.chunked_array([pa.array([0], pa.int64())]).to_numpy()
-    finally:
-        sys.meta_path.remove(refuse)
 
 
 def _prctl() -> Any:

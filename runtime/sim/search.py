@@ -31,7 +31,9 @@ point ``i``, so by the simulator's determinism (not the fingerprint's completene
 on the same inputs) its states at choice points ``0..i`` are those the parent's run recorded. The
 search hands them over (``reuse_prefix``) and the chooser does not fingerprint them again; the
 fingerprint's running hashes fold the skipped trace events at the next state it computes, in the
-same order, so every state after ``i`` is what computing them all gives. The certificate is the
+same order, so every state after ``i`` is what computing them all gives. Nor does it work out
+again, where the run takes the default before ``i``, which of the ready queue's asks are choice
+points (which ready callbacks may move): the parent's run recorded that too. The certificate is the
 same, figure for figure and state for state (``tests/sim/test_check.py``, ``bench_check.py``).
 It saves what fingerprinting cost in the prefix, about a tenth of a run; the prefix itself is
 still executed: ``benchmarks/bench_check.py`` measures how much of the search that is.
@@ -69,6 +71,7 @@ from runtime.sim.explore import Options, excerpt, prepared_schedule, run_schedul
 from runtime.sim.fingerprint import StateFingerprint
 from runtime.sim.host import RunCut
 from runtime.sim.judge import ONE_INSTANT_PER_CHECKPOINT, Verdict
+from runtime.sim.pandas_kept_out import keep_pandas_out
 from runtime.sim.schedule import SimSchedule
 from runtime.sim.strategies import DEFAULT_LATE_S, Choice, Deviations, ScriptedChooser
 
@@ -147,7 +150,7 @@ def scripted_chooser(
     deviations: Deviations = (),
     covered: Callable[[int, int], bool] | None = None,
     branch: Callable[[int, int, int], int] | None = None,
-    known: Sequence[int] = (),
+    known: Sequence[Choice] = (),
 ) -> ScriptedChooser:
     """The chooser of one run of ``job``: ``deviations``, ``covered`` (choice index, state) -> True
     stops the run there (:attr:`CheckRun.cut_at`, no verdict of its own); ``branch``: the fork
@@ -171,7 +174,7 @@ def run_deviations(
     deviations: Deviations = (),
     covered: Callable[[int, int], bool] | None = None,
     chooser: ScriptedChooser | None = None,
-    known: Sequence[int] = (),
+    known: Sequence[Choice] = (),
 ) -> CheckRun:
     """Simulates ``job`` with ``deviations`` from its default schedule (or as ``chooser`` decides)
     and judges it; ``covered``, ``known``: see :func:`scripted_chooser`."""
@@ -318,6 +321,7 @@ class BoundedSearch:
         self._seen: dict[int, int] = {}  # fingerprint -> most deviations left it was explored with
 
     def run(self) -> BoundedSearch:
+        keep_pandas_out()  # (a tenth of a CPU second, never used)
         try:
             with _collected_between_runs():
                 root = self._execute(())
@@ -344,7 +348,7 @@ class BoundedSearch:
             for alt in range(1, choice.alternatives):
                 if not parent.deviations and not self._mine():
                     continue
-                known = [c.fingerprint for c in parent.choices[: i + 1]] if self.reuse_prefix else ()
+                known = parent.choices[: i + 1] if self.reuse_prefix else ()
                 child = self._execute((*parent.deviations, (i, alt)), known)
                 if child is not None:
                     self._visit(child)
@@ -358,7 +362,7 @@ class BoundedSearch:
     _firsts = 0  # first deviations met so far
     root_choices = 0  # choice points of the default schedule
 
-    def _execute(self, deviations: Deviations, known: Sequence[int] = ()) -> CheckRun | None:
+    def _execute(self, deviations: Deviations, known: Sequence[Choice] = ()) -> CheckRun | None:
         reason = self.halt() if self.halt is not None else None
         if reason is not None:
             raise _Stop(reason)
@@ -372,7 +376,7 @@ class BoundedSearch:
         s.transitions += len(run.choices)
         s.max_depth = max(s.max_depth, len(run.choices))
         s.deepest_deviations = max(s.deepest_deviations, len(deviations))
-        s.states.update(c.fingerprint for c in run.choices)
+        s.states.update(c.fingerprint for c in run.choices[len(known) :])  # (the prefix's: the parent's)
         if gc.isenabled():  # the run's garbage, now (see _YOUNG_THRESHOLD)
             gc.collect(1 if s.runs % _OLDER_EVERY == 0 else 0)
         if not run.cut:

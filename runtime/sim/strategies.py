@@ -61,6 +61,9 @@ class Choice(NamedTuple):
     alternatives: int
     fingerprint: int
     stream: str = ""  # who decides (a message's sender); empty for the ready queue
+    # a ready-queue choice: how many times the run had asked about its ready queue, this time
+    # included (most asks are no choice point: nothing may move); -1 for a message's
+    ask: int = -1
 
 
 class ScriptedChooser(RandomChooser):
@@ -79,13 +82,17 @@ class ScriptedChooser(RandomChooser):
         covered: Callable[[int, int], bool] | None = None,
         lossy: frozenset[str] = frozenset(),
         branch: Callable[[int, int, int], int] | None = None,
-        known: Sequence[int] = (),
+        known: Sequence[Choice] = (),
     ) -> None:
         super().__init__(seed)
         self.lossy = lossy
-        # the states of the first choice points, known from the run this one shares them with
-        # (its parent in the search): not fingerprinted again (see :meth:`_state`)
+        # the first choice points, known from the run this one shares them with (its parent in
+        # the search): their states are not fingerprinted again (see :meth:`_state`), and those
+        # it takes the default at are not worked out again either (see :meth:`_repeated`)
         self.known = known
+        last = max(dict(deviations), default=-1)
+        self._repeats = 0 if branch is not None else len(known) if covered is None else min(len(known), last + 1)
+        self._asks = 0  # the ready queue's asks so far (see Choice.ask)
         # (choice index, state) -> True when the rest of the run is known already: the run stops
         self.covered = covered
         # (choice index, state, alternatives) -> the alternative to take from here on (0: the
@@ -113,8 +120,11 @@ class ScriptedChooser(RandomChooser):
         if self.cut_at is not None:
             return 0  # stopping: the loop ends the run at its next iteration
         index = len(self.choices)
+        if index < self._repeats and index not in self.deviations:
+            self.choices.append(self.known[index])
+            return 0
         state = self._state(index, point, n, stream)
-        self.choices.append(Choice(point, n, state, stream))
+        self.choices.append(Choice(point, n, state, stream, self._asks if point is ChoicePoint.READY_ORDER else -1))
         if self.branch is not None:
             self._branch(index, state, n)
         if self.covered is not None and self.covered(index, state):
@@ -134,7 +144,7 @@ class ScriptedChooser(RandomChooser):
         them; the fingerprint's running hashes fold the skipped events at its next call, in the
         same order, so every later state is the one computed at every step."""
         if index < len(self.known):
-            return self.known[index]
+            return self.known[index].fingerprint
         # what is decided is part of the state: the same roles' state, asked about another sender
         return hash((point, n, self.fingerprint.mask(stream), self.fingerprint()))
 
@@ -155,10 +165,25 @@ class ScriptedChooser(RandomChooser):
             # a run cut short runs FIFO to its end (its clean-up included): the callbacks that may
             # move are not worked out (two fifths of them were, each a look into a coroutine)
             return super().choose(point, n, stream)
+        self._asks += 1
+        index = len(self.choices)
+        if index < self._repeats and index not in self.deviations:
+            return self._repeated(index)
         movable = self._movable(n)
         if len(movable) < 2:
             return 0  # no faithful alternative: not a choice point
         return movable[self._decide(point, len(movable))]
+
+    def _repeated(self, index: int) -> int:
+        """An ask of the ready queue before the run's last deviation, where it takes the default:
+        the run so far is the one it shares these choice points with (the same decisions: the
+        simulator is deterministic), so whether this ask is the next choice point, and its
+        state, is what that run recorded, not worked out again (a look at every ready callback's
+        coroutine; a check's run asks a dozen times or more a writer, most of them in a prefix)."""
+        known = self.known[index]
+        if known.point is ChoicePoint.READY_ORDER and known.ask == self._asks:
+            self.choices.append(known)
+        return 0  # the default (FIFO), whether a choice point or not
 
     def _movable(self, n: int) -> list[int]:
         """The ready callbacks (indices among the first ``n``) that may run first without breaking

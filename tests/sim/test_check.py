@@ -279,6 +279,25 @@ def test_no_message_between_the_job_manager_and_the_coordinator_is_lost() -> Non
     assert losses and all(c.stream.startswith("writer-") for c in losses)
 
 
+def test_a_run_repeating_its_parents_prefix_meets_the_same_choice_points_as_one_working_them_out() -> None:
+    """Where a run takes the default before its last deviation, it takes the choice points (which
+    ready-queue asks are one, their states) from its parent's run; where it deviates there (a
+    ready callback moved, a message late), it works the choice point out: either way, the choice
+    points a run working everything out meets."""
+    root = run_deviations(SMALL)
+    ready = [i for i, c in enumerate(root.choices) if c.point.value == "ready-order"]
+    late = [i for i, c in enumerate(root.choices) if c.point.value == "message-delay"]
+    assert ready and len(late) > 4
+    for first in (ready[0], *late[:4]):
+        parent = run_deviations(SMALL, ((first, 1),))
+        for then in range(first + 1, min(first + 12, len(parent.choices))):
+            both = ((first, 1), (then, 1))
+            fresh = run_deviations(SMALL, both)
+            reused = run_deviations(SMALL, both, known=parent.choices[: then + 1])
+            assert reused.choices == fresh.choices and len(fresh.choices) > then + 1
+            assert reused.verdict == fresh.verdict and reused.events == fresh.events
+
+
 @pytest.mark.parametrize("protocol", sorted(PROTOCOLS))
 def test_a_run_takes_its_prefix_states_from_its_parent_and_certifies_the_same(protocol: str) -> None:
     """A run repeats its parent's decisions before its last deviation, so it takes those states
