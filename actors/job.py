@@ -11,6 +11,7 @@ and writes ``result.json``.
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -19,9 +20,10 @@ from typing import Any
 import ray
 
 from actors import cluster_info
+from actors.cluster_watch import check_cluster_lost_after, cluster_watch, lost_error
 from actors.layout import ProcessLayout
 from actors.ray_host import STOPPED, RayHost
-from actors.ray_session import ensure_ray
+from actors.ray_session import ensure_ray, mark_cluster_lost
 from actors.stream_plan import StreamPlan, plan_stream
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
@@ -57,6 +59,11 @@ from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
 
 log = logging.getLogger(__name__)
+
+# how long the driver of a run that lost its Ray cluster waits for the job manager's cancellation,
+# and for the job's processes to end: with --cluster-lost-after and the record, well within the
+# minute after which Ray ends the driver (gcs_rpc_server_reconnect_timeout_s, 60 s)
+LOST_CALL_S = 5.0
 
 # the run ended between its first record and the check: a second signal, or the SIGKILL `ray job
 # stop` sends RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM
@@ -151,7 +158,7 @@ class JobRun(RayHost):
         record.timing["processes_up_at_run"] = ready_at_run
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
-        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
+        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None, self.cluster_lost)
         record.table_before = self.table_before
         self._verify(record, outcome)
         return record
@@ -171,30 +178,58 @@ class JobRun(RayHost):
             outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
         if outcome.status == Status.INTERRUPTED:
             self._cancel(outcome.error or STOPPED)
+        elif self.cluster_lost is not None:
+            self._cancel("the Ray cluster was lost", LOST_CALL_S)
+            self._end_processes_directly()
         return outcome
 
     async def _until_ray_ends(self, job: Awaitable[Outcome]) -> Outcome:
-        """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP): then no call
-        of the driver's can be answered, and it stops waiting for them (a role's start waits a
-        minute, and Ray ends the driver a minute after its GCS went)."""
+        """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP), or the driver
+        lost the Ray cluster's head (:mod:`actors.cluster_watch`): then no call of the driver's can
+        be answered, and it stops waiting for them (a role's start waits a minute, and Ray ends the
+        driver a minute after its GCS went). A lost cluster fails the run, with no failover: its
+        record is made from what the driver holds and from the table, as a stop's that ended Ray."""
         task = asyncio.ensure_future(job)
+        watch = cluster_watch(self.cfg.cluster_lost_after_s)
         while not task.done():
             await asyncio.wait({task}, timeout=POLL_S)
             if self.stop is not None and self.stop.is_set() and not self._ray_up():
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
+            lost = watch.check() if not task.done() else None
+            if lost is not None:
+                self.cluster_lost = lost
+                mark_cluster_lost(lost.gcs_address)
+                error = lost_error(lost, redact(self.cfg.table))
+                self.on_phase(f"{error}: ending the run and writing its record")
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                return Outcome(Status.FAILED, error, None, self.driver.stalls)
         return task.result()
 
-    def _cancel(self, reason: str) -> None:
+    def _end_processes_directly(self) -> None:
+        """The cluster is lost: each of the job's processes is asked, by a call straight to it, to
+        end (:meth:`ProcessActor.end <actors.process_actor.ProcessActor.end>`), since ``ray.kill``
+        goes through the GCS; waits (at most :data:`LOST_CALL_S`) until each is seen gone. One that
+        cannot be reached (its node gone or cut off) is left to the end of its node."""
+        ends = {name: actor.end.remote() for name, actor in self.processes.items()}
+        done, left = ray.wait(list(ends.values()), num_returns=len(ends), timeout=LOST_CALL_S)
+        for ref in done:  # the call of a process that ended: its error is the news, taken here
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(ref, timeout=0)
+        if left:
+            log.warning("%d of the job's %d processes did not end within %g s", len(left), len(ends), LOST_CALL_S)
+
+    def _cancel(self, reason: str, bound: float | None = None) -> None:
         """Flink's cancel: the job manager stops checkpointing (:meth:`JobManager.cancel
         <runtime.flink.job_manager.JobManager.cancel>`); its answer is the final view of the
         checkpoints, so no checkpoint completes (nor commits) after the record's view of them.
         A job manager that does not answer (its process or Ray itself ended by the same signal)
         leaves the record to what the driver holds and what the table says."""
-        if JOB_MANAGER not in self.refs or not self._ray_up():
-            return
-        bound = self.cfg.checkpoint_timeout_s + 5
+        if JOB_MANAGER not in self.refs or not (self._ray_up() or self.cluster_lost is not None):
+            return  # a lost cluster's roles may still answer a call straight to them
+        bound = min(self.cfg.checkpoint_timeout_s + 5, bound or math.inf)
         try:
             view = ray.get(self.refs[JOB_MANAGER].deliver("cancel", to_wire(reason), DRIVER), timeout=bound)
             self.final_jm = from_wire(view)
@@ -291,7 +326,8 @@ class JobRun(RayHost):
                     log.info("the counters of %s are lost: %s", name, type(exc).__name__)
             coord, jm, dumps = asyncio.run(self._views())
             self._gather_traces()
-        jm_final = outcome.status != Status.INTERRUPTED or self.final_jm is not None or not self.launched
+        ended_itself = outcome.status != Status.INTERRUPTED and self.cluster_lost is None
+        jm_final = ended_itself or self.final_jm is not None or not self.launched
         jm = self.final_jm or jm or self.last_jm
         self._shutdown()  # a job that did not finish would go on committing under the record
         return job_result(
@@ -350,6 +386,7 @@ def run_job(
 def _run_on_ray(
     job: ResolvedJob, out_dir: str | None, table_lock: TableLock | None, kwargs: dict[str, Any]
 ) -> JobResult:
+    check_cluster_lost_after(job.config.cluster_lost_after_s)  # before Ray starts: exit 2
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
     stop: StopRequest | None = kwargs.get("stop")

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from runtime.cli import exits
 from runtime.cli.jobs_options import add_jobs_options, jobs_exit, jobs_spec_from, print_jobs
@@ -74,6 +75,8 @@ def run_and_report(
     console.print(summary_table(result))
     if result.deadlock:
         console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
+    if result.ray is not None and result.ray.cluster_lost is not None:
+        console.print(f"[red]{escape(str(result.error))}[/red]", highlight=False)
     console.print(
         f"result: {os.path.join(out, 'result.json')}"
         + (f"; trace: {trace}" if trace else "")
