@@ -8,24 +8,23 @@ API tells a driver its GCS is gone before then (``ray.is_initialized()`` stays T
 on a live worker still answers). So the driver asks the GCS itself, through the GCS client its
 ``ray.init`` made (``ray._private.worker.global_worker.gcs_client``, ``ray._raylet.GcsClient``):
 an internal KV read of a key nothing writes, bounded by its own timeout (:data:`PROBE_TIMEOUT_S`;
-past it Ray raises ``RpcError``), one a second (:data:`PROBE_PERIOD_S`), on a thread so that the
-watchdog's loop never waits for it. When no probe has been answered for ``--cluster-lost-after``
-seconds since one went out unanswered, and at least :data:`MIN_UNANSWERED` timed out, the cluster
-is lost (:class:`~runtime.lab.results.ClusterLost`).
+past it Ray raises ``RpcError``), one a second (:data:`PROBE_PERIOD_S`), on a thread of its own,
+so that the driver's loop never waits for it, nor the watch for the loop. When no probe has been
+answered for ``--cluster-lost-after`` seconds since one went out unanswered, and at least
+:data:`MIN_UNANSWERED` timed out, the cluster is lost (:class:`~runtime.lab.results.ClusterLost`).
 A local Ray whose GCS or raylet process exited (:func:`~actors.ray_session.local_ray_ended`) is
 lost at once: without GCS fault tolerance nothing starts them again.
 
 A head that is only slow (a loaded machine) answers within the probe's timeout or a later probe
-does: the silence is counted from the first unanswered probe, and a watchdog that itself did not
-run for a while (its event loop busy) sent no probe, so that time is not counted as silence.
+does: the silence is counted from the first unanswered probe and needs several to have timed out.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,14 +43,20 @@ MIN_UNANSWERED = 3  # probes left unanswered before a silence counts: one slow p
 # Ray's own bound, which ends a driver that lost its GCS (ray_config_def.h); a driver reads it from
 # its environment (RAY_<setting>) unless the cluster's head was started with it in --system-config
 RECONNECT_SETTING, RAY_RECONNECT_DEFAULT_S = "gcs_rpc_server_reconnect_timeout_s", 60.0
+# how long the watch leaves a lost cluster to the driver's loop, which polls every 0.25 s, before it
+# takes the run's end over (the loop is stuck in a call to the GCS); seconds of Ray's minute
+TAKEOVER_S = 3.0
 PROBE_KEY, PROBE_NAMESPACE = b"commitlab-cluster-probe", b"commitlab"
 
 
 class ClusterWatch:
-    """Probes the GCS at most once per ``period_s`` on a thread; :meth:`check`, called by the
-    watchdog at each poll, says when the cluster is lost. ``probe`` returns once the GCS answered
-    and raises ``ray.exceptions.RpcError`` when it did not; any other error means the probe does
-    not work here (another Ray), and the watch then only watches the local processes."""
+    """Probes the GCS at most once per ``period_s`` and judges: :meth:`observe` is one step (a
+    probe when one is due, bounded by its own timeout), :meth:`start` runs the steps on a thread of
+    their own, so that a driver's loop stuck in a call that waits for the GCS (a failover's named
+    actor creation or name lookup: Ray waits there until it ends the process) is no stuck watch.
+    ``probe`` returns once the GCS answered and raises ``ray.exceptions.RpcError`` when it did not;
+    any other error means the probe does not work here (another Ray), and the watch then only
+    watches the local processes."""
 
     def __init__(
         self,
@@ -72,11 +77,12 @@ class ClusterWatch:
         self.unanswered_since: float | None = None  # when the first probe since the last answer went out
         self.unanswered = 0  # probes since the last answer that got none
         self.last_error = ""
-        self._probing: asyncio.Future[None] | None = None
         self._probed_at = -math.inf
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def _probe_once(self) -> None:
-        """On a thread: one bounded probe; an answer clears the silence."""
+        """One bounded probe; an answer clears the silence."""
         assert self.probe is not None
         try:
             self.probe()
@@ -93,8 +99,13 @@ class ClusterWatch:
             self.probe = None
         self.unanswered_since, self.unanswered = None, 0
 
-    def check(self) -> ClusterLost | None:
-        """The lost cluster, once it is; else sends the next probe when one is due."""
+    def observe(self) -> ClusterLost | None:
+        """One step: the lost cluster, once it is; else the next probe when one is due."""
+        if self.probe is not None and self.clock() - self._probed_at >= self.period_s:
+            self._probed_at = self.clock()
+            if self.unanswered_since is None:
+                self.unanswered_since = self._probed_at
+            self._probe_once()
         now = self.clock()
         silent = now - self.unanswered_since if self.unanswered_since is not None else 0.0
         ended = self.ended()
@@ -106,13 +117,51 @@ class ClusterWatch:
                 f"({flag_of('cluster_lost_after_s')} {self.lost_after_s:g}; last: {self.last_error})"
             )
             return ClusterLost(self.address, round(silent, 1), seen)
-        if self.probe is not None and (self._probing is None or self._probing.done()):
-            if now - self._probed_at >= self.period_s:
-                self._probed_at = now
-                if self.unanswered_since is None:
-                    self.unanswered_since = now
-                self._probing = asyncio.get_running_loop().run_in_executor(None, self._probe_once)
         return None
+
+    def start(self, on_lost: Callable[[ClusterLost], None], poll_s: float) -> None:
+        """Steps every ``poll_s`` on a daemon thread until :meth:`stop`; ``on_lost`` runs on it once."""
+
+        def watch() -> None:
+            while not self._stop.wait(poll_s):
+                lost = self.observe()
+                if lost is not None and not self._stop.is_set():
+                    on_lost(lost)
+                    return
+
+        self._thread = threading.Thread(target=watch, name="commitlab-cluster-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """No step after this one (a probe under way ends within its timeout, unwaited)."""
+        self._stop.set()
+
+
+class EndClaim:
+    """Who ends a run that lost its cluster, once: the driver's loop, at its next poll, or, when
+    that loop does not claim it within :data:`TAKEOVER_S` (stuck in a call that waits for the GCS
+    until Ray ends the process), the watch's thread, which then makes the record itself."""
+
+    LOOP, WATCH = "the driver's loop", "the cluster watch"
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._claimed = threading.Event()
+        self.by: str | None = None
+
+    def claim(self, who: str) -> bool:
+        """True for the first claimant, and for it alone."""
+        with self._lock:
+            if self.by is None:
+                self.by = who
+                self._claimed.set()
+        return self.by == who
+
+    def left_to_the_watch(self, wait_s: float = 0.0) -> bool:
+        """On the watch's thread: waits (at most ``wait_s``) for the loop's claim; True when the
+        loop made none, so the watch ends the run."""
+        self._claimed.wait(wait_s)
+        return self.claim(self.WATCH)
 
 
 def cluster_watch(lost_after_s: float) -> ClusterWatch:

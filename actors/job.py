@@ -13,6 +13,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -20,7 +21,7 @@ from typing import Any
 import ray
 
 from actors import cluster_info
-from actors.cluster_watch import check_cluster_lost_after, cluster_watch, lost_error
+from actors.cluster_watch import TAKEOVER_S, EndClaim, check_cluster_lost_after, cluster_watch, lost_error
 from actors.layout import ProcessLayout
 from actors.ray_host import STOPPED, RayHost
 from actors.ray_session import ensure_ray, mark_cluster_lost
@@ -52,7 +53,7 @@ from runtime.job.record import (
 from runtime.job.roles import first_launch
 from runtime.job.stop import StopRequest
 from runtime.lab.report import ProgressCallback
-from runtime.lab.results import JobResult, RayRecord
+from runtime.lab.results import ClusterLost, JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, remove_result, write_result
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix
@@ -90,6 +91,7 @@ class JobRun(RayHost):
         timeline: bool = True,
         stop: StopRequest | None = None,
         table_lock: TableLock | None = None,
+        on_lost_record: Callable[[JobResult], None] | None = None,
     ) -> None:
         super().__init__(
             job.config,
@@ -107,6 +109,8 @@ class JobRun(RayHost):
         self.launched = False  # the driver started launching roles
         self.before: Any = None  # the table's rows as the run found it (pa.Table), once read
         self.table_before: Any = None
+        self.on_lost_record = on_lost_record  # the record of a run that lost its cluster, made by the watch
+        self.lost_end = EndClaim()  # who ends a run that lost its cluster
 
     def run(self) -> JobResult:
         try:
@@ -136,14 +140,19 @@ class JobRun(RayHost):
 
     def finish(self) -> JobResult:
         """Runs the started-up job to its end, gathers its record and checks the table."""
-        t0, counters, endpoint_before, ready_at_run = self.t0, self.counters, self.endpoint_before, self.ready_at_run
-        cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
-        t_started = time.time()
-        outcome = self._drive(ready_at_run)
+        self.t_started = time.time()
+        outcome = self._drive(self.ready_at_run)
         t_end = time.time()
-        if outcome.status == Status.FINISHED:
+        if outcome.status == Status.FINISHED and self._ray_up():
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
+        return self._record(outcome, t_end)
+
+    def _record(self, outcome: Outcome, t_end: float) -> JobResult:
+        """The record of the job that ended with ``outcome``: gathered, written, the table checked."""
+        t0, counters, endpoint_before, ready_at_run = self.t0, self.counters, self.endpoint_before, self.ready_at_run
+        cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
+        t_started = self.t_started
         # a start-up stop or Ray ended by the same signal: no role ran, or no place is known
         live = self.processes if self.launched and self._ray_up() else {}
         placement = cluster_info.run_placement(live, cfg.placement, layout.slots)
@@ -171,17 +180,44 @@ class JobRun(RayHost):
         self.launched = True
         roles = first_launch(self.driver.roles)
         self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
+        watch = cluster_watch(self.cfg.cluster_lost_after_s)
+        watch.start(self._on_cluster_lost, POLL_S)
         try:
             outcome = asyncio.run(self._until_ray_ends(self.driver.run(self)))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
             log.exception("the job driver failed")
             outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
+        finally:
+            watch.stop()
+        if self.cluster_lost is not None and not self.lost_end.claim(EndClaim.LOOP):
+            threading.Event().wait()  # the watch's thread makes the record and ends the run (_on_cluster_lost)
         if outcome.status == Status.INTERRUPTED:
             self._cancel(outcome.error or STOPPED)
         elif self.cluster_lost is not None:
-            self._cancel("the Ray cluster was lost", LOST_CALL_S)
-            self._end_processes_directly()
+            self._end_lost_roles()
         return outcome
+
+    def _on_cluster_lost(self, lost: ClusterLost) -> None:
+        """On the watch's thread: the driver's loop ends the run at its next poll; when it does not
+        claim that within TAKEOVER_S, it is stuck in a call that waits for the GCS (a failover's
+        named actor creation or name lookup, which Ray answers only by ending the process), and this
+        thread makes the record itself and hands it to ``on_lost_record`` (the command reports it
+        and ends the process, exit 4; without one, Ray ends it as before, the record written)."""
+        self.cluster_lost = lost
+        mark_cluster_lost(lost.gcs_address)
+        if not self.lost_end.left_to_the_watch(TAKEOVER_S):
+            return
+        error = lost_error(lost, redact(self.cfg.table))
+        self.on_phase(f"{error}: the driver waits on the GCS; ending the run from the watch and writing its record")
+        self._end_lost_roles()
+        record = self._record(Outcome(Status.FAILED, error, None, self.driver.stalls), time.time())
+        if self.on_lost_record is not None:
+            self.on_lost_record(record)
+
+    def _end_lost_roles(self) -> None:
+        """The cluster is lost: the job manager cancelled, the job's processes ended, each bounded."""
+        self._cancel("the Ray cluster was lost", LOST_CALL_S)
+        self._end_processes_directly()
 
     async def _until_ray_ends(self, job: Awaitable[Outcome]) -> Outcome:
         """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP), or the driver
@@ -190,17 +226,16 @@ class JobRun(RayHost):
         driver a minute after its GCS went). A lost cluster fails the run, with no failover: its
         record is made from what the driver holds and from the table, as a stop's that ended Ray."""
         task = asyncio.ensure_future(job)
-        watch = cluster_watch(self.cfg.cluster_lost_after_s)
         while not task.done():
             await asyncio.wait({task}, timeout=POLL_S)
-            if self.stop is not None and self.stop.is_set() and not self._ray_up():
+            lost = self.cluster_lost  # set by the watch's thread (_on_cluster_lost)
+            if self.stop is not None and self.stop.is_set() and not self._ray_up() and lost is None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
-            lost = watch.check() if not task.done() else None
-            if lost is not None:
-                self.cluster_lost = lost
-                mark_cluster_lost(lost.gcs_address)
+            if lost is not None and not task.done():
+                if not self.lost_end.claim(EndClaim.LOOP):
+                    await asyncio.Event().wait()  # the watch's thread ends the run (_on_cluster_lost)
                 error = lost_error(lost, redact(self.cfg.table))
                 self.on_phase(f"{error}: ending the run and writing its record")
                 task.cancel()
