@@ -9,7 +9,10 @@ Each run is a command of its own with its own local Ray (its processes known by 
 directory and as the driver's children), whose GCS is found among the driver's child processes:
 killed (a local GCS that exited is lost at once), or stopped with SIGSTOP (alive but silent, as a
 head cut off or hung: lost after ``--cluster-lost-after`` s of unanswered probes). The stopped
-head is first stopped for a moment shorter than the grace and let go: the run goes on.
+head is first stopped for a moment shorter than the grace and let go: the run goes on. Stopped
+before the job fails over (the coordinator's commit fails at checkpoint 3: ``dfs.transient_error``),
+the failover waits on the GCS in a call Ray answers only by ending the driver (a named actor's
+lookup): the watch's thread makes the record (``actors/job.py``, ``JobRun._on_cluster_lost``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from tests.ray.test_cli_stops import ROOT, _Console, end_what_is_left, left_runn
 CLUSTER_LOST = 4  # runtime.cli.exits.ExitCode.CLUSTER_LOST
 LOST_AFTER_S = 4.0  # --cluster-lost-after for the stopped head
 BRIEF_PAUSE_S = 3.0  # a head busy this long (longer than a probe's timeout) is not lost
+LOST_IN_FAILOVER_S = 20.0  # the head silent before a failover: the failover begins well before it is lost
 EXIT_WITHIN_S = 45.0  # well before Ray's own end of the driver (60 s after it noticed)
 
 
@@ -60,12 +64,16 @@ def _gcs_of(driver: int) -> psutil.Process:
 
 
 def lose_the_head(tmp_path: Path, how: str) -> tuple[int, float, str, Path, list[str]]:
-    """Runs a job, ends or stops its GCS once it committed twice; the exit code, seconds from
+    """Runs a job, ends or stops its GCS once it committed; the exit code, seconds from
     the head's loss to the command's end, the console, the table and what was left running."""
     ray_tmp = tempfile.mkdtemp(prefix="rl-", dir="/tmp")  # short: Ray's socket paths live under it
     out, table = tmp_path / "out", tmp_path / "table"
     cmd = [sys.executable, "-m", "runtime", "run", "--source", "generator", "--records", "200000"]
-    cmd += ["--checkpoints", "60", "--cluster-lost-after", f"{LOST_AFTER_S:g}"]
+    if how == "stopped-in-failover":  # the coordinator fails at checkpoint 3: the job fails over
+        cmd += ["--faults", "dfs.transient_error@3", "--cluster-lost-after", f"{LOST_IN_FAILOVER_S:g}"]
+    else:
+        cmd += ["--cluster-lost-after", f"{LOST_AFTER_S:g}"]
+    cmd += ["--checkpoints", "60"]
     cmd += ["--out", str(out), "--table", str(table)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_TMPDIR": ray_tmp, "COLUMNS": "300"}
     proc = subprocess.Popen(
@@ -73,9 +81,13 @@ def lose_the_head(tmp_path: Path, how: str) -> tuple[int, float, str, Path, list
     )
     console = _Console(proc)
     try:
-        _wait("two commits", lambda: _commits(table) >= 2, proc, console, 180)
+        needed = 1 if how == "stopped-in-failover" else 2  # the failover's fault comes at checkpoint 3
+        _wait(f"{needed} commit(s)", lambda: _commits(table) >= needed, proc, console, 180)
         gcs = _gcs_of(proc.pid)
-        if how == "killed":
+        if how == "stopped-in-failover":  # silent before checkpoint 3, whose failover then waits on the GCS
+            lost_at = time.monotonic()
+            gcs.suspend()
+        elif how == "killed":
             lost_at = time.monotonic()
             gcs.kill()
         else:  # busy for a moment: not lost; then silent for good
@@ -94,7 +106,7 @@ def lose_the_head(tmp_path: Path, how: str) -> tuple[int, float, str, Path, list
         end_what_is_left(proc, ray_tmp)
 
 
-@pytest.mark.parametrize("how", ["killed", "stopped"])
+@pytest.mark.parametrize("how", ["killed", "stopped", "stopped-in-failover"])
 def test_a_run_that_lost_its_head_writes_its_record_and_exits_4(how, tmp_path):
     code, took, console, table, left = lose_the_head(tmp_path, how)
     tail = f"{how}: exit {code} {took:.1f} s after the head was lost:\n{console[-3000:]}"
@@ -115,6 +127,9 @@ def test_a_run_that_lost_its_head_writes_its_record_and_exits_4(how, tmp_path):
         assert "gcs_server process" in lost["seen"] and "exited" in lost["seen"], lost
     else:
         assert "did not answer" in lost["seen"] and lost["unreachable_s"] >= LOST_AFTER_S, lost
+    if how == "stopped-in-failover":  # the driver's loop waited on the GCS in the failover: the watch ended the run
+        assert "ending the run from the watch" in flat, tail
+        assert len(record["failovers"]) == 1, record["failovers"]
     commits = {c["checkpoint"] for c in record["commits"]}
     completed = {int(k) for k, v in record["checkpoints"]["detail"].items() if v["status"] == "completed"}
     assert len(commits) >= 2 and commits <= completed, tail
