@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 # and for the job's processes to end: with --cluster-lost-after and the record, well within the
 # minute after which Ray ends the driver (gcs_rpc_server_reconnect_timeout_s, 60 s)
 LOST_CALL_S = 5.0
+# how long the run's own thread waits for the record the cluster watch's thread makes (its check
+# with the official reader included), should it get free from the GCS call it waited in
+LOST_RECORD_WAIT_S = 120.0
 
 # the run ended between its first record and the check: a second signal, or the SIGKILL `ray job
 # stop` sends RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM
@@ -111,6 +114,8 @@ class JobRun(RayHost):
         self.table_before: Any = None
         self.on_lost_record = on_lost_record  # the record of a run that lost its cluster, made by the watch
         self.lost_end = EndClaim()  # who ends a run that lost its cluster
+        self.lost_record: JobResult | None = None  # the record the watch's thread made, when it did
+        self.lost_record_made = threading.Event()
 
     def run(self) -> JobResult:
         try:
@@ -143,6 +148,10 @@ class JobRun(RayHost):
         self.t_started = time.time()
         outcome = self._drive(self.ready_at_run)
         t_end = time.time()
+        if self.lost_end.by == EndClaim.WATCH:  # the watch's thread makes the record (_on_cluster_lost)
+            self.lost_record_made.wait(LOST_RECORD_WAIT_S)
+            if self.lost_record is not None:
+                return self.lost_record
         if outcome.status == Status.FINISHED and self._ray_up():
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
@@ -190,7 +199,7 @@ class JobRun(RayHost):
         finally:
             watch.stop()
         if self.cluster_lost is not None and not self.lost_end.claim(EndClaim.LOOP):
-            threading.Event().wait()  # the watch's thread makes the record and ends the run (_on_cluster_lost)
+            return outcome  # the watch's thread ends the run (_on_cluster_lost)
         if outcome.status == Status.INTERRUPTED:
             self._cancel(outcome.error or STOPPED)
         elif self.cluster_lost is not None:
@@ -202,17 +211,24 @@ class JobRun(RayHost):
         claim that within TAKEOVER_S, it is stuck in a call that waits for the GCS (a failover's
         named actor creation or name lookup, which Ray answers only by ending the process), and this
         thread makes the record itself and hands it to ``on_lost_record`` (the command reports it
-        and ends the process, exit 4; without one, Ray ends it as before, the record written)."""
+        and ends the process, exit 4); without one, :meth:`finish` returns it, should the loop get
+        free before Ray ends the process."""
         self.cluster_lost = lost
         mark_cluster_lost(lost.gcs_address)
         if not self.lost_end.left_to_the_watch(TAKEOVER_S):
             return
         error = lost_error(lost, redact(self.cfg.table))
-        self.on_phase(f"{error}: the driver waits on the GCS; ending the run from the watch and writing its record")
-        self._end_lost_roles()
-        record = self._record(Outcome(Status.FAILED, error, None, self.driver.stalls), time.time())
+        self.on_phase(
+            f"lost the Ray cluster (GCS at {lost.gcs_address}) while the driver waits on it: ending the run from the "
+            "watch, writing its record"
+        )
+        try:
+            self._end_lost_roles()
+            self.lost_record = self._record(Outcome(Status.FAILED, error, None, self.driver.stalls), time.time())
+        finally:
+            self.lost_record_made.set()
         if self.on_lost_record is not None:
-            self.on_lost_record(record)
+            self.on_lost_record(self.lost_record)
 
     def _end_lost_roles(self) -> None:
         """The cluster is lost: the job manager cancelled, the job's processes ended, each bounded."""
@@ -234,10 +250,9 @@ class JobRun(RayHost):
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
             if lost is not None and not task.done():
-                if not self.lost_end.claim(EndClaim.LOOP):
-                    await asyncio.Event().wait()  # the watch's thread ends the run (_on_cluster_lost)
                 error = lost_error(lost, redact(self.cfg.table))
-                self.on_phase(f"{error}: ending the run and writing its record")
+                if self.lost_end.claim(EndClaim.LOOP):  # else the watch's thread ends the run (_on_cluster_lost)
+                    self.on_phase(f"lost the Ray cluster (GCS at {lost.gcs_address}): ending the run with its record")
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.FAILED, error, None, self.driver.stalls)
@@ -249,6 +264,8 @@ class JobRun(RayHost):
         goes through the GCS; waits (at most :data:`LOST_CALL_S`) until each is seen gone. One that
         cannot be reached (its node gone or cut off) is left to the end of its node."""
         ends = {name: actor.end.remote() for name, actor in self.processes.items()}
+        if not ends:
+            return
         done, left = ray.wait(list(ends.values()), num_returns=len(ends), timeout=LOST_CALL_S)
         for ref in done:  # the call of a process that ended: its error is the news, taken here
             with contextlib.suppress(ray.exceptions.RayError):
