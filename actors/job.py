@@ -245,13 +245,14 @@ class JobRun(RayHost):
         while not task.done():
             await asyncio.wait({task}, timeout=POLL_S)
             lost = self.cluster_lost  # set by the watch's thread (_on_cluster_lost)
-            if self.stop is not None and self.stop.is_set() and not self._ray_up() and lost is None:
+            ours = lost is None or self.lost_end.claim(EndClaim.LOOP)  # else the watch's thread ends the run
+            if self.stop is not None and self.stop.is_set() and not self._ray_up() and ours:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
             if lost is not None and not task.done():
                 error = lost_error(lost, redact(self.cfg.table))
-                if self.lost_end.claim(EndClaim.LOOP):  # else the watch's thread ends the run (_on_cluster_lost)
+                if ours:
                     self.on_phase(f"lost the Ray cluster (GCS at {lost.gcs_address}): ending the run with its record")
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)

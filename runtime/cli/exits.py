@@ -21,14 +21,14 @@ class ExitCode(IntEnum):
 
 def of_run(result: JobResult, stopped_by: int = ExitCode.INTERRUPTED) -> int:
     """``run``: OK only when the job finished and exactly-once was verified; an interrupted job
-    exits as the signal that stopped it (``stopped_by``: 128 + its number); a run that lost its
-    Ray cluster exits :data:`ExitCode.CLUSTER_LOST`."""
-    if result.ray is not None and result.ray.cluster_lost is not None:
-        return ExitCode.CLUSTER_LOST
+    exits as the signal that stopped it (``stopped_by``: 128 + its number), even when its Ray
+    cluster was lost too; any other run that lost its Ray cluster exits :data:`ExitCode.CLUSTER_LOST`."""
     if result.status == Status.DEADLOCKED:
         return ExitCode.DEADLOCK
     if result.status == Status.INTERRUPTED:
         return stopped_by
+    if result.ray is not None and result.ray.cluster_lost is not None:
+        return ExitCode.CLUSTER_LOST
     eo = result.exactly_once
     return ExitCode.OK if result.status == Status.FINISHED and eo and eo.verified else ExitCode.FAILED
 

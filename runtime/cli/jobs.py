@@ -107,7 +107,7 @@ def report_run(console: Console, result: JobResult, out: str, trace: str | None,
     console.print(summary_table(result))
     if result.deadlock:
         console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
-    if result.ray is not None and result.ray.cluster_lost is not None:
+    if result.ray is not None and result.ray.cluster_lost is not None and result.status == Status.FAILED:
         console.print(f"[red]{escape(str(result.error))}[/red]", highlight=False)
     console.print(
         f"result: {os.path.join(out, 'result.json')}"
