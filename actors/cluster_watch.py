@@ -40,8 +40,8 @@ log = logging.getLogger(__name__)
 PROBE_PERIOD_S = 1.0  # one probe a second at most: each costs the GCS one KV read
 PROBE_TIMEOUT_S = 2.0  # a probe's own bound (the GCS client's timeout); it then counts as unanswered
 MIN_UNANSWERED = 3  # probes left unanswered before a silence counts: one slow probe is no silence
-# Ray's own bound, which ends a driver that lost its GCS (ray_config_def.h); a driver reads it from
-# its environment (RAY_<setting>) unless the cluster's head was started with it in --system-config
+# Ray's own bound, which ends a driver that lost its GCS (ray_config_def.h), as the driver's
+# environment sets it (RAY_<setting>); a value a cluster's own system config sets is not seen here
 RECONNECT_SETTING, RAY_RECONNECT_DEFAULT_S = "gcs_rpc_server_reconnect_timeout_s", 60.0
 # how long the watch leaves a lost cluster to the driver's loop, which polls every 0.25 s, before it
 # takes the run's end over (the loop is stuck in a call to the GCS); seconds of Ray's minute
