@@ -11,7 +11,9 @@ and writes ``result.json``.
 import asyncio
 import contextlib
 import logging
+import math
 import os
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -19,9 +21,10 @@ from typing import Any
 import ray
 
 from actors import cluster_info
+from actors.cluster_watch import TAKEOVER_S, EndClaim, check_cluster_lost_after, cluster_watch, lost_error
 from actors.layout import ProcessLayout
 from actors.ray_host import STOPPED, RayHost
-from actors.ray_session import ensure_ray
+from actors.ray_session import ensure_ray, mark_cluster_lost
 from actors.stream_plan import StreamPlan, plan_stream
 from runtime.core.codec import from_wire, to_wire
 from runtime.core.config import JobConfig
@@ -50,13 +53,21 @@ from runtime.job.record import (
 from runtime.job.roles import first_launch
 from runtime.job.stop import StopRequest
 from runtime.lab.report import ProgressCallback
-from runtime.lab.results import JobResult, RayRecord
+from runtime.lab.results import ClusterLost, JobResult, RayRecord
 from runtime.lab.run_output import draw_timeline, remove_result, write_result
 from runtime.lab.status import Status
 from runtime.lab.verdicts import CommittedPrefix
 from runtime.lab.verify import merged_with_table, read_snapshot, read_table_before, verify_run
 
 log = logging.getLogger(__name__)
+
+# how long the driver of a run that lost its Ray cluster waits for the job manager's cancellation,
+# and for the job's processes to end: with --cluster-lost-after and the record, well within the
+# minute after which Ray ends the driver (gcs_rpc_server_reconnect_timeout_s, 60 s)
+LOST_CALL_S = 5.0
+# how long the run's own thread waits for the record the cluster watch's thread makes (its check
+# with the official reader included), should it get free from the GCS call it waited in
+LOST_RECORD_WAIT_S = 120.0
 
 # the run ended between its first record and the check: a second signal, or the SIGKILL `ray job
 # stop` sends RAY_JOB_STOP_WAIT_TIME_S after its SIGTERM
@@ -83,6 +94,7 @@ class JobRun(RayHost):
         timeline: bool = True,
         stop: StopRequest | None = None,
         table_lock: TableLock | None = None,
+        on_lost_record: Callable[[JobResult], None] | None = None,
     ) -> None:
         super().__init__(
             job.config,
@@ -100,6 +112,10 @@ class JobRun(RayHost):
         self.launched = False  # the driver started launching roles
         self.before: Any = None  # the table's rows as the run found it (pa.Table), once read
         self.table_before: Any = None
+        self.on_lost_record = on_lost_record  # the record of a run that lost its cluster, made by the watch
+        self.lost_end = EndClaim()  # who ends a run that lost its cluster
+        self.lost_record: JobResult | None = None  # the record the watch's thread made, when it did
+        self.lost_record_made = threading.Event()
 
     def run(self) -> JobResult:
         try:
@@ -129,14 +145,23 @@ class JobRun(RayHost):
 
     def finish(self) -> JobResult:
         """Runs the started-up job to its end, gathers its record and checks the table."""
-        t0, counters, endpoint_before, ready_at_run = self.t0, self.counters, self.endpoint_before, self.ready_at_run
-        cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
-        t_started = time.time()
-        outcome = self._drive(ready_at_run)
+        self.t_started = time.time()
+        outcome = self._drive(self.ready_at_run)
         t_end = time.time()
-        if outcome.status == Status.FINISHED:
+        if self.lost_end.by == EndClaim.WATCH:  # the watch's thread makes the record (_on_cluster_lost)
+            self.lost_record_made.wait(LOST_RECORD_WAIT_S)
+            if self.lost_record is not None:
+                return self.lost_record
+        if outcome.status == Status.FINISHED and self._ray_up():
             # let the sources push end-of-input so every mailbox loop ends cleanly
             ray.get([self.refs[n].actor.source_done.remote(n, 5.0) for n in self.driver.source_names], timeout=30)
+        return self._record(outcome, t_end)
+
+    def _record(self, outcome: Outcome, t_end: float) -> JobResult:
+        """The record of the job that ended with ``outcome``: gathered, written, the table checked."""
+        t0, counters, endpoint_before, ready_at_run = self.t0, self.counters, self.endpoint_before, self.ready_at_run
+        cfg, layout = self.cfg, self.layout or ProcessLayout.for_job(self.cfg.writers, 1, 1.0, 0)
+        t_started = self.t_started
         # a start-up stop or Ray ended by the same signal: no role ran, or no place is known
         live = self.processes if self.launched and self._ray_up() else {}
         placement = cluster_info.run_placement(live, cfg.placement, layout.slots)
@@ -151,7 +176,7 @@ class JobRun(RayHost):
         record.timing["processes_up_at_run"] = ready_at_run
         endpoint = cluster_info.endpoint_served(cfg.table, endpoint_before)
         # a timed-out job: where the job manager's and coordinator's coroutines waited
-        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None)
+        record.ray = RayRecord(placement, endpoint, self.trace_path, self.stacks_at_timeout or None, self.cluster_lost)
         record.table_before = self.table_before
         self._verify(record, outcome)
         return record
@@ -164,37 +189,100 @@ class JobRun(RayHost):
         self.launched = True
         roles = first_launch(self.driver.roles)
         self.on_phase(f"starting {len(roles)} roles in {len(self.processes)} processes ({ready_at_run} already up)")
+        watch = cluster_watch(self.cfg.cluster_lost_after_s)
+        watch.start(self._on_cluster_lost, POLL_S)
         try:
             outcome = asyncio.run(self._until_ray_ends(self.driver.run(self)))
         except Exception as exc:  # noqa: BLE001 - recorded: the run's record is still written
             log.exception("the job driver failed")
             outcome = Outcome(Status.FAILED, f"internal error of the job driver: {type(exc).__name__}: {exc}")
+        finally:
+            watch.stop()
+        if self.cluster_lost is not None and not self.lost_end.claim(EndClaim.LOOP):
+            return outcome  # the watch's thread ends the run (_on_cluster_lost)
         if outcome.status == Status.INTERRUPTED:
             self._cancel(outcome.error or STOPPED)
+        elif self.cluster_lost is not None:
+            self._end_lost_roles()
         return outcome
 
+    def _on_cluster_lost(self, lost: ClusterLost) -> None:
+        """On the watch's thread: the driver's loop ends the run at its next poll; when it does not
+        claim that within TAKEOVER_S, it is stuck in a call that waits for the GCS (a failover's
+        named actor creation or name lookup, which Ray answers only by ending the process), and this
+        thread makes the record itself and hands it to ``on_lost_record`` (the command reports it
+        and ends the process, exit 4); without one, :meth:`finish` returns it, should the loop get
+        free before Ray ends the process."""
+        self.cluster_lost = lost
+        mark_cluster_lost(lost.gcs_address)
+        if not self.lost_end.left_to_the_watch(TAKEOVER_S):
+            return
+        error = lost_error(lost, redact(self.cfg.table))
+        self.on_phase(
+            f"lost the Ray cluster (GCS at {lost.gcs_address}) while the driver waits on it: ending the run from the "
+            "watch, writing its record"
+        )
+        try:
+            self._end_lost_roles()
+            self.lost_record = self._record(Outcome(Status.FAILED, error, None, self.driver.stalls), time.time())
+        finally:
+            self.lost_record_made.set()
+        if self.on_lost_record is not None:
+            self.on_lost_record(self.lost_record)
+
+    def _end_lost_roles(self) -> None:
+        """The cluster is lost: the job manager cancelled, the job's processes ended, each bounded."""
+        self._cancel("the Ray cluster was lost", LOST_CALL_S)
+        self._end_processes_directly()
+
     async def _until_ray_ends(self, job: Awaitable[Outcome]) -> Outcome:
-        """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP): then no call
-        of the driver's can be answered, and it stops waiting for them (a role's start waits a
-        minute, and Ray ends the driver a minute after its GCS went)."""
+        """The job, unless a stop ended Ray itself (a group-wide SIGTERM or SIGHUP), or the driver
+        lost the Ray cluster's head (:mod:`actors.cluster_watch`): then no call of the driver's can
+        be answered, and it stops waiting for them (a role's start waits a minute, and Ray ends the
+        driver a minute after its GCS went). A lost cluster fails the run, with no failover: its
+        record is made from what the driver holds and from the table, as a stop's that ended Ray."""
         task = asyncio.ensure_future(job)
         while not task.done():
             await asyncio.wait({task}, timeout=POLL_S)
-            if self.stop is not None and self.stop.is_set() and not self._ray_up():
+            lost = self.cluster_lost  # set by the watch's thread (_on_cluster_lost)
+            ours = lost is None or self.lost_end.claim(EndClaim.LOOP)  # else the watch's thread ends the run
+            if self.stop is not None and self.stop.is_set() and not self._ray_up() and ours:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 return Outcome(Status.INTERRUPTED, f"{STOPPED}; Ray's processes were ended by the same signal")
+            if lost is not None and not task.done():
+                error = lost_error(lost, redact(self.cfg.table))
+                if ours:
+                    self.on_phase(f"lost the Ray cluster (GCS at {lost.gcs_address}): ending the run with its record")
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                return Outcome(Status.FAILED, error, None, self.driver.stalls)
         return task.result()
 
-    def _cancel(self, reason: str) -> None:
+    def _end_processes_directly(self) -> None:
+        """The cluster is lost: each of the job's processes is asked, by a call straight to it, to
+        end (:meth:`ProcessActor.end <actors.process_actor.ProcessActor.end>`), since ``ray.kill``
+        goes through the GCS; waits (at most :data:`LOST_CALL_S`) until each is seen gone. One that
+        cannot be reached (its node gone or cut off) is left to the end of its node."""
+        ends = {name: actor.end.remote() for name, actor in self.processes.items()}
+        if not ends:
+            return
+        done, left = ray.wait(list(ends.values()), num_returns=len(ends), timeout=LOST_CALL_S)
+        for ref in done:  # the call of a process that ended: its error is the news, taken here
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(ref, timeout=0)
+        if left:
+            log.warning("%d of the job's %d processes did not end within %g s", len(left), len(ends), LOST_CALL_S)
+
+    def _cancel(self, reason: str, bound: float | None = None) -> None:
         """Flink's cancel: the job manager stops checkpointing (:meth:`JobManager.cancel
         <runtime.flink.job_manager.JobManager.cancel>`); its answer is the final view of the
         checkpoints, so no checkpoint completes (nor commits) after the record's view of them.
         A job manager that does not answer (its process or Ray itself ended by the same signal)
         leaves the record to what the driver holds and what the table says."""
-        if JOB_MANAGER not in self.refs or not self._ray_up():
-            return
-        bound = self.cfg.checkpoint_timeout_s + 5
+        if JOB_MANAGER not in self.refs or not (self._ray_up() or self.cluster_lost is not None):
+            return  # a lost cluster's roles may still answer a call straight to them
+        bound = min(self.cfg.checkpoint_timeout_s + 5, bound or math.inf)
         try:
             view = ray.get(self.refs[JOB_MANAGER].deliver("cancel", to_wire(reason), DRIVER), timeout=bound)
             self.final_jm = from_wire(view)
@@ -291,7 +379,8 @@ class JobRun(RayHost):
                     log.info("the counters of %s are lost: %s", name, type(exc).__name__)
             coord, jm, dumps = asyncio.run(self._views())
             self._gather_traces()
-        jm_final = outcome.status != Status.INTERRUPTED or self.final_jm is not None or not self.launched
+        ended_itself = outcome.status != Status.INTERRUPTED and self.cluster_lost is None
+        jm_final = ended_itself or self.final_jm is not None or not self.launched
         jm = self.final_jm or jm or self.last_jm
         self._shutdown()  # a job that did not finish would go on committing under the record
         return job_result(
@@ -350,6 +439,7 @@ def run_job(
 def _run_on_ray(
     job: ResolvedJob, out_dir: str | None, table_lock: TableLock | None, kwargs: dict[str, Any]
 ) -> JobResult:
+    check_cluster_lost_after(job.config.cluster_lost_after_s)  # before Ray starts: exit 2
     if not ray.is_initialized() and kwargs.get("on_phase"):
         kwargs["on_phase"]("starting Ray")
     stop: StopRequest | None = kwargs.get("stop")

@@ -41,6 +41,7 @@ from runtime.job.driver import JobDriver, root_cause
 from runtime.job.roles import JobRoles, RoleSpec, first_launch, role_kind
 from runtime.job.stop import StopRequest
 from runtime.lab.report import ProgressCallback
+from runtime.lab.results import ClusterLost
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class RayHost:
         self._silent_since: dict[str, float] = {}  # task -> when it first did not answer a dump
         self.last_jm: JobManagerView | None = None  # the job manager's last answer (the progress bar's)
         self.plan: StreamPlan | None = None  # the stream, once planned
+        self.cluster_lost: ClusterLost | None = None  # the driver lost the Ray cluster: nothing of Ray is asked
 
     # -- the job's processes ---------------------------------------------------------------------
 
@@ -143,7 +145,7 @@ class RayHost:
         return len(ready)
 
     def _ray_up(self) -> bool:
-        return local_ray_alive()
+        return self.cluster_lost is None and local_ray_alive()
 
     def _shutdown(self) -> None:
         """Kills the job's processes and removes its placement group; when Ray itself was ended

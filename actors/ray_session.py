@@ -42,6 +42,13 @@ REAP_TIMEOUT_S = 5.0  # a process that ignores SIGTERM this long is killed
 
 
 _RAY_INIT_LOCK = threading.Lock()  # the fault matrix runs jobs from two threads
+_LOST: list[str] = []  # the head's GCS this driver lost (actors.cluster_watch): Ray is not asked to shut down
+
+
+def mark_cluster_lost(gcs_address: str) -> None:
+    """The driver lost its cluster's head: :func:`end_own_ray` ends a local Ray's processes and
+    does not ask Ray to shut down, which would wait on a GCS that is gone or stopped."""
+    _LOST.append(gcs_address)
 
 
 def ensure_ray(num_cpus: int | None = None) -> bool:
@@ -168,7 +175,7 @@ def end_own_ray() -> None:
     if session:
         ending.insert(0, lambda: _end_processes_naming(session))
     ending += [functools.partial(_end_processes_naming, name) for name in sorted(named)]
-    shutdown: list[Callable[[], object]] = [ray.shutdown] if ray.is_initialized() else []
+    shutdown: list[Callable[[], object]] = [ray.shutdown] if ray.is_initialized() and not _LOST else []
     # a Ray whose GCS or raylet a signal ended is ended first: its shutdown waits on them, and Ray
     # may end the driver meanwhile (a minute after its GCS went)
     steps = shutdown + ending if local_ray_alive() else ending + shutdown
@@ -200,14 +207,21 @@ def local_ray_alive() -> bool:
     signal sent to them: a signal to the terminal's process group no longer reaches them, see
     :class:`_OwnGroupPopen`): then no actor can answer and a call would wait for its bound. True for
     a cluster given by ``RAY_ADDRESS`` (not ours to judge)."""
+    return local_ray_ended() is None
+
+
+def local_ray_ended() -> str | None:
+    """Which of the local Ray's GCS and raylet this driver started has exited, in words, or None
+    (:func:`local_ray_alive`). Without GCS fault tolerance nothing starts them again."""
     node: Any = getattr(ray._private.worker, "_global_node", None)
     if node is None or own_session_dir() is None:
-        return True
+        return None
     for kind in ("gcs_server", "raylet"):
         for info in node.all_processes.get(kind, []):
-            if info.process is not None and info.process.poll() is not None:
-                return False
-    return True
+            code = info.process.poll() if info.process is not None else None
+            if code is not None:
+                return f"its {kind} process (pid {info.process.pid}) exited (status {code})"
+    return None
 
 
 def mark_session(session_dir: str) -> None:

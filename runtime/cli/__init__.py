@@ -11,6 +11,7 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # the commands whose job writes its record however it is stopped: a first stop while their modules
 # load is left to the job (it stops in its start-up), not the end of the command
 JOB_COMMANDS = frozenset({"run", "deadlock"})
+CLUSTER_LOST = 4  # runtime.cli.exits.ExitCode.CLUSTER_LOST (its modules load later): a run that lost its Ray cluster
 
 
 def _guarded_main(argv: list[str] | None = None) -> int:
@@ -79,9 +80,11 @@ def script(argv: list[str] | None = None) -> int:
     ends with the signal's exit code at once once its record is written and Ray and Spark are
     stopped. Ray's core worker can crash in its own teardown at interpreter exit after a stop that
     came while ``ray.init`` connected (Ray 2.52.1: SIGSEGV, exit -11, after the record was written),
-    which would hide the stop's exit code; nothing of the run is left for the exit handlers then."""
+    which would hide the stop's exit code; nothing of the run is left for the exit handlers then. So
+    does a run that lost its Ray cluster: Ray's core worker, still trying the GCS, would end the
+    process from C++ a minute after it lost it."""
     code = main(argv)
-    if code in {128 + int(sig) for sig in STOPPING_SIGNALS} and "ray" in sys.modules:
+    if code in {CLUSTER_LOST, *(128 + int(sig) for sig in STOPPING_SIGNALS)} and "ray" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

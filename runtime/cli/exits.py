@@ -15,16 +15,20 @@ class ExitCode(IntEnum):
     FAILED = 1  # the run failed, was not verified, or a check found a problem
     USAGE = 2  # bad input: an option, a file, a table, a location (nothing ran)
     DEADLOCK = 3  # the job deadlocked (the watchdog diagnosed it)
+    CLUSTER_LOST = 4  # the run lost its Ray cluster's head (its record is written; run again on a live cluster)
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports it; SIGTERM 143, SIGHUP 129 (128 + signal)
 
 
 def of_run(result: JobResult, stopped_by: int = ExitCode.INTERRUPTED) -> int:
     """``run``: OK only when the job finished and exactly-once was verified; an interrupted job
-    exits as the signal that stopped it (``stopped_by``: 128 + its number)."""
+    exits as the signal that stopped it (``stopped_by``: 128 + its number), even when its Ray
+    cluster was lost too; any other run that lost its Ray cluster exits :data:`ExitCode.CLUSTER_LOST`."""
     if result.status == Status.DEADLOCKED:
         return ExitCode.DEADLOCK
     if result.status == Status.INTERRUPTED:
         return stopped_by
+    if result.ray is not None and result.ray.cluster_lost is not None:
+        return ExitCode.CLUSTER_LOST
     eo = result.exactly_once
     return ExitCode.OK if result.status == Status.FINISHED and eo and eo.verified else ExitCode.FAILED
 

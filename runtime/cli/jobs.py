@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from runtime.cli import exits
 from runtime.cli.jobs_options import add_jobs_options, jobs_exit, jobs_spec_from, print_jobs
@@ -52,9 +54,9 @@ def run_and_report(
         # Ray's and Spark's modules load under the command's handlers (a second or more on busy
         # cores): a stop meanwhile is a stop in the start-up, with its record
         from actors.job import run_job
-        from actors.ray_session import ray_scope
+        from actors.ray_session import end_own_ray, ray_scope
         from actors.spark import spark_scope
-        from runtime.lab.report import PhaseLog, checkpoint_progress, summary_table
+        from runtime.lab.report import PhaseLog, checkpoint_progress
 
         phases = PhaseLog(console, enabled=not quiet)
         with (
@@ -66,20 +68,52 @@ def run_and_report(
             spark_scope(),
             checkpoint_progress(console, job.config.checkpoints, label, enabled=not quiet) as progress,
         ):
+
+            def lost_while_waiting(record: JobResult) -> None:
+                """The run lost its Ray cluster while this command's thread waits on the GCS in a
+                call Ray answers only by ending the process (exit 1, a minute on): the cluster
+                watch's thread made the record; the command reports it, ends what it started and
+                exits 4 now (actors/cluster_watch.py)."""
+                report_run(console, record, out, trace, lambda: phases("done"))
+                if lock is not None:
+                    lock.release()
+                end_own_ray()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exits.ExitCode.CLUSTER_LOST)
+
             result = run_job(
-                job, out, on_progress=progress, on_phase=phases, trace_path=trace, stop=stop, table_lock=lock
+                job,
+                out,
+                on_progress=progress,
+                on_phase=phases,
+                trace_path=trace,
+                stop=stop,
+                table_lock=lock,
+                on_lost_record=lost_while_waiting,
             )
             stop.ending = True  # the record is made; Spark and Ray are stopped next
-    phases("done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else ""))
+    done = "done" + (f"; Ray's and Spark's own output is in {engines_log}" if engines_log else "")
+    report_run(console, result, out, trace, lambda: phases(done))
+    return result, exit_code_of(stop.signal)
+
+
+def report_run(console: Console, result: JobResult, out: str, trace: str | None, done: Callable[[], None]) -> None:
+    """The run's last lines: ``done`` (its phase), the summary, why it deadlocked or lost its Ray
+    cluster, and where its record is."""
+    from runtime.lab.report import summary_table
+
+    done()
     console.print(summary_table(result))
     if result.deadlock:
         console.print(f"[red]{result.deadlock.explanation}[/red]", highlight=False)
+    if result.ray is not None and result.ray.cluster_lost is not None and result.status == Status.FAILED:
+        console.print(f"[red]{escape(str(result.error))}[/red]", highlight=False)
     console.print(
         f"result: {os.path.join(out, 'result.json')}"
         + (f"; trace: {trace}" if trace else "")
         + (f"; timeline: {result.timeline}" if result.timeline else "")
     )
-    return result, exit_code_of(stop.signal)
 
 
 def say_stop_wait(console: Console) -> None:

@@ -226,7 +226,7 @@ class JobConfig(JobOptions):
             )
 
     def _validate_durations(self) -> None:
-        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s"):
+        for name in (*SCALED_DURATIONS, "deadlock_threshold_s", "job_timeout_s", "cluster_lost_after_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{flag_of(name)} must be a positive number of seconds, got {getattr(self, name)}")
 

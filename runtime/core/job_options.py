@@ -243,6 +243,15 @@ class JobOptions:
         TIMING,
     )
     max_restarts: int = _opt(3, "failovers from the last completed checkpoint before the job gives up", RECOVERY)
+    # the Ray driver's watch on its cluster's head (actors/cluster_watch.py): a lost head ends the run
+    # with its record well before Ray ends the driver (gcs_rpc_server_reconnect_timeout_s, 60 s)
+    cluster_lost_after_s: float = _opt(
+        10.0,
+        "Ray: seconds the Ray cluster's head (its GCS) may leave the driver's probes, one a second, unanswered "
+        "before the run ends as failed with its record (the committed prefix checked); well below Ray's "
+        "gcs_rpc_server_reconnect_timeout_s (60 s), after which Ray ends the driver without one",
+        RECOVERY,
+    )
     # Hudi's concurrency control (runtime.hudi.client.concurrency, docs/CONCURRENCY.md)
     concurrency_mode: str = _opt(
         SINGLE_WRITER,

@@ -347,22 +347,51 @@ class RunPlacement(TypedDict):
     slots_per_task_manager: int
 
 
+@dataclass(frozen=True)
+class ClusterLost:
+    """A run on Ray that lost its cluster: the head's GCS (at ``gcs_address``) stopped answering
+    the driver for ``unreachable_s`` seconds, or its process, of a local Ray, exited (``seen``
+    says which, in words). Recorded as ``cluster_lost`` (``actors/cluster_watch.py``)."""
+
+    gcs_address: str
+    unreachable_s: float
+    seen: str
+
+    def to_json(self) -> JsonObject:
+        return {"gcs_address": self.gcs_address, "unreachable_s": self.unreachable_s, "seen": self.seen}
+
+    @classmethod
+    def from_json(cls, doc: JsonObject) -> ClusterLost:
+        return cls(doc["gcs_address"], doc["unreachable_s"], doc["seen"])
+
+
 @dataclass
 class RayRecord:
-    """What only the Ray host reports: where the roles ran, what the DFS endpoint served."""
+    """What only the Ray host reports: where the roles ran, what the DFS endpoint served, and
+    when the run lost its Ray cluster, what showed it."""
 
     placement: RunPlacement
     dfs_endpoint: EndpointCounts | None
     trace_file: str | None
     stacks_at_timeout: JsonObject | None = None  # a timed-out job: where its coroutines waited
+    cluster_lost: ClusterLost | None = None
 
     def to_json(self) -> JsonObject:
         out = {} if self.stacks_at_timeout is None else {"stacks_at_timeout": self.stacks_at_timeout}
+        if self.cluster_lost is not None:
+            out["cluster_lost"] = self.cluster_lost.to_json()
         return out | {"placement": self.placement, "dfs_endpoint": self.dfs_endpoint, "trace_file": self.trace_file}
 
     @classmethod
     def from_json(cls, doc: JsonObject) -> RayRecord:
-        return cls(doc["placement"], doc.get("dfs_endpoint"), doc.get("trace_file"), doc.get("stacks_at_timeout"))
+        lost = doc.get("cluster_lost")
+        return cls(
+            doc["placement"],
+            doc.get("dfs_endpoint"),
+            doc.get("trace_file"),
+            doc.get("stacks_at_timeout"),
+            ClusterLost.from_json(lost) if lost else None,
+        )
 
 
 # JobResult's fields that result.json places after the job's own: the failovers, then the host's

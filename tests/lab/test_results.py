@@ -84,3 +84,22 @@ def test_the_record_reads_as_attributes(results):
     assert [f.strategy for f in region.failovers] == ["region"]
     assert failed.status == Status.FAILED and len(failed.failovers) == 2 and failed.exactly_once is None
     assert failed.sim.trace_sha256 == failed.to_json()["trace_sha256"]
+
+
+def test_a_record_of_a_run_that_lost_its_ray_cluster_reads_back_and_exits_4(results):
+    """``cluster_lost`` (a Ray run whose head's GCS went away) travels through result.json, and
+    ``run`` exits 4 for it whatever its status, 1 for the same failure without it."""
+    from runtime.cli.exits import ExitCode, of_run
+    from runtime.lab.results import ClusterLost, RayRecord
+
+    record = JobResult.from_json(json.loads(json.dumps(results["failed"].to_json())))
+    record.simulation = None
+    assert of_run(record) == ExitCode.FAILED
+    placement = {"strategy": "pack", "roles_per_node": {}, "writer_nodes": 0, "processes": {}, "roles": {}}
+    lost = ClusterLost("10.0.0.1:6379", 10.1, "it did not answer 4 probes in 10.1 s")
+    record.ray = RayRecord(placement | {"slots_per_task_manager": 1}, None, None, None, lost)  # type: ignore[arg-type]
+    doc = json.loads(json.dumps(record.to_json()))
+    assert doc["cluster_lost"] == {"gcs_address": "10.0.0.1:6379", "unreachable_s": 10.1, "seen": lost.seen}
+    back = JobResult.from_json(doc)
+    assert back.ray is not None and back.ray.cluster_lost == lost
+    assert of_run(back) == ExitCode.CLUSTER_LOST == 4

@@ -150,22 +150,32 @@ def stop_a_run(way: Way, moment: str, work: Path, rng: random.Random) -> Stopped
             _send(proc, way)
         code = proc.wait(timeout=RUN_TIMEOUT_S)
         console.thread.join(10)
-        left: list[str] = []
-        for _ in range(20):  # what the run ends on its way out goes within seconds
-            left = _survivors(ray_tmp, proc.pid)
-            if not left:
-                break
-            time.sleep(0.5)
-        return Stopped(code, "".join(console.lines), out, left)
+        return Stopped(code, "".join(console.lines), out, left_running(ray_tmp, proc.pid))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        for line in _survivors(ray_tmp, proc.pid):  # whatever a failed test left
-            try:
-                psutil.Process(int(line.split()[0])).kill()
-            except psutil.Error:
-                pass
-        shutil.rmtree(ray_tmp, ignore_errors=True)
+        end_what_is_left(proc, ray_tmp)
+
+
+def left_running(ray_tmp: str, session: int) -> list[str]:
+    """The run's processes still running once what it ends on its way out had seconds to go."""
+    left: list[str] = []
+    for _ in range(20):
+        left = _survivors(ray_tmp, session)
+        if not left:
+            break
+        time.sleep(0.5)
+    return left
+
+
+def end_what_is_left(proc: subprocess.Popen[str], ray_tmp: str) -> None:
+    """Whatever a run (or a failed test) left: its session's processes, its Ray's, its temp directory."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    for line in _survivors(ray_tmp, proc.pid):
+        try:
+            psutil.Process(int(line.split()[0])).kill()
+        except psutil.Error:
+            pass
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def _as_a_terminal_starts_it() -> None:
