@@ -284,18 +284,15 @@ class BrokerConsumer:
             )
             if int(last) <= self.position:
                 self._heard_at = time.monotonic()
+            seen = f"the topic's end is {last}, its position {self.position}"
         except ClientStuck as exc:
             self._replace(client, str(exc))
             return
-        except _confluent().KafkaException:
-            pass  # the broker is away, or this client lost it
+        except _confluent().KafkaException as exc:  # the broker is away, or this client lost it
+            seen = f"the topic's end could not be read: {exc.args[0].str() if exc.args else exc}"
         silent = time.monotonic() - self._heard_at
         if silent > self.timeout_s:
-            self._replace(
-                client,
-                f"{self.name} received nothing for {silent:.1f}s while the topic was ahead of it or its end "
-                f"could not be read ({RPC_FLAG})",
-            )
+            self._replace(client, f"{self.name} received nothing for {silent:.1f}s ({RPC_FLAG}); {seen}")
 
     def _replace(self, client: _Client, why: str) -> None:
         """Abandons ``client`` (its close is queued behind whatever it is stuck in); the next poll

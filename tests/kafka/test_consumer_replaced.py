@@ -117,7 +117,7 @@ def test_a_consumer_that_lost_every_broker_is_replaced_and_loses_nothing(broker)
     assert before + after == ["001", "002", "003"]
     assert consumer.replaced == 1
     (why,) = [e["args"]["why"] for e in env.tracer.events if e["name"] == "kafka consumer replaced"]
-    assert "received nothing" in why and "--rpc-timeout" in why
+    assert "received nothing" in why and "--rpc-timeout" in why and "end could not be read" in why
 
 
 def test_a_call_that_never_returns_is_bounded_and_names_its_option() -> None:
