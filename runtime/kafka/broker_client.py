@@ -29,33 +29,50 @@ after every role opened is never lost to a join still in progress. Only that fir
 moved: a later one (the group rejoined after its broker came back) resumes at the group's committed
 offset, as Kafka's consumer does.
 
-librdkafka's calls block, so each consumer and the producer run them on a thread of their own
-(one thread per client: a client is used by one thread at a time). A broker that goes away is not
-an error for the roles: librdkafka reconnects, and its transient errors are counted
-(``control_topic_broker_errors``), not raised; only a fatal one is.
+librdkafka's calls block, so each client runs them on a thread of its own
+(:class:`runtime.kafka.client_thread.ClientThread`: one thread per client, every call bounded). A
+broker that goes away is not an error for the roles: librdkafka reconnects, and its transient errors
+are counted (``control_topic_broker_errors``), not raised; only a fatal one is.
+
+A deliberate difference, a client replaced: Kafka's Java client (Hudi's) ignores a metadata
+response that lists no broker (``NetworkClient.DefaultMetadataUpdater.handleSuccessfulResponse``:
+"When talking to the startup phase of a broker, it is possible to receive an empty metadata set,
+which we should retry later") and re-bootstraps when no known broker is reachable. librdkafka
+(confluent-kafka 2.16) drops every broker such a response leaves out
+(``rd_kafka_metadata_decommission_unavailable_brokers``); a KRaft broker in controlled shutdown
+sends one, and when the client had already seen that broker's connection close, no re-bootstrap
+starts (librdkafka issue #5301): the client knows no broker for good, its polls return nothing and
+its synchronous commit never returns. On a loaded machine a broker restart does this to a client
+now and then. So every client call is bounded (``--rpc-timeout``), and a consumer whose call did
+not return, or that received nothing for ``--rpc-timeout`` while the topic was ahead of it or its
+end could not be read (its end is read once a second while polls return nothing), is replaced: the
+old client is abandoned, a new one joins a new group (as Hudi's agent does when it starts) and
+starts at the position after the last record handed over, so nothing is lost or handed over twice;
+counted (``control_topic_consumer_replaced``) and traced (``kafka consumer replaced``). A producer
+whose message was not delivered is replaced the same way, its queue purged first so that the
+message cannot arrive later (``control_topic_producer_replaced``).
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import time
 import uuid
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from runtime.core import codec, trace_events
 from runtime.core.config import ConfigError, flag_of
 from runtime.core.env import Env, WaitTimeout, waited_text
 from runtime.kafka.address import FLAG, BrokerAddress
+from runtime.kafka.client_thread import ClientStuck, ClientThread
 from runtime.kafka.port import ControlConsumer
 from runtime.kafka.topic import ControlMessage, TopicRecord
 
-T = TypeVar("T")
 GROUP_PREFIX = "hudi-control-group"  # KafkaConnectControlAgent's group id, before its UUID
 POLL_TIMEOUT_S = 0.1  # KafkaConnectControlAgent.KAFKA_POLL_TIMEOUT_MS
 JOB_HEADER = "commitlab.job"  # which job a record belongs to (Hudi: ControlMessage.topicName)
 RPC_FLAG = flag_of("rpc_timeout_s")
+PROBE_EVERY_S = 1.0  # a consumer whose polls return nothing reads the topic's end this often
 
 
 def _confluent() -> Any:
@@ -66,26 +83,6 @@ def _confluent() -> Any:
             f"{FLAG} kafka://...: the Python package confluent-kafka is not installed (scripts/setup.sh installs it)"
         ) from exc
     return confluent_kafka
-
-
-class _Thread:
-    """One client's thread: librdkafka's blocking calls, run one at a time off the event loop.
-    Started on first use and again after a shutdown (a message published after its role's agent
-    stopped still goes out)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self._pool: ThreadPoolExecutor | None = None
-
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.name)
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    def shutdown(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False)
 
 
 def ensure_control_topic(address: BrokerAddress, timeout_s: float) -> int:
@@ -126,8 +123,21 @@ def _count_error(env: Env, err: Any) -> None:
     env.tracer.instant("kafka client error", cat=trace_events.TOPIC, args={"error": str(err)[:200]})
 
 
+class _Client:
+    """One librdkafka consumer in one group, on its own thread; replaced whole, never repaired."""
+
+    def __init__(self, consumer: Any, thread: ClientThread, group: str, start_at: int) -> None:
+        self.consumer = consumer
+        self.thread = thread
+        self.group = group
+        self.start_at = start_at  # where its first assignment starts
+        self.assigned = False
+        self.early: list[Any] = []  # records a poll returned while the group join was completing
+
+
 class BrokerConsumer:
-    """One role's agent consumer (``KafkaConnectControlAgent``'s), in a group of its own."""
+    """One role's agent consumer (``KafkaConnectControlAgent``'s), in a group of its own; replaced
+    when it stops reaching the topic (see the module docstring)."""
 
     def __init__(self, env: Env, name: str, address: BrokerAddress, job_key: str, timeout_s: float) -> None:
         self.env = env
@@ -135,80 +145,178 @@ class BrokerConsumer:
         self.address = address
         self.job_key = job_key.encode()
         self.timeout_s = timeout_s
-        self.group = f"{GROUP_PREFIX}-{name}-{uuid.uuid4()}"
-        self._thread = _Thread(f"kafka-{name}")
-        self._consumer: Any = None
-        self._early: list[Any] = []  # records a poll returned while the group join was completing
-        self._start_at: int | None = None  # where the first assignment starts (None: assigned)
-        self.position = -1
+        self.group = ""  # the current client's
+        self._client: _Client | None = None
+        self._opened = False
+        self.position = -1  # the offset after the last record handed over
+        self._heard_at = 0.0  # when the client last showed it reaches the topic (monotonic)
+        self._probed_at = 0.0
         self.other_jobs = 0  # records of another job on the same topic, dropped
         self.broker_errors = 0
+        self.replaced = 0
 
     async def open(self) -> int:
-        self.position = await self._thread.run(self._open)
+        self.position = await self._open_client(None)
+        self._opened = True
         return self.position
 
-    def _open(self) -> int:
+    async def _open_client(self, start_at: int | None) -> int:
+        """A new client in a new group, its first assignment at ``start_at`` (None: the topic's
+        end now), once its join completed (bounded); returns where it starts."""
+        thread = ClientThread(f"kafka-{self.name}")
+        what = f"its consumer group's join at {self.address}"
+        try:  # _join bounds the end's query and the join; the margin is the thread's
+            client = await thread.run(
+                self._join, thread, start_at, timeout_s=2 * self.timeout_s + 1.0, what=what, option=RPC_FLAG
+            )
+        except BaseException:
+            thread.shutdown()
+            raise
+        self._client = client
+        self.group = client.group
+        self._heard_at = self._probed_at = time.monotonic()
+        return client.start_at
+
+    def _join(self, thread: ClientThread, start_at: int | None) -> _Client:
         ck = _confluent()
-        partition = ck.TopicPartition(self.address.topic, 0)
+        group = f"{GROUP_PREFIX}-{self.name}-{uuid.uuid4()}"
         consumer = ck.Consumer(
             {
                 "bootstrap.servers": self.address.bootstrap_servers,
-                "group.id": self.group,
+                "group.id": group,
                 "auto.offset.reset": "latest",
                 "enable.auto.commit": False,  # the agent commits itself, after handing records over
                 "client.id": self.name,
                 "error_cb": self._on_error,
             }
         )
-        self._consumer = consumer
-        _, end = consumer.get_watermark_offsets(partition, timeout=self.timeout_s, cached=False)
-        self._start_at = int(end)
-        consumer.subscribe([self.address.topic], on_assign=self._on_assign)
-        deadline = time.monotonic() + self.timeout_s
-        while self._start_at is not None:
-            if time.monotonic() > deadline:
-                raise WaitTimeout(
-                    waited_text(self.name, self.timeout_s, f"its consumer group's join at {self.address}", RPC_FLAG)
-                )
-            msg = consumer.poll(POLL_TIMEOUT_S)
-            if msg is not None and msg.error() is None:
-                self._early.append(msg)
-        return int(end)
+        try:
+            if start_at is None:
+                _, start_at = consumer.get_watermark_offsets(self._partition(), timeout=self.timeout_s, cached=False)
+            client = _Client(consumer, thread, group, int(start_at))
+            consumer.subscribe([self.address.topic], on_assign=functools.partial(self._on_assign, client))
+            deadline = time.monotonic() + self.timeout_s
+            while not client.assigned:
+                if time.monotonic() > deadline:
+                    raise WaitTimeout(
+                        waited_text(self.name, self.timeout_s, f"its consumer group's join at {self.address}", RPC_FLAG)
+                    )
+                msg = consumer.poll(POLL_TIMEOUT_S)
+                if msg is not None and msg.error() is None:
+                    client.early.append(msg)
+        except BaseException:
+            consumer.close()
+            raise
+        return client
 
-    def _on_assign(self, consumer: Any, parts: list[Any]) -> None:
-        """The first assignment starts at the end the topic had at open (see the module
-        docstring); a later one (the group rejoined, e.g. after its coordinator's broker came
-        back) sets no offset, so Kafka resumes at the group's committed offset, as Hudi's agent
-        does: starting at open's end again would hand every message since then over twice."""
-        if self._start_at is not None:
+    def _partition(self) -> Any:
+        return _confluent().TopicPartition(self.address.topic, 0)
+
+    def _on_assign(self, client: _Client, consumer: Any, parts: list[Any]) -> None:
+        """The client's first assignment starts where the client was opened to start (the end the
+        topic had at open, or the replaced client's position); a later one (the group rejoined,
+        e.g. after its coordinator's broker came back) sets no offset, so Kafka resumes at the
+        group's committed offset, as Hudi's agent does: starting at the first start again would
+        hand every message since then over twice."""
+        if not client.assigned:
             for p in parts:
-                p.offset = self._start_at
-            self._start_at = None
+                p.offset = client.start_at
+            client.assigned = True
         consumer.assign(parts)
 
     async def poll(self, max_records: int = 100, timeout_s: float = 0.0) -> list[TopicRecord]:
-        records = await self._thread.run(self._poll, max_records, timeout_s)
+        if not self._opened:
+            raise RuntimeError(f"{self.name}: poll before open")
+        client = self._client or await self._reopen()
+        if client is None:
+            return []
+        try:
+            msgs = await client.thread.run(
+                self._fetch,
+                client,
+                max_records,
+                timeout_s,
+                timeout_s=timeout_s + self.timeout_s,
+                what=f"a poll of {self.address.topic} at {self.address}",
+                option=RPC_FLAG,
+            )
+        except ClientStuck as exc:
+            self._replace(client, str(exc))
+            return []
+        records = [r for r in map(self._record, msgs) if r is not None]
+        if any(m.error() is None for m in msgs):
+            self._heard_at = time.monotonic()
+            try:
+                await client.thread.run(
+                    self._commit_sync, client, timeout_s=self.timeout_s, what="its offset commit", option=RPC_FLAG
+                )
+            except ClientStuck as exc:  # what it polled is handed over: the next client starts after it
+                self._replace(client, str(exc))
+        else:
+            await self._check_reach(client)
         now = time.time()
         for rec in records:
             # produce-to-consume, on one machine's clock: the broker's CreateTime is the producer's
             self.env.metrics.sample("control_topic.delivery_s", max(0.0, now - rec.appended_at))
         return records
 
-    def _poll(self, max_records: int, timeout_s: float) -> list[TopicRecord]:
-        consumer = self._consumer
-        if consumer is None:
-            raise RuntimeError(f"{self.name}: poll before open")
-        msgs, self._early = self._early, []
+    def _fetch(self, client: _Client, max_records: int, timeout_s: float) -> list[Any]:
+        msgs, client.early = client.early, []
         if not msgs:
-            first = consumer.poll(max(timeout_s, 0.0))
+            first = client.consumer.poll(max(timeout_s, 0.0))
             msgs = [first] if first is not None else []
         if msgs and len(msgs) < max_records:
-            msgs += consumer.consume(num_messages=max_records - len(msgs), timeout=0)
-        records = [r for r in map(self._record, msgs) if r is not None]
-        if msgs and any(m.error() is None for m in msgs):
-            self._commit_sync()
-        return records
+            msgs += client.consumer.consume(num_messages=max_records - len(msgs), timeout=0)
+        return msgs
+
+    async def _check_reach(self, client: _Client) -> None:
+        """After a poll that returned nothing: at most every PROBE_EVERY_S, read the topic's end; a
+        consumer caught up with it is fine, one behind it (or unable to read it) for --rpc-timeout
+        is replaced."""
+        now = time.monotonic()
+        if now - self._probed_at < PROBE_EVERY_S:
+            return
+        self._probed_at = now
+        end = functools.partial(client.consumer.get_watermark_offsets, self._partition(), PROBE_EVERY_S, False)
+        try:
+            _, last = await client.thread.run(
+                end, timeout_s=PROBE_EVERY_S + self.timeout_s, what="the topic's end", option=RPC_FLAG
+            )
+            if int(last) <= self.position:
+                self._heard_at = time.monotonic()
+            seen = f"the topic's end is {last}, its position {self.position}"
+        except ClientStuck as exc:
+            self._replace(client, str(exc))
+            return
+        except _confluent().KafkaException as exc:  # the broker is away, or this client lost it
+            seen = f"the topic's end could not be read: {exc.args[0].str() if exc.args else exc}"
+        silent = time.monotonic() - self._heard_at
+        if silent > self.timeout_s:
+            self._replace(client, f"{self.name} received nothing for {silent:.1f}s ({RPC_FLAG}); {seen}")
+
+    def _replace(self, client: _Client, why: str) -> None:
+        """Abandons ``client`` (its close is queued behind whatever it is stuck in); the next poll
+        opens a new one at the position after the last record handed over."""
+        self._client = None
+        self.replaced += 1
+        self.env.metrics.count("control_topic_consumer_replaced")
+        self.env.tracer.instant(
+            "kafka consumer replaced",
+            cat=trace_events.TOPIC,
+            args={"consumer": self.name, "group": client.group, "position": self.position, "why": why[:200]},
+        )
+        client.thread.submit(client.consumer.close)
+        client.thread.shutdown()
+
+    async def _reopen(self) -> _Client | None:
+        """The replacement client, starting at the position; None (counted, traced) while the
+        broker cannot be joined: the next poll tries again."""
+        try:
+            await self._open_client(self.position)
+        except (WaitTimeout, _confluent().KafkaException) as exc:
+            _count_error(self.env, exc)
+            return None
+        return self._client
 
     def _on_error(self, err: Any) -> None:
         """librdkafka's error callback (on this client's thread, inside a poll): a broker gone or
@@ -232,19 +340,27 @@ class BrokerConsumer:
         _, ts = msg.timestamp()
         return TopicRecord(offset=msg.offset(), message=message, appended_at=ts / 1000.0)
 
-    def _commit_sync(self) -> None:
-        """The agent's ``commitSync`` after a poll; a failed commit is logged there, counted here."""
+    def _commit_sync(self, client: _Client) -> None:
+        """The agent's ``commitSync`` after a poll; a failed commit is logged there, counted here.
+        librdkafka's has no time limit (Java's: ``default.api.timeout.ms``): poll bounds it."""
         ck = _confluent()
         try:
-            self._consumer.commit(asynchronous=False)
+            client.consumer.commit(asynchronous=False)
         except ck.KafkaException:
             self.env.metrics.count("control_topic_commit_errors")
 
     async def close(self) -> None:
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await self._thread.run(consumer.close)  # leaves the group
-        self._thread.shutdown()
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:  # leaves the group
+            await client.thread.run(
+                client.consumer.close, timeout_s=self.timeout_s, what="its consumer's close", option=RPC_FLAG
+            )
+        except ClientStuck as exc:
+            _count_error(self.env, exc)
+        finally:
+            client.thread.shutdown()
 
 
 class BrokerPort:
@@ -255,7 +371,7 @@ class BrokerPort:
         self.address = address
         self.job_key = job_key
         self.timeout_s = timeout_s
-        self._thread = _Thread(f"kafka-producer-{env.role}")
+        self._thread = ClientThread(f"kafka-producer-{env.role}")
         self._producer: Any = None
 
     def consumer(self, name: str) -> ControlConsumer:
@@ -263,34 +379,44 @@ class BrokerPort:
 
     async def publish(self, message: ControlMessage) -> int:
         started = time.perf_counter()
-        offset = await self._thread.run(self._produce, message)
+        if self._producer is None:
+            self._producer = self._new_producer()
+        producer = self._producer
+        what = f"the broker at {self.address} to take {message.kind}"
+        try:  # _produce's flush is bounded by timeout_s; the margin is the thread's
+            offset = await self._thread.run(
+                self._produce, producer, message, timeout_s=self.timeout_s + 1.0, what=what, option=RPC_FLAG
+            )
+        except Exception:  # not delivered (in time): this producer may have lost every broker
+            self._replace_producer(producer)
+            raise
         self.env.metrics.sample("control_topic.publish_s", time.perf_counter() - started)
         self.env.tracer.instant(
             "topic.append", cat=trace_events.TOPIC, args={"kind": message.kind, "offset": offset, "broker": True}
         )
         return offset
 
-    def _produce(self, message: ControlMessage) -> int:
-        ck = _confluent()
-        if self._producer is None:
-            self._producer = ck.Producer(
-                {
-                    "bootstrap.servers": self.address.bootstrap_servers,
-                    "linger.ms": 0,
-                    "message.timeout.ms": max(1, int(self.timeout_s * 1000)),
-                    "client.id": f"{self.env.role}-producer",
-                    "error_cb": lambda err: _count_error(self.env, err),
-                }
-            )
+    def _new_producer(self) -> Any:
+        return _confluent().Producer(
+            {
+                "bootstrap.servers": self.address.bootstrap_servers,
+                "linger.ms": 0,
+                "message.timeout.ms": max(1, int(self.timeout_s * 1000)),
+                "client.id": f"{self.env.role}-producer",
+                "error_cb": lambda err: _count_error(self.env, err),
+            }
+        )
+
+    def _produce(self, producer: Any, message: ControlMessage) -> int:
         report: list[Any] = []
-        self._producer.produce(
+        producer.produce(
             self.address.topic,
             key=message.kind.encode(),
             value=codec.encode(message),
             headers=[(JOB_HEADER, self.job_key.encode())],
             on_delivery=lambda err, msg: report.append((err, msg)),
         )
-        self._producer.flush(self.timeout_s)
+        producer.flush(self.timeout_s)
         if not report:
             what = f"the broker at {self.address} to take {message.kind}"
             raise WaitTimeout(waited_text(self.env.role, self.timeout_s, what, RPC_FLAG))
@@ -299,8 +425,27 @@ class BrokerPort:
             raise RuntimeError(f"{self.env.role}: {message.kind} was not delivered to {self.address}: {err.str()}")
         return int(msg.offset())
 
+    def _replace_producer(self, producer: Any) -> None:
+        """A producer whose message was not delivered may have lost every broker (see the module
+        docstring): its queue is purged (the message cannot arrive later) and the next
+        publish makes a new one, on a new thread."""
+        if self._producer is producer:
+            self._producer = None
+        self.env.metrics.count("control_topic_producer_replaced")
+        self.env.tracer.instant("kafka producer replaced", cat=trace_events.TOPIC, args={"role": self.env.role})
+        old, self._thread = self._thread, ClientThread(self._thread.name)
+        old.submit(functools.partial(producer.purge, blocking=False))
+        old.submit(producer.flush, 0)  # serves the purged messages' reports
+        old.shutdown()
+
     async def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            await self._thread.run(producer.flush, self.timeout_s)
+            what = f"the broker at {self.address} to take what is queued"
+            try:
+                await self._thread.run(
+                    producer.flush, self.timeout_s, timeout_s=self.timeout_s + 1.0, what=what, option=RPC_FLAG
+                )
+            except ClientStuck as exc:
+                _count_error(self.env, exc)
         self._thread.shutdown()

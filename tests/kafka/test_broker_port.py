@@ -12,21 +12,8 @@ import pytest
 
 from runtime.core.metrics import Metrics
 from runtime.core.trace import Tracer
-from runtime.kafka.broker import missing_requirement, running_broker
+from runtime.kafka.broker import running_broker
 from runtime.kafka.topic import ACK_COMMIT, END_COMMIT, START_COMMIT, WRITE_STATUS, ControlMessage
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    why = missing_requirement()
-    if why:
-        pytest.skip(why)
-    pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (scripts/setup.sh installs it)")
-    from runtime.kafka.broker_client import ensure_control_topic
-
-    with running_broker(data_dir=str(tmp_path_factory.mktemp("kafka"))) as b:
-        ensure_control_topic(b.address, 30.0)
-        yield b
 
 
 def _env(role: str) -> SimpleNamespace:
@@ -97,7 +84,7 @@ def test_a_topic_with_two_partitions_is_refused(broker):
         ensure_control_topic(BrokerAddress("127.0.0.1", broker.port, "two-partitions"), 10.0)
 
 
-def test_a_consumer_across_a_broker_restart_sees_each_message_once(tmp_path):
+def test_a_consumer_across_a_broker_restart_sees_each_message_once(kafka_ready, tmp_path):
     """A broker restarted between two polls: the consumer sees neither a message it already handed
     over again nor one sent while the broker was away lost. Whether its group rejoins (and its
     partition is assigned again) depends on timing; where a later assignment starts is pinned

@@ -7,7 +7,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from runtime.kafka.address import BrokerAddress
-from runtime.kafka.broker_client import BrokerConsumer
+from runtime.kafka.broker_client import BrokerConsumer, _Client
+from runtime.kafka.client_thread import ClientThread
 
 UNSET = -1001  # librdkafka's OFFSET_INVALID: the committed offset, else auto.offset.reset
 
@@ -22,9 +23,9 @@ class _Consumer:
 
 def test_only_the_first_assignment_is_moved_to_the_end_at_open() -> None:
     consumer = BrokerConsumer(SimpleNamespace(), "writer-0", BrokerAddress("127.0.0.1", 9092), "/t", 1.0)
-    consumer._start_at = 42  # the topic's end when open began
     kafka = _Consumer()
-    consumer._on_assign(kafka, [SimpleNamespace(offset=UNSET)])
-    consumer._on_assign(kafka, [SimpleNamespace(offset=UNSET)])  # rejoined: resume where committed
+    client = _Client(kafka, ClientThread("t"), "g", 42)  # 42: the topic's end when open began
+    consumer._on_assign(client, kafka, [SimpleNamespace(offset=UNSET)])
+    consumer._on_assign(client, kafka, [SimpleNamespace(offset=UNSET)])  # rejoined: resume where committed
     assert kafka.assigned == [[42], [UNSET]]
-    assert consumer._start_at is None  # open's wait for the join is over
+    assert client.assigned  # open's wait for the join is over

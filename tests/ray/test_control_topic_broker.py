@@ -5,6 +5,7 @@ confluent-kafka. Skipped, saying why, when Java, the jars or confluent-kafka are
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -86,14 +87,27 @@ def test_control_topic_on_a_broker_commits_exactly_once(ray_session, broker, tmp
         assert committed and max(committed) > 0, (role, groups)
 
 
+def _holds_rows(path: str) -> bool:
+    """A completed commit that wrote rows (Connect also commits when nothing was written)."""
+    if not path.endswith(".commit"):
+        return False
+    try:
+        with open(path) as f:
+            stats = json.load(f).get("partitionToWriteStats") or {}
+    except (OSError, ValueError):
+        return False
+    return any(stats.values())
+
+
 def test_a_broker_restarted_mid_commit_loses_no_row(ray_session, broker, tmp_path):
     """The broker stops while a commit is open (an instant inflight after the first commit) and
-    comes back on the same storage 1 s later: producers and consumers reconnect, a commit whose
-    messages could not get through is abandoned after the write-status timeout, and every row is
-    committed once."""
+    comes back on the same storage 1 s later: producers and consumers reconnect (or, having lost
+    every broker, are replaced), a commit whose messages could not get through is abandoned after
+    the write-status timeout, and every row is committed once."""
     from actors.job import run_job
 
-    # the stream's rounds a second apart: rows still arrive while the broker is away
+    # the stream's rounds a second apart: rows still arrive while the broker is away (after a commit
+    # that wrote rows: on a loaded machine the first ones may be empty)
     # the job's own time limit below the test's (300 s): a run that does not end says why
     cfg = _cfg(
         tmp_path, broker, checkpoints=6, checkpoint_interval_s=1.0, write_status_timeout_s=4.0, job_timeout_s=200.0
@@ -102,10 +116,12 @@ def test_a_broker_restarted_mid_commit_loses_no_row(ray_session, broker, tmp_pat
     restarted: list[float] = []
 
     def restart_mid_commit() -> None:
-        deadline = time.monotonic() + 45
+        deadline = time.monotonic() + 150  # a loaded machine starts the job slowly: up to 40 s to a first commit
         while time.monotonic() < deadline:
             names = os.listdir(timeline) if os.path.isdir(timeline) else []
-            if any(n.endswith(".commit") for n in names) and any(n.endswith(".inflight") for n in names):
+            if any(_holds_rows(os.path.join(timeline, n)) for n in names) and any(
+                n.endswith(".inflight") for n in names
+            ):
                 broker.restart(down_s=1.0)
                 restarted.append(time.monotonic())
                 return
@@ -114,17 +130,14 @@ def test_a_broker_restarted_mid_commit_loses_no_row(ray_session, broker, tmp_pat
     watcher = threading.Thread(target=restart_mid_commit, daemon=True)
     watcher.start()
     result = run_job(cfg, str(tmp_path / "out"))
-    watcher.join(60)
-    assert restarted, "the job never had a commit open after its first one"
-    starts = {name: int(str(t["protocol"].get("start", 0))) for name, t in result.tasks.items()}
-    if result.status == "timed-out" and min(starts.values()) <= 1 < max(starts.values()):
-        # a known open problem, named so that it is not mistaken for another: on a loaded 2-core
-        # machine one participant's consumer now and then receives nothing after the broker came
-        # back (no poll error, no commit error) while the others go on, and every commit is abandoned
-        pytest.xfail(f"a participant's consumer received nothing after the broker restart: START_COMMITs {starts}")
-    assert result.status == "finished", (result.error, result.coordinator)
+    watcher.join(160)
+    assert restarted, "the job never had a commit open after one that wrote rows"
+    # on a loaded machine a client now and then loses every broker across the restart
+    # (librdkafka issue #5301) and is replaced (runtime/kafka/broker_client.py): the job still ends
+    starts = {name: t["protocol"].get("start") for name, t in result.tasks.items()}
+    assert result.status == "finished", (result.error, starts, result.figures.counters)
     assert result.exactly_once.verified, why_not_verified(result.exactly_once)
     assert result.exactly_once.expected == result.exactly_once.actual == 3_000
-    assert len(result.commits) >= 2  # one before the restart, one after
+    assert len(result.commits) >= 2  # one with rows before the restart, one after
     # the clients saw the broker go away (and reconnected by themselves)
     assert result.figures.counters.get("control_topic_broker_errors", 0) > 0, result.figures.counters
