@@ -107,8 +107,13 @@ def ensure_control_topic(address: BrokerAddress, timeout_s: float) -> int:
         except ck.KafkaException as exc:
             if exc.args[0].code() != ck.KafkaError.TOPIC_ALREADY_EXISTS:
                 raise ConfigError(f"{FLAG} {address}: the control topic could not be created: {exc}") from exc
-        meta = admin.list_topics(address.topic, timeout=timeout_s)
-    partitions = len(meta.topics[address.topic].partitions)
+    partitions = _partitions_listed(admin, address, meta, timeout_s)
+    if partitions == 0:
+        raise ConfigError(
+            f"{FLAG} {address}: the broker listed the control topic {address.topic!r} with no partition for "
+            f"{timeout_s:g}s (its partition has no leader yet); check the broker's log, or wait longer with "
+            f"{RPC_FLAG} (a broker of yours) or --broker-timeout (one commitlab starts)"
+        )
     if partitions != 1:
         raise ConfigError(
             f"{FLAG} {address}: the control topic {address.topic!r} has {partitions} partitions; Hudi's protocol "
@@ -116,6 +121,25 @@ def ensure_control_topic(address: BrokerAddress, timeout_s: float) -> int:
             "in one order: name another topic (kafka://HOST:PORT/TOPIC)"
         )
     return partitions
+
+
+def _partitions_listed(admin: Any, address: BrokerAddress, meta: Any, timeout_s: float) -> int:
+    """How many partitions the broker lists for the topic. A topic just created (here or by a
+    process beside this one) is listed with none until its partition's leader is elected, a
+    moment later or seconds on a loaded machine: the broker is asked again until it lists one or
+    ``timeout_s`` has passed (0 then)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        topic = meta.topics.get(address.topic)
+        listed = len(topic.partitions) if topic is not None else 0
+        left = deadline - time.monotonic()
+        if listed or left <= 0:
+            return listed
+        time.sleep(min(0.1, left))
+        try:
+            meta = admin.list_topics(address.topic, timeout=max(0.1, deadline - time.monotonic()))
+        except _confluent().KafkaException:
+            pass  # not answered within what is left: the loop's deadline says whether to ask again
 
 
 def _count_error(env: Env, err: Any) -> None:

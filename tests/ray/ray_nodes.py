@@ -9,6 +9,7 @@ machine, is not disturbed.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -27,6 +28,7 @@ from pathlib import Path
 
 RAY = str(Path(sys.executable).with_name("ray"))
 START_TIMEOUT_S = 90
+AGENT_TIMEOUT_S = 45  # the agent binds within seconds of its raylet; past this, the start is tried again
 
 # Ray's worker processes listen on 10002-19999 (``--min-worker-port``/``--max-worker-port``).
 PORTS_FROM = 20000
@@ -149,6 +151,14 @@ def _accepts(host: str, port: int) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def _resolved_node_ip() -> str:
+    """The address Ray gives a node started here (its dashboard agent registers it): the one a
+    packet to the outside would leave from."""
+    import ray.util
+
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
+
 def _alive_nodes(cluster: LocalCluster) -> int:
     request = urllib.request.Request(f"{cluster.dashboard}/nodes?view=summary", headers=cluster.headers)
     with urllib.request.urlopen(request, timeout=5) as r:
@@ -183,9 +193,15 @@ def _start_cluster(
     # the head's `ray start` is done only once its raylet registered; the dashboard answers before
     _wait_for("the head node", lambda: _alive_nodes(cluster) == 1, cluster)
     # `ray job submit` goes through the head's job agent, which starts after its raylet: on a busy
-    # machine a submission right after the node came up was refused ("Connect call failed")
+    # machine a submission right after the node came up was refused ("Connect call failed"). The
+    # dashboard reaches the agent at the address Ray resolved for the node (the machine's, not the
+    # --node-ip-address 127.0.0.1 given), where the agent binds first and then 127.0.0.1: once a
+    # submission was refused there three times while 127.0.0.1 answered, so both are waited for
+    # (a start that does not get there is tried again on fresh ports)
     agent = int(head_cmd[head_cmd.index("--dashboard-agent-listen-port") + 1])
-    _wait_for(f"the head's job agent on port {agent}", lambda: _accepts("127.0.0.1", agent), cluster)
+    for host in dict.fromkeys(["127.0.0.1", _resolved_node_ip()]):
+        what = f"the head's job agent on {host}:{agent}"
+        _wait_for(what, functools.partial(_accepts, host, agent), cluster, AGENT_TIMEOUT_S)
     worker_cmd = [RAY, "start", "--address", cluster.gcs, "--resources", json.dumps({"worker-node": 1})]
     start([*worker_cmd, *_node_ports("127.0.0.2", taken)], "worker")
     _wait_for("two alive nodes", lambda: _alive_nodes(cluster) == 2, cluster)
