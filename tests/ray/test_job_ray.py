@@ -317,7 +317,10 @@ def test_a_merge_on_read_job_on_ray_commits_delta_commits_and_compacts(ray_sessi
     log files per flush, delta commits, and compactions run by the compaction operators in the
     task managers' slots, one of them crashing its task manager mid-compaction (the job fails
     over, the plan operator rolls the compaction back and it runs again)."""
-    for protocol, faults in (("message-bus", ""), ("coordination-rpc", "compaction.crash_during@3")):
+    # the crash is pinned to no checkpoint: it hits the first compaction, whichever checkpoint's
+    # notification hands it out (on a loaded machine that was not always the third, and the
+    # fault did not fire)
+    for protocol, faults in (("message-bus", ""), ("coordination-rpc", "compaction.crash_during")):
         cfg = _cfg(
             tmp_path / protocol,
             protocol=protocol,
